@@ -1,0 +1,69 @@
+"""Command-line entry point: ``quantscope [FILE] [options]`` opens the window; subcommands
+(``report``, ``scan``, ``export``) print or write results without a window.
+
+Each subcommand lives in its own module under ``quantscope.commands`` and exposes
+``add_parser(subparsers)`` and ``run(args) -> int``; this module only dispatches, so adding a
+command never touches the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from quantscope.errors import QuantscopeError
+
+#: Subcommand name -> module under quantscope.commands.
+COMMANDS: dict[str, str] = {
+    "report": "quantscope.commands.report",
+    "scan": "quantscope.commands.scan",
+    "export": "quantscope.commands.export",
+}
+
+
+def _available_commands() -> dict[str, object]:
+    modules = {}
+    for name, module_name in COMMANDS.items():
+        try:
+            modules[name] = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:  # a command still being written
+            if exc.name != module_name:
+                raise
+    return modules
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run quantscope with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = _available_commands()
+    if argv and argv[0] in commands:
+        parser = argparse.ArgumentParser(prog="quantscope")
+        sub = parser.add_subparsers(dest="command", required=True)
+        for module in commands.values():
+            module.add_parser(sub)
+        args = parser.parse_args(argv)
+        module = commands[args.command]
+    else:
+        module = _window_module()
+        if module is None:  # no window yet: the report is the app's face
+            return main(["report", *argv])
+        parser = argparse.ArgumentParser(prog="quantscope", description=module.__doc__)
+        module.add_arguments(parser)
+        args = parser.parse_args(argv)
+    try:
+        return int(module.run(args))
+    except QuantscopeError as exc:
+        print(f"quantscope: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _window_module():
+    """The window's launcher module, or None while the GUI does not exist."""
+    try:
+        return importlib.import_module("quantscope.gui.launch")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("quantscope.gui.launch",):
+            raise
+        return None

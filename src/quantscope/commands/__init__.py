@@ -1,0 +1,1 @@
+"""Subcommands of the ``quantscope`` command line, one module each."""

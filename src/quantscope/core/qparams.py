@@ -1,0 +1,260 @@
+"""Quantization parameters: how scale and zero point follow from a range, and from a tensor.
+
+Rules (the engine's defaults; runtime presets in :mod:`quantscope.core.runtimes` override them):
+
+* symmetric: zero point 0, ``scale = max|x| / (2^(bits-1) - 1)``; codes in the narrow range
+  ``[-(2^(bits-1) - 1), 2^(bits-1) - 1]`` by default (ONNX Runtime and TFLite weights), the full
+  range ``[-2^(bits-1), 2^(bits-1) - 1]`` with ``narrow_range=False``;
+* asymmetric: the range is widened to include 0 (``lo = min(x_min, 0)``, ``hi = max(x_max, 0)``),
+  ``scale = (hi - lo) / (qmax - qmin)``, ``zero_point = clamp(round(qmin - lo / scale))``, so that
+  0.0 quantizes to the zero point and dequantizes to exactly 0.0 (padding and ReLU zeros stay
+  exact);
+* degenerate ranges (all zeros, empty, or a scale below float32's smallest normal number, where
+  division would lose precision) give scale 1.0 and zero point 0.
+
+Scales are computed in float64 and rounded once to float32, the precision every runtime stores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from quantscope.core.layout import granularity_of, param_rows, param_shape
+from quantscope.core.quantize import dequantize, quantize
+from quantscope.core.validate import (
+    ARITHMETIC_RULES,
+    ROUNDING_RULES,
+    EngineValueError,
+    as_float32,
+    check_choice,
+    check_code_range,
+    check_scale,
+    check_zero_point,
+)
+
+GRANULARITIES = ("tensor", "channel", "group")
+_TINY = float(np.finfo(np.float32).tiny)
+
+
+@dataclass(frozen=True, eq=False)
+class QuantParams:
+    """Everything needed to reproduce one quantization: the parameters and the arithmetic.
+
+    ``scale`` (float32) and ``zero_point`` (int32) are scalars per tensor, 1-D per channel
+    (along ``axis``) or per-group arrays (see :mod:`quantscope.core.layout`). ``rounding`` and
+    ``arithmetic`` record how the runtime forms and rounds ``x / scale``, so ``quantize`` gives
+    that runtime's exact codes. ``runtime`` and ``method`` are labels for display.
+    """
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    qmin: int = -128
+    qmax: int = 127
+    axis: int | None = None
+    group_size: int | None = None
+    symmetric: bool = True
+    rounding: str = "half_even"
+    arithmetic: str = "divide"
+    runtime: str | None = None
+    method: str = "minmax"
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_code_range(self.qmin, self.qmax)
+        check_choice(self.rounding, ROUNDING_RULES, "rounding")
+        check_choice(self.arithmetic, ARITHMETIC_RULES, "arithmetic")
+        granularity_of(self.axis, self.group_size)
+        object.__setattr__(self, "scale", check_scale(self.scale))
+        object.__setattr__(self, "zero_point",
+                           check_zero_point(self.zero_point, self.qmin, self.qmax))
+
+    @property
+    def bits(self) -> int:
+        """Bit width implied by the code range (a narrow range still needs all its bits)."""
+        return int(np.ceil(np.log2(self.qmax - self.qmin + 1)))
+
+    @property
+    def levels(self) -> int:
+        """Number of codes in ``[qmin, qmax]``."""
+        return self.qmax - self.qmin + 1
+
+    @property
+    def granularity(self) -> str:
+        """``"tensor"``, ``"channel"`` or ``"group"``."""
+        return granularity_of(self.axis, self.group_size)
+
+    def quantize(self, x, *, nonfinite: str = "raise") -> np.ndarray:
+        """Codes of ``x`` under these parameters (see :func:`quantscope.core.quantize.quantize`)."""
+        return quantize(x, self.scale, self.zero_point, qmin=self.qmin, qmax=self.qmax,
+                        axis=self.axis, group_size=self.group_size, rounding=self.rounding,
+                        nonfinite=nonfinite, arithmetic=self.arithmetic)
+
+    def dequantize(self, q) -> np.ndarray:
+        """Float32 values that the codes ``q`` stand for."""
+        return dequantize(q, self.scale, self.zero_point, axis=self.axis,
+                          group_size=self.group_size)
+
+    def with_(self, **changes) -> QuantParams:
+        """A copy with some fields changed (the dataclass is frozen)."""
+        return replace(self, **changes)
+
+
+def code_range(bits: int, *, symmetric: bool, narrow_range: bool | None = None,
+               signed: bool = True) -> tuple[int, int]:
+    """``(qmin, qmax)`` for a bit width. Narrow range (drop the most negative code) is the
+    default for symmetric schemes, so that -x and x get opposite codes."""
+    if not 2 <= int(bits) <= 8:
+        raise EngineValueError(f"bits must be between 2 and 8, got {bits}")
+    narrow = symmetric if narrow_range is None else bool(narrow_range)
+    if signed:
+        qmin, qmax = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    else:
+        qmin, qmax = 0, (1 << bits) - 1
+    if narrow:
+        qmin += 1
+    return qmin, qmax
+
+
+def params_from_range(
+    x_min,
+    x_max,
+    *,
+    symmetric: bool,
+    bits: int = 8,
+    narrow_range: bool | None = None,
+    signed: bool = True,
+    axis: int | None = None,
+    group_size: int | None = None,
+    rounding: str = "half_even",
+    arithmetic: str = "divide",
+    method: str = "minmax",
+) -> QuantParams:
+    """Derive scale and zero point from a range (scalars, or arrays for channels/groups).
+
+    See the module docstring for the rules. For symmetric schemes only ``max(|x_min|, |x_max|)``
+    matters; an unsigned symmetric scheme is refused, since it cannot hold negative values.
+    """
+    lo = np.minimum(np.asarray(x_min, np.float64), 0.0)
+    hi = np.maximum(np.asarray(x_max, np.float64), 0.0)
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        raise EngineValueError("the range must be finite")
+    if symmetric and not signed:
+        raise EngineValueError("a symmetric scheme needs signed codes (zero point 0)")
+    qmin, qmax = code_range(bits, symmetric=symmetric, narrow_range=narrow_range, signed=signed)
+    if symmetric:
+        amax = np.maximum(-lo, hi)
+        scale = amax / ((1 << (bits - 1)) - 1)
+        zero_point = np.zeros(scale.shape, np.int32)
+    else:
+        scale = (hi - lo) / (qmax - qmin)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            zero_point = np.clip(np.rint(qmin - lo / scale), qmin, qmax)
+    scale32 = scale.astype(np.float32)
+    degenerate = ~(scale32 >= _TINY)
+    scale32 = np.where(degenerate, np.float32(1.0), scale32)
+    zero_point = np.where(degenerate, 0 if qmin <= 0 <= qmax else qmin, zero_point)
+    return QuantParams(scale32, zero_point.astype(np.int32), qmin, qmax, axis=axis,
+                       group_size=group_size, symmetric=symmetric, rounding=rounding,
+                       arithmetic=arithmetic, method=method)
+
+
+def unit_min_max(x: np.ndarray, axis: int | None, group_size: int | None
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Finite min and max of each unit (tensor, channel or group), and the non-finite count.
+
+    NaN and inf are left out of the range (as PyTorch's HistogramObserver drops inf), so one
+    corrupt value cannot stretch the scale; empty units give (0, 0).
+    """
+    shape = param_shape(x.shape, axis, group_size)
+    ones = np.ones(shape, np.float32)
+    sets, n_units = param_rows(x, ones, np.zeros(shape, np.int32), axis, group_size)
+    lo = np.zeros(n_units)
+    hi = np.zeros(n_units)
+    n_bad = 0
+    for rs in sets:
+        rows = rs.x2d
+        if rows.shape[1] == 0:
+            continue
+        finite = np.isfinite(rows)
+        if finite.all():
+            lo[rs.index] = rows.min(axis=1)
+            hi[rs.index] = rows.max(axis=1)
+        else:
+            n_bad += int(finite.size - np.count_nonzero(finite))
+            lo_r = np.min(rows, axis=1, where=finite, initial=np.inf)
+            hi_r = np.max(rows, axis=1, where=finite, initial=-np.inf)
+            empty = ~finite.any(axis=1)
+            lo[rs.index] = np.where(empty, 0.0, lo_r)
+            hi[rs.index] = np.where(empty, 0.0, hi_r)
+    return lo.reshape(shape), hi.reshape(shape), n_bad
+
+
+def resolve_axis(granularity: str, axis: int, group_size: int | None
+                 ) -> tuple[int | None, int | None]:
+    """Map the user-facing granularity name to the (axis, group_size) pair the engine uses."""
+    check_choice(granularity, GRANULARITIES, "granularity")
+    if granularity == "tensor":
+        return None, None
+    if granularity == "channel":
+        return axis, None
+    if group_size is None or int(group_size) < 1:
+        raise EngineValueError("granularity='group' needs group_size >= 1")
+    return axis, int(group_size)
+
+
+def choose_qparams(
+    x,
+    *,
+    symmetric: bool = True,
+    granularity: str = "tensor",
+    axis: int = 0,
+    group_size: int | None = None,
+    bits: int = 8,
+    narrow_range: bool | None = None,
+    signed: bool = True,
+    method: str = "minmax",
+    rounding: str = "half_even",
+    arithmetic: str = "divide",
+    runtime: str | None = None,
+    **method_options,
+) -> QuantParams:
+    """Choose parameters for ``x``: find each unit's range by ``method``, then apply the rules.
+
+    Parameters
+    ----------
+    x : array_like
+        The tensor (converted to float32; NaN/inf are excluded from the range).
+    granularity : {"tensor", "channel", "group"}
+        One range for the tensor, one per index along ``axis`` (axis 0 = output channels of a
+        [out, in] weight; activations [tokens, features] use axis -1), or one per block of
+        ``group_size`` elements along ``axis``.
+    method : str
+        ``"minmax"`` here; ``"percentile"``, ``"mse"`` and ``"entropy"`` (with their options,
+        e.g. ``percentile=99.99``) come from :mod:`quantscope.core.calibration`.
+    runtime : {"pytorch", "onnxruntime", "tflite", "tensorrt"}, optional
+        Reproduce that runtime's parameter rules and arithmetic bit for bit
+        (:mod:`quantscope.core.runtimes`).
+    """
+    xf = as_float32(x)
+    if xf.ndim == 0 and granularity != "tensor":
+        raise EngineValueError(f"a 0-d tensor has no axis for granularity={granularity!r}")
+    ax, gs = resolve_axis(granularity, axis, group_size)
+    if runtime is not None:
+        from quantscope.core.runtimes import runtime_qparams
+
+        return runtime_qparams(xf, runtime, symmetric=symmetric, axis=ax, group_size=gs,
+                               bits=bits, narrow_range=narrow_range, method=method,
+                               **method_options)
+    common = dict(symmetric=symmetric, bits=bits, narrow_range=narrow_range, signed=signed,
+                  axis=ax, group_size=gs, rounding=rounding, arithmetic=arithmetic,
+                  method=method)
+    if method == "minmax":
+        if method_options:
+            raise EngineValueError(f"method 'minmax' takes no options, got {sorted(method_options)}")
+        lo, hi, _ = unit_min_max(xf, ax, gs)
+        return params_from_range(lo, hi, **common)
+    from quantscope.core.calibration import calibrated_qparams
+
+    return calibrated_qparams(xf, method=method, **common, **method_options)

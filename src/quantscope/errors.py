@@ -1,0 +1,13 @@
+"""Errors that describe a problem with the user's input rather than a bug.
+
+The command line prints them as one line and exits with code 2; the window shows them in a
+message and keeps its previous state. Anything else that escapes is a bug.
+"""
+
+
+class QuantscopeError(Exception):
+    """Base of every user-facing error: its message names the input and the problem."""
+
+
+class UserError(QuantscopeError):
+    """A bad command-line request (unknown tensor name, conflicting options, ...)."""

@@ -1,0 +1,216 @@
+"""Checks shared by every loader: the path, the format, dtypes, shapes and memory.
+
+A tensor file may come from a stranger. Everything here runs before any data is mapped or
+allocated, so a hostile header can only ever produce a ``TensorFileError`` — never a pickle
+load, a giant allocation, a blocking read from a FIFO or a crash.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from quantscope.io.tensor_info import TensorFileError
+
+#: NumPy allows at most this many dimensions (numpy 2.x); a header asking for more is lying.
+MAX_NDIM = 64
+
+#: Bytes read from the start of a file to recognise its format.
+SNIFF_BYTES = 16
+
+#: ml_dtypes floating types by their NumPy name; they are not ``np.floating`` subclasses.
+_ML_FLOAT_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+_ML_FLOAT_TYPES = {np.dtype(getattr(ml_dtypes, name)) for name in _ML_FLOAT_NAMES}
+
+
+def fail(path: str | os.PathLike, problem: str) -> TensorFileError:
+    """Build the one-line error that names the file first, then the problem."""
+    return TensorFileError(f"{os.fspath(path)}: {problem}")
+
+
+def check_regular_file(path: str | os.PathLike) -> int:
+    """Return the size of ``path`` after checking it is a non-empty regular file.
+
+    Why not just ``open`` it: a directory, a FIFO or ``/dev/zero`` would give a confusing
+    ``IsADirectoryError``, block forever, or never end, and a 0-byte file deserves its own
+    message rather than "truncated header".
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise fail(path, "no such file") from None
+    except PermissionError:
+        raise fail(path, "permission denied") from None
+    except (OSError, ValueError) as exc:  # ENAMETOOLONG, ELOOP, embedded NUL...
+        raise fail(path, f"cannot access file ({_os_reason(exc)})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise fail(path, "is a directory, not a tensor file")
+    if not stat.S_ISREG(info.st_mode):
+        raise fail(path, "is not a regular file (device, FIFO or socket)")
+    if info.st_size == 0:
+        raise fail(path, "is empty (0 bytes)")
+    return info.st_size
+
+
+def read_head(path: str | os.PathLike, n: int = SNIFF_BYTES) -> bytes:
+    """Read the first ``n`` bytes (or fewer for a short file), mapping OS errors to ours."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    except OSError as exc:
+        raise fail(path, f"cannot read file ({_os_reason(exc)})") from None
+
+
+def sniff_format(path: str | os.PathLike, head: bytes) -> str:
+    """Recognise the format from the first bytes, falling back to the extension.
+
+    Content wins over the name because files get renamed; the extension only decides which
+    format's error a too-short file gets. Pickles and PyTorch files are named explicitly so
+    the user learns why they are refused.
+    """
+    if head.startswith(b"\x93NUMPY"):
+        return "npy"
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "npz"
+    if len(head) >= 9 and head[8:9] == b"{":
+        return "safetensors"
+    if head[:1] == b"\x80" and head[1:2] in {bytes([v]) for v in range(2, 6)}:
+        raise fail(path, "is a Python pickle; quantscope never unpickles files "
+                         "(save the array with numpy.save or safetensors instead)")
+    suffix = Path(path).suffix.lower()
+    if suffix in (".npy", ".npz", ".safetensors") and len(head) < SNIFF_BYTES:
+        raise fail(path, f"is truncated ({len(head)} bytes): too short to be a {suffix} file")
+    if suffix == ".npy":
+        raise fail(path, "is not a NumPy .npy file (missing the \\x93NUMPY magic)")
+    if suffix == ".npz":
+        raise fail(path, "is not a NumPy .npz file (not a zip archive)")
+    if suffix == ".safetensors":
+        raise fail(path, "is not a safetensors file (header does not start with '{')")
+    raise fail(path, "unrecognised format: expected a .npy, .npz or .safetensors file")
+
+
+def dtype_from_name(name: str) -> np.dtype:
+    """NumPy dtype for a NumPy or ml_dtypes name (``"float32"``, ``"bfloat16"``...)."""
+    if name in _ML_FLOAT_NAMES:
+        return np.dtype(getattr(ml_dtypes, name))
+    return np.dtype(name)
+
+
+def is_floating_dtype(dtype: np.dtype) -> bool:
+    """True for NumPy floats and the ml_dtypes bf16/fp8 types (which NumPy calls void-like)."""
+    return dtype.kind == "f" or dtype in _ML_FLOAT_TYPES
+
+
+def check_array_dtype(path: str | os.PathLike, dtype: np.dtype, where: str) -> None:
+    """Refuse dtypes quantscope cannot analyse, with the reason spelled out.
+
+    Accepted: real floating point (ml_dtypes included), signed/unsigned integers and bool —
+    integers matter because already-quantized codes are worth inspecting. Object arrays are
+    refused outright because they can only be read by unpickling.
+    """
+    if dtype.hasobject:
+        raise fail(path, f"{where} holds Python objects (dtype {dtype.str!r}); refused because "
+                         "loading it would unpickle untrusted data")
+    if dtype.names is not None:
+        raise fail(path, f"{where} has a structured dtype with fields {list(dtype.names)!r}; "
+                         "only plain numeric arrays are supported")
+    if dtype.subdtype is not None:
+        raise fail(path, f"{where} has a sub-array dtype {dtype.str!r}; "
+                         "only plain numeric arrays are supported")
+    if dtype in _ML_FLOAT_TYPES:
+        return
+    kind_problem = {
+        "c": "complex numbers are not supported (quantize the real and imaginary parts apart)",
+        "S": "byte strings are not numeric",
+        "U": "unicode strings are not numeric",
+        "V": "raw void bytes are not numeric",
+        "M": "datetimes are not numeric tensors",
+        "m": "timedeltas are not numeric tensors",
+    }.get(dtype.kind)
+    if kind_problem is not None:
+        raise fail(path, f"{where} has unsupported dtype {dtype.str!r}: {kind_problem}")
+    if dtype.kind not in "fiub":
+        raise fail(path, f"{where} has unsupported dtype {dtype.str!r}")
+
+
+def check_shape(path: str | os.PathLike, shape: object, where: str) -> tuple[int, ...]:
+    """Validate a header's shape: a sequence of non-negative ints, at most ``MAX_NDIM`` long.
+
+    ``bool`` is refused although Python treats it as an int: ``[true, 3]`` in a JSON header
+    is corruption, not a shape.
+    """
+    if not isinstance(shape, (list, tuple)):
+        raise fail(path, f"{where}: shape must be a list of integers, got {_short(shape)}")
+    if len(shape) > MAX_NDIM:
+        raise fail(path, f"{where}: shape has {len(shape)} dimensions (at most {MAX_NDIM})")
+    for dim in shape:
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise fail(path, f"{where}: shape {_short(shape)} contains a non-integer")
+        if dim < 0:
+            raise fail(path, f"{where}: shape {_short(shape)} has a negative dimension")
+    return tuple(int(d) for d in shape)
+
+
+def data_nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """Exact byte count of the data (Python ints: no overflow for lying shapes)."""
+    return math.prod(shape) * dtype.itemsize
+
+
+def check_fits_in_memory(path: str | os.PathLike, nbytes: int, where: str) -> None:
+    """Refuse to allocate more than the machine's physical memory for a decompressed tensor.
+
+    Only used where the data cannot be memory-mapped (compressed ``.npz`` members); a clear
+    message beats a ``MemoryError`` or the OOM killer.
+    """
+    limit = physical_memory_bytes()
+    if limit is not None and nbytes > limit:
+        raise fail(path, f"{where} needs {nbytes} bytes decompressed, more than this machine's "
+                         f"{limit} bytes of memory")
+
+
+def physical_memory_bytes() -> int | None:
+    """Physical memory in bytes, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def pick_name(path: str | os.PathLike, names: list[str], name: str | None) -> str:
+    """Resolve the requested tensor name against those the file holds.
+
+    With no name, a single-tensor file gives its tensor; otherwise the error lists the
+    choices so the user can copy one into ``--tensor``.
+    """
+    if name is None:
+        if len(names) == 1:
+            return names[0]
+        if not names:
+            raise fail(path, "holds no tensors")
+        raise fail(path, f"holds {len(names)} tensors; choose one with --tensor NAME: "
+                         f"{list_for_message(names)}")
+    if name in names:
+        return name
+    raise fail(path, f"has no tensor named {name!r}; available: {list_for_message(names)}")
+
+
+def list_for_message(names: list[str], limit: int = 12) -> str:
+    """Comma-separated names, cut after ``limit`` with a count of the rest."""
+    shown = ", ".join(names[:limit])
+    if len(names) > limit:
+        shown += f", ... ({len(names) - limit} more; `quantscope scan` lists them all)"
+    return shown
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _os_reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or type(exc).__name__
