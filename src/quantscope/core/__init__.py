@@ -1,0 +1,28 @@
+"""The NumPy engine: no Qt, no file I/O, no global state.
+
+Modules: :mod:`~quantscope.core.quantize` (codes and values), :mod:`~quantscope.core.qparams`
+(scale and zero point), :mod:`~quantscope.core.layout` (per-channel / per-group shapes),
+:mod:`~quantscope.core.analyze` (exact error split, direct pass) and
+:mod:`~quantscope.core.report` (what a report holds).
+"""
+
+from quantscope.core.analyze import analyze
+from quantscope.core.qparams import QuantParams, choose_qparams, code_range, params_from_range
+from quantscope.core.quantize import dequantize, quantize, quantize_fp32_to_int8
+from quantscope.core.report import QuantReport, UnitStats
+from quantscope.core.validate import EngineTypeError, EngineValueError
+
+__all__ = [
+    "EngineTypeError",
+    "EngineValueError",
+    "QuantParams",
+    "QuantReport",
+    "UnitStats",
+    "analyze",
+    "choose_qparams",
+    "code_range",
+    "dequantize",
+    "params_from_range",
+    "quantize",
+    "quantize_fp32_to_int8",
+]

@@ -1,0 +1,160 @@
+"""The direct pass: quantize, dequantize and split the error, exactly, in cache-sized blocks.
+
+This is the reference the fast prepared path (:mod:`quantscope.core.fast`) is tested against.
+It walks the tensor as rows that share one scale (:func:`quantscope.core.layout.param_rows`), a
+block of about 64K elements at a time, so even 10^8 elements need no full-size temporary; every
+sum is taken in float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quantscope.core.layout import param_rows
+from quantscope.core.qparams import QuantParams
+from quantscope.core.quantize import BLOCK, quantize_codes_float
+from quantscope.core.report import QuantReport, UnitStats, sqnr_db
+from quantscope.core.validate import EngineValueError, as_float32
+
+class _Totals:
+    """Per-unit running sums (one entry per tensor, channel or group)."""
+
+    def __init__(self, n_units: int, levels: int) -> None:
+        self.n = np.zeros(n_units, np.int64)
+        self.round_err = np.zeros(n_units)
+        self.clip_err = np.zeros(n_units)
+        self.max_abs = np.zeros(n_units)
+        self.below = np.zeros(n_units, np.int64)
+        self.above = np.zeros(n_units, np.int64)
+        self.sig = np.zeros(n_units)
+        self.codes = np.zeros(n_units, np.int64)
+        self.x_min = np.full(n_units, np.inf)
+        self.x_max = np.full(n_units, -np.inf)
+        self.hist = np.zeros(levels, np.int64)
+
+
+def _block(xb: np.ndarray, s: np.ndarray, z: np.ndarray, p: QuantParams, hist: np.ndarray,
+           buf: np.ndarray) -> dict[str, np.ndarray]:
+    """Statistics per row of one block; adds the block's codes to ``hist`` (rows x levels)."""
+    r, c = xb.shape
+    v = quantize_codes_float(xb, s, z, p.qmin, p.qmax, p.rounding, p.arithmetic,
+                             out=buf[: r * c].reshape(r, c))
+    fin = None
+    x64 = xb.astype(np.float64)
+    sig = np.einsum("ij,ij->i", x64, x64)
+    if not np.isfinite(sig).all():  # NaN/inf present: mask them out of everything
+        fin = np.isfinite(xb)
+    below = v < p.qmin
+    above = v > p.qmax
+    if fin is not None:
+        below &= fin
+        above &= fin
+    np.clip(v, p.qmin, p.qmax, out=v)
+    codes = v.astype(np.intp)
+    codes += (np.arange(r, dtype=np.intp) * hist.shape[1] - p.qmin)[:, None]
+    flat = codes.ravel() if fin is None else codes[fin]
+    hist += np.bincount(flat, minlength=hist.size).reshape(hist.shape)
+    v -= z
+    v *= s
+    err = np.subtract(x64, v, out=x64)
+    e2 = np.square(err)
+    where = fin if fin is not None else True
+    clipped = below | above
+    kept = ~clipped if fin is None else ~clipped & fin
+    out = {
+        "round_err": np.sum(e2, axis=1, where=kept) if clipped.any() or fin is not None
+        else np.sum(e2, axis=1),
+        "n": np.count_nonzero(fin, axis=1) if fin is not None else np.full(r, c),
+        "clip_err": np.sum(e2, axis=1, where=clipped) if clipped.any() else np.zeros(r),
+        "max_abs": np.max(np.abs(err), axis=1, where=where, initial=0.0),
+        "below": np.count_nonzero(below, axis=1),
+        "above": np.count_nonzero(above, axis=1),
+        "x_min": np.min(xb, axis=1, where=where, initial=np.inf),
+        "x_max": np.max(xb, axis=1, where=where, initial=-np.inf),
+    }
+    if fin is not None:
+        x64 = np.where(fin, xb, 0).astype(np.float64)
+        sig = np.einsum("ij,ij->i", x64, x64)
+    out["sig"] = sig
+    return out
+
+
+def analyze(x, params: QuantParams) -> QuantReport:
+    """Quantize ``x`` with ``params`` and report the exact error split and code usage.
+
+    See :mod:`quantscope.core.report` for the definitions. NaN/inf elements are excluded and
+    counted; the codes are exactly those of ``params.quantize(x, nonfinite="saturate")`` on the
+    finite elements.
+    """
+    if not isinstance(params, QuantParams):
+        raise EngineValueError(f"params must be a QuantParams, got {type(params).__name__}")
+    xf = as_float32(x)
+    if params.granularity != "tensor" and xf.ndim == 0:
+        raise EngineValueError("a 0-d tensor cannot be quantized per channel or per group")
+    sets, n_units = param_rows(xf, params.scale, params.zero_point, params.axis,
+                               params.group_size)
+    tot = _Totals(n_units, params.levels)
+    buf = np.empty(BLOCK, np.float32)
+    for rs in sets:
+        _accumulate(rs, params, tot, buf)
+    return _report(params, tot, xf.size)
+
+
+def _accumulate(rs, params: QuantParams, tot: _Totals, buf: np.ndarray) -> None:
+    n_rows, length = rs.x2d.shape
+    if length == 0:
+        return
+    cols = min(length, BLOCK)
+    rows_per_block = max(1, BLOCK // cols)
+    levels = params.levels
+    for r0 in range(0, n_rows, rows_per_block):
+        r1 = min(r0 + rows_per_block, n_rows)
+        idx = rs.index[r0:r1]
+        s = rs.scale[r0:r1, None]
+        z = rs.zero_point[r0:r1, None]
+        hist = np.zeros((r1 - r0, levels), np.int64)
+        for c0 in range(0, length, cols):
+            st = _block(rs.x2d[r0:r1, c0:c0 + cols], s, z, params, hist, buf)
+            tot.n[idx] += st["n"]
+            tot.round_err[idx] += st["round_err"]
+            tot.clip_err[idx] += st["clip_err"]
+            tot.below[idx] += st["below"]
+            tot.above[idx] += st["above"]
+            tot.sig[idx] += st["sig"]
+            tot.max_abs[idx] = np.maximum(tot.max_abs[idx], st["max_abs"])
+            tot.x_min[idx] = np.minimum(tot.x_min[idx], st["x_min"])
+            tot.x_max[idx] = np.maximum(tot.x_max[idx], st["x_max"])
+        tot.codes[idx] = np.count_nonzero(hist, axis=1)
+        tot.hist += hist.sum(axis=0)
+
+
+def _report(params: QuantParams, tot: _Totals, size: int) -> QuantReport:
+    n = int(tot.n.sum())
+    rnd = float(tot.round_err.sum())
+    clip = float(tot.clip_err.sum())
+    err = rnd + clip
+    unit_err = tot.round_err + tot.clip_err
+    sig = float(tot.sig.sum())
+    per = None
+    if params.granularity != "tensor":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            nn = np.maximum(tot.n, 1)
+            per = UnitStats(
+                n=tot.n, mse=unit_err / nn, rounding_mse=tot.round_err / nn,
+                clipping_mse=tot.clip_err / nn, sqnr_db=sqnr_db(tot.sig, unit_err),
+                max_abs_error=tot.max_abs, clipped_below=tot.below, clipped_above=tot.above,
+                codes_used=tot.codes,
+                x_min=np.where(tot.n > 0, tot.x_min, 0.0),
+                x_max=np.where(tot.n > 0, tot.x_max, 0.0),
+            )
+    return QuantReport(
+        params=params, n=n, n_nonfinite=size - n,
+        mse=err / n if n else 0.0,
+        rounding_mse=rnd / n if n else 0.0,
+        clipping_mse=clip / n if n else 0.0,
+        sqnr_db=sqnr_db(sig, err) if n else float("nan"),
+        max_abs_error=float(tot.max_abs.max()) if n else 0.0,
+        clipped_below=int(tot.below.sum()), clipped_above=int(tot.above.sum()),
+        codes_used=int(np.count_nonzero(tot.hist)), code_histogram=tot.hist,
+        signal_power=sig / n if n else 0.0, per_channel=per,
+    )

@@ -1,0 +1,118 @@
+"""The result of analysing one quantization: the exact error split and the code occupancy.
+
+Definitions (shared by the direct pass and the fast prepared path, which must agree):
+
+* an element is *clipped* when ``round(x / scale) + zero_point`` falls outside ``[qmin, qmax]``;
+  all its error is clipping error. Every other element's error is rounding error (<= scale/2);
+* ``mse``, ``rounding_mse`` and ``clipping_mse`` are sums over their elements divided by the
+  number of finite elements ``n``, so ``rounding_mse + clipping_mse == mse``;
+* ``sqnr_db = 10 log10(sum x^2 / sum (x - x̂)^2)``: ``inf`` when the quantization is exact,
+  ``-inf`` when the signal is all zeros but the reconstruction is not; ``nan`` only for an empty
+  tensor;
+* NaN and inf elements are excluded from every statistic and counted in ``n_nonfinite``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from quantscope.core.qparams import QuantParams
+
+
+def sqnr_db(signal_sum_sq, error_sum_sq):
+    """``10 log10(signal / error)`` with the edge cases stated in the module docstring."""
+    sig = np.asarray(signal_sum_sq, np.float64)
+    err = np.asarray(error_sum_sq, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = 10.0 * np.log10(sig / err)
+    out = np.where(err == 0, np.inf, out)
+    out = np.where((sig == 0) & (err > 0), -np.inf, out)
+    return out if out.ndim else float(out)
+
+
+@dataclass(frozen=True, eq=False)
+class UnitStats:
+    """Statistics per channel or per group (1-D arrays, one entry per unit, in the C order of
+    the per-channel / per-group parameter array)."""
+
+    n: np.ndarray
+    mse: np.ndarray
+    rounding_mse: np.ndarray
+    clipping_mse: np.ndarray
+    sqnr_db: np.ndarray
+    max_abs_error: np.ndarray
+    clipped_below: np.ndarray
+    clipped_above: np.ndarray
+    codes_used: np.ndarray
+    x_min: np.ndarray
+    x_max: np.ndarray
+
+    def worst(self, k: int = 5) -> np.ndarray:
+        """Indices of the ``k`` units with the lowest SQNR, worst first."""
+        return np.argsort(self.sqnr_db, kind="stable")[:k]
+
+
+@dataclass(frozen=True, eq=False)
+class QuantReport:
+    """Exact error split and code usage of one quantization of one tensor (see module doc)."""
+
+    params: QuantParams
+    n: int
+    n_nonfinite: int
+    mse: float
+    rounding_mse: float
+    clipping_mse: float
+    sqnr_db: float
+    max_abs_error: float
+    clipped_below: int
+    clipped_above: int
+    codes_used: int
+    code_histogram: np.ndarray
+    signal_power: float
+    per_channel: UnitStats | None = None
+
+    @property
+    def clipped_fraction(self) -> float:
+        """Share of finite elements that were clipped (0 for an empty tensor)."""
+        return (self.clipped_below + self.clipped_above) / self.n if self.n else 0.0
+
+    @property
+    def qmin(self) -> int:
+        return self.params.qmin
+
+    @property
+    def qmax(self) -> int:
+        return self.params.qmax
+
+    def summary(self) -> dict:
+        """The scalar numbers, JSON-ready (what the report table and the panes show)."""
+        p = self.params
+        scale = np.asarray(p.scale, np.float64)
+        zp = np.asarray(p.zero_point)
+        return {
+            "granularity": p.granularity,
+            "symmetric": p.symmetric,
+            "qmin": p.qmin,
+            "qmax": p.qmax,
+            "scale": float(scale) if scale.ndim == 0 else None,
+            "scale_min": float(scale.min()),
+            "scale_median": float(np.median(scale)),
+            "scale_max": float(scale.max()),
+            "zero_point": int(zp) if zp.ndim == 0 else None,
+            "zero_point_min": int(zp.min()),
+            "zero_point_max": int(zp.max()),
+            "n": self.n,
+            "n_nonfinite": self.n_nonfinite,
+            "mse": self.mse,
+            "rounding_mse": self.rounding_mse,
+            "clipping_mse": self.clipping_mse,
+            "sqnr_db": self.sqnr_db,
+            "max_abs_error": self.max_abs_error,
+            "clipped_below": self.clipped_below,
+            "clipped_above": self.clipped_above,
+            "clipped_fraction": self.clipped_fraction,
+            "codes_used": self.codes_used,
+            "levels": p.levels,
+        }
