@@ -56,11 +56,11 @@ def load_source(args: argparse.Namespace) -> tuple[np.ndarray, str, int]:
         raise UserError("give either FILE or --sample, not both")
     axis = args.axis
     if args.file:
-        x, info = load_for_analysis(args.file, args.tensor)
+        x, _ = load_for_analysis(args.file, args.tensor)
         label = f"{args.file}" + (f" [{args.tensor}]" if args.tensor else "")
     else:
         name = args.sample or DEMO_SAMPLE
-        x, info = load_for_analysis(sample_path(name), args.tensor)
+        x, _ = load_for_analysis(sample_path(name), args.tensor)
         label = f"sample {name}"
         if axis is None and name == DEMO_SAMPLE:
             axis = DEMO_AXIS

@@ -16,6 +16,7 @@ from quantscope.core.quantize import BLOCK, quantize_codes_float
 from quantscope.core.report import QuantReport, UnitStats, sqnr_db
 from quantscope.core.validate import EngineValueError, as_float32
 
+
 class _Totals:
     """Per-unit running sums (one entry per tensor, channel or group)."""
 

@@ -252,7 +252,8 @@ def choose_qparams(
                   method=method)
     if method == "minmax":
         if method_options:
-            raise EngineValueError(f"method 'minmax' takes no options, got {sorted(method_options)}")
+            raise EngineValueError(
+                f"method 'minmax' takes no options, got {sorted(method_options)}")
         lo, hi, _ = unit_min_max(xf, ax, gs)
         return params_from_range(lo, hi, **common)
     from quantscope.core.calibration import calibrated_qparams
