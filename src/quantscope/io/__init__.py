@@ -101,7 +101,8 @@ def load_for_analysis(path: str | os.PathLike,
         raise fail(path, f"tensor {info.name!r} is empty (shape {info.shape}); "
                          "nothing to analyse")
     try:
-        values = np.ascontiguousarray(array, dtype=np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):  # float64 overflow -> inf, on purpose
+            values = np.ascontiguousarray(array, dtype=np.float32)
     except MemoryError:
         raise fail(path, f"tensor {info.name!r}: not enough memory for {info.size} float32 "
                          "values") from None

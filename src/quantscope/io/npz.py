@@ -141,6 +141,10 @@ def _read_compressed(path: str | os.PathLike, archive: zipfile.ZipFile,
                      member: zipfile.ZipInfo, header: NpyHeader) -> np.ndarray:
     """Decompress one member into a buffer of exactly the size its header declares."""
     where = f"member {member.filename!r}"
+    archive_size = os.fstat(archive.fp.fileno()).st_size
+    if member.compress_size > archive_size:
+        raise fail(path, f"{where} claims {member.compress_size} compressed bytes, more than "
+                         f"the whole {archive_size}-byte archive (truncated or corrupt)")
     if (member.compress_type == zipfile.ZIP_DEFLATED
             and member.file_size > member.compress_size * _DEFLATE_MAX_RATIO + _DEFLATE_SLACK):
         raise fail(path, f"{where} claims {member.file_size} bytes from only "
