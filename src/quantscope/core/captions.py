@@ -1,0 +1,209 @@
+"""One plain sentence per pane that says what dominates its error, computed from the report.
+
+The panes show *how much* error there is; a caption says *why*, in words a talk audience reads
+in two seconds. Every caption is derived from numbers the engine already reports (the code
+histogram, the clip counts, the error split, the per-channel statistics) plus the tensor's
+finite range, so it is always true of the numbers on screen. The rules, first match wins:
+
+1. ``empty``: no finite values;
+2. ``exact``: zero error (every value sits on a code);
+3. ``clipping``: clipping causes at least half of the error ("0.3% of values clipped cause
+   80% of the error");
+4. ``one_sided``: a symmetric scheme on values that are all >= 0 (or all <= 0) can only use
+   the codes of one sign, about half of them;
+5. ``channel``: per-channel / per-group, when the worst unit is at least 6 dB (one bit) below
+   the median unit -- that unit, and how few codes its values use, is what to look at;
+6. ``outlier``: 99% of the values share at most a quarter of the codes, because a few
+   extreme values stretch the window;
+7. ``rounding``: otherwise rounding inside a well-used window is all that is left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from quantscope.core.report import QuantReport
+
+#: Share of the values whose code span the ``outlier`` rule measures.
+BULK_SHARE = 0.99
+#: The bulk must use at most this fraction of the codes for the ``outlier`` caption.
+CROWDED_FRACTION = 0.25
+#: Worst unit this many dB below the median unit triggers the ``channel`` caption (one bit).
+CHANNEL_GAP_DB = 6.0
+
+
+@dataclass(frozen=True)
+class Caption:
+    """A pane's caption: ``kind`` names the rule that fired (for tests and styling), ``text``
+    is the sentence shown."""
+
+    kind: str
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def fmt_value(v: float) -> str:
+    """A tensor value for a sentence: three significant digits, no exponent when avoidable."""
+    v = float(v)
+    if v == 0:
+        return "0"
+    if 1e-3 <= abs(v) < 1e5:
+        return f"{v:.3g}" if abs(v) >= 1 else f"{v:.3f}".rstrip("0")
+    return f"{v:.2e}"
+
+
+def fmt_percent(fraction: float) -> str:
+    """A share as a percentage with just enough digits to be non-zero when it is non-zero."""
+    p = 100.0 * float(fraction)
+    if p == 0 or p >= 10:
+        return f"{p:.0f}%"
+    if p >= 0.1:
+        return f"{p:.1f}%".replace(".0%", "%")
+    return f"{p:.2g}%"
+
+
+def _count_words(n: int, noun: str = "value") -> str:
+    if n == 1:
+        return f"one {noun}"
+    return f"{n:,} {noun}s"
+
+
+def bulk_code_span(code_histogram: np.ndarray, share: float = BULK_SHARE) -> tuple[int, int]:
+    """Indices ``(lo, hi)`` into the histogram of the central codes holding ``share`` of the
+    values: the tails left out hold at most ``(1 - share) / 2`` each."""
+    hist = np.asarray(code_histogram, np.int64)
+    total = int(hist.sum())
+    cum = np.cumsum(hist)
+    tail = (1.0 - share) / 2.0 * total
+    lo = int(np.searchsorted(cum, tail, side="right"))
+    hi = int(np.searchsorted(cum, total - tail, side="left"))
+    return min(lo, hi), max(lo, hi)
+
+
+def _clipping(report: QuantReport) -> Caption | None:
+    if report.mse <= 0 or report.clipping_mse < 0.5 * report.mse:
+        return None
+    share = report.clipping_mse / report.mse
+    return Caption("clipping", f"clipping dominates: {fmt_percent(report.clipped_fraction)} of "
+                               f"values clipped cause {fmt_percent(share)} of the error")
+
+
+def _one_sided(report: QuantReport, x_min: float, x_max: float) -> Caption | None:
+    p = report.params
+    if not p.symmetric or (x_min < 0 < x_max) or (x_min == 0 and x_max == 0):
+        return None
+    if x_min >= 0:
+        usable = p.qmax + 1  # codes 0..qmax
+        return Caption("one_sided", f"all values ≥ 0: symmetric can use only {usable} of "
+                                    f"{p.levels} codes")
+    usable = -p.qmin + 1  # codes qmin..0
+    return Caption("one_sided", f"all values ≤ 0: symmetric can use only {usable} of "
+                                f"{p.levels} codes")
+
+
+def _channel(report: QuantReport) -> Caption | None:
+    per = report.per_channel
+    if per is None or per.sqnr_db.size < 2:
+        return None
+    sq = np.asarray(per.sqnr_db, np.float64)
+    finite = np.isfinite(sq)
+    if not finite.any():
+        return None
+    median = float(np.median(np.where(np.isnan(sq), np.inf, sq)))
+    worst = int(np.argmin(np.where(np.isnan(sq), np.inf, sq)))
+    if not np.isfinite(sq[worst]) or median - sq[worst] < CHANNEL_GAP_DB:
+        return None
+    unit = "group" if report.params.granularity == "group" else "channel"
+    median_text = "exact" if not np.isfinite(median) else f"{median:.1f} dB"
+    return Caption("channel", f"worst {unit} {worst}: {sq[worst]:.1f} dB vs median "
+                              f"{median_text}; its values use {int(per.codes_used[worst])} of "
+                              f"{report.params.levels} codes")
+
+
+def _outlier(report: QuantReport, x_min: float, x_max: float) -> Caption | None:
+    hist = np.asarray(report.code_histogram, np.int64)
+    used = np.flatnonzero(hist)
+    if used.size < 2:
+        return None
+    lo, hi = bulk_code_span(hist)
+    span = hi - lo + 1
+    if span > CROWDED_FRACTION * report.params.levels:
+        return None
+    first, last = int(used[0]), int(used[-1])
+    above = (last - hi) >= (lo - first)  # the window is stretched more on this side
+    edge, extreme = (hi, last) if above else (lo, first)
+    mid = (edge + extreme) / 2.0
+    codes = np.arange(hist.size)
+    far = int(hist[codes > mid].sum() if above else hist[codes < mid].sum())
+    value = x_max if above else x_min
+    if far <= 1:
+        who = f"one value at {fmt_value(value)} stretches"
+    else:
+        who = f"{far:,} values up to {fmt_value(value)} stretch"
+    return Caption("outlier", f"{who} the window: {fmt_percent(BULK_SHARE)} of values share "
+                              f"{span} of {report.params.levels} codes")
+
+
+def _rounding(report: QuantReport) -> Caption:
+    p = report.params
+    step = np.asarray(p.scale, np.float64)
+    if step.ndim == 0:
+        tail = f"each error ≤ half a step ({fmt_value(float(step) / 2)})"
+    else:
+        tail = "each error ≤ half its unit's step"
+    return Caption("rounding", f"rounding only: values use {report.codes_used} of {p.levels} "
+                               f"codes, {tail}")
+
+
+def caption(report: QuantReport, *, x_min: float, x_max: float) -> Caption:
+    """The one-sentence explanation of ``report`` (see the module docstring for the rules).
+
+    Parameters
+    ----------
+    report : QuantReport
+        The pane's report.
+    x_min, x_max : float
+        The tensor's finite minimum and maximum (per-tensor reports do not carry them);
+        see :func:`finite_range`.
+    """
+    if report.n == 0:
+        return Caption("empty", "no finite values to quantize")
+    if report.mse == 0:
+        return Caption("exact", "every value sits exactly on a code: no error")
+    return (_clipping(report) or _one_sided(report, x_min, x_max) or _channel(report)
+            or _outlier(report, x_min, x_max) or _rounding(report))
+
+
+def finite_range(x: np.ndarray) -> tuple[float, float]:
+    """The finite minimum and maximum of ``x`` ((0, 0) when there is none)."""
+    arr = np.asarray(x)
+    if arr.size == 0:
+        return 0.0, 0.0
+    lo, hi = float(np.min(arr)), float(np.max(arr))
+    if np.isfinite(lo) and np.isfinite(hi):
+        return lo, hi
+    fin = arr[np.isfinite(arr)]
+    return (float(fin.min()), float(fin.max())) if fin.size else (0.0, 0.0)
+
+
+def pane_captions(results: dict[str, QuantReport], x_min: float | None = None,
+                  x_max: float | None = None) -> dict[str, Caption]:
+    """Captions for every pane of ``results``.
+
+    When the range is not given it is taken from a per-channel report (whose units cover the
+    whole tensor), so no pass over the tensor is needed; pass it for per-tensor-only results.
+    """
+    if x_min is None or x_max is None:
+        for rep in results.values():
+            if rep.per_channel is not None and rep.per_channel.n.sum() > 0:
+                has = rep.per_channel.n > 0
+                x_min = float(np.min(rep.per_channel.x_min[has]))
+                x_max = float(np.max(rep.per_channel.x_max[has]))
+                break
+        else:
+            raise ValueError("pane_captions needs x_min/x_max when no per-channel report exists")
+    return {pane: caption(rep, x_min=x_min, x_max=x_max) for pane, rep in results.items()}
