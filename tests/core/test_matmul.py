@@ -1,0 +1,399 @@
+"""int8_matmul against TFLite's reference FullyConnected loop, written here with Python ints.
+
+The reference mirrors tensorflow/lite/kernels/internal/reference/integer_ops/fully_connected.h:
+``acc += (filter + filter_offset) * (input + input_offset)`` in a wrapping int32, ``+ bias``,
+``MultiplyByQuantizedMultiplier``, ``+ output_offset``, clamp. It never uses the expansion or a
+float GEMM, so agreement checks both.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quantscope.core import QuantParams, choose_qparams
+from quantscope.core.matmul import accumulate_int32, int8_matmul
+from quantscope.errors import QuantscopeError
+
+SAMPLES = Path(__file__).resolve().parents[2] / "src" / "quantscope" / "resources" / "samples"
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+
+# ----------------------------------------------------------------- reference (Python ints)
+
+
+def to_int32(v: int) -> int:
+    return (v + 2**31) % 2**32 - 2**31
+
+
+def ref_srdhm(a: int, b: int) -> int:
+    if a == b == I32_MIN:
+        return I32_MAX
+    ab = a * b
+    num = ab + ((1 << 30) if ab >= 0 else (1 - (1 << 30)))
+    q = abs(num) // 2**31  # C++ division truncates toward zero
+    return q if num >= 0 else -q
+
+
+def ref_rdbpot(x: int, e: int) -> int:
+    mask = (1 << e) - 1
+    threshold = (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> e) + (1 if (x & mask) > threshold else 0)
+
+
+def ref_mbqm(x: int, m: int, shift: int, single: bool) -> int:
+    if single:
+        total = 31 - shift
+        return to_int32((x * m + (1 << (total - 1))) >> total)
+    left, right = max(shift, 0), max(-shift, 0)
+    return ref_rdbpot(ref_srdhm(to_int32(x * (1 << left)), m), right)
+
+
+def ref_quantize_multiplier(d: float) -> tuple[int, int]:
+    if d == 0.0:
+        return 0, 0
+    q, shift = math.frexp(d)
+    q_fixed = math.floor(q * 2**31 + 0.5)  # exact in float64 for q in [0.5, 1)
+    if q_fixed == 2**31:
+        q_fixed, shift = q_fixed // 2, shift + 1
+    return (0, 0) if shift < -31 else (q_fixed, shift)
+
+
+def ref_fully_connected(a, b, za, zb, sa, sb, so, zo, qmin, qmax, bias, single=False):
+    """TFLite's loop; zb, sb per output column (lists), everything else scalars."""
+    m_rows, k = len(a), len(a[0])
+    n_cols = len(b[0])
+    out = [[0] * n_cols for _ in range(m_rows)]
+    for n in range(n_cols):
+        mult, shift = ref_quantize_multiplier(float(sa) * float(sb[n]) / float(so))
+        for i in range(m_rows):
+            acc = 0
+            for d in range(k):
+                acc = to_int32(acc + (b[d][n] - zb[n]) * (a[i][d] - za))
+            if bias is not None:
+                acc = to_int32(acc + bias[n])
+            v = to_int32(ref_mbqm(acc, mult, shift, single) + zo)
+            out[i][n] = min(max(v, qmin), qmax)
+    return out
+
+
+# ----------------------------------------------------------------- random operands
+
+
+@st.composite
+def operands(draw):
+    m = draw(st.integers(1, 4))
+    k = draw(st.integers(1, 24))
+    n = draw(st.integers(1, 5))
+    a_unsigned = draw(st.booleans())
+    a_lo, a_hi = (0, 255) if a_unsigned else (-128, 127)
+    code = st.one_of(st.integers(a_lo, a_hi), st.sampled_from([a_lo, a_hi]))
+    a = [[draw(code) for _ in range(k)] for _ in range(m)]
+    wcode = st.one_of(st.integers(-128, 127), st.sampled_from([-128, 127]))
+    b = [[draw(wcode) for _ in range(n)] for _ in range(k)]
+    za = draw(st.integers(a_lo, a_hi))
+    per_channel = draw(st.booleans())
+    zb = (
+        [draw(st.integers(-128, 127)) for _ in range(n)]
+        if per_channel
+        else [draw(st.integers(-128, 127))] * n
+    )
+    exp = st.integers(-12, 2)
+    sa = np.float32(2.0 ** draw(exp) * draw(st.floats(1.0, 2.0)))
+    sb = [np.float32(2.0 ** draw(exp) * draw(st.floats(1.0, 2.0))) for _ in range(n)]
+    so = np.float32(2.0 ** draw(st.integers(-10, 8)) * draw(st.floats(1.0, 2.0)))
+    out_unsigned = draw(st.booleans())
+    qmin, qmax = (0, 255) if out_unsigned else (-128, 127)
+    zo = draw(st.integers(qmin, qmax))
+    big_bias = draw(st.booleans())
+    bias = draw(
+        st.none()
+        | st.lists(
+            st.integers(I32_MIN, I32_MAX) if big_bias else st.integers(-(2**16), 2**16),
+            min_size=n,
+            max_size=n,
+        )
+    )
+    return dict(
+        a=a,
+        b=b,
+        za=za,
+        zb=zb,
+        sa=sa,
+        sb=sb,
+        so=so,
+        zo=zo,
+        qmin=qmin,
+        qmax=qmax,
+        bias=bias,
+        a_unsigned=a_unsigned,
+        per_channel=per_channel,
+    )
+
+
+def build(op):
+    a_range = (0, 255) if op["a_unsigned"] else (-128, 127)
+    a_params = QuantParams(op["sa"], op["za"], *a_range, symmetric=False)
+    if op["per_channel"]:
+        b_params = QuantParams(
+            np.array(op["sb"], np.float32), np.array(op["zb"]), -128, 127, axis=1, symmetric=False
+        )
+    else:
+        b_params = QuantParams(op["sb"][0], op["zb"][0], -128, 127, symmetric=False)
+    out_params = QuantParams(op["so"], op["zo"], op["qmin"], op["qmax"], symmetric=False)
+    a_q = np.array(op["a"], np.uint8 if op["a_unsigned"] else np.int8)
+    b_q = np.array(op["b"], np.int8)
+    bias = None if op["bias"] is None else np.array(op["bias"], np.int32)
+    return a_q, b_q, a_params, b_params, out_params, bias
+
+
+@settings(max_examples=150, deadline=None)
+@given(op=operands(), single=st.booleans())
+def test_bit_exact_with_tflite_reference_loop(op, single: bool) -> None:
+    a_q, b_q, a_p, b_p, o_p, bias = build(op)
+    sb = op["sb"] if op["per_channel"] else [op["sb"][0]] * len(op["zb"])
+    expected = ref_fully_connected(
+        op["a"],
+        op["b"],
+        op["za"],
+        op["zb"],
+        op["sa"],
+        sb,
+        op["so"],
+        op["zo"],
+        op["qmin"],
+        op["qmax"],
+        op["bias"],
+        single,
+    )
+    out, report = int8_matmul(
+        a_q, b_q, a_params=a_p, b_params=b_p, out_params=o_p, bias=bias, single_rounding=single
+    )
+    assert out.dtype == (np.uint8 if op["qmin"] == 0 else np.int8)
+    np.testing.assert_array_equal(out.astype(np.int64), np.array(expected))
+    # the exact accumulator and the overflow count agree with Python ints
+    exact = [
+        [
+            sum(
+                (op["b"][d][n] - op["zb"][n]) * (op["a"][i][d] - op["za"])
+                for d in range(len(op["b"]))
+            )
+            + (op["bias"][n] if op["bias"] else 0)
+            for n in range(len(op["zb"]))
+        ]
+        for i in range(len(op["a"]))
+    ]
+    flat = [v for row in exact for v in row]
+    assert report.accumulator_min == min(flat) and report.accumulator_max == max(flat)
+    assert report.accumulator_overflows == sum(not I32_MIN <= v <= I32_MAX for v in flat)
+
+
+@settings(max_examples=100, deadline=None)
+@given(op=operands())
+def test_zero_point_expansion_equals_widened_product(op) -> None:
+    a = np.array(op["a"], np.uint8 if op["a_unsigned"] else np.int8)
+    b = np.array(op["b"], np.int8)
+    zb = np.array(op["zb"], np.int64)[None, :]
+    acc, path = accumulate_int32(a, b, op["za"], zb)
+    widened = [
+        [
+            sum(
+                (int(a[i, d]) - op["za"]) * (int(b[d, n]) - int(zb[0, n]))
+                for d in range(a.shape[1])
+            )
+            for n in range(b.shape[1])
+        ]
+        for i in range(a.shape[0])
+    ]
+    assert acc.dtype == np.int64
+    assert acc.tolist() == widened
+    assert "exact" in path
+
+
+def test_per_row_activation_zero_points_expand_exactly() -> None:
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 256, (5, 33)).astype(np.uint8)
+    b = rng.integers(-128, 128, (33, 4)).astype(np.int8)
+    za = rng.integers(0, 256, (5, 1))
+    zb = rng.integers(-128, 128, (1, 4))
+    acc, _ = accumulate_int32(a, b, za, zb)
+    widened = (a.astype(object) - za.astype(object)) @ (b.astype(object) - zb.astype(object))
+    assert acc.tolist() == widened.tolist()
+
+
+# ----------------------------------------------------------------- overflow boundaries
+
+
+def _params(scale=1.0, zp=0, qmin=-128, qmax=127, axis=None):
+    return QuantParams(np.float32(scale), zp, qmin, qmax, axis=axis, symmetric=zp == 0)
+
+
+@pytest.mark.parametrize("k, overflows", [(131071, 0), (131072, 1)])
+def test_overflow_boundary_of_int8_extremes(k: int, overflows: int) -> None:
+    """(-128)·(-128) = 2^14, so 2^17 such products reach 2^31 = INT32_MAX + 1."""
+    a = np.full((1, k), -128, np.int8)
+    b = np.full((k, 1), -128, np.int8)
+    p = _params()
+    out, r = int8_matmul(a, b, a_params=p, b_params=p, out_params=_params(2.0**25))
+    assert r.max_safe_k == 131071 == r.max_safe_k_codes
+    assert r.accumulator_max == k * 2**14
+    assert r.accumulator_overflows == overflows
+    assert "float64" in r.gemm_path
+    if overflows:  # the device wraps to INT32_MIN and the output flips sign
+        assert int(out[0, 0]) == -64 and r.vs_dequantized.sqnr_db < 0
+    else:
+        assert int(out[0, 0]) == round(k * 2**14 / 2**25) == 64
+
+
+def test_bias_moves_the_overflow_boundary_and_observed_ranges_are_tight() -> None:
+    k = 131071
+    a = np.full((1, k), -128, np.int8)
+    b = np.full((k, 1), -128, np.int8)
+    p = _params()
+    _, r = int8_matmul(
+        a, b, a_params=p, b_params=p, out_params=_params(2.0**17), bias=np.array([2**14], np.int32)
+    )
+    assert r.max_safe_k == 131070 and r.accumulator_overflows == 1
+    # observed ranges smaller than the code range give a larger safe K, and it is tight:
+    small = np.full((1, 8), 100, np.int8)
+    _, r2 = int8_matmul(
+        small, np.full((8, 1), -50, np.int8), a_params=p, b_params=p, out_params=_params(64.0)
+    )
+    assert r2.product_min == -5000 and r2.max_safe_k == (2**31) // 5000
+    assert (r2.max_safe_k + 1) * -5000 < I32_MIN <= r2.max_safe_k * -5000
+    assert r2.max_safe_k_codes == I32_MAX // 2**14  # 128·128 products upward
+
+
+def test_zero_point_cost_terms() -> None:
+    a = np.zeros((3, 7), np.int8)
+    b = np.zeros((7, 2), np.int8)
+    sym = _params(0.1)
+    asym = _params(0.1, zp=5)
+    for a_p, b_p, terms in [(sym, sym, 0), (asym, sym, 1), (sym, asym, 1), (asym, asym, 3)]:
+        _, r = int8_matmul(a, b, a_params=a_p, b_params=b_p, out_params=_params(0.5))
+        assert r.zero_point_terms_per_output == terms
+        assert r.zero_point_ops == (21 if b_p is asym else 0) + 6 * terms
+        assert r.zero_point_offline_ops == (14 if a_p is asym else 0)
+
+
+def test_dequantized_output_and_reference_match_explicit_float_matmul() -> None:
+    rng = np.random.default_rng(5)
+    a_f = rng.normal(size=(9, 40)).astype(np.float32)
+    w_f = rng.normal(size=(40, 6)).astype(np.float32)
+    a_p = choose_qparams(a_f, symmetric=False)
+    w_p = choose_qparams(w_f, symmetric=True, granularity="channel", axis=1)
+    a_q, w_q = a_p.quantize(a_f), w_p.quantize(w_f)
+    y, r = int8_matmul(a_q, w_q, a_params=a_p, b_params=w_p, out_params=None)
+    deq = (
+        (a_q.astype(np.float64) - int(a_p.zero_point))
+        * float(a_p.scale)
+        @ ((w_q.astype(np.float64) - w_p.zero_point) * w_p.scale.astype(np.float64))
+    )
+    np.testing.assert_allclose(y, deq, rtol=1e-12, atol=1e-12)
+    assert r.saturated == 0 and r.multiplier_q31.size == 0
+    y_float = a_f.astype(np.float64) @ w_f
+    _, r2 = int8_matmul(
+        a_q,
+        w_q,
+        a_params=a_p,
+        b_params=w_p,
+        out_params=choose_qparams(y_float, symmetric=False),
+        float_reference=y_float,
+    )
+    err = r2.vs_dequantized.error
+    expected = 10 * np.log10((deq**2).sum() / (err**2).sum())
+    assert r2.vs_dequantized.sqnr_db == pytest.approx(expected, rel=1e-9)
+    assert r2.vs_float.sqnr_db_per_channel.shape == (6,)
+
+
+# ----------------------------------------------------------------- the real pair
+
+
+def test_real_pair_bit_exact_and_sqnr(capsys) -> None:
+    a_f = np.load(SAMPLES / "layer0_output_activations.npy")
+    w_f = np.load(SAMPLES / "layer0_intermediate_dense_weight.npy").T
+    assert a_f.shape == (197, 384) and w_f.shape == (384, 1536)
+    y_float = a_f.astype(np.float64) @ w_f.astype(np.float64)
+    a_p = choose_qparams(a_f, symmetric=False)
+    w_p = choose_qparams(w_f, symmetric=True, granularity="channel", axis=1)
+    o_p = choose_qparams(y_float, symmetric=False)
+    a_q, w_q = a_p.quantize(a_f), w_p.quantize(w_f)
+    start = time.perf_counter()
+    out, r = int8_matmul(
+        a_q, w_q, a_params=a_p, b_params=w_p, out_params=o_p, float_reference=y_float
+    )
+    elapsed = time.perf_counter() - start
+    # bit-exact on a slice of rows against the Python-int loop
+    rows = [0, 1, 98, 196]
+    expected = ref_fully_connected(
+        a_q[rows].tolist(),
+        w_q.tolist(),
+        int(a_p.zero_point),
+        [0] * 1536,
+        a_p.scale,
+        w_p.scale.tolist(),
+        o_p.scale,
+        int(o_p.zero_point),
+        -128,
+        127,
+        None,
+    )
+    np.testing.assert_array_equal(out[rows].astype(np.int64), np.array(expected))
+    assert r.accumulator_overflows == 0 and r.max_safe_k > 384
+    assert r.vs_float.sqnr_db_per_channel.shape == (1536,)
+    assert np.isfinite(r.vs_float.sqnr_db) and r.vs_float.sqnr_db > 20
+    with capsys.disabled():
+        print(
+            f"\n[real pair A[197,384] @ W^T[384,1536]] int8 path: SQNR vs float "
+            f"{r.vs_float.sqnr_db:.2f} dB, vs dequantized inputs "
+            f"{r.vs_dequantized.sqnr_db:.2f} dB, worst channel "
+            f"{r.vs_float.sqnr_db_per_channel.min():.2f} dB, acc [{r.accumulator_min}, "
+            f"{r.accumulator_max}], headroom {r.headroom_bits:.1f} bits, safe K "
+            f"{r.max_safe_k}, saturated {r.saturated}, {elapsed * 1e3:.1f} ms"
+        )
+
+
+# ----------------------------------------------------------------- bad input
+
+
+def test_bad_inputs_raise_precise_errors() -> None:
+    p = _params()
+    a = np.zeros((2, 3), np.int8)
+    with pytest.raises(QuantscopeError, match="K differs"):
+        int8_matmul(a, np.zeros((4, 2), np.int8), a_params=p, b_params=p, out_params=p)
+    with pytest.raises(TypeError):
+        int8_matmul(
+            a.astype(np.float32), np.zeros((3, 2), np.int8), a_params=p, b_params=p, out_params=p
+        )
+    with pytest.raises(QuantscopeError, match="outside its parameters"):
+        int8_matmul(
+            np.full((2, 3), -128, np.int8),
+            np.zeros((3, 2), np.int8),
+            a_params=_params(qmin=-127),
+            b_params=p,
+            out_params=p,
+        )
+    grouped = QuantParams(np.ones((1, 2), np.float32), 0, axis=0, group_size=3)
+    with pytest.raises(QuantscopeError, match="per-group"):
+        int8_matmul(a, np.zeros((3, 2), np.int8), a_params=p, b_params=grouped, out_params=p)
+    wrong_axis = QuantParams(np.ones(3, np.float32), 0, axis=0)
+    with pytest.raises(QuantscopeError, match="axis"):
+        int8_matmul(a, np.zeros((3, 2), np.int8), a_params=p, b_params=wrong_axis, out_params=p)
+    with pytest.raises(QuantscopeError, match="far too small"):
+        int8_matmul(
+            a, np.zeros((3, 2), np.int8), a_params=p, b_params=p, out_params=_params(2.0**-40)
+        )
+    with pytest.raises(QuantscopeError, match="bias"):
+        int8_matmul(
+            a,
+            np.zeros((3, 2), np.int8),
+            a_params=p,
+            b_params=p,
+            out_params=p,
+            bias=np.zeros(3, np.int32),
+        )
