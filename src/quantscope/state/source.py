@@ -1,0 +1,187 @@
+"""Where the explorer's tensor comes from, and what the source panel says about it.
+
+Everything here is a pure function of its inputs, so the window runs it in its worker thread:
+building a generator's tensor, reading a file, validating, summarising, preparing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from quantscope.state.errors import SettingsError
+
+# -- where tensors come from ------------------------------------------------------------------
+SOURCE_KINDS = ("generator", "file", "sample", "array")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the tensor came from, enough to rebuild it (sessions) and to label it (titles).
+
+    ``kind`` is ``"generator"`` (``name`` = generator, with ``shape``, ``seed``, ``params``),
+    ``"file"`` (``name`` = path, ``tensor`` = name inside), ``"sample"`` (``name`` = bundled
+    sample, ``tensor`` for multi-tensor samples) or ``"array"`` (handed over in code; cannot be
+    rebuilt). ``axis`` suggests the channel axis (-1 for [tokens, features] activations).
+    """
+
+    kind: str
+    name: str
+    tensor: str | None = None
+    shape: tuple[int, ...] | None = None
+    seed: int | None = None
+    params: tuple[tuple[str, float], ...] = ()
+    axis: int | None = None
+
+    def label(self) -> str:
+        """Short human description, e.g. ``outliers(count=4) [256x1024] seed 0``."""
+        if self.kind == "generator":
+            args = ", ".join(f"{k}={v:g}" for k, v in self.params)
+            shape = "x".join(map(str, self.shape or ()))
+            return f"{self.name}({args}) [{shape}] seed {self.seed}"
+        if self.kind == "file":
+            base = os.path.basename(str(self.name))
+            return base + (f" [{self.tensor}]" if self.tensor else "")
+        if self.kind == "sample":
+            return f"sample {self.name}" + (f" [{self.tensor}]" if self.tensor else "")
+        return self.name
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        d = dataclasses.asdict(self)
+        d["shape"] = list(self.shape) if self.shape is not None else None
+        d["params"] = dict(self.params)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Source:
+        """Inverse of :meth:`to_dict`."""
+        d = dict(d)
+        if d.get("kind") not in SOURCE_KINDS:
+            raise SettingsError(f"source kind must be one of {SOURCE_KINDS}, got "
+                                f"{d.get('kind')!r}")
+        if d.get("shape") is not None:
+            d["shape"] = tuple(int(v) for v in d["shape"])
+        d["params"] = tuple(sorted((str(k), float(v)) for k, v in (d.get("params") or {}).items()))
+        return cls(**d)
+
+    @classmethod
+    def generator(cls, name: str, shape, seed: int = 0, **params) -> Source:
+        """A generator source (parameters stored sorted so equal sources compare equal)."""
+        return cls("generator", name, shape=tuple(int(v) for v in shape), seed=int(seed),
+                   params=tuple(sorted((k, float(v)) for k, v in params.items())),
+                   axis=0 if name == "weights" else None)
+
+
+Progress = Callable[[float, str], None]
+
+
+def load_source(source: Source, progress: Progress | None = None) -> np.ndarray:
+    """Build or read the float32 tensor ``source`` describes (any thread; raises
+    QuantscopeError subclasses -- TensorFileError, GeneratorError -- with a clear message)."""
+    if progress:
+        progress(0.0, f"loading {source.label()}")
+    if source.kind == "generator":
+        from quantscope.core.generators import GENERATORS, generate
+
+        params = dict(source.params)
+        integer = {p.name for p in GENERATORS[source.name].params if p.integer} \
+            if source.name in GENERATORS else set()
+        params = {k: int(v) if k in integer else v for k, v in params.items()}
+        return generate(source.name, source.shape, source.seed or 0, **params)
+    from quantscope.io import load_for_analysis
+    from quantscope.io.samples import sample_path
+
+    if source.kind == "file":
+        return load_for_analysis(source.name, source.tensor)[0]
+    if source.kind == "sample":
+        return load_for_analysis(sample_path(source.name), source.tensor)[0]
+    raise SettingsError(f"a {source.kind!r} source cannot be reloaded")
+
+
+def tensor_problem(x) -> str | None:
+    """Why ``x`` cannot be explored (empty, 0-d, not real numbers, no finite value), or None."""
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:
+        return f"not an array ({exc})"
+    name = arr.dtype.name
+    if arr.dtype.kind not in "fiu" and name != "bfloat16" and not name.startswith("float8"):
+        return f"dtype {arr.dtype} is not a real number type; nothing to quantize"
+    if arr.ndim == 0:
+        return "a 0-d (scalar) tensor has no distribution to explore; give at least 1 dimension"
+    if arr.size == 0:
+        return f"the tensor is empty (shape {arr.shape}); nothing to quantize"
+    with np.errstate(over="ignore", invalid="ignore"):
+        arr32 = np.asarray(arr, dtype=np.float32)
+    if not np.isfinite(arr32).any():
+        return (f"all {arr.size} values are NaN or infinite; there is no finite value to "
+                "quantize")
+    return None
+
+
+#: Percentiles the source panel's summary lists.
+SUMMARY_PERCENTILES = (0.1, 1.0, 50.0, 99.0, 99.9, 99.99)
+#: Histogram resolution of the panes (value bins over the finite range).
+HISTOGRAM_BINS = 2048
+
+
+@dataclass(frozen=True, eq=False)
+class TensorOverview:
+    """The tensor's summary and value histogram, computed once per tensor (off-thread)."""
+
+    shape: tuple[int, ...]
+    n: int
+    n_nan: int
+    n_posinf: int
+    n_neginf: int
+    min: float
+    max: float
+    mean: float
+    std: float
+    percentiles: dict[float, float]
+    hist_edges: np.ndarray
+    hist_counts: np.ndarray
+
+    def rows(self) -> list[tuple[str, str]]:
+        """(label, text) rows for the summary table."""
+        rows = [("shape", "x".join(map(str, self.shape))), ("elements", f"{self.n:,}"),
+                ("min", f"{self.min:.6g}"), ("max", f"{self.max:.6g}"),
+                ("mean", f"{self.mean:.6g}"), ("std", f"{self.std:.6g}")]
+        rows += [(f"p{p:g}", f"{v:.6g}") for p, v in self.percentiles.items()]
+        rows.append(("NaN / +inf / -inf", f"{self.n_nan} / {self.n_posinf} / {self.n_neginf}"))
+        return rows
+
+
+def overview(x: np.ndarray) -> TensorOverview:
+    """Summary statistics (float64 sums) and a value histogram of the finite values of ``x``."""
+    flat = x.reshape(-1)
+    finite = np.isfinite(flat)
+    all_finite = bool(finite.all())
+    vals = flat if all_finite else flat[finite]
+    n_nan = int(np.count_nonzero(np.isnan(flat))) if not all_finite else 0
+    n_pos = int(np.count_nonzero(flat == np.inf)) if not all_finite else 0
+    lo, hi = (float(vals.min()), float(vals.max())) if vals.size else (0.0, 0.0)
+    mean = float(np.mean(vals, dtype=np.float64)) if vals.size else 0.0
+    std = float(np.std(vals, dtype=np.float64)) if vals.size else 0.0
+    pct = (np.percentile(vals, SUMMARY_PERCENTILES) if vals.size
+           else np.zeros(len(SUMMARY_PERCENTILES)))
+    span = (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
+    counts, edges = np.histogram(vals, bins=HISTOGRAM_BINS, range=span)
+    return TensorOverview(tuple(x.shape), int(x.size), n_nan, n_pos,
+                          int(flat.size - vals.size - n_nan - n_pos), lo, hi, mean, std,
+                          dict(zip(SUMMARY_PERCENTILES, map(float, pct), strict=True)),
+                          edges, counts)
+
+
+def prepare_tensor(x: np.ndarray):
+    """The engine's one-time preparation for fast exact reports, or None where unavailable."""
+    try:
+        from quantscope.core.fast import prepare
+    except ImportError:
+        return None
+    return prepare(x)
