@@ -1,0 +1,184 @@
+"""``quantscope export FILE [--tensor NAME] [scheme options] -o OUT.npz``: the int codes, for use
+elsewhere.
+
+The archive holds ``codes`` (int8, or uint8 for an unsigned range), ``scale`` (float32),
+``zero_point`` (int32) and ``metadata``: a JSON string (0-d unicode array) with the scheme —
+bits, code range, symmetric, granularity, axis, group size, rounding, arithmetic — the source
+and the error figures. Nothing in it needs pickle: ``np.load(OUT, allow_pickle=False)`` reads
+it, and ``quantscope.dequantize(codes, scale, zero_point, axis=..., group_size=...)`` gives back
+exactly the values the engine reports on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from quantscope.commands.source import add_file_or_sample, resolve_file_or_sample
+from quantscope.core import QuantParams, analyze, choose_qparams
+from quantscope.core.validate import ARITHMETIC_RULES, ROUNDING_RULES
+from quantscope.errors import UserError
+from quantscope.io import load_for_analysis
+
+#: Identifies the archive layout; bump when the members or metadata change meaning.
+EXPORT_FORMAT = "quantscope-export"
+EXPORT_VERSION = 1
+
+
+def add_parser(subparsers) -> None:
+    """Register ``export`` on the command line."""
+    p = subparsers.add_parser(
+        "export", help="write a tensor's int codes, scales and zero points to .npz",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_file_or_sample(p, ".npy, .npz or .safetensors file")
+    p.add_argument("--tensor", help="tensor name inside a multi-tensor file")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="archive to write")
+    scheme = p.add_argument_group("scheme")
+    scheme.add_argument("--asymmetric", action="store_true",
+                        help="affine range with a zero point (default: symmetric)")
+    scheme.add_argument("--granularity", choices=("tensor", "channel", "group"),
+                        default="tensor", help="one scale per tensor (default), per channel "
+                                               "along --axis, or per --group-size block")
+    scheme.add_argument("--axis", type=int, default=0, help="channel / group axis (default 0)")
+    scheme.add_argument("--group-size", type=int, help="block length for --granularity group")
+    scheme.add_argument("--bits", type=int, default=8, help="bit width, 2 to 8 (default 8)")
+    narrow = scheme.add_mutually_exclusive_group()
+    narrow.add_argument("--narrow-range", dest="narrow_range", action="store_true",
+                        default=None, help="drop the most negative code (default if symmetric)")
+    narrow.add_argument("--full-range", dest="narrow_range", action="store_false")
+    scheme.add_argument("--unsigned", action="store_true", help="codes 0..2^bits-1 (uint8)")
+    scheme.add_argument("--rounding", choices=ROUNDING_RULES, default="half_even")
+    scheme.add_argument("--arithmetic", choices=ARITHMETIC_RULES, default="divide",
+                        help="how x/scale is formed, as the target runtime does it")
+    scheme.add_argument("--method", default="minmax",
+                        help="range calibration: minmax (default) or, when available, "
+                             "percentile / mse / entropy")
+    scheme.add_argument("--runtime", help="copy a runtime's rules (pytorch, onnxruntime, "
+                                          "tflite, tensorrt) when available")
+    scheme.add_argument("--nonfinite", choices=("raise", "saturate"), default="raise",
+                        help="NaN/inf elements: refuse (default) or saturate to the range ends")
+
+
+def _check_optional_engine(args: argparse.Namespace) -> None:
+    """Calibration and runtime presets are separate engine modules; say so if absent."""
+    if args.method != "minmax" and importlib.util.find_spec(
+            "quantscope.core.calibration") is None:
+        raise UserError(f"--method {args.method}: calibration is not available in this "
+                        "version (use minmax)")
+    if args.runtime and importlib.util.find_spec("quantscope.core.runtimes") is None:
+        raise UserError(f"--runtime {args.runtime}: runtime presets are not available in this "
+                        "version")
+
+
+def choose_from_args(x: np.ndarray, args: argparse.Namespace) -> QuantParams:
+    """The engine's parameters for the scheme options."""
+    if args.granularity == "group" and args.group_size is None:
+        raise UserError("--granularity group needs --group-size N")
+    if args.group_size is not None and args.granularity != "group":
+        raise UserError("--group-size only applies with --granularity group")
+    if args.granularity != "tensor" and not -x.ndim <= args.axis < max(x.ndim, 1):
+        raise UserError(f"--axis {args.axis} is out of range for shape {x.shape}")
+    _check_optional_engine(args)
+    return choose_qparams(
+        x, symmetric=not args.asymmetric, granularity=args.granularity, axis=args.axis,
+        group_size=args.group_size, bits=args.bits, narrow_range=args.narrow_range,
+        signed=not args.unsigned, method=args.method, rounding=args.rounding,
+        arithmetic=args.arithmetic, runtime=args.runtime)
+
+
+def _finite_or_text(value: float) -> float | str:
+    value = float(value)
+    if math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def build_metadata(params: QuantParams, *, source: str, tensor: str, source_dtype: str,
+                   shape: tuple[int, ...], report) -> dict:
+    """Everything needed to interpret the codes without quantscope, as plain JSON types."""
+    from quantscope import __version__
+
+    return {
+        "format": EXPORT_FORMAT,
+        "format_version": EXPORT_VERSION,
+        "quantscope_version": __version__,
+        "source": source,
+        "tensor": tensor,
+        "source_dtype": source_dtype,
+        "shape": list(shape),
+        "scheme": {
+            "bits": params.bits, "qmin": params.qmin, "qmax": params.qmax,
+            "symmetric": params.symmetric, "granularity": params.granularity,
+            "axis": params.axis, "group_size": params.group_size,
+            "rounding": params.rounding, "arithmetic": params.arithmetic,
+            "method": params.method, "runtime": params.runtime,
+        },
+        "dequantize": "x = (codes - zero_point) * scale, scale/zero_point broadcast per "
+                      "tensor, per index along axis (channel), or per block of group_size "
+                      "along axis (group)",
+        "report": {
+            "sqnr_db": _finite_or_text(report.sqnr_db), "mse": _finite_or_text(report.mse),
+            "rounding_mse": _finite_or_text(report.rounding_mse),
+            "clipping_mse": _finite_or_text(report.clipping_mse),
+            "clipped_fraction": _finite_or_text(report.clipped_fraction),
+            "n_nonfinite": int(report.n_nonfinite),
+        },
+    }
+
+
+def write_archive(out: Path, codes: np.ndarray, params: QuantParams, metadata: dict) -> None:
+    """Write the .npz atomically: a crash or a bad path never leaves half an archive behind.
+
+    The file handle is passed to ``np.savez`` so the name is used exactly as given (with a
+    path, NumPy would append ``.npz`` to names lacking it).
+    """
+    members = {
+        "codes": codes,
+        "scale": np.asarray(params.scale, dtype=np.float32),
+        "zero_point": np.asarray(params.zero_point, dtype=np.int32),
+        "metadata": np.array(json.dumps(metadata, allow_nan=False)),  # 0-d '<U': no pickle
+    }
+    directory = out.parent if str(out.parent) else Path(".")
+    if not directory.is_dir():
+        raise UserError(f"cannot write {out}: directory {directory} does not exist")
+    if out.is_dir():
+        raise UserError(f"cannot write {out}: it is a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, allow_pickle=False, **members)
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Quantize the chosen tensor and write the archive; prints one summary line."""
+    path, label = resolve_file_or_sample(args)
+    out = Path(args.output)
+    if path.exists() and out.exists() and out.resolve() == path.resolve():
+        raise UserError(f"refusing to overwrite the input {path} with the export")
+    x, info = load_for_analysis(path, args.tensor)
+    params = choose_from_args(x, args)
+    codes = params.quantize(x, nonfinite=args.nonfinite)
+    report = analyze(x, params)
+    metadata = build_metadata(params, source=label, tensor=info.name, source_dtype=info.dtype,
+                              shape=x.shape, report=report)
+    write_archive(out, codes, params, metadata)
+    print(f"wrote {out}: {info.name} {list(x.shape)} -> {codes.dtype} codes, "
+          f"{params.granularity} {'symmetric' if params.symmetric else 'asymmetric'} "
+          f"int{params.bits}, SQNR {report.sqnr_db:.2f} dB")
+    return 0

@@ -1,0 +1,33 @@
+"""Where a command's file comes from: a path, or ``--sample NAME`` (one of the bundled ones).
+
+Shared by ``scan`` and ``export`` so both accept the same spelling and give the same errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from quantscope.errors import UserError
+
+
+def add_file_or_sample(parser: argparse.ArgumentParser, what: str) -> None:
+    """Add the optional positional FILE and ``--sample NAME`` (exactly one is required)."""
+    from quantscope.io.samples import list_samples
+
+    names = ", ".join(name for name, _, _ in list_samples())
+    parser.add_argument("file", nargs="?", metavar="FILE", help=what)
+    parser.add_argument("--sample", metavar="NAME", help=f"a bundled sample instead: {names}")
+
+
+def resolve_file_or_sample(args: argparse.Namespace) -> tuple[Path, str]:
+    """``(path, label)`` for the parsed arguments; the label is what output calls the source."""
+    from quantscope.io.samples import sample_path
+
+    if args.file and args.sample:
+        raise UserError("give either FILE or --sample NAME, not both")
+    if args.sample:
+        return sample_path(args.sample), f"sample {args.sample}"
+    if not args.file:
+        raise UserError("no input: give a FILE or --sample NAME")
+    return Path(args.file), args.file
