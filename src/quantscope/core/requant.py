@@ -135,9 +135,15 @@ def saturating_rounding_doubling_high_mul(a: np.ndarray, b: np.ndarray) -> np.nd
     b64 = _as_int_array(b, "b")
     _check_int32_values(a64, "a")
     _check_int32_values(b64, "b")
+    return _srdhm(a64, b64)
+
+
+def _srdhm(a64: np.ndarray, b64: np.ndarray) -> np.ndarray:
     high = (a64 * b64 + (1 << 30)) >> 31
     overflow = (a64 == INT32_MIN) & (b64 == INT32_MIN)
-    return np.where(overflow, INT32_MAX, high)
+    if overflow.any():
+        high = np.where(overflow, INT32_MAX, high)
+    return high
 
 
 def rounding_divide_by_pot(x: np.ndarray, exponent: int | np.ndarray) -> np.ndarray:
@@ -152,6 +158,10 @@ def rounding_divide_by_pot(x: np.ndarray, exponent: int | np.ndarray) -> np.ndar
     e = _as_int_array(exponent, "exponent")
     if e.size and (e.min() < 0 or e.max() > 31):
         raise EngineValueError(f"exponent must lie in [0, 31], got range [{e.min()}, {e.max()}]")
+    return _rdbpot(x64, e)
+
+
+def _rdbpot(x64: np.ndarray, e: np.ndarray) -> np.ndarray:
     mask = (np.int64(1) << e) - 1
     remainder = x64 & mask
     threshold = (mask >> 1) + (x64 < 0)
@@ -204,12 +214,10 @@ def multiply_by_quantized_multiplier(
         total = 31 - s
         result = wrap_int32((x * m + (np.int64(1) << (total - 1))) >> total)
         return (result, 0) if return_shift_overflows else result
-    left = np.maximum(s, 0)
-    right = np.maximum(-s, 0)
-    shifted = x << left
-    wrapped = wrap_int32(shifted).astype(np.int64)
-    high = saturating_rounding_doubling_high_mul(wrapped, m)
-    result = rounding_divide_by_pot(high, right).astype(np.int32)
-    if return_shift_overflows:
-        return result, int(np.count_nonzero(shifted != wrapped))
-    return result
+    wraps = 0
+    if s.size and s.max() > 0:  # rare: multipliers >= 1 shift left first, wrapping in int32
+        shifted = x << np.maximum(s, 0)
+        x = wrap_int32(shifted).astype(np.int64)
+        wraps = int(np.count_nonzero(shifted != x))
+    result = _rdbpot(_srdhm(x, m), np.maximum(-s, 0)).astype(np.int32)
+    return (result, wraps) if return_shift_overflows else result
