@@ -7,14 +7,24 @@ Modules: :mod:`~quantscope.core.quantize` (codes and values), :mod:`~quantscope.
 """
 
 from quantscope.core.analyze import analyze
+from quantscope.core.matmul import MatmulReport, int8_matmul
+from quantscope.core.outliers import (
+    MatmulLabResult,
+    outlier_columns,
+    quantized_matmul,
+    smoothquant_scales,
+)
 from quantscope.core.qparams import QuantParams, choose_qparams, code_range, params_from_range
 from quantscope.core.quantize import dequantize, quantize, quantize_fp32_to_int8
 from quantscope.core.report import QuantReport, UnitStats
+from quantscope.core.requant import multiply_by_quantized_multiplier, quantize_multiplier
 from quantscope.core.validate import EngineTypeError, EngineValueError
 
 __all__ = [
     "EngineTypeError",
     "EngineValueError",
+    "MatmulLabResult",
+    "MatmulReport",
     "QuantParams",
     "QuantReport",
     "UnitStats",
@@ -22,7 +32,13 @@ __all__ = [
     "choose_qparams",
     "code_range",
     "dequantize",
+    "int8_matmul",
+    "multiply_by_quantized_multiplier",
+    "outlier_columns",
     "params_from_range",
     "quantize",
     "quantize_fp32_to_int8",
+    "quantize_multiplier",
+    "quantized_matmul",
+    "smoothquant_scales",
 ]
