@@ -1,0 +1,95 @@
+"""View data agrees with the engine's reports: windows, per-channel tables, unit histograms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quantscope.core import analyze, choose_qparams, params_from_range
+from quantscope.core.explain import (
+    channel_table,
+    clip_threshold,
+    clip_window,
+    unit_histogram,
+    unit_values,
+)
+from quantscope.core.validate import EngineValueError
+
+
+def test_clip_window_symmetric_and_asymmetric():
+    p = params_from_range(-2.0, 3.0, symmetric=True)
+    lo, hi = clip_window(p)
+    assert hi == pytest.approx(3.0, rel=1e-7) and lo == -hi
+    assert clip_threshold(p) == hi
+    a = params_from_range(-1.0, 3.0, symmetric=False)
+    lo, hi = clip_window(a)
+    assert lo == pytest.approx(-1.0, abs=float(a.scale)) and hi == pytest.approx(3.0, abs=float(
+        a.scale))
+    assert hi - lo == pytest.approx(255 * float(a.scale))
+    with pytest.raises(EngineValueError, match="per-tensor"):
+        clip_window(choose_qparams(np.ones((2, 2), np.float32), granularity="channel"))
+
+
+@pytest.fixture(scope="module")
+def weight() -> np.ndarray:
+    rng = np.random.default_rng(5)
+    w = rng.normal(size=(16, 96)).astype(np.float32)
+    w[3, 10] = 9.0  # an outlier channel
+    w[11, :] *= 0.01  # a tiny-range channel
+    return w
+
+
+def test_channel_table_matches_the_report(weight):
+    params = choose_qparams(weight, granularity="channel", axis=0)
+    rep = analyze(weight, params)
+    t = channel_table(rep)
+    assert len(t) == 16 and t.kind == "channel"
+    np.testing.assert_array_equal(t.worst[:5], rep.per_channel.worst(5))
+    assert t.outliers.tolist() == [3]
+    np.testing.assert_array_equal(t.scale, params.scale.astype(np.float64))
+    assert t.row(3)["outlier"] is True and t.row(3)["x_max"] == 9.0
+    assert channel_table(rep, threshold=100.0).outliers.size == 0
+    with pytest.raises(EngineValueError):
+        channel_table(analyze(weight, choose_qparams(weight)))
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_unit_histogram_agrees_with_the_per_channel_report(weight, symmetric):
+    # a manual window that clips: the histogram's clip counts must be the report's
+    params = choose_qparams(weight, granularity="channel", axis=0, symmetric=symmetric)
+    params = params.with_(scale=(params.scale * np.float32(0.5)).astype(np.float32))
+    rep = analyze(weight, params)
+    for unit in (0, 3, 11):
+        h = unit_histogram(weight, params, unit)
+        assert h.counts.sum() == weight.shape[1]
+        assert h.codes_used == rep.per_channel.codes_used[unit]
+        assert h.clipped_below == rep.per_channel.clipped_below[unit]
+        assert h.clipped_above == rep.per_channel.clipped_above[unit]
+        assert h.edges.size == params.levels + 1
+        np.testing.assert_allclose(np.diff(h.edges), h.scale)
+        # every value lies in the bucket of its code (unclipped values)
+        vals = weight[unit]
+        q = params.quantize(weight)[unit].astype(np.int64)
+        kept = (vals >= h.edges[0]) & (vals <= h.edges[-1])
+        k = q[kept] - params.qmin
+        assert np.all(h.edges[k] <= vals[kept] + 1e-6 * h.scale)
+        assert np.all(vals[kept] <= h.edges[k + 1] + 1e-6 * h.scale)
+
+
+def test_group_units_are_the_engine_groups():
+    x = np.arange(2 * 10, dtype=np.float32).reshape(2, 10)
+    params = choose_qparams(x, granularity="group", axis=1, group_size=4)
+    # per-group array [2, 3]; C order: unit 4 is row 1, block 1 -> x[1, 4:8]
+    np.testing.assert_array_equal(unit_values(x, params, 4), x[1, 4:8])
+    np.testing.assert_array_equal(unit_values(x, params, 5), x[1, 8:10])  # ragged tail
+    rep = analyze(x, params)
+    h = unit_histogram(x, params, 5)
+    assert h.codes_used == rep.per_channel.codes_used[5]
+    with pytest.raises(EngineValueError, match="out of range"):
+        unit_values(x, params, 6)
+
+
+def test_unit_values_along_last_axis():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    params = choose_qparams(x, granularity="channel", axis=-1)
+    np.testing.assert_array_equal(unit_values(x, params, 2), x[:, 2])
