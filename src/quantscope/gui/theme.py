@@ -1,0 +1,216 @@
+"""Light and dark themes, and presentation mode, for the whole window in one call.
+
+``apply_theme(window, dark=..., presentation=...)`` sets the Qt palette, the application font,
+pyqtgraph's default colours and every existing plot's background, axes and line widths. Views
+that draw their own items implement ``apply_theme(theme: Theme)``; this module calls it on every
+descendant widget that has it, so a view restyles its own curves (thick lines, bigger markers)
+without this module knowing them.
+
+Presentation mode is for projectors: large fonts, thick lines, the light theme (dark slides wash
+out on most projectors, so presentation overrides ``dark``), and clutter hidden -- any widget
+whose dynamic property ``"clutter"`` is true, plus status and tool bars.
+
+Colours follow the Okabe-Ito palette, which stays distinguishable with the common forms of
+colour blindness and in greyscale print: rounding is blue, clipping vermillion, SQNR green.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont, QPalette, QPen
+from PySide6.QtWidgets import QApplication, QStatusBar, QToolBar, QWidget
+
+#: Dynamic property that marks a widget as hidden in presentation mode.
+CLUTTER_PROPERTY = "clutter"
+
+_SERIES_LIGHT = {
+    "rounding": "#0072B2",  # blue
+    "clipping": "#D55E00",  # vermillion
+    "total": "#1A1A1A",
+    "sqnr": "#009E73",  # bluish green
+    "current": "#E69F00",  # orange: the user's threshold / width
+    "optimum": "#CC79A7",  # reddish purple: the best one
+    "outlier": "#D55E00",
+    "range": "#56B4E9",  # sky blue
+    "histogram": "#7F7F7F",
+    "window": "#0072B2",
+    "grid": "#C8C8C8",
+}
+_SERIES_DARK = dict(_SERIES_LIGHT, total="#EDEDED", rounding="#56B4E9", histogram="#A0A0A0",
+                    grid="#4A4A4A", window="#56B4E9")
+
+
+@dataclass(frozen=True)
+class Theme:
+    """Resolved look: colours, font size and line width for one (dark, presentation) choice."""
+
+    dark: bool
+    presentation: bool
+
+    @property
+    def background(self) -> str:
+        return "#1E1E1E" if self.dark else "#FFFFFF"
+
+    @property
+    def foreground(self) -> str:
+        return "#EDEDED" if self.dark else "#1A1A1A"
+
+    @property
+    def font_pt(self) -> int:
+        """Application font size in points: readable from the back of a room when presenting."""
+        return 17 if self.presentation else 10
+
+    @property
+    def axis_font_pt(self) -> int:
+        return 16 if self.presentation else 9
+
+    @property
+    def line_width(self) -> float:
+        """Curve width in device-independent pixels (never 0: no hairlines in exports)."""
+        return 4.0 if self.presentation else 1.6
+
+    @property
+    def marker_width(self) -> float:
+        return 5.0 if self.presentation else 2.5
+
+    def color(self, role: str) -> str:
+        """Hex colour of a series role (see ``_SERIES_LIGHT`` for the names)."""
+        return (_SERIES_DARK if self.dark else _SERIES_LIGHT)[role]
+
+    def pen(self, role: str, *, width_scale: float = 1.0, dashed: bool = False) -> QPen:
+        """A non-cosmetic-hairline pen for a series: explicit width so SVG export is visible."""
+        pen = pg.mkPen(self.color(role), width=self.line_width * width_scale)
+        if dashed:
+            pen.setStyle(Qt.PenStyle.DashLine)
+        return pen
+
+    def brush(self, role: str, alpha: int = 255) -> QColor:
+        c = QColor(self.color(role))
+        c.setAlpha(alpha)
+        return c
+
+
+_current = Theme(dark=False, presentation=False)
+
+
+def current_theme() -> Theme:
+    """The theme last applied (views created later start from it)."""
+    return _current
+
+
+def resolve(dark: bool, presentation: bool) -> Theme:
+    """The theme for a request: presentation mode is always light (see module docstring)."""
+    return Theme(dark=bool(dark) and not presentation, presentation=bool(presentation))
+
+
+def configure_pyqtgraph(theme: Theme) -> None:
+    """pyqtgraph defaults for plots created from now on (call before creating widgets)."""
+    pg.setConfigOptions(background=theme.background, foreground=theme.foreground,
+                        antialias=True)
+
+
+def _palette(theme: Theme) -> QPalette:
+    pal = QPalette()
+    bg = QColor(theme.background)
+    fg = QColor(theme.foreground)
+    base = QColor("#2A2A2A") if theme.dark else QColor("#FFFFFF")
+    button = QColor("#333333") if theme.dark else QColor("#F0F0F0")
+    window_bg = QColor("#252525") if theme.dark else QColor("#F7F7F7")
+    for group in (QPalette.ColorGroup.Active, QPalette.ColorGroup.Inactive):
+        pal.setColor(group, QPalette.ColorRole.Window, window_bg)
+        pal.setColor(group, QPalette.ColorRole.WindowText, fg)
+        pal.setColor(group, QPalette.ColorRole.Base, base)
+        pal.setColor(group, QPalette.ColorRole.AlternateBase, bg.darker(110) if not theme.dark
+                     else bg.lighter(130))
+        pal.setColor(group, QPalette.ColorRole.Text, fg)
+        pal.setColor(group, QPalette.ColorRole.Button, button)
+        pal.setColor(group, QPalette.ColorRole.ButtonText, fg)
+        pal.setColor(group, QPalette.ColorRole.ToolTipBase, base)
+        pal.setColor(group, QPalette.ColorRole.ToolTipText, fg)
+        pal.setColor(group, QPalette.ColorRole.Highlight, QColor(theme.color("rounding")))
+        pal.setColor(group, QPalette.ColorRole.HighlightedText, QColor("#FFFFFF"))
+    grey = QColor("#808080")
+    for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text,
+                 QPalette.ColorRole.ButtonText):
+        pal.setColor(QPalette.ColorGroup.Disabled, role, grey)
+    return pal
+
+
+def style_plot(plot: pg.PlotItem, theme: Theme) -> None:
+    """Axes colours, tick font and label size of one plot for ``theme``."""
+    font = QFont()
+    font.setPointSize(theme.axis_font_pt)
+    for name in ("left", "bottom", "right", "top"):
+        axis = plot.getAxis(name)
+        if axis is None:
+            continue
+        axis.setPen(pg.mkPen(theme.foreground, width=1.5 if theme.presentation else 1.0))
+        axis.setTextPen(pg.mkPen(theme.foreground))
+        axis.setTickFont(font)
+        axis.label.setFont(font)
+        axis.setStyle(tickTextOffset=8 if theme.presentation else 4)
+    if plot.titleLabel is not None:
+        plot.titleLabel.item.setDefaultTextColor(QColor(theme.foreground))
+        tf = QFont()
+        tf.setPointSize(theme.axis_font_pt + 1)
+        tf.setBold(True)
+        plot.titleLabel.item.setFont(tf)
+    if plot.legend is not None:
+        plot.legend.setLabelTextColor(theme.foreground)
+        plot.legend.setLabelTextSize(f"{theme.axis_font_pt}pt")
+        plot.legend.setBrush(theme.brush("total", 0) if not theme.dark else QColor(0, 0, 0, 0))
+
+
+def _style_pyqtgraph_widgets(root: QWidget, theme: Theme) -> None:
+    for view in root.findChildren(pg.GraphicsView):
+        view.setBackground(theme.background)
+        scene = view.scene()
+        if scene is None:
+            continue
+        for item in scene.items():
+            if isinstance(item, pg.PlotItem):
+                style_plot(item, theme)
+
+
+def _hide_clutter(root: QWidget, presentation: bool) -> None:
+    for w in root.findChildren(QWidget):
+        if bool(w.property(CLUTTER_PROPERTY)) or isinstance(w, QStatusBar | QToolBar):
+            # remember the pre-presentation visibility so leaving restores it exactly
+            if presentation:
+                if w.property("_clutter_was_visible") is None:
+                    w.setProperty("_clutter_was_visible", not w.isHidden())
+                w.setVisible(False)
+            elif w.property("_clutter_was_visible") is not None:
+                w.setVisible(bool(w.property("_clutter_was_visible")))
+                w.setProperty("_clutter_was_visible", None)
+
+
+def apply_theme(window: QWidget, *, dark: bool = False, presentation: bool = False) -> Theme:
+    """Restyle ``window`` and everything in it; return the resolved :class:`Theme`.
+
+    Safe to call repeatedly (menu toggles, F11): each call derives everything from the two
+    flags, so toggling back restores the previous look exactly.
+    """
+    global _current
+    theme = resolve(dark, presentation)
+    _current = theme
+    configure_pyqtgraph(theme)
+    app = QApplication.instance()
+    if app is not None:
+        app.setPalette(_palette(theme))
+        font = app.font()
+        font.setPointSize(theme.font_pt)
+        app.setFont(font)
+    window.setPalette(_palette(theme))
+    _style_pyqtgraph_widgets(window, theme)
+    for w in [window, *window.findChildren(QWidget)]:
+        restyle = getattr(w, "apply_theme", None)
+        if callable(restyle) and w is not window:
+            restyle(theme)
+    _hide_clutter(window, theme.presentation)
+    window.setProperty("presentation", theme.presentation)
+    window.setProperty("dark", theme.dark)
+    return theme
