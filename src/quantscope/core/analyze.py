@@ -34,49 +34,86 @@ class _Totals:
         self.hist = np.zeros(levels, np.int64)
 
 
+class _Work:
+    """Block-sized scratch buffers, allocated once per analysis: fresh 512 KiB arrays in every
+    block would cost more in page faults than the arithmetic itself."""
+
+    def __init__(self) -> None:
+        self.v = np.empty(BLOCK, np.float32)
+        self.a = np.empty(BLOCK, np.float64)
+        self.b = np.empty(BLOCK, np.float64)
+        self.codes = np.empty(BLOCK, np.intp)
+        self.below = np.empty(BLOCK, bool)
+        self.above = np.empty(BLOCK, bool)
+
+    def get(self, name: str, shape: tuple[int, int]) -> np.ndarray:
+        return getattr(self, name)[: shape[0] * shape[1]].reshape(shape)
+
+
+def _row_dot(a: np.ndarray) -> np.ndarray:
+    """Sum of squares of each row in float64 (BLAS dot for a single row: one fast pass)."""
+    if a.shape[0] == 1:
+        return np.array([np.dot(a[0], a[0])])
+    return np.einsum("ij,ij->i", a, a)
+
+
 def _block(xb: np.ndarray, s: np.ndarray, z: np.ndarray, p: QuantParams, hist: np.ndarray,
-           buf: np.ndarray) -> dict[str, np.ndarray]:
-    """Statistics per row of one block; adds the block's codes to ``hist`` (rows x levels)."""
-    r, c = xb.shape
+           work: _Work, units: bool) -> dict[str, np.ndarray]:
+    """Statistics per row of one block; adds the block's codes to ``hist`` (rows x levels).
+
+    ``units``: also the per-row minimum and maximum (only per-channel/per-group reports show
+    them).
+    """
+    shape = xb.shape
+    r = shape[0]
     v = quantize_codes_float(xb, s, z, p.qmin, p.qmax, p.rounding, p.arithmetic,
-                             out=buf[: r * c].reshape(r, c))
+                             out=work.get("v", shape))
+    x64 = work.get("a", shape)
+    np.copyto(x64, xb)
+    sig = _row_dot(x64)
     fin = None
-    x64 = xb.astype(np.float64)
-    sig = np.einsum("ij,ij->i", x64, x64)
     if not np.isfinite(sig).all():  # NaN/inf present: mask them out of everything
         fin = np.isfinite(xb)
-    below = v < p.qmin
-    above = v > p.qmax
+        x64[~fin] = 0.0
+        sig = _row_dot(x64)
+    below = np.less(v, p.qmin, out=work.get("below", shape))
+    above = np.greater(v, p.qmax, out=work.get("above", shape))
     if fin is not None:
         below &= fin
         above &= fin
+    any_clipped = bool(below.any() or above.any())
     np.clip(v, p.qmin, p.qmax, out=v)
-    codes = v.astype(np.intp)
-    codes += (np.arange(r, dtype=np.intp) * hist.shape[1] - p.qmin)[:, None]
-    flat = codes.ravel() if fin is None else codes[fin]
-    hist += np.bincount(flat, minlength=hist.size).reshape(hist.shape)
-    v -= z
+    if p.qmin:
+        v -= p.qmin  # code index from 0, shifted in float32 (exact) before the integer cast
+    codes = work.get("codes", shape)
+    np.copyto(codes, v, casting="unsafe")
+    if r > 1:
+        codes += (np.arange(r, dtype=np.intp) * hist.shape[1])[:, None]
+    hist += np.bincount(codes.ravel() if fin is None else codes[fin],
+                        minlength=hist.size).reshape(hist.shape)
+    v += (p.qmin - z).astype(np.float32)  # back to code - zero_point, exact in float32
     v *= s
     err = np.subtract(x64, v, out=x64)
-    e2 = np.square(err)
-    where = fin if fin is not None else True
-    clipped = below | above
-    kept = ~clipped if fin is None else ~clipped & fin
-    out = {
-        "round_err": np.sum(e2, axis=1, where=kept) if clipped.any() or fin is not None
-        else np.sum(e2, axis=1),
-        "n": np.count_nonzero(fin, axis=1) if fin is not None else np.full(r, c),
-        "clip_err": np.sum(e2, axis=1, where=clipped) if clipped.any() else np.zeros(r),
-        "max_abs": np.max(np.abs(err), axis=1, where=where, initial=0.0),
-        "below": np.count_nonzero(below, axis=1),
-        "above": np.count_nonzero(above, axis=1),
-        "x_min": np.min(xb, axis=1, where=where, initial=np.inf),
-        "x_max": np.max(xb, axis=1, where=where, initial=-np.inf),
-    }
     if fin is not None:
-        x64 = np.where(fin, xb, 0).astype(np.float64)
-        sig = np.einsum("ij,ij->i", x64, x64)
-    out["sig"] = sig
+        err[~fin] = 0.0
+    out = {"n": np.count_nonzero(fin, axis=1) if fin is not None else np.full(r, shape[1]),
+           "sig": sig,
+           "max_abs": np.maximum(err.max(axis=1), -err.min(axis=1))}
+    if any_clipped:
+        e2 = np.square(err, out=work.get("b", shape))
+        clipped = np.logical_or(below, above, out=below)
+        out["clip_err"] = np.sum(e2, axis=1, where=clipped)
+        out["round_err"] = np.sum(e2, axis=1, where=~clipped)
+        # `below` now holds below | above; the two are disjoint.
+        out["above"] = np.count_nonzero(above, axis=1)
+        out["below"] = np.count_nonzero(clipped, axis=1) - out["above"]
+    else:
+        out["round_err"] = _row_dot(err)
+        out["clip_err"] = out["below"] = out["above"] = np.zeros(r, np.int64)
+    if units:
+        where = fin if fin is not None else True
+        out["x_min"] = np.min(xb, axis=1, where=where, initial=np.inf)
+        out["x_max"] = np.max(xb, axis=1, where=where, initial=-np.inf)
     return out
 
 
@@ -95,19 +132,20 @@ def analyze(x, params: QuantParams) -> QuantReport:
     sets, n_units = param_rows(xf, params.scale, params.zero_point, params.axis,
                                params.group_size)
     tot = _Totals(n_units, params.levels)
-    buf = np.empty(BLOCK, np.float32)
+    work = _Work()
     for rs in sets:
-        _accumulate(rs, params, tot, buf)
+        _accumulate(rs, params, tot, work)
     return _report(params, tot, xf.size)
 
 
-def _accumulate(rs, params: QuantParams, tot: _Totals, buf: np.ndarray) -> None:
+def _accumulate(rs, params: QuantParams, tot: _Totals, work: _Work) -> None:
     n_rows, length = rs.x2d.shape
     if length == 0:
         return
     cols = min(length, BLOCK)
     rows_per_block = max(1, BLOCK // cols)
     levels = params.levels
+    units = params.granularity != "tensor"
     for r0 in range(0, n_rows, rows_per_block):
         r1 = min(r0 + rows_per_block, n_rows)
         idx = rs.index[r0:r1]
@@ -115,7 +153,7 @@ def _accumulate(rs, params: QuantParams, tot: _Totals, buf: np.ndarray) -> None:
         z = rs.zero_point[r0:r1, None]
         hist = np.zeros((r1 - r0, levels), np.int64)
         for c0 in range(0, length, cols):
-            st = _block(rs.x2d[r0:r1, c0:c0 + cols], s, z, params, hist, buf)
+            st = _block(rs.x2d[r0:r1, c0:c0 + cols], s, z, params, hist, work, units)
             tot.n[idx] += st["n"]
             tot.round_err[idx] += st["round_err"]
             tot.clip_err[idx] += st["clip_err"]
@@ -123,8 +161,9 @@ def _accumulate(rs, params: QuantParams, tot: _Totals, buf: np.ndarray) -> None:
             tot.above[idx] += st["above"]
             tot.sig[idx] += st["sig"]
             tot.max_abs[idx] = np.maximum(tot.max_abs[idx], st["max_abs"])
-            tot.x_min[idx] = np.minimum(tot.x_min[idx], st["x_min"])
-            tot.x_max[idx] = np.maximum(tot.x_max[idx], st["x_max"])
+            if units:
+                tot.x_min[idx] = np.minimum(tot.x_min[idx], st["x_min"])
+                tot.x_max[idx] = np.maximum(tot.x_max[idx], st["x_max"])
         tot.codes[idx] = np.count_nonzero(hist, axis=1)
         tot.hist += hist.sum(axis=0)
 

@@ -79,9 +79,10 @@ def quantize_codes_float(x: np.ndarray, scale, zero_point, qmin: int, qmax: int,
     the same arithmetic the codes come from.
     """
     v, has_zp = scale_to_float(x, scale, zero_point, arithmetic, out=out)
+    v = np.asarray(v)  # a 0-d input gives a NumPy scalar, which cannot be rounded in place
     round_inplace(v, rounding)
     if not has_zp and np.any(zero_point):
-        v += zero_point
+        v += np.asarray(zero_point, np.float32)  # exact: |zero_point| <= 255
     return v
 
 
@@ -129,7 +130,7 @@ def quantize(
     check_choice(arithmetic, ARITHMETIC_RULES, "arithmetic")
     granularity_of(axis, group_size)
     xf = as_float32(x)
-    n_bad = check_nonfinite(xf, nonfinite)
+    check_choice(nonfinite, ("raise", "saturate"), "nonfinite")
     s = expand_params(xf.shape, check_scale(scale), axis, group_size, "scale")
     z = expand_params(xf.shape, check_zero_point(zero_point, qmin, qmax), axis, group_size,
                       "zero_point")
@@ -141,19 +142,22 @@ def quantize(
         for start in range(0, flat_x.size, BLOCK):
             stop = min(start + BLOCK, flat_x.size)
             _quantize_block(flat_x[start:stop], s, z, qmin, qmax, rounding, arithmetic,
-                            flat_out[start:stop], n_bad, buf[: stop - start])
+                            flat_out[start:stop], nonfinite, buf[: stop - start], xf)
     else:
-        _quantize_block(xf, s, z, qmin, qmax, rounding, arithmetic, out, n_bad, None)
+        _quantize_block(xf, s, z, qmin, qmax, rounding, arithmetic, out, nonfinite, None, xf)
     return out
 
 
-def _quantize_block(x, s, z, qmin, qmax, rounding, arithmetic, out, n_bad, buf) -> None:
+def _quantize_block(x, s, z, qmin, qmax, rounding, arithmetic, out, nonfinite, buf,
+                    whole) -> None:
     v = quantize_codes_float(x, s, z, qmin, qmax, rounding, arithmetic, out=buf)
     np.clip(v, qmin, qmax, out=v)
-    if n_bad:
+    # NaN is the only value the clip leaves non-finite (inf saturates), so this one cheap test
+    # on the block in cache finds NaN; inf is found by the range test that follows.
+    if np.isnan(v).any() or (nonfinite == "raise" and not np.isfinite(x).all()):
+        check_nonfinite(whole, nonfinite)  # raises with the count and first index
         nan = np.isnan(v)
-        if nan.any():
-            v[nan] = np.broadcast_to(z, v.shape)[nan]
+        v[nan] = np.broadcast_to(z, v.shape)[nan]
     np.copyto(out, v, casting="unsafe")
 
 

@@ -1,0 +1,47 @@
+"""The engine is a library: ``import quantscope`` must not pull in Qt, and the code base keeps
+its one direction of imports and its lint rules (checked here so the README's single test
+command covers them)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_quantscope_does_not_import_qt():
+    code = ("import sys, quantscope, quantscope.io, quantscope.state; "
+            "print(','.join(m for m in ('PySide6', 'pyqtgraph', 'superqt') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_engine_api_is_exposed():
+    import quantscope
+
+    for name in ("quantize", "dequantize", "quantize_fp32_to_int8", "QuantParams",
+                 "params_from_range", "choose_qparams", "analyze", "QuantReport"):
+        assert hasattr(quantscope, name), name
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed: pip install -e '.[test]'")
+    return path
+
+
+def test_ruff_is_clean():
+    out = subprocess.run([_tool("ruff"), "check", "src", "tests", "bench"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_import_layers_contract():
+    out = subprocess.run([_tool("lint-imports")], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
