@@ -10,6 +10,12 @@ built with ``TFLITE_SINGLE_ROUNDING``. Emulating that in float would disagree on
 last bit of ``m``, which is exactly what a user comparing against a device sees, so everything
 here is integer arithmetic in int64 numpy arrays.
 
+Which build a device runs matters: the two differ by one code on a few outputs in 10^4 (ties
+of the first rounding). The double rounding is TFLite's source default, gemmlowp's, and ARM
+NEON's ``VQRDMULH`` + rounding shift; the LiteRT pip wheel (ai-edge-litert 2.3.0, x86-64) was
+measured to use the single rounding, in its reference kernels and its XNNPACK path alike
+(tests/core/test_matmul.py runs it when installed). Hence the ``single_rounding`` switch.
+
 Sources (tensorflow/lite/kernels/internal/quantization_util.cc, common.cc; gemmlowp
 fixedpoint/fixedpoint.h) were read, not paraphrased; the tests re-derive each rule with Python
 ints from the C++ text.
