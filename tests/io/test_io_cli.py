@@ -224,3 +224,11 @@ def test_export_refuses_bad_outputs(capsys, tmp_path):
     _assert_one_line_error(*_run(capsys, "export", str(copy), "-o", str(copy)),
                            "refusing to overwrite the input")
     assert copy.read_bytes() == src.read_bytes()
+
+
+def test_scan_of_a_checkpoint_without_floats(capsys, tmp_path):
+    path = write(tmp_path / "ids.safetensors",
+                 safetensors_bytes({"ids": np.arange(5, dtype=np.int32)}))
+    code, out, _ = _run(capsys, "scan", str(path))
+    assert code == 0 and "0 floating tensors" in out
+    assert "no floating-point tensors to scan" in out and "skipped 1: ids" in out

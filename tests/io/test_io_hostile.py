@@ -294,3 +294,10 @@ def test_encrypted_member_flag(tmp_path):
     content[6] |= 1
     write(path, bytes(content))
     _refused(path, "member 'x.npy' is encrypted")
+
+
+def test_bf16_saved_with_np_save_explains_the_lost_type(tmp_path):
+    import ml_dtypes
+
+    np.save(tmp_path / "bf.npy", np.ones(3, ml_dtypes.bfloat16))  # NumPy writes '<V2'
+    _refused(tmp_path / "bf.npy", "np.save writes bfloat16/float8 arrays this way")

@@ -198,6 +198,8 @@ def format_table(label: str, rows: list[ScanRow], shown: list[ScanRow],
     for row in table:
         lines.append("  ".join(c.rjust(w) if j in (0, 4, 5) else c.ljust(w)
                                for j, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())
+    if not rows:
+        lines.append("no floating-point tensors to scan")
     if len(shown) < len(rows):
         lines.append(f"... {len(rows) - len(shown)} more (--top {len(shown)} shown)")
     if skipped:

@@ -128,7 +128,8 @@ def check_array_dtype(path: str | os.PathLike, dtype: np.dtype, where: str) -> N
         "c": "complex numbers are not supported (quantize the real and imaginary parts apart)",
         "S": "byte strings are not numeric",
         "U": "unicode strings are not numeric",
-        "V": "raw void bytes are not numeric",
+        "V": "raw void bytes are not numeric (np.save writes bfloat16/float8 arrays this way "
+             "and loses their type: save them as safetensors, or cast to float32 first)",
         "M": "datetimes are not numeric tensors",
         "m": "timedeltas are not numeric tensors",
     }.get(dtype.kind)
