@@ -8,10 +8,12 @@ import pytest
 from quantscope.core import analyze, choose_qparams, params_from_range
 from quantscope.core.explain import (
     channel_table,
+    clip_sweep_curve,
     clip_threshold,
     clip_window,
     unit_histogram,
     unit_values,
+    window_for_threshold,
 )
 from quantscope.core.validate import EngineValueError
 
@@ -93,3 +95,54 @@ def test_unit_values_along_last_axis():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     params = choose_qparams(x, granularity="channel", axis=-1)
     np.testing.assert_array_equal(unit_values(x, params, 2), x[:, 2])
+
+
+def _one_outlier(n: int = 50_000) -> np.ndarray:
+    x = np.random.default_rng(11).normal(size=n).astype(np.float32)
+    x[17] = 24.8
+    return x
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_sweep_points_are_the_panes_numbers_for_that_manual_clip(symmetric):
+    from quantscope.state import ExplorerState
+
+    x = _one_outlier()
+    sweep = clip_sweep_curve(lambda p: analyze(x, p), x_min=float(x.min()), x_max=24.8,
+                             symmetric=symmetric, points=40, refine=0)
+    assert sweep.thresholds.size == 40 and sweep.thresholds[-1] == pytest.approx(24.8)
+    state = ExplorerState()
+    state.set_tensor(x)
+    pane = "symmetric/tensor" if symmetric else "asymmetric/tensor"
+    for k in (3, 20, 39):
+        state.update_settings(method="manual", manual_clip=sweep.window(sweep.thresholds[k]))
+        rep = state.compute()[pane]
+        assert rep.mse == sweep.mse[k]
+        assert rep.rounding_mse == sweep.rounding_mse[k]
+        assert rep.clipping_mse == sweep.clipping_mse[k]
+        assert rep.sqnr_db == sweep.sqnr_db[k]
+
+
+def test_one_outlier_sweep_shows_the_trade_off():
+    # 400k values: clipping the one outlier to ~4 costs (24.8 - 4)^2 / 4e5 = 0.001 of MSE,
+    # less than the 0.003 of rounding that min/max scaling pays on every value
+    x = _one_outlier(400_000)
+    sweep = clip_sweep_curve(lambda p: analyze(x, p), x_min=float(x.min()), x_max=24.8,
+                             symmetric=True, points=50)
+    # min/max (the last point) clips nothing; the best clip is far inside, near the bulk
+    assert sweep.clipping_mse[-1] == 0
+    # (the normal bulk reaches ~4.8, so the best clip sits between the bulk and the outlier)
+    assert 4.8 < sweep.best_threshold < 0.5 * 24.8
+    assert sweep.mse[sweep.best] < 0.5 * sweep.mse[-1]
+    # rounding error grows with the window, clipping error shrinks (coarse trend)
+    assert sweep.rounding_mse[-1] > 5 * sweep.rounding_mse[sweep.best]
+    assert sweep.clipping_mse[0] > 100 * sweep.clipping_mse[sweep.best]
+    # the refinement found a point at least as good as every grid point
+    assert sweep.mse[sweep.best] == sweep.mse.min()
+    assert np.all(np.diff(sweep.thresholds) > 0)
+
+
+def test_window_for_threshold_keeps_the_skew():
+    assert window_for_threshold(5.0, -1.0, 10.0) == (-0.5, 5.0)
+    assert window_for_threshold(2.0, -4.0, 1.0) == (-2.0, 0.5)
+    assert window_for_threshold(1.0, 0.0, 0.0) == (-1.0, 1.0)

@@ -167,3 +167,108 @@ def unit_histogram(x, params: QuantParams, unit: int = 0) -> UnitHistogram:
         x_max=float(vals.max()) if vals.size else 0.0,
         clipped_below=below, clipped_above=above,
     )
+
+
+def window_for_threshold(t: float, x_min: float, x_max: float) -> tuple[float, float]:
+    """The manual clip window that a clip threshold ``t`` stands for: the tensor's min/max
+    window scaled by ``t / max|x|``.
+
+    One threshold then means the same thing in both schemes: a symmetric pane clips at
+    ``max(|lo|, |hi|) = t``, an asymmetric pane keeps the tensor's own skew but clips at the
+    same fraction of its range; so a single marker drives all four panes consistently.
+    """
+    amax = max(abs(float(x_min)), abs(float(x_max)))
+    if amax == 0:
+        return -float(t), float(t)
+    f = float(t) / amax
+    return f * float(x_min), f * float(x_max)
+
+
+@dataclass(frozen=True, eq=False)
+class ClipSweep:
+    """Error split against the clip threshold for one scheme (see :func:`clip_sweep_curve`).
+
+    ``best`` indexes the threshold with the least total MSE.
+    """
+
+    symmetric: bool
+    thresholds: np.ndarray
+    rounding_mse: np.ndarray
+    clipping_mse: np.ndarray
+    mse: np.ndarray
+    sqnr_db: np.ndarray
+    best: int
+    x_min: float
+    x_max: float
+
+    @property
+    def best_threshold(self) -> float:
+        return float(self.thresholds[self.best])
+
+    def window(self, t: float) -> tuple[float, float]:
+        """The manual clip window for threshold ``t`` (see :func:`window_for_threshold`)."""
+        return window_for_threshold(t, self.x_min, self.x_max)
+
+    def to_dict(self) -> dict:
+        return {"symmetric": self.symmetric, "threshold": self.thresholds.tolist(),
+                "rounding_mse": self.rounding_mse.tolist(),
+                "clipping_mse": self.clipping_mse.tolist(), "mse": self.mse.tolist(),
+                "sqnr_db": self.sqnr_db.tolist(), "best_threshold": self.best_threshold}
+
+
+def clip_sweep_curve(
+    analyze_params,
+    *,
+    x_min: float,
+    x_max: float,
+    symmetric: bool,
+    bits: int = 8,
+    narrow_range: bool | None = None,
+    rounding: str = "half_even",
+    points: int = 200,
+    refine: int = 24,
+) -> ClipSweep:
+    """Exact rounding / clipping / total MSE and SQNR at ``points`` clip thresholds.
+
+    Thresholds run evenly over ``(0, max|x|]``; at each, the window of
+    :func:`window_for_threshold` goes through the engine's range rules
+    (:func:`~quantscope.core.qparams.params_from_range`) and ``analyze_params`` (the prepared
+    path or the direct pass), so every point is what the panes show for that manual clip.
+    ``refine`` more points around the grid's best narrow the optimum to a tenth of a step.
+    """
+    from quantscope.core.qparams import params_from_range
+
+    if points < 2:
+        raise EngineValueError(f"a sweep needs at least 2 points, got {points}")
+    amax = max(abs(float(x_min)), abs(float(x_max)))
+
+    def evaluate(ts: np.ndarray) -> list[QuantReport]:
+        out = []
+        for t in ts:
+            lo, hi = window_for_threshold(float(t), x_min, x_max)
+            out.append(analyze_params(params_from_range(
+                lo, hi, symmetric=symmetric, bits=bits, narrow_range=narrow_range,
+                rounding=rounding, method="manual")))
+        return out
+
+    ts = amax * np.arange(1, points + 1) / points if amax > 0 else np.zeros(1)
+    reports = evaluate(ts)
+    mse = np.array([r.mse for r in reports])
+    i = int(np.argmin(mse))
+    if refine and amax > 0:
+        step = amax / points
+        fine = ts[i] + step * np.linspace(-1, 1, refine + 2)[1:-1]
+        fine = fine[(fine > 0) & (fine <= amax)]
+        ts = np.concatenate([ts, fine])
+        reports += evaluate(fine)
+        order = np.argsort(ts, kind="stable")
+        ts = ts[order]
+        reports = [reports[k] for k in order]
+    mse = np.array([r.mse for r in reports])
+    return ClipSweep(
+        symmetric=symmetric, thresholds=ts.astype(np.float64),
+        rounding_mse=np.array([r.rounding_mse for r in reports]),
+        clipping_mse=np.array([r.clipping_mse for r in reports]), mse=mse,
+        sqnr_db=np.array([r.sqnr_db for r in reports], np.float64),
+        best=int(np.argmin(mse)), x_min=float(x_min), x_max=float(x_max),
+    )
