@@ -7,13 +7,13 @@ half to even, narrow-range symmetric), so the numbers equal what the window show
 from __future__ import annotations
 
 import argparse
-import json
 import math
 
 import numpy as np
 
 from quantscope.core import QuantReport, analyze, choose_qparams
 from quantscope.errors import UserError
+from quantscope.jsonable import dumps
 
 #: The built-in demo: real GELU activations of a BERT-family FFN, with one feature at 24.8 while
 #: 99.9% of |x| stays under 2.8 -- the case where per-tensor min/max scaling wastes the buckets.
@@ -110,17 +110,6 @@ def format_table(label: str, shape: tuple, axis: int, reports: dict[str, QuantRe
     return "\n".join(lines)
 
 
-def json_default(o):
-    """JSON for NumPy scalars and arrays; infinities as the strings "inf"/"-inf"."""
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(type(o).__name__)
-
-
 def run(args: argparse.Namespace) -> int:
     """Print the report; returns the exit code."""
     x, label, axis = load_source(args)
@@ -134,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         doc = {"source": label, "shape": list(x.shape), "axis": axis,
                "schemes": {k: r.summary() for k, r in reports.items()}}
-        print(json.dumps(doc, indent=2, default=json_default, allow_nan=True))
+        print(dumps(doc, indent=2))
     else:
         print(format_table(label, x.shape, axis, reports))
     return 0
