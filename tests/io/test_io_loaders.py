@@ -205,3 +205,47 @@ def test_listing_a_compressed_npz_does_not_decompress_the_data(tmp_path, monkeyp
     [info] = list_tensors(tmp_path / "z.npz")
     assert info.nbytes == big.nbytes
     assert sum(read_sizes) < 1024  # magic + header only
+
+
+def test_unaligned_safetensors_data_still_loads_exactly(tmp_path):
+    """Hand-written files need not pad the header to 8 bytes; float64 data may sit at an odd
+    address, which the memory map must handle (unaligned arrays are still correct)."""
+    tensors = {"odd": np.array([1], np.int8), "f64": _random((5, 3), "<f8")}
+    path = write(tmp_path / "u.safetensors", safetensors_bytes(tensors, pad_to=1))
+    loaded = load_tensor(path, "f64")
+    assert _bits(loaded) == _bits(tensors["f64"])
+    values, _ = load_for_analysis(path, "f64")
+    np.testing.assert_array_equal(values, tensors["f64"].astype(np.float32))
+
+
+@pytest.mark.parametrize("fmt", ["npy", "safetensors"])
+def test_file_larger_than_memory_opens_without_reading_it(tmp_path, fmt):
+    """A sparse 32 GiB file (more than this kind of machine's RAM) lists and maps at once."""
+    import json
+    import resource
+    import struct
+
+    from io_file_builders import npy_with_header
+
+    n = 2**33  # float32 elements: 32 GiB
+    if fmt == "npy":
+        head = npy_with_header(f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({n},), }}",
+                               b"")
+    else:
+        text = json.dumps({"big": {"dtype": "F32", "shape": [n],
+                                   "data_offsets": [0, 4 * n]}}).encode()
+        head = struct.pack("<Q", len(text)) + text
+    path = tmp_path / f"huge.{fmt}"
+    with open(path, "wb") as fh:
+        fh.write(head)
+        fh.truncate(len(head) + 4 * n)
+    if path.stat().st_blocks * 512 > 2**20:
+        pytest.skip("this filesystem does not support sparse files")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    [info] = list_tensors(path)
+    assert info.nbytes == 4 * n
+    array = load_tensor(path)
+    assert isinstance(array, np.memmap) and array.shape == (n,)
+    np.testing.assert_array_equal(array[-4:], np.zeros(4, np.float32))
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 64 * 1024  # far below the 32 GiB the header declares
