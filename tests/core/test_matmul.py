@@ -269,6 +269,16 @@ def test_bias_moves_the_overflow_boundary_and_observed_ranges_are_tight() -> Non
     assert r2.max_safe_k_codes == I32_MAX // 2**14  # 128·128 products upward
 
 
+@pytest.mark.parametrize("m, k, n", [(0, 5, 3), (4, 0, 3), (4, 5, 0), (0, 0, 0)])
+def test_empty_operands_give_empty_results(m: int, k: int, n: int) -> None:
+    p = _params(0.1)
+    out, r = int8_matmul(
+        np.zeros((m, k), np.int8), np.zeros((k, n), np.int8), a_params=p, b_params=p, out_params=p
+    )
+    assert out.shape == (m, n) and r.saturated == 0 and r.accumulator_overflows == 0
+    assert r.max_safe_k is None  # no observed values, so no overflow at any K
+
+
 def test_zero_point_cost_terms() -> None:
     a = np.zeros((3, 7), np.int8)
     b = np.zeros((7, 2), np.int8)
@@ -387,6 +397,20 @@ def test_bad_inputs_raise_precise_errors() -> None:
     with pytest.raises(QuantscopeError, match="far too small"):
         int8_matmul(
             a, np.zeros((3, 2), np.int8), a_params=p, b_params=p, out_params=_params(2.0**-40)
+        )
+    with pytest.raises(TypeError, match="QuantParams"):
+        int8_matmul(a, np.zeros((3, 2), np.int8), a_params="x", b_params=p, out_params=p)
+    with pytest.raises(TypeError, match="QuantParams"):
+        int8_matmul(a, np.zeros((3, 2), np.int8), a_params=p, b_params=p, out_params=0.1)
+    per_row = QuantParams(np.ones(2, np.float32), 0, axis=0)
+    with pytest.raises(QuantscopeError, match="per-row"):
+        int8_matmul(
+            a,
+            np.zeros((3, 2), np.int8),
+            a_params=per_row,
+            b_params=p,
+            out_params=p,
+            bias=np.zeros(2, np.int32),
         )
     with pytest.raises(QuantscopeError, match="bias"):
         int8_matmul(

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from quantscope.core.qparams import QuantParams
 from quantscope.core.report import sqnr_db
 from quantscope.core.requant import (
     INT32_MAX,
@@ -143,6 +144,8 @@ def _codes(x: object, what: str, params) -> np.ndarray:
 def _side(params, what: str, along: int, length: int) -> tuple[np.ndarray, np.ndarray]:
     """Scale (float64) and zero point (int64) shaped to broadcast over [M, N]: scalars per
     tensor, a column [M, 1] per row of ``a`` (along=0), a row [1, N] per column (along=1)."""
+    if not isinstance(params, QuantParams):
+        raise EngineTypeError(f"{what} must be a QuantParams, got {type(params).__name__}")
     if params.group_size is not None:
         raise EngineValueError(
             f"{what}: per-group parameters need one accumulator per group; the int8 matmul "
@@ -218,7 +221,7 @@ def _max_safe_k(a_lo, a_hi, b_lo, b_hi, bias_col) -> tuple[int | None, int, int]
         k_up = np.where(pmax > 0, (INT32_MAX - bias_col) // np.maximum(pmax, 1), big)
         k_dn = np.where(pmin < 0, (bias_col - INT32_MIN) // np.maximum(-pmin, 1), big)
     k = int(np.minimum(k_up, k_dn).min()) if pmax.size else big
-    return (None if k == big else max(k, 0)), int(pmin.min()), int(pmax.max())
+    return (None if k == big else max(k, 0)), int(pmin.min(initial=0)), int(pmax.max(initial=0))
 
 
 def int8_matmul(
@@ -259,6 +262,9 @@ def int8_matmul(
         product of the dequantized inputs, ``s_a·s_b·acc`` in float64 (the same numbers a float64
         matmul of ``scale·(q - zp)`` would give, without its rounding).
     """
+    for what, params in (("a_params", a_params), ("b_params", b_params)):
+        if not isinstance(params, QuantParams):
+            raise EngineTypeError(f"{what} must be a QuantParams, got {type(params).__name__}")
     a = _codes(a_q, "a_q", a_params)
     b = _codes(b_q, "b_q", b_params)
     (m, k), n = a.shape, b.shape[1]
@@ -271,6 +277,11 @@ def int8_matmul(
         bias_arr = np.asarray(bias)
         if bias_arr.dtype.kind not in "iu" or bias_arr.shape != (n,):
             raise EngineValueError(f"bias must be an integer array of shape ({n},)")
+        if sa.ndim:
+            raise EngineValueError(
+                "an int32 bias needs one activation scale (bias scale = s_a·s_b); with per-row "
+                "activation scales add the bias in float after dequantizing"
+            )
         bias_vec = bias_arr.astype(np.int64)
         if bias_vec.size and (bias_vec.min() < INT32_MIN or bias_vec.max() > INT32_MAX):
             raise EngineValueError("bias values must fit int32")
@@ -286,14 +297,15 @@ def int8_matmul(
     # worst case over the observed operand ranges, and over the full code ranges
     zb_row = np.broadcast_to(zb, (1, n)).ravel()
     za_col = np.broadcast_to(za, (m, 1)).ravel()
+    za_any = za_col if m else np.zeros(1, np.int64)
     a_lo = int((a.min(axis=1) - za_col).min()) if a.size else 0
     a_hi = int((a.max(axis=1) - za_col).max()) if a.size else 0
     b_lo = (b.min(axis=0).astype(np.int64) - zb_row) if k else np.zeros(n, np.int64)
     b_hi = (b.max(axis=0).astype(np.int64) - zb_row) if k else np.zeros(n, np.int64)
     safe_k, p_lo, p_hi = _max_safe_k(a_lo, a_hi, b_lo, b_hi, bias_vec)
     safe_k_codes, _, _ = _max_safe_k(
-        int(a_params.qmin - za_col.max()),
-        int(a_params.qmax - za_col.min()),
+        int(a_params.qmin - za_any.max()),
+        int(a_params.qmax - za_any.min()),
         b_params.qmin - zb_row,
         b_params.qmax - zb_row,
         bias_vec,
