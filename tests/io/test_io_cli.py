@@ -124,6 +124,7 @@ def test_scan_reports_nonfinite_and_survives_all_nan(capsys, tmp_path):
     (["scan", "x.npy", "--sample", "query_weight"], ["either FILE or --sample"]),
     (["scan", "--sample", "nope"], ["unknown sample 'nope'; available: gelu_activations"]),
     (["scan", "--sample", "query_weight", "--top", "0"], ["--top must be at least 1"]),
+    (["scan", "--sample", "query_weight", "--bits", "1"], ["bits must be between 2 and 8"]),
     (["export", "--sample", "bf16_checkpoint", "-o", "x.npz"],
      ["holds 16 tensors; choose one with --tensor NAME"]),
     (["export", "--sample", "query_weight", "--granularity", "group", "-o", "x.npz"],
@@ -232,3 +233,23 @@ def test_scan_of_a_checkpoint_without_floats(capsys, tmp_path):
     code, out, _ = _run(capsys, "scan", str(path))
     assert code == 0 and "0 floating tensors" in out
     assert "no floating-point tensors to scan" in out and "skipped 1: ids" in out
+
+
+def test_export_nonfinite_needs_an_explicit_choice(capsys, tmp_path):
+    x = np.ones((3, 4), np.float32)
+    x[1, 2], x[2, 0] = np.nan, np.inf
+    np.save(tmp_path / "nan.npy", x)
+    out_path = tmp_path / "o.npz"
+    _assert_one_line_error(*_run(capsys, "export", str(tmp_path / "nan.npy"), "-o",
+                                 str(out_path)),
+                           "has 2 NaN/inf value(s), the first at index (1, 2)",
+                           "--nonfinite saturate")
+    assert not out_path.exists()
+    code, _, _ = _run(capsys, "export", str(tmp_path / "nan.npy"), "-o", str(out_path),
+                      "--nonfinite", "saturate")
+    assert code == 0
+    with np.load(out_path, allow_pickle=False) as archive:
+        codes = archive["codes"]
+        meta = json.loads(str(archive["metadata"]))
+    assert codes[2, 0] == 127 and codes[1, 2] == 0  # inf saturates, NaN -> zero point
+    assert meta["report"]["n_nonfinite"] == 2

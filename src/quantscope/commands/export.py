@@ -173,6 +173,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"refusing to overwrite the input {path} with the export")
     x, info = load_for_analysis(path, args.tensor)
     params = choose_from_args(x, args)
+    if args.nonfinite == "raise":
+        bad = ~np.isfinite(x)
+        if bad.any():
+            first = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise UserError(f"{label}: tensor {info.name!r} has {int(bad.sum())} NaN/inf "
+                            f"value(s), the first at index {first}; pass --nonfinite saturate "
+                            "to map inf to the range ends and NaN to the zero point")
     codes = params.quantize(x, nonfinite=args.nonfinite)
     report = analyze(x, params)
     metadata = build_metadata(params, source=label, tensor=info.name, source_dtype=info.dtype,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from quantscope.commands.source import add_file_or_sample, resolve_file_or_sample
-from quantscope.core import analyze, choose_qparams
+from quantscope.core import analyze, choose_qparams, code_range
 from quantscope.errors import QuantscopeError, UserError
 from quantscope.io import TensorFileError, TensorInfo, list_tensors, load_for_analysis
 from quantscope.io.tensor_info import format_bytes
@@ -236,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
     """Scan, print the ranking (table or JSON on stdout, progress on stderr); exit code."""
     if args.top is not None and args.top < 1:
         raise UserError(f"--top must be at least 1, got {args.top}")
+    code_range(args.bits, symmetric=True)  # a bad --bits is one error, not N skipped tensors
     path, label = resolve_file_or_sample(args)
     show_bar = sys.stderr.isatty() if args.progress is None else args.progress
     start = time.perf_counter()
