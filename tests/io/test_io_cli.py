@@ -115,7 +115,19 @@ def test_scan_reports_nonfinite_and_survives_all_nan(capsys, tmp_path):
     doc = json.loads(out)
     rows = {t["name"]: t for t in doc["tensors"]}
     assert rows["some_nan"]["n_nonfinite"] == 1
-    assert "all_nan" in rows or "all_nan" in {s["name"] for s in doc["skipped"]}
+    skipped = {s["name"]: s["reason"] for s in doc["skipped"]}
+    assert skipped == {"all_nan": "all 4 values are NaN or infinite"}
+
+
+def test_scan_all_zero_tensors_are_exact_and_json_stays_valid(capsys, tmp_path):
+    path = write(tmp_path / "z.safetensors", safetensors_bytes(
+        {"zero.bias": np.zeros(8, np.float32), "zero.weight": np.zeros((4, 4), np.float32),
+         "w": RNG.standard_normal((4, 4)).astype(np.float32)}))
+    code, out, _ = _run(capsys, "scan", str(path), "--json")
+    assert code == 0 and "Infinity" not in out and "NaN" not in out
+    rows = [(t["name"], t["per_tensor_sqnr_db"], t["gap_db"]) for t in json.loads(out)["tensors"]]
+    assert rows[0][0] == "w"  # finite SQNR ranks before exact ones
+    assert rows[1:] == [("zero.bias", "inf", None), ("zero.weight", "inf", 0.0)]
 
 
 @pytest.mark.parametrize("argv, fragments", [

@@ -90,7 +90,11 @@ def scan(path, *, bits: int = 8, progress: TextIO | None = None,
     for info in todo:
         bar.update(info)
         try:
-            rows.append(_analyse(path, info, bits))
+            row = _analyse(path, info, bits)
+            if isinstance(row, str):
+                skipped.append((info, row))
+            else:
+                rows.append(row)
         except TensorFileError:
             raise
         except QuantscopeError as exc:  # e.g. a tensor that is all NaN: report, keep going
@@ -110,9 +114,12 @@ def _skip_reason(info: TensorInfo) -> str | None:
     return None
 
 
-def _analyse(path, info: TensorInfo, bits: int) -> ScanRow:
+def _analyse(path, info: TensorInfo, bits: int) -> ScanRow | str:
+    """The tensor's row, or the reason it has nothing to rank (no finite value at all)."""
     x, _ = load_for_analysis(path, info.name)
     per_tensor = analyze(x, choose_qparams(x, symmetric=True, granularity="tensor", bits=bits))
+    if per_tensor.n == 0:
+        return f"all {info.size} values are NaN or infinite"
     per_channel_db = None
     if x.ndim >= 2:
         params = choose_qparams(x, symmetric=True, granularity="channel", axis=0, bits=bits)
