@@ -227,7 +227,7 @@ def quantized_matmul(
     return MatmulLabResult(
         output=output,
         codes=codes,
-        vs_float=error_stats(output, y_float),
+        vs_float=report.vs_float if whole else error_stats(output, y_float),
         int8=report,
         a_params=a_params,
         w_params=w_params,
