@@ -79,9 +79,10 @@ def test_plain_path_equals_manual_composition() -> None:
     a, w = planted(2)
     y = a.astype(np.float64) @ w
     r = quantized_matmul(a, w)
-    a_p = choose_qparams(a, symmetric=False)
-    w_p = choose_qparams(w, symmetric=True, granularity="channel", axis=1)
-    o_p = choose_qparams(y, symmetric=False)
+    a_p = choose_qparams(a, symmetric=False, rounding="half_away")
+    w_p = choose_qparams(w, symmetric=True, granularity="channel", axis=1, rounding="half_away")
+    o_p = choose_qparams(y, symmetric=False, rounding="half_away")
+    assert a_p.zero_point != 0 and w_p.qmin == -127  # TFLite: asymmetric in, narrow weights
     codes, report = int8_matmul(
         a_p.quantize(a),
         w_p.quantize(w),
@@ -104,8 +105,10 @@ def test_decomposition_is_int8_part_plus_float16_part() -> None:
     cols = r.outlier_columns
     assert set(cols.tolist()) >= {5, 70}
     keep = np.setdiff1d(np.arange(a.shape[1]), cols)
-    a_p = choose_qparams(a[:, keep], symmetric=False)
-    w_p = choose_qparams(w[keep], symmetric=True, granularity="channel", axis=1)
+    a_p = choose_qparams(a[:, keep], symmetric=False, rounding="half_away")
+    w_p = choose_qparams(
+        w[keep], symmetric=True, granularity="channel", axis=1, rounding="half_away"
+    )
     int_part, _ = int8_matmul(
         a_p.quantize(a[:, keep]), w_p.quantize(w[keep]), a_params=a_p, b_params=w_p, out_params=None
     )

@@ -43,10 +43,16 @@ __all__ = [
 ]
 
 #: TFLite's int8 conventions: asymmetric per-tensor activations and outputs, symmetric
-#: narrow-range weights per output channel (axis 1 of W [K, N]).
-DEFAULT_ACTIVATION_SCHEME: Mapping[str, Any] = {"symmetric": False}
-DEFAULT_WEIGHT_SCHEME: Mapping[str, Any] = {"symmetric": True, "granularity": "channel", "axis": 1}
-DEFAULT_OUTPUT_SCHEME: Mapping[str, Any] = {"symmetric": False}
+#: narrow-range weights per output channel (axis 1 of W [K, N]), ``x / scale`` rounded half
+#: away from zero (TFLite's ``TfLiteRound``), so the whole path is the one TFLite would run.
+DEFAULT_ACTIVATION_SCHEME: Mapping[str, Any] = {"symmetric": False, "rounding": "half_away"}
+DEFAULT_WEIGHT_SCHEME: Mapping[str, Any] = {
+    "symmetric": True,
+    "granularity": "channel",
+    "axis": 1,
+    "rounding": "half_away",
+}
+DEFAULT_OUTPUT_SCHEME: Mapping[str, Any] = {"symmetric": False, "rounding": "half_away"}
 
 _CLAMP = 1e-5
 
