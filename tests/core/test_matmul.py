@@ -517,3 +517,33 @@ def test_matches_litert_interpreter_when_installed(reference_kernels: bool) -> N
         assert np.abs(got.astype(int) - double).max() <= 1
         double_diffs += int(np.count_nonzero(got != double))
     assert double_diffs > 0  # the two builds are distinguishable on these operands
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_per_row_activation_scales_bit_exact(data) -> None:
+    """LLM.int8()-style per-row activation scales: one multiplier per (row, column)."""
+    m, k, n = (
+        data.draw(st.integers(1, 4)),
+        data.draw(st.integers(1, 16)),
+        data.draw(st.integers(1, 4)),
+    )
+    code = st.integers(-127, 127)
+    a = [[data.draw(code) for _ in range(k)] for _ in range(m)]
+    b = [[data.draw(code) for _ in range(n)] for _ in range(k)]
+    scale = st.floats(1e-3, 1.0).map(np.float32)
+    sa = [data.draw(scale) for _ in range(m)]
+    sb = [data.draw(scale) for _ in range(n)]
+    so = np.float32(data.draw(st.floats(1e-3, 4.0)))
+    single = data.draw(st.booleans())
+    out, _ = int8_matmul(
+        np.array(a, np.int8),
+        np.array(b, np.int8),
+        a_params=QuantParams(np.array(sa, np.float32), 0, -127, 127, axis=0),
+        b_params=QuantParams(np.array(sb, np.float32), 0, -127, 127, axis=1),
+        out_params=QuantParams(so, 0, -128, 127),
+        single_rounding=single,
+    )
+    for i in range(m):
+        row = ref_fully_connected([a[i]], b, 0, [0] * n, sa[i], sb, so, 0, -128, 127, None, single)
+        assert out[i].tolist() == row[0]
