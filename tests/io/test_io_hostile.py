@@ -301,3 +301,13 @@ def test_bf16_saved_with_np_save_explains_the_lost_type(tmp_path):
 
     np.save(tmp_path / "bf.npy", np.ones(3, ml_dtypes.bfloat16))  # NumPy writes '<V2'
     _refused(tmp_path / "bf.npy", "np.save writes bfloat16/float8 arrays this way")
+
+
+def test_hostile_tensor_names_cannot_break_the_one_line_message(tmp_path):
+    header = {"a\nb\x1b[2J": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+              "c": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}
+    path = write(tmp_path / "n.safetensors", raw_safetensors(header, b"\0" * 8))
+    with pytest.raises(TensorFileError) as caught:
+        load_tensor(path)
+    message = str(caught.value)
+    assert "\n" not in message and "\x1b" not in message and r"'a\nb\x1b[2J'" in message

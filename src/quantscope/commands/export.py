@@ -26,6 +26,7 @@ from quantscope.core import QuantParams, analyze, choose_qparams
 from quantscope.core.validate import ARITHMETIC_RULES, ROUNDING_RULES
 from quantscope.errors import UserError
 from quantscope.io import load_for_analysis
+from quantscope.io.tensor_info import printable
 
 #: Identifies the archive layout; bump when the members or metadata change meaning.
 EXPORT_FORMAT = "quantscope-export"
@@ -185,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
     metadata = build_metadata(params, source=label, tensor=info.name, source_dtype=info.dtype,
                               shape=x.shape, report=report)
     write_archive(out, codes, params, metadata)
-    print(f"wrote {out}: {info.name} {list(x.shape)} -> {codes.dtype} codes, "
+    print(f"wrote {out}: {printable(info.name)} {list(x.shape)} -> {codes.dtype} codes, "
           f"{params.granularity} {'symmetric' if params.symmetric else 'asymmetric'} "
           f"int{params.bits}, SQNR {report.sqnr_db:.2f} dB")
     return 0

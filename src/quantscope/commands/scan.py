@@ -22,7 +22,7 @@ from quantscope.commands.source import add_file_or_sample, resolve_file_or_sampl
 from quantscope.core import analyze, choose_qparams, code_range
 from quantscope.errors import QuantscopeError, UserError
 from quantscope.io import TensorFileError, TensorInfo, list_tensors, load_for_analysis
-from quantscope.io.tensor_info import format_bytes
+from quantscope.io.tensor_info import format_bytes, printable
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,8 @@ class _ProgressBar:
             return
         filled = round(self.width * self.done_bytes / self.total)
         bar = "#" * filled + "-" * (self.width - filled)
-        name = info.name if len(info.name) <= 48 else "..." + info.name[-45:]
+        name = printable(info.name)
+        name = name if len(name) <= 48 else "..." + name[-45:]
         line = (f"scan [{bar}] {100 * self.done_bytes / self.total:3.0f}%  "
                 f"{self.done_count + 1}/{self.count}  {name}")
         self.stream.write("\r" + line.ljust(self.last_len))
@@ -197,7 +198,7 @@ def format_table(label: str, rows: list[ScanRow], shown: list[ScanRow],
              "per-tensor vs per-channel (axis 0), worst first"]
     head = ("#", "tensor", "shape", "dtype", "per-tensor dB", "per-channel dB", "gap dB")
     table = [head] + [
-        (str(i), r.info.name, "x".join(map(str, r.info.shape)), r.info.dtype,
+        (str(i), printable(r.info.name), "x".join(map(str, r.info.shape)), r.info.dtype,
          _db(r.per_tensor_db), _db(r.per_channel_db), _db(r.gap_db)
          + (f"  ({r.n_nonfinite} non-finite ignored)" if r.n_nonfinite else ""))
         for i, r in enumerate(shown, 1)]
@@ -210,7 +211,7 @@ def format_table(label: str, rows: list[ScanRow], shown: list[ScanRow],
     if len(shown) < len(rows):
         lines.append(f"... {len(rows) - len(shown)} more (--top {len(shown)} shown)")
     if skipped:
-        reasons = "; ".join(f"{info.name} ({why})" for info, why in skipped[:5])
+        reasons = "; ".join(f"{printable(info.name)} ({why})" for info, why in skipped[:5])
         more = f"; and {len(skipped) - 5} more" if len(skipped) > 5 else ""
         lines.append(f"skipped {len(skipped)}: {reasons}{more}")
     total = sum(r.info.nbytes for r in rows)

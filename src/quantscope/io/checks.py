@@ -15,7 +15,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from quantscope.io.tensor_info import TensorFileError
+from quantscope.io.tensor_info import TensorFileError, printable
 
 #: NumPy allows at most this many dimensions (numpy 2.x); a header asking for more is lying.
 MAX_NDIM = 64
@@ -202,7 +202,7 @@ def pick_name(path: str | os.PathLike, names: list[str], name: str | None) -> st
 
 def list_for_message(names: list[str], limit: int = 12) -> str:
     """Comma-separated names, cut after ``limit`` with a count of the rest."""
-    shown = ", ".join(names[:limit])
+    shown = ", ".join(printable(n) for n in names[:limit])
     if len(names) > limit:
         shown += f", ... ({len(names) - limit} more; `quantscope scan` lists them all)"
     return shown

@@ -80,7 +80,16 @@ class TensorInfo:
     def describe(self) -> str:
         """``name  (384, 384)  bfloat16  288.0 KiB``: one line for listings and error hints."""
         shape = "x".join(str(d) for d in self.shape) or "scalar"
-        return f"{self.name}  [{shape}]  {self.dtype}  {format_bytes(self.nbytes)}"
+        return f"{printable(self.name)}  [{shape}]  {self.dtype}  {format_bytes(self.nbytes)}"
+
+
+def printable(name: str) -> str:
+    """``name`` as is when printable, else its escaped ``repr``.
+
+    Tensor names come from the file; a hostile one could hold newlines or terminal escape
+    sequences that would break a one-line error or rewrite the user's screen.
+    """
+    return name if name.isprintable() else repr(name)
 
 
 def format_bytes(n: int) -> str:
