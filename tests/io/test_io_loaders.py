@@ -249,3 +249,18 @@ def test_file_larger_than_memory_opens_without_reading_it(tmp_path, fmt):
     np.testing.assert_array_equal(array[-4:], np.zeros(4, np.float32))
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kib < 64 * 1024  # far below the 32 GiB the header declares
+
+
+def test_agrees_with_the_reference_safetensors_package_when_installed(tmp_path):
+    """Optional cross-check (skipped unless the `safetensors` package is installed; it is not
+    a dependency): files it writes read bit-exactly here, and ours read there."""
+    st = pytest.importorskip("safetensors.numpy")
+    tensors = {"w": _random((7, 5), "<f4"), "h": _random((3,), "<f2"), "i": _random((4,), "i1")}
+    theirs = tmp_path / "theirs.safetensors"
+    st.save_file(tensors, str(theirs), metadata={"k": "v"})
+    for name, array in tensors.items():
+        assert _bits(load_tensor(theirs, name)) == _bits(array)
+    assert read_metadata(theirs) == {"k": "v"}
+    ours = write(tmp_path / "ours.safetensors", safetensors_bytes(tensors))
+    for name, array in st.load_file(str(ours)).items():
+        assert _bits(array) == _bits(tensors[name])
