@@ -136,6 +136,14 @@ def test_vector_wise_scheme_and_all_columns_in_float() -> None:
     per_row = {"symmetric": True, "granularity": "channel", "axis": 0}
     r = quantized_matmul(a, w, a_scheme=per_row, out_scheme=None)
     assert r.a_params.scale.shape == (a.shape[0],)
+    per_column = {"symmetric": False, "granularity": "channel", "axis": 1}
+    for threshold in (None, 6.0):  # requantized by the kernel, and after the float add
+        r = quantized_matmul(a, w, out_scheme=per_column, threshold=threshold)
+        assert r.out_params.scale.shape == (w.shape[1],)
+        zp = r.out_params.zero_point.astype(np.float64)
+        expected = (r.codes - zp) * r.out_params.scale.astype(np.float64)
+        np.testing.assert_array_equal(r.output, expected)
+        assert np.isfinite(r.vs_float.sqnr_db)
     everything = quantized_matmul(a, w, threshold=0.0)
     assert everything.int8.k == 0 and everything.outlier_columns.size == a.shape[1]
     assert everything.codes.shape == (a.shape[0], w.shape[1])

@@ -138,6 +138,10 @@ class MatmulLabResult:
         return self.outlier_columns.size / k if k else 0.0
 
 
+def _scheme(scheme: Mapping[str, Any] | None, default: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(default if scheme is None else scheme)
+
+
 def _float16_part(a: np.ndarray, w: np.ndarray) -> np.ndarray:
     """LLM.int8()'s outlier product: float16 inputs, float32 accumulation (as on a GPU)."""
     a16 = a.astype(np.float16).astype(np.float32)
@@ -164,8 +168,9 @@ def quantized_matmul(
     a_scheme, w_scheme, out_scheme : mapping
         Keyword arguments for :func:`~quantscope.core.qparams.choose_qparams` (defaults: the
         ``DEFAULT_*_SCHEME`` constants). Activations may be per tensor or per row
-        (``granularity="channel", axis=0``, LLM.int8()'s vector-wise scheme); weights per tensor
-        or per output column (``axis=1``). ``out_scheme=None`` keeps the output in float:
+        (``granularity="channel", axis=0``, LLM.int8()'s vector-wise scheme); weights and
+        outputs per tensor or per output column (``axis=1``); ``{}`` means choose_qparams'
+        own defaults. ``out_scheme=None`` keeps the output in float:
         the int32 accumulator is dequantized, as LLM.int8() does. Output parameters are
         calibrated on the float result ``A @ W`` itself (min/max), the best a static
         calibration could do.
@@ -201,11 +206,14 @@ def quantized_matmul(
     keep[cols] = False
     a_int, w_int = (a32, w32) if cols.size == 0 else (a32[:, keep], w32[keep])
 
-    a_params = choose_qparams(a_int, **dict(a_scheme or DEFAULT_ACTIVATION_SCHEME))
-    w_params = choose_qparams(w_int, **dict(w_scheme or DEFAULT_WEIGHT_SCHEME))
+    a_params = choose_qparams(a_int, **_scheme(a_scheme, DEFAULT_ACTIVATION_SCHEME))
+    w_params = choose_qparams(w_int, **_scheme(w_scheme, DEFAULT_WEIGHT_SCHEME))
     a_q, w_q = a_params.quantize(a_int), w_params.quantize(w_int)
     out_params = None if out_scheme is None else choose_qparams(y_float, **dict(out_scheme))
     whole = cols.size == 0 and out_params is not None
+    if out_params is not None:  # scalars, or [N] per output column (broadcast over rows)
+        so = np.asarray(out_params.scale, np.float64)
+        zo = np.asarray(out_params.zero_point, np.int64)
     out, report = int8_matmul(
         a_q,
         w_q,
@@ -219,12 +227,10 @@ def quantized_matmul(
     saturated = report.saturated
     if whole:  # the integer kernel requantized the whole product
         codes = out
-        output = (codes.astype(np.float64) - out_params.zero_point) * np.float64(out_params.scale)
+        output = (codes.astype(np.float64) - out_params.zero_point) * so
     else:
         output = out if cols.size == 0 else out + _float16_part(a32[:, cols], w32[cols])
         if out_params is not None:  # the float sum is quantized to int8 for the next layer
-            so = np.float64(out_params.scale)
-            zo = int(out_params.zero_point)
             codes = out_params.quantize(output.astype(np.float32))
             low = (out_params.qmin - zo - 0.5) * so
             high = (out_params.qmax - zo + 0.5) * so
