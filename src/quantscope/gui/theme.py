@@ -2,8 +2,9 @@
 
 ``apply_theme(window, dark=..., presentation=...)`` sets the Qt palette, the application font,
 pyqtgraph's default colours and every existing plot's background, axes and line widths. Views
-that draw their own items implement ``apply_theme(theme: Theme)``; this module calls it on every
-descendant widget that has it, so a view restyles its own curves (thick lines, bigger markers)
+that draw their own items set the class attribute ``themed = True`` and implement
+``apply_theme(theme: Theme)``; this module calls it on the window and every descendant that has
+it, so a view restyles its own curves (thick lines, bigger markers)
 without this module knowing them.
 
 Presentation mode is for projectors: large fonts, thick lines, the light theme (dark slides wash
@@ -153,15 +154,19 @@ def style_plot(plot: pg.PlotItem, theme: Theme) -> None:
         axis.label.setFont(font)
         axis.setStyle(tickTextOffset=8 if theme.presentation else 4)
     if plot.titleLabel is not None:
-        plot.titleLabel.item.setDefaultTextColor(QColor(theme.foreground))
-        tf = QFont()
-        tf.setPointSize(theme.axis_font_pt + 1)
-        tf.setBold(True)
-        plot.titleLabel.item.setFont(tf)
+        # LabelItem re-renders its HTML from these options on every setText, so set them
+        # rather than the text item's font (which the next title change would discard)
+        label = plot.titleLabel
+        label.opts.update(color=theme.foreground, size=f"{theme.axis_font_pt + 1}pt",
+                          bold=True)
+        label.setText(label.text)
     if plot.legend is not None:
         plot.legend.setLabelTextColor(theme.foreground)
         plot.legend.setLabelTextSize(f"{theme.axis_font_pt}pt")
-        plot.legend.setBrush(theme.brush("total", 0) if not theme.dark else QColor(0, 0, 0, 0))
+        for _, label in plot.legend.items:  # setAttr alone does not re-render the label
+            label.setText(label.text)
+        plot.legend.setBrush(QColor(theme.background))
+        plot.legend.setPen(pg.mkPen(theme.color("grid"), width=1))
 
 
 def _style_pyqtgraph_widgets(root: QWidget, theme: Theme) -> None:
@@ -207,9 +212,8 @@ def apply_theme(window: QWidget, *, dark: bool = False, presentation: bool = Fal
     window.setPalette(_palette(theme))
     _style_pyqtgraph_widgets(window, theme)
     for w in [window, *window.findChildren(QWidget)]:
-        restyle = getattr(w, "apply_theme", None)
-        if callable(restyle) and w is not window:
-            restyle(theme)
+        if getattr(w, "themed", False):  # views that restyle their own items
+            w.apply_theme(theme)
     _hide_clutter(window, theme.presentation)
     window.setProperty("presentation", theme.presentation)
     window.setProperty("dark", theme.dark)

@@ -1,0 +1,293 @@
+"""The rounding-vs-clipping trade-off: error split against the clip threshold, per scheme.
+
+Two plots side by side (symmetric, asymmetric). Each shows rounding MSE (grows as the window
+widens: bigger steps), clipping MSE (shrinks: fewer values cut off) and their sum on a log
+axis, SQNR on a second axis, the optimum (least total MSE) and the current threshold. Dragging
+the current-threshold line sets a manual clip (``state.update_settings(method="manual",
+manual_clip=...)``) and every pane follows live; when the panes change by any other control,
+the lines follow the panes. One threshold means the same window in both schemes
+(:func:`quantscope.core.explain.window_for_threshold`), so both lines always agree.
+
+All numbers come from :func:`quantscope.core.explain.clip_sweep_curve` (exact reports, run in
+a background job) and from the panes' reports.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from quantscope.core.captions import finite_range, fmt_value
+from quantscope.core.explain import ClipSweep, clip_sweep_curve, clip_threshold
+from quantscope.gui.theme import Theme, current_theme, style_plot
+from quantscope.gui.views._jobs import LatestJob
+from quantscope.state import ExplorerState, Settings, analyze_with
+
+SCHEMES = (("symmetric", True), ("asymmetric", False))
+#: Sweep resolution with the fast prepared path; the direct pass gets fewer points on big
+#: tensors so a sweep stays around a second.
+POINTS_PREPARED = 200
+DIRECT_BUDGET = 40_000_000  # elements x points
+
+
+def sweep_points(size: int, prepared: bool) -> int:
+    """How many thresholds to evaluate for a tensor of ``size`` elements."""
+    if prepared:
+        return POINTS_PREPARED
+    return int(min(POINTS_PREPARED, max(24, DIRECT_BUDGET // max(size, 1))))
+
+
+def _positive(a: np.ndarray) -> np.ndarray:
+    """Log axes cannot show 0: leave those points out (drawn as gaps)."""
+    return np.where(a > 0, a, np.nan)
+
+
+class _SchemePlot:
+    """One scheme's plot: items created once, updated with setData."""
+
+    def __init__(self, plot: pg.PlotItem, title: str, with_legend: bool) -> None:
+        self.plot = plot
+        plot.setTitle(title)
+        plot.setLogMode(x=False, y=True)
+        plot.setLabel("left", "MSE")
+        plot.setLabel("bottom", "clip threshold |x|")
+        plot.showGrid(x=True, y=True, alpha=0.12)
+        plot.getViewBox().setMouseEnabled(x=True, y=False)
+        if with_legend:
+            legend = plot.addLegend(labelTextSize="9pt")
+            # bottom centre: the curves leave it free (rounding starts low at the left,
+            # clipping ends low at the right)
+            legend.anchor(itemPos=(0.5, 1), parentPos=(0.5, 1), offset=(0, -10))
+        self.rounding = plot.plot([], [], name="rounding", connect="finite")
+        self.clipping = plot.plot([], [], name="clipping", connect="finite")
+        self.total = plot.plot([], [], name="total", connect="finite")
+        # SQNR on its own axis (right), sharing x
+        self.sqnr_box = pg.ViewBox()
+        plot.showAxis("right")
+        plot.scene().addItem(self.sqnr_box)
+        plot.getAxis("right").linkToView(self.sqnr_box)
+        plot.getAxis("right").setLabel("SQNR (dB)")
+        plot.getAxis("right").setLogMode(False, False)  # setLogMode(y=True) reached it too
+        self.sqnr_box.setXLink(plot)
+        self.sqnr = pg.PlotDataItem([], [], connect="finite")
+        self.sqnr_box.addItem(self.sqnr)
+        if with_legend:
+            plot.legend.addItem(self.sqnr, "SQNR")
+        plot.getViewBox().sigResized.connect(self._sync_boxes)
+        self.best_line = pg.InfiniteLine(angle=90, movable=False)
+        self.best_dot = pg.PlotDataItem([], [], pen=None, symbol="o", symbolSize=11)
+        self.current = pg.InfiniteLine(angle=90, movable=True)
+        self.current.setHoverPen(pg.mkPen("#E69F00", width=6))
+        self.current.setZValue(20)
+        self.best_line.setZValue(10)
+        for item in (self.best_line, self.current):
+            plot.addItem(item, ignoreBounds=True)
+        plot.addItem(self.best_dot)
+        self.name = title
+        self.sweep: ClipSweep | None = None
+
+    def _sync_boxes(self) -> None:
+        self.sqnr_box.setGeometry(self.plot.getViewBox().sceneBoundingRect())
+        self.sqnr_box.linkedViewChanged(self.plot.getViewBox(), self.sqnr_box.XAxis)
+
+    def style(self, theme: Theme) -> None:
+        style_plot(self.plot, theme)
+        self.rounding.setPen(theme.pen("rounding"))
+        self.clipping.setPen(theme.pen("clipping"))
+        self.total.setPen(theme.pen("total", width_scale=1.3))
+        self.sqnr.setPen(theme.pen("sqnr", dashed=True))
+        self.best_line.setPen(theme.pen("optimum", width_scale=0.8, dashed=True))
+        self.best_dot.setSymbolPen(pg.mkPen(theme.background, width=2))
+        self.best_dot.setSymbolBrush(theme.brush("optimum"))
+        self.best_dot.setSymbolSize(18 if theme.presentation else 11)
+        self.current.setPen(pg.mkPen(theme.color("current"), width=theme.marker_width))
+        self.current.setHoverPen(pg.mkPen(theme.color("current"),
+                                          width=theme.marker_width * 1.8))
+
+    def set_sweep(self, sweep: ClipSweep) -> None:
+        self.sweep = sweep
+        t = sweep.thresholds
+        self.rounding.setData(t, _positive(sweep.rounding_mse))
+        self.clipping.setData(t, _positive(sweep.clipping_mse))
+        self.total.setData(t, _positive(sweep.mse))
+        finite = np.where(np.isfinite(sweep.sqnr_db), sweep.sqnr_db, np.nan)
+        self.sqnr.setData(t, finite)
+        best_t, best_mse = sweep.best_threshold, float(sweep.mse[sweep.best])
+        self.best_line.setValue(best_t)
+        self.best_dot.setData([best_t], _positive(np.array([best_mse])))
+        self.best_line.setToolTip(f"least total MSE at |x| = {fmt_value(best_t)}")
+        self.current.setBounds((float(t[0]), float(t[-1])))
+        self.plot.getViewBox().enableAutoRange()
+        self.sqnr_box.enableAutoRange(axis=pg.ViewBox.YAxis)
+
+
+class TradeoffView(QWidget):
+    """Rounding vs clipping error against the clip threshold (see the module docstring)."""
+
+    themed = True
+
+    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("tradeoffView")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        self.summary = QLabel("")
+        self.summary.setObjectName("viewCaption")
+        self.summary.setWordWrap(True)
+        layout.addWidget(self.summary)
+        self.graphics = pg.GraphicsLayoutWidget()
+        layout.addWidget(self.graphics, 1)
+        self.plots: dict[str, _SchemePlot] = {}
+        for col, (name, _) in enumerate(SCHEMES):
+            item = self.graphics.addPlot(row=0, col=col)
+            self.plots[name] = _SchemePlot(item, name.capitalize(), with_legend=col == 0)
+            self.plots[name].current.sigPositionChanged.connect(
+                lambda line, n=name: self._on_marker_moved(n, line))
+        self.state: ExplorerState | None = None
+        self.job = LatestJob(self)
+        self.job.finished.connect(self._on_sweeps_ready)
+        self.job.failed.connect(self._on_sweeps_failed)
+        self._sweep_key: tuple | None = None
+        self._dirty = True
+        self._syncing = False
+        self.apply_theme(current_theme())
+        if state is not None:
+            self.bind(state)
+
+    # -- binding ------------------------------------------------------------------------------
+    def bind(self, state: ExplorerState) -> None:
+        """Follow ``state``: recompute the sweep when the tensor or the rules change, move the
+        markers when the panes' results change."""
+        self.state = state
+        state.tensor_changed.connect(self._on_state_tensor_changed)
+        state.prepared_changed.connect(self._on_state_tensor_changed)
+        state.settings_changed.connect(self._on_state_settings_changed)
+        state.results_changed.connect(self._on_state_results_changed)
+        self._on_state_tensor_changed()
+        if state.results:
+            self._on_state_results_changed()
+
+    def apply_theme(self, theme: Theme) -> None:
+        self.graphics.setBackground(theme.background)
+        for plot in self.plots.values():
+            plot.style(theme)
+
+    @staticmethod
+    def _key(settings: Settings) -> tuple:
+        """The settings a sweep depends on (method and manual clip are what it varies)."""
+        return (settings.bits, settings.narrow_range, settings.rounding)
+
+    # -- state -> view --------------------------------------------------------------------------
+    def _on_state_tensor_changed(self) -> None:
+        self._sweep_key = None
+        self._request_sweep()
+
+    def _on_state_settings_changed(self) -> None:
+        if self.state is not None and self._key(self.state.settings) != self._sweep_key:
+            self._request_sweep()
+
+    def _request_sweep(self) -> None:
+        if self.state is None or self.state.tensor is None:
+            return
+        if not self.isVisible():
+            self._dirty = True  # computed when first shown: hidden views cost nothing
+            return
+        self._dirty = False
+        x, prepared, settings = self.state.tensor, self.state.prepared, self.state.settings
+        ov = self.state.overview
+        key = self._key(settings)
+        points = sweep_points(x.size, prepared is not None)
+
+        def work() -> tuple[tuple, dict[str, ClipSweep]]:
+            lo, hi = (ov.min, ov.max) if ov is not None else finite_range(x)
+            sweeps = {name: clip_sweep_curve(
+                lambda p: analyze_with(x, prepared, p), x_min=lo, x_max=hi, symmetric=sym,
+                bits=settings.bits, narrow_range=settings.narrow_range,
+                rounding=settings.rounding, points=points) for name, sym in SCHEMES}
+            return key, sweeps
+
+        self.summary.setText("computing the sweep…")
+        self.job.submit(work)
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self._dirty:
+            self._request_sweep()
+
+    def _on_sweeps_ready(self, result: tuple[tuple, dict[str, ClipSweep]]) -> None:
+        key, sweeps = result
+        self._sweep_key = key
+        for name, sweep in sweeps.items():
+            self.plots[name].set_sweep(sweep)
+        self._update_summary()
+        self._on_state_results_changed()
+
+    def _on_sweeps_failed(self, message: str) -> None:
+        self.summary.setText(f"sweep failed: {message}")
+
+    def _on_state_results_changed(self) -> None:
+        """Put each marker on its pane's current threshold (without echoing it back)."""
+        if self.state is None:
+            return
+        self._syncing = True
+        try:
+            for name, _ in SCHEMES:
+                rep = self.state.results.get(f"{name}/tensor")
+                plot = self.plots[name]
+                if rep is None:
+                    continue
+                if not plot.current.moving:  # never fight the user's drag
+                    plot.current.setValue(clip_threshold(rep.params))
+                plot.plot.setTitle(f"{plot.name} · clip |x| ≤ "
+                                   f"{fmt_value(clip_threshold(rep.params))} · "
+                                   f"{rep.sqnr_db:.2f} dB")
+        finally:
+            self._syncing = False
+
+    def _update_summary(self) -> None:
+        parts = []
+        for name, _ in SCHEMES:
+            sweep = self.plots[name].sweep
+            if sweep is None:
+                continue
+            parts.append(f"{name} best at |x| ≈ {fmt_value(sweep.best_threshold)}: "
+                         f"{sweep.sqnr_db[sweep.best]:.1f} dB (min/max "
+                         f"{sweep.sqnr_db[-1]:.1f} dB)")
+        self.summary.setText("; ".join(parts) + ". Drag the orange line to clip.")
+
+    # -- view -> state --------------------------------------------------------------------------
+    def _on_marker_moved(self, name: str, line: pg.InfiniteLine) -> None:
+        if self._syncing or self.state is None:
+            return
+        sweep = self.plots[name].sweep
+        if sweep is None:
+            return
+        t = float(line.value())
+        if t <= 0:
+            return
+        # the other scheme's line shows the same threshold at once
+        self._syncing = True
+        try:
+            for other, plot in self.plots.items():
+                if other != name:
+                    plot.current.setValue(t)
+        finally:
+            self._syncing = False
+        self.state.update_settings(method="manual", manual_clip=sweep.window(t))
+
+    def set_threshold(self, t: float) -> None:
+        """Move the marker as a drag would (tests and keyboard control)."""
+        self.plots["symmetric"].current.setValue(float(t))
+
+    def closeEvent(self, event) -> None:
+        self.job.shutdown()
+        super().closeEvent(event)
+
+    def export_data(self) -> dict:
+        """The sweeps' numbers (for CSV/JSON export)."""
+        return {name: plot.sweep.to_dict() for name, plot in self.plots.items()
+                if plot.sweep is not None}
+
+
+__all__ = ["TradeoffView", "sweep_points"]
