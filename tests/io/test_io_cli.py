@@ -265,3 +265,50 @@ def test_export_nonfinite_needs_an_explicit_choice(capsys, tmp_path):
         meta = json.loads(str(archive["metadata"]))
     assert codes[2, 0] == 127 and codes[1, 2] == 0  # inf saturates, NaN -> zero point
     assert meta["report"]["n_nonfinite"] == 2
+
+
+def _sharded(tmp_path):
+    """Two shards and the index a Hugging Face writer produces for them."""
+    first = {"a.weight": RNG.standard_normal((6, 4)).astype(np.float32)}
+    second = {"b.weight": RNG.standard_normal((5, 4)).astype(ml_dtypes.bfloat16),
+              "b.bias": np.zeros(4, np.float32)}
+    write(tmp_path / "model-00001-of-00002.safetensors", safetensors_bytes(first))
+    write(tmp_path / "model-00002-of-00002.safetensors", safetensors_bytes(second))
+    index = {"metadata": {"total_size": 0},
+             "weight_map": {**{k: "model-00001-of-00002.safetensors" for k in first},
+                            **{k: "model-00002-of-00002.safetensors" for k in second}}}
+    path = tmp_path / "model.safetensors.index.json"
+    path.write_text(json.dumps(index))
+    return path
+
+
+@pytest.mark.parametrize("via", ["index", "directory"])
+def test_scan_sharded_checkpoint(capsys, tmp_path, via):
+    index = _sharded(tmp_path)
+    code, out, _ = _run(capsys, "scan", str(index if via == "index" else tmp_path), "--json")
+    assert code == 0
+    rows = {t["name"]: t["file"] for t in json.loads(out)["tensors"]}
+    assert rows == {"a.weight": "model-00001-of-00002.safetensors",
+                    "b.weight": "model-00002-of-00002.safetensors",
+                    "b.bias": "model-00002-of-00002.safetensors"}
+
+
+@pytest.mark.parametrize("shard, fragment", [
+    ("../outside.safetensors", "not a plain file name in the index's directory; refused"),
+    ("/etc/passwd", "not a plain file name"),
+    ("missing.safetensors", "'missing.safetensors', which does not exist"),
+])
+def test_scan_index_cannot_point_outside_its_directory(capsys, tmp_path, shard, fragment):
+    index = tmp_path / "m.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"w": shard}}))
+    _assert_one_line_error(*_run(capsys, "scan", str(index)), fragment)
+
+
+def test_scan_bad_index_and_empty_directory(capsys, tmp_path):
+    index = write(tmp_path / "m.index.json", b"{not json")
+    _assert_one_line_error(*_run(capsys, "scan", str(index)), "not a valid JSON checkpoint index")
+    write(index, b'{"weight_map": {}}')
+    _assert_one_line_error(*_run(capsys, "scan", str(index)), "has no weight_map")
+    (tmp_path / "empty").mkdir()
+    _assert_one_line_error(*_run(capsys, "scan", str(tmp_path / "empty")),
+                           "is a directory without .safetensors files")

@@ -16,12 +16,14 @@ import math
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 from quantscope.commands.source import add_file_or_sample, resolve_file_or_sample
 from quantscope.core import analyze, choose_qparams, code_range
 from quantscope.errors import QuantscopeError, UserError
 from quantscope.io import TensorFileError, TensorInfo, list_tensors, load_for_analysis
+from quantscope.io.shards import checkpoint_files
 from quantscope.io.tensor_info import format_bytes, printable
 
 
@@ -34,6 +36,7 @@ class ScanRow:
     per_tensor_db: float
     per_channel_db: float | None
     n_nonfinite: int
+    file: str | None = None  # the shard, for checkpoints split over several files
 
     @property
     def gap_db(self) -> float | None:
@@ -49,7 +52,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "scan", help="rank a checkpoint's tensors by int8 per-tensor SQNR",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_file_or_sample(p, ".safetensors checkpoint (or .npz / .npy)")
+    add_file_or_sample(p, ".safetensors checkpoint (or .npz / .npy), or a sharded one: its "
+                          "directory or its *.index.json")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--top", type=int, metavar="N", help="show only the N worst tensors")
     p.add_argument("--sort", choices=("sqnr", "gap"), default="sqnr",
@@ -69,28 +73,30 @@ def scan(path, *, bits: int = 8, progress: TextIO | None = None,
     Parameters
     ----------
     path : path-like
-        Any file ``quantscope.io`` reads.
+        Any file ``quantscope.io`` reads, or a sharded checkpoint: its directory or its
+        ``*.index.json`` (see :func:`quantscope.io.shards.checkpoint_files`).
     bits : int
         Bit width of the symmetric integer grid.
     progress : text stream, optional
         Where to draw the progress bar (weighted by bytes, since checkpoints mix 1-KB biases
         with 100-MB embeddings).
     """
-    infos = list_tensors(path)
-    todo: list[TensorInfo] = []
+    files = checkpoint_files(path)
+    todo: list[tuple[Path, TensorInfo]] = []
     skipped: list[tuple[TensorInfo, str]] = []
-    for info in infos:
-        reason = _skip_reason(info)
-        if reason:
-            skipped.append((info, reason))
-        else:
-            todo.append(info)
-    bar = _ProgressBar(progress, sum(i.nbytes for i in todo), len(todo))
+    for file in files:  # every header is validated before the first tensor is analysed
+        for info in list_tensors(file):
+            reason = _skip_reason(info)
+            if reason:
+                skipped.append((info, reason))
+            else:
+                todo.append((file, info))
+    bar = _ProgressBar(progress, sum(i.nbytes for _, i in todo), len(todo))
     rows = []
-    for info in todo:
+    for file, info in todo:
         bar.update(info)
         try:
-            row = _analyse(path, info, bits)
+            row = _analyse(file, info, bits, file.name if len(files) > 1 else None)
             if isinstance(row, str):
                 skipped.append((info, row))
             else:
@@ -114,7 +120,7 @@ def _skip_reason(info: TensorInfo) -> str | None:
     return None
 
 
-def _analyse(path, info: TensorInfo, bits: int) -> ScanRow | str:
+def _analyse(path, info: TensorInfo, bits: int, shard: str | None) -> ScanRow | str:
     """The tensor's row, or the reason it has nothing to rank (no finite value at all)."""
     x, _ = load_for_analysis(path, info.name)
     per_tensor = analyze(x, choose_qparams(x, symmetric=True, granularity="tensor", bits=bits))
@@ -124,7 +130,8 @@ def _analyse(path, info: TensorInfo, bits: int) -> ScanRow | str:
     if x.ndim >= 2:
         params = choose_qparams(x, symmetric=True, granularity="channel", axis=0, bits=bits)
         per_channel_db = float(analyze(x, params).sqnr_db)
-    return ScanRow(info, float(per_tensor.sqnr_db), per_channel_db, int(per_tensor.n_nonfinite))
+    return ScanRow(info, float(per_tensor.sqnr_db), per_channel_db, int(per_tensor.n_nonfinite),
+                   shard)
 
 
 def rank(rows: list[ScanRow], by: str = "sqnr") -> list[ScanRow]:
@@ -149,6 +156,7 @@ class _ProgressBar:
         self.stream, self.total = stream, max(total_bytes, 1)
         self.count, self.done_bytes, self.done_count = total_count, 0, 0
         self.last_len = 0
+        self.start = time.perf_counter()
 
     def update(self, info: TensorInfo) -> None:
         if self.stream is None:
@@ -157,8 +165,11 @@ class _ProgressBar:
         bar = "#" * filled + "-" * (self.width - filled)
         name = printable(info.name)
         name = name if len(name) <= 48 else "..." + name[-45:]
+        elapsed = time.perf_counter() - self.start
+        eta = (f"  ~{elapsed * (self.total - self.done_bytes) / self.done_bytes:.0f}s left"
+               if self.done_bytes and elapsed > 1 else "")
         line = (f"scan [{bar}] {100 * self.done_bytes / self.total:3.0f}%  "
-                f"{self.done_count + 1}/{self.count}  {name}")
+                f"{self.done_count + 1}/{self.count}{eta}  {name}")
         self.stream.write("\r" + line.ljust(self.last_len))
         self.stream.flush()
         self.last_len = len(line)
@@ -200,7 +211,8 @@ def format_table(label: str, rows: list[ScanRow], shown: list[ScanRow],
     table = [head] + [
         (str(i), printable(r.info.name), "x".join(map(str, r.info.shape)), r.info.dtype,
          _db(r.per_tensor_db), _db(r.per_channel_db), _db(r.gap_db)
-         + (f"  ({r.n_nonfinite} non-finite ignored)" if r.n_nonfinite else ""))
+         + (f"  ({r.n_nonfinite} non-finite ignored)" if r.n_nonfinite else "")
+         + (f"  [{printable(r.file)}]" if r.file else ""))
         for i, r in enumerate(shown, 1)]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for row in table:
@@ -232,7 +244,7 @@ def to_json(label: str, rows: list[ScanRow], shown: list[ScanRow],
             {"rank": i, "name": r.info.name, "shape": list(r.info.shape), "dtype": r.info.dtype,
              "file_dtype": r.info.file_dtype, "per_tensor_sqnr_db": _json_db(r.per_tensor_db),
              "per_channel_sqnr_db": _json_db(r.per_channel_db), "gap_db": _json_db(r.gap_db),
-             "n_nonfinite": r.n_nonfinite}
+             "n_nonfinite": r.n_nonfinite, **({"file": r.file} if r.file else {})}
             for i, r in enumerate(shown, 1)],
         "skipped": [{"name": info.name, "dtype": info.dtype, "reason": why}
                     for info, why in skipped],
