@@ -51,7 +51,7 @@ def add_parser(subparsers) -> None:
     """Register ``scan`` on the command line."""
     p = subparsers.add_parser(
         "scan", help="rank a checkpoint's tensors by int8 per-tensor SQNR",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__.replace("``", ""), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_file_or_sample(p, ".safetensors checkpoint (or .npz / .npy), or a sharded one: its "
                           "directory or its *.index.json")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -63,7 +63,8 @@ def add_parser(subparsers) -> None:
     bar = p.add_mutually_exclusive_group()
     bar.add_argument("--progress", dest="progress", action="store_true", default=None,
                      help="always draw the progress bar on stderr (default: when a terminal)")
-    bar.add_argument("--no-progress", dest="progress", action="store_false")
+    bar.add_argument("--no-progress", dest="progress", action="store_false",
+                     help="never draw it")
 
 
 def scan(path, *, bits: int = 8, progress: TextIO | None = None,
