@@ -80,9 +80,12 @@ class Source:
 Progress = Callable[[float, str], None]
 
 
-def load_source(source: Source, progress: Progress | None = None) -> np.ndarray:
-    """Build or read the float32 tensor ``source`` describes (any thread; raises
-    QuantscopeError subclasses -- TensorFileError, GeneratorError -- with a clear message)."""
+def load_source(source: Source, progress: Progress | None = None) -> tuple[np.ndarray, str]:
+    """Build or read the float32 tensor ``source`` describes, and the dtype it was stored in.
+
+    Runs in any thread; raises QuantscopeError subclasses (TensorFileError, GeneratorError,
+    UnknownSampleError) with a message that names the input.
+    """
     if progress:
         progress(0.0, f"loading {source.label()}")
     if source.kind == "generator":
@@ -92,14 +95,14 @@ def load_source(source: Source, progress: Progress | None = None) -> np.ndarray:
         integer = {p.name for p in GENERATORS[source.name].params if p.integer} \
             if source.name in GENERATORS else set()
         params = {k: int(v) if k in integer else v for k, v in params.items()}
-        return generate(source.name, source.shape, source.seed or 0, **params)
+        return generate(source.name, source.shape, source.seed or 0, **params), "float32"
     from quantscope.io import load_for_analysis
     from quantscope.io.samples import sample_path
 
-    if source.kind == "file":
-        return load_for_analysis(source.name, source.tensor)[0]
-    if source.kind == "sample":
-        return load_for_analysis(sample_path(source.name), source.tensor)[0]
+    if source.kind in ("file", "sample"):
+        path = source.name if source.kind == "file" else sample_path(source.name)
+        x, info = load_for_analysis(path, source.tensor)
+        return x, info.dtype
     raise SettingsError(f"a {source.kind!r} source cannot be reloaded")
 
 
@@ -146,10 +149,12 @@ class TensorOverview:
     percentiles: dict[float, float]
     hist_edges: np.ndarray
     hist_counts: np.ndarray
+    dtype: str = "float32"
 
     def rows(self) -> list[tuple[str, str]]:
         """(label, text) rows for the summary table."""
-        rows = [("shape", "x".join(map(str, self.shape))), ("elements", f"{self.n:,}"),
+        rows = [("shape", "x".join(map(str, self.shape))), ("dtype", self.dtype),
+                ("elements", f"{self.n:,}"),
                 ("min", f"{self.min:.6g}"), ("max", f"{self.max:.6g}"),
                 ("mean", f"{self.mean:.6g}"), ("std", f"{self.std:.6g}")]
         rows += [(f"p{p:g}", f"{v:.6g}") for p, v in self.percentiles.items()]
@@ -157,8 +162,9 @@ class TensorOverview:
         return rows
 
 
-def overview(x: np.ndarray) -> TensorOverview:
-    """Summary statistics (float64 sums) and a value histogram of the finite values of ``x``."""
+def overview(x: np.ndarray, dtype: str = "float32") -> TensorOverview:
+    """Summary statistics (float64 sums) and a value histogram of the finite values of ``x``
+    (``dtype``: what the tensor was stored as, for the summary)."""
     flat = x.reshape(-1)
     finite = np.isfinite(flat)
     all_finite = bool(finite.all())
@@ -175,7 +181,7 @@ def overview(x: np.ndarray) -> TensorOverview:
     return TensorOverview(tuple(x.shape), int(x.size), n_nan, n_pos,
                           int(flat.size - vals.size - n_nan - n_pos), lo, hi, mean, std,
                           dict(zip(SUMMARY_PERCENTILES, map(float, pct), strict=True)),
-                          edges, counts)
+                          edges, counts, dtype)
 
 
 def prepare_tensor(x: np.ndarray):

@@ -1,0 +1,227 @@
+"""The quantization controls: range method, percentile, manual clip, rounding, narrow/full range,
+bit width, channel axis, group size, runtime preset.
+
+The panel only *writes* settings through ``state.update_settings`` and *reads* them back on
+``settings_changed`` inside a signals-blocked block (napari's habit), so a value echoed back never
+triggers a second computation. Slider drags go through :class:`Throttle`: the first change starts
+a 40 ms timer, later ones only replace the pending value, and releasing the slider applies at
+once -- the panes follow a drag about 25 times a second and never fall behind.
+"""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QSlider,
+    QSpinBox,
+    QWidget,
+)
+from superqt import QLabeledDoubleRangeSlider
+
+from quantscope.state import ExplorerState, Settings
+
+METHOD_LABELS = {"minmax": "min / max", "percentile": "percentile", "mse": "MSE-optimal",
+                 "entropy": "entropy (TensorRT KL)", "manual": "manual clip"}
+ROUNDING_LABELS = {"half_even": "half to even", "half_away": "half away from zero"}
+NARROW_LABELS = {None: "default (narrow if symmetric)", True: "narrow (drop -2ᵇ⁻¹)",
+                 False: "full"}
+RUNTIME_LABELS = {None: "none (engine rules)", "pytorch": "PyTorch", "onnxruntime": "ONNX Runtime",
+                  "tflite": "TFLite", "tensorrt": "TensorRT"}
+#: Slider positions per decade of "nines": 0 -> p90, 100 -> p99, 300 -> p99.99, 500 -> p99.9999.
+_NINES = 100
+DEBOUNCE_MS = 40
+
+
+def percentile_to_slider(p: float) -> int:
+    """Slider position of a percentile on the 'nines' scale (p100 pins to the right end)."""
+    if p >= 100:
+        return 5 * _NINES
+    return max(0, min(5 * _NINES, round(_NINES * (1 - math.log10(100 - p)))))
+
+
+def slider_to_percentile(v: int) -> float:
+    """Inverse of :func:`percentile_to_slider` (rounded to 6 decimals for display)."""
+    return round(100 - 10 ** (1 - v / _NINES), 6)
+
+
+class Throttle(QObject):
+    """Coalesce rapid setting changes: apply at most every ``ms``, at once on :meth:`flush`."""
+
+    def __init__(self, state: ExplorerState, ms: int = DEBOUNCE_MS, parent=None) -> None:
+        super().__init__(parent)
+        self.state = state
+        self.pending: dict = {}
+        self.timer = QTimer(self)
+        self.timer.setSingleShot(True)
+        self.timer.setInterval(ms)
+        self.timer.timeout.connect(self.flush)
+
+    def push(self, **changes) -> None:
+        """Remember ``changes``; apply them when the timer fires (started by the first)."""
+        self.pending.update(changes)
+        if not self.timer.isActive():
+            self.timer.start()
+
+    def flush(self) -> None:
+        """Apply the pending changes now."""
+        self.timer.stop()
+        changes, self.pending = self.pending, {}
+        if changes:
+            self.state.update_settings(**changes)
+
+
+def _combo(options: dict) -> QComboBox:
+    box = QComboBox()
+    for value, label in options.items():
+        box.addItem(label, value)
+    return box
+
+
+class ControlsPanel(QGroupBox):
+    """All quantization settings as widgets bound to an :class:`ExplorerState`."""
+
+    def __init__(self, state: ExplorerState, parent=None) -> None:
+        super().__init__("Quantization", parent)
+        self.state = state
+        self.throttle = Throttle(state, parent=self)
+        form = QFormLayout(self)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self.method = _combo(METHOD_LABELS)
+        form.addRow("range", self.method)
+
+        self.percentile = QDoubleSpinBox()
+        self.percentile.setDecimals(4)
+        self.percentile.setRange(50.0, 100.0)
+        self.percentile.setKeyboardTracking(False)
+        self.percentile_slider = QSlider(Qt.Orientation.Horizontal)
+        self.percentile_slider.setRange(0, 5 * _NINES)
+        row = QHBoxLayout()
+        row.addWidget(self.percentile_slider, 1)
+        row.addWidget(self.percentile)
+        self.percentile_row = QWidget()
+        self.percentile_row.setLayout(row)
+        row.setContentsMargins(0, 0, 0, 0)
+        form.addRow("percentile", self.percentile_row)
+
+        self.clip = QLabeledDoubleRangeSlider(Qt.Orientation.Horizontal)
+        self.clip.setDecimals(3)
+        self.clip.setRange(-1.0, 1.0)
+        self.clip.setValue((-1.0, 1.0))
+        form.addRow("clip window", self.clip)
+
+        self.rounding = _combo(ROUNDING_LABELS)
+        form.addRow("rounding", self.rounding)
+        self.narrow = _combo(NARROW_LABELS)
+        form.addRow("code range", self.narrow)
+        self.bits = QSlider(Qt.Orientation.Horizontal)
+        self.bits.setRange(2, 8)
+        self.bits.setTickPosition(QSlider.TickPosition.TicksBelow)
+        self.bits.setPageStep(1)
+        self.bits_label = QSpinBox()
+        self.bits_label.setRange(2, 8)
+        self.bits_label.setSuffix(" bits")
+        self.bits_label.setKeyboardTracking(False)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.bits, 1)
+        row.addWidget(self.bits_label)
+        bits_row = QWidget()
+        bits_row.setLayout(row)
+        form.addRow("bit width", bits_row)
+        self.axis = QSpinBox()
+        self.axis.setKeyboardTracking(False)
+        form.addRow("channel axis", self.axis)
+        self.group = QSpinBox()
+        self.group.setRange(0, 1 << 24)
+        self.group.setSpecialValueText("off (per channel)")
+        self.group.setKeyboardTracking(False)
+        form.addRow("group size", self.group)
+        self.runtime = _combo(RUNTIME_LABELS)
+        form.addRow("runtime preset", self.runtime)
+        self.log_counts = QCheckBox("log counts")
+        form.addRow("histogram", self.log_counts)
+        self._connect()
+        state.settings_changed.connect(self.sync)
+        state.tensor_changed.connect(self.sync)
+        state.prepared_changed.connect(self.sync)
+        self.sync()
+
+    def _connect(self) -> None:
+        st = self.state
+        self.method.activated.connect(lambda _i: self._set_method(self.method.currentData()))
+        self.rounding.activated.connect(
+            lambda _i: st.update_settings(rounding=self.rounding.currentData()))
+        self.narrow.activated.connect(
+            lambda _i: st.update_settings(narrow_range=self.narrow.currentData()))
+        self.runtime.activated.connect(
+            lambda _i: st.update_settings(runtime=self.runtime.currentData()))
+        self.axis.valueChanged.connect(lambda v: st.update_settings(axis=int(v)))
+        self.group.valueChanged.connect(lambda v: st.update_settings(group_size=int(v) or None))
+        self.percentile.valueChanged.connect(lambda v: st.update_settings(percentile=float(v)))
+        self._slider(self.percentile_slider,
+                     lambda v: dict(percentile=slider_to_percentile(v)))
+        self._slider(self.bits, lambda v: dict(bits=int(v)))
+        self.bits_label.valueChanged.connect(lambda v: st.update_settings(bits=int(v)))
+        self._slider(self.clip, lambda v: dict(method="manual",
+                                              manual_clip=(float(v[0]), float(v[1]))))
+
+    def _slider(self, slider, changes) -> None:
+        """Throttle while the slider is dragged; apply at once otherwise (keys, wheel, code)."""
+
+        def moved(value) -> None:
+            if slider.isSliderDown():
+                self.throttle.push(**changes(value))
+            else:
+                self.throttle.pending.update(changes(value))
+                self.throttle.flush()
+
+        slider.valueChanged.connect(moved)
+        slider.sliderReleased.connect(self.throttle.flush)
+
+    def _set_method(self, method: str) -> None:
+        changes: dict = {"method": method}
+        ov = self.state.overview
+        if method == "manual" and self.state.settings.manual_clip is None and ov is not None:
+            changes["manual_clip"] = (ov.min, ov.max) if ov.max > ov.min else None
+        self.state.update_settings(**changes)
+
+    def sync(self) -> None:
+        """Show the state's settings (signals blocked: no echo back into the state)."""
+        s: Settings = self.state.settings
+        widgets = (self.method, self.percentile, self.percentile_slider, self.clip, self.rounding,
+                   self.narrow, self.bits, self.bits_label, self.axis, self.group, self.runtime)
+        blocked = [w.blockSignals(True) for w in widgets]
+        try:
+            self.method.setCurrentIndex(self.method.findData(s.method))
+            self.percentile.setValue(s.percentile)
+            self.percentile_slider.setValue(percentile_to_slider(s.percentile))
+            self.rounding.setCurrentIndex(self.rounding.findData(s.rounding))
+            self.narrow.setCurrentIndex(list(NARROW_LABELS).index(s.narrow_range))
+            self.bits.setValue(s.bits)
+            self.bits_label.setValue(s.bits)
+            ndim = self.state.tensor.ndim if self.state.tensor is not None else 1
+            self.axis.setRange(-ndim, ndim - 1)
+            self.axis.setValue(s.axis)
+            self.group.setValue(s.group_size or 0)
+            self.runtime.setCurrentIndex(list(RUNTIME_LABELS).index(s.runtime))
+            ov = self.state.overview
+            if ov is not None and ov.max > ov.min:
+                pad = 0.25 * max(abs(ov.min), abs(ov.max))
+                self.clip.setRange(ov.min - pad, ov.max + pad)
+            lo, hi = s.manual_clip or ((ov.min, ov.max) if ov is not None else (-1.0, 1.0))
+            self.clip.setValue((lo, hi))
+        finally:
+            for w, b in zip(widgets, blocked, strict=True):
+                w.blockSignals(b)
+        self.percentile_row.setEnabled(s.method == "percentile")
+        rules_apply = s.runtime is None
+        self.rounding.setEnabled(rules_apply)
+        self.rounding.setToolTip("" if rules_apply else "the runtime preset decides the rounding")

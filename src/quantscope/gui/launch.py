@@ -1,0 +1,159 @@
+"""``quantscope [FILE] [--tensor NAME] [--sample NAME] [--generator NAME]``: open the explorer.
+
+With ``--screenshot OUT.png`` (and/or ``--metrics OUT.json``) the window renders offscreen,
+waits until every pane shows its numbers, writes the picture and the numbers each pane
+displays (JSON keyed by pane), and exits 0 -- for CI checks and slides. Without a source it
+opens on the built-in demo tensor, whose first numbers equal ``quantscope report``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE, add_source_arguments
+from quantscope.core.generators import GENERATORS
+from quantscope.errors import UserError
+from quantscope.jsonable import dumps
+from quantscope.state import ExplorerState, Settings, Source
+
+#: How long ``--screenshot`` waits for the panes before giving up (a 10^8-element file may
+#: take a while to prepare on a slow machine).
+SCREENSHOT_TIMEOUT_S = 600
+_APP = None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The window's command-line options (``quantscope.cli`` calls this)."""
+    add_source_arguments(parser)
+    parser.add_argument("--generator", choices=list(GENERATORS),
+                        help="start on a generated tensor instead of a file or sample")
+    parser.add_argument("--shape", help="generator shape, e.g. 256x1024 (default per generator)")
+    parser.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    parser.add_argument("--bits", type=int, default=8, help="bit width, 2 to 8 (default 8)")
+    parser.add_argument("--screenshot", metavar="OUT.png",
+                        help="render offscreen once every pane has results, save, exit")
+    parser.add_argument("--metrics", metavar="OUT.json",
+                        help="write the numbers each pane displays (JSON keyed by pane), exit")
+    parser.add_argument("--presentation", action="store_true",
+                        help="presentation mode: large fonts, thick lines (F11 toggles)")
+    parser.add_argument("--size", default="1600x1000", help="window size (default 1600x1000)")
+
+
+def source_from_args(args: argparse.Namespace) -> Source:
+    """The Source the command line asks for (the demo sample when none is given)."""
+    given = [n for n in ("file", "sample", "generator") if getattr(args, n, None)]
+    if len(given) > 1:
+        raise UserError(f"give only one of FILE, --sample and --generator (got {given})")
+    if args.generator:
+        from quantscope.gui.source_panel import parse_shape
+
+        shape = parse_shape(args.shape) if args.shape else GENERATORS[args.generator].default_shape
+        src = Source.generator(args.generator, shape, args.seed)
+    elif args.file:
+        src = Source("file", str(Path(args.file)), tensor=args.tensor)
+    else:
+        name = args.sample or DEMO_SAMPLE
+        src = Source("sample", name, tensor=args.tensor,
+                     axis=DEMO_AXIS if name == DEMO_SAMPLE else None)
+    if args.axis is not None:
+        src = Source(**{**src.__dict__, "axis": args.axis})
+    return src
+
+
+def _parse_size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise UserError(f"--size {text!r}: write it as WIDTHxHEIGHT, e.g. 1600x1000") from None
+    if not (200 <= w <= 10000 and 200 <= h <= 10000):
+        raise UserError(f"--size {text!r} is out of range (200..10000 per side)")
+    return w, h
+
+
+def run(args: argparse.Namespace) -> int:
+    """Open the window (or render it once, with --screenshot/--metrics); return the exit code."""
+    headless = bool(args.screenshot or args.metrics)
+    if args.screenshot and Path(args.screenshot).suffix.lower() != ".png":
+        raise UserError(f"--screenshot {args.screenshot}: only .png is supported here")
+    if headless:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    size = _parse_size(args.size)
+    source = source_from_args(args)
+    settings = Settings(bits=args.bits).check()
+
+    from PySide6.QtWidgets import QApplication
+
+    from quantscope.gui import create_window
+
+    global _APP  # the QApplication must outlive every widget, up to interpreter exit
+    app = _APP = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else
+                                                          "quantscope"])
+    window = create_window(ExplorerState(settings))
+    window.resize(*size)
+    if args.presentation:
+        window.presentation_action.setChecked(True)
+    window.show()
+    if args.file and not args.tensor and not headless:
+        window.open_path(args.file)  # several tensors: the picker asks which
+    else:
+        window.load(source)
+    if not headless:
+        code = app.exec()
+        _dispose(app, window)
+        return code
+    try:
+        return _render_once(app, window, args)
+    finally:
+        _dispose(app, window)
+
+
+def _dispose(app, window) -> None:
+    """Stop the worker and delete the window while Qt is fully alive: leaving it to the
+    interpreter's final garbage collection crashes PySide6 + pyqtgraph on some versions."""
+    import gc
+
+    window.shutdown()
+    window.close()
+    app.processEvents()
+    gc.collect()
+
+
+def _render_once(app, window, args: argparse.Namespace) -> int:
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    errors: list[str] = []
+    loop = QEventLoop()
+
+    def on_error(message: str) -> None:
+        if window.state.tensor is None:  # nothing to show: give up with the message
+            errors.append(message)
+            loop.quit()
+
+    window.results_shown.connect(loop.quit)
+    window.error_shown.connect(on_error)
+    timer = QTimer()
+    timer.setSingleShot(True)
+    timer.timeout.connect(loop.quit)
+    timer.start(SCREENSHOT_TIMEOUT_S * 1000)
+    if not window.all_shown():
+        loop.exec()
+    timer.stop()
+    if errors:
+        print(f"quantscope: error: {errors[0]}", file=sys.stderr)
+        return 2
+    if not window.all_shown():
+        print(f"quantscope: error: the panes had no results after {SCREENSHOT_TIMEOUT_S} s",
+              file=sys.stderr)
+        return 2
+    app.processEvents()
+    if args.screenshot:
+        if not window.grab().save(str(args.screenshot)):
+            raise UserError(f"cannot write {args.screenshot}")
+        print(f"wrote {args.screenshot}")
+    if args.metrics:
+        Path(args.metrics).write_text(dumps(window.metrics(), indent=2))
+        print(f"wrote {args.metrics}")
+    return 0

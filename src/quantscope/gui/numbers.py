@@ -1,0 +1,121 @@
+"""What each pane displays, as text, and where its bucket grid lies: formatting only, no Qt.
+
+Every string is a fixed format of a number the engine reported (``QuantReport.summary()``), so
+tests compare the pane's labels with the engine's numbers formatted the same way, and the
+``--metrics`` file records exactly these strings next to the numbers they come from.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from quantscope.core import QuantReport
+
+#: (key, label) of each number in a pane's table, in reading order (two per row).
+FIELDS: tuple[tuple[str, str], ...] = (
+    ("scale", "scale"),
+    ("zero_point", "zero point"),
+    ("rounding_mse", "rounding MSE"),
+    ("clipping_mse", "clipping MSE"),
+    ("mse", "total MSE"),
+    ("sqnr_db", "SQNR"),
+    ("max_abs_error", "max |error|"),
+    ("codes_used", "codes used"),
+    ("clipped_below", "clipped below"),
+    ("clipped_above", "clipped above"),
+)
+
+
+def fmt_float(v: float, digits: int = 4) -> str:
+    """``1.234e-05`` style with ``digits`` significant digits; infinities as ∞."""
+    if math.isnan(v):
+        return "n/a"
+    if math.isinf(v):
+        return "∞" if v > 0 else "-∞"
+    return f"{v:.{digits}g}"
+
+
+def fmt_percent(count: int, n: int) -> str:
+    """A clipped count as a percentage of the finite elements, with the count itself."""
+    share = 100.0 * count / n if n else 0.0
+    return f"{share:.3f}% ({count:,})"
+
+
+def display_values(report: QuantReport) -> dict[str, str]:
+    """The text of every field of :data:`FIELDS` for one pane's report."""
+    s = report.summary()
+    sq = s["sqnr_db"]
+    if s["scale"] is not None:
+        scale = fmt_float(s["scale"], 6)
+        zp = str(s["zero_point"])
+    else:
+        scale = (f"{fmt_float(s['scale_min'], 4)} / {fmt_float(s['scale_median'], 4)} / "
+                 f"{fmt_float(s['scale_max'], 4)}")
+        zp = (str(s["zero_point_min"]) if s["zero_point_min"] == s["zero_point_max"]
+              else f"{s['zero_point_min']} … {s['zero_point_max']}")
+    return {
+        "scale": scale,
+        "zero_point": zp,
+        "rounding_mse": fmt_float(s["rounding_mse"]),
+        "clipping_mse": fmt_float(s["clipping_mse"]),
+        "mse": fmt_float(s["mse"]),
+        "sqnr_db": f"{sq:.2f} dB" if math.isfinite(sq) else f"{fmt_float(sq)} dB",
+        "max_abs_error": fmt_float(s["max_abs_error"]),
+        "codes_used": f"{s['codes_used']} of {s['levels']}",
+        "clipped_below": fmt_percent(s["clipped_below"], s["n"]),
+        "clipped_above": fmt_percent(s["clipped_above"], s["n"]),
+    }
+
+
+def field_label(key: str, report: QuantReport | None) -> str:
+    """A field's label; per-channel scales say what their three numbers are."""
+    label = dict(FIELDS)[key]
+    if key == "scale" and report is not None and report.per_channel is not None:
+        return "scale min/med/max"
+    return label
+
+
+def metrics_entry(title: str, report: QuantReport) -> dict:
+    """One pane's entry in the ``--metrics`` JSON: the displayed strings and their numbers."""
+    return {"title": title, "displayed": display_values(report), "values": report.summary()}
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Where one pane's buckets lie on the value axis (float64, for drawing only).
+
+    ``boundaries`` are the rounding boundaries between neighbouring codes; ``window`` is the
+    representable range (values beyond it are clipped); ``zero`` is the value of the zero point
+    (0.0 by construction). For per-channel panes the grid is that of the median-scale channel
+    and the window the union of all channels' windows (``note`` says so).
+    """
+
+    boundaries: np.ndarray
+    window: tuple[float, float]
+    zero: float
+    note: str
+
+
+def bucket_grid(report: QuantReport) -> Grid:
+    """The bucket boundaries and representable window of a report's parameters.
+
+    An element ``x`` gets code ``round(x / s) + z``; the boundary between codes ``q`` and
+    ``q + 1`` is at ``(q - z + 1/2) s``, and ``x`` is clipped beyond ``(qmin - z - 1/2) s`` or
+    ``(qmax - z + 1/2) s``.
+    """
+    p = report.params
+    scale = np.asarray(p.scale, np.float64).reshape(-1)
+    zp = np.asarray(p.zero_point, np.int64).reshape(-1)
+    lo_all = (p.qmin - zp - 0.5) * scale
+    hi_all = (p.qmax - zp + 0.5) * scale
+    if scale.size == 1:
+        s, z, note = float(scale[0]), int(zp[0]), ""
+    else:
+        i = int(np.argsort(scale, kind="stable")[scale.size // 2])
+        s, z = float(scale[i]), int(zp[i])
+        note = f"grid of the median-scale unit #{i}; window spans all units"
+    q = np.arange(p.qmin, p.qmax, dtype=np.float64)
+    return Grid((q - z + 0.5) * s, (float(lo_all.min()), float(hi_all.max())), 0.0, note)

@@ -1,0 +1,229 @@
+"""One of the four panes: the values' histogram over the bucket grid, the code-occupancy strip,
+and the numbers table.
+
+Plot items are created once and updated with ``setData`` (pyqtgraph's advice for live plots);
+every number shown is a formatted engine number (:mod:`quantscope.gui.numbers`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont, QFontDatabase
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout
+
+from quantscope.core import QuantReport
+from quantscope.gui.numbers import FIELDS, bucket_grid, display_values, field_label
+from quantscope.state import TensorOverview
+
+HIST_PEN = pg.mkPen("#1f4e9c", width=1.5)
+HIST_BRUSH = pg.mkBrush(31, 78, 156, 70)
+WINDOW_BRUSH = pg.mkBrush(46, 160, 67, 28)
+CLIP_BRUSH = pg.mkBrush(214, 39, 40, 45)
+GRID_PEN = pg.mkPen(QColor(90, 90, 90, 60), width=0)
+EDGE_PEN = pg.mkPen("#2ca02c", width=2)
+ZERO_PEN = pg.mkPen("#333333", width=1.5, style=Qt.PenStyle.DashLine)
+SLOT_BRUSH = pg.mkBrush(235, 235, 235)
+USED_BRUSH = pg.mkBrush("#1f4e9c")
+
+
+def mono_font(point_size: int = 11) -> QFont:
+    """The system fixed-width font at ``point_size`` (numbers line up in columns)."""
+    font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+    font.setPointSize(point_size)
+    return font
+
+
+class Pane(QFrame):
+    """Histogram + bucket grid, occupancy strip and numbers for one scheme.
+
+    Attributes
+    ----------
+    plot, strip : pyqtgraph.PlotItem
+        Value histogram (x: value) and code occupancy (x: code).
+    values : dict[str, QLabel]
+        The number labels by field key (see :data:`quantscope.gui.numbers.FIELDS`).
+    report : QuantReport or None
+        The report currently displayed.
+    """
+
+    def __init__(self, key: str, title: str, parent=None) -> None:
+        super().__init__(parent)
+        self.key = key
+        self.report: QuantReport | None = None
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setObjectName("pane")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 6, 8, 6)
+        layout.setSpacing(4)
+        self.title = QLabel(title)
+        self.title.setObjectName("paneTitle")
+        layout.addWidget(self.title)
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.graphics.ci.layout.setContentsMargins(0, 0, 0, 0)
+        self.graphics.ci.layout.setVerticalSpacing(2)
+        layout.addWidget(self.graphics, 1)
+        self._build_plot()
+        self._build_strip()
+        self.caption = QLabel("")
+        self.caption.setObjectName("paneCaption")
+        self.caption.setWordWrap(True)
+        self.caption.hide()
+        layout.addWidget(self.caption)
+        self.error = QLabel("")
+        self.error.setObjectName("paneError")
+        self.error.setWordWrap(True)
+        self.error.hide()
+        layout.addWidget(self.error)
+        layout.addLayout(self._build_table())
+
+    # -- construction -------------------------------------------------------------------------
+    def _build_plot(self) -> None:
+        self.plot = self.graphics.addPlot(row=0, col=0)
+        self.plot.setLabel("left", "count")
+        self.plot.showGrid(x=False, y=True, alpha=0.15)
+        self.plot.setMouseEnabled(x=True, y=False)
+        self.plot.getViewBox().setDefaultPadding(0.02)
+        self.clip_lo = pg.LinearRegionItem(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False)
+        self.clip_hi = pg.LinearRegionItem(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False)
+        self.window = pg.LinearRegionItem(brush=WINDOW_BRUSH, pen=EDGE_PEN, movable=False)
+        for item in (self.clip_lo, self.clip_hi, self.window):
+            item.setZValue(-10)
+            item.hide()
+            self.plot.addItem(item, ignoreBounds=True)
+        self.grid = pg.PlotDataItem(pen=GRID_PEN, connect="pairs")
+        self.grid.setZValue(-5)
+        self.plot.addItem(self.grid, ignoreBounds=True)
+        self.hist = pg.PlotDataItem(stepMode="center", fillLevel=0, pen=HIST_PEN,
+                                    brush=HIST_BRUSH)
+        self.plot.addItem(self.hist)
+        self.zero = pg.InfiniteLine(angle=90, pen=ZERO_PEN, movable=False,
+                                    label="zp", labelOpts={"position": 0.92, "color": "#333",
+                                                           "fill": (255, 255, 255, 200)})
+        self.zero.hide()
+        self.plot.addItem(self.zero, ignoreBounds=True)
+
+    def _build_strip(self) -> None:
+        self.strip = self.graphics.addPlot(row=1, col=0)
+        self.graphics.ci.layout.setRowStretchFactor(0, 4)
+        self.graphics.ci.layout.setRowStretchFactor(1, 1)
+        self.strip.setLabel("left", "log₁₀ n")
+        self.strip.setLabel("bottom", "code")
+        self.strip.getAxis("bottom").enableAutoSIPrefix(False)
+        # The title row is created once here: re-creating it on every report makes the title
+        # LabelItem churn, which crashed PySide6 at interpreter exit (none_dealloc).
+        self.strip.setTitle("code occupancy", size="10pt")
+        self.strip.setMouseEnabled(x=True, y=False)
+        self.strip.getAxis("left").setWidth(self.plot.getAxis("left").width())
+        self.slots = pg.BarGraphItem(x=[0], height=[0], width=1.0, brush=SLOT_BRUSH,
+                                     pen=pg.mkPen(None))
+        self.bars = pg.BarGraphItem(x=[0], height=[0], width=0.9, brush=USED_BRUSH,
+                                    pen=pg.mkPen(None))
+        self.strip.addItem(self.slots)
+        self.strip.addItem(self.bars)
+
+    def _build_table(self) -> QGridLayout:
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(14)
+        grid.setVerticalSpacing(1)
+        self.labels: dict[str, QLabel] = {}
+        self.values: dict[str, QLabel] = {}
+        font = mono_font()
+        for i, (key, label) in enumerate(FIELDS):
+            row, col = divmod(i, 2)
+            name = QLabel(label)
+            name.setObjectName("fieldName")
+            value = QLabel("—")
+            value.setFont(font)
+            value.setObjectName("fieldValue")
+            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            grid.addWidget(name, row, 2 * col)
+            grid.addWidget(value, row, 2 * col + 1)
+            self.labels[key], self.values[key] = name, value
+        grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(3, 1)
+        return grid
+
+    # -- updates ------------------------------------------------------------------------------
+    def set_title(self, title: str) -> None:
+        """Change the heading (per-channel panes become per-group)."""
+        self.title.setText(title)
+
+    def set_caption(self, text: str) -> None:
+        """A one-sentence explanation under the plot (views may set it; empty hides it)."""
+        self.caption.setText(text)
+        self.caption.setVisible(bool(text))
+
+    def set_error(self, text: str) -> None:
+        """Show why this pane has no numbers (the engine refused its settings)."""
+        self.error.setText(text)
+        self.error.setVisible(bool(text))
+        if text:
+            self.report = None
+            for value in self.values.values():
+                value.setText("—")
+
+    def set_overview(self, ov: TensorOverview | None, log: bool) -> None:
+        """Draw the value histogram (the same data in every pane)."""
+        if ov is None:
+            self.hist.setData([], [])
+            return
+        counts = ov.hist_counts.astype(np.float64)
+        if log:  # empty bins sit on the axis (log10(1) = 0) instead of -inf
+            counts = np.log10(np.maximum(counts, 1.0))
+        self.hist.setData(ov.hist_edges, counts)
+        self._overview, self._log = ov, log
+        self._draw_regions()
+
+    def set_report(self, report: QuantReport) -> None:
+        """Show a report: the numbers, the bucket grid, the window and the occupancy."""
+        self.report = report
+        self.set_error("")
+        texts = display_values(report)
+        for key, value in self.values.items():
+            value.setText(texts[key])
+            self.labels[key].setText(field_label(key, report))
+        self._draw_regions()
+        codes = np.arange(report.qmin, report.qmax + 1, dtype=np.float64)
+        hist = report.code_histogram
+        height = np.log10(hist + 1.0)
+        top = max(float(height.max()), 1.0)
+        self.slots.setOpts(x=codes, height=np.full(codes.size, top), width=1.0)
+        self.bars.setOpts(x=codes, height=height, width=0.9 if codes.size < 64 else 1.0)
+        used = int(np.count_nonzero(hist))
+        self.strip.setTitle(f"code occupancy: {used} of {report.params.levels} codes used",
+                            size="10pt")
+
+    def _draw_regions(self) -> None:
+        report = self.report
+        ov = getattr(self, "_overview", None)
+        if report is None or ov is None:
+            return
+        g = bucket_grid(report)
+        lo, hi = g.window
+        top = float(self.hist.yData.max()) * 1.05 if self.hist.yData is not None and len(
+            self.hist.yData) else 1.0
+        xs = np.repeat(g.boundaries, 2)
+        ys = np.tile([0.0, top], g.boundaries.size)
+        self.grid.setData(xs, ys)
+        self.window.setRegion((lo, hi))
+        self.window.show()
+        self._region(self.clip_lo, ov.min, lo, ov.min < lo)
+        self._region(self.clip_hi, hi, ov.max, ov.max > hi)
+        zp = display_values(report)["zero_point"]
+        self.zero.setValue(g.zero)
+        self.zero.label.setFormat(f"zp {zp}")
+        self.zero.show()
+        self.plot.setToolTip(g.note)
+
+    @staticmethod
+    def _region(item: pg.LinearRegionItem, a: float, b: float, visible: bool) -> None:
+        if visible:
+            item.setRegion((a, b))
+        item.setVisible(visible)
+
+    def displayed(self) -> dict[str, str]:
+        """Field key -> the text shown (what ``--metrics`` records)."""
+        return {key: label.text() for key, label in self.values.items()}

@@ -1,0 +1,454 @@
+"""The explorer window: controls and source on the left, the four panes in a 2x2 grid, extra
+views in tabs beside them, errors in an inline banner, progress and cancel in the status bar.
+
+The window owns the worker thread and is the only place that moves data between it and the
+state: it snapshots the state into jobs, and installs the jobs' results on the GUI thread
+(``ExplorerState.set_tensor`` / ``set_prepared`` / ``accept``), where stale ones are dropped.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from quantscope.errors import QuantscopeError
+from quantscope.gui.controls import ControlsPanel
+from quantscope.gui.numbers import metrics_entry
+from quantscope.gui.pane import Pane
+from quantscope.gui.picker import TensorPicker
+from quantscope.gui.source_panel import SourcePanel
+from quantscope.gui.style import STYLE
+from quantscope.gui.worker import JobContext, Worker
+from quantscope.state import (
+    PANES,
+    ExplorerState,
+    Source,
+    compute_reports,
+    load_source,
+    overview,
+    pane_title,
+    prepare_tensor,
+    tensor_problem,
+)
+
+FILE_FILTER = "Tensor files (*.npy *.npz *.safetensors);;All files (*)"
+
+
+class MainWindow(QMainWindow):
+    """quantscope's main window over an :class:`ExplorerState` (see the module docstring).
+
+    Attributes
+    ----------
+    state : ExplorerState
+    panes : dict[str, Pane]
+        The four panes by key (``quantscope.state.PANES``).
+    views : QTabWidget
+        Extra views added with :meth:`add_view` (hidden while empty).
+    banner : QLabel
+        The last error message (hidden when there is none).
+    """
+
+    #: Emitted after every pane shows the results of the current tensor and settings.
+    results_shown = Signal()
+    #: Emitted with each error message the window displays.
+    error_shown = Signal(str)
+
+    def __init__(self, state: ExplorerState | None = None, *, install_views: bool = True) -> None:
+        super().__init__()
+        self.state = state or ExplorerState()
+        self.setWindowTitle("quantscope — int8 quantization explorer")
+        self.setAcceptDrops(True)
+        self.setStyleSheet(STYLE)
+        self.picker: TensorPicker | None = None
+        self.log_counts = False
+        self.presentation = False
+        self.dark = False
+        self._load_source: Source | None = None
+        self._preparing_for: np.ndarray | None = None
+        self.worker = Worker(self)
+        self.worker.done.connect(self._job_done)
+        self.worker.failed.connect(self._job_failed)
+        self.worker.progress.connect(self._job_progress)
+        self._build()
+        st = self.state
+        st.tensor_changed.connect(self._tensor_changed)
+        st.settings_changed.connect(self._settings_changed)
+        st.results_changed.connect(self._show_results)
+        st.prepared_changed.connect(self._show_overview)
+        st.error.connect(self.show_error)
+        if install_views:
+            self._install_views()
+
+    # -- layout -------------------------------------------------------------------------------
+    def _build(self) -> None:
+        central = QWidget()
+        outer = QVBoxLayout(central)
+        outer.setContentsMargins(6, 6, 6, 0)
+        self.banner = QLabel("")
+        self.banner.setObjectName("banner")
+        self.banner.setWordWrap(True)
+        self.banner.hide()
+        outer.addWidget(self.banner)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        grid_host = QWidget()
+        grid = QGridLayout(grid_host)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setSpacing(6)
+        self.panes: dict[str, Pane] = {}
+        for i, key in enumerate(PANES):
+            pane = Pane(key, pane_title(key, self.state.settings))
+            grid.addWidget(pane, *divmod(i, 2))
+            self.panes[key] = pane
+        first = self.panes[PANES[0]]
+        for pane in list(self.panes.values())[1:]:
+            pane.plot.setXLink(first.plot)
+            pane.plot.setYLink(first.plot)
+            pane.strip.setXLink(first.strip)
+        self.splitter.addWidget(grid_host)
+        self.views = QTabWidget()
+        self.views.setDocumentMode(True)
+        self.views.hide()
+        self.splitter.addWidget(self.views)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 2)
+        outer.addWidget(self.splitter, 1)
+        self.setCentralWidget(central)
+        self._build_side()
+        self._build_status()
+        self._build_menus()
+
+    def _build_side(self) -> None:
+        self.controls = ControlsPanel(self.state)
+        self.controls.log_counts.toggled.connect(self.set_log_counts)
+        self.source_panel = SourcePanel(self.state, self.load, self.open_dialog)
+        tabs = QTabWidget()
+        tabs.setObjectName("sideTabs")
+        quant = QWidget()
+        qv = QVBoxLayout(quant)
+        qv.setContentsMargins(4, 4, 4, 4)
+        qv.addWidget(self.controls)
+        qv.addWidget(self.source_panel.summary_box, 1)
+        tabs.addTab(quant, "Quantization")
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.source_panel)
+        tabs.addTab(scroll, "Source")
+        self.side_tabs = tabs
+        dock = QDockWidget("", self)
+        dock.setObjectName("sideDock")
+        dock.setTitleBarWidget(QWidget())
+        dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
+        dock.setWidget(tabs)
+        dock.setMinimumWidth(330)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
+        self.side_dock = dock
+
+    def _build_status(self) -> None:
+        bar = self.statusBar()
+        self.source_status = QLabel("")
+        bar.addWidget(self.source_status, 1)
+        box = QWidget()
+        h = QHBoxLayout(box)
+        h.setContentsMargins(0, 0, 0, 0)
+        self.progress_label = QLabel("")
+        self.progress = QProgressBar()
+        self.progress.setFixedWidth(220)
+        self.progress.setRange(0, 0)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel_long_work)
+        for w in (self.progress_label, self.progress, self.cancel_button):
+            h.addWidget(w)
+        bar.addPermanentWidget(box)
+        self.progress_box = box
+        box.hide()
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        act = QAction("&Open…", self, shortcut=QKeySequence.StandardKey.Open,
+                      triggered=self.open_dialog)
+        file_menu.addAction(act)
+        file_menu.addAction(QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit,
+                                    triggered=self.close))
+        view = self.menuBar().addMenu("&View")
+        self.log_action = QAction("&Log counts", self, checkable=True,
+                                  toggled=self.controls.log_counts.setChecked)
+        view.addAction(self.log_action)
+        self.presentation_action = QAction("&Presentation mode", self, checkable=True,
+                                           shortcut="F11", toggled=self.set_presentation)
+        view.addAction(self.presentation_action)
+        self.dark_action = QAction("&Dark theme", self, checkable=True, toggled=self.set_dark)
+        view.addAction(self.dark_action)
+        self.view_menu = view
+
+    def _install_views(self) -> None:
+        try:
+            from quantscope.gui.views import install_views
+        except ImportError as exc:  # the views are optional while being written
+            if exc.name != "quantscope.gui.views":
+                raise
+            return
+        install_views(self)
+
+    def add_view(self, title: str, widget: QWidget) -> None:
+        """Add an extra view as a tab beside the panes (the views engineer's entry point)."""
+        self.views.addTab(widget, title)
+        if self.views.isHidden():
+            self.views.show()
+            total = max(self.splitter.width(), 1000)
+            self.splitter.setSizes([int(total * 0.62), int(total * 0.38)])
+
+    # -- theme --------------------------------------------------------------------------------
+    def set_presentation(self, on: bool) -> None:
+        """Large fonts, thick lines, clutter hidden (the theme module does the styling)."""
+        self.presentation = bool(on)
+        self._apply_theme()
+
+    def set_dark(self, on: bool) -> None:
+        """Dark or light theme."""
+        self.dark = bool(on)
+        self._apply_theme()
+
+    def _apply_theme(self) -> None:
+        try:
+            from quantscope.gui.theme import apply_theme
+        except ImportError as exc:
+            if exc.name != "quantscope.gui.theme":
+                raise
+            return
+        apply_theme(self, dark=self.dark, presentation=self.presentation)
+
+    def set_log_counts(self, on: bool) -> None:
+        """Histogram counts on a log scale (outliers become visible) or linear."""
+        self.log_counts = bool(on)
+        self.log_action.setChecked(self.log_counts)
+        self._show_overview()
+
+    # -- errors -------------------------------------------------------------------------------
+    @Slot(str)
+    def show_error(self, message: str) -> None:
+        """Show ``message`` in the inline banner and the status bar (never a blocking box)."""
+        self.banner.setText(f"⚠  {message}")
+        self.banner.show()
+        self.statusBar().showMessage(message, 15_000)
+        self.error_shown.emit(message)
+
+    def clear_error(self) -> None:
+        """Hide the banner."""
+        self.banner.hide()
+        self.banner.setText("")
+
+    # -- loading ------------------------------------------------------------------------------
+    def load(self, source: Source) -> None:
+        """Build or read ``source`` in the worker; the tensor changes when it is ready."""
+        self._load_source = source
+
+        def job(ctx: JobContext):
+            ctx.progress(-1, f"loading {source.label()}")
+            x, dtype = load_source(source)
+            problem = tensor_problem(x)
+            if problem is not None:
+                raise QuantscopeError(f"{source.label()}: {problem}")
+            ctx.progress(-1, "summarising")
+            ov = overview(x, dtype)
+            ctx.progress(-1, "preparing exact statistics")
+            return source, x, prepare_tensor(x), ov
+
+        self._start_progress(f"loading {source.label()}")
+        self.worker.submit("load", job)
+
+    def open_path(self, path: str | os.PathLike, tensor: str | None = None) -> None:
+        """Open a file: one tensor loads at once, several open the (non-modal) picker."""
+        path = str(path)
+        if tensor is None:
+            from quantscope.io import list_tensors
+
+            try:
+                infos = list_tensors(path)
+            except QuantscopeError as exc:
+                self.show_error(str(exc))
+                return
+            if len(infos) > 1:
+                self._show_picker(path, infos)
+                return
+            tensor = infos[0].name if infos else None
+        self.load(Source("file", path, tensor=tensor))
+
+    def _show_picker(self, path: str, infos) -> None:
+        if self.picker is not None:
+            self.picker.close()
+            self.picker.deleteLater()
+        self.picker = TensorPicker(path, infos, self)
+        self.picker.chosen.connect(lambda name: self.open_path(path, name))
+        self.picker.show()
+
+    def open_dialog(self) -> None:
+        """File > Open: a non-native, non-blocking file dialog."""
+        dialog = QFileDialog(self, "Open a tensor file", str(Path.cwd()), FILE_FILTER)
+        dialog.setOption(QFileDialog.Option.DontUseNativeDialog, True)
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.fileSelected.connect(self.open_path)
+        dialog.open()
+        self.file_dialog = dialog
+
+    def dragEnterEvent(self, event) -> None:
+        if any(u.isLocalFile() for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        files = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if files:
+            event.acceptProposedAction()
+            self.open_path(files[0])
+
+    def cancel_long_work(self) -> None:
+        """Cancel a load or preparation; the previous tensor and settings stay."""
+        self.worker.cancel("load")
+        self.worker.cancel("prepare")
+        self._preparing_for = None
+        self._stop_progress()
+        self.statusBar().showMessage("cancelled; the previous tensor stays", 8000)
+        self._request_compute()
+
+    # -- reacting to the state ----------------------------------------------------------------
+    def _tensor_changed(self) -> None:
+        st = self.state
+        self.source_status.setText(st.source.label() if st.source else "")
+        for key, pane in self.panes.items():
+            pane.set_title(pane_title(key, st.settings))
+        if st.overview is None:  # set directly (tests, views): prepare it in the worker
+            tensor = st.tensor
+            self._preparing_for = tensor
+
+            def job(ctx: JobContext):
+                ctx.progress(-1, "summarising")
+                ov = overview(tensor)
+                ctx.progress(-1, "preparing exact statistics")
+                return tensor, prepare_tensor(tensor), ov
+
+            self._start_progress("preparing")
+            self.worker.submit("prepare", job)
+        self._request_compute()
+
+    def _settings_changed(self) -> None:
+        for key, pane in self.panes.items():
+            pane.set_title(pane_title(key, self.state.settings))
+        self._request_compute()
+
+    def _request_compute(self) -> None:
+        st = self.state
+        if st.tensor is None or self._preparing_for is st.tensor:
+            return  # computed when the preparation arrives
+        request = st.request()
+        self.worker.submit("compute", lambda _ctx: compute_reports(request))
+
+    @Slot(str, int, object)
+    def _job_done(self, kind: str, ticket: int, result) -> None:
+        if ticket != self.worker.latest(kind):
+            return
+        if kind == "load":
+            self._stop_progress()
+            source, x, prepared, ov = result
+            if self.state.set_tensor(x, source, prepared=prepared, overview=ov):
+                self.clear_error()
+        elif kind == "prepare":
+            tensor, prepared, ov = result
+            if tensor is self._preparing_for:
+                self._preparing_for = None
+                self._stop_progress()
+                self.state.set_prepared(tensor, prepared, ov)
+                self._request_compute()
+        elif kind == "compute":
+            self.state.accept(result)
+
+    @Slot(str, int, str)
+    def _job_failed(self, kind: str, ticket: int, message: str) -> None:
+        if kind in ("load", "prepare"):
+            self._stop_progress()
+            if kind == "prepare":
+                self._preparing_for = None
+                self._request_compute()
+        self.show_error(message)
+
+    @Slot(str, int, float, str)
+    def _job_progress(self, kind: str, ticket: int, fraction: float, text: str) -> None:
+        if kind in ("load", "prepare") and ticket == self.worker.latest(kind):
+            self._start_progress(text, fraction)
+
+    def _start_progress(self, text: str, fraction: float = -1) -> None:
+        self.progress_label.setText(text)
+        if fraction < 0:
+            self.progress.setRange(0, 0)
+        else:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(1000 * fraction))
+        self.progress_box.show()
+
+    def _stop_progress(self) -> None:
+        self.progress_box.hide()
+        self.progress.setRange(0, 1000)  # stops the busy animation's timer
+
+    def _show_overview(self) -> None:
+        for pane in self.panes.values():
+            pane.set_overview(self.state.overview, self.log_counts)
+
+    def _show_results(self) -> None:
+        st = self.state
+        for key, pane in self.panes.items():
+            if key in st.results:
+                pane.set_report(st.results[key])
+            else:
+                pane.set_error(st.errors.get(key, ""))
+        if self.all_shown():
+            self.results_shown.emit()
+
+    def all_shown(self) -> bool:
+        """True when every pane shows a report (or an error) for the current settings and the
+        histogram is drawn: what ``--screenshot`` waits for."""
+        st = self.state
+        return (st.overview is not None and bool(st.results or st.errors)
+                and all(k in st.results or k in st.errors for k in PANES))
+
+    def metrics(self) -> dict:
+        """The numbers every pane displays, keyed by pane (the ``--metrics`` JSON)."""
+        st = self.state
+        panes = {}
+        for key, pane in self.panes.items():
+            if pane.report is not None:
+                entry = metrics_entry(pane.title.text(), pane.report)
+                entry["displayed"] = pane.displayed()
+                panes[key] = entry
+            else:
+                panes[key] = {"title": pane.title.text(), "error": pane.error.text()}
+        return {"source": st.source.to_dict() if st.source else None,
+                "settings": st.settings.to_dict(), "panes": panes}
+
+    def closeEvent(self, event) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+    def shutdown(self) -> None:
+        """Stop the worker thread and every timer (idempotent)."""
+        self.controls.throttle.timer.stop()
+        self._stop_progress()
+        if self.picker is not None:
+            self.picker.close()
+        self.worker.shutdown()
