@@ -71,3 +71,11 @@ def test_custom_callables_are_used():
 def test_bad_widths_are_refused(bad):
     with pytest.raises(EngineValueError, match=r"2\.\.8"):
         sqnr_vs_bits(np.ones(4, np.float32), bits=bad)
+
+
+def test_ideal_line_passes_through_its_anchor():
+    from quantscope.core.bitwidth import ideal_line
+
+    line = ideal_line([2, 8], 8, 40.0)
+    assert line[1] == 40.0
+    assert line[0] == pytest.approx(40.0 - 6 * DB_PER_BIT)

@@ -107,3 +107,8 @@ def sqnr_vs_bits(
                               group_size=group_size, bits=b, **choose_options)
 
     return bitwidth_curve(params_for_bits, analyze_params, bits)
+
+
+def ideal_line(bits, anchor_bits: int, anchor_db: float) -> np.ndarray:
+    """The 6.02 dB-per-bit law through one measured point (a guide line for the eye)."""
+    return float(anchor_db) + DB_PER_BIT * (np.asarray(bits, np.float64) - int(anchor_bits))

@@ -137,6 +137,11 @@ class UnitHistogram:
     def codes_used(self) -> int:
         return int(np.count_nonzero(self.counts))
 
+    @property
+    def log_counts(self) -> np.ndarray:
+        """``log10(1 + count)`` per code: a lone value stays visible beside a crowded code."""
+        return np.log10(self.counts + 1.0)
+
 
 def unit_histogram(x, params: QuantParams, unit: int = 0) -> UnitHistogram:
     """The exact code histogram of one unit, with the value edges of each code bucket.
@@ -272,3 +277,13 @@ def clip_sweep_curve(
         sqnr_db=np.array([r.sqnr_db for r in reports], np.float64),
         best=int(np.argmin(mse)), x_min=float(x_min), x_max=float(x_max),
     )
+
+
+def range_segments(table: ChannelTable, units: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``(xs, ys)`` of vertical segments ``unit: x_min..x_max`` for a pairs-connected line
+    (one draw call for thousands of channels)."""
+    idx = table.unit if units is None else np.asarray(units, np.intp)
+    xs = np.repeat(idx.astype(np.float64), 2)
+    ys = np.column_stack([table.x_min[idx], table.x_max[idx]]).reshape(-1).astype(np.float64)
+    return xs, ys

@@ -1,0 +1,282 @@
+"""Export what the window shows: pictures (PNG at 2x, SVG), the numbers (CSV, JSON) and the
+quantized tensor (.npz).
+
+pyqtgraph's own exporters have known bugs (black backgrounds, hairline strokes, wrong sizes
+at high DPI), so pictures are made the reliable way: the widget renders itself into a
+``QImage`` with device pixel ratio 2 (PNG), or into a ``QSvgGenerator`` (SVG). The SVG is then
+cleaned for every viewer: a background rectangle first, width/height in pixels, and the data
+transforms that Qt leaves on curve groups (scale factors like 26 x -21, with
+``vector-effect="non-scaling-stroke"``, which Inkscape ignores) folded into the coordinates, so a
+1.6 px line is 1.6 px everywhere; no zero-width (hairline) stroke survives.
+
+Numbers are the engine's: each pane's ``QuantReport.summary()`` with its caption, plus the
+source and the settings. The quantized tensor goes through the ``quantscope export`` command's
+own archive writer, so both produce the same file.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from PySide6.QtCore import QPoint, QRect, QSize
+from PySide6.QtGui import QColor, QImage, QPainter, QRegion
+from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtWidgets import QWidget
+
+from quantscope.core.captions import pane_captions
+from quantscope.errors import QuantscopeError
+from quantscope.gui.theme import current_theme
+from quantscope.jsonable import dumps
+from quantscope.state import PANES, ExplorerState, pane_title
+
+SVG_NS = "http://www.w3.org/2000/svg"
+PIXEL_RATIO = 2.0
+IMAGE_SUFFIXES = (".png", ".svg")
+
+
+class ExportError(QuantscopeError):
+    """An export that cannot be written (bad suffix, unwritable path, nothing to export)."""
+
+
+def _background(widget: QWidget) -> QColor:
+    return QColor(current_theme().background)
+
+
+def _check_dir(path: Path) -> None:
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise ExportError(f"cannot write {path}: directory {parent} does not exist")
+
+
+# -- pictures -------------------------------------------------------------------------------
+def render_png(widget: QWidget, path: str | Path, ratio: float = PIXEL_RATIO) -> QSize:
+    """Save ``widget`` as a PNG of ``ratio`` x its size in pixels (crisp on slides)."""
+    path = Path(path)
+    _check_dir(path)
+    size = widget.size()
+    image = QImage(int(size.width() * ratio), int(size.height() * ratio),
+                   QImage.Format.Format_ARGB32_Premultiplied)
+    image.setDevicePixelRatio(ratio)
+    image.fill(_background(widget))
+    painter = QPainter(image)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+    try:
+        widget.render(painter, QPoint(0, 0), QRegion(),
+                      QWidget.RenderFlag.DrawWindowBackground | QWidget.RenderFlag.DrawChildren)
+    finally:
+        painter.end()
+    if not image.save(str(path), "PNG"):
+        raise ExportError(f"cannot write {path}")
+    return image.size()
+
+
+def render_svg(widget: QWidget, path: str | Path, title: str = "quantscope") -> None:
+    """Save ``widget`` as an SVG that browsers and Inkscape show as on screen."""
+    path = Path(path)
+    _check_dir(path)
+    w, h = widget.width(), widget.height()
+    tmp = path.with_name(f".{path.name}.tmp")
+    gen = QSvgGenerator()
+    gen.setFileName(str(tmp))
+    gen.setSize(QSize(w, h))
+    gen.setViewBox(QRect(0, 0, w, h))
+    gen.setTitle(title)
+    gen.setDescription("exported by quantscope")
+    painter = QPainter()
+    if not painter.begin(gen):
+        raise ExportError(f"cannot write {path}")
+    try:
+        painter.fillRect(QRect(0, 0, w, h), _background(widget))
+        widget.render(painter, QPoint(0, 0), QRegion(),
+                      QWidget.RenderFlag.DrawWindowBackground | QWidget.RenderFlag.DrawChildren)
+    finally:
+        painter.end()
+    try:
+        text = clean_svg(tmp.read_text(encoding="utf-8"), w, h, _background(widget).name())
+        path.write_text(text, encoding="utf-8")
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def save_image(widget: QWidget, path: str | Path) -> None:
+    """PNG (2x) or SVG by the file's suffix; anything else is refused with the choices."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".png":
+        render_png(widget, path)
+    elif suffix == ".svg":
+        render_svg(widget, path)
+    else:
+        raise ExportError(f"{path}: pictures can be saved as {' or '.join(IMAGE_SUFFIXES)}")
+
+
+# -- SVG clean-up -------------------------------------------------------------------------------
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_MATRIX = re.compile(rf"matrix\(\s*({_NUM})[ ,]+({_NUM})[ ,]+({_NUM})[ ,]+({_NUM})[ ,]+({_NUM})"
+                     rf"[ ,]+({_NUM})\s*\)")
+_PATH_TOKEN = re.compile(rf"([A-Za-z])|({_NUM})\s*,\s*({_NUM})")
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.3f}".rstrip("0").rstrip(".") if v != int(v) else str(int(v))
+
+
+def _map_points(text: str, m: tuple[float, ...]) -> str | None:
+    a, b, c, d, e, f = m
+    out = []
+    pos = 0
+    for tok in _PATH_TOKEN.finditer(text):
+        if text[pos:tok.start()].strip():
+            return None  # something we do not understand: leave the group alone
+        pos = tok.end()
+        if tok.group(1):
+            if tok.group(1) not in "MLCZ":
+                return None  # relative or arc commands would need more than a point map
+            out.append(tok.group(1))
+        else:
+            x, y = float(tok.group(2)), float(tok.group(3))
+            out.append(f"{_fmt(a * x + c * y + e)},{_fmt(b * x + d * y + f)}")
+    if text[pos:].strip():
+        return None
+    return " ".join(out)
+
+
+def _flatten_group(g: ET.Element) -> None:
+    """Fold a scaling transform into the coordinates of the group's paths and polylines."""
+    match = _MATRIX.fullmatch(g.get("transform", "").strip())
+    if match is None:
+        return
+    m = tuple(float(v) for v in match.groups())
+    if m[:4] == (1.0, 0.0, 0.0, 1.0):
+        return  # a translation scales nothing: strokes are already right
+    new = {}
+    for child in g:
+        tag = child.tag.removeprefix(f"{{{SVG_NS}}}")
+        attr = {"path": "d", "polyline": "points", "polygon": "points"}.get(tag)
+        if attr is None:
+            return
+        mapped = _map_points(child.get(attr, ""), m)
+        if mapped is None:
+            return
+        new[child] = (attr, mapped)
+    for child, (attr, mapped) in new.items():
+        child.set(attr, mapped)
+    del g.attrib["transform"]
+
+
+def clean_svg(text: str, width: int, height: int, background: str = "#ffffff") -> str:
+    """Make Qt's SVG portable (see the module docstring); returns the new document text."""
+    ET.register_namespace("", SVG_NS)
+    ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
+    root = ET.fromstring(text)
+    root.set("width", str(width))
+    root.set("height", str(height))
+    root.set("viewBox", f"0 0 {width} {height}")
+    for g in root.iter(f"{{{SVG_NS}}}g"):
+        _flatten_group(g)
+    for el in root.iter():
+        sw = el.get("stroke-width")
+        if sw is not None and float(sw) <= 0:
+            el.set("stroke-width", "1")  # a zero width means "hairline" to Qt only
+    bg = ET.Element(f"{{{SVG_NS}}}rect", {"id": "background", "x": "0", "y": "0",
+                                          "width": str(width), "height": str(height),
+                                          "fill": background, "stroke": "none"})
+    first = next((i for i, el in enumerate(root)
+                  if el.tag.removeprefix(f"{{{SVG_NS}}}") not in ("title", "desc", "defs")), 0)
+    root.insert(first, bg)
+    return '<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n' + ET.tostring(
+        root, encoding="unicode")
+
+
+# -- numbers ------------------------------------------------------------------------------------
+def pane_numbers(state: ExplorerState) -> dict[str, dict]:
+    """Each pane's numbers (``QuantReport.summary()``), its title and caption."""
+    if not state.results:
+        raise ExportError("no results to export yet (load a tensor and wait for the panes)")
+    ov = state.overview
+    try:
+        caps = pane_captions(state.results, *(ov.min, ov.max) if ov is not None else ())
+    except ValueError:
+        caps = {}
+    out = {}
+    for pane in PANES:
+        rep = state.results.get(pane)
+        if rep is None:
+            out[pane] = {"title": pane_title(pane, state.settings),
+                         "error": state.errors.get(pane, "not computed")}
+            continue
+        out[pane] = {"title": pane_title(pane, state.settings),
+                     "caption": caps[pane].text if pane in caps else "", **rep.summary()}
+    return out
+
+
+def numbers_document(state: ExplorerState, views: dict[str, dict] | None = None) -> dict:
+    """Everything the JSON export holds: source, settings, panes and (optionally) view data."""
+    doc = {"format": "quantscope-numbers", "version": 1,
+           "source": state.source.to_dict() if state.source else None,
+           "settings": state.settings.to_dict(), "panes": pane_numbers(state)}
+    if views:
+        doc["views"] = views
+    return doc
+
+
+def save_numbers_json(state: ExplorerState, path: str | Path,
+                      views: dict[str, dict] | None = None) -> None:
+    """Write :func:`numbers_document` as strict JSON (inf/nan as strings)."""
+    path = Path(path)
+    _check_dir(path)
+    path.write_text(dumps(numbers_document(state, views), indent=2), encoding="utf-8")
+
+
+def save_numbers_csv(state: ExplorerState, path: str | Path) -> None:
+    """One row per pane, one column per number (spreadsheet-friendly)."""
+    path = Path(path)
+    _check_dir(path)
+    rows = pane_numbers(state)
+    keys: list[str] = []
+    for row in rows.values():
+        keys += [k for k in row if k not in keys]
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=["pane", *keys])
+        writer.writeheader()
+        for pane, row in rows.items():
+            writer.writerow({"pane": pane, **{k: "" if v is None else v
+                                              for k, v in row.items()}})
+
+
+def save_numbers(state: ExplorerState, path: str | Path,
+                 views: dict[str, dict] | None = None) -> None:
+    """CSV or JSON by suffix."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".json":
+        save_numbers_json(state, path, views)
+    elif suffix == ".csv":
+        save_numbers_csv(state, path)
+    else:
+        raise ExportError(f"{path}: numbers can be saved as .csv or .json")
+
+
+# -- the quantized tensor -------------------------------------------------------------------
+def save_quantized(state: ExplorerState, pane: str, path: str | Path) -> None:
+    """Codes, scales, zero points and the scheme of ``pane`` to .npz (``quantscope export``'s
+    format: ``np.load(path, allow_pickle=False)`` reads it)."""
+    from quantscope.commands.export import build_metadata, write_archive
+    from quantscope.state import analyze_with
+
+    if state.tensor is None:
+        raise ExportError("no tensor to export")
+    path = Path(path)
+    if path.suffix.lower() != ".npz":
+        raise ExportError(f"{path}: the quantized tensor is saved as .npz")
+    params = state.params_for(pane)
+    codes = params.quantize(state.tensor, nonfinite="saturate")
+    report = state.results.get(pane) or analyze_with(state.tensor, state.prepared, params)
+    label = state.source.label() if state.source else "array"
+    tensor = (state.source.tensor or state.source.name) if state.source else "array"
+    meta = build_metadata(params, source=label, tensor=tensor, source_dtype="float32",
+                          shape=state.tensor.shape, report=report)
+    meta["pane"] = pane
+    write_archive(path, codes, params, meta)
