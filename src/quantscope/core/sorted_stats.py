@@ -33,33 +33,55 @@ import numpy as np
 from quantscope.core.quantize import quantize_codes_float
 
 #: Relative accuracy guaranteed for the error sums (the contract with the direct pass is 1e-9).
-REL_TOL = 1e-10
+REL_TOL = 5e-10
 _EPS = float(np.finfo(np.float64).eps)
 #: Rounds a fix-up of the thresholds may take before the evaluation is done element by element.
 _MAX_FIX_ROUNDS = 64
 
 
-def dd_prefix(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Double-double prefix sums of float64 ``v``: ``hi[i] + lo[i]`` ≈ ``sum(v[:i])`` exactly.
+#: Elements per block when building prefix sums (blocks stay in cache; no full-size temporaries).
+_BLOCK = 1 << 16
 
-    ``np.cumsum`` adds strictly left to right, so each step's rounding error is recovered with
-    Knuth's TwoSum from the stored running sums, and the errors are summed on their own.
+
+def dd_prefix_into(values: np.ndarray, out: np.ndarray, square: bool) -> None:
+    """Double-double prefix sums of ``values`` (or of their squares) into ``out[:, 0:2]``.
+
+    ``out[i, 0] + out[i, 1]`` is ``sum(v[:i])`` to double-double accuracy: the running sum is
+    taken strictly left to right (``np.cumsum`` on a buffer that starts with the carry, so the
+    blocks change nothing), each step's rounding error is recovered exactly with Knuth's TwoSum
+    and the errors are summed on their own. ``v`` is ``values`` in float64 (squares are exact:
+    a float32 squared has at most 48 significant bits).
     """
-    hi = np.empty(v.size + 1)
-    hi[0] = 0.0
-    np.cumsum(v, out=hi[1:])
-    prev = hi[:-1]
-    b_virtual = hi[1:] - prev
-    err = (prev - (hi[1:] - b_virtual)) + (v - b_virtual)
-    lo = np.empty_like(hi)
-    lo[0] = 0.0
-    np.cumsum(err, out=lo[1:])
-    return hi, lo
-
-
-def _interval_sum(hi: np.ndarray, lo: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Sum of the values at sorted positions ``[a, b)`` from double-double prefix sums."""
-    return (hi[b] - hi[a]) + (lo[b] - lo[a])
+    n = values.size
+    out[0, :] = 0.0
+    buf = np.empty(_BLOCK + 1)
+    run = np.empty(_BLOCK + 1)
+    t1 = np.empty(_BLOCK)
+    t2 = np.empty(_BLOCK)
+    carry_hi = carry_lo = 0.0
+    for a in range(0, n, _BLOCK):
+        b = min(a + _BLOCK, n)
+        m = b - a
+        v = buf[1:m + 1]
+        vb = values[a:b]
+        if square:
+            np.multiply(vb, vb, out=v, dtype=np.float64)
+        else:
+            v[...] = vb
+        buf[0] = carry_hi
+        np.cumsum(buf[:m + 1], out=run[:m + 1])
+        prev, cur = run[:m], run[1:m + 1]
+        bv, av = t1[:m], t2[:m]
+        np.subtract(cur, prev, out=bv)          # TwoSum(prev, v) = (cur, err)
+        np.subtract(cur, bv, out=av)
+        np.subtract(prev, av, out=av)
+        np.subtract(v, bv, out=bv)
+        np.add(av, bv, out=v)                   # v now holds the errors
+        buf[0] = carry_lo
+        out[a + 1:b + 1, 0] = cur
+        np.cumsum(buf[:m + 1], out=run[:m + 1])
+        out[a + 1:b + 1, 1] = run[1:m + 1]
+        carry_hi, carry_lo = out[b, 0], out[b, 1]
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,14 +89,14 @@ class SortedRows:
     """Finite values of each row sorted ascending, rows concatenated, with prefix sums.
 
     Row ``r`` is ``values[starts[r]:starts[r + 1]]``; rows are units (the tensor, a channel or
-    a group) in the C order of the parameter arrays. ``p1`` and ``p2`` are double-double prefix
-    sums of ``x`` and ``x²`` over the concatenation (length ``values.size + 1``).
+    a group) in the C order of the parameter arrays. ``prefix[i]`` holds the double-double
+    prefix sums ``(hi, lo)`` of ``x`` and then of ``x²`` over the first ``i`` values of the
+    concatenation: one row of four, so one gather fetches all four for a position.
     """
 
     values: np.ndarray
     starts: np.ndarray
-    p1: tuple[np.ndarray, np.ndarray]
-    p2: tuple[np.ndarray, np.ndarray]
+    prefix: np.ndarray
     n_nonfinite: int
 
     @property
@@ -87,7 +109,7 @@ class SortedRows:
 
     @classmethod
     def from_rows(cls, rows: list[tuple[np.ndarray, np.ndarray]], n_units: int) -> SortedRows:
-        """Build from ``(unit_index, x2d)`` pairs: row ``i`` of ``x2d`` is unit ``unit_index[i]``."""
+        """Build from ``(unit_index, x2d)`` pairs: row ``i`` of ``x2d`` is one unit."""
         parts, counts, units, n_bad = [], [], [], 0
         for index, x2d in rows:
             srt = np.sort(x2d, axis=1)
@@ -111,11 +133,21 @@ class SortedRows:
             gather = np.repeat(old_start[order] - new_start, count) + np.arange(values.size)
             values = values[gather]
         starts = np.concatenate([[0], np.cumsum(count)]).astype(np.intp)
-        v64 = values.astype(np.float64)
-        p1 = dd_prefix(v64)
-        np.multiply(v64, v64, out=v64)  # exact: a float32 squared has at most 48 bits
-        p2 = dd_prefix(v64)
-        return cls(values, starts, p1, p2, n_bad)
+        prefix = np.empty((values.size + 1, 4))
+        dd_prefix_into(values, prefix[:, 0:2], square=False)
+        dd_prefix_into(values, prefix[:, 2:4], square=True)
+        return cls(values, starts, prefix, n_bad)
+
+    def sums(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(Σx, Σx²)`` over sorted positions ``[a, b)``."""
+        d = self.gather(b) - self.gather(a)
+        return d[..., 0] + d[..., 1], d[..., 2] + d[..., 3]
+
+    def gather(self, positions: np.ndarray) -> np.ndarray:
+        """``prefix[positions]`` (shape ``positions.shape + (4,)``), fetched as 32-byte records:
+        numpy gathers one opaque record much faster than a row of four floats."""
+        rec = self.prefix.view(np.dtype("V32")).reshape(-1)
+        return rec[positions].view(np.float64).reshape((*np.shape(positions), 4))
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,51 +182,60 @@ def find_thresholds(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndar
     seen; the caller then evaluates element by element).
     """
     qmin, qmax = rule[0], rule[1]
-    k = np.arange(qmin, qmax + 2, dtype=np.float64)
-    s64 = s.astype(np.float64)[:, None]
+    k = np.arange(qmin, qmax + 2, dtype=np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
-        est = ((k[None, :] - z[:, None] - 0.5) * s64).astype(np.float32)
+        est = ((k.astype(np.float64)[None, :] - z[:, None] - 0.5)
+               * s.astype(np.float64)[:, None]).astype(np.float32)
     values, starts = rows.values, rows.starts
     pos = np.empty(est.shape, np.intp)
-    order = np.argsort(row, kind="stable")
-    bounds = np.searchsorted(row[order], np.arange(rows.n_rows + 1))
-    for r in np.flatnonzero(np.diff(bounds)):
-        e = order[bounds[r]:bounds[r + 1]]
-        a, b = starts[r], starts[r + 1]
-        pos[e] = np.searchsorted(values[a:b], est[e], side="left") + a
+    if rows.n_rows == 1:
+        pos[...] = np.searchsorted(values, est.ravel(), side="left").reshape(est.shape)
+    else:
+        order = np.argsort(row, kind="stable")
+        bounds = np.searchsorted(row[order], np.arange(rows.n_rows + 1))
+        for r in np.flatnonzero(np.diff(bounds)):
+            e = order[bounds[r]:bounds[r + 1]]
+            a, b = starts[r], starts[r + 1]
+            pos[e] = np.searchsorted(values[a:b], est[e], side="left") + a
+    if values.size == 0:
+        return pos
     lo = starts[row][:, None]
     hi = starts[row + 1][:, None]
-    kk = np.broadcast_to(k.astype(np.float32)[None, :], est.shape)
-    ss = np.broadcast_to(s[:, None], est.shape)
-    zz = np.broadcast_to(z[:, None], est.shape)
-    check = np.ones(est.shape, bool)
+    # Round 1, all thresholds at once: the element left of each position must have a code
+    # below k, the element at it a code of at least k (the direct rule decides both).
+    left = values[np.maximum(pos - 1, 0)]
+    right = values[np.minimum(pos, values.size - 1)]
+    sc, zc = s[:, None], z[:, None]
+    bad_left = (_codes(left, sc, zc, rule) >= k) & (pos > lo)
+    bad_right = (_codes(right, sc, zc, rule) < k) & (pos < hi)
+    todo = np.flatnonzero((bad_left | bad_right).ravel())
+    flat = pos.reshape(-1)
+    lo_f = np.broadcast_to(lo, est.shape).reshape(-1)
+    hi_f = np.broadcast_to(hi, est.shape).reshape(-1)
+    kf = np.broadcast_to(k, est.shape).reshape(-1)
+    e_of = np.repeat(np.arange(row.size), est.shape[1])
     for _ in range(_MAX_FIX_ROUNDS):
-        idx = np.flatnonzero(check)
-        if idx.size == 0:
+        if todo.size == 0:
             return pos
-        p = pos.ravel()[idx]
-        lo_i, hi_i = np.broadcast_to(lo, est.shape).ravel()[idx], np.broadcast_to(
-            hi, est.shape).ravel()[idx]
-        kv, sv, zv = kk.ravel()[idx], ss.ravel()[idx], zz.ravel()[idx]
-        has_left = p > lo_i
-        has_right = p < hi_i
-        left_val = values[np.where(has_left, p - 1, 0)] if values.size else np.zeros(p.size)
-        right_val = values[np.where(has_right, p, 0)] if values.size else np.zeros(p.size)
-        go_left = has_left & (_codes(left_val, sv, zv, rule) >= kv)
-        go_right = has_right & (_codes(right_val, sv, zv, rule) < kv)
-        moved = go_left | go_right
-        check[:] = False
-        if not moved.any():
-            return pos
-        for i in np.flatnonzero(moved):
-            flat = idx[i]
-            a, b = lo_i[i], hi_i[i]
-            if go_left[i]:
-                new = np.searchsorted(values[a:b], left_val[i], side="left") + a
+        # Move each wrong position past the whole run of values equal to the offending one,
+        # then check again (monotone codes: the walk only goes one way and stops).
+        for i in todo:
+            a, b, p = lo_f[i], hi_f[i], flat[i]
+            seg = values[a:b]
+            e = e_of[i]
+            if p > a and _codes(values[p - 1:p], s[e], z[e], rule)[0] >= kf[i]:
+                flat[i] = np.searchsorted(seg, values[p - 1], side="left") + a
+            elif p < b and _codes(values[p:p + 1], s[e], z[e], rule)[0] < kf[i]:
+                flat[i] = np.searchsorted(seg, values[p], side="right") + a
             else:
-                new = np.searchsorted(values[a:b], right_val[i], side="right") + a
-            pos.ravel()[flat] = new
-            check.ravel()[flat] = True
+                continue
+        p = flat[todo]
+        e = e_of[todo]
+        lv = values[np.maximum(p - 1, 0)]
+        rv = values[np.minimum(p, values.size - 1)]
+        wrong = ((p > lo_f[todo]) & (_codes(lv, s[e], z[e], rule) >= kf[todo])) | (
+            (p < hi_f[todo]) & (_codes(rv, s[e], z[e], rule) < kf[todo]))
+        todo = todo[wrong]
     return None
 
 
@@ -207,32 +248,37 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
     """
     qmin, qmax = rule[0], rule[1]
     row = np.asarray(row, np.intp)
-    s = np.asarray(scale, np.float32).reshape(-1)
-    z = np.asarray(zero_point, np.int32).reshape(-1)
-    s, z = np.broadcast_to(s, row.shape), np.broadcast_to(z, row.shape)
+    s = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, np.float32).reshape(-1),
+                                             row.shape))
+    z = np.ascontiguousarray(np.broadcast_to(np.asarray(zero_point, np.int32).reshape(-1),
+                                             row.shape))
     start, end = rows.starts[row], rows.starts[row + 1]
     pos = find_thresholds(rows, row, s, z, rule)
     if pos is None:
         return _evaluate_elementwise(rows, row, s, z, rule, want_counts)
-    # Interval boundaries: [start, T0, T1, ..., T_levels, end]; interval 0 is clipped below
-    # (dequantized to qmin), the last is clipped above (qmax); between them code qmin + j.
-    edges = np.concatenate([start[:, None], pos, end[:, None]], axis=1)
-    a, b = edges[:, :-1], edges[:, 1:]
-    n_int = b - a
-    codes = np.concatenate([[qmin], np.arange(qmin, qmax + 1), [qmax]]).astype(np.float32)
+    # Interval edges [start, T0, ..., T_levels, end]: interval 0 is clipped below (dequantized
+    # as qmin), the last one clipped above (qmax), interval 1 + j holds code qmin + j.
+    edges = np.empty((row.size, pos.shape[1] + 2), np.intp)
+    edges[:, 0], edges[:, 1:-1], edges[:, -1] = start, pos, end
+    d = np.diff(rows.gather(edges), axis=1)
+    s1 = d[..., 0] + d[..., 1]
+    s2 = d[..., 2] + d[..., 3]
+    n_int = np.diff(edges, axis=1)
+    codes = np.empty(pos.shape[1] + 1, np.float32)
+    codes[0], codes[1:-1], codes[-1] = qmin, np.arange(qmin, qmax + 1), qmax
     xhat = ((codes[None, :] - z[:, None]).astype(np.float32) * s[:, None]).astype(np.float64)
-    s1 = _interval_sum(*rows.p1, a, b)
-    s2 = _interval_sum(*rows.p2, a, b)
     cross = xhat * s1
     nx2 = n_int * (xhat * xhat)
     err = s2 - 2.0 * cross + nx2
     np.maximum(err, 0.0, out=err)
-    bound = 4.0 * _EPS * (s2 + 2.0 * np.abs(cross) + nx2)
+    # Rounding-error bound of the line above: s2 and s1 come from double-double sums (2 units
+    # of roundoff each), then one product and three additions.
+    bound = _EPS * (2.5 * s2 + 6.0 * np.abs(cross) + nx2)
     values = rows.values
     nonempty = n_int > 0
     if values.size:
-        first = values[np.where(nonempty, a, 0)].astype(np.float64)
-        last = values[np.where(nonempty, b - 1, 0)].astype(np.float64)
+        first = values[np.minimum(edges[:, :-1], values.size - 1)].astype(np.float64)
+        last = values[np.maximum(edges[:, 1:] - 1, 0)].astype(np.float64)
         worst = np.maximum(np.abs(first - xhat), np.abs(last - xhat))
         max_abs = np.max(np.where(nonempty, worst, 0.0), axis=1)
     else:
@@ -242,7 +288,6 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
     round_bound = bound[:, 1:-1].sum(axis=1)
     clip_bound = bound[:, 0] + bound[:, -1]
     shaky = (round_bound > REL_TOL * round_err) | (clip_bound > REL_TOL * clip_err)
-    n = end - start
     if shaky.any():
         redo = np.flatnonzero(shaky)
         exact = _evaluate_elementwise(rows, row[redo], s[redo], z[redo], rule, False)
@@ -253,14 +298,17 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
         counts = n_int[:, 1:-1].copy()
         counts[:, 0] += n_int[:, 0]
         counts[:, -1] += n_int[:, -1]
+    n = end - start
     nz = n > 0
-    return EvalStats(
-        n=n, round_err=round_err, clip_err=clip_err, below=n_int[:, 0], above=n_int[:, -1],
-        max_abs=max_abs, sig=_interval_sum(*rows.p2, start, end),
-        x_min=np.where(nz, values[np.where(nz, start, 0)] if values.size else 0.0, 0.0),
-        x_max=np.where(nz, values[np.where(nz, end - 1, 0)] if values.size else 0.0, 0.0),
-        counts=counts,
-    )
+    total = rows.sums(start, end)[1]
+    if values.size:
+        x_min = np.where(nz, values[np.minimum(start, values.size - 1)], 0.0)
+        x_max = np.where(nz, values[np.maximum(end - 1, 0)], 0.0)
+    else:
+        x_min = x_max = np.zeros(row.size)
+    return EvalStats(n=n, round_err=round_err, clip_err=clip_err, below=n_int[:, 0],
+                     above=n_int[:, -1], max_abs=max_abs, sig=total, x_min=x_min, x_max=x_max,
+                     counts=counts)
 
 
 def _evaluate_elementwise(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndarray,
