@@ -203,21 +203,27 @@ class LabCache:
             store.popitem(last=False)
         return value
 
+    def _load(self, spec: Operand, side: str) -> np.ndarray:
+        try:
+            return self._get(self.operands, spec, lambda: load_operand(spec))
+        except OperandError as exc:  # say which side the message is about
+            raise OperandError(f"{side} ({'activations' if side == 'A' else 'weights'}): "
+                               f"{exc}") from None
+
     def pair(self, a: Operand, w: Operand) -> tuple[np.ndarray, np.ndarray]:
         """Both operands, checked to multiply: generated sides adopt the fixed side's K."""
         fixed_k = None
         if a.kind != "generated":
-            x_a = self._get(self.operands, (a, None), lambda: load_operand(a))
+            x_a = self._load(a, "A")
             fixed_k = x_a.shape[1]
         if w.kind != "generated":
-            x_w = self._get(self.operands, (w, None), lambda: load_operand(w))
+            x_w = self._load(w, "W")
             fixed_k = x_w.shape[0] if fixed_k is None else fixed_k
         if a.kind == "generated":
-            a = _with_k(a, "A", fixed_k)
-            x_a = self._get(self.operands, (a, None), lambda: load_operand(a))
+            x_a = self._load(_with_k(a, "A", fixed_k), "A")
         if w.kind == "generated":
-            w = _with_k(w, "W", fixed_k if fixed_k is not None else x_a.shape[1])
-            x_w = self._get(self.operands, (w, None), lambda: load_operand(w))
+            x_w = self._load(_with_k(w, "W", fixed_k if fixed_k is not None else x_a.shape[1]),
+                             "W")
         if x_a.shape[1] != x_w.shape[0]:
             hint = (" (the weight file may be stored [out, in]: tick 'transpose W')"
                     if x_w.shape[1] == x_a.shape[1] else "")

@@ -1,0 +1,242 @@
+"""The Matmul lab's controls: operands, schemes, output, and the two outlier fixes.
+
+Reading the controls gives one immutable :class:`~quantscope.gui.views.matmul_model.LabRequest`
+(:meth:`LabControls.request`); every change emits ``changed`` and the view debounces it. The
+defaults are the engine's (:mod:`quantscope.core.outliers` ``DEFAULT_*_SCHEME``: TFLite's
+asymmetric per-tensor activations, symmetric per-channel weights, half-away rounding, double
+rounding requantization), so the first numbers equal ``quantized_matmul(A, W)``'s.
+"""
+
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+from superqt import QLabeledDoubleSlider
+
+from quantscope.core.generators import GENERATORS
+from quantscope.errors import QuantscopeError
+from quantscope.gui.views.matmul_model import (
+    A_GENERATORS,
+    REAL_A,
+    REAL_W,
+    W_GENERATORS,
+    LabRequest,
+    Operand,
+    generated,
+    scheme_a,
+    scheme_w,
+)
+from quantscope.io import list_tensors
+
+ROUNDINGS = (("half away from 0 (TFLite)", "half_away"), ("half to even", "half_even"))
+OUTPUTS = (("int8 asymmetric", {"symmetric": False, "rounding": "half_away"}),
+           ("int8 symmetric", {"symmetric": True, "rounding": "half_away"}),
+           ("float (no requantization)", None))
+#: The colleague's finding: TFLite's reference source and gemmlowp round twice, the LiteRT
+#: wheel's kernels once (TFLITE_SINGLE_ROUNDING).
+REQUANT = (("TFLite reference (double rounding)", False),
+           ("LiteRT runtime (single rounding)", True))
+
+
+def _combo(items) -> QComboBox:
+    box = QComboBox()
+    for text, data in items:
+        box.addItem(text, data)
+    return box
+
+
+def _find(box: QComboBox, data) -> int:
+    """Index of the item whose data equals ``data`` (Python equality), or -1."""
+    return next((i for i in range(box.count()) if box.itemData(i) == data), -1)
+
+
+class LabControls(QWidget):
+    """Every input of the lab. ``changed`` fires on any edit; ``error(str)`` when a file
+    cannot even be listed (the loading itself fails later, in the worker)."""
+
+    changed = Signal()
+    error = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        # one row per side: where the operand comes from, then its scheme
+        self.a_sym = _combo((("asymmetric", False), ("symmetric", True)))
+        self.a_gran = _combo((("per tensor", False), ("per row (token)", True)))
+        self.a_round = _combo(ROUNDINGS)
+        self.w_sym = _combo((("symmetric", True), ("asymmetric", False)))
+        self.w_gran = _combo((("per output channel", True), ("per tensor", False)))
+        self.w_round = _combo(ROUNDINGS)
+        self.out = _combo(OUTPUTS)
+        self.requant = _combo(REQUANT)
+        self.order = _combo((("channels: worst first", True), ("channels: by index", False)))
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(8)
+        grid.setVerticalSpacing(4)
+        self.sources, self.loaders = {}, {}
+        for row, (side, what, real, gens, scheme) in enumerate((
+                ("A", "A activations", "MiniLM layer-0 output [197×384]", A_GENERATORS,
+                 (self.a_sym, self.a_gran, self.a_round)),
+                ("W", "W weights", "MiniLM FFN weightᵀ [384×1536]", W_GENERATORS,
+                 (self.w_sym, self.w_gran, self.w_round)))):
+            grid.addWidget(QLabel(f"<b>{what}</b>"), row, 0)
+            box = _combo([(real, REAL_A if side == "A" else REAL_W)]
+                         + [(f"generated: {GENERATORS[g].label}", ("gen", g)) for g in gens])
+            self.sources[side] = box
+            grid.addWidget(box, row, 1)
+            load = QPushButton(f"Load {side}…")
+            load.clicked.connect(lambda _=False, s=side: self.open_dialog(s))
+            self.loaders[side] = load
+            grid.addWidget(load, row, 2)
+            for col, w in enumerate((box, *scheme), start=3):
+                w.currentIndexChanged.connect(self._changed)
+                if w is not box:
+                    grid.addWidget(w, row, col)
+        grid.addWidget(QLabel("<b>Output</b>"), 2, 0)
+        grid.addWidget(self.out, 2, 1)
+        grid.addWidget(self.requant, 2, 3, 1, 3)
+        self.out.currentIndexChanged.connect(self._changed)
+        self.requant.currentIndexChanged.connect(self._changed)
+        extra = QHBoxLayout()
+        self.transpose = QCheckBox("W file is [out, in]: transpose")
+        self.transpose.setChecked(True)
+        extra.addWidget(self.transpose)
+        self.dims = {}
+        for name, value in (("M", 256), ("K", 1024), ("N", 1024), ("seed", 0)):
+            spin = QSpinBox()
+            spin.setRange(0 if name == "seed" else 1, 2**31 - 1 if name == "seed" else 8192)
+            spin.setValue(value)
+            spin.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+            spin.valueChanged.connect(self._changed)
+            spin.setToolTip("shape and seed of generated operands (a fixed side sets K)")
+            spin.setMinimumWidth(80)
+            extra.addWidget(QLabel(name))
+            extra.addWidget(spin)
+            self.dims[name] = spin
+        extra.addStretch(1)
+        self.extra = QWidget()
+        self.extra.setLayout(extra)
+        self.extra.setProperty("clutter", True)
+        extra.setContentsMargins(0, 0, 0, 0)
+        grid.addWidget(self.extra, 3, 1, 1, 5)
+        grid.addWidget(self.order, 2, 6)
+        grid.setColumnStretch(1, 1)
+        layout.addLayout(grid)
+
+        # the outlier fixes: a checkbox and a slider each; dragging a slider turns its fix on
+        fixes = QHBoxLayout()
+        self.smooth_on = QCheckBox("SmoothQuant α")
+        self.alpha = QLabeledDoubleSlider(Qt.Orientation.Horizontal)
+        self.alpha.setRange(0.0, 1.0)
+        self.alpha.setDecimals(2)
+        self.alpha.setValue(0.5)
+        self.split_on = QCheckBox("LLM.int8() threshold")
+        self.threshold = QLabeledDoubleSlider(Qt.Orientation.Horizontal)
+        self.threshold.setRange(0.5, 20.0)
+        self.threshold.setDecimals(1)
+        self.threshold.setValue(6.0)
+        for check, slider in ((self.smooth_on, self.alpha), (self.split_on, self.threshold)):
+            check.toggled.connect(self._changed)
+            slider.valueChanged.connect(lambda _v, c=check: self._slider_moved(c))
+            fixes.addWidget(check)
+            fixes.addWidget(slider, 1)
+            fixes.addSpacing(16)
+        layout.addLayout(fixes)
+
+    def _changed(self, *_args) -> None:
+        self.changed.emit()
+
+    def _slider_moved(self, check: QCheckBox) -> None:
+        """Dragging a fix's slider turns the fix on: one gesture in a talk, not two."""
+        if not check.isChecked():
+            check.setChecked(True)  # schedules through toggled
+        else:
+            self._changed()
+
+    def spec(self, side: str) -> Operand:
+        """The operand ``side`` ("A" or "W") names now (generated ones from M, K, N, seed)."""
+        data = self.sources[side].currentData()
+        if isinstance(data, Operand):
+            return data
+        d = {k: s.value() for k, s in self.dims.items()}
+        return generated(side, data[1], d["M"], d["K"], d["N"], d["seed"])
+
+    def request(self) -> LabRequest:
+        """The immutable request the controls stand for now."""
+        return LabRequest(
+            a=self.spec("A"), w=self.spec("W"),
+            a_scheme=LabRequest.freeze(scheme_a(self.a_sym.currentData(),
+                                                self.a_gran.currentData(),
+                                                self.a_round.currentData())),
+            w_scheme=LabRequest.freeze(scheme_w(self.w_sym.currentData(),
+                                                self.w_gran.currentData(),
+                                                self.w_round.currentData())),
+            out_scheme=LabRequest.freeze(self.out.currentData()),
+            alpha=float(self.alpha.value()) if self.smooth_on.isChecked() else None,
+            threshold=float(self.threshold.value()) if self.split_on.isChecked() else None,
+            single_rounding=bool(self.requant.currentData()),
+        )
+
+    def open_dialog(self, side: str) -> None:
+        """Ask for a file (and a tensor when it holds several) for ``side``."""
+        path, _ = QFileDialog.getOpenFileName(self, f"Load {side}", "",
+                                              "Tensors (*.npy *.npz *.safetensors);;All (*)")
+        if not path:
+            return
+        tensor = None
+        try:
+            infos = [i for i in list_tensors(path) if len(i.shape) == 2]
+        except QuantscopeError as exc:
+            self.error.emit(str(exc))
+            return
+        if len(infos) > 1:
+            name, ok = QInputDialog.getItem(self, "Tensor", "2-D tensor:",
+                                            [i.name for i in infos], 0, False)
+            if not ok:
+                return
+            tensor = name
+        self.load_file(side, path, tensor)
+
+    def load_file(self, side: str, path: str | os.PathLike, tensor: str | None = None) -> None:
+        """Use a file's tensor as ``side`` ("A" or "W"); failures keep the previous operands."""
+        spec = Operand("file", str(path), tensor,
+                       transpose=side == "W" and self.transpose.isChecked())
+        box = self.sources[side]
+        index = _find(box, spec)
+        if index < 0:
+            box.addItem(f"file: {spec.label()}", spec)
+            index = box.count() - 1
+        box.setCurrentIndex(index)  # schedules
+
+    def select(self, side: str, spec: Operand) -> None:
+        """Put ``side``'s combo back on ``spec`` and drop file entries that failed."""
+        box = self.sources[side]
+        box.blockSignals(True)
+        try:
+            want = spec if spec.kind != "generated" else ("gen", spec.name)
+            box.setCurrentIndex(max(_find(box, want), 0))
+            for i in reversed(range(box.count())):
+                data = box.itemData(i)
+                if isinstance(data, Operand) and data.kind == "file" and data != spec:
+                    box.removeItem(i)
+        finally:
+            box.blockSignals(False)
+
+
+__all__ = ["OUTPUTS", "REQUANT", "ROUNDINGS", "LabControls"]
