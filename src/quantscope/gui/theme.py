@@ -169,6 +169,42 @@ def style_plot(plot: pg.PlotItem, theme: Theme) -> None:
         plot.legend.setPen(pg.mkPen(theme.color("grid"), width=1))
 
 
+def stylesheet(theme: Theme) -> str:
+    """The window's style sheet for ``theme``: the window's own rules (quantscope.gui.style),
+    with colours and font sizes from the theme, so dark and presentation reach every widget
+    (a style sheet beats the palette and application font)."""
+    bg, fg = theme.background, theme.foreground
+    panel = "#252525" if theme.dark else "#ffffff"
+    border = "#4a4f57" if theme.dark else "#d5d9e0"
+    muted = "#a9b0bb" if theme.dark else "#555b66"
+    title = "#e8edf5" if theme.dark else "#14213d"
+    caption = "#c4ccd8" if theme.dark else "#3d4a5c"
+    base = 14 if theme.presentation else 11
+    return f"""
+QMainWindow, QWidget {{ background: {panel}; color: {fg}; font-size: {base}pt; }}
+QFrame#pane {{ border: 1px solid {border}; border-radius: 6px; background: {bg}; }}
+QLabel#paneTitle {{ font-size: {base + 4}pt; font-weight: 600; color: {title};
+                    padding: 2px 2px; }}
+QLabel#paneCaption, QLabel#viewCaption {{ color: {caption}; font-style: italic; }}
+QLabel#paneError {{ color: #e0524f; }}
+QLabel#fieldName {{ color: {muted}; }}
+QLabel#hint {{ color: {muted}; font-size: {base - 1}pt; }}
+QLabel#banner {{ background: #fde8e8; color: #8a1010; border: 1px solid #f5b5b5;
+                 border-radius: 4px; padding: 6px 10px; font-weight: 600; }}
+QGroupBox {{ font-weight: 600; border: 1px solid {border}; border-radius: 6px;
+             margin-top: 10px; padding-top: 6px; }}
+QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; }}
+QTableWidget {{ border: none; gridline-color: {border}; }}
+QHeaderView::section {{ background: {panel}; color: {fg}; border: 1px solid {border};
+                        padding: 2px 4px; }}
+QTabBar::tab {{ padding: 6px 14px; }}
+QTabBar::tab:selected {{ border-bottom: 3px solid {theme.color("rounding")}; }}
+QStatusBar {{ border-top: 1px solid {border}; }}
+QMenuBar, QMenu {{ background: {panel}; color: {fg}; }}
+QMenu::item:selected {{ background: {theme.color("rounding")}; color: #ffffff; }}
+"""
+
+
 def _style_pyqtgraph_widgets(root: QWidget, theme: Theme) -> None:
     for view in root.findChildren(pg.GraphicsView):
         view.setBackground(theme.background)
@@ -210,6 +246,8 @@ def apply_theme(window: QWidget, *, dark: bool = False, presentation: bool = Fal
         font.setPointSize(theme.font_pt)
         app.setFont(font)
     window.setPalette(_palette(theme))
+    if hasattr(window, "menuBar"):  # the main window: its style sheet carries the look
+        window.setStyleSheet(stylesheet(theme))
     _style_pyqtgraph_widgets(window, theme)
     for w in [window, *window.findChildren(QWidget)]:
         if getattr(w, "themed", False):  # views that restyle their own items

@@ -154,6 +154,9 @@ class ChannelsView(QWidget):
         self.bucket_hist = pg.PlotDataItem([], [], stepMode="center", fillLevel=0)
         self.hist_plot.addItem(self.bucket_hist)
         rv.addWidget(self.hist_widget, 3)
+        self.unit_label = QLabel("")
+        self.unit_label.setWordWrap(True)
+        rv.addWidget(self.unit_label)
         split.addWidget(right)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
@@ -268,8 +271,10 @@ class ChannelsView(QWidget):
         self.window_region.setRegion(h.window)
         row = self.table_data.row(unit)
         word = "group" if self.table_data.kind == "group" else "channel"
-        self.hist_plot.setTitle(f"{word} {unit} · {h.codes_used} of {h.counts.size} codes · "
-                                f"{row['sqnr_db']:.1f} dB")
+        self.hist_plot.setTitle(f"{word} {unit}")
+        self.unit_label.setText(f"<b>{word} {unit}</b>: {h.codes_used} of {h.counts.size} codes "
+                                f"used, SQNR {row['sqnr_db']:.1f} dB, scale {h.scale:.3g}, "
+                                f"{h.clipped_below + h.clipped_above} clipped")
         self.hist_plot.setToolTip(f"scale {h.scale:.6g}, zero point {h.zero_point}, window "
                                   f"[{fmt_value(h.window[0])}, {fmt_value(h.window[1])}]")
         # show the unit's data (and its window) rather than all 256 buckets of empty space

@@ -352,7 +352,7 @@ def display_text(result: MatmulLabResult, plain: MatmulLabResult,
                        f"of ±{INT32_MAX:,}",
         "safe_k": f"no overflow possible for {safe}"
                   + (f" (any codes: {safe_codes})" if safe_codes != safe else "")
-                  + f"; here K = {rep.k}",
+                  + f"; here K = {rep.k}" + (" (the int8 part)" if cols else ""),
         "saturated": saturated,
         "saturated_detail": saturated_detail,
         "zero_points": ("none" if terms == 0 else

@@ -51,6 +51,7 @@ class _SchemePlot:
         plot.setTitle(title)
         plot.setLogMode(x=False, y=True)
         plot.setLabel("left", "MSE")
+        plot.getAxis("left").enableAutoSIPrefix(False)  # "(x0.001)" on a log axis misleads
         plot.setLabel("bottom", "clip threshold |x|")
         plot.showGrid(x=True, y=True, alpha=0.12)
         plot.getViewBox().setMouseEnabled(x=True, y=False)
@@ -139,10 +140,13 @@ class TradeoffView(QWidget):
         self.graphics = pg.GraphicsLayoutWidget()
         layout.addWidget(self.graphics, 1)
         self.plots: dict[str, _SchemePlot] = {}
+        self._vertical = False
         for col, (name, _) in enumerate(SCHEMES):
             item = self.graphics.addPlot(row=0, col=col)
             self.plots[name] = _SchemePlot(item, name.capitalize(), with_legend=col == 0)
-            self.plots[name].current.sigPositionChanged.connect(
+            # sigDragged fires for the user's drags only; programmatic moves (following the
+            # panes, clamping to new bounds) must never turn into a manual clip
+            self.plots[name].current.sigDragged.connect(
                 lambda line, n=name: self._on_marker_moved(n, line))
         self.state: ExplorerState | None = None
         self.job = LatestJob(self)
@@ -210,6 +214,19 @@ class TradeoffView(QWidget):
         self.summary.setText("computing the sweep…")
         self.job.submit(work)
 
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        # side by side when there is room, stacked in a narrow tab beside the panes
+        vertical = self.width() < 1.2 * self.height()
+        if vertical != self._vertical:
+            self._vertical = vertical
+            layout = self.graphics.ci
+            items = [self.plots[name].plot for name, _ in SCHEMES]
+            for item in items:
+                layout.removeItem(item)
+            for i, item in enumerate(items):
+                layout.addItem(item, row=i if vertical else 0, col=0 if vertical else i)
+
     def showEvent(self, event) -> None:
         super().showEvent(event)
         if self._dirty:
@@ -239,22 +256,29 @@ class TradeoffView(QWidget):
                     continue
                 if not plot.current.moving:  # never fight the user's drag
                     plot.current.setValue(clip_threshold(rep.params))
-                plot.plot.setTitle(f"{plot.name} · clip |x| ≤ "
-                                   f"{fmt_value(clip_threshold(rep.params))} · "
-                                   f"{rep.sqnr_db:.2f} dB")
         finally:
             self._syncing = False
+        self._update_summary()
 
     def _update_summary(self) -> None:
-        parts = []
+        """Current and best clip per scheme, in a label that wraps (plot titles would force
+        a minimum width and get cut off in a narrow tab)."""
+        lines = []
         for name, _ in SCHEMES:
             sweep = self.plots[name].sweep
-            if sweep is None:
-                continue
-            parts.append(f"{name} best at |x| ≈ {fmt_value(sweep.best_threshold)}: "
-                         f"{sweep.sqnr_db[sweep.best]:.1f} dB (min/max "
-                         f"{sweep.sqnr_db[-1]:.1f} dB)")
-        self.summary.setText("; ".join(parts) + ". Drag the orange line to clip.")
+            rep = self.state.results.get(f"{name}/tensor") if self.state else None
+            parts = []
+            if rep is not None:
+                parts.append(f"clip |x| ≤ {fmt_value(clip_threshold(rep.params))} gives "
+                             f"{rep.sqnr_db:.2f} dB")
+            if sweep is not None:
+                parts.append(f"best |x| ≈ {fmt_value(sweep.best_threshold)} gives "
+                             f"{sweep.sqnr_db[sweep.best]:.1f} dB")
+            if parts:
+                lines.append(f"<b>{name}</b>: " + "; ".join(parts))
+        if lines:
+            self.summary.setText("<br>".join(lines)
+                                 + "<br>Drag the orange line to clip; the dot marks the best.")
 
     # -- view -> state --------------------------------------------------------------------------
     def _on_marker_moved(self, name: str, line: pg.InfiniteLine) -> None:
@@ -276,9 +300,11 @@ class TradeoffView(QWidget):
             self._syncing = False
         self.state.update_settings(method="manual", manual_clip=sweep.window(t))
 
-    def set_threshold(self, t: float) -> None:
-        """Move the marker as a drag would (tests and keyboard control)."""
-        self.plots["symmetric"].current.setValue(float(t))
+    def set_threshold(self, t: float, scheme: str = "symmetric") -> None:
+        """Move a marker as a drag would (tests and keyboard control)."""
+        line = self.plots[scheme].current
+        line.setValue(float(t))
+        self._on_marker_moved(scheme, line)
 
     def closeEvent(self, event) -> None:
         self.job.shutdown()

@@ -1,0 +1,205 @@
+"""The explanatory views and their window integration: one entry point, :func:`install_views`.
+
+The window calls ``install_views(window)`` once while it is built. It adds three tabs -- the
+rounding-vs-clipping trade-off, per-channel detail and SQNR against bit width -- puts a
+one-sentence caption under each pane (View ▸ Show captions), and adds the export and session
+commands to the File menu. Everything is reachable from Python through
+``window.views_controller`` (a :class:`ViewsController`), which is what the tests drive.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QFileDialog, QWidget
+
+from quantscope.core.captions import pane_captions
+from quantscope.errors import QuantscopeError
+from quantscope.gui.views.bitwidth import BitwidthView
+from quantscope.gui.views.channels import ChannelsView
+from quantscope.gui.views.tradeoff import TradeoffView
+from quantscope.state import PANES, pane_title
+
+__all__ = ["BitwidthView", "ChannelsView", "TradeoffView", "ViewsController", "install_views"]
+
+
+class ViewsController(QObject):
+    """Owns the views of one window: captions, exports, sessions, shutdown."""
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.window = window
+        state = window.state
+        self.tradeoff = TradeoffView(state)
+        self.channels = ChannelsView(state)
+        self.bitwidth = BitwidthView(state)
+        self.views: dict[str, QWidget] = {"Trade-off": self.tradeoff,
+                                          "Channels": self.channels,
+                                          "Bit width": self.bitwidth}
+        for title, view in self.views.items():
+            window.add_view(title, view)
+        self.show_captions = True
+        state.results_changed.connect(self.update_captions)
+        window.installEventFilter(self)
+        self._build_menus()
+        self.update_captions()
+
+    # -- captions ---------------------------------------------------------------------------------
+    def set_show_captions(self, on: bool) -> None:
+        """Show or hide the panes' captions (speakers choose)."""
+        self.show_captions = bool(on)
+        self.update_captions()
+
+    def update_captions(self) -> None:
+        state = self.window.state
+        texts: dict[str, str] = {}
+        if self.show_captions and state.results:
+            ov = state.overview
+            try:
+                caps = pane_captions(state.results, *((ov.min, ov.max) if ov else ()))
+                texts = {pane: cap.text for pane, cap in caps.items()}
+            except ValueError:  # per-tensor results only and no overview yet
+                texts = {}
+        for pane, widget in self.window.panes.items():
+            if hasattr(widget, "set_caption"):
+                widget.set_caption(texts.get(pane, ""))
+
+    # -- exports and sessions (menu actions call these after a file dialog) ---------------------
+    def current_view(self) -> QWidget:
+        tabs = getattr(self.window, "views", None)
+        widget = tabs.currentWidget() if tabs is not None else None
+        return widget if widget is not None else self.tradeoff
+
+    def view_data(self) -> dict[str, dict]:
+        return {title: view.export_data() for title, view in self.views.items()
+                if view.export_data()}
+
+    def export_window(self, path: str | Path) -> None:
+        from quantscope.gui.export import save_image
+
+        save_image(self.window, path)
+
+    def export_view(self, path: str | Path, view: QWidget | None = None) -> None:
+        from quantscope.gui.export import save_image
+
+        save_image(view or self.current_view(), path)
+
+    def export_numbers(self, path: str | Path) -> None:
+        from quantscope.gui.export import save_numbers
+
+        save_numbers(self.window.state, path, self.view_data())
+
+    def export_quantized(self, pane: str, path: str | Path) -> None:
+        from quantscope.gui.export import save_quantized
+
+        save_quantized(self.window.state, pane, path)
+
+    def save_session(self, path: str | Path) -> None:
+        from quantscope.gui.session import capture, save_session
+
+        save_session(capture(self.window.state, dark=getattr(self.window, "dark", False),
+                             presentation=getattr(self.window, "presentation", False)), path)
+
+    def open_session(self, path: str | Path) -> None:
+        """Load and apply a session file; a bad one raises and changes nothing."""
+        from quantscope.gui.session import apply_session, load_session
+
+        apply_session(self.window, load_session(path))
+
+    def _guarded(self, fn, *args) -> None:
+        try:
+            fn(*args)
+        except QuantscopeError as exc:
+            self.window.show_error(str(exc))
+
+    def _ask(self, title: str, filters: str, save: bool = True) -> str:
+        ask = QFileDialog.getSaveFileName if save else QFileDialog.getOpenFileName
+        path, _ = ask(self.window, title, "", filters)
+        return path
+
+    # -- menus ----------------------------------------------------------------------------------
+    def _action(self, menu, text: str, slot, **kw) -> QAction:
+        act = QAction(text, self.window, **kw)
+        act.triggered.connect(slot)
+        menu.addAction(act)
+        return act
+
+    def _build_menus(self) -> None:
+        bar = self.window.menuBar()
+        menus = {a.text().replace("&", ""): a.menu() for a in bar.actions() if a.menu()}
+        file_menu = menus.get("File") or bar.addMenu("&File")
+        view_menu = menus.get("View") or bar.addMenu("&View")
+        first = file_menu.actions()[-1] if file_menu.actions() else None  # keep Quit last
+        export = file_menu.addMenu("&Export")
+        pics = "Pictures (*.png *.svg)"
+        self._action(export, "Window as PNG/SVG…", lambda: self._export_dialog(
+            "Export the window", pics, self.export_window))
+        self._action(export, "Current view as PNG/SVG…", lambda: self._export_dialog(
+            "Export the current view", pics, self.export_view))
+        self._action(export, "Numbers as CSV/JSON…", lambda: self._export_dialog(
+            "Export the numbers", "Numbers (*.json *.csv)", self.export_numbers))
+        quant = export.addMenu("Quantized tensor (.npz)")
+        for pane in PANES:
+            self._action(quant, pane_title(pane) + "…", lambda _=False, p=pane: (
+                self._export_dialog("Export the quantized tensor", "NumPy archive (*.npz)",
+                                    lambda path: self.export_quantized(p, path))))
+        self._action(file_menu, "Save session…", lambda: self._export_dialog(
+            "Save the session", "Session (*.json)", self.save_session))
+        self._action(file_menu, "Open session…", self._open_session_dialog)
+        if first is not None:  # move Quit (the menu's last item) back to the end
+            file_menu.removeAction(first)
+            file_menu.addSeparator()
+            file_menu.addAction(first)
+        self.captions_action = self._action(view_menu, "Show &captions", self.set_show_captions,
+                                            checkable=True)
+        self.captions_action.setChecked(True)
+        self.wide_action = self._action(view_menu, "&Views full width", self.set_views_wide,
+                                        checkable=True, shortcut="F9")
+
+    def set_views_wide(self, on: bool) -> None:
+        """Give the explanatory views the whole width (for a talk) or restore the panes."""
+        splitter = getattr(self.window, "splitter", None)
+        if splitter is None:
+            return
+        sizes = splitter.sizes()
+        if on:
+            self._pane_sizes = sizes
+            splitter.setSizes([0, sum(sizes)])
+        else:
+            total = sum(sizes)
+            splitter.setSizes(getattr(self, "_pane_sizes", None)
+                              or [int(total * 0.62), total - int(total * 0.62)])
+        if self.wide_action.isChecked() != bool(on):
+            self.wide_action.setChecked(bool(on))
+
+    def _export_dialog(self, title: str, filters: str, fn) -> None:
+        path = self._ask(title, filters)
+        if path:
+            self._guarded(fn, path)
+
+    def _open_session_dialog(self) -> None:
+        path = self._ask("Open a session", "Session (*.json)", save=False)
+        if path:
+            self._guarded(self.open_session, path)
+
+    # -- lifetime ---------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Join the views' background jobs (no thread outlives the window)."""
+        for view in self.views.values():
+            job = getattr(view, "job", None)
+            if job is not None:
+                job.shutdown()
+
+    def eventFilter(self, obj, event) -> bool:
+        if obj is self.window and event.type() == QEvent.Type.Close:
+            self.shutdown()
+        return False
+
+
+def install_views(window) -> ViewsController:
+    """Add the explanatory views, captions, exports and sessions to ``window``."""
+    controller = ViewsController(window)
+    window.views_controller = controller
+    return controller
