@@ -202,4 +202,11 @@ def install_views(window) -> ViewsController:
     """Add the explanatory views, captions, exports and sessions to ``window``."""
     controller = ViewsController(window)
     window.views_controller = controller
+    try:  # the integer matmul lab (issue 7): its own operands, not the explorer's tensor
+        from quantscope.gui.views.matmul import MatmulView
+    except ImportError:
+        pass
+    else:
+        controller.views["Matmul"] = MatmulView(window.state)
+        window.add_view("Matmul", controller.views["Matmul"])
     return controller
