@@ -16,6 +16,8 @@ The prepared object keeps a reference to ``x`` (no copy); ``x`` must not change 
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from quantscope.core.analyze import _report, _Totals, analyze
@@ -124,16 +126,16 @@ class Prepared:
             raise EngineValueError(f"percentile must lie in [0, 100], got {q!r}")
         rows = self.layout(axis, group_size)
         lengths = rows.lengths
-        out = np.zeros((rows.n_rows,) + qa.shape)
+        out = np.zeros((rows.n_rows, *qa.shape))
         for idx in np.ndindex(qa.shape):
-            out[(slice(None),) + idx] = _row_percentiles(rows, lengths, float(qa[idx]), absolute)
+            out[(slice(None), *idx)] = _row_percentiles(rows, lengths, float(qa[idx]), absolute)
         if axis is None:
             return float(out[0]) if qa.ndim == 0 else out[0]
         shape = param_shape(self.x.shape, normalize_axis(axis, self.x.ndim), group_size)
         return out.reshape(shape + qa.shape)
 
     def clip_sweep(self, *, symmetric: bool, **options):
-        """Rounding/clipping trade-off over clip windows; see :func:`quantscope.core.sweep.clip_sweep`."""
+        """Rounding/clipping trade-off (see :func:`~quantscope.core.sweep.clip_sweep`)."""
         from quantscope.core.sweep import sweep_prepared
 
         return sweep_prepared(self, symmetric=symmetric, **options)
@@ -149,7 +151,7 @@ def _row_percentiles(rows: SortedRows, lengths: np.ndarray, q: float,
     """numpy's linear-interpolation percentile of every row (of ``|x|`` if ``absolute``)."""
     qf = q / 100.0
     n = lengths.astype(np.float64)
-    virtual = n * qf + (1.0 + qf * (1.0 - 1.0 - 1.0)) - 1.0
+    virtual = (n - 1.0) * qf  # numpy's 'linear' method, operation for operation
     prev = np.floor(virtual)
     gamma = virtual - prev
     i0 = np.clip(prev, 0, np.maximum(n - 1, 0)).astype(np.intp)
@@ -181,7 +183,7 @@ def _abs_order_stat(rows: SortedRows, k: np.ndarray) -> np.ndarray:
     start = starts[:-1]
     n = np.diff(starts)
     n_neg = np.array([np.searchsorted(values[a:b], np.float32(0.0), side="left")
-                      for a, b in zip(starts[:-1], starts[1:], strict=True)], np.intp)
+                      for a, b in itertools.pairwise(starts)], np.intp)
     n_pos = n - n_neg
 
     def a_at(i):  # |x| of the i-th negative value counted from zero (i < n_neg)

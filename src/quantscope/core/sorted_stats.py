@@ -43,45 +43,54 @@ _MAX_FIX_ROUNDS = 64
 _BLOCK = 1 << 16
 
 
-def dd_prefix_into(values: np.ndarray, out: np.ndarray, square: bool) -> None:
-    """Double-double prefix sums of ``values`` (or of their squares) into ``out[:, 0:2]``.
+def dd_prefix_rows(vals: np.ndarray, out: np.ndarray, square: bool) -> np.ndarray:
+    """Double-double prefix sums of each row of ``vals`` [R, L] (or of its squares).
 
-    ``out[i, 0] + out[i, 1]`` is ``sum(v[:i])`` to double-double accuracy: the running sum is
-    taken strictly left to right (``np.cumsum`` on a buffer that starts with the carry, so the
-    blocks change nothing), each step's rounding error is recovered exactly with Knuth's TwoSum
-    and the errors are summed on their own. ``v`` is ``values`` in float64 (squares are exact:
-    a float32 squared has at most 48 significant bits).
+    ``out`` is [R, L + 1, 2]: ``out[r, i, 0] + out[r, i, 1]`` is ``sum(v[r, :i])``. Each row's
+    running sum is taken strictly left to right (``np.cumsum`` along the row on tiles that start
+    with the carried sum, so tiling changes nothing), every step's rounding error is recovered
+    exactly with Knuth's TwoSum, and the errors are summed on their own. Returns, per row, a
+    bound on the error of any ``hi + lo``: ``u · Σ|lo|`` (the recursive-summation bound of the
+    error sums). ``v`` is float64 (squares are exact: a float32 squared has 48 bits at most).
     """
-    n = values.size
-    out[0, :] = 0.0
-    buf = np.empty(_BLOCK + 1)
-    run = np.empty(_BLOCK + 1)
-    t1 = np.empty(_BLOCK)
-    t2 = np.empty(_BLOCK)
-    carry_hi = carry_lo = 0.0
-    for a in range(0, n, _BLOCK):
-        b = min(a + _BLOCK, n)
-        m = b - a
-        v = buf[1:m + 1]
-        vb = values[a:b]
-        if square:
-            np.multiply(vb, vb, out=v, dtype=np.float64)
-        else:
-            v[...] = vb
-        buf[0] = carry_hi
-        np.cumsum(buf[:m + 1], out=run[:m + 1])
-        prev, cur = run[:m], run[1:m + 1]
-        bv, av = t1[:m], t2[:m]
-        np.subtract(cur, prev, out=bv)          # TwoSum(prev, v) = (cur, err)
-        np.subtract(cur, bv, out=av)
-        np.subtract(prev, av, out=av)
-        np.subtract(v, bv, out=bv)
-        np.add(av, bv, out=v)                   # v now holds the errors
-        buf[0] = carry_lo
-        out[a + 1:b + 1, 0] = cur
-        np.cumsum(buf[:m + 1], out=run[:m + 1])
-        out[a + 1:b + 1, 1] = run[1:m + 1]
-        carry_hi, carry_lo = out[b, 0], out[b, 1]
+    n_rows, length = vals.shape
+    u = _EPS / 2
+    out[:, 0, :] = 0.0
+    err_bound = np.zeros(n_rows)
+    if length == 0 or n_rows == 0:
+        return err_bound
+    cols = min(length, _BLOCK)
+    per = max(1, _BLOCK // cols)
+    buf = np.empty((per, cols + 1))
+    run = np.empty((per, cols + 1))
+    t1 = np.empty((per, cols))
+    t2 = np.empty((per, cols))
+    for r0 in range(0, n_rows, per):
+        r1 = min(r0 + per, n_rows)
+        nr = r1 - r0
+        for c0 in range(0, length, cols):
+            c1 = min(c0 + cols, length)
+            m = c1 - c0
+            b, rn = buf[:nr, :m + 1], run[:nr, :m + 1]
+            v, prev, cur = b[:, 1:], rn[:, :-1], rn[:, 1:]
+            bv, av = t1[:nr, :m], t2[:nr, :m]
+            if square:
+                np.multiply(vals[r0:r1, c0:c1], vals[r0:r1, c0:c1], out=v, dtype=np.float64)
+            else:
+                v[...] = vals[r0:r1, c0:c1]
+            b[:, 0] = out[r0:r1, c0, 0]
+            np.cumsum(b, axis=1, out=rn)
+            np.subtract(cur, prev, out=bv)  # TwoSum(prev, v) = (cur, error)
+            np.subtract(cur, bv, out=av)
+            np.subtract(prev, av, out=av)
+            np.subtract(v, bv, out=bv)
+            np.add(av, bv, out=v)
+            out[r0:r1, c0 + 1:c1 + 1, 0] = cur
+            b[:, 0] = out[r0:r1, c0, 1]
+            np.cumsum(b, axis=1, out=rn)
+            out[r0:r1, c0 + 1:c1 + 1, 1] = cur
+            err_bound[r0:r1] += np.abs(cur).sum(axis=1)
+    return err_bound * u
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,14 +98,18 @@ class SortedRows:
     """Finite values of each row sorted ascending, rows concatenated, with prefix sums.
 
     Row ``r`` is ``values[starts[r]:starts[r + 1]]``; rows are units (the tensor, a channel or
-    a group) in the C order of the parameter arrays. ``prefix[i]`` holds the double-double
-    prefix sums ``(hi, lo)`` of ``x`` and then of ``x²`` over the first ``i`` values of the
-    concatenation: one row of four, so one gather fetches all four for a position.
+    a group) in the C order of the parameter arrays. ``prefix[p + r]`` holds the double-double
+    prefix sums ``(hi, lo)`` of ``x`` and then of ``x²`` of row ``r`` up to (excluding) global
+    position ``p``: each row starts from zero (so a row of tiny values next to a row of huge
+    ones keeps its precision), and one record of four floats is one gather. ``bound1`` and
+    ``bound2`` bound, per row, the absolute error of any of its prefix sums of ``x`` and ``x²``.
     """
 
     values: np.ndarray
     starts: np.ndarray
     prefix: np.ndarray
+    bound1: np.ndarray
+    bound2: np.ndarray
     n_nonfinite: int
 
     @property
@@ -133,14 +146,26 @@ class SortedRows:
             gather = np.repeat(old_start[order] - new_start, count) + np.arange(values.size)
             values = values[gather]
         starts = np.concatenate([[0], np.cumsum(count)]).astype(np.intp)
-        prefix = np.empty((values.size + 1, 4))
-        dd_prefix_into(values, prefix[:, 0:2], square=False)
-        dd_prefix_into(values, prefix[:, 2:4], square=True)
-        return cls(values, starts, prefix, n_bad)
+        n_rows = count.size
+        prefix = np.empty((values.size + n_rows, 4))
+        bound1, bound2 = np.zeros(n_rows), np.zeros(n_rows)
+        if n_rows and (count == count[0]).all():  # equal rows: tiles of whole rows
+            v2 = values.reshape(n_rows, -1)
+            p3 = prefix.reshape(n_rows, -1, 4)
+            bound1 = dd_prefix_rows(v2, p3[:, :, 0:2], square=False)
+            bound2 = dd_prefix_rows(v2, p3[:, :, 2:4], square=True)
+        else:
+            for r in range(n_rows):
+                a, b = starts[r], starts[r + 1]
+                v2 = values[a:b].reshape(1, -1)
+                p3 = prefix[a + r:b + r + 1].reshape(1, -1, 4)
+                bound1[r] = dd_prefix_rows(v2, p3[:, :, 0:2], square=False)[0]
+                bound2[r] = dd_prefix_rows(v2, p3[:, :, 2:4], square=True)[0]
+        return cls(values, starts, prefix, bound1, bound2, n_bad)
 
-    def sums(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(Σx, Σx²)`` over sorted positions ``[a, b)``."""
-        d = self.gather(b) - self.gather(a)
+    def sums(self, a: np.ndarray, b: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(Σx, Σx²)`` over sorted positions ``[a, b)`` of row ``row``."""
+        d = self.gather(b + row) - self.gather(a + row)
         return d[..., 0] + d[..., 1], d[..., 2] + d[..., 3]
 
     def gather(self, positions: np.ndarray) -> np.ndarray:
@@ -260,7 +285,7 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
     # as qmin), the last one clipped above (qmax), interval 1 + j holds code qmin + j.
     edges = np.empty((row.size, pos.shape[1] + 2), np.intp)
     edges[:, 0], edges[:, 1:-1], edges[:, -1] = start, pos, end
-    d = np.diff(rows.gather(edges), axis=1)
+    d = np.diff(rows.gather(edges + row[:, None]), axis=1)
     s1 = d[..., 0] + d[..., 1]
     s2 = d[..., 2] + d[..., 3]
     n_int = np.diff(edges, axis=1)
@@ -273,7 +298,9 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
     np.maximum(err, 0.0, out=err)
     # Rounding-error bound of the line above: s2 and s1 come from double-double sums (2 units
     # of roundoff each), then one product and three additions.
+    # plus twice the absolute error of the row's prefix sums (the two ends of each interval).
     bound = _EPS * (2.5 * s2 + 6.0 * np.abs(cross) + nx2)
+    bound += 2.0 * (rows.bound2[row][:, None] + 2.0 * np.abs(xhat) * rows.bound1[row][:, None])
     values = rows.values
     nonempty = n_int > 0
     if values.size:
@@ -300,7 +327,7 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
         counts[:, -1] += n_int[:, -1]
     n = end - start
     nz = n > 0
-    total = rows.sums(start, end)[1]
+    total = rows.sums(start, end, row)[1]
     if values.size:
         x_min = np.where(nz, values[np.minimum(start, values.size - 1)], 0.0)
         x_max = np.where(nz, values[np.maximum(end - 1, 0)], 0.0)

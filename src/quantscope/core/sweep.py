@@ -31,6 +31,8 @@ from quantscope.core.validate import ROUNDING_RULES, EngineValueError, check_cho
 #: Coarse grid, then refinement rounds around the best point, for the MSE-optimal search.
 SEARCH_TENSOR = (200, 64, 64)
 SEARCH_UNITS = (32, 16, 16)
+#: Smallest window fraction the MSE search tries (a window 10^4 times narrower than min/max).
+F_MIN = 1e-4
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,17 +172,20 @@ def _total_error(rows: SortedRows, f_lo: np.ndarray, f_hi: np.ndarray, lo: np.nd
 
 
 def _search_1d(rows, f_other, lo, hi, qrule, grid, move_lower: bool, move_upper: bool):
-    """Best fraction per row over a coarse grid, refined around the best point."""
+    """Best fraction per row: a log-spaced coarse grid down to :data:`F_MIN` (outliers can make
+    the best window tiny), then rounds of refinement around the best point."""
     r = rows.n_rows
     coarse, *refine = grid
-    cand = np.broadcast_to(np.arange(1, coarse + 1) / coarse, (r, coarse))
+    log_f = np.linspace(np.log(F_MIN), 0.0, coarse)
+    cand = np.broadcast_to(np.exp(log_f), (r, coarse))
     best_f = np.ones(r)
     best_err = np.full(r, np.inf)
-    step = np.full(r, 1.0 / coarse)
+    step = np.full(r, log_f[1] - log_f[0])
     for size in [None, *refine]:
         if size is not None:
             offs = np.linspace(-1.0, 1.0, size)
-            cand = np.clip(best_f[:, None] + offs[None, :] * step[:, None], 1e-6, 1.0)
+            cand = np.minimum(np.exp(np.log(best_f)[:, None] + offs[None, :] * step[:, None]),
+                              1.0)
             step = step * 2.0 / (size - 1)
         f_lo = cand if move_lower else np.broadcast_to(f_other[:, None], cand.shape)
         f_hi = cand if move_upper else np.broadcast_to(f_other[:, None], cand.shape)
