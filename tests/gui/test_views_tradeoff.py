@@ -1,0 +1,130 @@
+"""The trade-off view: its curves are the engine's reports, and the marker and the panes stay in
+sync both ways (drag -> manual clip -> panes; other controls -> marker), without feedback."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quantscope.core import analyze
+from quantscope.core.explain import clip_threshold
+from quantscope.core.fast import prepare
+from quantscope.gui.views.tradeoff import TradeoffView, sweep_points
+from quantscope.state import ExplorerState
+
+
+def one_outlier(n: int = 40_000) -> np.ndarray:
+    x = np.random.default_rng(3).normal(size=n).astype(np.float32)
+    x[9] = 24.8
+    return x
+
+
+@pytest.fixture
+def state() -> ExplorerState:
+    st = ExplorerState()
+    x = one_outlier()
+    st.set_tensor(x, prepared=prepare(x))
+    st.compute()
+    return st
+
+
+@pytest.fixture
+def view(qtbot, state) -> TradeoffView:
+    v = TradeoffView(state)
+    qtbot.addWidget(v)
+    v.resize(1000, 450)
+    v.show()
+    qtbot.waitUntil(lambda: v.plots["asymmetric"].sweep is not None, timeout=20_000)
+    yield v
+    v.job.shutdown()
+
+
+def test_opening_does_not_change_the_settings(view, state):
+    # the sweep's arrival moves and clamps the markers; none of that may become a manual clip
+    assert state.settings.method == "minmax"
+    assert state.settings.manual_clip is None
+    sym = state.results["symmetric/tensor"]
+    assert view.plots["symmetric"].current.value() == pytest.approx(clip_threshold(sym.params))
+    assert clip_threshold(sym.params) == pytest.approx(24.8, rel=1e-6)
+
+
+@pytest.mark.parametrize("scheme", ["symmetric", "asymmetric"])
+def test_curves_are_the_engine_reports(view, state, scheme):
+    sweep = view.plots[scheme].sweep
+    assert sweep.thresholds.size >= 200
+    x = state.tensor
+    from quantscope.core import params_from_range
+
+    for k in (0, 57, sweep.thresholds.size - 1):
+        lo, hi = sweep.window(sweep.thresholds[k])
+        rep = analyze(x, params_from_range(lo, hi, symmetric=scheme == "symmetric"))
+        assert rep.mse == pytest.approx(sweep.mse[k], rel=1e-9)
+        assert rep.clipping_mse == pytest.approx(sweep.clipping_mse[k], rel=1e-9, abs=1e-300)
+    xs, _ = view.plots[scheme].total.getData()
+    np.testing.assert_array_equal(xs, sweep.thresholds)
+    assert view.plots[scheme].best_line.value() == sweep.best_threshold
+
+
+def test_dragging_the_marker_sets_the_manual_clip_and_the_panes_follow(view, state, qtbot):
+    sweep = view.plots["symmetric"].sweep
+    k = 40
+    t = float(sweep.thresholds[k])
+    with qtbot.waitSignal(state.settings_changed, timeout=2000):
+        view.set_threshold(t)
+    assert state.settings.method == "manual"
+    assert state.settings.manual_clip == sweep.window(t)
+    # the other scheme's marker shows the same threshold at once
+    assert view.plots["asymmetric"].current.value() == pytest.approx(t)
+    results = state.compute()
+    sym = results["symmetric/tensor"]
+    assert clip_threshold(sym.params) == pytest.approx(t, rel=1e-6)
+    # the pane's numbers are the sweep's point at that threshold, exactly
+    assert sym.mse == pytest.approx(sweep.mse[k], rel=1e-12)
+    assert sym.sqnr_db == pytest.approx(sweep.sqnr_db[k], rel=1e-12)
+    asym = results["asymmetric/tensor"]
+    assert asym.mse == pytest.approx(view.plots["asymmetric"].sweep.mse[k], rel=1e-12)
+    # and the marker stays where the user put it (no echo)
+    assert view.plots["symmetric"].current.value() == pytest.approx(t, rel=1e-6)
+
+
+def test_other_controls_move_the_marker_without_feedback(view, state, qtbot):
+    changes: list[int] = []
+    state.settings_changed.connect(lambda: changes.append(1))
+    # the window's clip-window control (a range slider) sets an asymmetric window
+    state.update_settings(method="manual", manual_clip=(-1.0, 3.0))
+    results = state.compute()
+    assert len(changes) == 1  # the view did not answer with a settings change of its own
+    assert state.settings.manual_clip == (-1.0, 3.0)
+    for scheme in ("symmetric", "asymmetric"):
+        want = clip_threshold(results[f"{scheme}/tensor"].params)
+        assert view.plots[scheme].current.value() == pytest.approx(want)
+        assert want == pytest.approx(3.0, rel=1e-2)
+    assert "gives" in view.summary.text()
+
+
+def test_rules_change_recomputes_the_sweep_but_the_clip_does_not(view, state, qtbot):
+    first = view.plots["symmetric"].sweep
+    view.set_threshold(5.0)
+    state.compute()
+    qtbot.wait(50)
+    assert view.plots["symmetric"].sweep is first  # the clip is what the sweep varies
+    state.update_settings(bits=4)
+    qtbot.waitUntil(lambda: view.plots["symmetric"].sweep is not first, timeout=20_000)
+    four = view.plots["symmetric"].sweep
+    assert four.mse[-1] > 100 * first.mse[-1]  # 4 bits: 16x the step, 256x the rounding MSE
+
+
+def test_hidden_view_computes_nothing_until_shown(qtbot, state):
+    v = TradeoffView(state)
+    qtbot.addWidget(v)
+    qtbot.wait(50)
+    assert not v.job.busy and v.plots["symmetric"].sweep is None
+    v.show()
+    qtbot.waitUntil(lambda: v.plots["symmetric"].sweep is not None, timeout=20_000)
+    v.job.shutdown()
+
+
+def test_sweep_points_budget():
+    assert sweep_points(10**8, prepared=True) == 200
+    assert sweep_points(1000, prepared=False) == 200
+    assert sweep_points(16_000_000, prepared=False) == 24
