@@ -52,6 +52,12 @@ def _check_dir(path: Path) -> None:
 
 
 # -- pictures -------------------------------------------------------------------------------
+def _render_widget(widget: QWidget, painter: QPainter) -> None:
+    """QWidget's own render (graphics views override ``render`` with a scene-only one)."""
+    QWidget.render(widget, painter, QPoint(0, 0), QRegion(),
+                   QWidget.RenderFlag.DrawWindowBackground | QWidget.RenderFlag.DrawChildren)
+
+
 def render_png(widget: QWidget, path: str | Path, ratio: float = PIXEL_RATIO) -> QSize:
     """Save ``widget`` as a PNG of ``ratio`` x its size in pixels (crisp on slides)."""
     path = Path(path)
@@ -65,8 +71,7 @@ def render_png(widget: QWidget, path: str | Path, ratio: float = PIXEL_RATIO) ->
     painter.setRenderHint(QPainter.RenderHint.Antialiasing)
     painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
     try:
-        widget.render(painter, QPoint(0, 0), QRegion(),
-                      QWidget.RenderFlag.DrawWindowBackground | QWidget.RenderFlag.DrawChildren)
+        _render_widget(widget, painter)
     finally:
         painter.end()
     if not image.save(str(path), "PNG"):
@@ -91,8 +96,7 @@ def render_svg(widget: QWidget, path: str | Path, title: str = "quantscope") -> 
         raise ExportError(f"cannot write {path}")
     try:
         painter.fillRect(QRect(0, 0, w, h), _background(widget))
-        widget.render(painter, QPoint(0, 0), QRegion(),
-                      QWidget.RenderFlag.DrawWindowBackground | QWidget.RenderFlag.DrawChildren)
+        _render_widget(widget, painter)
     finally:
         painter.end()
     try:
