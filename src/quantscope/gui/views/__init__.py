@@ -49,6 +49,9 @@ class ViewsController(QObject):
     # -- captions ---------------------------------------------------------------------------------
     def set_show_captions(self, on: bool) -> None:
         """Show or hide the panes' captions (speakers choose)."""
+        if hasattr(self, "captions_action") and self.captions_action.isChecked() != bool(on):
+            self.captions_action.setChecked(bool(on))  # its toggled signal calls us back
+            return
         self.show_captions = bool(on)
         self.update_captions()
 
@@ -122,7 +125,8 @@ class ViewsController(QObject):
     # -- menus ----------------------------------------------------------------------------------
     def _action(self, menu, text: str, slot, **kw) -> QAction:
         act = QAction(text, self.window, **kw)
-        act.triggered.connect(slot)
+        # checkable actions follow setChecked too (menus, shortcuts and code alike)
+        (act.toggled if act.isCheckable() else act.triggered).connect(slot)
         menu.addAction(act)
         return act
 
@@ -160,19 +164,21 @@ class ViewsController(QObject):
 
     def set_views_wide(self, on: bool) -> None:
         """Give the explanatory views the whole width (for a talk) or restore the panes."""
+        if self.wide_action.isChecked() != bool(on):
+            self.wide_action.setChecked(bool(on))  # its toggled signal calls us back
+            return
         splitter = getattr(self.window, "splitter", None)
         if splitter is None:
             return
         sizes = splitter.sizes()
         if on:
-            self._pane_sizes = sizes
+            if sizes[0] > 0:
+                self._pane_sizes = sizes
             splitter.setSizes([0, sum(sizes)])
         else:
             total = sum(sizes)
             splitter.setSizes(getattr(self, "_pane_sizes", None)
                               or [int(total * 0.62), total - int(total * 0.62)])
-        if self.wide_action.isChecked() != bool(on):
-            self.wide_action.setChecked(bool(on))
 
     def _export_dialog(self, title: str, filters: str, fn) -> None:
         path = self._ask(title, filters)

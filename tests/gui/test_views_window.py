@@ -1,0 +1,95 @@
+"""The views inside the real window: tabs, pane captions, the trade-off marker driving the live
+panes through the window's worker, menus, and no thread left behind."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from quantscope.core.captions import pane_captions
+from quantscope.core.explain import clip_threshold
+from quantscope.gui import create_window
+from quantscope.state import PANES, Source
+
+
+@pytest.fixture
+def window(qtbot):
+    win = create_window()
+    qtbot.addWidget(win)
+    win.resize(1600, 900)
+    win.show()
+    win.load(Source.generator("outliers", (128, 256), 1))
+    qtbot.waitUntil(win.all_shown, timeout=30_000)
+    yield win
+    win.close()
+    assert not any(t.name == "quantscope-view-job" for t in threading.enumerate())
+
+
+def test_tabs_and_menus_are_installed(window):
+    titles = [window.views.tabText(i) for i in range(window.views.count())]
+    assert titles[:3] == ["Trade-off", "Channels", "Bit width"] or {
+        "Trade-off", "Channels", "Bit width"} <= set(titles)
+    vc = window.views_controller
+    assert vc.captions_action.isChecked()
+    file_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&File")
+    texts = [a.text() for a in file_menu.actions()]
+    assert "Save session…" in texts and "Open session…" in texts and texts[-1] == "&Quit"
+
+
+def test_pane_captions_follow_the_results_and_can_be_hidden(window, qtbot):
+    st = window.state
+    want = pane_captions(st.results, st.overview.min, st.overview.max)
+    for pane in PANES:
+        assert window.panes[pane].caption.text() == want[pane].text
+        assert not window.panes[pane].caption.isHidden()
+    window.views_controller.captions_action.setChecked(False)
+    assert all(window.panes[p].caption.isHidden() for p in PANES)
+    window.views_controller.captions_action.setChecked(True)
+    st.update_settings(bits=4)
+    qtbot.waitUntil(lambda: window.panes["symmetric/tensor"].report is not None
+                    and window.panes["symmetric/tensor"].report.params.bits == 4,
+                    timeout=20_000)
+    want = pane_captions(st.results, st.overview.min, st.overview.max)
+    assert window.panes["asymmetric/tensor"].caption.text() == want["asymmetric/tensor"].text
+
+
+def test_dragging_the_marker_updates_the_live_panes(window, qtbot):
+    view = window.views_controller.tradeoff
+    window.views.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: view.plots["symmetric"].sweep is not None, timeout=30_000)
+    assert window.state.settings.method == "minmax"  # opening the view changed nothing
+    sweep = view.plots["symmetric"].sweep
+    k = int(np.searchsorted(sweep.thresholds, 4.0))
+    view.set_threshold(float(sweep.thresholds[k]))
+    pane = window.panes["symmetric/tensor"]
+    qtbot.waitUntil(lambda: pane.report is not None and pane.report.params.method == "manual",
+                    timeout=20_000)
+    assert clip_threshold(pane.report.params) == pytest.approx(sweep.thresholds[k], rel=1e-6)
+    assert pane.report.sqnr_db == pytest.approx(sweep.sqnr_db[k], rel=1e-12)
+    assert pane.displayed()["sqnr_db"] == f"{sweep.sqnr_db[k]:.2f} dB"
+    # and back: the window's own controls move the marker
+    window.state.update_settings(method="minmax")
+    qtbot.waitUntil(lambda: pane.report is not None and pane.report.params.method == "minmax",
+                    timeout=20_000)
+    assert view.plots["symmetric"].current.value() == pytest.approx(
+        clip_threshold(pane.report.params))
+
+
+def test_views_full_width_and_back(window):
+    vc = window.views_controller
+    before = window.splitter.sizes()
+    vc.set_views_wide(True)
+    assert window.splitter.sizes()[0] == 0
+    vc.set_views_wide(False)
+    assert window.splitter.sizes()[0] > 0 and len(before) == 2
+
+
+def test_export_commands_write_files(window, tmp_path):
+    vc = window.views_controller
+    vc.export_window(tmp_path / "w.svg")
+    vc.export_view(tmp_path / "v.png", vc.bitwidth)
+    vc.export_numbers(tmp_path / "n.json")
+    vc.export_quantized("symmetric/channel", tmp_path / "q.npz")
+    assert all((tmp_path / n).stat().st_size > 0 for n in ("w.svg", "v.png", "n.json", "q.npz"))
