@@ -20,9 +20,14 @@ import os
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
+    QBoxLayout,
+    QFrame,
     QHBoxLayout,
     QLabel,
+    QScrollArea,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -40,6 +45,9 @@ from quantscope.gui.views.matmul_model import (
 )
 
 DEBOUNCE_MS = 40
+#: Below this width the numbers stack above the plots (the window's default split gives the
+#: tabs ~40% of the screen; F9 gives them all of it).
+NARROW_PX = 900
 #: The big numbers, in reading order: (key in display_text, caption).
 NUMBERS = (("sqnr", "SQNR vs float A·W"), ("headroom", "int32 accumulator headroom"),
            ("saturated", "Saturation"), ("zero_points", "Zero-point cost"),
@@ -88,7 +96,15 @@ class MatmulView(QWidget):
         self.controls.changed.connect(self._schedule)
         self.controls.error.connect(self._show_error)
         self.controls.order.currentIndexChanged.connect(self._draw_channels)
-        layout.addWidget(self.controls)
+        # in a narrow tab the controls scroll sideways instead of widening the whole window
+        self.controls_area = QScrollArea()
+        self.controls_area.setWidget(self.controls)
+        self.controls_area.setWidgetResizable(True)
+        self.controls_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.controls_area.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.controls_area.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.controls_area.horizontalScrollBar().rangeChanged.connect(self._fit_controls)
+        layout.addWidget(self.controls_area)
 
         self.message = QLabel("")
         self.message.setObjectName("banner")
@@ -96,35 +112,33 @@ class MatmulView(QWidget):
         self.message.hide()
         layout.addWidget(self.message)
 
-        body = QHBoxLayout()
+        body = self.body = QHBoxLayout()
         panel = QVBoxLayout()
         self.shapes = QLabel("")
-        self.shapes.setWordWrap(True)
         panel.addWidget(self.shapes)
         self.captions, self.values, self.details = {}, {}, {}
         for key, caption in NUMBERS:
             cap = QLabel(caption)
             value = QLabel("…")
-            value.setWordWrap(True)
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.captions[key], self.values[key] = cap, value
             panel.addWidget(cap)
             panel.addWidget(value)
             for detail in DETAILS.get(key, ()):
                 self.details[detail] = QLabel("")
-                self.details[detail].setWordWrap(True)
                 panel.addWidget(self.details[detail])
             panel.addSpacing(6)
         self.path = QLabel("")
-        self.path.setWordWrap(True)
-        self.path.setProperty("clutter", True)
+        for clutter in (self.path, self.details["max_error"],
+                        self.details["saturated_detail"]):  # hidden when presenting
+            clutter.setProperty("clutter", True)
         panel.addWidget(self.path)
         panel.addStretch(1)
         side = QWidget()
         side.setLayout(panel)
-        side.setMinimumWidth(360)
         side.setMaximumWidth(720)
         body.addWidget(side, 3)
+        self.side = side
         self.graphics = pg.GraphicsLayoutWidget()
         self.hist_plot = self.graphics.addPlot(row=0, col=0)
         self.chan_plot = self.graphics.addPlot(row=1, col=0)
@@ -132,7 +146,7 @@ class MatmulView(QWidget):
         self.hist_plot.setLabel("bottom", "error")
         self.hist_plot.setLabel("left", "outputs")
         self.hist_plot.setLogMode(x=False, y=True)
-        self.chan_plot.setTitle("SQNR per output channel")
+        self.chan_plot.setTitle("SQNR per output channel")  # the dashed line: the total
         self.chan_plot.setLabel("bottom", "output channel n")
         self.chan_plot.setLabel("left", "SQNR (dB)")
         # legends where the curves are not: top right of the bell, bottom right of the
@@ -152,9 +166,20 @@ class MatmulView(QWidget):
         self.chan_now = self.chan_plot.plot([], [], pen=None, symbol="o", symbolSize=4,
                                             name="current")
         self.chan_total = pg.InfiniteLine(angle=0, movable=False)
+        self.chan_total_label = pg.InfLineLabel(self.chan_total, "", position=0.06,
+                                                anchors=[(0, 1), (0, 1)])
         self.chan_plot.addItem(self.chan_total, ignoreBounds=True)
         body.addWidget(self.graphics, 7)
-        layout.addLayout(body, 1)
+        # narrow tab: numbers above the plots, scrolled vertically (see _fit_controls)
+        self.body_area = QScrollArea()
+        self.body_area.setWidgetResizable(True)
+        self.body_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.body_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        content = QWidget()
+        content.setLayout(body)
+        body.setContentsMargins(0, 0, 0, 0)
+        self.body_area.setWidget(content)
+        layout.addWidget(self.body_area, 1)
 
     def apply_theme(self, theme: Theme) -> None:
         """Big numbers (shown in talks), thick lines; the plain path in grey."""
@@ -190,6 +215,12 @@ class MatmulView(QWidget):
         for label in (*self.details.values(), self.shapes):
             label.setStyleSheet(f"font-size: {round(pt * 0.75 + 3.5)}pt; color: {fg};")
         self.path.setStyleSheet(f"font-size: {pt}pt; color: {muted};")
+        self.chan_total_label.setColor(theme.color("current"))
+        font = QFont()
+        font.setPointSize(theme.axis_font_pt)
+        font.setBold(True)
+        self.chan_total_label.setFont(font)
+        self._fit_controls()
 
     # -- controls -> request ------------------------------------------------------------------
     def _schedule(self, *_args, user: bool = True) -> None:
@@ -216,6 +247,22 @@ class MatmulView(QWidget):
         cache = self.cache
         self.job.submit(lambda: cache.run(req))
 
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_controls()
+
+    def _fit_controls(self) -> None:
+        """The controls' own height, plus the sideways scroll bar when they do not fit; in a
+        narrow tab the numbers go above the plots instead of beside them."""
+        bar = self.controls_area.horizontalScrollBar()
+        self.controls_area.setFixedHeight(self.controls.sizeHint().height()
+                                          + (bar.sizeHint().height() if bar.maximum() else 0))
+        narrow = self.width() < NARROW_PX
+        self.body.setDirection(QBoxLayout.Direction.TopToBottom if narrow
+                               else QBoxLayout.Direction.LeftToRight)
+        self.body.setStretchFactor(self.side, 0 if narrow else 3)
+        self.graphics.setMinimumHeight(560 if narrow else 0)
+
     def showEvent(self, event) -> None:
         super().showEvent(event)
         if self._dirty:
@@ -232,13 +279,13 @@ class MatmulView(QWidget):
             label.setText(text[key])
         for key, label in self.details.items():
             label.setText(text[key])
-        self.path.setText(f"int32 product: {text['path']}")
+        self.path.setText(text["path"])
         self.hist_plain.setData(outcome.hist_centres, outcome.plain_counts)
         self.hist_now.setData(outcome.hist_centres, outcome.hist_counts)
         self._draw_channels()
         total = outcome.result.vs_float.sqnr_db
         self.chan_total.setValue(total if np.isfinite(total) else 0.0)
-        self.chan_plot.setTitle(f"SQNR per output channel (dashed: total {text['sqnr']})")
+        self.chan_total_label.setFormat(f"total {text['sqnr']}")
         self.outcome_changed.emit(outcome)
 
     def _draw_channels(self) -> None:

@@ -55,6 +55,9 @@ REQUANT = (("TFLite reference (double rounding)", False),
 
 def _combo(items) -> QComboBox:
     box = QComboBox()
+    # shrink with the tab (the window gives views ~40% of its width): elide, don't push
+    box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    box.setMinimumContentsLength(5)
     for text, data in items:
         box.addItem(text, data)
     return box
@@ -91,11 +94,13 @@ class LabControls(QWidget):
         grid.setVerticalSpacing(4)
         self.sources, self.loaders = {}, {}
         for row, (side, what, real, gens, scheme) in enumerate((
-                ("A", "A activations", "MiniLM layer-0 output [197×384]", A_GENERATORS,
+                ("A", "activations [M, K]", "MiniLM layer-0 output [197×384]", A_GENERATORS,
                  (self.a_sym, self.a_gran, self.a_round)),
-                ("W", "W weights", "MiniLM FFN weightᵀ [384×1536]", W_GENERATORS,
+                ("W", "weights [K, N]", "MiniLM FFN weightᵀ [384×1536]", W_GENERATORS,
                  (self.w_sym, self.w_gran, self.w_round)))):
-            grid.addWidget(QLabel(f"<b>{what}</b>"), row, 0)
+            name = QLabel(f"<b>{side}</b>")
+            name.setToolTip(what)
+            grid.addWidget(name, row, 0)
             box = _combo([(real, REAL_A if side == "A" else REAL_W)]
                          + [(f"generated: {GENERATORS[g].label}", ("gen", g)) for g in gens])
             self.sources[side] = box
@@ -108,15 +113,14 @@ class LabControls(QWidget):
                 w.currentIndexChanged.connect(self._changed)
                 if w is not box:
                     grid.addWidget(w, row, col)
-        grid.addWidget(QLabel("<b>Output</b>"), 2, 0)
+        grid.addWidget(QLabel("<b>out</b>"), 2, 0)
         grid.addWidget(self.out, 2, 1)
         grid.addWidget(self.requant, 2, 3, 1, 3)
         self.out.currentIndexChanged.connect(self._changed)
         self.requant.currentIndexChanged.connect(self._changed)
         extra = QHBoxLayout()
-        self.transpose = QCheckBox("W file is [out, in]: transpose")
+        self.transpose = QCheckBox("W file [out, in]: transpose")
         self.transpose.setChecked(True)
-        extra.addWidget(self.transpose)
         self.dims = {}
         for name, value in (("M", 256), ("K", 1024), ("N", 1024), ("seed", 0)):
             spin = QSpinBox()
@@ -125,7 +129,6 @@ class LabControls(QWidget):
             spin.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
             spin.valueChanged.connect(self._changed)
             spin.setToolTip("shape and seed of generated operands (a fixed side sets K)")
-            spin.setMinimumWidth(80)
             extra.addWidget(QLabel(name))
             extra.addWidget(spin)
             self.dims[name] = spin
@@ -134,9 +137,12 @@ class LabControls(QWidget):
         self.extra.setLayout(extra)
         self.extra.setProperty("clutter", True)
         extra.setContentsMargins(0, 0, 0, 0)
-        grid.addWidget(self.extra, 3, 1, 1, 5)
+        grid.addWidget(self.transpose, 3, 1, 1, 2)
+        grid.addWidget(self.extra, 3, 3, 1, 4)
         grid.addWidget(self.order, 2, 6)
-        grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(1, 3)
+        for col in range(3, 7):  # the scheme combos keep their words
+            grid.setColumnStretch(col, 1)
         layout.addLayout(grid)
 
         # the outlier fixes: a checkbox and a slider each; dragging a slider turns its fix on

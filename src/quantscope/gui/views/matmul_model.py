@@ -305,7 +305,9 @@ def display_text(result: MatmulLabResult, plain: MatmulLabResult,
     """Every label of the view, formatted from the engine's numbers only.
 
     Keys ending in ``_detail`` (and ``sqnr_plain``, ``max_error``, ``accumulator``,
-    ``safe_k``) are the smaller lines under a big number.
+    ``safe_k``) are the smaller lines under a big number. Lines are broken here, at most ~40
+    characters each, rather than word-wrapped by Qt (wrapped labels in nested layouts get
+    their height wrong and overlap).
     """
     rep = result.int8
     cols = result.outlier_columns.size
@@ -313,6 +315,8 @@ def display_text(result: MatmulLabResult, plain: MatmulLabResult,
     now_db, plain_db = result.vs_float.sqnr_db, plain.vs_float.sqnr_db
     gain = (f" ({now_db - plain_db:+.2f} dB)"
             if np.isfinite(now_db) and np.isfinite(plain_db) else "")
+    plain_line = ("no outlier fix on" if result is plain
+                  else f"without fixes: {_db(plain_db)}{gain}")
     if rep.accumulator_overflows:
         headroom = f"OVERFLOW in {_plural(rep.accumulator_overflows, 'output')}"
     elif np.isfinite(rep.headroom_bits):
@@ -332,7 +336,7 @@ def display_text(result: MatmulLabResult, plain: MatmulLabResult,
     zp_detail = (f"+{rep.zero_point_overhead:.2%} ops per MAC"
                  if terms else "symmetric A and W: gemmlowp's expansion adds nothing")
     if rep.zero_point_offline_ops:
-        zp_detail += f"; {rep.zero_point_offline_ops:,} offline (W column sums)"
+        zp_detail += f"\n{rep.zero_point_offline_ops:,} offline (W column sums)"
     if threshold is None:
         outliers, outliers_detail = "off", f"all {k_total} columns in int8"
     elif cols:
@@ -344,23 +348,23 @@ def display_text(result: MatmulLabResult, plain: MatmulLabResult,
     return {
         "shapes": f"A {list(a_shape)} × W {list(w_shape)} → [{a_shape[0]}, {w_shape[1]}]",
         "sqnr": _db(now_db),
-        "sqnr_plain": f"without fixes: {_db(plain_db)}{gain}",
+        "sqnr_plain": plain_line,
         "max_error": f"max |error| {fmt_value(result.vs_float.max_abs_error)}, "
                      f"MSE {result.vs_float.mse:.3g}",
         "headroom": headroom,
-        "accumulator": f"range used [{rep.accumulator_min:,}, {rep.accumulator_max:,}] "
+        "accumulator": f"used [{rep.accumulator_min:,}, {rep.accumulator_max:,}]\n"
                        f"of ±{INT32_MAX:,}",
         "safe_k": f"no overflow possible for {safe}"
-                  + (f" (any codes: {safe_codes})" if safe_codes != safe else "")
-                  + f"; here K = {rep.k}" + (" (the int8 part)" if cols else ""),
+                  + (f"\n(any codes: {safe_codes})" if safe_codes != safe else "")
+                  + f"\nhere K = {rep.k}" + (" (the int8 part)" if cols else ""),
         "saturated": saturated,
         "saturated_detail": saturated_detail,
         "zero_points": ("none" if terms == 0 else
-                        f"{_plural(terms, 'extra term')} per output"),
+                        f"{_plural(terms, 'extra term')} / output"),
         "zp_detail": zp_detail,
         "outliers": outliers,
         "outliers_detail": outliers_detail,
-        "path": rep.gemm_path,
+        "path": "int32 product: " + rep.gemm_path.replace(", ", ",\n", 1),
     }
 
 
