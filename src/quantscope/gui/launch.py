@@ -33,8 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", help="generator shape, e.g. 256x1024 (default per generator)")
     parser.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     parser.add_argument("--bits", type=int, default=8, help="bit width, 2 to 8 (default 8)")
-    parser.add_argument("--screenshot", metavar="OUT.png",
-                        help="render offscreen once every pane has results, save, exit")
+    parser.add_argument("--screenshot", metavar="OUT.png|OUT.svg",
+                        help="render offscreen once every pane has results, save (PNG at 2x "
+                             "pixel density, or SVG), exit")
+    parser.add_argument("--session", metavar="FILE.json",
+                        help="open a saved session (source, settings and theme)")
     parser.add_argument("--metrics", metavar="OUT.json",
                         help="write the numbers each pane displays (JSON keyed by pane), exit")
     parser.add_argument("--presentation", action="store_true",
@@ -76,8 +79,8 @@ def _parse_size(text: str) -> tuple[int, int]:
 def run(args: argparse.Namespace) -> int:
     """Open the window (or render it once, with --screenshot/--metrics); return the exit code."""
     headless = bool(args.screenshot or args.metrics)
-    if args.screenshot and Path(args.screenshot).suffix.lower() != ".png":
-        raise UserError(f"--screenshot {args.screenshot}: only .png is supported here")
+    if args.screenshot and Path(args.screenshot).suffix.lower() not in (".png", ".svg"):
+        raise UserError(f"--screenshot {args.screenshot}: write .png or .svg")
     if headless:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     size = _parse_size(args.size)
@@ -87,21 +90,30 @@ def run(args: argparse.Namespace) -> int:
     from PySide6.QtWidgets import QApplication
 
     from quantscope.gui import create_window
+    from quantscope.gui.session import apply_session, remember_window, startup_session
+
+    session = startup_session(getattr(args, "session", None), headless=headless,
+                              explicit_source=bool(args.file or args.sample or args.generator))
 
     global _APP  # the QApplication must outlive every widget, up to interpreter exit
     app = _APP = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else
                                                           "quantscope"])
     window = create_window(ExplorerState(settings))
     window.resize(*size)
+    if session is not None:
+        apply_session(window, session)
     if args.presentation:
         window.presentation_action.setChecked(True)
     window.show()
-    if args.file and not args.tensor and not headless:
+    if session is not None and session.source is not None:
+        pass  # apply_session is loading it
+    elif args.file and not args.tensor and not headless:
         window.open_path(args.file)  # several tensors: the picker asks which
     else:
         window.load(source)
     if not headless:
         code = app.exec()
+        remember_window(window)
         _dispose(app, window)
         return code
     try:
@@ -150,8 +162,9 @@ def _render_once(app, window, args: argparse.Namespace) -> int:
         return 2
     app.processEvents()
     if args.screenshot:
-        if not window.grab().save(str(args.screenshot)):
-            raise UserError(f"cannot write {args.screenshot}")
+        from quantscope.gui.export import save_image
+
+        save_image(window, args.screenshot)
         print(f"wrote {args.screenshot}")
     if args.metrics:
         Path(args.metrics).write_text(dumps(window.metrics(), indent=2))

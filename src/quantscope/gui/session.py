@@ -212,3 +212,23 @@ def recall(store: QSettings | None = None) -> Session | None:
         return parse_session(json.loads(text))
     except (SessionError, json.JSONDecodeError):
         return None
+
+
+def startup_session(path: str | None, *, explicit_source: bool,
+                    headless: bool) -> Session | None:
+    """The session the launcher opens with: ``--session FILE`` if given (a bad file raises
+    SessionError, reported as a one-line error), else the remembered one for an interactive
+    start without a source on the command line, else None (the command line decides).
+    Headless runs (screenshots, metrics) never read the remembered session: they must be
+    reproducible."""
+    if path:
+        return load_session(path)
+    if explicit_source or headless:
+        return None
+    return recall()
+
+
+def remember_window(window) -> None:
+    """Remember ``window``'s session for the next interactive run."""
+    remember(capture(window.state, dark=getattr(window, "dark", False),
+                     presentation=getattr(window, "presentation", False)))
