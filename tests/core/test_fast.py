@@ -96,10 +96,15 @@ def tensors_and_params(draw):
     jitter = np.asarray(draw(st.lists(st.sampled_from([1.0, 0.5, 2.0, 1.0000001]),
                                       min_size=1, max_size=1)))[0]
     scales = np.full(shape, scale * np.float32(jitter), np.float32)
+    arithmetic = draw(ARITH)
+    inv = None
+    if arithmetic != "divide" and draw(st.booleans()):
+        # a runtime's own multiplier (TensorRT: float32(127 / amax)), one ulp off 1 / scale
+        inv = np.nextafter(np.float32(1.0) / scales, np.float32(draw(st.sampled_from([0, 1e9]))))
     params = QuantParams(scales, np.full(shape, zp, np.int32), qmin, qmax,
                          axis=None if gran == "tensor" else axis,
                          group_size=group if gran == "group" else None, symmetric=symmetric,
-                         rounding=draw(RULES), arithmetic=draw(ARITH))
+                         rounding=draw(RULES), arithmetic=arithmetic, inv_scale=inv)
     return x, params
 
 

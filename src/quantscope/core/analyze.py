@@ -60,7 +60,7 @@ def _row_dot(a: np.ndarray) -> np.ndarray:
 
 
 def _block(xb: np.ndarray, s: np.ndarray, z: np.ndarray, p: QuantParams, hist: np.ndarray,
-           work: _Work, units: bool) -> dict[str, np.ndarray]:
+           work: _Work, units: bool, inv: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Statistics per row of one block; adds the block's codes to ``hist`` (rows x levels).
 
     ``units``: also the per-row minimum and maximum (only per-channel/per-group reports show
@@ -69,7 +69,7 @@ def _block(xb: np.ndarray, s: np.ndarray, z: np.ndarray, p: QuantParams, hist: n
     shape = xb.shape
     r = shape[0]
     v = quantize_codes_float(xb, s, z, p.qmin, p.qmax, p.rounding, p.arithmetic,
-                             out=work.get("v", shape))
+                             out=work.get("v", shape), inv_scale=inv)
     x64 = work.get("a", shape)
     np.copyto(x64, xb)
     sig = _row_dot(x64)
@@ -137,12 +137,16 @@ def analyze(x, params: QuantParams) -> QuantReport:
                                params.group_size)
     tot = _Totals(n_units, params.levels)
     work = _Work()
-    for rs in sets:
-        _accumulate(rs, params, tot, work)
+    inv_sets = [None] * len(sets)
+    if params.inv_scale is not None:  # the runtime's own multiplier, laid out like the scale
+        inv_sets = param_rows(xf, params.inv_scale, params.zero_point, params.axis,
+                              params.group_size)[0]
+    for rs, inv_rs in zip(sets, inv_sets, strict=True):
+        _accumulate(rs, params, tot, work, inv_rs)
     return _report(params, tot, xf.size)
 
 
-def _accumulate(rs, params: QuantParams, tot: _Totals, work: _Work) -> None:
+def _accumulate(rs, params: QuantParams, tot: _Totals, work: _Work, inv_rs=None) -> None:
     n_rows, length = rs.x2d.shape
     if length == 0:
         return
@@ -154,10 +158,11 @@ def _accumulate(rs, params: QuantParams, tot: _Totals, work: _Work) -> None:
         r1 = min(r0 + rows_per_block, n_rows)
         idx = rs.index[r0:r1]
         s = rs.scale[r0:r1, None]
+        inv = None if inv_rs is None else inv_rs.scale[r0:r1, None]
         z = rs.zero_point[r0:r1, None]
         hist = np.zeros((r1 - r0, levels), np.int64)
         for c0 in range(0, length, cols):
-            st = _block(rs.x2d[r0:r1, c0:c0 + cols], s, z, params, hist, work, units)
+            st = _block(rs.x2d[r0:r1, c0:c0 + cols], s, z, params, hist, work, units, inv)
             tot.n[idx] += st["n"]
             tot.round_err[idx] += st["round_err"]
             tot.clip_err[idx] += st["clip_err"]

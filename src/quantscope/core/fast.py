@@ -96,7 +96,10 @@ class Prepared:
         scale = np.broadcast_to(np.asarray(params.scale, np.float32), shape).reshape(-1)
         zero_point = np.broadcast_to(np.asarray(params.zero_point, np.int32), shape).reshape(-1)
         rule = (params.qmin, params.qmax, params.rounding, params.arithmetic)
-        st = evaluate(rows, np.arange(rows.n_rows), scale, zero_point, rule)
+        inv = None
+        if params.inv_scale is not None:
+            inv = np.broadcast_to(np.asarray(params.inv_scale, np.float32), shape).reshape(-1)
+        st = evaluate(rows, np.arange(rows.n_rows), scale, zero_point, rule, inv_scale=inv)
         tot = _Totals(rows.n_rows, params.levels)
         tot.n[:] = st.n
         tot.round_err[:] = st.round_err

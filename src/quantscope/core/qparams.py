@@ -60,6 +60,9 @@ class QuantParams:
     runtime: str | None = None
     method: str = "minmax"
     extra: dict = field(default_factory=dict)
+    #: The runtime's own float32 multiplier for "multiply"/"fma" (shaped like ``scale``), when it
+    #: is not ``float32(1) / scale`` -- e.g. TensorRT's ``float32(127 / amax)``. None otherwise.
+    inv_scale: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         check_code_range(self.qmin, self.qmax)
@@ -69,6 +72,11 @@ class QuantParams:
         object.__setattr__(self, "scale", check_scale(self.scale))
         object.__setattr__(self, "zero_point",
                            check_zero_point(self.zero_point, self.qmin, self.qmax))
+        if self.inv_scale is not None:
+            inv = check_scale(self.inv_scale)
+            if inv.shape != self.scale.shape:
+                raise EngineValueError(f"inv_scale has shape {inv.shape}, scale {self.scale.shape}")
+            object.__setattr__(self, "inv_scale", inv)
 
     @property
     def bits(self) -> int:
@@ -89,7 +97,8 @@ class QuantParams:
         """Codes of ``x`` under these parameters (see :func:`quantscope.core.quantize.quantize`)."""
         return quantize(x, self.scale, self.zero_point, qmin=self.qmin, qmax=self.qmax,
                         axis=self.axis, group_size=self.group_size, rounding=self.rounding,
-                        nonfinite=nonfinite, arithmetic=self.arithmetic)
+                        nonfinite=nonfinite, arithmetic=self.arithmetic,
+                        inv_scale=self.inv_scale)
 
     def dequantize(self, q) -> np.ndarray:
         """Float32 values that the codes ``q`` stand for."""

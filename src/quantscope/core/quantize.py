@@ -37,15 +37,17 @@ BLOCK = 1 << 16
 
 
 def scale_to_float(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, arithmetic: str,
-                   out: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+                   out: np.ndarray | None = None, inv_scale=None) -> tuple[np.ndarray, bool]:
     """Return ``x / scale`` by the chosen arithmetic (float32) and whether the zero point is in.
 
     ``"fma"`` adds the zero point before rounding (one fused step); the other two leave it to be
-    added after rounding, as their runtimes do.
+    added after rounding, as their runtimes do. ``inv_scale`` (float32), when given, is the
+    multiplier the runtime stores itself -- TensorRT/ModelOpt and TFLite weights multiply by
+    ``float32(127 / amax)``, which can differ from ``float32(1 / float32(amax / 127))``.
     """
     if arithmetic == "divide":
         return np.divide(x, scale, out=out), False
-    inv = np.float32(1.0) / scale
+    inv = np.float32(1.0) / scale if inv_scale is None else inv_scale
     if arithmetic == "multiply":
         return np.multiply(x, inv, out=out), False
     fused = x.astype(np.float64) * inv.astype(np.float64) + zero_point
@@ -72,13 +74,14 @@ def round_inplace(v: np.ndarray, rounding: str) -> np.ndarray:
 
 
 def quantize_codes_float(x: np.ndarray, scale, zero_point, qmin: int, qmax: int, rounding: str,
-                         arithmetic: str, out: np.ndarray | None = None) -> np.ndarray:
+                         arithmetic: str, out: np.ndarray | None = None,
+                         inv_scale=None) -> np.ndarray:
     """Unclamped codes ``round(x / scale) + zero_point`` as float32 (NaN stays NaN).
 
     Kept separate from the clamp so the statistics can tell clipped elements from the others by
     the same arithmetic the codes come from.
     """
-    v, has_zp = scale_to_float(x, scale, zero_point, arithmetic, out=out)
+    v, has_zp = scale_to_float(x, scale, zero_point, arithmetic, out=out, inv_scale=inv_scale)
     v = np.asarray(v)  # a 0-d input gives a NumPy scalar, which cannot be rounded in place
     round_inplace(v, rounding)
     if not has_zp and np.any(zero_point):
@@ -98,6 +101,7 @@ def quantize(
     rounding: str = "half_even",
     nonfinite: str = "raise",
     arithmetic: str = "divide",
+    inv_scale=None,
 ) -> np.ndarray:
     """Quantize ``x`` to integer codes with saturation.
 
@@ -118,6 +122,9 @@ def quantize(
         ±inf go to qmax/qmin and NaN to the zero point.
     arithmetic : {"divide", "multiply", "fma"}
         How ``x / scale`` is formed (see the module docstring).
+    inv_scale : array_like, optional
+        For ``"multiply"``/``"fma"``: the runtime's own float32 multiplier, shaped like
+        ``scale`` (default ``float32(1) / scale``).
 
     Returns
     -------
@@ -134,6 +141,9 @@ def quantize(
     s = expand_params(xf.shape, check_scale(scale), axis, group_size, "scale")
     z = expand_params(xf.shape, check_zero_point(zero_point, qmin, qmax), axis, group_size,
                       "zero_point")
+    if inv_scale is not None:
+        inv_scale = expand_params(xf.shape, check_scale(inv_scale), axis, group_size,
+                                  "inv_scale")
     out = np.empty(xf.shape, dtype=code_dtype(qmin))
     if s.ndim == 0 and xf.size > BLOCK:
         flat_x = np.ascontiguousarray(xf).reshape(-1)
@@ -142,15 +152,16 @@ def quantize(
         for start in range(0, flat_x.size, BLOCK):
             stop = min(start + BLOCK, flat_x.size)
             _quantize_block(flat_x[start:stop], s, z, qmin, qmax, rounding, arithmetic,
-                            flat_out[start:stop], nonfinite, buf[: stop - start], xf)
+                            flat_out[start:stop], nonfinite, buf[: stop - start], xf, inv_scale)
     else:
-        _quantize_block(xf, s, z, qmin, qmax, rounding, arithmetic, out, nonfinite, None, xf)
+        _quantize_block(xf, s, z, qmin, qmax, rounding, arithmetic, out, nonfinite, None, xf,
+                        inv_scale)
     return out
 
 
 def _quantize_block(x, s, z, qmin, qmax, rounding, arithmetic, out, nonfinite, buf,
-                    whole) -> None:
-    v = quantize_codes_float(x, s, z, qmin, qmax, rounding, arithmetic, out=buf)
+                    whole, inv=None) -> None:
+    v = quantize_codes_float(x, s, z, qmin, qmax, rounding, arithmetic, out=buf, inv_scale=inv)
     np.clip(v, qmin, qmax, out=v)
     # NaN is the only value the clip leaves non-finite (inf saturates), so this one cheap test
     # on the block in cache finds NaN; inf is found by the range test that follows.

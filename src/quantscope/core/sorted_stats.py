@@ -191,26 +191,28 @@ class EvalStats:
     counts: np.ndarray | None  # [evaluations, levels] code counts, clipped ones included
 
 
-def _codes(x: np.ndarray, s: np.ndarray, z: np.ndarray, rule: tuple) -> np.ndarray:
+def _codes(x: np.ndarray, s: np.ndarray, z: np.ndarray, rule: tuple, inv=None) -> np.ndarray:
     """Unclamped codes of ``x`` by the direct pass's own rule (float32 integers)."""
     qmin, qmax, rounding, arithmetic = rule
     return quantize_codes_float(np.ascontiguousarray(x, np.float32), s, z, qmin, qmax, rounding,
-                                arithmetic)
+                                arithmetic, inv_scale=inv)
 
 
 def find_thresholds(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndarray,
-                    rule: tuple) -> np.ndarray | None:
+                    rule: tuple, inv: np.ndarray | None = None) -> np.ndarray | None:
     """Positions ``T[e, j]`` of the first element of row ``row[e]`` whose code is ``>= qmin + j``.
 
     Returns ``[E, levels + 1]`` global positions (``T[:, 0]`` ends the clipped-below elements,
     ``T[:, -1]`` starts the clipped-above ones), or None if the fix-up did not settle (never
-    seen; the caller then evaluates element by element).
+    seen; the caller then evaluates element by element). ``inv``: the runtime's own multiplier
+    per evaluation, if any (see :func:`quantscope.core.quantize.scale_to_float`).
     """
     qmin, qmax = rule[0], rule[1]
     k = np.arange(qmin, qmax + 2, dtype=np.float32)
+    step = s.astype(np.float64) if inv is None else 1.0 / inv.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         est = ((k.astype(np.float64)[None, :] - z[:, None] - 0.5)
-               * s.astype(np.float64)[:, None]).astype(np.float32)
+               * step[:, None]).astype(np.float32)
     values, starts = rows.values, rows.starts
     pos = np.empty(est.shape, np.intp)
     if rows.n_rows == 1:
@@ -231,8 +233,9 @@ def find_thresholds(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndar
     left = values[np.maximum(pos - 1, 0)]
     right = values[np.minimum(pos, values.size - 1)]
     sc, zc = s[:, None], z[:, None]
-    bad_left = (_codes(left, sc, zc, rule) >= k) & (pos > lo)
-    bad_right = (_codes(right, sc, zc, rule) < k) & (pos < hi)
+    ic = None if inv is None else inv[:, None]
+    bad_left = (_codes(left, sc, zc, rule, ic) >= k) & (pos > lo)
+    bad_right = (_codes(right, sc, zc, rule, ic) < k) & (pos < hi)
     todo = np.flatnonzero((bad_left | bad_right).ravel())
     flat = pos.reshape(-1)
     lo_f = np.broadcast_to(lo, est.shape).reshape(-1)
@@ -248,9 +251,10 @@ def find_thresholds(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndar
             a, b, p = lo_f[i], hi_f[i], flat[i]
             seg = values[a:b]
             e = e_of[i]
-            if p > a and _codes(values[p - 1:p], s[e], z[e], rule)[0] >= kf[i]:
+            ie = None if inv is None else inv[e]
+            if p > a and _codes(values[p - 1:p], s[e], z[e], rule, ie)[0] >= kf[i]:
                 flat[i] = np.searchsorted(seg, values[p - 1], side="left") + a
-            elif p < b and _codes(values[p:p + 1], s[e], z[e], rule)[0] < kf[i]:
+            elif p < b and _codes(values[p:p + 1], s[e], z[e], rule, ie)[0] < kf[i]:
                 flat[i] = np.searchsorted(seg, values[p], side="right") + a
             else:
                 continue
@@ -258,14 +262,15 @@ def find_thresholds(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndar
         e = e_of[todo]
         lv = values[np.maximum(p - 1, 0)]
         rv = values[np.minimum(p, values.size - 1)]
-        wrong = ((p > lo_f[todo]) & (_codes(lv, s[e], z[e], rule) >= kf[todo])) | (
-            (p < hi_f[todo]) & (_codes(rv, s[e], z[e], rule) < kf[todo]))
+        ie = None if inv is None else inv[e]
+        wrong = ((p > lo_f[todo]) & (_codes(lv, s[e], z[e], rule, ie) >= kf[todo])) | (
+            (p < hi_f[todo]) & (_codes(rv, s[e], z[e], rule, ie) < kf[todo]))
         todo = todo[wrong]
     return None
 
 
 def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
-             *, want_counts: bool = True) -> EvalStats:
+             *, want_counts: bool = True, inv_scale=None) -> EvalStats:
     """Exact statistics of quantizing row ``row[e]`` with ``scale[e]``, ``zero_point[e]``.
 
     ``rule`` is ``(qmin, qmax, rounding, arithmetic)``. Matches the direct pass on the same
@@ -277,10 +282,14 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
                                              row.shape))
     z = np.ascontiguousarray(np.broadcast_to(np.asarray(zero_point, np.int32).reshape(-1),
                                              row.shape))
+    inv = None
+    if inv_scale is not None:
+        inv = np.ascontiguousarray(np.broadcast_to(
+            np.asarray(inv_scale, np.float32).reshape(-1), row.shape))
     start, end = rows.starts[row], rows.starts[row + 1]
-    pos = find_thresholds(rows, row, s, z, rule)
+    pos = find_thresholds(rows, row, s, z, rule, inv)
     if pos is None:
-        return _evaluate_elementwise(rows, row, s, z, rule, want_counts)
+        return _evaluate_elementwise(rows, row, s, z, rule, want_counts, inv)
     # Interval edges [start, T0, ..., T_levels, end]: interval 0 is clipped below (dequantized
     # as qmin), the last one clipped above (qmax), interval 1 + j holds code qmin + j.
     edges = np.empty((row.size, pos.shape[1] + 2), np.intp)
@@ -317,7 +326,8 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
     shaky = (round_bound > REL_TOL * round_err) | (clip_bound > REL_TOL * clip_err)
     if shaky.any():
         redo = np.flatnonzero(shaky)
-        exact = _evaluate_elementwise(rows, row[redo], s[redo], z[redo], rule, False)
+        exact = _evaluate_elementwise(rows, row[redo], s[redo], z[redo], rule, False,
+                                      None if inv is None else inv[redo])
         round_err[redo] = exact.round_err
         clip_err[redo] = exact.clip_err
     counts = None
@@ -339,7 +349,7 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
 
 
 def _evaluate_elementwise(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndarray,
-                          rule: tuple, want_counts: bool) -> EvalStats:
+                          rule: tuple, want_counts: bool, inv=None) -> EvalStats:
     """The direct rule on each element of the rows (the slow, obviously exact fallback)."""
     qmin, qmax = rule[0], rule[1]
     stats = {k: np.zeros(row.size) for k in ("round_err", "clip_err", "max_abs", "sig",
@@ -350,7 +360,7 @@ def _evaluate_elementwise(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: n
         x = rows.values[rows.starts[r]:rows.starts[r + 1]]
         if x.size == 0:
             continue
-        v = _codes(x, s[e], z[e], rule)
+        v = _codes(x, s[e], z[e], rule, None if inv is None else inv[e])
         below, above = v < qmin, v > qmax
         np.clip(v, qmin, qmax, out=v)
         if counts is not None:
