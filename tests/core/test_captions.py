@@ -160,3 +160,12 @@ def test_fmt_value(value, text):
                                                 (0.0, "0%"), (2e-5, "0.002%"), (0.05, "5%")])
 def test_fmt_percent(fraction, text):
     assert fmt_percent(fraction) == text
+
+
+def test_outliers_on_both_sides_are_both_named():
+    x = np.concatenate([np.linspace(-1, 1, 5000), [-20.0, 20.0]]).astype(np.float32)
+    c = _cap(x, choose_qparams(x))
+    assert c.kind == "outlier"
+    assert c.text.startswith("two values, at -20 and 20, stretch the window")
+    y = np.concatenate([np.linspace(-1, 1, 5000), [-20.0, -19.0, 18.0, 20.0]]).astype(np.float32)
+    assert _cap(y, choose_qparams(y)).text.startswith("4 values out to -20 and 20 stretch")

@@ -134,18 +134,30 @@ def _outlier(report: QuantReport, x_min: float, x_max: float) -> Caption | None:
     if span > CROWDED_FRACTION * report.params.levels:
         return None
     first, last = int(used[0]), int(used[-1])
-    above = (last - hi) >= (lo - first)  # the window is stretched more on this side
-    edge, extreme = (hi, last) if above else (lo, first)
-    mid = (edge + extreme) / 2.0
     codes = np.arange(hist.size)
-    far = int(hist[codes > mid].sum() if above else hist[codes < mid].sum())
-    value = x_max if above else x_min
-    if far <= 1:
-        who = f"one value at {fmt_value(value)} stretches"
+    # each side's stretch: codes between the bulk's edge and the extreme value; the values in
+    # the outer half of a stretch are the ones doing the stretching
+    sides = []
+    for edge, extreme, value in ((lo, first, x_min), (hi, last, x_max)):
+        stretch = abs(extreme - edge)
+        mid = (edge + extreme) / 2.0
+        far = int(hist[codes < mid].sum() if extreme < edge else hist[codes > mid].sum())
+        sides.append((stretch, far, value))
+    longest = max(st for st, _, _ in sides)
+    active = [(far, value) for st, far, value in sides if st >= 0.5 * longest and far > 0]
+    share = (f"the window: {fmt_percent(BULK_SHARE)} of values share {span} of "
+             f"{report.params.levels} codes")
+    if len(active) == 2:
+        (n_lo, v_lo), (n_hi, v_hi) = active
+        if n_lo == 1 and n_hi == 1:
+            who = f"two values, at {fmt_value(v_lo)} and {fmt_value(v_hi)}, stretch"
+        else:
+            who = f"{n_lo + n_hi:,} values out to {fmt_value(v_lo)} and {fmt_value(v_hi)} stretch"
     else:
-        who = f"{far:,} values up to {fmt_value(value)} stretch"
-    return Caption("outlier", f"{who} the window: {fmt_percent(BULK_SHARE)} of values share "
-                              f"{span} of {report.params.levels} codes")
+        far, value = active[0] if active else (1, sides[1][2])
+        who = (f"one value at {fmt_value(value)} stretches" if far <= 1
+               else f"{far:,} values up to {fmt_value(value)} stretch")
+    return Caption("outlier", f"{who} {share}")
 
 
 def _rounding(report: QuantReport) -> Caption:

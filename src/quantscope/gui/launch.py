@@ -161,6 +161,9 @@ def _render_once(app, window, args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     app.processEvents()
+    settle = getattr(getattr(window, "views_controller", None), "settle", None)
+    if settle is not None:  # the explanatory views draw from their own background jobs
+        settle()
     if args.screenshot:
         from quantscope.gui.export import save_image
 

@@ -191,6 +191,24 @@ class ViewsController(QObject):
             self._guarded(self.open_session, path)
 
     # -- lifetime ---------------------------------------------------------------------------------
+    def settle(self, timeout_s: float = 120.0) -> None:
+        """Wait until every visible view has drawn its data (``--screenshot`` calls this after
+        the panes are ready, so a saved picture never shows an empty view)."""
+        import time
+
+        from PySide6.QtWidgets import QApplication
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            QApplication.processEvents()
+            jobs = [getattr(v, "job", None) for v in self.views.values()]
+            busy = [j for j in jobs if j is not None and j.busy]
+            if not busy:
+                QApplication.processEvents()  # deliver the last queued results
+                return
+            for job in busy:
+                job.wait(0.05)
+
     def shutdown(self) -> None:
         """Join the views' background jobs (no thread outlives the window)."""
         for view in self.views.values():
