@@ -152,6 +152,7 @@ def test_bad_files_keep_the_previous_operands(view, qtbot, tmp_path):
         "garbage.npy": (b"this is not a tensor file", ("A (activations)", "garbage.npy")),
         "cube.npy": (np.zeros((2, 3, 4), np.float32), ("A (activations)", "2-D", "(2, 3, 4)")),
         "wrong_k.npy": (np.ones((5, 100), np.float32), ("A is [5, 100]", "(K)")),
+        "nan.npy": (np.full((3, 384), np.nan, np.float32), ("nan.npy", "1,152 NaN")),
     }
     for name, (content, words) in cases.items():
         path = tmp_path / name

@@ -39,6 +39,9 @@ from quantscope.io import load_for_analysis, samples
 
 #: Bins of the output-error histogram.
 HIST_BINS = 81
+#: Largest M·K·N the lab runs (about a second per float64 GEMM on one core): every control
+#: change runs the product once more, and the worker cannot stop a GEMM half-way.
+MAX_MACS = 2**33
 #: Generators offered per side (activations look like activations, weights like weights).
 A_GENERATORS = ("outliers", "gelu", "normal", "laplace", "student_t")
 W_GENERATORS = ("weights", "normal", "laplace", "student_t")
@@ -177,6 +180,9 @@ def load_operand(spec: Operand) -> np.ndarray:
     if x.ndim != 2:
         raise OperandError(f"{spec.label()}: a matmul operand must be a 2-D matrix, this tensor "
                            f"has shape {tuple(x.shape)}")
+    if not np.isfinite(x).all():
+        raise OperandError(f"{spec.label()}: {int(np.count_nonzero(~np.isfinite(x))):,} NaN or "
+                           "infinite value(s); an int8 matmul needs finite operands")
     return np.ascontiguousarray(x.T if spec.transpose else x)
 
 
@@ -224,6 +230,11 @@ class LabCache:
         if w.kind == "generated":
             x_w = self._load(_with_k(w, "W", fixed_k if fixed_k is not None else x_a.shape[1]),
                              "W")
+        macs = x_a.shape[0] * x_a.shape[1] * x_w.shape[1]
+        if x_a.shape[1] == x_w.shape[0] and macs > MAX_MACS:
+            raise OperandError(f"A {list(x_a.shape)} × W {list(x_w.shape)} is {macs:,} "
+                               f"multiply-accumulates; the lab stays interactive up to "
+                               f"{MAX_MACS:,} (use fewer rows M or columns N)")
         if x_a.shape[1] != x_w.shape[0]:
             hint = (" (the weight file may be stored [out, in]: tick 'transpose W')"
                     if x_w.shape[1] == x_a.shape[1] else "")
@@ -371,6 +382,7 @@ def display_text(result: MatmulLabResult, plain: MatmulLabResult,
 __all__ = [
     "A_GENERATORS",
     "HIST_BINS",
+    "MAX_MACS",
     "REAL_A",
     "REAL_W",
     "W_GENERATORS",
