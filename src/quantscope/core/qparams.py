@@ -267,4 +267,4 @@ def choose_qparams(
         return params_from_range(lo, hi, **common)
     from quantscope.core.calibration import calibrated_qparams
 
-    return calibrated_qparams(xf, method=method, **common, **method_options)
+    return calibrated_qparams(xf, **common, **method_options)  # common holds method
