@@ -280,6 +280,7 @@ class MatmulView(QWidget):
         for key, label in self.details.items():
             label.setText(text[key])
         self.path.setText(text["path"])
+        self.side.layout().activate()  # line counts changed: lay out now, not on next event
         self.hist_plain.setData(outcome.hist_centres, outcome.plain_counts)
         self.hist_now.setData(outcome.hist_centres, outcome.hist_counts)
         self._draw_channels()

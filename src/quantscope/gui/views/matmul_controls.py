@@ -58,6 +58,7 @@ def _combo(items) -> QComboBox:
     # shrink with the tab (the window gives views ~40% of its width): elide, don't push
     box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
     box.setMinimumContentsLength(5)
+    box.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
     for text, data in items:
         box.addItem(text, data)
     return box
@@ -109,13 +110,13 @@ class LabControls(QWidget):
             load.clicked.connect(lambda _=False, s=side: self.open_dialog(s))
             self.loaders[side] = load
             grid.addWidget(load, row, 2)
-            for col, w in enumerate((box, *scheme), start=3):
+            box.currentIndexChanged.connect(self._changed)
+            for col, w in enumerate(scheme, start=3):
                 w.currentIndexChanged.connect(self._changed)
-                if w is not box:
-                    grid.addWidget(w, row, col)
+                grid.addWidget(w, row, col)
         grid.addWidget(QLabel("<b>out</b>"), 2, 0)
         grid.addWidget(self.out, 2, 1)
-        grid.addWidget(self.requant, 2, 3, 1, 3)
+        grid.addWidget(self.requant, 2, 3, 1, 2)
         self.out.currentIndexChanged.connect(self._changed)
         self.requant.currentIndexChanged.connect(self._changed)
         extra = QHBoxLayout()
@@ -138,10 +139,10 @@ class LabControls(QWidget):
         self.extra.setProperty("clutter", True)
         extra.setContentsMargins(0, 0, 0, 0)
         grid.addWidget(self.transpose, 3, 1, 1, 2)
-        grid.addWidget(self.extra, 3, 3, 1, 4)
-        grid.addWidget(self.order, 2, 6)
+        grid.addWidget(self.extra, 3, 3, 1, 3)
+        grid.addWidget(self.order, 2, 5)
         grid.setColumnStretch(1, 3)
-        for col in range(3, 7):  # the scheme combos keep their words
+        for col in range(3, 6):  # the scheme combos keep their words
             grid.setColumnStretch(col, 1)
         layout.addLayout(grid)
 
