@@ -4,7 +4,7 @@ Pick A (activations) and W (weights) -- the bundled MiniLM layer-0 pair by defau
 generator, or a file --, each side's scheme, the output and the requantization rounding
 (TFLite's reference double rounding or the LiteRT runtime's single rounding), then drag
 SmoothQuant's α and LLM.int8()'s threshold. Every control change becomes one immutable
-:class:`~quantscope.gui.views.matmul_model.LabRequest`, debounced (40 ms) and run in the view's
+:class:`~quantscope.gui.views.matmul_model.LabRequest`, coalesced over 40 ms and run in the view's
 one :class:`~quantscope.gui.views._jobs.LatestJob` (generation stamps; stale results dropped).
 The result of :func:`quantscope.core.outliers.quantized_matmul` is drawn as it is: the big
 numbers are :func:`~quantscope.gui.views.matmul_model.display_text` of it, the plots its error
@@ -224,10 +224,17 @@ class MatmulView(QWidget):
 
     # -- controls -> request ------------------------------------------------------------------
     def _schedule(self, *_args, user: bool = True) -> None:
-        """A control changed: (re)start the debounce timer; the request is read when it fires."""
+        """A control changed: arm the 40 ms timer unless it is armed already.
+
+        Not restarted on every change: a slider dragged continuously emits every few ms, and
+        a restarted timer would only fire once the hand stops. Armed once, it fires 40 ms
+        after the first change and reads the controls *then*, so a burst of changes becomes
+        one request and a drag updates ~25 times a second (the LatestJob drops stale ones).
+        """
         if user:
             self._clear_error()
-        self.timer.start()
+        if not self.timer.isActive():
+            self.timer.start()
 
     def request(self) -> LabRequest:
         """The immutable request the controls stand for now."""
