@@ -7,6 +7,7 @@ Modules: :mod:`~quantscope.core.quantize` (codes and values), :mod:`~quantscope.
 """
 
 from quantscope.core.analyze import analyze
+from quantscope.core.fast import Prepared, prepare
 from quantscope.core.matmul import MatmulReport, int8_matmul
 from quantscope.core.outliers import (
     MatmulLabResult,
@@ -18,24 +19,29 @@ from quantscope.core.qparams import QuantParams, choose_qparams, code_range, par
 from quantscope.core.quantize import dequantize, quantize, quantize_fp32_to_int8
 from quantscope.core.report import QuantReport, UnitStats
 from quantscope.core.requant import multiply_by_quantized_multiplier, quantize_multiplier
+from quantscope.core.sweep import ClipSweep, clip_sweep
 from quantscope.core.validate import EngineTypeError, EngineValueError
 
 __all__ = [
+    "ClipSweep",
     "EngineTypeError",
     "EngineValueError",
     "MatmulLabResult",
     "MatmulReport",
+    "Prepared",
     "QuantParams",
     "QuantReport",
     "UnitStats",
     "analyze",
     "choose_qparams",
+    "clip_sweep",
     "code_range",
     "dequantize",
     "int8_matmul",
     "multiply_by_quantized_multiplier",
     "outlier_columns",
     "params_from_range",
+    "prepare",
     "quantize",
     "quantize_fp32_to_int8",
     "quantize_multiplier",
