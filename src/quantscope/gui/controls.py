@@ -31,9 +31,11 @@ from quantscope.state import ExplorerState, Settings
 METHOD_LABELS = {"minmax": "min / max", "percentile": "percentile", "mse": "MSE-optimal",
                  "entropy": "entropy (TensorRT KL)", "manual": "manual clip"}
 ROUNDING_LABELS = {"half_even": "half to even", "half_away": "half away from zero"}
-NARROW_LABELS = {None: "default (narrow if symmetric)", True: "narrow (drop -2ᵇ⁻¹)",
-                 False: "full"}
-RUNTIME_LABELS = {None: "none (engine rules)", "pytorch": "PyTorch", "onnxruntime": "ONNX Runtime",
+NARROW_LABELS = {None: "default", True: "narrow", False: "full"}
+NARROW_TIPS = {None: "the engine default: narrow for symmetric, full for asymmetric",
+               True: "narrow: drop the most negative code (-127..127 at 8 bits)",
+               False: "full: every code (-128..127 at 8 bits)"}
+RUNTIME_LABELS = {None: "none (engine)", "pytorch": "PyTorch", "onnxruntime": "ONNX Runtime",
                   "tflite": "TFLite", "tensorrt": "TensorRT"}
 #: Slider positions per decade of "nines": 0 -> p90, 100 -> p99, 300 -> p99.99, 500 -> p99.9999.
 _NINES = 100
@@ -78,10 +80,14 @@ class Throttle(QObject):
             self.state.update_settings(**changes)
 
 
-def _combo(options: dict) -> QComboBox:
+def _combo(options: dict, tips: dict | None = None) -> QComboBox:
     box = QComboBox()
+    box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    box.setMinimumContentsLength(8)
     for value, label in options.items():
         box.addItem(label, value)
+        if tips:
+            box.setItemData(box.count() - 1, tips[value], Qt.ItemDataRole.ToolTipRole)
     return box
 
 
@@ -113,13 +119,14 @@ class ControlsPanel(QGroupBox):
 
         self.clip = QLabeledDoubleRangeSlider(Qt.Orientation.Horizontal)
         self.clip.setDecimals(3)
+        self.clip.setEdgeLabelMode(QLabeledDoubleRangeSlider.EdgeLabelMode.NoLabel)
         self.clip.setRange(-1.0, 1.0)
         self.clip.setValue((-1.0, 1.0))
         form.addRow("clip window", self.clip)
 
         self.rounding = _combo(ROUNDING_LABELS)
         form.addRow("rounding", self.rounding)
-        self.narrow = _combo(NARROW_LABELS)
+        self.narrow = _combo(NARROW_LABELS, NARROW_TIPS)
         form.addRow("code range", self.narrow)
         self.bits = QSlider(Qt.Orientation.Horizontal)
         self.bits.setRange(2, 8)
@@ -141,7 +148,8 @@ class ControlsPanel(QGroupBox):
         form.addRow("channel axis", self.axis)
         self.group = QSpinBox()
         self.group.setRange(0, 1 << 24)
-        self.group.setSpecialValueText("off (per channel)")
+        self.group.setSpecialValueText("off")
+        self.group.setToolTip("elements per group along the channel axis; off = per channel")
         self.group.setKeyboardTracking(False)
         form.addRow("group size", self.group)
         self.runtime = _combo(RUNTIME_LABELS)

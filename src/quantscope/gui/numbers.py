@@ -14,16 +14,18 @@ import numpy as np
 
 from quantscope.core import QuantReport
 
-#: (key, label) of each number in a pane's table, in reading order (two per row).
+#: (key, label) of each number in a pane's table, in reading order. The scale has a row of its
+#: own (per channel it is three numbers); the others go two per row.
 FIELDS: tuple[tuple[str, str], ...] = (
     ("scale", "scale"),
     ("zero_point", "zero point"),
+    ("sqnr_db", "SQNR"),
     ("rounding_mse", "rounding MSE"),
     ("clipping_mse", "clipping MSE"),
     ("mse", "total MSE"),
-    ("sqnr_db", "SQNR"),
     ("max_abs_error", "max |error|"),
     ("codes_used", "codes used"),
+    ("clipped_fraction", "clipped"),
     ("clipped_below", "clipped below"),
     ("clipped_above", "clipped above"),
 )
@@ -39,9 +41,10 @@ def fmt_float(v: float, digits: int = 4) -> str:
 
 
 def fmt_percent(count: int, n: int) -> str:
-    """A clipped count as a percentage of the finite elements, with the count itself."""
+    """A clipped count as a percentage of the finite elements (3 decimals: one value in 10^5
+    still shows)."""
     share = 100.0 * count / n if n else 0.0
-    return f"{share:.3f}% ({count:,})"
+    return f"{share:.3f}%"
 
 
 def display_values(report: QuantReport) -> dict[str, str]:
@@ -52,8 +55,8 @@ def display_values(report: QuantReport) -> dict[str, str]:
         scale = fmt_float(s["scale"], 6)
         zp = str(s["zero_point"])
     else:
-        scale = (f"{fmt_float(s['scale_min'], 4)} / {fmt_float(s['scale_median'], 4)} / "
-                 f"{fmt_float(s['scale_max'], 4)}")
+        scale = (f"{fmt_float(s['scale_min'], 3)} … {fmt_float(s['scale_max'], 3)} "
+                 f"(median {fmt_float(s['scale_median'], 3)})")
         zp = (str(s["zero_point_min"]) if s["zero_point_min"] == s["zero_point_max"]
               else f"{s['zero_point_min']} … {s['zero_point_max']}")
     return {
@@ -65,16 +68,17 @@ def display_values(report: QuantReport) -> dict[str, str]:
         "sqnr_db": f"{sq:.2f} dB" if math.isfinite(sq) else f"{fmt_float(sq)} dB",
         "max_abs_error": fmt_float(s["max_abs_error"]),
         "codes_used": f"{s['codes_used']} of {s['levels']}",
+        "clipped_fraction": f"{s['clipped_below'] + s['clipped_above']:,} values",
         "clipped_below": fmt_percent(s["clipped_below"], s["n"]),
         "clipped_above": fmt_percent(s["clipped_above"], s["n"]),
     }
 
 
 def field_label(key: str, report: QuantReport | None) -> str:
-    """A field's label; per-channel scales say what their three numbers are."""
+    """A field's label; per-channel / per-group scales and zero points are ranges."""
     label = dict(FIELDS)[key]
-    if key == "scale" and report is not None and report.per_channel is not None:
-        return "scale min/med/max"
+    if key in ("scale", "zero_point") and report is not None and report.per_channel is not None:
+        return label + "s"
     return label
 
 

@@ -83,6 +83,7 @@ class Pane(QFrame):
     def _build_plot(self) -> None:
         self.plot = self.graphics.addPlot(row=0, col=0)
         self.plot.setLabel("left", "count")
+        self.plot.setLabel("bottom", "value")
         self.plot.showGrid(x=False, y=True, alpha=0.15)
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.getViewBox().setDefaultPadding(0.02)
@@ -104,6 +105,8 @@ class Pane(QFrame):
                                                            "fill": (255, 255, 255, 200)})
         self.zero.hide()
         self.plot.addItem(self.zero, ignoreBounds=True)
+        self._grid_scale = 0.0
+        self.plot.sigXRangeChanged.connect(lambda *_: self._update_grid_pen())
 
     def _build_strip(self) -> None:
         self.strip = self.graphics.addPlot(row=1, col=0)
@@ -132,7 +135,7 @@ class Pane(QFrame):
         self.values: dict[str, QLabel] = {}
         font = mono_font()
         for i, (key, label) in enumerate(FIELDS):
-            row, col = divmod(i, 2)
+            row, col = divmod(i + 1, 2) if i else (0, 0)
             name = QLabel(label)
             name.setObjectName("fieldName")
             value = QLabel("—")
@@ -140,7 +143,7 @@ class Pane(QFrame):
             value.setObjectName("fieldValue")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             grid.addWidget(name, row, 2 * col)
-            grid.addWidget(value, row, 2 * col + 1)
+            grid.addWidget(value, row, 2 * col + 1, 1, 3 if key == "scale" else 1)
             self.labels[key], self.values[key] = name, value
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(3, 1)
@@ -171,8 +174,9 @@ class Pane(QFrame):
             self.hist.setData([], [])
             return
         counts = ov.hist_counts.astype(np.float64)
-        if log:  # empty bins sit on the axis (log10(1) = 0) instead of -inf
-            counts = np.log10(np.maximum(counts, 1.0))
+        if log:  # log10(1 + n): empty bins sit on the axis instead of at -inf
+            counts = np.log10(counts + 1.0)
+        self.plot.setLabel("left", "log₁₀(1 + count)" if log else "count")
         self.hist.setData(ov.hist_edges, counts)
         self._overview, self._log = ov, log
         self._draw_regions()
@@ -192,6 +196,8 @@ class Pane(QFrame):
         top = max(float(height.max()), 1.0)
         self.slots.setOpts(x=codes, height=np.full(codes.size, top), width=1.0)
         self.bars.setOpts(x=codes, height=height, width=0.9 if codes.size < 64 else 1.0)
+        self.strip.setXRange(report.qmin - 1, report.qmax + 1, padding=0)
+        self.strip.setYRange(0, top, padding=0.05)
         used = int(np.count_nonzero(hist))
         self.strip.setTitle(f"code occupancy: {used} of {report.params.levels} codes used",
                             size="10pt")
@@ -213,10 +219,24 @@ class Pane(QFrame):
         self._region(self.clip_lo, ov.min, lo, ov.min < lo)
         self._region(self.clip_hi, hi, ov.max, ov.max > hi)
         zp = display_values(report)["zero_point"]
+        self.zero.show()  # the label only re-renders while visible
         self.zero.setValue(g.zero)
-        self.zero.label.setFormat(f"zp {zp}")
-        self.zero.show()
+        self.zero.label.setFormat(f"zero point {zp}")
         self.plot.setToolTip(g.note)
+        self._grid_scale = float(np.median(np.diff(g.boundaries))) if g.boundaries.size > 1 \
+            else 0.0
+        self._update_grid_pen()
+
+    def _update_grid_pen(self) -> None:
+        """Fade the bucket boundaries when they are denser than a few pixels: at full zoom 255
+        lines would paint a grey wash; zooming in spreads them and they darken."""
+        width_px = max(self.plot.getViewBox().width(), 1.0)
+        (x0, x1), _ = self.plot.getViewBox().viewRange()
+        spacing_px = self._grid_scale * width_px / max(x1 - x0, 1e-300)
+        # Overlapping lines add up: below ~4 px the alpha scales with the spacing so that a
+        # full-zoom grid stays a faint tint; from ~4 px each line is drawn distinctly.
+        alpha = int(np.clip(28 * spacing_px, 3, 110))
+        self.grid.setPen(pg.mkPen(QColor(60, 60, 60, alpha), width=0))
 
     @staticmethod
     def _region(item: pg.LinearRegionItem, a: float, b: float, visible: bool) -> None:

@@ -158,7 +158,7 @@ class MainWindow(QMainWindow):
         dock.setTitleBarWidget(QWidget())
         dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
         dock.setWidget(tabs)
-        dock.setMinimumWidth(330)
+        dock.setMinimumWidth(290)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
         self.side_dock = dock
 
