@@ -81,8 +81,9 @@ def test_views_full_width_and_back(window):
     vc = window.views_controller
     before = window.splitter.sizes()
     vc.set_views_wide(True)
-    assert window.splitter.sizes()[0] == 0
+    assert window.splitter.widget(0).isHidden() and vc.wide_action.isChecked()
     vc.set_views_wide(False)
+    assert not window.splitter.widget(0).isHidden() and not vc.wide_action.isChecked()
     assert window.splitter.sizes()[0] > 0 and len(before) == 2
 
 

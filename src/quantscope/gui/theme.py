@@ -180,6 +180,9 @@ def stylesheet(theme: Theme) -> str:
     title = "#e8edf5" if theme.dark else "#14213d"
     caption = "#c4ccd8" if theme.dark else "#3d4a5c"
     base = 14 if theme.presentation else 11
+    # the panes' number tables are read up close, not from the back of the room: growing
+    # them with the rest would push the window past a 1920-pixel projector
+    table = 12 if theme.presentation else 11
     return f"""
 QMainWindow, QWidget {{ background: {panel}; color: {fg}; font-size: {base}pt; }}
 QFrame#pane {{ border: 1px solid {border}; border-radius: 6px; background: {bg}; }}
@@ -187,7 +190,8 @@ QLabel#paneTitle {{ font-size: {base + 4}pt; font-weight: 600; color: {title};
                     padding: 2px 2px; }}
 QLabel#paneCaption, QLabel#viewCaption {{ color: {caption}; font-style: italic; }}
 QLabel#paneError {{ color: #e0524f; }}
-QLabel#fieldName {{ color: {muted}; }}
+QLabel#fieldName {{ color: {muted}; font-size: {table}pt; }}
+QLabel#fieldValue {{ font-size: {table}pt; }}
 QLabel#hint {{ color: {muted}; font-size: {base - 1}pt; }}
 QLabel#banner {{ background: #fde8e8; color: #8a1010; border: 1px solid #f5b5b5;
                  border-radius: 4px; padding: 6px 10px; font-weight: 600; }}

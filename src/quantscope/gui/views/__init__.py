@@ -170,12 +170,16 @@ class ViewsController(QObject):
         splitter = getattr(self.window, "splitter", None)
         if splitter is None:
             return
+        panes = splitter.widget(0)
         sizes = splitter.sizes()
         if on:
             if sizes[0] > 0:
                 self._pane_sizes = sizes
-            splitter.setSizes([0, sum(sizes)])
+            # hidden, not just squeezed to 0 px: a hidden widget's minimum width no longer
+            # holds the window wider than a projector
+            panes.hide()
         else:
+            panes.show()
             total = sum(sizes)
             splitter.setSizes(getattr(self, "_pane_sizes", None)
                               or [int(total * 0.62), total - int(total * 0.62)])

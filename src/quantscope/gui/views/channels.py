@@ -93,6 +93,7 @@ class ChannelsView(QWidget):
         layout.addWidget(self.summary)
 
         split = QSplitter(Qt.Orientation.Horizontal)
+        self.split = split
         self.graphics = pg.GraphicsLayoutWidget()
         self.range_plot = self.graphics.addPlot(row=0, col=0)
         self.scale_plot = self.graphics.addPlot(row=1, col=0)
@@ -146,6 +147,7 @@ class ChannelsView(QWidget):
         self.hist_widget = pg.PlotWidget()
         self.hist_plot = self.hist_widget.getPlotItem()
         self.hist_plot.setLabel("bottom", "value")
+        self.hist_plot.getAxis("bottom").enableAutoSIPrefix(False)
         self.hist_plot.setLabel("left", "log₁₀(1 + n) per code")
         self.hist_plot.getViewBox().setMouseEnabled(x=True, y=False)
         self.window_region = pg.LinearRegionItem(movable=False)
@@ -161,6 +163,14 @@ class ChannelsView(QWidget):
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
         layout.addWidget(split, 1)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        # plots beside the table when there is room; above it in a narrow tab
+        want = (Qt.Orientation.Vertical if self.width() < 1.2 * self.height()
+                else Qt.Orientation.Horizontal)
+        if self.split.orientation() != want:
+            self.split.setOrientation(want)
 
     def apply_theme(self, theme: Theme) -> None:
         self._theme = theme
