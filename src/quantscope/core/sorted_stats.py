@@ -49,9 +49,11 @@ def dd_prefix_rows(vals: np.ndarray, out: np.ndarray, square: bool) -> np.ndarra
     ``out`` is [R, L + 1, 2]: ``out[r, i, 0] + out[r, i, 1]`` is ``sum(v[r, :i])``. Each row's
     running sum is taken strictly left to right (``np.cumsum`` along the row on tiles that start
     with the carried sum, so tiling changes nothing), every step's rounding error is recovered
-    exactly with Knuth's TwoSum, and the errors are summed on their own. Returns, per row, a
-    bound on the error of any ``hi + lo``: ``u · Σ|lo|`` (the recursive-summation bound of the
-    error sums). ``v`` is float64 (squares are exact: a float32 squared has 48 bits at most).
+    exactly with Knuth's TwoSum, and the errors are summed on their own. Returns, per row,
+    ``u · max|lo|``: the difference of two ``lo`` entries ``n`` positions apart is off by at most
+    ``n`` times that (one rounding per step of the error sum, each at most ``u · |lo|``), so the
+    bound of an interval's sum is local to the interval. ``v`` is float64 (squares are exact: a
+    float32 squared has 48 bits at most).
     """
     n_rows, length = vals.shape
     u = _EPS / 2
@@ -89,7 +91,7 @@ def dd_prefix_rows(vals: np.ndarray, out: np.ndarray, square: bool) -> np.ndarra
             b[:, 0] = out[r0:r1, c0, 1]
             np.cumsum(b, axis=1, out=rn)
             out[r0:r1, c0 + 1:c1 + 1, 1] = cur
-            err_bound[r0:r1] += np.abs(cur).sum(axis=1)
+            np.maximum(err_bound[r0:r1], np.abs(cur).max(axis=1), out=err_bound[r0:r1])
     return err_bound * u
 
 
@@ -102,7 +104,8 @@ class SortedRows:
     prefix sums ``(hi, lo)`` of ``x`` and then of ``x²`` of row ``r`` up to (excluding) global
     position ``p``: each row starts from zero (so a row of tiny values next to a row of huge
     ones keeps its precision), and one record of four floats is one gather. ``bound1`` and
-    ``bound2`` bound, per row, the absolute error of any of its prefix sums of ``x`` and ``x²``.
+    ``bound2`` (per row) times an interval's length bound the absolute error of its sums of
+    ``x`` and ``x²``.
     """
 
     values: np.ndarray
@@ -307,9 +310,9 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
     np.maximum(err, 0.0, out=err)
     # Rounding-error bound of the line above: s2 and s1 come from double-double sums (2 units
     # of roundoff each), then one product and three additions.
-    # plus twice the absolute error of the row's prefix sums (the two ends of each interval).
     bound = _EPS * (2.5 * s2 + 6.0 * np.abs(cross) + nx2)
-    bound += 2.0 * (rows.bound2[row][:, None] + 2.0 * np.abs(xhat) * rows.bound1[row][:, None])
+    # plus the rounding of the error sums between the interval's ends (0 for an empty one)
+    bound += n_int * (rows.bound2[row][:, None] + 2.0 * np.abs(xhat) * rows.bound1[row][:, None])
     values = rows.values
     nonempty = n_int > 0
     if values.size:
