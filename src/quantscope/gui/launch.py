@@ -144,14 +144,21 @@ def _render_once(app, window, args: argparse.Namespace) -> int:
             errors.append(message)
             loop.quit()
 
-    window.results_shown.connect(loop.quit)
+    def poll() -> None:  # the panes signal results_shown; views are polled (is_ready)
+        if window.all_shown() and window.views_ready():
+            loop.quit()
+
     window.error_shown.connect(on_error)
     timer = QTimer()
     timer.setSingleShot(True)
     timer.timeout.connect(loop.quit)
     timer.start(SCREENSHOT_TIMEOUT_S * 1000)
-    if not window.all_shown():
+    ticker = QTimer()
+    ticker.timeout.connect(poll)
+    ticker.start(50)
+    if not (window.all_shown() and window.views_ready()):
         loop.exec()
+    ticker.stop()
     timer.stop()
     if errors:
         print(f"quantscope: error: {errors[0]}", file=sys.stderr)

@@ -260,6 +260,7 @@ class MainWindow(QMainWindow):
     def load(self, source: Source) -> None:
         """Build or read ``source`` in the worker; the tensor changes when it is ready."""
         self._load_source = source
+        settings = self.state.settings
 
         def job(ctx: JobContext):
             ctx.progress(-1, f"loading {source.label()}")
@@ -270,7 +271,7 @@ class MainWindow(QMainWindow):
             ctx.progress(-1, "summarising")
             ov = overview(x, dtype)
             ctx.progress(-1, "preparing exact statistics")
-            return source, x, prepare_tensor(x), ov
+            return source, x, prepare_tensor(x, settings, source.axis), ov
 
         self._start_progress(f"loading {source.label()}")
         self.worker.submit("load", job)
@@ -335,14 +336,14 @@ class MainWindow(QMainWindow):
         for key, pane in self.panes.items():
             pane.set_title(pane_title(key, st.settings))
         if st.overview is None:  # set directly (tests, views): prepare it in the worker
-            tensor = st.tensor
+            tensor, settings = st.tensor, st.settings
             self._preparing_for = tensor
 
             def job(ctx: JobContext):
                 ctx.progress(-1, "summarising")
                 ov = overview(tensor)
                 ctx.progress(-1, "preparing exact statistics")
-                return tensor, prepare_tensor(tensor), ov
+                return tensor, prepare_tensor(tensor, settings), ov
 
             self._start_progress("preparing")
             self.worker.submit("prepare", job)
@@ -426,6 +427,15 @@ class MainWindow(QMainWindow):
         st = self.state
         return (st.overview is not None and bool(st.results or st.errors)
                 and all(k in st.results or k in st.errors for k in PANES))
+
+    def views_ready(self) -> bool:
+        """True when every added view that defines ``is_ready()`` says it is up to date (so a
+        ``--screenshot`` never catches a view half-drawn)."""
+        for i in range(self.views.count()):
+            ready = getattr(self.views.widget(i), "is_ready", None)
+            if callable(ready) and not ready():
+                return False
+        return True
 
     def metrics(self) -> dict:
         """The numbers every pane displays, keyed by pane (the ``--metrics`` JSON)."""

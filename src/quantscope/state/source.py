@@ -184,10 +184,22 @@ def overview(x: np.ndarray, dtype: str = "float32") -> TensorOverview:
                           edges, counts, dtype)
 
 
-def prepare_tensor(x: np.ndarray):
-    """The engine's one-time preparation for fast exact reports, or None where unavailable."""
-    try:
-        from quantscope.core.fast import prepare
-    except ImportError:
-        return None
-    return prepare(x)
+def prepare_tensor(x: np.ndarray, settings=None, axis: int | None = None):
+    """The engine's one-time preparation for fast exact reports (any thread).
+
+    With ``settings``, the per-channel (or per-group) layout the panes will ask for is built
+    now too (along ``axis`` when given, else ``settings.axis``), so the first report after a
+    load is as fast as the next ones; a layout the tensor cannot have is simply skipped.
+    """
+    from quantscope.core.fast import prepare
+    from quantscope.errors import QuantscopeError
+
+    prepared = prepare(x)
+    if settings is not None and x.ndim > 0:
+        ax = settings.axis if axis is None else axis
+        if -x.ndim <= ax < x.ndim:
+            try:
+                prepared.layout(ax, settings.group_size)
+            except QuantscopeError:
+                pass
+    return prepared

@@ -1,0 +1,227 @@
+"""The Qt-free explorer state: engine defaults, refusals that keep the previous state, stale
+results dropped by generation, and every pane's numbers equal to the engine's."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE, four_reports
+from quantscope.core import analyze, choose_qparams, params_from_range
+from quantscope.core.generators import generate
+from quantscope.state import (
+    PANES,
+    ExplorerState,
+    Settings,
+    SettingsError,
+    Source,
+    compute_reports,
+    load_source,
+    overview,
+    pane_params,
+    pane_title,
+)
+
+
+class Recorder:
+    """Counts emissions of every state signal and keeps the error messages."""
+
+    def __init__(self, state: ExplorerState) -> None:
+        self.counts = {name: 0 for name in ("tensor_changed", "settings_changed",
+                                            "results_changed", "prepared_changed")}
+        self.errors: list[str] = []
+        for name in self.counts:
+            getattr(state, name).connect(lambda *_, n=name: self._bump(n))
+        state.error.connect(self.errors.append)
+
+    def _bump(self, name: str) -> None:
+        self.counts[name] += 1
+
+
+@pytest.fixture
+def state() -> ExplorerState:
+    st = ExplorerState()
+    assert st.set_tensor(generate("outliers", (64, 256), seed=2), Source.generator(
+        "outliers", (64, 256), 2))
+    return st
+
+
+def same_numbers(a, b) -> None:
+    assert a.summary() == b.summary()
+    np.testing.assert_array_equal(a.code_histogram, b.code_histogram)
+
+
+def test_defaults_are_the_engines():
+    s = Settings()
+    assert (s.method, s.rounding, s.narrow_range, s.bits, s.group_size, s.runtime) == (
+        "minmax", "half_even", None, 8, None, None)
+    x = generate("normal", (16, 32))
+    p = pane_params(x, "symmetric/tensor", s)
+    ref = choose_qparams(x)
+    assert (p.qmin, p.qmax, float(p.scale)) == (ref.qmin, ref.qmax, float(ref.scale))
+    assert p.qmin == -127  # narrow-range symmetric by default
+
+
+def test_first_numbers_equal_quantscope_report(gelu_activations):
+    src = Source("sample", DEMO_SAMPLE, axis=DEMO_AXIS)
+    x, dtype = load_source(src)
+    assert dtype == "float32"
+    np.testing.assert_array_equal(x, gelu_activations)
+    st = ExplorerState()
+    assert st.set_tensor(x, src)
+    assert st.settings.axis == DEMO_AXIS
+    results = st.compute()
+    ref = four_reports(x, DEMO_AXIS)
+    assert set(results) == set(PANES) == set(ref)
+    for pane in PANES:
+        same_numbers(results[pane], ref[pane])
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    (np.full((3, 4), np.nan, np.float32), "NaN or infinite"),
+    (np.array([np.inf, -np.inf]), "NaN or infinite"),
+    (np.float32(1.5), "0-d"),
+    (np.zeros((0, 5), np.float32), "empty"),
+    (np.array(["a", "b"]), "not a real number"),
+])
+def test_bad_tensor_refused_previous_state_kept(state, bad, message):
+    rec = Recorder(state)
+    before, source, settings = state.tensor, state.source, state.settings
+    assert state.set_tensor(bad) is False
+    assert len(rec.errors) == 1 and message in rec.errors[0]
+    assert state.tensor is before and state.source is source and state.settings is settings
+    assert rec.counts["tensor_changed"] == 0
+
+
+@pytest.mark.parametrize("changes", [
+    {"bits": 9}, {"bits": 1}, {"method": "median"}, {"percentile": 0.0},
+    {"percentile": 100.5}, {"rounding": "down"}, {"axis": 2}, {"group_size": 0},
+    {"runtime": "tvm"}, {"manual_clip": (1.0, -1.0)}, {"manual_clip": (0.0, np.inf)},
+    {"no_such_setting": 1},
+])
+def test_bad_settings_refused_with_message(state, changes):
+    rec = Recorder(state)
+    before = state.settings
+    assert state.update_settings(**changes) is False
+    assert state.settings is before and rec.errors and rec.counts["settings_changed"] == 0
+
+
+def test_equal_settings_do_not_recompute(state):
+    rec = Recorder(state)
+    gen = state.generation
+    assert state.update_settings(bits=8) is False
+    assert state.generation == gen and rec.counts["settings_changed"] == 0
+    assert state.update_settings(bits=6) is True
+    assert state.generation == gen + 1 and rec.counts["settings_changed"] == 1
+
+
+def test_stale_results_are_dropped(state):
+    old = state.request()
+    state.update_settings(bits=4)
+    assert state.results == {}
+    assert state.accept(compute_reports(old)) is False
+    assert state.results == {}
+    current = compute_reports(state.request())
+    assert state.accept(current) is True
+    assert all(r.params.bits == 4 for r in state.results.values())
+
+
+@pytest.mark.parametrize("changes", [
+    {"method": "percentile", "percentile": 99.0},
+    {"method": "mse"},
+    {"rounding": "half_away"},
+    {"narrow_range": False},
+    {"bits": 3},
+    {"axis": 1},
+    {"group_size": 32},
+    {"runtime": "tflite"},
+])
+def test_every_pane_equals_the_direct_engine(state, changes):
+    assert state.update_settings(**changes)
+    results = state.compute()
+    s = state.settings
+    for pane in PANES:
+        sym, gran = pane.split("/")
+        granularity = "tensor" if gran == "tensor" else ("group" if s.group_size else "channel")
+        options = {"percentile": s.percentile} if s.method == "percentile" else {}
+        extra = {"runtime": s.runtime} if s.runtime else {"rounding": s.rounding}
+        params = choose_qparams(state.tensor, symmetric=sym == "symmetric",
+                                granularity=granularity, axis=s.axis, group_size=s.group_size,
+                                bits=s.bits, narrow_range=s.narrow_range, method=s.method,
+                                **options, **extra)
+        ref = analyze(state.tensor, params)
+        assert results[pane].summary() == pytest.approx(ref.summary(), rel=1e-9, abs=1e-15)
+        np.testing.assert_array_equal(results[pane].code_histogram, ref.code_histogram)
+
+
+def test_manual_clip_applies_the_engine_rules(state):
+    x = state.tensor
+    assert state.update_settings(method="manual", manual_clip=(-1.5, 3.0))
+    results = state.compute()
+    sym = params_from_range(-3.0, 3.0, symmetric=True)
+    assert float(results["symmetric/tensor"].params.scale) == float(sym.scale)
+    asym = params_from_range(-1.5, 3.0, symmetric=False)
+    assert int(results["asymmetric/tensor"].params.zero_point) == int(asym.zero_point)
+    same_numbers(results["symmetric/tensor"], analyze(x, sym))
+    # per channel: each channel's own range, capped by the window
+    per = results["symmetric/channel"].params
+    assert state.settings.axis == 0  # rows are the channels of this [64, 256] tensor
+    amax = np.minimum(np.abs(x).max(axis=1).astype(np.float64), 3.0)
+    np.testing.assert_array_equal(per.scale, (amax / 127).astype(np.float32))
+    assert results["symmetric/tensor"].clipped_below + results[
+        "symmetric/tensor"].clipped_above == int(np.sum(np.abs(x) > 3.0 + 3.0 / 254))
+
+
+def test_engine_refusal_becomes_a_pane_error(state):
+    assert state.update_settings(runtime="tensorrt")
+    state.compute()
+    assert "asymmetric/tensor" in state.errors and "symmetric" in state.errors[
+        "asymmetric/tensor"]
+    assert "symmetric/tensor" in state.results
+
+
+def test_group_size_turns_channel_panes_into_groups(state):
+    assert state.update_settings(group_size=16, axis=1)
+    assert pane_title("symmetric/channel", state.settings) == "Symmetric · per-group (16)"
+    assert pane_title("symmetric/tensor", state.settings) == "Symmetric · per-tensor"
+    r = state.compute()["asymmetric/channel"]
+    assert r.params.granularity == "group" and r.params.scale.shape == (64, 16)
+
+
+def test_new_tensor_keeps_settings_but_fixes_an_impossible_axis(state):
+    state.update_settings(axis=1, bits=5)
+    assert state.set_tensor(np.arange(10, dtype=np.float32))
+    assert state.settings.axis == 0 and state.settings.bits == 5
+
+
+def test_sources_round_trip_through_json_and_rebuild_bit_for_bit():
+    src = Source.generator("outliers", (32, 16), 5, count=3, magnitude=12.5)
+    again = Source.from_dict(json.loads(json.dumps(src.to_dict())))
+    assert again == src
+    a, _ = load_source(src)
+    b, _ = load_source(again)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, generate("outliers", (32, 16), 5, count=3, magnitude=12.5))
+    assert "outliers(count=3, magnitude=12.5) [32x16] seed 5" == src.label()
+    s = Settings(method="manual", manual_clip=(-1.0, 2.0), group_size=8)
+    assert Settings.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+    with pytest.raises(SettingsError, match="unknown"):
+        Settings.from_dict({"bitz": 3})
+
+
+def test_overview_counts_nonfinite_and_summarises_the_rest():
+    x = np.array([[1.0, np.nan, 3.0], [np.inf, -np.inf, -2.0]], np.float32)
+    ov = overview(x)
+    assert (ov.n_nan, ov.n_posinf, ov.n_neginf) == (1, 1, 1)
+    assert (ov.min, ov.max) == (-2.0, 3.0)
+    assert ov.mean == pytest.approx(2 / 3)
+    assert ov.hist_counts.sum() == 3
+    rows = dict(ov.rows())
+    assert rows["shape"] == "2x3" and rows["NaN / +inf / -inf"] == "1 / 1 / 1"
+
+
+def test_tensor_is_read_only_for_the_workers(state):
+    with pytest.raises(ValueError):
+        state.tensor[0, 0] = 1.0
