@@ -43,56 +43,64 @@ _MAX_FIX_ROUNDS = 64
 _BLOCK = 1 << 16
 
 
-def dd_prefix_rows(vals: np.ndarray, out: np.ndarray, square: bool) -> np.ndarray:
-    """Double-double prefix sums of each row of ``vals`` [R, L] (or of its squares).
+def dd_prefix_rows(vals: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Double-double prefix sums of each row of ``vals`` [R, L] and of its squares.
 
-    ``out`` is [R, L + 1, 2]: ``out[r, i, 0] + out[r, i, 1]`` is ``sum(v[r, :i])``. Each row's
-    running sum is taken strictly left to right (``np.cumsum`` along the row on tiles that start
-    with the carried sum, so tiling changes nothing), every step's rounding error is recovered
-    exactly with Knuth's TwoSum, and the errors are summed on their own. Returns, per row,
-    ``u · max|lo|``: the difference of two ``lo`` entries ``n`` positions apart is off by at most
-    ``n`` times that (one rounding per step of the error sum, each at most ``u · |lo|``), so the
-    bound of an interval's sum is local to the interval. ``v`` is float64 (squares are exact: a
-    float32 squared has 48 bits at most).
+    ``out`` is [R, L + 1, 4]: ``out[r, i, 0] + out[r, i, 1]`` is ``sum(v[r, :i])`` and
+    ``out[r, i, 2] + out[r, i, 3]`` is ``sum(v[r, :i] ** 2)``. Each row's running sum is taken
+    strictly left to right (``np.cumsum`` along the row on tiles that start with the carried
+    sum, so tiling changes nothing), every step's rounding error is recovered exactly with
+    Knuth's TwoSum, and the errors are summed on their own. Tiles are assembled in cache and
+    written once, contiguously. ``v`` is float64 (squares are exact: a float32 squared has 48
+    bits at most).
+
+    Returns, per row, ``u · max|lo|`` for ``x`` and for ``x²``: the difference of two ``lo``
+    entries ``n`` positions apart is off by at most ``n`` times that (one rounding per step of
+    the error sum), so the bound of an interval's sum is local to the interval.
     """
     n_rows, length = vals.shape
     u = _EPS / 2
     out[:, 0, :] = 0.0
-    err_bound = np.zeros(n_rows)
+    bounds = np.zeros((2, n_rows))
     if length == 0 or n_rows == 0:
-        return err_bound
+        return bounds[0], bounds[1]
     cols = min(length, _BLOCK)
     per = max(1, _BLOCK // cols)
     buf = np.empty((per, cols + 1))
     run = np.empty((per, cols + 1))
     t1 = np.empty((per, cols))
     t2 = np.empty((per, cols))
+    tile = np.empty((per, cols, 4))
     for r0 in range(0, n_rows, per):
         r1 = min(r0 + per, n_rows)
         nr = r1 - r0
         for c0 in range(0, length, cols):
             c1 = min(c0 + cols, length)
             m = c1 - c0
-            b, rn = buf[:nr, :m + 1], run[:nr, :m + 1]
+            b, rn, tl = buf[:nr, :m + 1], run[:nr, :m + 1], tile[:nr, :m]
             v, prev, cur = b[:, 1:], rn[:, :-1], rn[:, 1:]
             bv, av = t1[:nr, :m], t2[:nr, :m]
-            if square:
-                np.multiply(vals[r0:r1, c0:c1], vals[r0:r1, c0:c1], out=v, dtype=np.float64)
-            else:
-                v[...] = vals[r0:r1, c0:c1]
-            b[:, 0] = out[r0:r1, c0, 0]
-            np.cumsum(b, axis=1, out=rn)
-            np.subtract(cur, prev, out=bv)  # TwoSum(prev, v) = (cur, error)
-            np.subtract(cur, bv, out=av)
-            np.subtract(prev, av, out=av)
-            np.subtract(v, bv, out=bv)
-            np.add(av, bv, out=v)
-            out[r0:r1, c0 + 1:c1 + 1, 0] = cur
-            b[:, 0] = out[r0:r1, c0, 1]
-            np.cumsum(b, axis=1, out=rn)
-            out[r0:r1, c0 + 1:c1 + 1, 1] = cur
-            np.maximum(err_bound[r0:r1], np.abs(cur).max(axis=1), out=err_bound[r0:r1])
-    return err_bound * u
+            for k in (0, 2):
+                if k:
+                    np.multiply(vals[r0:r1, c0:c1], vals[r0:r1, c0:c1], out=v,
+                                dtype=np.float64)
+                else:
+                    v[...] = vals[r0:r1, c0:c1]
+                b[:, 0] = out[r0:r1, c0, k]
+                np.cumsum(b, axis=1, out=rn)
+                np.subtract(cur, prev, out=bv)  # TwoSum(prev, v) = (cur, error)
+                np.subtract(cur, bv, out=av)
+                np.subtract(prev, av, out=av)
+                np.subtract(v, bv, out=bv)
+                np.add(av, bv, out=v)
+                tl[:, :, k] = cur
+                b[:, 0] = out[r0:r1, c0, k + 1]
+                np.cumsum(b, axis=1, out=rn)
+                tl[:, :, k + 1] = cur
+                np.maximum(bounds[k // 2, r0:r1], np.abs(cur).max(axis=1),
+                           out=bounds[k // 2, r0:r1])
+            out[r0:r1, c0 + 1:c1 + 1, :] = tl
+    return bounds[0] * u, bounds[1] * u
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,15 +163,14 @@ class SortedRows:
         if n_rows and (count == count[0]).all():  # equal rows: tiles of whole rows
             v2 = values.reshape(n_rows, -1)
             p3 = prefix.reshape(n_rows, -1, 4)
-            bound1 = dd_prefix_rows(v2, p3[:, :, 0:2], square=False)
-            bound2 = dd_prefix_rows(v2, p3[:, :, 2:4], square=True)
+            bound1, bound2 = dd_prefix_rows(v2, p3)
         else:
             for r in range(n_rows):
                 a, b = starts[r], starts[r + 1]
                 v2 = values[a:b].reshape(1, -1)
                 p3 = prefix[a + r:b + r + 1].reshape(1, -1, 4)
-                bound1[r] = dd_prefix_rows(v2, p3[:, :, 0:2], square=False)[0]
-                bound2[r] = dd_prefix_rows(v2, p3[:, :, 2:4], square=True)[0]
+                b1, b2 = dd_prefix_rows(v2, p3)
+                bound1[r], bound2[r] = b1[0], b2[0]
         return cls(values, starts, prefix, bound1, bound2, n_bad)
 
     def sums(self, a: np.ndarray, b: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
