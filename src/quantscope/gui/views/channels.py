@@ -74,7 +74,6 @@ class ChannelsView(QWidget):
         bar = QHBoxLayout()
         self.scheme = QComboBox()
         self.scheme.addItems(["symmetric", "asymmetric"])
-        self.scheme.setProperty("clutter", True)
         self.threshold = QDoubleSpinBox()
         self.threshold.setRange(0.0, 1e6)
         self.threshold.setDecimals(2)
