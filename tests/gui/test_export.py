@@ -156,3 +156,28 @@ def test_quantized_npz_round_trips_to_the_engine_values(state, tmp_path, pane):
     assert meta["report"]["mse"] == pytest.approx(analyze(state.tensor, params).mse, rel=1e-12)
     with pytest.raises(ExportError, match=r"\.npz"):
         save_quantized(state, pane, tmp_path / "q.npy")
+
+
+@pytest.mark.parametrize("suffix", [".svg", ".png"])
+def test_screenshot_command_honours_svg_and_png(qapp, tmp_path, suffix, capsys):
+    from quantscope.cli import main
+
+    out = tmp_path / f"shot{suffix}"
+    code = main(["--generator", "outliers", "--shape", "64x256", "--size", "1200x800",
+                 "--screenshot", str(out)])
+    assert code == 0 and f"wrote {out}" in capsys.readouterr().out
+    if suffix == ".svg":
+        root = ET.parse(out).getroot()
+        w, h = int(root.get("width")), int(root.get("height"))
+        assert w >= 1200 and h >= 800
+        assert next(el for el in root if el.tag == SVG + "rect").get("id") == "background"
+    else:
+        img = QImage(str(out))
+        assert img.width() >= 2400 and img.height() == 1600  # 2x pixel density
+
+
+def test_screenshot_refuses_other_formats(qapp, tmp_path, capsys):
+    from quantscope.cli import main
+
+    assert main(["--generator", "normal", "--screenshot", str(tmp_path / "x.jpg")]) == 2
+    assert "write .png or .svg" in capsys.readouterr().err

@@ -63,3 +63,11 @@ def test_other_settings_recompute_the_curves(view, state, qtbot):
     qtbot.waitUntil(lambda: view.data["symmetric/tensor"] is not before, timeout=20_000)
     after = view.data["symmetric/tensor"]
     assert after.clipping_mse[-1] > 0 and before.clipping_mse[-1] == 0
+
+
+def test_legend_says_per_group_when_groups_are_on(view, state, qtbot):
+    state.update_settings(group_size=128, axis=1)
+    qtbot.waitUntil(lambda: view._key is not None and view._key.group_size == 128,
+                    timeout=20_000)
+    names = [label.text for _, label in view.legend.items]
+    assert "Symmetric · per-group (128)" in names and "Asymmetric · per-tensor" in names

@@ -149,10 +149,18 @@ class BitwidthView(QWidget):
         if best_pane is not None:
             bits = np.array(BIT_WIDTHS, np.float64)
             self.guide.setData(bits, ideal_line(bits, BIT_WIDTHS[-1], best))
+        self._retitle(key)
         slopes = [f"{SHORT[p]} {c.db_per_bit():.1f}" for p, c in curves.items()]
         self.summary.setText("dB gained per bit: " + " · ".join(slopes)
                              + " (6.02 when only rounding error remains)")
         self.plot.enableAutoRange(axis=pg.ViewBox.YAxis)
+
+    def _retitle(self, settings: Settings) -> None:
+        """Legend names follow the panes' titles (per-channel panes become per-group)."""
+        for sample, label in self.legend.items:
+            for pane, curve in self.curves.items():
+                if sample.item is curve:
+                    label.setText(pane_title(pane, settings))
 
     def _on_marker_released(self) -> None:
         if self.state is None:
