@@ -27,8 +27,11 @@ from quantscope.core.report import QuantReport
 from quantscope.core.sorted_stats import SortedRows, evaluate
 from quantscope.core.validate import EngineValueError, as_float32
 
-#: A row must hold at least this many elements per code boundary for the sorted path to pay.
-MIN_ROW_PER_BOUNDARY = 2
+#: A row must hold at least this many elements per code boundary for the sorted path to pay:
+#: each row costs one binary-search call and ``levels + 1`` random reads, so short rows (a
+#: 4096 x 4096 weight per channel at 8 bits: 245 ms sorted against 136 ms direct) are faster
+#: by the direct pass; rows of 16K elements already are 1.7x faster sorted, 64K rows 6.5x.
+MIN_ROW_PER_BOUNDARY = 32
 
 
 class Prepared:

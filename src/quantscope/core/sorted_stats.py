@@ -285,6 +285,8 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
 
     ``rule`` is ``(qmin, qmax, rounding, arithmetic)``. Matches the direct pass on the same
     elements: identical counts, clip counts and maximum error, sums within :data:`REL_TOL`.
+    With ``want_counts=False`` (sweeps, searches) the code counts and the maximum error are
+    left out (``counts`` None, ``max_abs`` zeros).
     """
     qmin, qmax = rule[0], rule[1]
     row = np.asarray(row, np.intp)
@@ -322,7 +324,7 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
     bound += n_int * (rows.bound2[row][:, None] + 2.0 * np.abs(xhat) * rows.bound1[row][:, None])
     values = rows.values
     nonempty = n_int > 0
-    if values.size:
+    if values.size and want_counts:  # full reports only: sweeps and searches skip the extremes
         first = values[np.minimum(edges[:, :-1], values.size - 1)].astype(np.float64)
         last = values[np.maximum(edges[:, 1:] - 1, 0)].astype(np.float64)
         worst = np.maximum(np.abs(first - xhat), np.abs(last - xhat))
