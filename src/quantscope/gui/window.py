@@ -458,6 +458,7 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop the worker thread and every timer (idempotent)."""
         self.controls.throttle.timer.stop()
+        self.statusBar().clearMessage()  # stops the status bar's message timeout timer
         self._stop_progress()
         if self.picker is not None:
             self.picker.close()

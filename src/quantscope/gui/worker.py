@@ -16,8 +16,10 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from PySide6.QtCore import QThread, Signal
 
@@ -65,6 +67,9 @@ class Worker(QThread):
     :meth:`latest` (the worker already drops results that were superseded before delivery).
     """
 
+    #: Every worker ever created (weakly), so tests can assert none is left running.
+    instances: ClassVar[weakref.WeakSet] = weakref.WeakSet()
+
     done = Signal(str, int, object)
     failed = Signal(str, int, str)
     progress = Signal(str, int, float, str)
@@ -80,6 +85,7 @@ class Worker(QThread):
         self._running: _Job | None = None
         self._stop = False
         self._ticket = 0
+        Worker.instances.add(self)
 
     # -- GUI-thread API -----------------------------------------------------------------------
     def submit(self, kind: str, fn: Callable[[JobContext], object]) -> int:

@@ -1,0 +1,57 @@
+"""Fixtures for the window tests: a window factory that, at teardown, closes every window it
+made and fails on anything left behind (a running worker thread, an active timer, a new Python
+thread)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import quantscope.gui  # noqa: F401 - first: pins None/True/False before Qt runs (see gui/__init__)
+
+
+def _wait_for_results(qtbot, window, timeout: int = 30_000) -> None:
+    qtbot.waitUntil(window.all_shown, timeout=timeout)
+
+
+@pytest.fixture
+def wait_results(qtbot):
+    """``wait_results(window)``: block (processing events) until every pane shows results for
+    the current tensor and settings."""
+    return lambda window, timeout=30_000: _wait_for_results(qtbot, window, timeout)
+
+
+@pytest.fixture
+def make_window(qtbot):
+    """``make_window(state=None, install_views=False)`` -> a shown 1600x1000 MainWindow."""
+    import shiboken6
+    from PySide6.QtCore import QTimer
+
+    from quantscope.gui import configure_pyqtgraph
+    from quantscope.gui.window import MainWindow
+    from quantscope.gui.worker import Worker
+    from quantscope.state import ExplorerState
+
+    threads_before = set(threading.enumerate())
+    windows = []
+
+    def make(state=None, install_views: bool = False):
+        configure_pyqtgraph()
+        win = MainWindow(state or ExplorerState(), install_views=install_views)
+        qtbot.addWidget(win)
+        win.resize(1600, 1000)
+        win.show()
+        windows.append(win)
+        return win
+
+    yield make
+    for win in windows:
+        win.close()
+        timers = [t for t in win.findChildren(QTimer) if t.isActive()]
+        assert not timers, f"active timers left after close: {timers}"
+    # A deleted worker was stopped first (Qt aborts when a running QThread is destroyed).
+    running = [w for w in list(Worker.instances) if shiboken6.isValid(w) and w.isRunning()]
+    assert not running, f"worker threads still running after close: {running}"
+    leaked = set(threading.enumerate()) - threads_before
+    assert not leaked, f"threads leaked: {leaked}"

@@ -1,0 +1,295 @@
+"""The explorer window, offscreen: first numbers equal ``quantscope report``'s, every control
+changes every pane to exactly the engine's numbers, bad input leaves a readable message and the
+previous tensor, files open through the picker and by drag-and-drop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+from PySide6.QtWidgets import QLabel
+
+from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE, four_reports
+from quantscope.core import analyze
+from quantscope.core.generators import generate
+from quantscope.gui.numbers import display_values
+from quantscope.state import PANES, ExplorerState, Source, pane_params
+
+
+def engine_texts(state) -> dict[str, dict[str, str]]:
+    """What each pane must display: the direct engine pass for the state's settings."""
+    x, s = state.tensor, state.settings
+    return {p: display_values(analyze(x, pane_params(x, p, s))) for p in PANES
+            if p not in state.errors}
+
+
+def shown(win) -> dict[str, dict[str, str]]:
+    return {p: win.panes[p].displayed() for p in PANES}
+
+
+@pytest.fixture
+def outlier_window(make_window, wait_results):
+    st = ExplorerState()
+    win = make_window(st)
+    x = generate("outliers", (48, 320), seed=4, count=5, magnitude=25.0)
+    assert st.set_tensor(x, Source.generator("outliers", (48, 320), 4, count=5, magnitude=25.0))
+    wait_results(win)
+    return win
+
+
+def test_opens_on_the_demo_with_the_reports_numbers(make_window, wait_results):
+    win = make_window()
+    win.load(Source("sample", DEMO_SAMPLE, axis=DEMO_AXIS))
+    wait_results(win)
+    ref = four_reports(win.state.tensor, DEMO_AXIS)
+    for pane in PANES:
+        assert win.panes[pane].displayed() == display_values(ref[pane])
+    assert win.panes["symmetric/tensor"].title.text() == "Symmetric · per-tensor"
+    assert win.panes["asymmetric/channel"].title.text() == "Asymmetric · per-channel"
+    assert win.state.prepared is not None  # the fast exact path served these numbers
+    rows = dict(win.source_panel.summary_rows())
+    assert rows["shape"] == "197x1536" and rows["max"] == f"{win.state.tensor.max():.6g}"
+
+
+def _combo(box, value):
+    box.setCurrentIndex(box.findData(value))
+    box.activated.emit(box.currentIndex())
+
+
+CONTROLS = [
+    ("method percentile", lambda c: _combo(c.method, "percentile"), {"method": "percentile"}),
+    ("percentile p", lambda c: (_combo(c.method, "percentile"), c.percentile.setValue(99.5)),
+     {"percentile": 99.5}),
+    ("method mse", lambda c: _combo(c.method, "mse"), {"method": "mse"}),
+    ("method entropy", lambda c: _combo(c.method, "entropy"), {"method": "entropy"}),
+    ("manual clip", lambda c: c.clip.setValue((-2.0, 3.0)),
+     {"method": "manual", "manual_clip": (-2.0, 3.0)}),
+    ("rounding", lambda c: _combo(c.rounding, "half_away"), {"rounding": "half_away"}),
+    ("full range", lambda c: _combo(c.narrow, False), {"narrow_range": False}),
+    ("bits slider", lambda c: c.bits.setValue(4), {"bits": 4}),
+    ("bits box", lambda c: c.bits_label.setValue(3), {"bits": 3}),
+    ("axis", lambda c: c.axis.setValue(1), {"axis": 1}),
+    ("group size", lambda c: c.group.setValue(40), {"group_size": 40}),
+    ("runtime", lambda c: _combo(c.runtime, "pytorch"), {"runtime": "pytorch"}),
+]
+
+
+@pytest.mark.parametrize(("name", "act", "expect"), CONTROLS, ids=[c[0] for c in CONTROLS])
+def test_each_control_updates_every_pane_to_the_engine(outlier_window, wait_results, name, act,
+                                                       expect):
+    win = outlier_window
+    before = {p: win.panes[p].report for p in PANES}
+    act(win.controls)
+    for key, value in expect.items():
+        assert getattr(win.state.settings, key) == value
+    wait_results(win)
+    after = shown(win)
+    want = engine_texts(win.state)
+    for pane in PANES:
+        if pane in win.state.errors:  # e.g. entropy is per-tensor symmetric only
+            assert win.panes[pane].error.text() == win.state.errors[pane]
+            continue
+        assert after[pane] == want[pane], pane
+    assert after != before
+    assert set(want) | set(win.state.errors) == set(PANES)
+
+
+def test_entropy_explains_the_panes_it_cannot_fill(outlier_window, wait_results):
+    _combo(outlier_window.controls.method, "entropy")
+    wait_results(outlier_window)
+    err = outlier_window.panes["asymmetric/tensor"].error
+    assert err.isVisibleTo(outlier_window) and "symmetric" in err.text()
+    assert outlier_window.panes["asymmetric/tensor"].values["sqnr_db"].text() == "—"
+
+
+def test_state_changes_show_in_the_controls(outlier_window, wait_results):
+    win, c = outlier_window, outlier_window.controls
+    win.state.update_settings(bits=5, rounding="half_away", group_size=64, runtime="tflite")
+    assert (c.bits.value(), c.bits_label.value(), c.rounding.currentData(),
+            c.group.value(), c.runtime.currentData()) == (5, 5, "half_away", 64, "tflite")
+    assert not c.rounding.isEnabled()  # the runtime decides its rounding
+    assert win.panes["symmetric/channel"].title.text() == "Symmetric · per-group (64)"
+    wait_results(win)
+    assert shown(win) == engine_texts(win.state)
+
+
+def test_a_slider_drag_is_throttled_and_release_applies_at_once(outlier_window, wait_results,
+                                                               qtbot):
+    win, c = outlier_window, outlier_window.controls
+    gen = win.state.generation
+    c.bits.setSliderDown(True)
+    for v in (7, 6, 5):
+        c.bits.setValue(v)
+    assert win.state.settings.bits == 8 and c.throttle.timer.isActive()
+    qtbot.waitUntil(lambda: win.state.settings.bits == 5, timeout=2000)  # one coalesced update
+    assert win.state.generation == gen + 1
+    c.bits.setValue(4)
+    c.bits.setSliderDown(False)  # release: no waiting for the timer
+    assert win.state.settings.bits == 4 and not c.throttle.timer.isActive()
+    wait_results(win)
+    assert shown(win) == engine_texts(win.state)
+
+
+def test_log_counts_toggle(outlier_window):
+    pane = outlier_window.panes["symmetric/tensor"]
+    counts = outlier_window.state.overview.hist_counts
+    np.testing.assert_array_equal(pane.hist.yData, counts)
+    outlier_window.controls.log_counts.setChecked(True)
+    np.testing.assert_allclose(pane.hist.yData, np.log10(counts + 1.0))
+    assert outlier_window.log_action.isChecked()
+
+
+def test_bucket_grid_window_and_occupancy_are_drawn(outlier_window):
+    pane = outlier_window.panes["symmetric/tensor"]
+    r = pane.report
+    s = float(r.params.scale)
+    lo, hi = pane.window.getRegion()
+    assert lo == pytest.approx((r.qmin - 0.5) * s) and hi == pytest.approx((r.qmax + 0.5) * s)
+    assert len(pane.grid.xData) == 2 * (r.qmax - r.qmin)
+    assert not pane.clip_lo.isVisible()  # min/max: nothing clipped
+    np.testing.assert_allclose(pane.bars.opts["height"], np.log10(r.code_histogram + 1.0))
+    outlier_window.state.update_settings(method="manual", manual_clip=(-1.0, 1.0))
+    outlier_window.state.compute()
+    assert pane.clip_lo.isVisible() and pane.clip_hi.isVisible()
+    assert pane.clip_hi.getRegion() == pytest.approx((1.0 + 0.5 * float(pane.report.params.scale),
+                                                      outlier_window.state.overview.max))
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    (np.full((4, 4), np.nan, np.float32), "NaN or infinite"),
+    (np.float32(2.0), "0-d"),
+    (np.zeros((0,), np.float32), "empty"),
+])
+def test_bad_arrays_leave_a_message_and_the_previous_tensor(outlier_window, bad, message):
+    win = outlier_window
+    tensor, settings, texts = win.state.tensor, win.state.settings, shown(win)
+    win.state.update_settings(bits=6)
+    settings = win.state.settings
+    assert not win.state.set_tensor(bad)
+    assert win.banner.isVisibleTo(win) and message in win.banner.text()
+    assert message in win.statusBar().currentMessage()
+    assert win.state.tensor is tensor and win.state.settings is settings
+    del texts
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"not a tensor at all", "not a NumPy .npy file"),
+    (None, "NaN"),
+])
+def test_bad_files_leave_a_message_and_the_previous_tensor(outlier_window, qtbot, tmp_path,
+                                                           content, message):
+    win = outlier_window
+    path = tmp_path / "bad.npy"
+    if content is None:
+        np.save(path, np.full((3, 3), np.nan, np.float32))
+    else:
+        path.write_bytes(content)
+    tensor, texts = win.state.tensor, shown(win)
+    with qtbot.waitSignal(win.error_shown, timeout=10_000):
+        win.open_path(path)
+    assert "bad.npy" in win.banner.text() and message.lower() in win.banner.text().lower()
+    assert win.state.tensor is tensor and shown(win) == texts
+    assert not win.progress_box.isVisible()
+
+
+def test_multi_tensor_files_open_through_a_non_modal_picker(make_window, wait_results, tmp_path):
+    arrays = {"encoder.weight": generate("weights", (32, 64), seed=1),
+              "encoder.bias": generate("normal", (32,), seed=2),
+              "decoder.weight": generate("laplace", (16, 8), seed=3)}
+    path = tmp_path / "model.npz"
+    np.savez(path, **arrays)
+    win = make_window()
+    win.open_path(path)
+    picker = win.picker
+    assert picker is not None and picker.isVisible() and not picker.isModal()
+    assert sorted(picker.visible_names()) == sorted(arrays)
+    picker.filter.setText("weight")
+    assert sorted(picker.visible_names()) == ["decoder.weight", "encoder.weight"]
+    shapes = {picker.table.item(r, 0).text(): picker.table.item(r, 1).text()
+              for r in range(picker.table.rowCount())}
+    assert shapes["encoder.weight"] == "32x64"
+    picker.choose("decoder.weight")
+    wait_results(win)
+    np.testing.assert_array_equal(win.state.tensor, arrays["decoder.weight"])
+    assert win.state.source.tensor == "decoder.weight"
+    assert "model.npz [decoder.weight]" in win.source_status.text()
+
+
+def test_dropping_a_file_opens_it(make_window, wait_results, tmp_path):
+    x = generate("relu", (20, 30), seed=9)
+    path = tmp_path / "acts.npy"
+    np.save(path, x)
+    win = make_window()
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime,
+                       Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    win.dropEvent(event)
+    wait_results(win)
+    np.testing.assert_array_equal(win.state.tensor, x)
+    assert shown(win) == engine_texts(win.state)
+
+
+def test_generators_from_the_source_panel(make_window, wait_results):
+    win = make_window()
+    panel = win.source_panel
+    panel.set_generator("outliers", count=3, magnitude=50.0)
+    panel.shape.setText("30x40")
+    panel.seed.setValue(11)
+    assert set(panel.param_widgets) == {"std", "count", "magnitude"}
+    panel.generate_button.click()
+    wait_results(win)
+    want = generate("outliers", (30, 40), seed=11, count=3, magnitude=50.0)
+    np.testing.assert_array_equal(win.state.tensor, want)
+    assert win.state.source == Source.generator("outliers", (30, 40), 11, std=1.0, count=3,
+                                                magnitude=50.0)
+    panel.shape.setText("30 by 40")
+    panel.generate_button.click()
+    assert "30 by 40" in win.banner.text()
+
+
+def test_samples_are_listed_and_load(make_window, wait_results):
+    from quantscope.io.samples import list_samples
+
+    win = make_window()
+    names = [win.source_panel.samples.item(i).text()
+             for i in range(win.source_panel.samples.count())]
+    assert names == [n for n, _, _ in list_samples()]
+    item = win.source_panel.samples.item(names.index("query_weight"))
+    win.source_panel.samples.itemActivated.emit(item)
+    wait_results(win)
+    assert win.state.source == Source("sample", "query_weight")
+    assert win.state.tensor.shape == (384, 384)
+
+
+def test_cancel_keeps_the_previous_tensor(outlier_window, qtbot):
+    import threading
+
+    win = outlier_window
+    tensor = win.state.tensor
+    started, release = threading.Event(), threading.Event()
+
+    def slow(ctx):
+        started.set()
+        while not release.wait(0.005):
+            ctx.check()  # raises once cancelled
+        raise AssertionError("released without cancel")
+
+    win._start_progress("loading something big")
+    win.worker.submit("load", slow)
+    qtbot.waitUntil(started.is_set, timeout=5000)
+    assert win.progress_box.isVisible()
+    win.cancel_button.click()
+    assert not win.progress_box.isVisible()
+    qtbot.waitUntil(win.worker.is_idle, timeout=5000)
+    assert win.state.tensor is tensor and "cancelled" in win.statusBar().currentMessage()
+
+
+def test_add_view_shows_a_tab_beside_the_panes(make_window):
+    win = make_window()
+    assert win.views.isHidden()
+    label = QLabel("a view")
+    win.add_view("Extra", label)
+    assert win.views.isVisibleTo(win) and win.views.tabText(0) == "Extra"
+    assert win.views.widget(0) is label
