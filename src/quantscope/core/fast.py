@@ -78,6 +78,12 @@ class Prepared:
                                                       n_units)
         return self._layouts[key]
 
+    def uses_sorted_path(self, params: QuantParams) -> bool:
+        """Whether :meth:`analyze` answers ``params`` from the sorted layout (else the direct
+        pass, which is faster for rows shorter than ``MIN_ROW_PER_BOUNDARY · (levels + 1)``);
+        a caller warming layouts up front can skip the ones that will not be used."""
+        return self._worth_sorting(params)
+
     def _worth_sorting(self, params: QuantParams) -> bool:
         if params.granularity == "tensor":
             return True
