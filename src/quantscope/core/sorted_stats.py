@@ -40,7 +40,7 @@ _MAX_FIX_ROUNDS = 64
 
 
 #: Elements per block when building prefix sums (blocks stay in cache; no full-size temporaries).
-_BLOCK = 1 << 16
+_BLOCK = 1 << 13
 
 
 def dd_prefix_rows(vals: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
