@@ -224,3 +224,22 @@ def test_mse_optimal_never_worse_than_minmax(symmetric):
     minmax = choose_qparams(x, symmetric=symmetric, bits=4, granularity="channel", axis=0)
     b, m = analyze(x, best).per_channel, analyze(x, minmax).per_channel
     assert (b.mse < 0.8 * m.mse).all()
+
+
+def test_sweeps_of_degenerate_tensors_do_not_crash():
+    for x in (np.zeros(0, np.float32), np.full(5, np.nan, np.float32), np.ones(7, np.float32)):
+        for symmetric in (True, False):
+            sw = clip_sweep(x, symmetric=symmetric, points=5)
+            assert np.isfinite(sw.total_mse).all() and (sw.total_mse >= 0).all()
+            assert np.isfinite(sw.scale).all() and (sw.scale > 0).all()
+    assert np.isnan(clip_sweep(np.zeros(0, np.float32), symmetric=True).sqnr_db).all()
+
+
+def test_short_rows_take_the_direct_pass(monkeypatch):
+    monkeypatch.setattr(fast_mod, "MIN_ROW_PER_BOUNDARY", 32)
+    x = np.random.default_rng(6).standard_normal((64, 300)).astype(np.float32)
+    prep = prepare(x)
+    per_channel = choose_qparams(x, granularity="channel", axis=0)
+    assert not prep.uses_sorted_path(per_channel)
+    assert prep.uses_sorted_path(choose_qparams(x))
+    assert_same(analyze(x, per_channel), prep.analyze(per_channel))
