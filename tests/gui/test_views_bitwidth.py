@@ -60,6 +60,9 @@ def test_marker_follows_and_sets_the_bit_width(view, state, qtbot):
 def test_other_settings_recompute_the_curves(view, state, qtbot):
     before = view.data["symmetric/tensor"]
     state.update_settings(method="manual", manual_clip=(-0.5, 0.5))
+    qtbot.wait(50)
+    assert view.data["symmetric/tensor"] is before  # waits for the panes' numbers first
+    state.compute()
     qtbot.waitUntil(lambda: view.data["symmetric/tensor"] is not before, timeout=20_000)
     after = view.data["symmetric/tensor"]
     assert after.clipping_mse[-1] > 0 and before.clipping_mse[-1] == 0
@@ -67,6 +70,7 @@ def test_other_settings_recompute_the_curves(view, state, qtbot):
 
 def test_legend_says_per_group_when_groups_are_on(view, state, qtbot):
     state.update_settings(group_size=128, axis=1)
+    state.compute()
     qtbot.waitUntil(lambda: view._key is not None and view._key.group_size == 128,
                     timeout=20_000)
     names = [label.text for _, label in view.legend.items]

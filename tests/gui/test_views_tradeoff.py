@@ -109,6 +109,9 @@ def test_rules_change_recomputes_the_sweep_but_the_clip_does_not(view, state, qt
     qtbot.wait(50)
     assert view.plots["symmetric"].sweep is first  # the clip is what the sweep varies
     state.update_settings(bits=4)
+    qtbot.wait(50)
+    assert view.plots["symmetric"].sweep is first  # the panes are served first
+    state.compute()
     qtbot.waitUntil(lambda: view.plots["symmetric"].sweep is not first, timeout=20_000)
     four = view.plots["symmetric"].sweep
     assert four.mse[-1] > 100 * first.mse[-1]  # 4 bits: 16x the step, 256x the rounding MSE

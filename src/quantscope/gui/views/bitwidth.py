@@ -83,6 +83,7 @@ class BitwidthView(QWidget):
         self.job.failed.connect(lambda msg: self.summary.setText(f"failed: {msg}"))
         self._key: Settings | None = None
         self._dirty = True
+        self._stale = True
         self.apply_theme(current_theme())
         if state is not None:
             self.bind(state)
@@ -103,10 +104,24 @@ class BitwidthView(QWidget):
     # -- binding ------------------------------------------------------------------------------
     def bind(self, state: ExplorerState) -> None:
         self.state = state
-        state.tensor_changed.connect(self._request)
-        state.prepared_changed.connect(self._request)
+        state.tensor_changed.connect(self._on_state_tensor_changed)
+        state.prepared_changed.connect(self._on_state_tensor_changed)
         state.settings_changed.connect(self._on_state_settings_changed)
-        self._request()
+        state.results_changed.connect(self._on_state_results_changed)
+        self._on_state_tensor_changed()
+
+    # Curves are requested once the panes have their numbers, so they never compete with the
+    # panes' own computation for a control change.
+    def _on_state_tensor_changed(self) -> None:
+        self._stale = True
+        if self.state is not None and self.state.tensor is not None:
+            self.current.setValue(self.state.settings.bits)
+            if self.state.results:
+                self._request()
+
+    def _on_state_results_changed(self) -> None:
+        if self._stale and self.state is not None and self.state.results:
+            self._request()
 
     @staticmethod
     def _curve_key(settings: Settings) -> Settings:
@@ -117,7 +132,7 @@ class BitwidthView(QWidget):
             return
         self.current.setValue(self.state.settings.bits)
         if self._curve_key(self.state.settings) != self._key:
-            self._request()
+            self._stale = True
 
     def _request(self) -> None:
         if self.state is None or self.state.tensor is None:
@@ -126,7 +141,7 @@ class BitwidthView(QWidget):
         if not self.isVisible():
             self._dirty = True
             return
-        self._dirty = False
+        self._dirty = self._stale = False
         x, prepared, settings = self.state.tensor, self.state.prepared, self.state.settings
         key = self._curve_key(settings)
         self.summary.setText("computing SQNR at 2–8 bits…")

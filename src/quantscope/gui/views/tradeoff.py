@@ -154,6 +154,7 @@ class TradeoffView(QWidget):
         self.job.failed.connect(self._on_sweeps_failed)
         self._sweep_key: tuple | None = None
         self._dirty = True
+        self._stale = True
         self._syncing = False
         self.apply_theme(current_theme())
         if state is not None:
@@ -183,13 +184,17 @@ class TradeoffView(QWidget):
         return (settings.bits, settings.narrow_range, settings.rounding)
 
     # -- state -> view --------------------------------------------------------------------------
+    # The sweep is requested once the panes have their new numbers, never alongside: the
+    # panes' latency is what a dragging user feels, the sweep can follow a moment later.
     def _on_state_tensor_changed(self) -> None:
         self._sweep_key = None
-        self._request_sweep()
+        self._stale = True
+        if self.state is not None and self.state.results:
+            self._request_sweep()
 
     def _on_state_settings_changed(self) -> None:
         if self.state is not None and self._key(self.state.settings) != self._sweep_key:
-            self._request_sweep()
+            self._stale = True
 
     def _request_sweep(self) -> None:
         if self.state is None or self.state.tensor is None:
@@ -197,7 +202,7 @@ class TradeoffView(QWidget):
         if not self.isVisible():
             self._dirty = True  # computed when first shown: hidden views cost nothing
             return
-        self._dirty = False
+        self._dirty = self._stale = False
         x, prepared, settings = self.state.tensor, self.state.prepared, self.state.settings
         ov = self.state.overview
         key = self._key(settings)
@@ -244,9 +249,12 @@ class TradeoffView(QWidget):
         self.summary.setText(f"sweep failed: {message}")
 
     def _on_state_results_changed(self) -> None:
-        """Put each marker on its pane's current threshold (without echoing it back)."""
+        """Put each marker on its pane's current threshold (without echoing it back); start
+        a pending sweep now that the panes are served."""
         if self.state is None:
             return
+        if self._stale and self.state.results:
+            self._request_sweep()
         self._syncing = True
         try:
             for name, _ in SCHEMES:
