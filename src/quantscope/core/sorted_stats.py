@@ -227,6 +227,11 @@ def find_thresholds(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndar
     pos = np.empty(est.shape, np.intp)
     if rows.n_rows == 1:
         pos[...] = np.searchsorted(values, est.ravel(), side="left").reshape(est.shape)
+    elif row.size == rows.n_rows and (row == np.arange(row.size)).all():  # one per row
+        for r in range(rows.n_rows):
+            a, b = starts[r], starts[r + 1]
+            pos[r] = np.searchsorted(values[a:b], est[r], side="left")
+        pos += starts[:-1, None]
     else:
         order = np.argsort(row, kind="stable")
         bounds = np.searchsorted(row[order], np.arange(rows.n_rows + 1))
@@ -246,18 +251,23 @@ def find_thresholds(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndar
     ic = None if inv is None else inv[:, None]
     bad_left = (_codes(left, sc, zc, rule, ic) >= k) & (pos > lo)
     bad_right = (_codes(right, sc, zc, rule, ic) < k) & (pos < hi)
-    todo = np.flatnonzero((bad_left | bad_right).ravel())
+    bad_left |= bad_right
+    todo = np.flatnonzero(bad_left.ravel())
+    if todo.size == 0:  # the usual case: every estimate was right
+        return pos
     flat = pos.reshape(-1)
-    lo_f = np.broadcast_to(lo, est.shape).reshape(-1)
-    hi_f = np.broadcast_to(hi, est.shape).reshape(-1)
-    kf = np.broadcast_to(k, est.shape).reshape(-1)
-    e_of = np.repeat(np.arange(row.size), est.shape[1])
+    n_k = est.shape[1]
+    e_of = todo // n_k  # the evaluation and the code of each wrong position
+    lo_f, hi_f, kf = {}, {}, {}
+    for i, e in zip(todo.tolist(), e_of.tolist(), strict=True):
+        lo_f[i], hi_f[i], kf[i] = int(lo[e, 0]), int(hi[e, 0]), float(k[i % n_k])
+    e_of = dict(zip(todo.tolist(), e_of.tolist(), strict=True))
     for _ in range(_MAX_FIX_ROUNDS):
         if todo.size == 0:
             return pos
         # Move each wrong position past the whole run of values equal to the offending one,
         # then check again (monotone codes: the walk only goes one way and stops).
-        for i in todo:
+        for i in todo.tolist():
             a, b, p = lo_f[i], hi_f[i], flat[i]
             seg = values[a:b]
             e = e_of[i]
@@ -269,12 +279,15 @@ def find_thresholds(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndar
             else:
                 continue
         p = flat[todo]
-        e = e_of[todo]
+        e = np.array([e_of[i] for i in todo.tolist()], np.intp)
+        lo_t = np.array([lo_f[i] for i in todo.tolist()], np.intp)
+        hi_t = np.array([hi_f[i] for i in todo.tolist()], np.intp)
+        k_t = np.array([kf[i] for i in todo.tolist()], np.float32)
         lv = values[np.maximum(p - 1, 0)]
         rv = values[np.minimum(p, values.size - 1)]
         ie = None if inv is None else inv[e]
-        wrong = ((p > lo_f[todo]) & (_codes(lv, s[e], z[e], rule, ie) >= kf[todo])) | (
-            (p < hi_f[todo]) & (_codes(rv, s[e], z[e], rule, ie) < kf[todo]))
+        wrong = ((p > lo_t) & (_codes(lv, s[e], z[e], rule, ie) >= k_t)) | (
+            (p < hi_t) & (_codes(rv, s[e], z[e], rule, ie) < k_t))
         todo = todo[wrong]
     return None
 
