@@ -137,8 +137,50 @@ def test_against_torch_when_installed():
     scale, zp = obs.calculate_qparams()
     p = choose_qparams(x, symmetric=False, runtime="pytorch")
     assert float(scale) == float(p.scale) and int(zp) == int(p.zero_point)
+    # plus every half-way point and its float32 neighbours, where the zero point added inside
+    # the fused step decides the code
+    mids = ((np.arange(0, 255) - int(zp) + 0.5) * np.float64(p.scale)).astype(F32)
+    x = np.concatenate([x, mids, np.nextafter(mids, F32(-99)), np.nextafter(mids, F32(99))])
     q = torch.quantize_per_tensor(torch.from_numpy(x), float(scale), int(zp), torch.quint8)
     np.testing.assert_array_equal(q.int_repr().numpy(), p.quantize(x))
+
+
+def test_against_torch_observers_and_ties_when_installed():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal(50_000) * 2).astype(F32)
+    obs = torch.ao.quantization.MinMaxObserver(dtype=torch.qint8,
+                                               qscheme=torch.per_tensor_symmetric)
+    obs(torch.from_numpy(x))
+    scale, zp = obs.calculate_qparams()
+    p = choose_qparams(x, symmetric=True, runtime="pytorch")
+    assert float(scale) == float(p.scale) and int(zp) == 0
+    # values on and one ulp beside every half-way point: the fused step decides them
+    mids = ((np.arange(-128, 127) + 0.5) * np.float64(p.scale)).astype(F32)
+    ties = np.concatenate([mids, np.nextafter(mids, F32(-9)), np.nextafter(mids, F32(9)), x])
+    q = torch.quantize_per_tensor(torch.from_numpy(ties), float(scale), 0, torch.qint8)
+    np.testing.assert_array_equal(q.int_repr().numpy(), p.quantize(ties))
+    w = (rng.standard_normal((16, 300)) * rng.uniform(0.1, 3, (16, 1))).astype(F32)
+    pc_obs = torch.ao.quantization.PerChannelMinMaxObserver(
+        ch_axis=0, dtype=torch.qint8, qscheme=torch.per_channel_symmetric)
+    pc_obs(torch.from_numpy(w))
+    scales, zps = pc_obs.calculate_qparams()
+    pc = choose_qparams(w, symmetric=True, granularity="channel", axis=0, runtime="pytorch")
+    np.testing.assert_array_equal(scales.numpy().astype(F32), pc.scale)
+    qc = torch.quantize_per_channel(torch.from_numpy(w), scales, zps, 0, torch.qint8)
+    np.testing.assert_array_equal(qc.int_repr().numpy(), pc.quantize(w))
+
+
+def test_tensorrt_against_modelopts_formula_in_torch_when_installed():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(50_000) * 1.7).astype(F32)
+    amax = torch.tensor(float(np.abs(x).max()))
+    scale = torch.tensor(127.0) / amax  # modelopt tensor_quant._tensor_quant, float32
+    want = torch.clamp((torch.from_numpy(x) * scale).round_(), -127, 127).numpy()
+    p = choose_qparams(x, runtime="tensorrt")
+    assert float(p.inv_scale) == float(scale)
+    np.testing.assert_array_equal(p.quantize(x), want)
 
 
 def test_against_onnxruntime_when_installed():
