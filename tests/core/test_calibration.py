@@ -145,3 +145,19 @@ def test_methods_on_edge_tensors():
     for method in ("percentile", "mse"):
         assert choose_qparams(x, method=method).scale == choose_qparams(x[2:],
                                                                        method=method).scale
+
+
+@pytest.mark.parametrize("dist", ["normal", "student3"])
+def test_mse_never_worse_than_pytorch_histogram_observer(dist):
+    torch = pytest.importorskip("torch")
+    from quantscope.core.qparams import QuantParams
+
+    rng = np.random.default_rng(8)
+    x = {"normal": rng.standard_normal(50_000),
+         "student3": rng.standard_t(3, 50_000)}[dist].astype(F32)
+    obs = torch.ao.quantization.HistogramObserver(dtype=torch.quint8)
+    obs(torch.from_numpy(x))
+    scale, zp = obs.calculate_qparams()
+    theirs = analyze(x, QuantParams(F32(scale), int(zp), 0, 255, symmetric=False)).mse
+    ours = analyze(x, choose_qparams(x, symmetric=False, signed=False, method="mse")).mse
+    assert ours <= theirs
