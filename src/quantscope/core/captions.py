@@ -56,6 +56,16 @@ def fmt_value(v: float) -> str:
     return f"{v:.2e}"
 
 
+def fmt_db(db: float, digits: int = 1) -> str:
+    """An SQNR for a sentence: ``"∞ dB (exact)"`` for a lossless quantization."""
+    db = float(db)
+    if np.isnan(db):
+        return "n/a"
+    if np.isinf(db):
+        return "∞ dB (exact)" if db > 0 else "-∞ dB"
+    return f"{db:.{digits}f} dB"
+
+
 def fmt_percent(fraction: float) -> str:
     """A share as a percentage with just enough digits to be non-zero when it is non-zero."""
     p = 100.0 * float(fraction)

@@ -157,8 +157,8 @@ class BitwidthView(QWidget):
         self._key, self.data = key, curves
         best_pane, best = None, -np.inf
         for pane, curve in curves.items():
-            sq = np.where(np.isfinite(curve.sqnr_db), curve.sqnr_db, np.nan)
-            self.curves[pane].setData(curve.bits, sq)
+            ok = np.isfinite(curve.sqnr_db)  # an exact width (inf dB) has no point to draw
+            self.curves[pane].setData(curve.bits[ok], curve.sqnr_db[ok])
             if np.isfinite(curve.sqnr_db[-1]) and curve.sqnr_db[-1] > best:
                 best_pane, best = pane, float(curve.sqnr_db[-1])
         if best_pane is not None:

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from quantscope.core.captions import fmt_value
+from quantscope.core.captions import fmt_db, fmt_value
 from quantscope.core.explain import (
     OUTLIER_THRESHOLD,
     ChannelTable,
@@ -232,17 +232,19 @@ class ChannelsView(QWidget):
         self.thr_lo.setValue(-table.threshold)
         self.scales.setData(table.unit, table.scale)
         self.sqnrs.setData(table.unit, np.where(np.isfinite(table.sqnr_db), table.sqnr_db,
-                                                np.nan))
+                                                np.nan))  # exact channels leave a gap
         worst = table.worst[:WORST_ROWS]
         worst = worst[np.isfinite(table.sqnr_db[worst])]
         self.worst_dots.setData(worst, table.sqnr_db[worst])
         self._fill_table(table)
         n_out = table.outliers.size
         first = int(table.worst[0])
+        n = len(table)
         self.summary.setText(
-            f"{len(table)} {unit_word}s; {n_out} outlier {unit_word}{'s' if n_out != 1 else ''}"
-            f" (|x| ≥ {fmt_value(table.threshold)}); worst {unit_word} {first}: "
-            f"{table.sqnr_db[first]:.1f} dB, median {np.median(table.sqnr_db):.1f} dB")
+            f"{n} {unit_word}{'s' if n != 1 else ''}; {n_out} outlier "
+            f"{unit_word}{'s' if n_out != 1 else ''} (|x| ≥ {fmt_value(table.threshold)}); "
+            f"worst {unit_word} {first}: {fmt_db(table.sqnr_db[first])}, median "
+            f"{fmt_db(np.median(table.sqnr_db))}")
         if self.selected is None or self.selected >= len(table):
             self.selected = first
         self.select_unit(self.selected)
@@ -282,7 +284,7 @@ class ChannelsView(QWidget):
         word = "group" if self.table_data.kind == "group" else "channel"
         self.hist_plot.setTitle(f"{word} {unit}")
         self.unit_label.setText(f"<b>{word} {unit}</b>: {h.codes_used} of {h.counts.size} codes "
-                                f"used, SQNR {row['sqnr_db']:.1f} dB, scale {h.scale:.3g}, "
+                                f"used, SQNR {fmt_db(row['sqnr_db'])}, scale {h.scale:.3g}, "
                                 f"{h.clipped_below + h.clipped_above} clipped")
         self.hist_plot.setToolTip(f"scale {h.scale:.6g}, zero point {h.zero_point}, window "
                                   f"[{fmt_value(h.window[0])}, {fmt_value(h.window[1])}]")

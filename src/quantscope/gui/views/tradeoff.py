@@ -18,7 +18,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from quantscope.core.captions import finite_range, fmt_value
+from quantscope.core.captions import finite_range, fmt_db, fmt_value
 from quantscope.core.explain import ClipSweep, clip_sweep_curve, clip_threshold
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._jobs import LatestJob
@@ -41,6 +41,13 @@ def sweep_points(size: int, prepared: bool) -> int:
 def _positive(a: np.ndarray) -> np.ndarray:
     """Log axes cannot show 0: leave those points out (drawn as gaps)."""
     return np.where(a > 0, a, np.nan)
+
+
+def _finite_points(x, y) -> tuple[np.ndarray, np.ndarray]:
+    """Only the drawable points (symbols of NaN/inf points make pyqtgraph warn)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    ok = np.isfinite(y)
+    return x[ok], y[ok]
 
 
 class _SchemePlot:
@@ -116,7 +123,7 @@ class _SchemePlot:
         self.sqnr.setData(t, finite)
         best_t, best_mse = sweep.best_threshold, float(sweep.mse[sweep.best])
         self.best_line.setValue(best_t)
-        self.best_dot.setData([best_t], _positive(np.array([best_mse])))
+        self.best_dot.setData(*_finite_points([best_t], _positive(np.array([best_mse]))))
         self.best_line.setToolTip(f"least total MSE at |x| = {fmt_value(best_t)}")
         self.current.setBounds((float(t[0]), float(t[-1])))
         self.plot.getViewBox().enableAutoRange()
@@ -278,10 +285,10 @@ class TradeoffView(QWidget):
             parts = []
             if rep is not None:
                 parts.append(f"clip |x| ≤ {fmt_value(clip_threshold(rep.params))} gives "
-                             f"{rep.sqnr_db:.2f} dB")
+                             f"{fmt_db(rep.sqnr_db, 2)}")
             if sweep is not None:
                 parts.append(f"best |x| ≈ {fmt_value(sweep.best_threshold)} gives "
-                             f"{sweep.sqnr_db[sweep.best]:.1f} dB")
+                             f"{fmt_db(sweep.sqnr_db[sweep.best])}")
             if parts:
                 lines.append(f"<b>{name}</b>: " + "; ".join(parts))
         if lines:
