@@ -99,6 +99,14 @@ def test_file_sources_are_checked_against_their_header(tmp_path):
         parse_session(bad)
 
 
+def test_capture_makes_file_paths_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    np.save(tmp_path / "w.npy", np.ones((2, 3), np.float32))
+    st = ExplorerState()
+    st.set_tensor(np.ones((2, 3), np.float32), Source("file", "w.npy"))
+    assert capture(st).source.name == str(tmp_path / "w.npy")
+
+
 def test_capture_skips_in_memory_arrays():
     st = ExplorerState()
     st.set_tensor(np.ones(4, np.float32))

@@ -94,3 +94,26 @@ def test_export_commands_write_files(window, tmp_path):
     vc.export_numbers(tmp_path / "n.json")
     vc.export_quantized("symmetric/channel", tmp_path / "q.npz")
     assert all((tmp_path / n).stat().st_size > 0 for n in ("w.svg", "v.png", "n.json", "q.npz"))
+
+
+def test_presentation_mode_reaches_the_views(window):
+    view = window.views_controller.bitwidth
+    thin = view.curves["symmetric/tensor"].opts["pen"].widthF()
+    window.presentation_action.setChecked(True)  # what F11 toggles
+    try:
+        assert view.curves["symmetric/tensor"].opts["pen"].widthF() > 2 * thin
+        assert "font-size: 14pt" in window.styleSheet()
+        assert window.statusBar().isHidden()
+    finally:
+        window.presentation_action.setChecked(False)
+    assert view.curves["symmetric/tensor"].opts["pen"].widthF() == thin
+    assert not window.statusBar().isHidden()
+
+
+def test_export_a_single_pane(window, tmp_path):
+    from PySide6.QtGui import QImage
+
+    pane = window.panes["asymmetric/channel"]
+    window.views_controller.export_view(tmp_path / "pane.png", pane)
+    img = QImage(str(tmp_path / "pane.png"))
+    assert (img.width(), img.height()) == (2 * pane.width(), 2 * pane.height())

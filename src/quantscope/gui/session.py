@@ -53,6 +53,9 @@ class Session:
 def capture(state: ExplorerState, *, dark: bool = False, presentation: bool = False) -> Session:
     """The session describing ``state`` now (an in-memory array has no source to save)."""
     source = state.source if state.source is not None and state.source.kind != "array" else None
+    if source is not None and source.kind == "file":
+        # an absolute path: the session reopens the same file from any working directory
+        source = dataclasses.replace(source, name=str(Path(source.name).resolve()))
     return Session(source, state.settings, bool(dark), bool(presentation))
 
 

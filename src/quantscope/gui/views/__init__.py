@@ -142,6 +142,11 @@ class ViewsController(QObject):
             "Export the window", pics, self.export_window))
         self._action(export, "Current view as PNG/SVG…", lambda: self._export_dialog(
             "Export the current view", pics, self.export_view))
+        panes = export.addMenu("Pane as PNG/SVG")
+        for pane in PANES:
+            self._action(panes, pane_title(pane) + "…", lambda _=False, p=pane: (
+                self._export_dialog("Export a pane", pics,
+                                    lambda path: self.export_view(path, self.window.panes[p]))))
         self._action(export, "Numbers as CSV/JSON…", lambda: self._export_dialog(
             "Export the numbers", "Numbers (*.json *.csv)", self.export_numbers))
         quant = export.addMenu("Quantized tensor (.npz)")
