@@ -31,6 +31,8 @@ from quantscope.core.validate import ROUNDING_RULES, EngineValueError, check_cho
 #: Coarse grid, then refinement rounds around the best point, for the MSE-optimal search.
 SEARCH_TENSOR = (200, 64, 64)
 SEARCH_UNITS = (32, 16, 16)
+#: Evaluation cells (windows x code boundaries) per batch in searches: ~100 MB of temporaries.
+EVAL_CELLS = 1 << 21
 #: Smallest window fraction the MSE search tries (a window 10^4 times narrower than min/max).
 F_MIN = 1e-4
 
@@ -166,9 +168,16 @@ def _total_error(rows: SortedRows, f_lo: np.ndarray, f_hi: np.ndarray, lo: np.nd
     scale, zp, rule = _rule(qrule["bits"], qrule["symmetric"], qrule["narrow_range"],
                             qrule["signed"], qrule["rounding"], qrule["arithmetic"],
                             f_lo * lo[:, None], f_hi * hi[:, None])
-    st = evaluate(rows, np.repeat(np.arange(r), c), np.asarray(scale).ravel(),
-                  np.asarray(zp).ravel(), rule, want_counts=False)
-    return (st.round_err + st.clip_err).reshape(r, c)
+    scale, zp = np.asarray(scale).ravel(), np.asarray(zp).ravel()
+    row = np.repeat(np.arange(r), c)
+    total = np.empty(r * c)
+    # chunks of about EVAL_CELLS (evaluation, code) cells keep the temporaries small
+    step = max(1, EVAL_CELLS // (rule[1] - rule[0] + 4))
+    for a in range(0, r * c, step):
+        b = min(a + step, r * c)
+        st = evaluate(rows, row[a:b], scale[a:b], zp[a:b], rule, want_counts=False)
+        total[a:b] = st.round_err + st.clip_err
+    return total.reshape(r, c)
 
 
 def _search_1d(rows, f_other, lo, hi, qrule, grid, move_lower: bool, move_upper: bool):
