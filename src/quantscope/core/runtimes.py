@@ -4,7 +4,9 @@
 Every formula is evaluated in the precision the runtime uses (float32 tensors in PyTorch and
 TFLite, float64 in ONNX Runtime's Python tool), and the returned :class:`QuantParams` records
 the rounding rule and how ``x / scale`` is formed. The range itself comes from ``method``
-(min/max by default; :mod:`quantscope.core.calibration` for the others). Rules, with sources:
+(min/max by default; :mod:`quantscope.core.calibration` for the others, whose searches use the
+engine's own rules -- the runtime's formulas then turn the range found into its parameters).
+Rules, with sources:
 
 PyTorch (``torch/ao/quantization/observer.py``, ``_calculate_qparams`` of MinMaxObserver /
 PerChannelMinMaxObserver; CPU ``quantize_per_tensor`` via fbgemm ``Quantize``):
