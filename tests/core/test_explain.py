@@ -146,3 +146,23 @@ def test_window_for_threshold_keeps_the_skew():
     assert window_for_threshold(5.0, -1.0, 10.0) == (-0.5, 5.0)
     assert window_for_threshold(2.0, -4.0, 1.0) == (-2.0, 0.5)
     assert window_for_threshold(1.0, 0.0, 0.0) == (-1.0, 1.0)
+
+
+def test_sweep_reports_progress_and_stops_when_asked():
+    from quantscope.core.explain import SweepCancelled
+
+    x = _one_outlier(2000)
+    seen: list[float] = []
+    clip_sweep_curve(lambda p: analyze(x, p), x_min=float(x.min()), x_max=24.8,
+                     symmetric=True, points=40, refine=8, progress=seen.append)
+    assert seen[0] == 0 and all(0 <= f < 1 for f in seen) and seen == sorted(seen)
+    calls = []
+
+    def stop_after_five():
+        calls.append(1)
+        return len(calls) > 5
+
+    with pytest.raises(SweepCancelled):
+        clip_sweep_curve(lambda p: analyze(x, p), x_min=float(x.min()), x_max=24.8,
+                         symmetric=True, points=40, should_stop=stop_after_five)
+    assert len(calls) == 6  # stopped at once, not after the whole grid

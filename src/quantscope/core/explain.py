@@ -221,6 +221,10 @@ class ClipSweep:
                 "sqnr_db": self.sqnr_db.tolist(), "best_threshold": self.best_threshold}
 
 
+class SweepCancelled(Exception):
+    """Raised inside a sweep whose ``should_stop`` callback said stop (a newer request)."""
+
+
 def clip_sweep_curve(
     analyze_params,
     *,
@@ -232,6 +236,8 @@ def clip_sweep_curve(
     rounding: str = "half_even",
     points: int = 200,
     refine: int = 24,
+    should_stop=None,
+    progress=None,
 ) -> ClipSweep:
     """Exact rounding / clipping / total MSE and SQNR at ``points`` clip thresholds.
 
@@ -240,6 +246,8 @@ def clip_sweep_curve(
     (:func:`~quantscope.core.qparams.params_from_range`) and ``analyze_params`` (the prepared
     path or the direct pass), so every point is what the panes show for that manual clip.
     ``refine`` more points around the grid's best narrow the optimum to a tenth of a step.
+    ``should_stop()`` is polled between points (raise :class:`SweepCancelled` when true) and
+    ``progress(fraction)`` told how far the grid is, so a caller can abandon or show long work.
     """
     from quantscope.core.qparams import params_from_range
 
@@ -247,9 +255,15 @@ def clip_sweep_curve(
         raise EngineValueError(f"a sweep needs at least 2 points, got {points}")
     amax = max(abs(float(x_min)), abs(float(x_max)))
 
-    def evaluate(ts: np.ndarray) -> list[QuantReport]:
+    total = points + refine
+
+    def evaluate(ts: np.ndarray, done: int = 0) -> list[QuantReport]:
         out = []
-        for t in ts:
+        for i, t in enumerate(ts):
+            if should_stop is not None and should_stop():
+                raise SweepCancelled
+            if progress is not None and i % 8 == 0:
+                progress((done + i) / total)
             lo, hi = window_for_threshold(float(t), x_min, x_max)
             out.append(analyze_params(params_from_range(
                 lo, hi, symmetric=symmetric, bits=bits, narrow_range=narrow_range,
@@ -265,7 +279,7 @@ def clip_sweep_curve(
         fine = ts[i] + step * np.linspace(-1, 1, refine + 2)[1:-1]
         fine = fine[(fine > 0) & (fine <= amax)]
         ts = np.concatenate([ts, fine])
-        reports += evaluate(fine)
+        reports += evaluate(fine, ts.size - fine.size)
         order = np.argsort(ts, kind="stable")
         ts = ts[order]
         reports = [reports[k] for k in order]

@@ -29,7 +29,9 @@ class LatestJob(QObject):
 
     finished = Signal(object)
     failed = Signal(str)
+    progress = Signal(float)
     _delivered = Signal(int, object, str)
+    _progressed = Signal(int, float)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -37,7 +39,9 @@ class LatestJob(QObject):
         self._pending: tuple[int, Callable[[], object]] | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._running = 0
         self._delivered.connect(self._on_delivered)  # queued: emitted from the worker thread
+        self._progressed.connect(self._on_progressed)
 
     @property
     def busy(self) -> bool:
@@ -53,6 +57,18 @@ class LatestJob(QObject):
             if self._thread is None:
                 self._start_locked()
             return self._generation
+
+    def stale(self) -> bool:
+        """True when the running request has been superseded or cancelled: long work polls
+        this (from the worker thread) and stops early instead of finishing for nobody."""
+        return self._running != self._generation
+
+    def report_progress(self, fraction: float) -> None:
+        """From the worker thread: how far the running request is (0..1)."""
+        try:
+            self._progressed.emit(self._running, float(fraction))
+        except RuntimeError:  # the owning view is gone
+            pass
 
     def cancel(self) -> None:
         """Forget every request: a running one finishes but its result is dropped."""
@@ -84,6 +100,7 @@ class LatestJob(QObject):
         self._thread.start()
 
     def _run(self, stamp: int, fn: Callable[[], object]) -> None:
+        self._running = stamp
         try:
             result, message = fn(), ""
         except Exception as exc:  # delivered as a message; the view shows it
@@ -97,6 +114,10 @@ class LatestJob(QObject):
             self._delivered.emit(stamp, result, message)
         except RuntimeError:  # the owning view was deleted meanwhile: nobody to tell
             pass
+
+    def _on_progressed(self, stamp: int, fraction: float) -> None:
+        if stamp == self._generation:
+            self.progress.emit(fraction)
 
     def _on_delivered(self, stamp: int, result: object, message: str) -> None:
         if stamp != self._generation:

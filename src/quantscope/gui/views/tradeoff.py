@@ -159,6 +159,8 @@ class TradeoffView(QWidget):
         self.job = LatestJob(self)
         self.job.finished.connect(self._on_sweeps_ready)
         self.job.failed.connect(self._on_sweeps_failed)
+        self.job.progress.connect(
+            lambda f: self.summary.setText(f"computing the sweep… {100 * f:.0f}%"))
         self._sweep_key: tuple | None = None
         self._dirty = True
         self._stale = True
@@ -215,12 +217,17 @@ class TradeoffView(QWidget):
         key = self._key(settings)
         points = sweep_points(x.size, prepared is not None)
 
+        job = self.job
+
         def work() -> tuple[tuple, dict[str, ClipSweep]]:
             lo, hi = (ov.min, ov.max) if ov is not None else finite_range(x)
-            sweeps = {name: clip_sweep_curve(
-                lambda p: analyze_with(x, prepared, p), x_min=lo, x_max=hi, symmetric=sym,
-                bits=settings.bits, narrow_range=settings.narrow_range,
-                rounding=settings.rounding, points=points) for name, sym in SCHEMES}
+            sweeps = {}
+            for k, (name, sym) in enumerate(SCHEMES):
+                sweeps[name] = clip_sweep_curve(
+                    lambda p: analyze_with(x, prepared, p), x_min=lo, x_max=hi, symmetric=sym,
+                    bits=settings.bits, narrow_range=settings.narrow_range,
+                    rounding=settings.rounding, points=points, should_stop=job.stale,
+                    progress=lambda f, k=k: job.report_progress((k + f) / len(SCHEMES)))
             return key, sweeps
 
         self.summary.setText("computing the sweep…")
