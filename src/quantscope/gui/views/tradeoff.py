@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from quantscope.core.captions import finite_range, fmt_db, fmt_value
@@ -83,9 +84,13 @@ class _SchemePlot:
         if with_legend:
             plot.legend.addItem(self.sqnr, "SQNR")
         plot.getViewBox().sigResized.connect(self._sync_boxes)
-        self.best_line = pg.InfiniteLine(angle=90, movable=False)
+        # labelled lines: the audience reads "best" and "clip" without a legend
+        self.best_line = pg.InfiniteLine(angle=90, movable=False, label="best",
+                                         labelOpts={"position": 0.08, "anchors": [(0, 1), (0, 1)]})
         self.best_dot = pg.PlotDataItem([], [], pen=None, symbol="o", symbolSize=11)
-        self.current = pg.InfiniteLine(angle=90, movable=True)
+        self.current = pg.InfiniteLine(angle=90, movable=True, label="clip {value:.3g}",
+                                       labelOpts={"position": 0.94,
+                                                  "anchors": [(1, 0), (1, 0)]})
         self.current.setHoverPen(pg.mkPen("#E69F00", width=6))
         self.current.setZValue(20)
         self.best_line.setZValue(10)
@@ -110,6 +115,13 @@ class _SchemePlot:
         self.best_dot.setSymbolBrush(theme.brush("optimum"))
         self.best_dot.setSymbolSize(18 if theme.presentation else 11)
         self.current.setPen(pg.mkPen(theme.color("current"), width=theme.marker_width))
+        font = QFont()
+        font.setPointSize(theme.axis_font_pt)
+        font.setBold(True)
+        for line, role in ((self.current, "current"), (self.best_line, "optimum")):
+            line.label.setColor(theme.color(role))
+            line.label.setFont(font)
+            line.label.fill = pg.mkBrush(theme.background)
         self.current.setHoverPen(pg.mkPen(theme.color("current"),
                                           width=theme.marker_width * 1.8))
 
