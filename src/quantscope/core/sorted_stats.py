@@ -253,42 +253,33 @@ def find_thresholds(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndar
     bad_right = (_codes(right, sc, zc, rule, ic) < k) & (pos < hi)
     bad_left |= bad_right
     todo = np.flatnonzero(bad_left.ravel())
-    if todo.size == 0:  # the usual case: every estimate was right
-        return pos
     flat = pos.reshape(-1)
     n_k = est.shape[1]
-    e_of = todo // n_k  # the evaluation and the code of each wrong position
-    lo_f, hi_f, kf = {}, {}, {}
-    for i, e in zip(todo.tolist(), e_of.tolist(), strict=True):
-        lo_f[i], hi_f[i], kf[i] = int(lo[e, 0]), int(hi[e, 0]), float(k[i % n_k])
-    e_of = dict(zip(todo.tolist(), e_of.tolist(), strict=True))
     for _ in range(_MAX_FIX_ROUNDS):
-        if todo.size == 0:
+        if todo.size == 0:  # the usual case: every estimate was right
             return pos
         # Move each wrong position past the whole run of values equal to the offending one,
         # then check again (monotone codes: the walk only goes one way and stops).
-        for i in todo.tolist():
-            a, b, p = lo_f[i], hi_f[i], flat[i]
-            seg = values[a:b]
-            e = e_of[i]
-            ie = None if inv is None else inv[e]
-            if p > a and _codes(values[p - 1:p], s[e], z[e], rule, ie)[0] >= kf[i]:
-                flat[i] = np.searchsorted(seg, values[p - 1], side="left") + a
-            elif p < b and _codes(values[p:p + 1], s[e], z[e], rule, ie)[0] < kf[i]:
-                flat[i] = np.searchsorted(seg, values[p], side="right") + a
-            else:
-                continue
+        e = todo // n_k
         p = flat[todo]
-        e = np.array([e_of[i] for i in todo.tolist()], np.intp)
-        lo_t = np.array([lo_f[i] for i in todo.tolist()], np.intp)
-        hi_t = np.array([hi_f[i] for i in todo.tolist()], np.intp)
-        k_t = np.array([kf[i] for i in todo.tolist()], np.float32)
+        lo_t, hi_t, k_t = lo[e, 0], hi[e, 0], k[todo % n_k]
         lv = values[np.maximum(p - 1, 0)]
         rv = values[np.minimum(p, values.size - 1)]
         ie = None if inv is None else inv[e]
-        wrong = ((p > lo_t) & (_codes(lv, s[e], z[e], rule, ie) >= k_t)) | (
-            (p < hi_t) & (_codes(rv, s[e], z[e], rule, ie) < k_t))
-        todo = todo[wrong]
+        go_left = (p > lo_t) & (_codes(lv, s[e], z[e], rule, ie) >= k_t)
+        go_right = ~go_left & (p < hi_t) & (_codes(rv, s[e], z[e], rule, ie) < k_t)
+        moved = go_left | go_right
+        todo, go_left, lv, rv = todo[moved], go_left[moved], lv[moved], rv[moved]
+        if rows.n_rows == 1:  # one sorted array: all the jumps in one search each way
+            flat[todo] = np.where(go_left, np.searchsorted(values, lv, side="left"),
+                                  np.searchsorted(values, rv, side="right"))
+            continue
+        for i, left, lval, rval in zip(todo.tolist(), go_left.tolist(), lv, rv, strict=True):
+            r = int(row[i // n_k])
+            a, b = starts[r], starts[r + 1]
+            seg = values[a:b]
+            flat[i] = a + (np.searchsorted(seg, lval, side="left") if left
+                           else np.searchsorted(seg, rval, side="right"))
     return None
 
 
