@@ -7,9 +7,12 @@
 relative -- at a cost of ``O(levels · log N)`` per tensor or channel instead of ``O(N)``.
 
 Per-channel and per-group layouts (each row sorted on its own) are built on first use for an
-``(axis, group_size)`` and cached. When rows are shorter than the number of code boundaries
-(small groups), binary searches cannot beat one pass over the row, so :meth:`Prepared.analyze`
-runs the direct pass there: same results, no false promise of speed.
+``(axis, group_size)`` and cached. A row costs one binary-search call and ``levels + 1`` cells
+of vector work whatever its length, so for short rows -- fewer than
+:data:`MIN_ROW_PER_BOUNDARY` elements per code boundary, e.g. a 4096 x 4096 weight per channel
+at 8 bits, or groups of 128 -- one pass over the data is faster, and :meth:`Prepared.analyze`
+runs the direct pass there: same results, no false promise of speed
+(:meth:`Prepared.uses_sorted_path` tells which way a request goes).
 
 The prepared object keeps a reference to ``x`` (no copy); ``x`` must not change afterwards.
 """
