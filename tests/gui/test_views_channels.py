@@ -104,6 +104,7 @@ def test_per_group_units(view, state):
     assert rep.params.granularity == "group"
     assert len(view.table_data) == 32 * 4
     assert view.table_data.kind == "group"
+    assert view.selected == int(view.table_data.worst[0])  # the worst group, not channel 5
     assert view.sqnr_plot.getAxis("bottom").labelText == "group"
     # row 5, block 0 (x[5, 0:32]) holds the 9.0: unit 5*4 + 0
     assert 20 in view.table_data.outliers.tolist()

@@ -221,6 +221,9 @@ class ChannelsView(QWidget):
         if rep is None:
             return
         table = channel_table(rep, self.threshold.value())
+        previous = self.table_data
+        if previous is None or (previous.kind, len(previous)) != (table.kind, len(table)):
+            self.selected = None  # other units now (channels <-> groups): start at the worst
         self.table_data, self._params = table, rep.params
         unit_word = "group" if table.kind == "group" else "channel"
         self.sqnr_plot.setLabel("bottom", unit_word)
