@@ -111,3 +111,14 @@ def test_per_group_units(view, state):
     view.select_unit(20)
     assert view.unit_hist.codes_used == rep.per_channel.codes_used[20]
     assert view.unit_hist.counts.sum() == 32
+
+
+def test_hidden_view_waits_until_shown(qtbot, state):
+    v = ChannelsView(state)
+    qtbot.addWidget(v)
+    state.update_settings(bits=6)
+    state.compute()
+    assert v.table_data is None  # nothing computed for a view nobody sees
+    v.show()
+    qtbot.waitExposed(v)
+    assert v.table_data is not None and v.report().params.bits == 6

@@ -163,6 +163,11 @@ class ChannelsView(QWidget):
         split.setStretchFactor(1, 2)
         layout.addWidget(split, 1)
 
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if getattr(self, "_dirty", True):
+            self.refresh()
+
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         # plots beside the table when there is room; above it in a narrow tab
@@ -216,7 +221,12 @@ class ChannelsView(QWidget):
         return rep if rep is not None and rep.per_channel is not None else None
 
     def refresh(self) -> None:
-        """Redraw everything from the current per-channel report."""
+        """Redraw everything from the current per-channel report (when visible: a hidden
+        view defers the work to its next show, keeping slider drags light)."""
+        if not self.isVisible():
+            self._dirty = True
+            return
+        self._dirty = False
         rep = self.report()
         if rep is None:
             return
