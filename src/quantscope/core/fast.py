@@ -50,7 +50,7 @@ class Prepared:
     def __init__(self, x) -> None:
         self.x = as_float32(x)
         self._layouts: dict[tuple, SortedRows] = {}
-        self.layout(None, None)  # the per-tensor layout is the one-time preparation
+        self.layout(None, None).build_sums()  # the one-time preparation
 
     @property
     def shape(self) -> tuple[int, ...]:

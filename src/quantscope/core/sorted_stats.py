@@ -26,6 +26,7 @@ Exactness, as the direct pass :func:`quantscope.core.analyze.analyze` defines it
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,15 +114,47 @@ class SortedRows:
     position ``p``: each row starts from zero (so a row of tiny values next to a row of huge
     ones keeps its precision), and one record of four floats is one gather. ``bound1`` and
     ``bound2`` (per row) times an interval's length bound the absolute error of its sums of
-    ``x`` and ``x²``.
+    ``x`` and ``x²``. The prefix sums (32 bytes per element) are built on first use: a layout
+    that only serves percentiles, or whose reports go the direct way, never pays for them.
     """
 
     values: np.ndarray
     starts: np.ndarray
-    prefix: np.ndarray
-    bound1: np.ndarray
-    bound2: np.ndarray
     n_nonfinite: int
+
+    @functools.cached_property
+    def _sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n_rows, starts, values = self.n_rows, self.starts, self.values
+        count = np.diff(starts)
+        prefix = np.empty((values.size + n_rows, 4))
+        bound1, bound2 = np.zeros(n_rows), np.zeros(n_rows)
+        if n_rows and (count == count[0]).all():  # equal rows: tiles of whole rows
+            bound1, bound2 = dd_prefix_rows(values.reshape(n_rows, -1),
+                                            prefix.reshape(n_rows, -1, 4))
+        else:
+            for r in range(n_rows):
+                a, b = starts[r], starts[r + 1]
+                b1, b2 = dd_prefix_rows(values[a:b].reshape(1, -1),
+                                        prefix[a + r:b + r + 1].reshape(1, -1, 4))
+                bound1[r], bound2[r] = b1[0], b2[0]
+        return prefix, bound1, bound2
+
+    def build_sums(self) -> SortedRows:
+        """Build the prefix sums now (they are otherwise built on first use); returns self."""
+        _ = self._sums
+        return self
+
+    @property
+    def prefix(self) -> np.ndarray:
+        return self._sums[0]
+
+    @property
+    def bound1(self) -> np.ndarray:
+        return self._sums[1]
+
+    @property
+    def bound2(self) -> np.ndarray:
+        return self._sums[2]
 
     @property
     def n_rows(self) -> int:
@@ -157,21 +190,7 @@ class SortedRows:
             gather = np.repeat(old_start[order] - new_start, count) + np.arange(values.size)
             values = values[gather]
         starts = np.concatenate([[0], np.cumsum(count)]).astype(np.intp)
-        n_rows = count.size
-        prefix = np.empty((values.size + n_rows, 4))
-        bound1, bound2 = np.zeros(n_rows), np.zeros(n_rows)
-        if n_rows and (count == count[0]).all():  # equal rows: tiles of whole rows
-            v2 = values.reshape(n_rows, -1)
-            p3 = prefix.reshape(n_rows, -1, 4)
-            bound1, bound2 = dd_prefix_rows(v2, p3)
-        else:
-            for r in range(n_rows):
-                a, b = starts[r], starts[r + 1]
-                v2 = values[a:b].reshape(1, -1)
-                p3 = prefix[a + r:b + r + 1].reshape(1, -1, 4)
-                b1, b2 = dd_prefix_rows(v2, p3)
-                bound1[r], bound2[r] = b1[0], b2[0]
-        return cls(values, starts, prefix, bound1, bound2, n_bad)
+        return cls(values, starts, n_bad)
 
     def sums(self, a: np.ndarray, b: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(Σx, Σx²)`` over sorted positions ``[a, b)`` of row ``row``."""
