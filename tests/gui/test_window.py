@@ -148,7 +148,7 @@ def test_bucket_grid_window_and_occupancy_are_drawn(outlier_window):
     assert lo == pytest.approx((r.qmin - 0.5) * s) and hi == pytest.approx((r.qmax + 0.5) * s)
     assert len(pane.grid.xData) == 2 * (r.qmax - r.qmin)
     assert not pane.clip_lo.isVisible()  # min/max: nothing clipped
-    np.testing.assert_allclose(pane.bars.opts["height"], np.log10(r.code_histogram + 1.0))
+    np.testing.assert_allclose(pane.bars.yData, np.log10(r.code_histogram + 1.0))
     outlier_window.state.update_settings(method="manual", manual_clip=(-1.0, 1.0))
     outlier_window.state.compute()
     assert pane.clip_lo.isVisible() and pane.clip_hi.isVisible()

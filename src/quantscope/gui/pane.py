@@ -11,7 +11,14 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QFontDatabase
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout
+from PySide6.QtWidgets import (
+    QFrame,
+    QGraphicsItem,
+    QGridLayout,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+)
 
 from quantscope.core import QuantReport
 from quantscope.gui.numbers import FIELDS, bucket_grid, display_values, field_label
@@ -72,6 +79,7 @@ class Pane(QFrame):
         self.caption.setWordWrap(True)
         self.caption.hide()
         layout.addWidget(self.caption)
+        self._cache_static_items()
         self.error = QLabel("")
         self.error.setObjectName("paneError")
         self.error.setWordWrap(True)
@@ -80,6 +88,17 @@ class Pane(QFrame):
         layout.addLayout(self._build_table())
 
     # -- construction -------------------------------------------------------------------------
+    def _cache_static_items(self) -> None:
+        """Blit the axes and the histogram from pixmaps: on a settings change only the grid,
+        the window and the occupancy move, and replaying the axes' text and the 2048-step
+        fill for four panes cost more than the numbers themselves (measured ~30% of a
+        repaint)."""
+        cache = QGraphicsItem.CacheMode.DeviceCoordinateCache
+        for plot in (self.plot, self.strip):
+            for side in ("left", "bottom"):
+                plot.getAxis(side).setCacheMode(cache)
+        self.hist.curve.setCacheMode(cache)
+
     def _build_plot(self) -> None:
         self.plot = self.graphics.addPlot(row=0, col=0)
         self.plot.setLabel("left", "count")
@@ -94,11 +113,11 @@ class Pane(QFrame):
             item.setZValue(-10)
             item.hide()
             self.plot.addItem(item, ignoreBounds=True)
-        self.grid = pg.PlotDataItem(pen=GRID_PEN, connect="pairs")
+        self.grid = pg.PlotDataItem(pen=GRID_PEN, connect="pairs", antialias=False)
         self.grid.setZValue(-5)
         self.plot.addItem(self.grid, ignoreBounds=True)
         self.hist = pg.PlotDataItem(stepMode="center", fillLevel=0, pen=HIST_PEN,
-                                    brush=HIST_BRUSH)
+                                    brush=HIST_BRUSH, antialias=False)
         self.plot.addItem(self.hist)
         self.zero = pg.InfiniteLine(angle=90, pen=ZERO_PEN, movable=False,
                                     label="zp", labelOpts={"position": 0.92, "color": "#333",
@@ -118,12 +137,16 @@ class Pane(QFrame):
         # The title row is created once here: re-creating it on every report makes the title
         # LabelItem churn, which crashed PySide6 at interpreter exit (none_dealloc).
         self.strip.setTitle("code occupancy", size="10pt")
+        self._strip_title = "code occupancy"
+        self._strip_view: tuple = ()
         self.strip.setMouseEnabled(x=True, y=False)
         self.strip.getAxis("left").setWidth(self.plot.getAxis("left").width())
-        self.slots = pg.BarGraphItem(x=[0], height=[0], width=1.0, brush=SLOT_BRUSH,
-                                     pen=pg.mkPen(None))
-        self.bars = pg.BarGraphItem(x=[0], height=[0], width=0.9, brush=USED_BRUSH,
-                                    pen=pg.mkPen(None))
+        # One filled step path per strip (not 255 bar rectangles): a light slot for every code
+        # and the occupancy over it, so empty codes show as empty slots; cheap to repaint live.
+        self.slots = pg.PlotDataItem(stepMode="center", fillLevel=0, pen=pg.mkPen(None),
+                                     brush=SLOT_BRUSH, antialias=False)
+        self.bars = pg.PlotDataItem(stepMode="center", fillLevel=0, pen=pg.mkPen(None),
+                                    brush=USED_BRUSH, antialias=False)
         self.strip.addItem(self.slots)
         self.strip.addItem(self.bars)
 
@@ -190,17 +213,23 @@ class Pane(QFrame):
             value.setText(texts[key])
             self.labels[key].setText(field_label(key, report))
         self._draw_regions()
-        codes = np.arange(report.qmin, report.qmax + 1, dtype=np.float64)
+        edges = np.arange(report.qmin - 0.5, report.qmax + 1.0, dtype=np.float64)
         hist = report.code_histogram
         height = np.log10(hist + 1.0)
-        top = max(float(height.max()), 1.0)
-        self.slots.setOpts(x=codes, height=np.full(codes.size, top), width=1.0)
-        self.bars.setOpts(x=codes, height=height, width=0.9 if codes.size < 64 else 1.0)
-        self.strip.setXRange(report.qmin - 1, report.qmax + 1, padding=0)
-        self.strip.setYRange(0, top, padding=0.05)
-        used = int(np.count_nonzero(hist))
-        self.strip.setTitle(f"code occupancy: {used} of {report.params.levels} codes used",
-                            size="10pt")
+        # a fixed height per tensor (every value in one code): bars compare across settings,
+        # and the axis is not regenerated on every update
+        top = max(float(np.log10(report.n + 1.0)), 1.0)
+        self.slots.setData(edges, np.full(hist.size, top))
+        self.bars.setData(edges, height)
+        view = (report.qmin - 1, report.qmax + 1, top)
+        if view != self._strip_view:  # unchanged ranges: no axis regeneration
+            self._strip_view = view
+            self.strip.setXRange(report.qmin - 1, report.qmax + 1, padding=0)
+            self.strip.setYRange(0, top, padding=0.05)
+        title = f"code occupancy: {report.codes_used} of {report.params.levels} codes used"
+        if title != self._strip_title:
+            self._strip_title = title
+            self.strip.setTitle(title, size="10pt")
 
     def _draw_regions(self) -> None:
         report = self.report

@@ -140,12 +140,29 @@ def pane_title(pane: str, settings: Settings | None = None) -> str:
     return f"{sym.capitalize()} · {gran_text}"
 
 
-def pane_params(x: np.ndarray, pane: str, settings: Settings) -> QuantParams:
+def unit_range(x: np.ndarray, axis: int | None, group_size: int | None,
+               ranges: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each unit's finite (min, max) by the engine's :func:`unit_min_max`, memoised in
+    ``ranges`` (one dict per tensor): a 16M-element pass costs ~20 ms, and a slider drag
+    would otherwise repeat it for every pane on every step."""
+    key = (axis, group_size)
+    if ranges is not None and key in ranges:
+        return ranges[key]
+    lo, hi, _ = unit_min_max(x, axis, group_size)
+    if ranges is not None:
+        ranges[key] = (lo, hi)
+    return lo, hi
+
+
+def pane_params(x: np.ndarray, pane: str, settings: Settings,
+                ranges: dict | None = None) -> QuantParams:
     """The engine call that builds one pane's parameters from the settings.
 
-    Everything goes through :func:`quantscope.core.choose_qparams` except the manual clip,
-    which is a range the user picked: :func:`params_from_range` applies the engine's rules to
-    it (per channel, each channel's own min/max capped by the window).
+    Everything goes through :func:`quantscope.core.choose_qparams` except two ranges that are
+    already known: min/max under the engine's own rules is exactly ``params_from_range`` of the
+    units' min/max (what ``choose_qparams`` does, with the ranges memoised in ``ranges``), and a
+    manual clip is a range the user picked (per channel, each channel's own min/max capped by
+    the window; the engine's rules apply even with a runtime preset, which has no manual mode).
     """
     if pane not in PANES:
         raise SettingsError(f"unknown pane {pane!r}; panes are {PANES}")
@@ -153,6 +170,9 @@ def pane_params(x: np.ndarray, pane: str, settings: Settings) -> QuantParams:
     symmetric = sym == "symmetric"
     granularity = "tensor" if gran == "tensor" else ("group" if settings.group_size else "channel")
     common = dict(symmetric=symmetric, bits=settings.bits, narrow_range=settings.narrow_range)
+    axis = None if granularity == "tensor" else settings.axis
+    group = settings.group_size if granularity == "group" else None
+    method = "minmax" if settings.method == "manual" else settings.method
     if settings.method == "manual" and settings.manual_clip is not None:
         lo, hi = settings.manual_clip
         if symmetric:
@@ -161,12 +181,16 @@ def pane_params(x: np.ndarray, pane: str, settings: Settings) -> QuantParams:
         if granularity == "tensor":
             return params_from_range(lo, hi, rounding=settings.rounding, method="manual",
                                      **common)
-        group = settings.group_size if granularity == "group" else None
-        u_lo, u_hi, _ = unit_min_max(x, settings.axis, group)
-        return params_from_range(np.maximum(u_lo, lo), np.minimum(u_hi, hi), axis=settings.axis,
+        u_lo, u_hi = unit_range(x, axis, group, ranges)
+        return params_from_range(np.maximum(u_lo, lo), np.minimum(u_hi, hi), axis=axis,
                                  group_size=group, rounding=settings.rounding, method="manual",
                                  **common)
-    method = "minmax" if settings.method == "manual" else settings.method
+    if method == "minmax" and settings.runtime is None:
+        if x.ndim == 0 and axis is not None:  # let the engine refuse it with its message
+            return choose_qparams(x, granularity=granularity, axis=settings.axis)
+        lo, hi = unit_range(x, axis, group, ranges)
+        return params_from_range(lo, hi, axis=axis, group_size=group,
+                                 rounding=settings.rounding, method="minmax", **common)
     options = {"percentile": settings.percentile} if method == "percentile" else {}
     kw = dict(granularity=granularity, axis=settings.axis, group_size=settings.group_size,
               method=method, **common, **options)
@@ -193,6 +217,7 @@ class ComputeRequest:
     settings: Settings
     prepared: object | None = None
     panes: tuple[str, ...] = PANES
+    ranges: dict | None = None  # per-unit min/max memo shared by requests on this tensor
 
 
 @dataclass(frozen=True, eq=False)
@@ -216,7 +241,7 @@ def compute_reports(request: ComputeRequest) -> ComputeResult:
     errors: dict[str, str] = {}
     for pane in request.panes:
         try:
-            params = pane_params(request.tensor, pane, request.settings)
+            params = pane_params(request.tensor, pane, request.settings, request.ranges)
             reports[pane] = analyze_with(request.tensor, request.prepared, params)
         except QuantscopeError as exc:
             errors[pane] = str(exc)
@@ -255,6 +280,7 @@ class ExplorerState:
         self.prepared: object | None = None
         self.overview: TensorOverview | None = None
         self.generation = 0
+        self._ranges: dict = {}
 
     # -- inputs ---------------------------------------------------------------------------
     def set_tensor(self, x, source: Source | None = None, *, prepared: object | None = None,
@@ -278,6 +304,7 @@ class ExplorerState:
         if not -arr.ndim <= axis < arr.ndim:
             axis = 0
         self.tensor, self.source = arr, source
+        self._ranges = {}
         self.settings = dataclasses.replace(self.settings, axis=axis)
         self.prepared, self.overview = prepared, overview
         self._invalidate()
@@ -324,13 +351,14 @@ class ExplorerState:
         """The parameters ``pane`` uses for the current tensor and settings."""
         if self.tensor is None:
             raise SettingsError("no tensor loaded")
-        return pane_params(self.tensor, pane, self.settings)
+        return pane_params(self.tensor, pane, self.settings, self._ranges)
 
     def request(self) -> ComputeRequest:
         """Snapshot the current tensor and settings for :func:`compute_reports`."""
         if self.tensor is None:
             raise SettingsError("no tensor loaded")
-        return ComputeRequest(self.generation, self.tensor, self.settings, self.prepared)
+        return ComputeRequest(self.generation, self.tensor, self.settings, self.prepared,
+                              ranges=self._ranges)
 
     def accept(self, result: ComputeResult) -> bool:
         """Install a result if it is still current (same generation); drop it otherwise."""
