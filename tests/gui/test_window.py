@@ -65,6 +65,8 @@ CONTROLS = [
     ("method entropy", lambda c: _combo(c.method, "entropy"), {"method": "entropy"}),
     ("manual clip", lambda c: c.clip.setValue((-2.0, 3.0)),
      {"method": "manual", "manual_clip": (-2.0, 3.0)}),
+    ("typed clip", lambda c: (c.clip_lo.setValue(-1.25), c.clip_hi.setValue(2.5)),
+     {"method": "manual", "manual_clip": (-1.25, 2.5)}),
     ("rounding", lambda c: _combo(c.rounding, "half_away"), {"rounding": "half_away"}),
     ("full range", lambda c: _combo(c.narrow, False), {"narrow_range": False}),
     ("bits slider", lambda c: c.bits.setValue(4), {"bits": 4}),

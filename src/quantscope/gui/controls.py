@@ -20,11 +20,13 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
+    QLabel,
+    QSizePolicy,
     QSlider,
     QSpinBox,
     QWidget,
 )
-from superqt import QLabeledDoubleRangeSlider
+from superqt import QDoubleRangeSlider
 
 from quantscope.state import ExplorerState, Settings
 
@@ -117,12 +119,28 @@ class ControlsPanel(QGroupBox):
         row.setContentsMargins(0, 0, 0, 0)
         form.addRow("percentile", self.percentile_row)
 
-        self.clip = QLabeledDoubleRangeSlider(Qt.Orientation.Horizontal)
-        self.clip.setDecimals(3)
-        self.clip.setEdgeLabelMode(QLabeledDoubleRangeSlider.EdgeLabelMode.NoLabel)
+        # The manual clip window: a range slider to drag, and the two ends as numbers to type.
+        self.clip = QDoubleRangeSlider(Qt.Orientation.Horizontal)
         self.clip.setRange(-1.0, 1.0)
         self.clip.setValue((-1.0, 1.0))
-        form.addRow("clip window", self.clip)
+        self.clip_lo, self.clip_hi = QDoubleSpinBox(), QDoubleSpinBox()
+        for box in (self.clip_lo, self.clip_hi):
+            box.setDecimals(4)
+            box.setRange(-1e30, 1e30)
+            box.setKeyboardTracking(False)
+            # its size hint would fit "-1e30" in full: let the form decide the width instead
+            box.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+            box.setMinimumWidth(70)
+            box.setButtonSymbols(QDoubleSpinBox.ButtonSymbols.NoButtons)
+        ends = QHBoxLayout()
+        ends.setContentsMargins(0, 0, 0, 0)
+        ends.addWidget(self.clip_lo)
+        ends.addWidget(QLabel("to"))
+        ends.addWidget(self.clip_hi)
+        ends_row = QWidget()
+        ends_row.setLayout(ends)
+        form.addRow("clip window", ends_row)
+        form.addRow("", self.clip)
 
         self.rounding = _combo(ROUNDING_LABELS)
         form.addRow("rounding", self.rounding)
@@ -180,6 +198,16 @@ class ControlsPanel(QGroupBox):
         self.bits_label.valueChanged.connect(lambda v: st.update_settings(bits=int(v)))
         self._slider(self.clip, lambda v: dict(method="manual",
                                               manual_clip=(float(v[0]), float(v[1]))))
+        self.clip_lo.valueChanged.connect(lambda _v: self._typed_clip())
+        self.clip_hi.valueChanged.connect(lambda _v: self._typed_clip())
+
+    def _typed_clip(self) -> None:
+        lo, hi = self.clip_lo.value(), self.clip_hi.value()
+        if lo < hi:
+            self.state.update_settings(method="manual", manual_clip=(lo, hi))
+        else:
+            self.state.error.emit(f"clip window: the low end ({lo:g}) must be below the high "
+                                  f"end ({hi:g})")
 
     def _slider(self, slider, changes) -> None:
         """Throttle while the slider is dragged; apply at once otherwise (keys, wheel, code)."""
@@ -204,8 +232,9 @@ class ControlsPanel(QGroupBox):
     def sync(self) -> None:
         """Show the state's settings (signals blocked: no echo back into the state)."""
         s: Settings = self.state.settings
-        widgets = (self.method, self.percentile, self.percentile_slider, self.clip, self.rounding,
-                   self.narrow, self.bits, self.bits_label, self.axis, self.group, self.runtime)
+        widgets = (self.method, self.percentile, self.percentile_slider, self.clip, self.clip_lo,
+                   self.clip_hi, self.rounding, self.narrow, self.bits, self.bits_label,
+                   self.axis, self.group, self.runtime)
         blocked = [w.blockSignals(True) for w in widgets]
         try:
             self.method.setCurrentIndex(self.method.findData(s.method))
@@ -226,6 +255,8 @@ class ControlsPanel(QGroupBox):
                 self.clip.setRange(ov.min - pad, ov.max + pad)
             lo, hi = s.manual_clip or ((ov.min, ov.max) if ov is not None else (-1.0, 1.0))
             self.clip.setValue((lo, hi))
+            self.clip_lo.setValue(lo)
+            self.clip_hi.setValue(hi)
         finally:
             for w, b in zip(widgets, blocked, strict=True):
                 w.blockSignals(b)

@@ -36,7 +36,7 @@ from quantscope.gui.numbers import metrics_entry
 from quantscope.gui.pane import Pane
 from quantscope.gui.picker import TensorPicker
 from quantscope.gui.source_panel import SourcePanel
-from quantscope.gui.style import STYLE
+from quantscope.gui.style import STYLE, base_font, light_palette
 from quantscope.gui.worker import JobContext, Worker
 from quantscope.state import (
     PANES,
@@ -77,6 +77,8 @@ class MainWindow(QMainWindow):
         self.state = state or ExplorerState()
         self.setWindowTitle("quantscope — int8 quantization explorer")
         self.setAcceptDrops(True)
+        self.setPalette(light_palette(self.palette()))
+        self.setFont(base_font(self.font()))
         self.setStyleSheet(STYLE)
         self.picker: TensorPicker | None = None
         self.log_counts = False
@@ -128,8 +130,8 @@ class MainWindow(QMainWindow):
         self.views.setDocumentMode(True)
         self.views.hide()
         self.splitter.addWidget(self.views)
-        self.splitter.setStretchFactor(0, 3)
-        self.splitter.setStretchFactor(1, 2)
+        self.splitter.setStretchFactor(0, 7)  # the panes are the product; views explain them
+        self.splitter.setStretchFactor(1, 3)
         outer.addWidget(self.splitter, 1)
         self.setCentralWidget(central)
         self._build_side()
@@ -214,7 +216,7 @@ class MainWindow(QMainWindow):
         if self.views.isHidden():
             self.views.show()
             total = max(self.splitter.width(), 1000)
-            self.splitter.setSizes([int(total * 0.62), int(total * 0.38)])
+            self.splitter.setSizes([int(total * 0.7), int(total * 0.3)])
 
     # -- theme --------------------------------------------------------------------------------
     def set_presentation(self, on: bool) -> None:
