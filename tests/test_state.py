@@ -204,7 +204,7 @@ def test_sources_round_trip_through_json_and_rebuild_bit_for_bit():
     b, _ = load_source(again)
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(a, generate("outliers", (32, 16), 5, count=3, magnitude=12.5))
-    assert "outliers(count=3, magnitude=12.5) [32x16] seed 5" == src.label()
+    assert src.label() == "outliers(count=3, magnitude=12.5, std=1) [32x16] seed 5"
     s = Settings(method="manual", manual_clip=(-1.0, 2.0), group_size=8)
     assert Settings.from_dict(json.loads(json.dumps(s.to_dict()))) == s
     with pytest.raises(SettingsError, match="unknown"):

@@ -71,9 +71,15 @@ class Source:
 
     @classmethod
     def generator(cls, name: str, shape, seed: int = 0, **params) -> Source:
-        """A generator source (parameters stored sorted so equal sources compare equal)."""
+        """A generator source with every parameter spelled out (defaults filled in from the
+        registry, so the source still rebuilds the same bits if a default changes later) and
+        sorted, so equal sources compare equal."""
+        from quantscope.core.generators import GENERATORS
+
+        gen = GENERATORS.get(name)
+        full = {**(gen.defaults() if gen else {}), **params}
         return cls("generator", name, shape=tuple(int(v) for v in shape), seed=int(seed),
-                   params=tuple(sorted((k, float(v)) for k, v in params.items())),
+                   params=tuple(sorted((k, float(v)) for k, v in full.items())),
                    axis=0 if name == "weights" else None)
 
 
