@@ -102,7 +102,6 @@ class Pane(QFrame):
     def _build_plot(self) -> None:
         self.plot = self.graphics.addPlot(row=0, col=0)
         self.plot.setLabel("left", "count")
-        self.plot.setLabel("bottom", "value")
         self.plot.showGrid(x=False, y=True, alpha=0.15)
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.getViewBox().setDefaultPadding(0.02)
@@ -131,13 +130,11 @@ class Pane(QFrame):
         self.strip = self.graphics.addPlot(row=1, col=0)
         self.graphics.ci.layout.setRowStretchFactor(0, 4)
         self.graphics.ci.layout.setRowStretchFactor(1, 1)
-        self.strip.setLabel("left", "log₁₀ n")
+        self.strip.setLabel("left", "log₁₀(1+n)")
         self.strip.setLabel("bottom", "code")
+        self.strip.setToolTip("code occupancy: values per code; grey slots are codes no value "
+                              "uses")
         self.strip.getAxis("bottom").enableAutoSIPrefix(False)
-        # The title row is created once here: re-creating it on every report makes the title
-        # LabelItem churn, which crashed PySide6 at interpreter exit (none_dealloc).
-        self.strip.setTitle("code occupancy", size="10pt")
-        self._strip_title = "code occupancy"
         self._strip_view: tuple = ()
         self.strip.setMouseEnabled(x=True, y=False)
         self.strip.getAxis("left").setWidth(self.plot.getAxis("left").width())
@@ -199,7 +196,7 @@ class Pane(QFrame):
         counts = ov.hist_counts.astype(np.float64)
         if log:  # log10(1 + n): empty bins sit on the axis instead of at -inf
             counts = np.log10(counts + 1.0)
-        self.plot.setLabel("left", "log₁₀(1 + count)" if log else "count")
+        self.plot.setLabel("left", "log₁₀(1+n)" if log else "count")
         self.hist.setData(ov.hist_edges, counts)
         self._overview, self._log = ov, log
         self._draw_regions()
@@ -226,10 +223,7 @@ class Pane(QFrame):
             self._strip_view = view
             self.strip.setXRange(report.qmin - 1, report.qmax + 1, padding=0)
             self.strip.setYRange(0, top, padding=0.05)
-        title = f"code occupancy: {report.codes_used} of {report.params.levels} codes used"
-        if title != self._strip_title:
-            self._strip_title = title
-            self.strip.setTitle(title, size="10pt")
+
 
     def _draw_regions(self) -> None:
         report = self.report

@@ -149,6 +149,7 @@ class MainWindow(QMainWindow):
         qv.setContentsMargins(4, 4, 4, 4)
         qv.addWidget(self.controls)
         qv.addWidget(self.source_panel.summary_box, 1)
+        self.source_panel.summary_box.setProperty("clutter", True)  # hidden in presentation
         tabs.addTab(quant, "Quantization")
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
