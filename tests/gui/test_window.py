@@ -136,10 +136,14 @@ def test_a_slider_drag_is_throttled_and_release_applies_at_once(outlier_window, 
 def test_log_counts_toggle(outlier_window):
     pane = outlier_window.panes["symmetric/tensor"]
     counts = outlier_window.state.overview.hist_counts
-    np.testing.assert_array_equal(pane.hist.yData, counts)
-    outlier_window.controls.log_counts.setChecked(True)
-    np.testing.assert_allclose(pane.hist.yData, np.log10(counts + 1.0))
+    np.testing.assert_allclose(pane.hist.yData, np.log10(counts + 1.0))  # the default
     assert outlier_window.log_action.isChecked()
+    outlier_window.controls.log_counts.setChecked(False)
+    np.testing.assert_array_equal(pane.hist.yData, counts)
+    assert not outlier_window.log_action.isChecked()
+    outlier_window.log_action.setChecked(True)
+    assert outlier_window.controls.log_counts.isChecked()
+    np.testing.assert_allclose(pane.hist.yData, np.log10(counts + 1.0))
 
 
 def test_bucket_grid_window_and_occupancy_are_drawn(outlier_window):

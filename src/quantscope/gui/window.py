@@ -81,7 +81,7 @@ class MainWindow(QMainWindow):
         self.setFont(base_font(self.font()))
         self.setStyleSheet(STYLE)
         self.picker: TensorPicker | None = None
-        self.log_counts = False
+        self.log_counts = True  # tails and lone outliers visible from the first frame
         self.presentation = False
         self.dark = False
         self._load_source: Source | None = None
@@ -140,6 +140,7 @@ class MainWindow(QMainWindow):
 
     def _build_side(self) -> None:
         self.controls = ControlsPanel(self.state)
+        self.controls.log_counts.setChecked(self.log_counts)
         self.controls.log_counts.toggled.connect(self.set_log_counts)
         self.source_panel = SourcePanel(self.state, self.load, self.open_dialog)
         tabs = QTabWidget()
@@ -192,7 +193,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction(QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit,
                                     triggered=self.close))
         view = self.menuBar().addMenu("&View")
-        self.log_action = QAction("&Log counts", self, checkable=True,
+        self.log_action = QAction("&Log counts", self, checkable=True, checked=self.log_counts,
                                   toggled=self.controls.log_counts.setChecked)
         view.addAction(self.log_action)
         self.presentation_action = QAction("&Presentation mode", self, checkable=True,
