@@ -51,7 +51,7 @@ def test_opening_does_not_change_the_settings(view, state):
 @pytest.mark.parametrize("scheme", ["symmetric", "asymmetric"])
 def test_curves_are_the_engine_reports(view, state, scheme):
     sweep = view.plots[scheme].sweep
-    assert sweep.thresholds.size >= 200
+    assert sweep.thresholds.size >= 128
     x = state.tensor
     from quantscope.core import params_from_range
 
@@ -128,6 +128,6 @@ def test_hidden_view_computes_nothing_until_shown(qtbot, state):
 
 
 def test_sweep_points_budget():
-    assert sweep_points(10**8, prepared=True) == 200
-    assert sweep_points(1000, prepared=False) == 200
+    assert sweep_points(10**8, prepared=True) == 128
+    assert sweep_points(1000, prepared=False) == 128
     assert sweep_points(16_000_000, prepared=False) == 24

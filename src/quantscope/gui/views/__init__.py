@@ -66,8 +66,12 @@ class ViewsController(QObject):
             except ValueError:  # per-tensor results only and no overview yet
                 texts = {}
         for pane, widget in self.window.panes.items():
+            text = texts.get(pane, "")
+            label = getattr(widget, "caption", None)
+            if label is not None and label.text() == text and label.isHidden() == (not text):
+                continue  # unchanged: spare the window a relayout on every slider step
             if hasattr(widget, "set_caption"):
-                widget.set_caption(texts.get(pane, ""))
+                widget.set_caption(text)
 
     # -- exports and sessions (menu actions call these after a file dialog) ---------------------
     def current_view(self) -> QWidget:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 
 class LatestJob(QObject):
@@ -42,21 +42,43 @@ class LatestJob(QObject):
         self._running = 0
         self._delivered.connect(self._on_delivered)  # queued: emitted from the worker thread
         self._progressed.connect(self._on_progressed)
+        self._later: Callable[[], object] | None = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self._on_timer)
 
     @property
     def busy(self) -> bool:
-        """True while a request runs or waits."""
+        """True while a request runs or waits (debounced ones included)."""
+        if self._timer.isActive():
+            return True
         with self._lock:
             return self._thread is not None or self._pending is not None
 
-    def submit(self, fn: Callable[[], object]) -> int:
-        """Schedule ``fn()``; any older request still waiting is replaced. Returns its stamp."""
+    def submit(self, fn: Callable[[], object], delay_ms: int = 0) -> int | None:
+        """Schedule ``fn()``; any older request still waiting is replaced. Returns its stamp.
+
+        With ``delay_ms`` the request starts only once no other request came for that long
+        (debounce): work that follows a dragged control then runs when the hand rests, instead
+        of competing with the panes for the interpreter on every step.
+        """
+        if delay_ms > 0:
+            self._later = fn
+            self._timer.start(int(delay_ms))
+            return None
+        self._timer.stop()
+        self._later = None
         with self._lock:
             self._generation += 1
             self._pending = (self._generation, fn)
             if self._thread is None:
                 self._start_locked()
             return self._generation
+
+    def _on_timer(self) -> None:
+        fn, self._later = self._later, None
+        if fn is not None:
+            self.submit(fn)
 
     def stale(self) -> bool:
         """True when the running request has been superseded or cancelled: long work polls
@@ -72,6 +94,8 @@ class LatestJob(QObject):
 
     def cancel(self) -> None:
         """Forget every request: a running one finishes but its result is dropped."""
+        self._timer.stop()
+        self._later = None
         with self._lock:
             self._generation += 1
             self._pending = None

@@ -12,12 +12,14 @@ job, only while the view is visible.
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from quantscope.core.bitwidth import BIT_WIDTHS, BitwidthCurve, bitwidth_curve, ideal_line
+from quantscope.core.explain import SweepCancelled
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._jobs import LatestJob
 from quantscope.state import PANES, ExplorerState, Settings, analyze_with, pane_params, pane_title
@@ -30,11 +32,16 @@ SHORT = {"symmetric/tensor": "sym/tensor", "symmetric/channel": "sym/channel",
          "asymmetric/tensor": "asym/tensor", "asymmetric/channel": "asym/channel"}
 
 
-def _curves_for(x: np.ndarray, prepared, settings: Settings) -> dict[str, BitwidthCurve]:
-    """The four curves for one tensor and settings (runs in the background job)."""
+def _curves_for(x: np.ndarray, prepared, settings: Settings,
+                should_stop=lambda: False) -> dict[str, BitwidthCurve]:
+    """The four curves for one tensor and settings (runs in the background job; stops early
+    with SweepCancelled when ``should_stop()`` says the result is no longer wanted)."""
     curves = {}
     for pane in PANES:
         def params_for_bits(b: int, pane: str = pane):
+            time.sleep(0)  # let the GUI thread run between reports
+            if should_stop():
+                raise SweepCancelled
             return pane_params(x, pane, dataclasses.replace(settings, bits=b))
 
         curves[pane] = bitwidth_curve(params_for_bits, lambda p: analyze_with(x, prepared, p))
@@ -114,6 +121,7 @@ class BitwidthView(QWidget):
     # panes' own computation for a control change.
     def _on_state_tensor_changed(self) -> None:
         self._stale = True
+        self.job.cancel()
         if self.state is not None and self.state.tensor is not None:
             self.current.setValue(self.state.settings.bits)
             if self.state.results:
@@ -121,7 +129,7 @@ class BitwidthView(QWidget):
 
     def _on_state_results_changed(self) -> None:
         if self._stale and self.state is not None and self.state.results:
-            self._request()
+            self._request(delay_ms=250)  # when the hand rests (see LatestJob.submit)
 
     @staticmethod
     def _curve_key(settings: Settings) -> Settings:
@@ -131,10 +139,13 @@ class BitwidthView(QWidget):
         if self.state is None:
             return
         self.current.setValue(self.state.settings.bits)
+        if self.job.busy:  # the panes are about to compute: step aside, resume afterwards
+            self.job.cancel()
+            self._stale = True
         if self._curve_key(self.state.settings) != self._key:
             self._stale = True
 
-    def _request(self) -> None:
+    def _request(self, delay_ms: int = 0) -> None:
         if self.state is None or self.state.tensor is None:
             return
         self.current.setValue(self.state.settings.bits)
@@ -145,7 +156,9 @@ class BitwidthView(QWidget):
         x, prepared, settings = self.state.tensor, self.state.prepared, self.state.settings
         key = self._curve_key(settings)
         self.summary.setText("computing SQNR at 2–8 bits…")
-        self.job.submit(lambda: (key, _curves_for(x, prepared, settings)))
+        job = self.job
+        self.job.submit(lambda: (key, _curves_for(x, prepared, settings, job.stale)),
+                        delay_ms=delay_ms)
 
     def showEvent(self, event) -> None:
         super().showEvent(event)

@@ -14,6 +14,8 @@ a background job) and from the panes' reports.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QFont
@@ -28,7 +30,9 @@ from quantscope.state import ExplorerState, Settings, analyze_with
 SCHEMES = (("symmetric", True), ("asymmetric", False))
 #: Sweep resolution with the fast prepared path; the direct pass gets fewer points on big
 #: tensors so a sweep stays around a second.
-POINTS_PREPARED = 200
+POINTS_PREPARED = 128
+#: Quiet time after the panes' last update before a sweep starts (see LatestJob.submit).
+SETTLE_MS = 250
 DIRECT_BUDGET = 40_000_000  # elements x points
 
 
@@ -210,14 +214,18 @@ class TradeoffView(QWidget):
     def _on_state_tensor_changed(self) -> None:
         self._sweep_key = None
         self._stale = True
+        self.job.cancel()
         if self.state is not None and self.state.results:
             self._request_sweep()
 
     def _on_state_settings_changed(self) -> None:
+        if self.job.busy:  # the panes are about to compute: step aside, resume afterwards
+            self.job.cancel()
+            self._stale = True
         if self.state is not None and self._key(self.state.settings) != self._sweep_key:
             self._stale = True
 
-    def _request_sweep(self) -> None:
+    def _request_sweep(self, delay_ms: int = 0) -> None:
         if self.state is None or self.state.tensor is None:
             return
         if not self.isVisible():
@@ -231,6 +239,10 @@ class TradeoffView(QWidget):
 
         job = self.job
 
+        def yield_and_check() -> bool:
+            time.sleep(0)  # hand the interpreter to the GUI thread between sweep points
+            return job.stale()
+
         def work() -> tuple[tuple, dict[str, ClipSweep]]:
             lo, hi = (ov.min, ov.max) if ov is not None else finite_range(x)
             sweeps = {}
@@ -238,12 +250,12 @@ class TradeoffView(QWidget):
                 sweeps[name] = clip_sweep_curve(
                     lambda p: analyze_with(x, prepared, p), x_min=lo, x_max=hi, symmetric=sym,
                     bits=settings.bits, narrow_range=settings.narrow_range,
-                    rounding=settings.rounding, points=points, should_stop=job.stale,
+                    rounding=settings.rounding, points=points, should_stop=yield_and_check,
                     progress=lambda f, k=k: job.report_progress((k + f) / len(SCHEMES)))
             return key, sweeps
 
         self.summary.setText("computing the sweep…")
-        self.job.submit(work)
+        self.job.submit(work, delay_ms=delay_ms)
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -280,7 +292,7 @@ class TradeoffView(QWidget):
         if self.state is None:
             return
         if self._stale and self.state.results:
-            self._request_sweep()
+            self._request_sweep(delay_ms=SETTLE_MS)
         self._syncing = True
         try:
             for name, _ in SCHEMES:
@@ -310,9 +322,9 @@ class TradeoffView(QWidget):
                              f"{fmt_db(sweep.sqnr_db[sweep.best])}")
             if parts:
                 lines.append(f"<b>{name}</b>: " + "; ".join(parts))
-        if lines:
-            self.summary.setText("<br>".join(lines)
-                                 + "<br>Drag the orange line to clip; the dot marks the best.")
+        text = "<br>".join(lines) + "<br>Drag the orange line to clip; the dot marks the best."
+        if lines and text != self.summary.text():
+            self.summary.setText(text)
 
     # -- view -> state --------------------------------------------------------------------------
     def _on_marker_moved(self, name: str, line: pg.InfiniteLine) -> None:
