@@ -466,4 +466,7 @@ class MainWindow(QMainWindow):
         self._stop_progress()
         if self.picker is not None:
             self.picker.close()
+        controller = getattr(self, "views_controller", None)  # the views' own jobs
+        if controller is not None and hasattr(controller, "shutdown"):
+            controller.shutdown()
         self.worker.shutdown()
