@@ -140,9 +140,10 @@ def _render_once(app, window, args: argparse.Namespace) -> int:
     loop = QEventLoop()
 
     def on_error(message: str) -> None:
-        if window.state.tensor is None:  # nothing to show: give up with the message
-            errors.append(message)
-            loop.quit()
+        # nothing at start-up should fail (a bad file, an engine error): say so and exit 2
+        # rather than render a half-filled window or wait for the timeout
+        errors.append(message)
+        loop.quit()
 
     def poll() -> None:  # the panes signal results_shown; views are polled (is_ready)
         if window.all_shown() and window.views_ready():
