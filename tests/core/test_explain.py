@@ -166,3 +166,15 @@ def test_sweep_reports_progress_and_stops_when_asked():
         clip_sweep_curve(lambda p: analyze(x, p), x_min=float(x.min()), x_max=24.8,
                          symmetric=True, points=40, should_stop=stop_after_five)
     assert len(calls) == 6  # stopped at once, not after the whole grid
+
+
+def test_mse_decades_span_the_positive_values():
+    x = _one_outlier(5000)
+    sweep = clip_sweep_curve(lambda p: analyze(x, p), x_min=float(x.min()), x_max=24.8,
+                             symmetric=True, points=20, refine=0)
+    d = sweep.mse_decades()
+    positive = np.concatenate([sweep.rounding_mse, sweep.clipping_mse, sweep.mse])
+    positive = positive[positive > 0]
+    assert 10.0 ** d[0] <= positive.min() < 10.0 ** (d[0] + 1)
+    assert 10.0 ** (d[-1] - 1) < positive.max() <= 10.0 ** d[-1]
+    assert d == list(range(d[0], d[-1] + 1))

@@ -210,6 +210,16 @@ class ClipSweep:
     def best_threshold(self) -> float:
         return float(self.thresholds[self.best])
 
+    def mse_decades(self) -> list[int]:
+        """Powers of ten spanning the positive MSE values (ticks for a log axis)."""
+        values = np.concatenate([self.rounding_mse, self.clipping_mse, self.mse])
+        values = values[np.isfinite(values) & (values > 0)]
+        if values.size == 0:
+            return []
+        lo = int(np.floor(np.log10(values.min())))
+        hi = int(np.ceil(np.log10(values.max())))
+        return list(range(lo, hi + 1))
+
     def window(self, t: float) -> tuple[float, float]:
         """The manual clip window for threshold ``t`` (see :func:`window_for_threshold`)."""
         return window_for_threshold(t, self.x_min, self.x_max)

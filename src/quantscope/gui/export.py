@@ -58,10 +58,28 @@ def _render_widget(widget: QWidget, painter: QPainter) -> None:
                    QWidget.RenderFlag.DrawWindowBackground | QWidget.RenderFlag.DrawChildren)
 
 
+def _warm_up(widget: QWidget) -> None:
+    """Paint once into a scratch image and let Qt settle: pyqtgraph sizes its axes from the
+    text it measured while painting, so a first-ever paint can leave tick labels out (the
+    axis is still too narrow for them). On screen the next frame fixes it; an export has
+    no next frame."""
+    from PySide6.QtWidgets import QApplication
+
+    scratch = QImage(max(1, widget.width()), max(1, widget.height()),
+                     QImage.Format.Format_ARGB32_Premultiplied)
+    painter = QPainter(scratch)
+    try:
+        _render_widget(widget, painter)
+    finally:
+        painter.end()
+    QApplication.processEvents()
+
+
 def render_png(widget: QWidget, path: str | Path, ratio: float = PIXEL_RATIO) -> QSize:
     """Save ``widget`` as a PNG of ``ratio`` x its size in pixels (crisp on slides)."""
     path = Path(path)
     _check_dir(path)
+    _warm_up(widget)
     size = widget.size()
     image = QImage(int(size.width() * ratio), int(size.height() * ratio),
                    QImage.Format.Format_ARGB32_Premultiplied)
@@ -83,6 +101,7 @@ def render_svg(widget: QWidget, path: str | Path, title: str = "quantscope") -> 
     """Save ``widget`` as an SVG that browsers and Inkscape show as on screen."""
     path = Path(path)
     _check_dir(path)
+    _warm_up(widget)
     w, h = widget.width(), widget.height()
     tmp = path.with_name(f".{path.name}.tmp")
     gen = QSvgGenerator()

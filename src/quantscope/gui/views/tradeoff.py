@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QBoxLayout, QComboBox, QLabel, QVBoxLayout, QWidget
 
 from quantscope.core.captions import finite_range, fmt_db, fmt_value
 from quantscope.core.explain import ClipSweep, clip_sweep_curve, clip_threshold
@@ -142,6 +142,14 @@ class _SchemePlot:
         self.best_dot.setData(*_finite_points([best_t], _positive(np.array([best_mse]))))
         self.best_line.setToolTip(f"least total MSE at |x| = {fmt_value(best_t)}")
         self.current.setBounds((float(t[0]), float(t[-1])))
+        # one label per decade, given explicitly: pyqtgraph's automatic log ticks drop every
+        # label once a short axis needs more than one decade per tick
+        axis = self.plot.getAxis("left")
+        decades = sweep.mse_decades()
+        step = 1 if len(decades) <= 9 else 2
+        major = decades[::step]
+        axis.setTicks([list(zip(major, axis.logTickStrings(major, 1.0, 1.0), strict=True)),
+                       [(d, "") for d in decades if d not in major]])
         self.plot.getViewBox().enableAutoRange()
         self.sqnr_box.enableAutoRange(axis=pg.ViewBox.YAxis)
 
@@ -160,13 +168,28 @@ class TradeoffView(QWidget):
         self.summary.setObjectName("viewCaption")
         self.summary.setWordWrap(True)
         layout.addWidget(self.summary)
-        self.graphics = pg.GraphicsLayoutWidget()
-        layout.addWidget(self.graphics, 1)
+        # in a narrow tab one plot at a time, full height, with this picker (hidden when wide)
+        self.scheme = QComboBox()
+        self.scheme.addItems([name for name, _ in SCHEMES])
+        self.scheme.currentTextChanged.connect(lambda _: (self._arrange(force=True),
+                                                          self._update_summary()))
+        self.scheme.hide()
+        layout.addWidget(self.scheme)
+        # one plot widget per scheme in a Qt box layout: hiding one in a narrow tab is then
+        # plain widget hiding (re-parenting plot items inside one pyqtgraph layout loses the
+        # log axis' tick labels)
+        self.plot_box = QBoxLayout(QBoxLayout.Direction.LeftToRight)
+        self.plot_box.setSpacing(4)
+        layout.addLayout(self.plot_box, 1)
+        self.widgets: dict[str, pg.PlotWidget] = {}
         self.plots: dict[str, _SchemePlot] = {}
         self._vertical = False
-        for col, (name, _) in enumerate(SCHEMES):
-            item = self.graphics.addPlot(row=0, col=col)
-            self.plots[name] = _SchemePlot(item, name.capitalize(), with_legend=col == 0)
+        for name, _ in SCHEMES:
+            widget = pg.PlotWidget()
+            self.widgets[name] = widget
+            self.plot_box.addWidget(widget, 1)
+            self.plots[name] = _SchemePlot(widget.getPlotItem(), name.capitalize(),
+                                           with_legend=True)
             # sigDragged fires for the user's drags only; programmatic moves (following the
             # panes, clamping to new bounds) must never turn into a manual clip
             self.plots[name].current.sigDragged.connect(
@@ -178,6 +201,7 @@ class TradeoffView(QWidget):
         self.job.progress.connect(
             lambda f: self.summary.setText(f"computing the sweep… {100 * f:.0f}%"))
         self._sweep_key: tuple | None = None
+        self._arrange(force=True)
         self._dirty = True
         self._stale = True
         self._syncing = False
@@ -199,7 +223,8 @@ class TradeoffView(QWidget):
             self._on_state_results_changed()
 
     def apply_theme(self, theme: Theme) -> None:
-        self.graphics.setBackground(theme.background)
+        for widget in self.widgets.values():
+            widget.setBackground(theme.background)
         for plot in self.plots.values():
             plot.style(theme)
 
@@ -259,16 +284,21 @@ class TradeoffView(QWidget):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
-        # side by side when there is room, stacked in a narrow tab beside the panes
-        vertical = self.width() < 1.2 * self.height()
-        if vertical != self._vertical:
-            self._vertical = vertical
-            layout = self.graphics.ci
-            items = [self.plots[name].plot for name, _ in SCHEMES]
-            for item in items:
-                layout.removeItem(item)
-            for i, item in enumerate(items):
-                layout.addItem(item, row=i if vertical else 0, col=0 if vertical else i)
+        self._arrange()
+
+    def _arrange(self, force: bool = False) -> None:
+        """Side by side when there is room; in a narrow tab beside the panes, one scheme at a
+        time at full height (two stacked plots would be too short to read from a room)."""
+        narrow = self.width() < 1.2 * self.height()
+        if narrow == self._vertical and not force:
+            return
+        self._vertical = narrow
+        self.scheme.setVisible(narrow)
+        for k, (name, _) in enumerate(SCHEMES):
+            shown = not narrow or name == self.scheme.currentText()
+            self.widgets[name].setVisible(shown)
+            # one legend is enough side by side
+            self.plots[name].plot.legend.setVisible(narrow or k == 0)
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
@@ -311,6 +341,8 @@ class TradeoffView(QWidget):
         a minimum width and get cut off in a narrow tab)."""
         lines = []
         for name, _ in SCHEMES:
+            if self._vertical and name != self.scheme.currentText():
+                continue  # narrow: only the scheme on show
             sweep = self.plots[name].sweep
             rep = self.state.results.get(f"{name}/tensor") if self.state else None
             parts = []
