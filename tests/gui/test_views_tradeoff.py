@@ -131,3 +131,17 @@ def test_sweep_points_budget():
     assert sweep_points(10**8, prepared=True) == 128
     assert sweep_points(1000, prepared=False) == 128
     assert sweep_points(16_000_000, prepared=False) == 24
+
+
+def test_narrow_tab_shows_one_scheme_at_a_time(view, qtbot):
+    view.resize(1200, 450)
+    qtbot.wait(10)
+    assert view.scheme.isHidden()
+    assert all(w.isVisible() for w in view.widgets.values())
+    view.resize(420, 800)
+    qtbot.waitUntil(lambda: not view.scheme.isHidden(), timeout=2000)
+    assert view.widgets["symmetric"].isVisible() and not view.widgets["asymmetric"].isVisible()
+    view.scheme.setCurrentText("asymmetric")
+    assert view.widgets["asymmetric"].isVisible() and not view.widgets["symmetric"].isVisible()
+    assert view.summary.text().startswith("<b>asymmetric</b>")
+    assert "<b>symmetric</b>" not in view.summary.text()
