@@ -276,6 +276,7 @@ class TradeoffView(QWidget):
                     lambda p: analyze_with(x, prepared, p), x_min=lo, x_max=hi, symmetric=sym,
                     bits=settings.bits, narrow_range=settings.narrow_range,
                     rounding=settings.rounding, points=points, should_stop=yield_and_check,
+                    refine=24 if prepared is not None else 6,
                     progress=lambda f, k=k: job.report_progress((k + f) / len(SCHEMES)))
             return key, sweeps
 
