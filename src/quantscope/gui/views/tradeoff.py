@@ -1,6 +1,7 @@
 """The rounding-vs-clipping trade-off: error split against the clip threshold, per scheme.
 
-Two plots side by side (symmetric, asymmetric). Each shows rounding MSE (grows as the window
+Two plots side by side (symmetric, asymmetric; in a narrow tab one at a time, with a picker,
+so neither shrinks below readable). Each shows rounding MSE (grows as the window
 widens: bigger steps), clipping MSE (shrinks: fewer values cut off) and their sum on a log
 axis, SQNR on a second axis, the optimum (least total MSE) and the current threshold. Dragging
 the current-threshold line sets a manual clip (``state.update_settings(method="manual",
@@ -9,7 +10,8 @@ the lines follow the panes. One threshold means the same window in both schemes
 (:func:`quantscope.core.explain.window_for_threshold`), so both lines always agree.
 
 All numbers come from :func:`quantscope.core.explain.clip_sweep_curve` (exact reports, run in
-a background job) and from the panes' reports.
+a background job that starts once the panes have their numbers and the controls rest, and
+stops early when superseded) and from the panes' reports.
 """
 
 from __future__ import annotations
