@@ -107,10 +107,8 @@ def run(args: argparse.Namespace) -> int:
     window.show()
     if session is not None and session.source is not None:
         pass  # apply_session is loading it
-    elif args.file and not args.tensor and not headless:
-        window.open_path(args.file)  # several tensors: the picker asks which
-    else:
-        window.load(source)
+    else:  # several tensors and no --tensor: the picker asks (headless: the error lists them)
+        window.load(source, pick=not headless)
     if not headless:
         code = app.exec()
         remember_window(window)

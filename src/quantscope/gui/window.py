@@ -8,6 +8,7 @@ state: it snapshots the state into jobs, and installs the jobs' results on the G
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -261,8 +262,25 @@ class MainWindow(QMainWindow):
         self.banner.setText("")
 
     # -- loading ------------------------------------------------------------------------------
-    def load(self, source: Source) -> None:
-        """Build or read ``source`` in the worker; the tensor changes when it is ready."""
+    def load(self, source: Source, *, pick: bool = True) -> None:
+        """Build or read ``source`` in the worker; the tensor changes when it is ready.
+
+        A file or sample holding several tensors, with none named, opens the (non-modal)
+        picker first when ``pick`` is true; otherwise the loader's error lists the names.
+        """
+        if pick and source.kind in ("file", "sample") and source.tensor is None:
+            from quantscope.io import list_tensors
+            from quantscope.io.samples import sample_path
+
+            try:
+                path = source.name if source.kind == "file" else sample_path(source.name)
+                infos = list_tensors(path)
+            except QuantscopeError as exc:
+                self.show_error(str(exc))
+                return
+            if len(infos) > 1:
+                self._show_picker(source, infos)
+                return
         self._load_source = source
         settings = self.state.settings
 
@@ -282,27 +300,15 @@ class MainWindow(QMainWindow):
 
     def open_path(self, path: str | os.PathLike, tensor: str | None = None) -> None:
         """Open a file: one tensor loads at once, several open the (non-modal) picker."""
-        path = str(path)
-        if tensor is None:
-            from quantscope.io import list_tensors
+        self.load(Source("file", str(path), tensor=tensor))
 
-            try:
-                infos = list_tensors(path)
-            except QuantscopeError as exc:
-                self.show_error(str(exc))
-                return
-            if len(infos) > 1:
-                self._show_picker(path, infos)
-                return
-            tensor = infos[0].name if infos else None
-        self.load(Source("file", path, tensor=tensor))
-
-    def _show_picker(self, path: str, infos) -> None:
+    def _show_picker(self, source: Source, infos) -> None:
         if self.picker is not None:
             self.picker.close()
             self.picker.deleteLater()
-        self.picker = TensorPicker(path, infos, self)
-        self.picker.chosen.connect(lambda name: self.open_path(path, name))
+        self.picker = TensorPicker(source.label(), infos, self)
+        self.picker.chosen.connect(
+            lambda name: self.load(dataclasses.replace(source, tensor=name)))
         self.picker.show()
 
     def open_dialog(self) -> None:
