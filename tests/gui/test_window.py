@@ -182,6 +182,8 @@ def test_bad_arrays_leave_a_message_and_the_previous_tensor(outlier_window, bad,
 @pytest.mark.parametrize(("content", "message"), [
     (b"not a tensor at all", "not a NumPy .npy file"),
     (None, "NaN"),
+    (np.float32(3.0), "0-d"),
+    (np.zeros((2, 0), np.float32), "empty"),
 ])
 def test_bad_files_leave_a_message_and_the_previous_tensor(outlier_window, qtbot, tmp_path,
                                                            content, message):
@@ -189,8 +191,10 @@ def test_bad_files_leave_a_message_and_the_previous_tensor(outlier_window, qtbot
     path = tmp_path / "bad.npy"
     if content is None:
         np.save(path, np.full((3, 3), np.nan, np.float32))
-    else:
+    elif isinstance(content, bytes):
         path.write_bytes(content)
+    else:
+        np.save(path, content)
     tensor, texts = win.state.tensor, shown(win)
     with qtbot.waitSignal(win.error_shown, timeout=10_000):
         win.open_path(path)
