@@ -317,3 +317,20 @@ def test_add_view_shows_a_tab_beside_the_panes(make_window):
     win.add_view("Extra", label)
     assert win.views.isVisibleTo(win) and win.views.tabText(0) == "Extra"
     assert win.views.widget(0) is label
+
+
+def test_numbers_that_lag_the_controls_are_marked(outlier_window, wait_results, qtbot):
+    import threading
+
+    win = outlier_window
+    gate = threading.Event()
+    win.worker.submit("load", lambda ctx: gate.wait(10) and None)  # keeps the worker busy
+    win.state.update_settings(bits=5)
+    qtbot.waitUntil(win.computing_label.isVisible, timeout=5000)
+    value = win.panes["symmetric/tensor"].values["sqnr_db"]
+    assert "color" in value.styleSheet()
+    win.worker.cancel("load")  # its (dummy) result is dropped
+    gate.set()
+    wait_results(win)
+    assert not win.computing_label.isVisible() and value.styleSheet() == ""
+    assert win.panes["symmetric/tensor"].report.params.bits == 5

@@ -174,6 +174,14 @@ class Pane(QFrame):
         """Change the heading (per-channel panes become per-group)."""
         self.title.setText(title)
 
+    def set_stale(self, stale: bool) -> None:
+        """Grey the numbers while newer settings are being computed."""
+        if stale == getattr(self, "_stale", False):
+            return
+        self._stale = stale
+        for value in self.values.values():
+            value.setStyleSheet("color: #a0a4ab;" if stale else "")
+
     def set_caption(self, text: str) -> None:
         """A one-sentence explanation under the plot (views may set it; empty hides it)."""
         self.caption.setText(text)

@@ -45,4 +45,5 @@ QGroupBox::title { subcontrol-origin: margin; left: 8px; padding: 0 4px; }
 QTableWidget { border: none; }
 QTabBar::tab { padding: 6px 14px; }
 QStatusBar { border-top: 1px solid #d5d9e0; }
+QLabel#computing { color: #8a5a00; font-style: italic; }
 """

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -51,6 +51,8 @@ from quantscope.state import (
     tensor_problem,
 )
 
+#: How long the panes may lag the controls before they are marked as showing old numbers.
+STALE_MS = 200
 FILE_FILTER = "Tensor files (*.npy *.npz *.safetensors);;All files (*)"
 
 
@@ -87,6 +89,12 @@ class MainWindow(QMainWindow):
         self.dark = False
         self._load_source: Source | None = None
         self._preparing_for: np.ndarray | None = None
+        # Numbers that lag the controls must say so: after STALE_MS without results the panes'
+        # numbers turn grey and the status bar says they belong to the previous settings.
+        self.stale_timer = QTimer(self)
+        self.stale_timer.setSingleShot(True)
+        self.stale_timer.setInterval(STALE_MS)
+        self.stale_timer.timeout.connect(lambda: self._mark_stale(True))
         self.worker = Worker(self)
         self.worker.done.connect(self._job_done)
         self.worker.failed.connect(self._job_failed)
@@ -171,6 +179,11 @@ class MainWindow(QMainWindow):
         bar = self.statusBar()
         self.source_status = QLabel("")
         bar.addWidget(self.source_status, 1)
+        self.computing_label = QLabel("computing… the numbers shown are for the previous "
+                                      "settings")
+        self.computing_label.setObjectName("computing")
+        self.computing_label.hide()
+        bar.addWidget(self.computing_label)
         box = QWidget()
         h = QHBoxLayout(box)
         h.setContentsMargins(0, 0, 0, 0)
@@ -370,6 +383,8 @@ class MainWindow(QMainWindow):
             return  # computed when the preparation arrives
         request = st.request()
         self.worker.submit("compute", lambda _ctx: compute_reports(request))
+        if not self.stale_timer.isActive() and not self.computing_label.isVisible():
+            self.stale_timer.start()
 
     @Slot(str, int, object)
     def _job_done(self, kind: str, ticket: int, result) -> None:
@@ -392,6 +407,8 @@ class MainWindow(QMainWindow):
 
     @Slot(str, int, str)
     def _job_failed(self, kind: str, ticket: int, message: str) -> None:
+        if kind == "compute":
+            self._mark_stale(False)
         if kind in ("load", "prepare"):
             self._stop_progress()
             if kind == "prepare":
@@ -421,7 +438,16 @@ class MainWindow(QMainWindow):
         for pane in self.panes.values():
             pane.set_overview(self.state.overview, self.log_counts)
 
+    def _mark_stale(self, on: bool) -> None:
+        """Grey the numbers (and say so) while they belong to the previous settings."""
+        if not on:
+            self.stale_timer.stop()
+        self.computing_label.setVisible(on)
+        for pane in self.panes.values():
+            pane.set_stale(on)
+
     def _show_results(self) -> None:
+        self._mark_stale(False)
         st = self.state
         for key, pane in self.panes.items():
             if key in st.results:
@@ -468,6 +494,7 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop the worker thread and every timer (idempotent)."""
         self.controls.throttle.timer.stop()
+        self.stale_timer.stop()
         self.statusBar().clearMessage()  # stops the status bar's message timeout timer
         self._stop_progress()
         if self.picker is not None:
