@@ -225,3 +225,21 @@ def test_overview_counts_nonfinite_and_summarises_the_rest():
 def test_tensor_is_read_only_for_the_workers(state):
     with pytest.raises(ValueError):
         state.tensor[0, 0] = 1.0
+
+
+def test_parallel_channel_panes_give_the_same_reports(state, monkeypatch):
+    import threading
+
+    import quantscope.state as state_module
+    from quantscope.state import prepare_tensor
+
+    assert state.set_tensor(state.tensor, state.source,
+                            prepared=prepare_tensor(state.tensor, state.settings))
+    serial = compute_reports(state.request())
+    monkeypatch.setattr(state_module, "PARALLEL_MIN_SIZE", 1)
+    before = set(threading.enumerate())
+    parallel = compute_reports(state.request())
+    assert set(threading.enumerate()) == before  # the pool's threads are joined
+    assert list(parallel.reports) == list(serial.reports) == list(PANES)
+    for pane in PANES:
+        same_numbers(parallel.reports[pane], serial.reports[pane])
