@@ -11,6 +11,7 @@ Run: ``QT_QPA_PLATFORM=offscreen python bench/gui_latency.py [--sizes 1,16] [--r
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import time
 
@@ -89,6 +90,7 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
     window = create_window(ExplorerState(), install_views=views)
     window.resize(1600, 1000)
     window.show()
+    gc.freeze()  # as ``quantscope`` does after building its window
     source = Source.generator("outliers", (rows, cols), 0, count=16, magnitude=25.0)
     beat = Heartbeat()
     t0 = time.perf_counter()

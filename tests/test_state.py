@@ -237,6 +237,7 @@ def test_parallel_channel_panes_give_the_same_reports(state, monkeypatch):
                             prepared=prepare_tensor(state.tensor, state.settings))
     serial = compute_reports(state.request())
     monkeypatch.setattr(state_module, "PARALLEL_MIN_SIZE", 1)
+    monkeypatch.setattr(state_module, "PARALLEL_CORES", True)
     before = set(threading.enumerate())
     parallel = compute_reports(state.request())
     assert set(threading.enumerate()) == before  # the pool's threads are joined

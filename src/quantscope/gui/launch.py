@@ -9,6 +9,7 @@ opens on the built-in demo tensor, whose first numbers equal ``quantscope report
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from pathlib import Path
@@ -105,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
     if args.presentation:
         window.presentation_action.setChecked(True)
     window.show()
+    # Everything built so far lives as long as the window: move it out of the cyclic GC's
+    # reach, so a full collection during a slider drag does not stall the GUI thread.
+    gc.freeze()
     if session is not None and session.source is not None:
         pass  # apply_session is loading it
     else:  # several tensors and no --tensor: the picker asks (headless: the error lists them)
@@ -123,11 +127,10 @@ def run(args: argparse.Namespace) -> int:
 def _dispose(app, window) -> None:
     """Stop the worker and delete the window while Qt is fully alive: leaving it to the
     interpreter's final garbage collection crashes PySide6 + pyqtgraph on some versions."""
-    import gc
-
     window.shutdown()
     window.close()
     app.processEvents()
+    gc.unfreeze()  # the window's cycles become collectable again (see gc.freeze in run)
     gc.collect()
 
 
