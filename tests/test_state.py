@@ -244,3 +244,21 @@ def test_parallel_channel_panes_give_the_same_reports(state, monkeypatch):
     assert list(parallel.reports) == list(serial.reports) == list(PANES)
     for pane in PANES:
         same_numbers(parallel.reports[pane], serial.reports[pane])
+
+
+def test_reports_are_reused_only_for_identical_parameters(state):
+    first = state.compute()
+    state.update_settings(narrow_range=False)  # symmetric panes change, asymmetric ones do not
+    second = state.compute()
+    assert second["asymmetric/tensor"] is first["asymmetric/tensor"]
+    assert second["symmetric/tensor"] is not first["symmetric/tensor"]
+    assert second["symmetric/tensor"].params.qmin == -128
+    state.update_settings(narrow_range=None)  # back: the cached reports return
+    third = state.compute()
+    assert all(third[p] is first[p] for p in PANES)
+    state.update_settings(rounding="half_away")  # a field that changes every pane's params
+    fourth = state.compute()
+    assert all(fourth[p] is not first[p] for p in PANES)
+    assert all(fourth[p].params.rounding == "half_away" for p in PANES)
+    assert state.set_tensor(state.tensor * 2)  # a new tensor forgets everything
+    assert all(state.compute()[p] is not fourth[p] for p in PANES)

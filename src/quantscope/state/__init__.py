@@ -54,6 +54,7 @@ __all__ = [
     "overview",
     "pane_params",
     "pane_title",
+    "params_key",
     "prepare_tensor",
     "tensor_problem",
 ]
@@ -220,6 +221,7 @@ class ComputeRequest:
     prepared: object | None = None
     panes: tuple[str, ...] = PANES
     ranges: dict | None = None  # per-unit min/max memo shared by requests on this tensor
+    reports: dict | None = None  # params fingerprint -> report, shared likewise
 
 
 @dataclass(frozen=True, eq=False)
@@ -242,10 +244,18 @@ def compute_reports(request: ComputeRequest) -> ComputeResult:
     reports: dict[str, QuantReport] = {}
     errors: dict[str, str] = {}
 
+    cache = request.reports
+
     def one(pane: str) -> None:
         try:
             params = pane_params(request.tensor, pane, request.settings, request.ranges)
-            reports[pane] = analyze_with(request.tensor, request.prepared, params)
+            key = params_key(params) if cache is not None else None
+            hit = cache.get(key) if key is not None else None
+            reports[pane] = hit or analyze_with(request.tensor, request.prepared, params)
+            if key is not None and hit is None:
+                if len(cache) >= REPORT_CACHE_SIZE:
+                    cache.pop(next(iter(cache)))  # oldest first (dicts keep insertion order)
+                cache[key] = reports[pane]
         except QuantscopeError as exc:
             errors[pane] = str(exc)
 
@@ -267,6 +277,32 @@ def compute_reports(request: ComputeRequest) -> ComputeResult:
     order = {p: i for i, p in enumerate(request.panes)}
     return ComputeResult(request.generation, request.settings,
                          dict(sorted(reports.items(), key=lambda kv: order[kv[0]])), errors)
+
+
+#: Reports remembered per tensor: dragging a slider back over positions already seen, or a
+#: change that leaves a pane's parameters as they were (narrow range and the asymmetric panes),
+#: then costs a dictionary look-up instead of an engine pass.
+REPORT_CACHE_SIZE = 64
+
+
+def params_key(params: QuantParams):
+    """A hashable fingerprint of every field of ``params`` (arrays by shape, dtype and bytes),
+    or None when a field cannot be fingerprinted (then the report is simply not cached)."""
+    def freeze(v):
+        if isinstance(v, np.ndarray):
+            return ("array", v.shape, v.dtype.str, v.tobytes())
+        if isinstance(v, dict):
+            return tuple(sorted((k, freeze(x)) for k, x in v.items()))
+        if isinstance(v, list | tuple):
+            return tuple(freeze(x) for x in v)
+        hash(v)
+        return v
+
+    try:
+        return tuple((f.name, freeze(getattr(params, f.name)))
+                     for f in dataclasses.fields(params))
+    except TypeError:
+        return None
 
 
 #: Below this many elements every pane is computed on one thread (threads would cost more).
@@ -319,6 +355,7 @@ class ExplorerState:
         self.overview: TensorOverview | None = None
         self.generation = 0
         self._ranges: dict = {}
+        self._reports: dict = {}
 
     # -- inputs ---------------------------------------------------------------------------
     def set_tensor(self, x, source: Source | None = None, *, prepared: object | None = None,
@@ -342,7 +379,7 @@ class ExplorerState:
         if not -arr.ndim <= axis < arr.ndim:
             axis = 0
         self.tensor, self.source = arr, source
-        self._ranges = {}
+        self._ranges, self._reports = {}, {}
         self.settings = dataclasses.replace(self.settings, axis=axis)
         self.prepared, self.overview = prepared, overview
         self._invalidate()
@@ -396,7 +433,7 @@ class ExplorerState:
         if self.tensor is None:
             raise SettingsError("no tensor loaded")
         return ComputeRequest(self.generation, self.tensor, self.settings, self.prepared,
-                              ranges=self._ranges)
+                              ranges=self._ranges, reports=self._reports)
 
     def accept(self, result: ComputeResult) -> bool:
         """Install a result if it is still current (same generation); drop it otherwise."""
