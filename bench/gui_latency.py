@@ -87,7 +87,8 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
     # square [out, in] tensors (1024^2, 4096^2): the per-channel case the engine's targets use
     cols = 1 << (10 + (n_million.bit_length() - 1) // 2)
     rows = n_million * (1 << 20) // cols
-    window = create_window(ExplorerState(), install_views=views)
+    # no report cache: every change below must cost a real engine pass, even on the repeats
+    window = create_window(ExplorerState(cache_reports=False), install_views=views)
     window.resize(1600, 1000)
     window.show()
     gc.freeze()  # as ``quantscope`` does after building its window

@@ -345,7 +345,7 @@ class ExplorerState:
     prepared_changed = Signal()
     error = Signal(str)
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, *, cache_reports: bool = True) -> None:
         self.tensor: np.ndarray | None = None
         self.source: Source | None = None
         self.settings: Settings = (settings or Settings()).check()
@@ -356,6 +356,9 @@ class ExplorerState:
         self.generation = 0
         self._ranges: dict = {}
         self._reports: dict = {}
+        #: Reuse reports for identical parameters (off: every change runs the engine, as the
+        #: latency benchmark needs to measure).
+        self.cache_reports = cache_reports
 
     # -- inputs ---------------------------------------------------------------------------
     def set_tensor(self, x, source: Source | None = None, *, prepared: object | None = None,
@@ -433,7 +436,8 @@ class ExplorerState:
         if self.tensor is None:
             raise SettingsError("no tensor loaded")
         return ComputeRequest(self.generation, self.tensor, self.settings, self.prepared,
-                              ranges=self._ranges, reports=self._reports)
+                              ranges=self._ranges,
+                              reports=self._reports if self.cache_reports else None)
 
     def accept(self, result: ComputeResult) -> bool:
         """Install a result if it is still current (same generation); drop it otherwise."""
