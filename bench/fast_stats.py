@@ -14,6 +14,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from _timing import best_of  # noqa: E402
 from quantscope.core import analyze, choose_qparams  # noqa: E402
 from quantscope.core import fast as fast_mod  # noqa: E402
 from quantscope.core.fast import prepare  # noqa: E402
@@ -21,14 +22,6 @@ from quantscope.core.fast import prepare  # noqa: E402
 N_SIDE = 4096  # 4096 x 4096 = 16M elements
 
 
-def best_of(fn, repeat: int) -> float:
-    """Smallest wall time of ``repeat`` calls (seconds)."""
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def naive_report(x: np.ndarray, scale, zero_point, qmin: int, qmax: int) -> tuple:

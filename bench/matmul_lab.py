@@ -23,10 +23,10 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import time
 
 import numpy as np
 
+from _timing import best_of
 from quantscope.core.generators import generate
 from quantscope.core.matmul import int8_matmul
 from quantscope.core.outliers import (
@@ -41,14 +41,6 @@ from quantscope.io import samples
 REPEATS = 5
 
 
-def best_of(fn, repeats: int = REPEATS) -> float:
-    """Minimum wall time of ``repeats`` calls: the least disturbed run on a shared machine."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def real_pair() -> tuple[np.ndarray, np.ndarray]:

@@ -12,24 +12,16 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import time
 
 import numpy as np
 
+from _timing import best_of
 from quantscope import analyze, choose_qparams, quantize
 
 N = 16 * 1024 * 1024
 REPEATS = 7
 
 
-def best_of(fn, repeats: int = REPEATS) -> float:
-    """Minimum wall time of ``repeats`` calls: the least disturbed run on a shared machine."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def naive(x: np.ndarray, scale: np.float32, zp: int) -> np.ndarray:

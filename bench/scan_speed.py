@@ -22,10 +22,11 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+
+from _timing import best_of
 
 HIDDEN, FFN, LAYERS, VOCAB, POSITIONS = 512, 2048, 6, 7000, 512
 
@@ -76,13 +77,6 @@ def write_checkpoint(path: Path) -> int:
     return sum(int(np.prod(s)) for s in shapes.values())
 
 
-def best_of(fn, repeats: int = 3) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
