@@ -230,7 +230,7 @@ def test_tensor_is_read_only_for_the_workers(state):
 def test_parallel_channel_panes_give_the_same_reports(state, monkeypatch):
     import threading
 
-    import quantscope.state as state_module
+    import quantscope.state.compute as state_module
     from quantscope.state import prepare_tensor
 
     assert state.set_tensor(state.tensor, state.source,

@@ -8,55 +8,34 @@ state: it snapshots the state into jobs, and installs the jobs' results on the G
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from pathlib import Path
-
 import numpy as np
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtCore import QTimer, Signal, Slot
 from PySide6.QtWidgets import (
-    QDockWidget,
-    QFileDialog,
-    QGridLayout,
-    QHBoxLayout,
-    QLabel,
     QMainWindow,
-    QProgressBar,
-    QPushButton,
-    QScrollArea,
-    QSplitter,
-    QTabWidget,
-    QVBoxLayout,
     QWidget,
 )
 
-from quantscope.errors import QuantscopeError
-from quantscope.gui.controls import ControlsPanel
+from quantscope.gui.loading import Loading
 from quantscope.gui.numbers import metrics_entry
-from quantscope.gui.pane import Pane
 from quantscope.gui.picker import TensorPicker
-from quantscope.gui.source_panel import SourcePanel
 from quantscope.gui.style import STYLE, base_font, light_palette
+from quantscope.gui.window_layout import WindowLayout
 from quantscope.gui.worker import JobContext, Worker
 from quantscope.state import (
     PANES,
     ExplorerState,
     Source,
     compute_reports,
-    load_source,
     overview,
     pane_title,
     prepare_tensor,
-    tensor_problem,
 )
 
 #: How long the panes may lag the controls before they are marked as showing old numbers.
 STALE_MS = 200
-FILE_FILTER = "Tensor files (*.npy *.npz *.safetensors);;All files (*)"
 
 
-class MainWindow(QMainWindow):
+class MainWindow(WindowLayout, Loading, QMainWindow):
     """quantscope's main window over an :class:`ExplorerState` (see the module docstring).
 
     Attributes
@@ -108,114 +87,6 @@ class MainWindow(QMainWindow):
         st.error.connect(self.show_error)
         if install_views:
             self._install_views()
-
-    # -- layout -------------------------------------------------------------------------------
-    def _build(self) -> None:
-        central = QWidget()
-        outer = QVBoxLayout(central)
-        outer.setContentsMargins(6, 6, 6, 0)
-        self.banner = QLabel("")
-        self.banner.setObjectName("banner")
-        self.banner.setWordWrap(True)
-        self.banner.hide()
-        outer.addWidget(self.banner)
-        self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        grid_host = QWidget()
-        grid = QGridLayout(grid_host)
-        grid.setContentsMargins(0, 0, 0, 0)
-        grid.setSpacing(6)
-        self.panes: dict[str, Pane] = {}
-        for i, key in enumerate(PANES):
-            pane = Pane(key, pane_title(key, self.state.settings))
-            grid.addWidget(pane, *divmod(i, 2))
-            self.panes[key] = pane
-        first = self.panes[PANES[0]]
-        for pane in list(self.panes.values())[1:]:
-            pane.plot.setXLink(first.plot)
-            pane.plot.setYLink(first.plot)
-            pane.strip.setXLink(first.strip)
-        self.splitter.addWidget(grid_host)
-        self.views = QTabWidget()
-        self.views.setDocumentMode(True)
-        self.views.hide()
-        self.splitter.addWidget(self.views)
-        self.splitter.setStretchFactor(0, 7)  # the panes are the product; views explain them
-        self.splitter.setStretchFactor(1, 3)
-        outer.addWidget(self.splitter, 1)
-        self.setCentralWidget(central)
-        self._build_side()
-        self._build_status()
-        self._build_menus()
-
-    def _build_side(self) -> None:
-        self.controls = ControlsPanel(self.state)
-        self.controls.log_counts.setChecked(self.log_counts)
-        self.controls.log_counts.toggled.connect(self.set_log_counts)
-        self.source_panel = SourcePanel(self.state, self.load, self.open_dialog)
-        tabs = QTabWidget()
-        tabs.setObjectName("sideTabs")
-        quant = QWidget()
-        qv = QVBoxLayout(quant)
-        qv.setContentsMargins(4, 4, 4, 4)
-        qv.addWidget(self.controls)
-        qv.addWidget(self.source_panel.summary_box, 1)
-        self.source_panel.summary_box.setProperty("clutter", True)  # hidden in presentation
-        tabs.addTab(quant, "Quantization")
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(self.source_panel)
-        tabs.addTab(scroll, "Source")
-        self.side_tabs = tabs
-        dock = QDockWidget("", self)
-        dock.setObjectName("sideDock")
-        dock.setTitleBarWidget(QWidget())
-        dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
-        dock.setWidget(tabs)
-        dock.setMinimumWidth(290)
-        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
-        self.side_dock = dock
-
-    def _build_status(self) -> None:
-        bar = self.statusBar()
-        self.source_status = QLabel("")
-        bar.addWidget(self.source_status, 1)
-        self.computing_label = QLabel("computing… the numbers shown are for the previous "
-                                      "settings")
-        self.computing_label.setObjectName("computing")
-        self.computing_label.hide()
-        bar.addWidget(self.computing_label)
-        box = QWidget()
-        h = QHBoxLayout(box)
-        h.setContentsMargins(0, 0, 0, 0)
-        self.progress_label = QLabel("")
-        self.progress = QProgressBar()
-        self.progress.setFixedWidth(220)
-        self.progress.setRange(0, 0)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.clicked.connect(self.cancel_long_work)
-        for w in (self.progress_label, self.progress, self.cancel_button):
-            h.addWidget(w)
-        bar.addPermanentWidget(box)
-        self.progress_box = box
-        box.hide()
-
-    def _build_menus(self) -> None:
-        file_menu = self.menuBar().addMenu("&File")
-        act = QAction("&Open…", self, shortcut=QKeySequence.StandardKey.Open,
-                      triggered=self.open_dialog)
-        file_menu.addAction(act)
-        file_menu.addAction(QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit,
-                                    triggered=self.close))
-        view = self.menuBar().addMenu("&View")
-        self.log_action = QAction("&Log counts", self, checkable=True, checked=self.log_counts,
-                                  toggled=self.controls.log_counts.setChecked)
-        view.addAction(self.log_action)
-        self.presentation_action = QAction("&Presentation mode", self, checkable=True,
-                                           shortcut="F11", toggled=self.set_presentation)
-        view.addAction(self.presentation_action)
-        self.dark_action = QAction("&Dark theme", self, checkable=True, toggled=self.set_dark)
-        view.addAction(self.dark_action)
-        self.view_menu = view
 
     def _install_views(self) -> None:
         try:
@@ -273,84 +144,6 @@ class MainWindow(QMainWindow):
         """Hide the banner."""
         self.banner.hide()
         self.banner.setText("")
-
-    # -- loading ------------------------------------------------------------------------------
-    def load(self, source: Source, *, pick: bool = True) -> None:
-        """Build or read ``source`` in the worker; the tensor changes when it is ready.
-
-        A file or sample holding several tensors, with none named, opens the (non-modal)
-        picker first when ``pick`` is true; otherwise the loader's error lists the names.
-        """
-        if pick and source.kind in ("file", "sample") and source.tensor is None:
-            from quantscope.io import list_tensors
-            from quantscope.io.samples import sample_path
-
-            try:
-                path = source.name if source.kind == "file" else sample_path(source.name)
-                infos = list_tensors(path)
-            except QuantscopeError as exc:
-                self.show_error(str(exc))
-                return
-            if len(infos) > 1:
-                self._show_picker(source, infos)
-                return
-        self._load_source = source
-        settings = self.state.settings
-
-        def job(ctx: JobContext):
-            ctx.progress(-1, f"loading {source.label()}")
-            x, dtype = load_source(source)
-            problem = tensor_problem(x)
-            if problem is not None:
-                raise QuantscopeError(f"{source.label()}: {problem}")
-            ctx.progress(-1, "summarising")
-            ov = overview(x, dtype)
-            ctx.progress(-1, "preparing exact statistics")
-            return source, x, prepare_tensor(x, settings, source.axis), ov
-
-        self._start_progress(f"loading {source.label()}")
-        self.worker.submit("load", job)
-
-    def open_path(self, path: str | os.PathLike, tensor: str | None = None) -> None:
-        """Open a file: one tensor loads at once, several open the (non-modal) picker."""
-        self.load(Source("file", str(path), tensor=tensor))
-
-    def _show_picker(self, source: Source, infos) -> None:
-        if self.picker is not None:
-            self.picker.close()
-            self.picker.deleteLater()
-        self.picker = TensorPicker(source.label(), infos, self)
-        self.picker.chosen.connect(
-            lambda name: self.load(dataclasses.replace(source, tensor=name)))
-        self.picker.show()
-
-    def open_dialog(self) -> None:
-        """File > Open: a non-native, non-blocking file dialog."""
-        dialog = QFileDialog(self, "Open a tensor file", str(Path.cwd()), FILE_FILTER)
-        dialog.setOption(QFileDialog.Option.DontUseNativeDialog, True)
-        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
-        dialog.fileSelected.connect(self.open_path)
-        dialog.open()
-        self.file_dialog = dialog
-
-    def dragEnterEvent(self, event) -> None:
-        if any(u.isLocalFile() for u in event.mimeData().urls()):
-            event.acceptProposedAction()
-
-    def dropEvent(self, event) -> None:
-        files = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
-        if files:
-            event.acceptProposedAction()
-            self.open_path(files[0])
-
-    def cancel_long_work(self) -> None:
-        """Cancel a load or preparation; the previous tensor and settings stay."""
-        self.worker.cancel("load")
-        self.worker.cancel("prepare")
-        self._preparing_for = None
-        self._stop_progress()
-        self.statusBar().showMessage("cancelled; the previous tensor stays", 8000)
-        self._request_compute()
 
     # -- reacting to the state ----------------------------------------------------------------
     def _tensor_changed(self) -> None:
@@ -415,24 +208,6 @@ class MainWindow(QMainWindow):
                 self._preparing_for = None
                 self._request_compute()
         self.show_error(message)
-
-    @Slot(str, int, float, str)
-    def _job_progress(self, kind: str, ticket: int, fraction: float, text: str) -> None:
-        if kind in ("load", "prepare") and ticket == self.worker.latest(kind):
-            self._start_progress(text, fraction)
-
-    def _start_progress(self, text: str, fraction: float = -1) -> None:
-        self.progress_label.setText(text)
-        if fraction < 0:
-            self.progress.setRange(0, 0)
-        else:
-            self.progress.setRange(0, 1000)
-            self.progress.setValue(int(1000 * fraction))
-        self.progress_box.show()
-
-    def _stop_progress(self) -> None:
-        self.progress_box.hide()
-        self.progress.setRange(0, 1000)  # stops the busy animation's timer
 
     def _show_overview(self) -> None:
         for pane in self.panes.values():

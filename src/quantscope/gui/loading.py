@@ -1,0 +1,119 @@
+"""Getting a tensor into the window: sources, files, the picker, drag-and-drop, progress and
+cancel. A mixin of :class:`quantscope.gui.window.MainWindow`; all heavy work runs in its worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from PySide6.QtCore import Slot
+from PySide6.QtWidgets import QFileDialog
+
+from quantscope.errors import QuantscopeError
+from quantscope.gui.picker import TensorPicker
+from quantscope.gui.worker import JobContext
+from quantscope.state import Source, load_source, overview, prepare_tensor, tensor_problem
+
+FILE_FILTER = "Tensor files (*.npy *.npz *.safetensors);;All files (*)"
+
+
+class Loading:
+    """Loading, picking, dropping, progress and cancel (``self`` is the MainWindow)."""
+
+    def load(self, source: Source, *, pick: bool = True) -> None:
+        """Build or read ``source`` in the worker; the tensor changes when it is ready.
+
+        A file or sample holding several tensors, with none named, opens the (non-modal)
+        picker first when ``pick`` is true; otherwise the loader's error lists the names.
+        """
+        if pick and source.kind in ("file", "sample") and source.tensor is None:
+            from quantscope.io import list_tensors
+            from quantscope.io.samples import sample_path
+
+            try:
+                path = source.name if source.kind == "file" else sample_path(source.name)
+                infos = list_tensors(path)
+            except QuantscopeError as exc:
+                self.show_error(str(exc))
+                return
+            if len(infos) > 1:
+                self._show_picker(source, infos)
+                return
+        self._load_source = source
+        settings = self.state.settings
+
+        def job(ctx: JobContext):
+            ctx.progress(-1, f"loading {source.label()}")
+            x, dtype = load_source(source)
+            problem = tensor_problem(x)
+            if problem is not None:
+                raise QuantscopeError(f"{source.label()}: {problem}")
+            ctx.progress(-1, "summarising")
+            ov = overview(x, dtype)
+            ctx.progress(-1, "preparing exact statistics")
+            return source, x, prepare_tensor(x, settings, source.axis), ov
+
+        self._start_progress(f"loading {source.label()}")
+        self.worker.submit("load", job)
+
+    def open_path(self, path: str | os.PathLike, tensor: str | None = None) -> None:
+        """Open a file: one tensor loads at once, several open the (non-modal) picker."""
+        self.load(Source("file", str(path), tensor=tensor))
+
+    def _show_picker(self, source: Source, infos) -> None:
+        if self.picker is not None:
+            self.picker.close()
+            self.picker.deleteLater()
+        self.picker = TensorPicker(source.label(), infos, self)
+        self.picker.chosen.connect(
+            lambda name: self.load(dataclasses.replace(source, tensor=name)))
+        self.picker.show()
+
+    def open_dialog(self) -> None:
+        """File > Open: a non-native, non-blocking file dialog."""
+        dialog = QFileDialog(self, "Open a tensor file", str(Path.cwd()), FILE_FILTER)
+        dialog.setOption(QFileDialog.Option.DontUseNativeDialog, True)
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.fileSelected.connect(self.open_path)
+        dialog.open()
+        self.file_dialog = dialog
+
+    def dragEnterEvent(self, event) -> None:
+        if any(u.isLocalFile() for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        files = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if files:
+            event.acceptProposedAction()
+            self.open_path(files[0])
+
+    def cancel_long_work(self) -> None:
+        """Cancel a load or preparation; the previous tensor and settings stay."""
+        self.worker.cancel("load")
+        self.worker.cancel("prepare")
+        self._preparing_for = None
+        self._stop_progress()
+        self.statusBar().showMessage("cancelled; the previous tensor stays", 8000)
+        self._request_compute()
+
+
+    @Slot(str, int, float, str)
+    def _job_progress(self, kind: str, ticket: int, fraction: float, text: str) -> None:
+        if kind in ("load", "prepare") and ticket == self.worker.latest(kind):
+            self._start_progress(text, fraction)
+
+    def _start_progress(self, text: str, fraction: float = -1) -> None:
+        self.progress_label.setText(text)
+        if fraction < 0:
+            self.progress.setRange(0, 0)
+        else:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(1000 * fraction))
+        self.progress_box.show()
+
+    def _stop_progress(self) -> None:
+        self.progress_box.hide()
+        self.progress.setRange(0, 1000)  # stops the busy animation's timer

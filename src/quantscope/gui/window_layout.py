@@ -1,0 +1,141 @@
+"""How the main window is laid out: built once, in :class:`WindowLayout` (a mixin of
+:class:`quantscope.gui.window.MainWindow`, kept apart so the window module reads as behaviour).
+
+Left: a dock with two tabs (Quantization controls over the tensor summary; Source). Centre: an
+inline error banner, then a splitter with the four panes in a 2x2 grid and the views' tabs.
+Bottom: the status bar with the source, a "computing" note, and progress + cancel.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from quantscope.gui.controls import ControlsPanel
+from quantscope.gui.pane import Pane
+from quantscope.gui.source_panel import SourcePanel
+from quantscope.state import PANES, pane_title
+
+
+class WindowLayout:
+    """Builds the widgets of the main window (``self`` is the QMainWindow)."""
+
+    def _build(self) -> None:
+        central = QWidget()
+        outer = QVBoxLayout(central)
+        outer.setContentsMargins(6, 6, 6, 0)
+        self.banner = QLabel("")
+        self.banner.setObjectName("banner")
+        self.banner.setWordWrap(True)
+        self.banner.hide()
+        outer.addWidget(self.banner)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        grid_host = QWidget()
+        grid = QGridLayout(grid_host)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setSpacing(6)
+        self.panes: dict[str, Pane] = {}
+        for i, key in enumerate(PANES):
+            pane = Pane(key, pane_title(key, self.state.settings))
+            grid.addWidget(pane, *divmod(i, 2))
+            self.panes[key] = pane
+        first = self.panes[PANES[0]]
+        for pane in list(self.panes.values())[1:]:
+            pane.plot.setXLink(first.plot)
+            pane.plot.setYLink(first.plot)
+            pane.strip.setXLink(first.strip)
+        self.splitter.addWidget(grid_host)
+        self.views = QTabWidget()
+        self.views.setDocumentMode(True)
+        self.views.hide()
+        self.splitter.addWidget(self.views)
+        self.splitter.setStretchFactor(0, 7)  # the panes are the product; views explain them
+        self.splitter.setStretchFactor(1, 3)
+        outer.addWidget(self.splitter, 1)
+        self.setCentralWidget(central)
+        self._build_side()
+        self._build_status()
+        self._build_menus()
+
+    def _build_side(self) -> None:
+        self.controls = ControlsPanel(self.state)
+        self.controls.log_counts.setChecked(self.log_counts)
+        self.controls.log_counts.toggled.connect(self.set_log_counts)
+        self.source_panel = SourcePanel(self.state, self.load, self.open_dialog)
+        tabs = QTabWidget()
+        tabs.setObjectName("sideTabs")
+        quant = QWidget()
+        qv = QVBoxLayout(quant)
+        qv.setContentsMargins(4, 4, 4, 4)
+        qv.addWidget(self.controls)
+        qv.addWidget(self.source_panel.summary_box, 1)
+        self.source_panel.summary_box.setProperty("clutter", True)  # hidden in presentation
+        tabs.addTab(quant, "Quantization")
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.source_panel)
+        tabs.addTab(scroll, "Source")
+        self.side_tabs = tabs
+        dock = QDockWidget("", self)
+        dock.setObjectName("sideDock")
+        dock.setTitleBarWidget(QWidget())
+        dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
+        dock.setWidget(tabs)
+        dock.setMinimumWidth(290)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
+        self.side_dock = dock
+
+    def _build_status(self) -> None:
+        bar = self.statusBar()
+        self.source_status = QLabel("")
+        bar.addWidget(self.source_status, 1)
+        self.computing_label = QLabel("computing… the numbers shown are for the previous "
+                                      "settings")
+        self.computing_label.setObjectName("computing")
+        self.computing_label.hide()
+        bar.addWidget(self.computing_label)
+        box = QWidget()
+        h = QHBoxLayout(box)
+        h.setContentsMargins(0, 0, 0, 0)
+        self.progress_label = QLabel("")
+        self.progress = QProgressBar()
+        self.progress.setFixedWidth(220)
+        self.progress.setRange(0, 0)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel_long_work)
+        for w in (self.progress_label, self.progress, self.cancel_button):
+            h.addWidget(w)
+        bar.addPermanentWidget(box)
+        self.progress_box = box
+        box.hide()
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        act = QAction("&Open…", self, shortcut=QKeySequence.StandardKey.Open,
+                      triggered=self.open_dialog)
+        file_menu.addAction(act)
+        file_menu.addAction(QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit,
+                                    triggered=self.close))
+        view = self.menuBar().addMenu("&View")
+        self.log_action = QAction("&Log counts", self, checkable=True, checked=self.log_counts,
+                                  toggled=self.controls.log_counts.setChecked)
+        view.addAction(self.log_action)
+        self.presentation_action = QAction("&Presentation mode", self, checkable=True,
+                                           shortcut="F11", toggled=self.set_presentation)
+        view.addAction(self.presentation_action)
+        self.dark_action = QAction("&Dark theme", self, checkable=True, toggled=self.set_dark)
+        view.addAction(self.dark_action)
+        self.view_menu = view

@@ -1,0 +1,200 @@
+"""Turning a tensor and settings into the four panes' reports: pure functions, any thread.
+
+:func:`compute_reports` is what the window's worker runs on an immutable
+:class:`ComputeRequest`; memo dictionaries travel with the request (one per tensor) so unit
+ranges and reports already computed are not recomputed on the next slider step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from quantscope.core import QuantParams, QuantReport, choose_qparams, params_from_range
+from quantscope.core.qparams import unit_min_max
+from quantscope.errors import QuantscopeError
+from quantscope.state.errors import SettingsError
+from quantscope.state.settings import PANES, Settings
+
+
+def unit_range(x: np.ndarray, axis: int | None, group_size: int | None,
+               ranges: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each unit's finite (min, max) by the engine's :func:`unit_min_max`, memoised in
+    ``ranges`` (one dict per tensor): a 16M-element pass costs ~20 ms, and a slider drag
+    would otherwise repeat it for every pane on every step."""
+    key = (axis, group_size)
+    if ranges is not None and key in ranges:
+        return ranges[key]
+    lo, hi, _ = unit_min_max(x, axis, group_size)
+    if ranges is not None:
+        ranges[key] = (lo, hi)
+    return lo, hi
+
+
+def pane_params(x: np.ndarray, pane: str, settings: Settings,
+                ranges: dict | None = None) -> QuantParams:
+    """The engine call that builds one pane's parameters from the settings.
+
+    Everything goes through :func:`quantscope.core.choose_qparams` except two ranges that are
+    already known: min/max under the engine's own rules is exactly ``params_from_range`` of the
+    units' min/max (what ``choose_qparams`` does, with the ranges memoised in ``ranges``), and a
+    manual clip is a range the user picked (per channel, each channel's own min/max capped by
+    the window; the engine's rules apply even with a runtime preset, which has no manual mode).
+    """
+    if pane not in PANES:
+        raise SettingsError(f"unknown pane {pane!r}; panes are {PANES}")
+    sym, gran = pane.split("/")
+    symmetric = sym == "symmetric"
+    granularity = "tensor" if gran == "tensor" else ("group" if settings.group_size else "channel")
+    common = dict(symmetric=symmetric, bits=settings.bits, narrow_range=settings.narrow_range)
+    axis = None if granularity == "tensor" else settings.axis
+    group = settings.group_size if granularity == "group" else None
+    method = "minmax" if settings.method == "manual" else settings.method
+    if settings.method == "manual" and settings.manual_clip is not None:
+        lo, hi = settings.manual_clip
+        if symmetric:
+            t = max(abs(lo), abs(hi))
+            lo, hi = -t, t
+        if granularity == "tensor":
+            return params_from_range(lo, hi, rounding=settings.rounding, method="manual",
+                                     **common)
+        u_lo, u_hi = unit_range(x, axis, group, ranges)
+        return params_from_range(np.maximum(u_lo, lo), np.minimum(u_hi, hi), axis=axis,
+                                 group_size=group, rounding=settings.rounding, method="manual",
+                                 **common)
+    if method == "minmax" and settings.runtime is None:
+        if x.ndim == 0 and axis is not None:  # let the engine refuse it with its message
+            return choose_qparams(x, granularity=granularity, axis=settings.axis)
+        lo, hi = unit_range(x, axis, group, ranges)
+        return params_from_range(lo, hi, axis=axis, group_size=group,
+                                 rounding=settings.rounding, method="minmax", **common)
+    options = {"percentile": settings.percentile} if method == "percentile" else {}
+    kw = dict(granularity=granularity, axis=settings.axis, group_size=settings.group_size,
+              method=method, **common, **options)
+    if settings.runtime is not None:
+        return choose_qparams(x, runtime=settings.runtime, **kw)
+    return choose_qparams(x, rounding=settings.rounding, **kw)
+
+
+def analyze_with(x: np.ndarray, prepared, params: QuantParams) -> QuantReport:
+    """The one place that picks the fast exact path or the direct pass (same numbers)."""
+    if prepared is not None:
+        return prepared.analyze(params)
+    from quantscope.core import analyze
+
+    return analyze(x, params)
+
+
+@dataclass(frozen=True, eq=False)
+class ComputeRequest:
+    """An immutable snapshot of what to compute; safe to hand to a worker thread."""
+
+    generation: int
+    tensor: np.ndarray
+    settings: Settings
+    prepared: object | None = None
+    panes: tuple[str, ...] = PANES
+    ranges: dict | None = None  # per-unit min/max memo shared by requests on this tensor
+    reports: dict | None = None  # params fingerprint -> report, shared likewise
+
+
+@dataclass(frozen=True, eq=False)
+class ComputeResult:
+    """Reports (and per-pane error messages) for one request, stamped with its generation."""
+
+    generation: int
+    settings: Settings
+    reports: dict[str, QuantReport]
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def compute_reports(request: ComputeRequest) -> ComputeResult:
+    """Run the engine for every pane of ``request``: a pure function, callable from any thread.
+
+    A pane whose settings the engine refuses (e.g. per-channel on a 1-element axis with a
+    runtime that forbids it) gets an error message instead of a report; the others still
+    compute, so one odd pane never blanks the window.
+    """
+    reports: dict[str, QuantReport] = {}
+    errors: dict[str, str] = {}
+
+    cache = request.reports
+
+    def one(pane: str) -> None:
+        try:
+            params = pane_params(request.tensor, pane, request.settings, request.ranges)
+            key = params_key(params) if cache is not None else None
+            hit = cache.get(key) if key is not None else None
+            reports[pane] = hit or analyze_with(request.tensor, request.prepared, params)
+            if key is not None and hit is None:
+                if len(cache) >= REPORT_CACHE_SIZE:
+                    cache.pop(next(iter(cache)))  # oldest first (dicts keep insertion order)
+                cache[key] = reports[pane]
+        except QuantscopeError as exc:
+            errors[pane] = str(exc)
+
+    units = [p for p in request.panes if not p.endswith("/tensor")]
+    big = request.prepared is not None and request.tensor.size >= PARALLEL_MIN_SIZE
+    if big and len(units) > 1 and PARALLEL_CORES and _warm_layout(request):
+        # the per-channel reports dominate (100+ ms each at 16M); the engine's searches
+        # release the GIL, so the two run side by side while this thread does the rest
+        with ThreadPoolExecutor(len(units), thread_name_prefix="quantscope-pane") as pool:
+            futures = [pool.submit(one, p) for p in units]
+            for pane in request.panes:
+                if pane not in units:
+                    one(pane)
+            for f in futures:
+                f.result()
+    else:
+        for pane in request.panes:
+            one(pane)
+    order = {p: i for i, p in enumerate(request.panes)}
+    return ComputeResult(request.generation, request.settings,
+                         dict(sorted(reports.items(), key=lambda kv: order[kv[0]])), errors)
+
+
+#: Reports remembered per tensor: dragging a slider back over positions already seen, or a
+#: change that leaves a pane's parameters as they were (narrow range and the asymmetric panes),
+#: then costs a dictionary look-up instead of an engine pass.
+REPORT_CACHE_SIZE = 64
+
+
+def params_key(params: QuantParams):
+    """A hashable fingerprint of every field of ``params`` (arrays by shape, dtype and bytes),
+    or None when a field cannot be fingerprinted (then the report is simply not cached)."""
+    def freeze(v):
+        if isinstance(v, np.ndarray):
+            return ("array", v.shape, v.dtype.str, v.tobytes())
+        if isinstance(v, dict):
+            return tuple(sorted((k, freeze(x)) for k, x in v.items()))
+        if isinstance(v, list | tuple):
+            return tuple(freeze(x) for x in v)
+        hash(v)
+        return v
+
+    try:
+        return tuple((f.name, freeze(getattr(params, f.name)))
+                     for f in dataclasses.fields(params))
+    except TypeError:
+        return None
+
+
+#: Below this many elements every pane is computed on one thread (threads would cost more).
+PARALLEL_MIN_SIZE = 1 << 20
+#: Two extra busy threads only where they leave a core for the GUI thread: on a 2-core machine
+#: they made the per-change latency ~20% shorter but the GUI's longest stall ~30 ms longer.
+PARALLEL_CORES = (os.cpu_count() or 1) >= 4
+
+
+def _warm_layout(request: ComputeRequest) -> bool:
+    """Build the prepared per-unit layout before two threads ask for it at once."""
+    s = request.settings
+    try:
+        request.prepared.layout(s.axis, s.group_size)
+    except (QuantscopeError, AttributeError):
+        return False
+    return True

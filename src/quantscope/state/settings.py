@@ -1,0 +1,93 @@
+"""The explorer's settings (engine defaults throughout) and the names of its four panes."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from quantscope.core.validate import ROUNDING_RULES
+from quantscope.state.errors import SettingsError
+
+#: The four panes: symmetric / asymmetric x per tensor / per channel (per group when
+#: ``Settings.group_size`` is set).
+PANES = ("symmetric/tensor", "symmetric/channel", "asymmetric/tensor", "asymmetric/channel")
+METHODS = ("minmax", "percentile", "mse", "entropy", "manual")
+RUNTIMES = (None, "pytorch", "onnxruntime", "tflite", "tensorrt")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that turns a tensor into four quantizations (engine defaults throughout).
+
+    ``manual_clip`` is the ``[lo, hi]`` window used when ``method == "manual"``; symmetric
+    panes use ``max(|lo|, |hi|)``, and per-channel panes cap each channel's own range by it.
+    ``group_size`` turns the per-channel panes into per-group panes along ``axis``.
+    """
+
+    method: str = "minmax"
+    percentile: float = 99.99
+    manual_clip: tuple[float, float] | None = None
+    rounding: str = "half_even"
+    narrow_range: bool | None = None
+    bits: int = 8
+    axis: int = 0
+    group_size: int | None = None
+    runtime: str | None = None
+
+    def check(self, ndim: int | None = None) -> Settings:
+        """Return self if every field is valid (for a tensor of ``ndim`` dims), else raise."""
+        if self.method not in METHODS:
+            raise SettingsError(f"method must be one of {METHODS}, got {self.method!r}")
+        if not (isinstance(self.percentile, int | float) and 0 < self.percentile <= 100):
+            raise SettingsError(f"percentile must be in (0, 100], got {self.percentile!r}")
+        if self.manual_clip is not None:
+            lo, hi = self.manual_clip
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise SettingsError(f"manual clip needs finite lo < hi, got {self.manual_clip}")
+        if self.rounding not in ROUNDING_RULES:
+            raise SettingsError(f"rounding must be one of {ROUNDING_RULES}, got {self.rounding!r}")
+        if self.narrow_range not in (None, True, False):
+            raise SettingsError(f"narrow_range must be None, True or False, "
+                                f"got {self.narrow_range!r}")
+        if not (isinstance(self.bits, int) and 2 <= self.bits <= 8):
+            raise SettingsError(f"bits must be an integer from 2 to 8, got {self.bits!r}")
+        if not isinstance(self.axis, int):
+            raise SettingsError(f"axis must be an integer, got {self.axis!r}")
+        if ndim is not None and ndim > 0 and not -ndim <= self.axis < ndim:
+            raise SettingsError(f"axis {self.axis} is out of range for a {ndim}-d tensor")
+        if self.group_size is not None and not (isinstance(self.group_size, int)
+                                                and self.group_size >= 1):
+            raise SettingsError(f"group size must be None or an integer >= 1, "
+                                f"got {self.group_size!r}")
+        if self.runtime not in RUNTIMES:
+            raise SettingsError(f"runtime must be one of {RUNTIMES}, got {self.runtime!r}")
+        return self
+
+    def to_dict(self) -> dict:
+        """JSON-ready form (for sessions and the metrics file)."""
+        d = dataclasses.asdict(self)
+        d["manual_clip"] = list(self.manual_clip) if self.manual_clip else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Settings:
+        """Inverse of :meth:`to_dict`; unknown keys are refused so typos do not pass silently."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise SettingsError(f"unknown setting(s) {sorted(unknown)}")
+        d = dict(d)
+        if d.get("manual_clip") is not None:
+            d["manual_clip"] = tuple(float(v) for v in d["manual_clip"])
+        return cls(**d).check()
+
+
+def pane_title(pane: str, settings: Settings | None = None) -> str:
+    """``"Symmetric · per-tensor"`` ...; per-channel panes say per-group when groups are on."""
+    sym, gran = pane.split("/")
+    if gran == "channel" and settings is not None and settings.group_size:
+        gran_text = f"per-group ({settings.group_size})"
+    else:
+        gran_text = f"per-{gran}"
+    return f"{sym.capitalize()} · {gran_text}"
