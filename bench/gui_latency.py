@@ -19,8 +19,6 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 
-import quantscope.gui  # noqa: F401 - pins None/True/False before Qt runs
-
 TARGET_P95_MS = 100.0
 TARGET_BLOCK_MS = 50.0
 HEARTBEAT_MS = 5

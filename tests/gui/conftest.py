@@ -8,8 +8,6 @@ import threading
 
 import pytest
 
-import quantscope.gui  # noqa: F401 - first: pins None/True/False before Qt runs (see gui/__init__)
-
 
 def _wait_for_results(qtbot, window, timeout: int = 30_000) -> None:
     qtbot.waitUntil(window.all_shown, timeout=timeout)
