@@ -161,3 +161,28 @@ def test_mse_never_worse_than_pytorch_histogram_observer(dist):
     theirs = analyze(x, QuantParams(F32(scale), int(zp), 0, 255, symmetric=False)).mse
     ours = analyze(x, choose_qparams(x, symmetric=False, signed=False, method="mse")).mse
     assert ours <= theirs
+
+
+def test_prepared_tensor_is_reused_not_sorted_again(monkeypatch):
+    """choose_qparams(prepared=...) gives the same parameters without preparing again."""
+    from quantscope.core import fast
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_t(3, size=(64, 300)).astype(np.float32)
+    prep = fast.prepare(x)
+    expected = {m: choose_qparams(x, method=m, symmetric=False, granularity="channel", axis=0)
+                for m in ("percentile", "mse")}
+
+    def refuse(_x):
+        raise AssertionError("prepare() called although a Prepared was given")
+
+    monkeypatch.setattr(fast, "prepare", refuse)
+    for method, want in expected.items():
+        got = choose_qparams(x, method=method, symmetric=False, granularity="channel", axis=0,
+                             prepared=prep)
+        np.testing.assert_array_equal(got.scale, want.scale)
+        np.testing.assert_array_equal(got.zero_point, want.zero_point)
+    got = choose_qparams(x, method="percentile", runtime="onnxruntime", prepared=prep)
+    assert got.runtime == "onnxruntime"
+    with pytest.raises(ValueError, match="shape"):
+        choose_qparams(x[:3], method="percentile", prepared=prep)

@@ -44,6 +44,8 @@ def method_range(xf: np.ndarray, *, method: str, symmetric: bool, axis: int | No
     """The range ``(lo, hi)`` of each unit by ``method``, in the parameter array's shape.
 
     Runtime presets (:mod:`quantscope.core.runtimes`) apply their own scale rules to it.
+    ``options`` may hold ``prepared`` (``prepare(xf)``), which the order-statistic methods
+    reuse instead of sorting the tensor again.
     """
     from quantscope.core.fast import prepare
     from quantscope.core.layout import param_shape
@@ -51,6 +53,11 @@ def method_range(xf: np.ndarray, *, method: str, symmetric: bool, axis: int | No
 
     if method not in METHODS:
         raise EngineValueError(f"method must be one of {METHODS}, got {method!r}")
+    prepared = options.pop("prepared", None)
+
+    def prepare_once():
+        return prepared if prepared is not None else prepare(xf)
+
     if method == "minmax":
         _check_options(method, options, ())
         lo, hi, _ = unit_min_max(xf, axis, group_size)
@@ -61,7 +68,7 @@ def method_range(xf: np.ndarray, *, method: str, symmetric: bool, axis: int | No
         p = float(options.get("percentile", 99.99))
         if not 0.0 < p <= 100.0:
             raise EngineValueError(f"percentile must lie in (0, 100], got {p}")
-        prep = prepare(xf)
+        prep = prepare_once()
         if symmetric:
             amax = np.asarray(prep.percentile(p, absolute=True, axis=axis,
                                               group_size=group_size))
@@ -74,7 +81,7 @@ def method_range(xf: np.ndarray, *, method: str, symmetric: bool, axis: int | No
         from quantscope.core.sweep import mse_optimal_windows
 
         _check_options(method, options, ())
-        rows = prepare(xf).layout(axis, group_size)
+        rows = prepare_once().layout(axis, group_size)
         lo, hi = mse_optimal_windows(rows, symmetric=symmetric, bits=bits,
                                      narrow_range=narrow_range, signed=signed,
                                      rounding=rounding, arithmetic=arithmetic)

@@ -227,6 +227,7 @@ def choose_qparams(
     rounding: str = "half_even",
     arithmetic: str = "divide",
     runtime: str | None = None,
+    prepared=None,
     **method_options,
 ) -> QuantParams:
     """Choose parameters for ``x``: find each unit's range by ``method``, then apply the rules.
@@ -245,8 +246,16 @@ def choose_qparams(
     runtime : {"pytorch", "onnxruntime", "tflite", "tensorrt"}, optional
         Reproduce that runtime's parameter rules and arithmetic bit for bit
         (:mod:`quantscope.core.runtimes`).
+    prepared : quantscope.core.fast.Prepared, optional
+        ``prepare(x)``, reused by the percentile and MSE searches: without it each call sorts
+        the tensor again, which costs seconds at 10^7 elements on every slider move.
     """
     xf = as_float32(x)
+    if prepared is not None:
+        if prepared.shape != xf.shape:
+            raise EngineValueError(f"prepared is of a tensor of shape {prepared.shape}, "
+                                   f"not of x {xf.shape}")
+        method_options["prepared"] = prepared
     if xf.ndim == 0 and granularity != "tensor":
         raise EngineValueError(f"a 0-d tensor has no axis for granularity={granularity!r}")
     ax, gs = resolve_axis(granularity, axis, group_size)
@@ -260,6 +269,7 @@ def choose_qparams(
                   axis=ax, group_size=gs, rounding=rounding, arithmetic=arithmetic,
                   method=method)
     if method == "minmax":
+        method_options.pop("prepared", None)
         if method_options:
             raise EngineValueError(
                 f"method 'minmax' takes no options, got {sorted(method_options)}")

@@ -172,7 +172,7 @@ class ExplorerState:
         """The parameters ``pane`` uses for the current tensor and settings."""
         if self.tensor is None:
             raise SettingsError("no tensor loaded")
-        return pane_params(self.tensor, pane, self.settings, self._ranges)
+        return pane_params(self.tensor, pane, self.settings, self._ranges, self.prepared)
 
     def request(self) -> ComputeRequest:
         """Snapshot the current tensor and settings for :func:`compute_reports`."""

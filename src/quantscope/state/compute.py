@@ -36,7 +36,7 @@ def unit_range(x: np.ndarray, axis: int | None, group_size: int | None,
 
 
 def pane_params(x: np.ndarray, pane: str, settings: Settings,
-                ranges: dict | None = None) -> QuantParams:
+                ranges: dict | None = None, prepared=None) -> QuantParams:
     """The engine call that builds one pane's parameters from the settings.
 
     Everything goes through :func:`quantscope.core.choose_qparams` except two ranges that are
@@ -74,7 +74,7 @@ def pane_params(x: np.ndarray, pane: str, settings: Settings,
                                  rounding=settings.rounding, method="minmax", **common)
     options = {"percentile": settings.percentile} if method == "percentile" else {}
     kw = dict(granularity=granularity, axis=settings.axis, group_size=settings.group_size,
-              method=method, **common, **options)
+              method=method, prepared=prepared, **common, **options)
     if settings.runtime is not None:
         return choose_qparams(x, runtime=settings.runtime, **kw)
     return choose_qparams(x, rounding=settings.rounding, **kw)
@@ -126,7 +126,8 @@ def compute_reports(request: ComputeRequest) -> ComputeResult:
 
     def one(pane: str) -> None:
         try:
-            params = pane_params(request.tensor, pane, request.settings, request.ranges)
+            params = pane_params(request.tensor, pane, request.settings, request.ranges,
+                                 request.prepared)
             key = params_key(params) if cache is not None else None
             hit = cache.get(key) if key is not None else None
             reports[pane] = hit or analyze_with(request.tensor, request.prepared, params)

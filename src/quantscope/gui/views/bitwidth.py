@@ -42,7 +42,8 @@ def _curves_for(x: np.ndarray, prepared, settings: Settings,
             time.sleep(0)  # let the GUI thread run between reports
             if should_stop():
                 raise SweepCancelled
-            return pane_params(x, pane, dataclasses.replace(settings, bits=b))
+            return pane_params(x, pane, dataclasses.replace(settings, bits=b),
+                               prepared=prepared)
 
         curves[pane] = bitwidth_curve(params_for_bits, lambda p: analyze_with(x, prepared, p))
     return curves
