@@ -264,3 +264,13 @@ def test_agrees_with_the_reference_safetensors_package_when_installed(tmp_path):
     ours = write(tmp_path / "ours.safetensors", safetensors_bytes(tensors))
     for name, array in st.load_file(str(ours)).items():
         assert _bits(array) == _bits(tensors[name])
+
+
+def test_zero_dim_npy_keeps_its_shape_for_analysis(tmp_path):
+    """A stored scalar stays 0-d (np.ascontiguousarray would have made it shape (1,))."""
+    from quantscope.io import load_for_analysis
+
+    path = tmp_path / "scalar.npy"
+    np.save(path, np.float64(2.5))
+    x, info = load_for_analysis(path)
+    assert x.shape == () and info.shape == () and x.dtype == np.float32 and float(x) == 2.5

@@ -102,7 +102,8 @@ def load_for_analysis(path: str | os.PathLike,
                          "nothing to analyse")
     try:
         with np.errstate(over="ignore", invalid="ignore"):  # float64 overflow -> inf, on purpose
-            values = np.ascontiguousarray(array, dtype=np.float32)
+            # np.require, not np.ascontiguousarray, which turns a 0-d tensor into shape (1,)
+            values = np.asarray(np.require(array, dtype=np.float32, requirements="C"))
     except MemoryError:
         raise fail(path, f"tensor {info.name!r}: not enough memory for {info.size} float32 "
                          "values") from None

@@ -108,9 +108,7 @@ def load_source(source: Source, progress: Progress | None = None) -> tuple[np.nd
     if source.kind in ("file", "sample"):
         path = source.name if source.kind == "file" else sample_path(source.name)
         x, info = load_for_analysis(path, source.tensor)
-        # np.ascontiguousarray turns a stored 0-d tensor into shape (1,); restore the stored
-        # shape so a scalar is refused as one instead of posing as a 1-element vector
-        return x.reshape(info.shape), info.dtype
+        return x, info.dtype
     raise SettingsError(f"a {source.kind!r} source cannot be reloaded")
 
 
