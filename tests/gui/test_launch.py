@@ -91,3 +91,14 @@ def test_unreadable_file_exits_2_with_the_message(qapp, tmp_path, capsys):
 def test_conflicting_sources_are_refused(qapp, capsys):
     assert main(["--sample", "query_weight", "--generator", "normal", "--metrics", "x.json"]) == 2
     assert "only one of" in capsys.readouterr().err
+
+
+def test_no_display_is_a_clear_error_not_a_qt_abort(monkeypatch, capsys):
+    from quantscope.cli import main
+
+    for var in ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr("sys.platform", "linux")
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert "no display" in err and "--screenshot" in err

@@ -67,6 +67,14 @@ def source_from_args(args: argparse.Namespace) -> Source:
     return src
 
 
+def _no_display() -> bool:
+    """True on Linux with no X11/Wayland display and no Qt platform chosen: Qt would abort the
+    process with a plugin error there instead of saying what is missing."""
+    env = os.environ
+    return (sys.platform.startswith("linux") and not env.get("QT_QPA_PLATFORM")
+            and not env.get("DISPLAY") and not env.get("WAYLAND_DISPLAY"))
+
+
 def _parse_size(text: str) -> tuple[int, int]:
     try:
         w, h = (int(v) for v in text.lower().split("x"))
@@ -84,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--screenshot {args.screenshot}: write .png or .svg")
     if headless:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    elif _no_display():
+        raise UserError("no display to open the window on (DISPLAY and WAYLAND_DISPLAY are "
+                        "unset); run it on a desktop, or render it with --screenshot OUT.png")
     size = _parse_size(args.size)
     source = source_from_args(args)
     settings = Settings(bits=args.bits).check()
