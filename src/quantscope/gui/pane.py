@@ -130,8 +130,9 @@ class Pane(QFrame):
         self.strip = self.graphics.addPlot(row=1, col=0)
         self.graphics.ci.layout.setRowStretchFactor(0, 4)
         self.graphics.ci.layout.setRowStretchFactor(1, 1)
-        self.strip.setLabel("left", "log₁₀(1+n)")
-        self.strip.setLabel("bottom", "code")
+        # the strip is a fifth of the pane: a rotated "log₁₀(1+n)" is taller than it and ran
+        # into the histogram's own axis label at presentation sizes, so the unit goes under it
+        self.strip.setLabel("bottom", "code  (bar height: log₁₀(1+n))")
         self.strip.setToolTip("code occupancy: values per code; grey slots are codes no value "
                               "uses")
         self.strip.getAxis("bottom").enableAutoSIPrefix(False)
