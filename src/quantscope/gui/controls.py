@@ -96,11 +96,13 @@ def _combo(options: dict, tips: dict | None = None) -> QComboBox:
 class ControlsPanel(QGroupBox):
     """All quantization settings as widgets bound to an :class:`ExplorerState`."""
 
+    themed = True  # quantscope.gui.theme calls apply_theme on presentation/dark toggles
+
     def __init__(self, state: ExplorerState, parent=None) -> None:
         super().__init__("Quantization", parent)
         self.state = state
         self.throttle = Throttle(state, parent=self)
-        form = QFormLayout(self)
+        form = self.form = QFormLayout(self)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.method = _combo(METHOD_LABELS)
         form.addRow("range", self.method)
@@ -134,9 +136,9 @@ class ControlsPanel(QGroupBox):
             box.setButtonSymbols(QDoubleSpinBox.ButtonSymbols.NoButtons)
         ends = QHBoxLayout()
         ends.setContentsMargins(0, 0, 0, 0)
-        ends.addWidget(self.clip_lo)
+        ends.addWidget(self.clip_lo, 1)  # the ends share the room, not the word "to"
         ends.addWidget(QLabel("to"))
-        ends.addWidget(self.clip_hi)
+        ends.addWidget(self.clip_hi, 1)
         ends_row = QWidget()
         ends_row.setLayout(ends)
         form.addRow("clip window", ends_row)
@@ -179,6 +181,14 @@ class ControlsPanel(QGroupBox):
         state.tensor_changed.connect(self.sync)
         state.prepared_changed.connect(self.sync)
         self.sync()
+
+    def apply_theme(self, theme) -> None:
+        """Presentation mode: each label above its field. Side by side, the 17 pt labels left
+        the fields a stub of the column (the percentile slider vanished, the clip ends read
+        "-0.17(") unless the column grew wider than a 1600-pixel projector allows."""
+        policy = QFormLayout.RowWrapPolicy
+        self.form.setRowWrapPolicy(policy.WrapAllRows if theme.presentation
+                                   else policy.DontWrapRows)
 
     def _connect(self) -> None:
         st = self.state
