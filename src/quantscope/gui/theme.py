@@ -183,6 +183,11 @@ def stylesheet(theme: Theme) -> str:
     # the panes' number tables are read up close, not from the back of the room: growing
     # them with the rest would push the window past a 1920-pixel projector
     table = 12 if theme.presentation else 11
+    # sliders: no background of their own (superqt's range slider, the clip window, draws
+    # its handles in several passes, and the style sheet's QWidget background erased all but
+    # the last -- one bare handle, no groove, once any theme toggle re-applied the sheet),
+    # and a groove and handles drawn here, since the platform's vanish under a style sheet
+    handle = 18 if theme.presentation else 14
     return f"""
 QMainWindow, QWidget {{ background: {panel}; color: {fg}; font-size: {base}pt; }}
 QFrame#pane {{ border: 1px solid {border}; border-radius: 6px; background: {bg}; }}
@@ -201,6 +206,11 @@ QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; }}
 QTableWidget {{ border: none; gridline-color: {border}; }}
 QHeaderView::section {{ background: {panel}; color: {fg}; border: 1px solid {border};
                         padding: 2px 4px; }}
+QSlider {{ background: transparent; }}
+QSlider::groove:horizontal {{ height: 4px; background: {border}; border-radius: 2px; }}
+QSlider::handle:horizontal {{ width: {handle}px; margin: -{handle // 2 - 2}px 0;
+                              background: {panel}; border: 1px solid {muted};
+                              border-radius: {handle // 2}px; }}
 QTabBar::tab {{ padding: 6px 14px; }}
 QTabBar::tab:selected {{ border-bottom: 3px solid {theme.color("rounding")}; }}
 QStatusBar {{ border-top: 1px solid {border}; }}
