@@ -57,6 +57,18 @@ def _finite_points(x, y) -> tuple[np.ndarray, np.ndarray]:
     return x[ok], y[ok]
 
 
+class _LayoutLegend(pg.LegendItem):
+    """A legend placed by its plot's grid layout (a row below the axis) rather than floating
+    over the view box: pyqtgraph's legend sizes itself with ``setGeometry(0, 0, ...)``, which
+    would pull it to the plot's corner; in a layout its own grid's size hint is enough."""
+
+    def updateSize(self) -> None:
+        self.updateGeometry()
+
+    def mouseDragEvent(self, ev) -> None:
+        ev.ignore()  # the layout places it; a drag would tear it out
+
+
 class _SchemePlot:
     """One scheme's plot: items created once, updated with setData."""
 
@@ -70,10 +82,10 @@ class _SchemePlot:
         plot.showGrid(x=True, y=True, alpha=0.12)
         plot.getViewBox().setMouseEnabled(x=True, y=False)
         if with_legend:
-            legend = plot.addLegend(labelTextSize="9pt")
-            # bottom centre: the curves leave it free (rounding starts low at the left,
-            # clipping ends low at the right)
-            legend.anchor(itemPos=(0.5, 1), parentPos=(0.5, 1), offset=(0, -10))
+            # under the x axis, outside the view box: every corner of the plot holds a curve
+            # (clipping starts top-left, rounding rises bottom-left, SQNR peaks top-right)
+            plot.legend = _LayoutLegend(offset=None, colCount=2, labelTextSize="9pt")
+            plot.layout.addItem(plot.legend, 4, 1)
         self.rounding = plot.plot([], [], name="rounding", connect="finite")
         self.clipping = plot.plot([], [], name="clipping", connect="finite")
         self.total = plot.plot([], [], name="total", connect="finite")
@@ -102,9 +114,21 @@ class _SchemePlot:
         self.best_line.setZValue(10)
         for item in (self.best_line, self.current):
             plot.addItem(item, ignoreBounds=True)
+            item.sigPositionChanged.connect(self._place_labels)
+        plot.getViewBox().sigXRangeChanged.connect(self._place_labels)
         plot.addItem(self.best_dot)
         self.name = title
         self.sweep: ClipSweep | None = None
+
+    def _place_labels(self, *_) -> None:
+        """Put each line's label on the side of the line with more room, so a line near the
+        right edge ("best" at the largest thresholds) does not push its label out of view."""
+        (x0, x1), _ = self.plot.getViewBox().viewRange()
+        for line, ay in ((self.best_line, 1), (self.current, 0)):
+            ax = 1 if line.value() > (x0 + x1) / 2 else 0
+            if line.label.anchors[0] != (ax, ay):
+                line.label.anchors = [(ax, ay), (ax, ay)]
+                line.label.updatePosition()
 
     def _sync_boxes(self) -> None:
         self.sqnr_box.setGeometry(self.plot.getViewBox().sceneBoundingRect())
