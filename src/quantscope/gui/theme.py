@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QPalette, QPen
-from PySide6.QtWidgets import QApplication, QStatusBar, QToolBar, QWidget
+from PySide6.QtWidgets import QApplication, QLayout, QStatusBar, QToolBar, QWidget
 
 #: Dynamic property that marks a widget as hidden in presentation mode.
 CLUTTER_PROPERTY = "clutter"
@@ -241,6 +241,13 @@ def _hide_clutter(root: QWidget, presentation: bool) -> None:
             elif w.property("_clutter_was_visible") is not None:
                 w.setVisible(bool(w.property("_clutter_was_visible")))
                 w.setProperty("_clutter_was_visible", None)
+    # Qt does not pass a hidden widget's size change up its layouts, so a widget restyled or
+    # hidden on a tab page not shown kept its old room in the cached size hints: the Channels
+    # tab held the 283 px of its hidden outlier box and pushed a 1600 px window to 1682
+    for w in root.findChildren(QWidget):
+        w.updateGeometry()
+    for layout in root.findChildren(QLayout):
+        layout.invalidate()
 
 
 def apply_theme(window: QWidget, *, dark: bool = False, presentation: bool = False) -> Theme:
