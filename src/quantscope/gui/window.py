@@ -9,7 +9,7 @@ state: it snapshots the state into jobs, and installs the jobs' results on the G
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QTimer, Signal, Slot
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QMainWindow,
     QWidget,
@@ -124,6 +124,13 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
                 raise
             return
         apply_theme(self, dark=self.dark, presentation=self.presentation)
+        # presentation stacks the controls' labels over their fields: the side column then
+        # needs only its minimum, and the plots get the width back
+        dock = getattr(self, "side_dock", None)
+        if dock is None:
+            return
+        hint = dock.minimumSizeHint() if self.presentation else dock.sizeHint()
+        self.resizeDocks([dock], [hint.width()], Qt.Orientation.Horizontal)
 
     def set_log_counts(self, on: bool) -> None:
         """Histogram counts on a log scale (outliers become visible) or linear."""
