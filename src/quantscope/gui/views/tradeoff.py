@@ -130,6 +130,15 @@ class _SchemePlot:
                 line.label.anchors = [(ax, ay), (ax, ay)]
                 line.label.updatePosition()
 
+    def fit_legend(self, width: float) -> None:
+        """Two legend columns when they fit between the axes, else one: the legend row sets
+        the plot's minimum width, and one wider than the widget cut off the right axis."""
+        legend = self.plot.legend
+        legend.setColumnCount(2)
+        axes = self.plot.getAxis("left").width() + self.plot.getAxis("right").width()
+        if legend.layout.preferredWidth() + axes > width:
+            legend.setColumnCount(1)
+
     def _sync_boxes(self) -> None:
         self.sqnr_box.setGeometry(self.plot.getViewBox().sceneBoundingRect())
         self.sqnr_box.linkedViewChanged(self.plot.getViewBox(), self.sqnr_box.XAxis)
@@ -253,6 +262,7 @@ class TradeoffView(QWidget):
             widget.setBackground(theme.background)
         for plot in self.plots.values():
             plot.style(theme)
+        self._fit_legends()
 
     @staticmethod
     def _key(settings: Settings) -> tuple:
@@ -312,6 +322,12 @@ class TradeoffView(QWidget):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._arrange()
+        self._fit_legends()
+
+    def _fit_legends(self) -> None:
+        width = self.width() - 12  # the layout's margins
+        for plot in self.plots.values():
+            plot.fit_legend(width if self._vertical else width / 2)
 
     def _arrange(self, force: bool = False) -> None:
         """Side by side when there is room; in a narrow tab beside the panes, one scheme at a
