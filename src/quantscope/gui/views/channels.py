@@ -143,6 +143,10 @@ class ChannelsView(QWidget):
             QHeaderView.ResizeMode.ResizeToContents)
         self.table.itemSelectionChanged.connect(self._on_table_selected)
         rv.addWidget(self.table, 2)
+        # at presentation sizes beside the panes the table showed one and a half rows and
+        # squeezed the channel histogram until its axis label and ticks overlapped; the
+        # speaker picks a channel by clicking the plots, so the table goes with the clutter
+        self.table.setProperty("clutter", True)
         self.hist_widget = pg.PlotWidget()
         self.hist_plot = self.hist_widget.getPlotItem()
         self.hist_plot.setLabel("bottom", "value")
