@@ -22,6 +22,7 @@ from quantscope.core.bitwidth import BIT_WIDTHS, BitwidthCurve, bitwidth_curve, 
 from quantscope.core.explain import SweepCancelled
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._jobs import LatestJob
+from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.state import PANES, ExplorerState, Settings, analyze_with, pane_params, pane_title
 
 #: Colour role and dash per pane: per-tensor blue, per-channel green; asymmetric dashed.
@@ -72,8 +73,8 @@ class BitwidthView(QWidget):
         self.plot.getAxis("bottom").setTicks([[(b, str(b)) for b in BIT_WIDTHS]])
         self.plot.getViewBox().setMouseEnabled(x=False, y=False)
         self.plot.setXRange(BIT_WIDTHS[0] - 0.3, BIT_WIDTHS[-1] + 0.3, padding=0)
-        self.legend = self.plot.addLegend(labelTextSize="9pt")
-        self.legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(10, 10))
+        # under the axis: in the top-left corner it hid the 7- and 8-bit points
+        self.legend = legend_below(self.plot, labelTextSize="9pt")
         self.guide = pg.PlotDataItem([], [], name="6.02 dB per bit")
         self.plot.addItem(self.guide)
         # symmetric circles, asymmetric squares: tells them apart in the legend and in print
@@ -108,6 +109,11 @@ class BitwidthView(QWidget):
         self.guide.setPen(pg.mkPen(theme.color("histogram"), width=max(1.0, theme.line_width / 2),
                                    style=pg.QtCore.Qt.PenStyle.DotLine))
         self.current.setPen(pg.mkPen(theme.color("current"), width=theme.marker_width))
+        fit_columns(self.plot, self.widget.width())
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        fit_columns(self.plot, self.widget.width())
 
     # -- binding ------------------------------------------------------------------------------
     def bind(self, state: ExplorerState) -> None:

@@ -27,6 +27,7 @@ from quantscope.core.captions import finite_range, fmt_db, fmt_value
 from quantscope.core.explain import ClipSweep, clip_sweep_curve, clip_threshold
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._jobs import LatestJob
+from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.state import ExplorerState, Settings, analyze_with
 
 SCHEMES = (("symmetric", True), ("asymmetric", False))
@@ -57,18 +58,6 @@ def _finite_points(x, y) -> tuple[np.ndarray, np.ndarray]:
     return x[ok], y[ok]
 
 
-class _LayoutLegend(pg.LegendItem):
-    """A legend placed by its plot's grid layout (a row below the axis) rather than floating
-    over the view box: pyqtgraph's legend sizes itself with ``setGeometry(0, 0, ...)``, which
-    would pull it to the plot's corner; in a layout its own grid's size hint is enough."""
-
-    def updateSize(self) -> None:
-        self.updateGeometry()
-
-    def mouseDragEvent(self, ev) -> None:
-        ev.ignore()  # the layout places it; a drag would tear it out
-
-
 class _SchemePlot:
     """One scheme's plot: items created once, updated with setData."""
 
@@ -84,8 +73,7 @@ class _SchemePlot:
         if with_legend:
             # under the x axis, outside the view box: every corner of the plot holds a curve
             # (clipping starts top-left, rounding rises bottom-left, SQNR peaks top-right)
-            plot.legend = _LayoutLegend(offset=None, colCount=2, labelTextSize="9pt")
-            plot.layout.addItem(plot.legend, 4, 1)
+            legend_below(plot, labelTextSize="9pt")
         self.rounding = plot.plot([], [], name="rounding", connect="finite")
         self.clipping = plot.plot([], [], name="clipping", connect="finite")
         self.total = plot.plot([], [], name="total", connect="finite")
@@ -129,15 +117,6 @@ class _SchemePlot:
             if line.label.anchors[0] != (ax, ay):
                 line.label.anchors = [(ax, ay), (ax, ay)]
                 line.label.updatePosition()
-
-    def fit_legend(self, width: float) -> None:
-        """Two legend columns when they fit between the axes, else one: the legend row sets
-        the plot's minimum width, and one wider than the widget cut off the right axis."""
-        legend = self.plot.legend
-        legend.setColumnCount(2)
-        axes = self.plot.getAxis("left").width() + self.plot.getAxis("right").width()
-        if legend.layout.preferredWidth() + axes > width:
-            legend.setColumnCount(1)
 
     def _sync_boxes(self) -> None:
         self.sqnr_box.setGeometry(self.plot.getViewBox().sceneBoundingRect())
@@ -327,7 +306,7 @@ class TradeoffView(QWidget):
     def _fit_legends(self) -> None:
         width = self.width() - 12  # the layout's margins
         for plot in self.plots.values():
-            plot.fit_legend(width if self._vertical else width / 2)
+            fit_columns(plot.plot, width if self._vertical else width / 2)
 
     def _arrange(self, force: bool = False) -> None:
         """Side by side when there is room; in a narrow tab beside the panes, one scheme at a

@@ -1,0 +1,64 @@
+"""A plot legend in a row under the x axis instead of floating over the curves.
+
+A floating legend always covers something in these views: every corner of the trade-off
+plot holds a curve, and the bit-width curves climb into the top-left corner where pyqtgraph
+puts it. At presentation font sizes it also grew past a narrow tab and was cut off.
+"""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+
+from quantscope.gui.theme import current_theme
+
+#: The plot's own margins and layout spacing around the legend row, in pixels.
+_SLACK = 24
+#: Smallest legend font when shrinking it to fit (still legible on a projector).
+MIN_LABEL_PT = 10
+
+#: Row of a PlotItem's grid layout below the bottom axis (title 0, top axis 1, view 2,
+#: bottom axis 3).
+_BELOW_AXIS = (4, 1)
+
+
+class LayoutLegend(pg.LegendItem):
+    """A legend placed by its plot's grid layout: pyqtgraph's legend sizes itself with
+    ``setGeometry(0, 0, ...)``, which would pull it to the plot's corner; in a layout its own
+    grid's size hint is enough."""
+
+    def updateSize(self) -> None:
+        self.updateGeometry()
+
+    def mouseDragEvent(self, ev) -> None:
+        ev.ignore()  # the layout places it; a drag would tear it out
+
+
+def legend_below(plot: pg.PlotItem, **kwargs) -> LayoutLegend:
+    """Give ``plot`` a legend under its x axis (items named later are added to it, as with
+    ``plot.addLegend``)."""
+    plot.legend = LayoutLegend(offset=None, colCount=2, **kwargs)
+    plot.layout.addItem(plot.legend, *_BELOW_AXIS)
+    return plot.legend
+
+
+def fit_columns(plot: pg.PlotItem, width: float) -> None:
+    """Fit the legend of a plot ``width`` pixels wide between its axes: two columns, else one,
+    else one in a smaller font. The legend row sets the plot's minimum width, and one wider
+    than its widget cut off the right-hand axis and the labels themselves."""
+    legend = plot.legend
+    room = width - _SLACK - sum(plot.getAxis(side).width() for side in ("left", "right")
+                       if plot.getAxis(side).isVisible())
+    full = current_theme().axis_font_pt
+    _label_size(legend, full)
+    for columns in (2, 1):
+        legend.setColumnCount(columns)
+        need = legend.layout.preferredWidth()
+        if need <= room:
+            return
+    _label_size(legend, max(MIN_LABEL_PT, int(full * room / need)))
+
+
+def _label_size(legend: pg.LegendItem, points: int) -> None:
+    legend.setLabelTextSize(f"{points}pt")
+    for _, label in legend.items:  # setLabelTextSize alone does not re-render the labels
+        label.setText(label.text)
