@@ -188,6 +188,9 @@ def stylesheet(theme: Theme) -> str:
     # the last -- one bare handle, no groove, once any theme toggle re-applied the sheet),
     # and a groove and handles drawn here, since the platform's vanish under a style sheet
     handle = 18 if theme.presentation else 14
+    # tab names are navigation, read up close: at the base size the four view tabs beside the
+    # panes did not fit a 1600 px window and "Matmul" hid behind scroll arrows
+    tab_pad = 8 if theme.presentation else 14
     return f"""
 QMainWindow, QWidget {{ background: {panel}; color: {fg}; font-size: {base}pt; }}
 QFrame#pane {{ border: 1px solid {border}; border-radius: 6px; background: {bg}; }}
@@ -211,7 +214,7 @@ QSlider::groove:horizontal {{ height: 4px; background: {border}; border-radius: 
 QSlider::handle:horizontal {{ width: {handle}px; margin: -{handle // 2 - 2}px 0;
                               background: {panel}; border: 1px solid {muted};
                               border-radius: {handle // 2}px; }}
-QTabBar::tab {{ padding: 6px 14px; }}
+QTabBar::tab {{ padding: 6px {tab_pad}px; font-size: {table}pt; }}
 QTabBar::tab:selected {{ border-bottom: 3px solid {theme.color("rounding")}; }}
 QStatusBar {{ border-top: 1px solid {border}; }}
 QMenuBar, QMenu {{ background: {panel}; color: {fg}; }}
