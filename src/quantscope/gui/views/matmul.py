@@ -128,6 +128,10 @@ class MatmulView(QWidget):
                 self.details[detail] = QLabel("")
                 panel.addWidget(self.details[detail])
             panel.addSpacing(6)
+        # the numbers wrap rather than run out of a narrow tab at presentation sizes
+        # ("14.5 bits spa", "K ≤ 10" cut off at 1600 px)
+        for label in (self.shapes, *self.values.values(), *self.details.values()):
+            label.setWordWrap(True)
         self.path = QLabel("")
         for clutter in (self.path, self.details["max_error"],
                         self.details["saturated_detail"]):  # hidden when presenting
