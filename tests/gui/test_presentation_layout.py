@@ -1,0 +1,71 @@
+"""Presentation mode at projector sizes: the window keeps the size asked for, and nothing a
+speaker shows is cut off or drawn over (each defect here was seen in a 1600x1000 screenshot)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from PySide6.QtWidgets import QFormLayout
+
+from quantscope.gui import create_window
+from quantscope.state import PANES, Source
+
+
+@pytest.fixture
+def window(qtbot):
+    win = create_window()
+    qtbot.addWidget(win)
+    win.resize(1600, 1000)
+    win.show()
+    win.load(Source.generator("outliers", (128, 256), 1))
+    qtbot.waitUntil(win.all_shown, timeout=30_000)
+    win.presentation_action.setChecked(True)
+    qtbot.wait(50)
+    yield win
+    win.close()
+    assert not any(t.name == "quantscope-view-job" for t in threading.enumerate())
+
+
+def test_presentation_fits_1600_pixels(window):
+    assert window.minimumSizeHint().width() <= 1600
+    assert window.width() == 1600
+    # every view tab fits beside the panes (no scroll arrows hiding one)
+    bar = window.views.tabBar()
+    assert sum(bar.tabRect(i).width() for i in range(bar.count())) <= bar.width()
+
+
+def test_controls_stack_labels_over_fields_so_the_sliders_keep_their_room(window):
+    controls = window.controls
+    assert controls.form.rowWrapPolicy() == QFormLayout.RowWrapPolicy.WrapAllRows
+    assert controls.percentile_slider.width() >= 60
+    assert controls.clip.width() >= controls.width() // 2
+    # the clip ends get the row, not the word between them
+    assert controls.clip_lo.width() >= 100 and controls.clip_hi.width() >= 100
+    window.presentation_action.setChecked(False)
+    assert controls.form.rowWrapPolicy() == QFormLayout.RowWrapPolicy.DontWrapRows
+
+
+def test_the_strip_has_no_rotated_label_to_collide_with_the_histograms(window):
+    for key in PANES:
+        pane = window.panes[key]
+        assert not pane.strip.getAxis("left").label.isVisible()
+        assert "log₁₀(1+n)" in pane.strip.getAxis("bottom").labelText
+
+
+def test_tradeoff_legend_sits_under_the_axis_and_line_labels_stay_in_view(window, qtbot):
+    view = window.views.widget(0)
+    window.views.setCurrentIndex(0)
+    qtbot.waitUntil(lambda: all(p.sweep is not None for p in view.plots.values()),
+                    timeout=30_000)
+    qtbot.wait(50)
+    for scheme in view.plots.values():
+        if not view.widgets[scheme.name.lower()].isVisible():
+            continue
+        box = scheme.plot.getViewBox().sceneBoundingRect()
+        legend = scheme.plot.legend.sceneBoundingRect()
+        assert legend.top() >= box.bottom()  # below the curves, covering none
+        assert legend.right() <= scheme.plot.sceneBoundingRect().right() + 1
+        for line in (scheme.best_line, scheme.current):
+            label = line.label.sceneBoundingRect()
+            assert box.left() - 1 <= label.left() and label.right() <= box.right() + 1
