@@ -49,21 +49,16 @@ def add_source_arguments(p: argparse.ArgumentParser) -> None:
 
 def load_source(args: argparse.Namespace) -> tuple[np.ndarray, str, int]:
     """Return (float32 tensor, label, channel axis) for the parsed source arguments."""
+    from quantscope.commands.source import resolve_file_or_sample
     from quantscope.io import load_for_analysis
-    from quantscope.io.samples import sample_path
 
-    if args.file and args.sample:
-        raise UserError("give either FILE or --sample, not both")
+    path, label = resolve_file_or_sample(args, default_sample=DEMO_SAMPLE)
+    x, _ = load_for_analysis(path, args.tensor)
+    if args.tensor:
+        label += f" [{args.tensor}]"
     axis = args.axis
-    if args.file:
-        x, _ = load_for_analysis(args.file, args.tensor)
-        label = f"{args.file}" + (f" [{args.tensor}]" if args.tensor else "")
-    else:
-        name = args.sample or DEMO_SAMPLE
-        x, _ = load_for_analysis(sample_path(name), args.tensor)
-        label = f"sample {name}"
-        if axis is None and name == DEMO_SAMPLE:
-            axis = DEMO_AXIS
+    if axis is None and not args.file and (args.sample or DEMO_SAMPLE) == DEMO_SAMPLE:
+        axis = DEMO_AXIS
     return x, label, 0 if axis is None else axis
 
 

@@ -20,14 +20,20 @@ def add_file_or_sample(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--sample", metavar="NAME", help=f"a bundled sample instead: {names}")
 
 
-def resolve_file_or_sample(args: argparse.Namespace) -> tuple[Path, str]:
-    """``(path, label)`` for the parsed arguments; the label is what output calls the source."""
+def resolve_file_or_sample(args: argparse.Namespace, default_sample: str | None = None
+                           ) -> tuple[Path, str]:
+    """``(path, label)`` for the parsed arguments; the label is what output calls the source.
+
+    With neither FILE nor ``--sample``, ``default_sample`` is used (``report`` shows the demo),
+    or the request is refused when there is none.
+    """
     from quantscope.io.samples import sample_path
 
     if args.file and args.sample:
         raise UserError("give either FILE or --sample NAME, not both")
-    if args.sample:
-        return sample_path(args.sample), f"sample {args.sample}"
+    sample = args.sample or (None if args.file else default_sample)
+    if sample:
+        return sample_path(sample), f"sample {sample}"
     if not args.file:
         raise UserError("no input: give a FILE or --sample NAME")
     return Path(args.file), args.file
