@@ -16,7 +16,6 @@ import numpy as np  # noqa: E402
 
 from _timing import best_of  # noqa: E402
 from quantscope.core import analyze, choose_qparams  # noqa: E402
-from quantscope.core import fast as fast_mod  # noqa: E402
 from quantscope.core.fast import prepare  # noqa: E402
 
 N_SIDE = 4096  # 4096 x 4096 = 16M elements
@@ -81,7 +80,7 @@ def main() -> None:
     p_c = choose_qparams(w, symmetric=True, granularity="channel", axis=0)
     t0 = time.perf_counter()
     prep2 = prepare(w)
-    prep2.layout(0, None)  # the per-channel layout (sorted rows), built once
+    prep2.layout(0, None).build_sums()  # the per-channel layout, built once
     t_layout = time.perf_counter() - t0
     line("prepare + per-channel layout (one-time)", t_layout, None)
     t_fast_c = best_of(lambda: prep2.analyze(p_c), 5)
@@ -91,24 +90,22 @@ def main() -> None:
     line("per-channel report 4096x4096 (prepared)", t_fast_c, 20e-3,
          f"speed-up {t_naive_c / t_fast_c:7.1f}x naive, {t_direct_c / t_fast_c:5.1f}x direct")
     line("direct analyze, per channel", t_direct_c, None, f"= {t_direct_c / t_copy:.2f}x np.copy")
-    # Rows of 4096 are below the sorted path's break-even, so prepared reports take the direct
-    # pass there; the sorted path forced, and on longer rows, for the record:
-    saved = fast_mod.MIN_ROW_PER_BOUNDARY
-    fast_mod.MIN_ROW_PER_BOUNDARY = 0
-    prep2.analyze(p_c)
-    t_forced = best_of(lambda: prep2.analyze(p_c), 3)
-    line("  sorted path forced, 4096 rows of 4096", t_forced, None,
-         f"{t_direct_c / t_forced:5.2f}x direct")
+    # How the kernel treats a row: 4096 rows of 4096 at 8 bits are split at their thresholds;
+    # groups of 128 along the rows (131,072 rows of 128) are walked element by element.
+    p_g = choose_qparams(w, symmetric=False, granularity="group", axis=1, group_size=128)
+    prep2.layout(1, 128).build_sums()
+    t_group = best_of(lambda: prep2.analyze(p_g), 3)
+    t_group_direct = best_of(lambda: analyze(w, p_g), 2)
+    line("per-group report, groups of 128 (prepared)", t_group, None,
+         f"{t_group_direct / t_group:5.2f}x direct")
     w2 = w.reshape(256, -1)
     p_c2 = choose_qparams(w2, symmetric=True, granularity="channel", axis=0)
     prep3 = prepare(w2)
     prep3.analyze(p_c2)
     t_sorted_long = best_of(lambda: prep3.analyze(p_c2), 5)
     t_direct_long = best_of(lambda: analyze(w2, p_c2), 3)
-    line("  sorted path, 256 rows of 65536", t_sorted_long, None,
+    line("per-channel report, 256 rows of 65536", t_sorted_long, None,
          f"{t_direct_long / t_sorted_long:5.2f}x direct")
-    fast_mod.MIN_ROW_PER_BOUNDARY = saved
-
 
     t_sweep = best_of(lambda: prep.clip_sweep(symmetric=True, points=200), 3)
     sym = choose_qparams(x, symmetric=True)

@@ -5,8 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quantscope.core import analyze, choose_qparams, params_from_range
-from quantscope.core import fast as fast_mod
+from quantscope.core import analyze, choose_qparams, params_from_range, sorted_stats
 from quantscope.core.fast import prepare
 from quantscope.core.qparams import QuantParams
 from quantscope.core.sweep import clip_sweep, mse_optimal_windows
@@ -20,10 +19,12 @@ METRICS = ("mse", "rounding_mse", "clipping_mse", "signal_power")
 EXACT = ("n", "n_nonfinite", "clipped_below", "clipped_above", "codes_used", "max_abs_error")
 
 
-@pytest.fixture(autouse=True)
-def _always_sorted(monkeypatch):
-    """Small test tensors would otherwise take the direct pass (rows shorter than the codes)."""
-    monkeypatch.setattr(fast_mod, "MIN_ROW_PER_BOUNDARY", 0)
+@pytest.fixture(autouse=True, params=["search", "walk"])
+def kernel_path(request, monkeypatch):
+    """Every test runs through both ways the kernel treats a row: split at its code thresholds
+    (long rows; forced here for all) and walked element by element (short rows; forced too)."""
+    monkeypatch.setattr(sorted_stats, "WALK_PER_LEVEL", 0 if request.param == "search" else 1 << 40)
+    return request.param
 
 
 def assert_same(direct, fast):
@@ -233,13 +234,3 @@ def test_sweeps_of_degenerate_tensors_do_not_crash():
             assert np.isfinite(sw.total_mse).all() and (sw.total_mse >= 0).all()
             assert np.isfinite(sw.scale).all() and (sw.scale > 0).all()
     assert np.isnan(clip_sweep(np.zeros(0, np.float32), symmetric=True).sqnr_db).all()
-
-
-def test_short_rows_take_the_direct_pass(monkeypatch):
-    monkeypatch.setattr(fast_mod, "MIN_ROW_PER_BOUNDARY", 32)
-    x = np.random.default_rng(6).standard_normal((64, 300)).astype(np.float32)
-    prep = prepare(x)
-    per_channel = choose_qparams(x, granularity="channel", axis=0)
-    assert not prep.uses_sorted_path(per_channel)
-    assert prep.uses_sorted_path(choose_qparams(x))
-    assert_same(analyze(x, per_channel), prep.analyze(per_channel))

@@ -7,12 +7,10 @@
 relative -- at a cost of ``O(levels · log N)`` per tensor or channel instead of ``O(N)``.
 
 Per-channel and per-group layouts (each row sorted on its own) are built on first use for an
-``(axis, group_size)`` and cached. A row costs one binary-search call and ``levels + 1`` cells
-of vector work whatever its length, so for short rows -- fewer than
-:data:`MIN_ROW_PER_BOUNDARY` elements per code boundary, e.g. a 4096 x 4096 weight per channel
-at 8 bits, or groups of 128 -- one pass over the data is faster, and :meth:`Prepared.analyze`
-runs the direct pass there: same results, no false promise of speed
-(:meth:`Prepared.uses_sorted_path` tells which way a request goes).
+``(axis, group_size)`` and cached. The per-row work is one compiled loop
+(:mod:`quantscope.core.sorted_kernel`): long rows are split at their code thresholds, rows too
+short for that to pay (groups of 128 at 8 bits) are walked element by element; both release
+the GIL.
 
 The prepared object keeps a reference to ``x`` (no copy); ``x`` must not change afterwards.
 """
@@ -23,18 +21,12 @@ import itertools
 
 import numpy as np
 
-from quantscope.core.analyze import _report, _Totals, analyze
+from quantscope.core.analyze import _report, _Totals
 from quantscope.core.layout import granularity_of, normalize_axis, param_rows, param_shape
 from quantscope.core.qparams import QuantParams
 from quantscope.core.report import QuantReport
 from quantscope.core.sorted_stats import SortedRows, evaluate
 from quantscope.core.validate import EngineValueError, as_float32
-
-#: A row must hold at least this many elements per code boundary for the sorted path to pay:
-#: each row costs one binary-search call and ``levels + 1`` random reads, so short rows (a
-#: 4096 x 4096 weight per channel at 8 bits: 245 ms sorted against 136 ms direct) are faster
-#: by the direct pass; rows of 16K elements already are 1.7x faster sorted, 64K rows 6.5x.
-MIN_ROW_PER_BOUNDARY = 32
 
 
 class Prepared:
@@ -81,28 +73,12 @@ class Prepared:
                                                       n_units)
         return self._layouts[key]
 
-    def uses_sorted_path(self, params: QuantParams) -> bool:
-        """Whether :meth:`analyze` answers ``params`` from the sorted layout (else the direct
-        pass, which is faster for rows shorter than ``MIN_ROW_PER_BOUNDARY · (levels + 1)``);
-        a caller warming layouts up front can skip the ones that will not be used."""
-        return self._worth_sorting(params)
-
-    def _worth_sorting(self, params: QuantParams) -> bool:
-        if params.granularity == "tensor":
-            return True
-        shape = param_shape(self.x.shape, params.axis, params.group_size)
-        n_units = int(np.prod(shape)) if shape else 1
-        per_row = self.x.size / max(n_units, 1)
-        return per_row >= MIN_ROW_PER_BOUNDARY * (params.levels + 1)
-
     def analyze(self, params: QuantParams) -> QuantReport:
         """The report :func:`~quantscope.core.analyze.analyze` gives for ``(x, params)``."""
         if not isinstance(params, QuantParams):
             raise EngineValueError(f"params must be a QuantParams, got {type(params).__name__}")
         if params.granularity != "tensor" and self.x.ndim == 0:
             raise EngineValueError("a 0-d tensor cannot be quantized per channel or per group")
-        if not self._worth_sorting(params):
-            return analyze(self.x, params)
         rows = self.layout(params.axis, params.group_size)
         shape = param_shape(self.x.shape, params.axis, params.group_size)
         scale = np.broadcast_to(np.asarray(params.scale, np.float32), shape).reshape(-1)
@@ -120,10 +96,10 @@ class Prepared:
         tot.below[:] = st.below
         tot.above[:] = st.above
         tot.sig[:] = st.sig
-        tot.codes[:] = np.count_nonzero(st.counts, axis=1)
+        tot.codes[:] = st.codes_used
         tot.x_min[:] = np.where(st.n > 0, st.x_min, np.inf)
         tot.x_max[:] = np.where(st.n > 0, st.x_max, -np.inf)
-        tot.hist[:] = st.counts.sum(axis=0)
+        tot.hist[:] = st.hist
         return _report(params, tot, self.x.size)
 
     def percentile(self, q, *, absolute: bool = False, axis: int | None = None,

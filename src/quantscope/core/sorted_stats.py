@@ -32,13 +32,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantscope.core.quantize import quantize_codes_float
+from quantscope.core.sorted_kernel import ARITHMETIC_CODES, evaluate_rows
 
 #: Relative accuracy guaranteed for the error sums (the contract with the direct pass is 1e-9).
 REL_TOL = 5e-10
 _EPS = float(np.finfo(np.float64).eps)
-#: Rounds a fix-up of the thresholds may take before the evaluation is done element by element.
-_MAX_FIX_ROUNDS = 64
 
+
+#: Rows shorter than this many elements per code boundary are walked element by element rather
+#: than split at their thresholds (a threshold costs about as much as this many elements).
+WALK_PER_LEVEL = 16
 
 #: Elements per block when building prefix sums (blocks stay in cache; no full-size temporaries).
 _BLOCK = 1 << 13
@@ -217,7 +220,8 @@ class EvalStats:
     sig: np.ndarray
     x_min: np.ndarray
     x_max: np.ndarray
-    counts: np.ndarray | None  # [evaluations, levels] code counts, clipped ones included
+    codes_used: np.ndarray  # per evaluation (0 without counts)
+    hist: np.ndarray | None  # [levels] code counts of all evaluations, clipped ones included
 
 
 def _codes(x: np.ndarray, s: np.ndarray, z: np.ndarray, rule: tuple, inv=None) -> np.ndarray:
@@ -227,92 +231,18 @@ def _codes(x: np.ndarray, s: np.ndarray, z: np.ndarray, rule: tuple, inv=None) -
                                 arithmetic, inv_scale=inv)
 
 
-def find_thresholds(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndarray,
-                    rule: tuple, inv: np.ndarray | None = None) -> np.ndarray | None:
-    """Positions ``T[e, j]`` of the first element of row ``row[e]`` whose code is ``>= qmin + j``.
-
-    Returns ``[E, levels + 1]`` global positions (``T[:, 0]`` ends the clipped-below elements,
-    ``T[:, -1]`` starts the clipped-above ones), or None if the fix-up did not settle (never
-    seen; the caller then evaluates element by element). ``inv``: the runtime's own multiplier
-    per evaluation, if any (see :func:`quantscope.core.quantize.scale_to_float`).
-    """
-    qmin, qmax = rule[0], rule[1]
-    k = np.arange(qmin, qmax + 2, dtype=np.float32)
-    step = s.astype(np.float64) if inv is None else 1.0 / inv.astype(np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        est = ((k.astype(np.float64)[None, :] - z[:, None] - 0.5)
-               * step[:, None]).astype(np.float32)
-    values, starts = rows.values, rows.starts
-    pos = np.empty(est.shape, np.intp)
-    if rows.n_rows == 1:
-        pos[...] = np.searchsorted(values, est.ravel(), side="left").reshape(est.shape)
-    elif row.size == rows.n_rows and (row == np.arange(row.size)).all():  # one per row
-        for r in range(rows.n_rows):
-            a, b = starts[r], starts[r + 1]
-            pos[r] = np.searchsorted(values[a:b], est[r], side="left")
-        pos += starts[:-1, None]
-    else:
-        order = np.argsort(row, kind="stable")
-        bounds = np.searchsorted(row[order], np.arange(rows.n_rows + 1))
-        for r in np.flatnonzero(np.diff(bounds)):
-            e = order[bounds[r]:bounds[r + 1]]
-            a, b = starts[r], starts[r + 1]
-            pos[e] = np.searchsorted(values[a:b], est[e], side="left") + a
-    if values.size == 0:
-        return pos
-    lo = starts[row][:, None]
-    hi = starts[row + 1][:, None]
-    # Round 1, all thresholds at once: the element left of each position must have a code
-    # below k, the element at it a code of at least k (the direct rule decides both).
-    left = values[np.maximum(pos - 1, 0)]
-    right = values[np.minimum(pos, values.size - 1)]
-    sc, zc = s[:, None], z[:, None]
-    ic = None if inv is None else inv[:, None]
-    bad_left = (_codes(left, sc, zc, rule, ic) >= k) & (pos > lo)
-    bad_right = (_codes(right, sc, zc, rule, ic) < k) & (pos < hi)
-    bad_left |= bad_right
-    todo = np.flatnonzero(bad_left.ravel())
-    flat = pos.reshape(-1)
-    n_k = est.shape[1]
-    for _ in range(_MAX_FIX_ROUNDS):
-        if todo.size == 0:  # the usual case: every estimate was right
-            return pos
-        # Move each wrong position past the whole run of values equal to the offending one,
-        # then check again (monotone codes: the walk only goes one way and stops).
-        e = todo // n_k
-        p = flat[todo]
-        lo_t, hi_t, k_t = lo[e, 0], hi[e, 0], k[todo % n_k]
-        lv = values[np.maximum(p - 1, 0)]
-        rv = values[np.minimum(p, values.size - 1)]
-        ie = None if inv is None else inv[e]
-        go_left = (p > lo_t) & (_codes(lv, s[e], z[e], rule, ie) >= k_t)
-        go_right = ~go_left & (p < hi_t) & (_codes(rv, s[e], z[e], rule, ie) < k_t)
-        moved = go_left | go_right
-        todo, go_left, lv, rv = todo[moved], go_left[moved], lv[moved], rv[moved]
-        if rows.n_rows == 1:  # one sorted array: all the jumps in one search each way
-            flat[todo] = np.where(go_left, np.searchsorted(values, lv, side="left"),
-                                  np.searchsorted(values, rv, side="right"))
-            continue
-        for i, left, lval, rval in zip(todo.tolist(), go_left.tolist(), lv, rv, strict=True):
-            r = int(row[i // n_k])
-            a, b = starts[r], starts[r + 1]
-            seg = values[a:b]
-            flat[i] = a + (np.searchsorted(seg, lval, side="left") if left
-                           else np.searchsorted(seg, rval, side="right"))
-    return None
-
-
 def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
              *, want_counts: bool = True, inv_scale=None) -> EvalStats:
     """Exact statistics of quantizing row ``row[e]`` with ``scale[e]``, ``zero_point[e]``.
 
     ``rule`` is ``(qmin, qmax, rounding, arithmetic)``. Matches the direct pass on the same
     elements: identical counts, clip counts and maximum error, sums within :data:`REL_TOL`.
-    With ``want_counts=False`` (sweeps, searches) the code counts and the maximum error are
-    left out (``counts`` None, ``max_abs`` zeros).
+    With ``want_counts=False`` (sweeps, searches) the code counts are left out (``counts``
+    None). The work is done by :func:`quantscope.core.sorted_kernel.evaluate_rows`; the
+    evaluations whose error bound is too loose (nearly exact data) are redone element by element.
     """
-    qmin, qmax = rule[0], rule[1]
-    row = np.asarray(row, np.intp)
+    qmin, qmax, rounding, arithmetic = rule
+    row = np.ascontiguousarray(row, np.intp).reshape(-1)
     s = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, np.float32).reshape(-1),
                                              row.shape))
     z = np.ascontiguousarray(np.broadcast_to(np.asarray(zero_point, np.int32).reshape(-1),
@@ -321,66 +251,32 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
     if inv_scale is not None:
         inv = np.ascontiguousarray(np.broadcast_to(
             np.asarray(inv_scale, np.float32).reshape(-1), row.shape))
-    start, end = rows.starts[row], rows.starts[row + 1]
-    pos = find_thresholds(rows, row, s, z, rule, inv)
-    if pos is None:
-        return _evaluate_elementwise(rows, row, s, z, rule, want_counts, inv)
-    # Interval edges [start, T0, ..., T_levels, end]: interval 0 is clipped below (dequantized
-    # as qmin), the last one clipped above (qmax), interval 1 + j holds code qmin + j.
-    edges = np.empty((row.size, pos.shape[1] + 2), np.intp)
-    edges[:, 0], edges[:, 1:-1], edges[:, -1] = start, pos, end
-    d = np.diff(rows.gather(edges + row[:, None]), axis=1)
-    s1 = d[..., 0] + d[..., 1]
-    s2 = d[..., 2] + d[..., 3]
-    n_int = np.diff(edges, axis=1)
-    codes = np.empty(pos.shape[1] + 1, np.float32)
-    codes[0], codes[1:-1], codes[-1] = qmin, np.arange(qmin, qmax + 1), qmax
-    xhat = ((codes[None, :] - z[:, None]).astype(np.float32) * s[:, None]).astype(np.float64)
-    cross = xhat * s1
-    nx2 = n_int * (xhat * xhat)
-    err = s2 - 2.0 * cross + nx2
-    np.maximum(err, 0.0, out=err)
-    # Rounding-error bound of the line above: s2 and s1 come from double-double sums (2 units
-    # of roundoff each), then one product and three additions.
-    bound = _EPS * (2.5 * s2 + 6.0 * np.abs(cross) + nx2)
-    # plus the rounding of the error sums between the interval's ends (0 for an empty one)
-    bound += n_int * (rows.bound2[row][:, None] + 2.0 * np.abs(xhat) * rows.bound1[row][:, None])
-    values = rows.values
-    nonempty = n_int > 0
-    if values.size and want_counts:  # full reports only: sweeps and searches skip the extremes
-        first = values[np.minimum(edges[:, :-1], values.size - 1)].astype(np.float64)
-        last = values[np.maximum(edges[:, 1:] - 1, 0)].astype(np.float64)
-        worst = np.maximum(np.abs(first - xhat), np.abs(last - xhat))
-        max_abs = np.max(np.where(nonempty, worst, 0.0), axis=1)
+    hist = np.zeros(qmax - qmin + 1, np.int64)
+    out_f = np.empty((row.size, 8))
+    out_i = np.empty((row.size, 5), np.int64)
+    walk_below = WALK_PER_LEVEL * (qmax - qmin + 2)
+    if row.size and rows.lengths[row].max() < walk_below:  # every row walked: no sums needed
+        prefix, bound1, bound2 = np.empty((0, 4)), np.empty(0), np.empty(0)
     else:
-        max_abs = np.zeros(row.size)
-    round_err = err[:, 1:-1].sum(axis=1)
-    clip_err = err[:, 0] + err[:, -1]
-    round_bound = bound[:, 1:-1].sum(axis=1)
-    clip_bound = bound[:, 0] + bound[:, -1]
-    shaky = (round_bound > REL_TOL * round_err) | (clip_bound > REL_TOL * clip_err)
+        prefix, bound1, bound2 = rows.prefix, rows.bound1, rows.bound2
+    evaluate_rows(rows.values, rows.starts, prefix, bound1, bound2, row, s,
+                  s if inv is None else inv, z, qmin, qmax, ARITHMETIC_CODES[arithmetic],
+                  rounding == "half_away", inv is not None, walk_below, want_counts, hist,
+                  out_f, out_i)
+    if not out_i[:, 4].all():  # a threshold that would not settle (never seen): redo it all
+        return _evaluate_elementwise(rows, row, s, z, rule, want_counts, inv)
+    round_err, clip_err = out_f[:, 0], out_f[:, 1]
+    shaky = (out_f[:, 2] > REL_TOL * round_err) | (out_f[:, 3] > REL_TOL * clip_err)
     if shaky.any():
         redo = np.flatnonzero(shaky)
         exact = _evaluate_elementwise(rows, row[redo], s[redo], z[redo], rule, False,
                                       None if inv is None else inv[redo])
         round_err[redo] = exact.round_err
         clip_err[redo] = exact.clip_err
-    counts = None
-    if want_counts:
-        counts = n_int[:, 1:-1].copy()
-        counts[:, 0] += n_int[:, 0]
-        counts[:, -1] += n_int[:, -1]
-    n = end - start
-    nz = n > 0
-    total = rows.sums(start, end, row)[1]
-    if values.size:
-        x_min = np.where(nz, values[np.minimum(start, values.size - 1)], 0.0)
-        x_max = np.where(nz, values[np.maximum(end - 1, 0)], 0.0)
-    else:
-        x_min = x_max = np.zeros(row.size)
-    return EvalStats(n=n, round_err=round_err, clip_err=clip_err, below=n_int[:, 0],
-                     above=n_int[:, -1], max_abs=max_abs, sig=total, x_min=x_min, x_max=x_max,
-                     counts=counts)
+    return EvalStats(n=out_i[:, 0], round_err=round_err, clip_err=clip_err, below=out_i[:, 1],
+                     above=out_i[:, 2], max_abs=out_f[:, 4], sig=out_f[:, 5],
+                     x_min=out_f[:, 6], x_max=out_f[:, 7], codes_used=out_i[:, 3],
+                     hist=hist if want_counts else None)
 
 
 def _evaluate_elementwise(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndarray,
@@ -412,4 +308,6 @@ def _evaluate_elementwise(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: n
         ints["n"][e] = x.size
         ints["below"][e] = np.count_nonzero(below)
         ints["above"][e] = np.count_nonzero(above)
-    return EvalStats(counts=counts, **stats, **ints)
+    used = np.count_nonzero(counts, axis=1) if counts is not None else np.zeros(row.size, int)
+    return EvalStats(**stats, **ints, codes_used=used,
+                     hist=counts.sum(axis=0) if counts is not None else None)

@@ -194,8 +194,9 @@ def prepare_tensor(x: np.ndarray, settings=None, axis: int | None = None):
     """The engine's one-time preparation for fast exact reports (any thread).
 
     With ``settings``, the per-channel (or per-group) layout the panes will ask for is built
-    now too (along ``axis`` when given, else ``settings.axis``), so the first report after a
-    load is as fast as the next ones; a layout the tensor cannot have is simply skipped.
+    now too, prefix sums included (along ``axis`` when given, else ``settings.axis``), so the
+    first report after a load is as fast as the next ones; a layout the tensor cannot have is
+    simply skipped.
     """
     from quantscope.core.fast import prepare
     from quantscope.errors import QuantscopeError
@@ -205,7 +206,7 @@ def prepare_tensor(x: np.ndarray, settings=None, axis: int | None = None):
         ax = settings.axis if axis is None else axis
         if -x.ndim <= ax < x.ndim:
             try:
-                prepared.layout(ax, settings.group_size)
+                prepared.layout(ax, settings.group_size).build_sums()
             except QuantscopeError:
                 pass
     return prepared

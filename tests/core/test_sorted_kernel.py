@@ -1,0 +1,92 @@
+"""The compiled kernel must apply the direct pass's rule bit for bit, and choose its per-row
+strategy without changing a single number."""
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quantscope.core import analyze, choose_qparams, sorted_stats
+from quantscope.core.fast import prepare
+from quantscope.core.quantize import quantize_codes_float
+from quantscope.core.sorted_kernel import ARITHMETIC_CODES, code_of
+
+
+@numba.njit(cache=False)
+def _codes_by_kernel(x, s, inv, z, arithmetic, half_away):
+    out = np.empty(x.size, np.float32)
+    for i in range(x.size):
+        out[i] = code_of(x[i], s, inv, z, arithmetic, half_away)
+    return out
+
+
+def _both(x, s, z, arithmetic, rounding, inv=None):
+    x = np.ascontiguousarray(x, np.float32)
+    s32 = np.float32(s)
+    inv32 = np.float32(1.0) / s32 if inv is None else np.float32(inv)
+    kernel = _codes_by_kernel(x, s32, inv32, np.int32(z), ARITHMETIC_CODES[arithmetic],
+                              rounding == "half_away")
+    with np.errstate(all="ignore"):
+        direct = quantize_codes_float(x, s32, np.int32(z), -128, 127, rounding, arithmetic,
+                                      inv_scale=None if inv is None else inv32)
+    return kernel, direct
+
+
+@pytest.mark.parametrize("arithmetic", sorted(ARITHMETIC_CODES))
+@pytest.mark.parametrize("rounding", ["half_even", "half_away"])
+def test_code_of_equals_the_direct_rule_on_ties_and_random_bits(arithmetic, rounding):
+    rng = np.random.default_rng(1)
+    for s in (np.float32(0.1), np.float32(3.0e-3), np.float32(7.0), np.float32(1e-30)):
+        k = np.arange(-300, 300, dtype=np.float64)
+        ties = np.float32((k + 0.5) * np.float64(s))  # on the boundary, as near as float32 gets
+        near = np.concatenate([ties, np.nextafter(ties, np.float32(np.inf)),
+                               np.nextafter(ties, np.float32(-np.inf))])
+        bits = rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
+        random = bits.view(np.float32)
+        random = random[np.isfinite(random)]
+        for z in (0, -37, 128):
+            kernel, direct = _both(np.concatenate([near, random]), s, z, arithmetic, rounding)
+            np.testing.assert_array_equal(kernel, direct)
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.floats(width=32, allow_nan=False, allow_infinity=False),
+       s=st.floats(min_value=2.0**-126, max_value=2.0**100, width=32),
+       z=st.integers(-255, 255), arithmetic=st.sampled_from(sorted(ARITHMETIC_CODES)),
+       rounding=st.sampled_from(["half_even", "half_away"]), ulps=st.integers(-2, 2))
+def test_code_of_equals_the_direct_rule(x, s, z, arithmetic, rounding, ulps):
+    inv = None
+    if arithmetic != "divide" and ulps:  # a runtime's own multiplier, a few ulps off 1 / s
+        inv = np.float32(1.0) / np.float32(s)
+        for _ in range(abs(ulps)):
+            inv = np.nextafter(inv, np.float32(np.inf if ulps > 0 else 0.0))
+    kernel, direct = _both(np.array([x]), s, z, arithmetic, rounding, inv)
+    np.testing.assert_array_equal(kernel, direct)
+
+
+def test_rows_of_both_kinds_in_one_report():
+    """Per channel, rows with many NaNs are short (walked) and the others long (split at their
+    thresholds) in the same call: the report must equal the direct pass's."""
+    rng = np.random.default_rng(3)
+    levels = 256
+    long = sorted_stats.WALK_PER_LEVEL * (levels + 1) + 100
+    x = rng.standard_normal((4, long)).astype(np.float32)
+    x[1, 50:] = np.nan
+    x[3, : long // 2] = np.nan
+    x[2, :5] = [40.0, -40.0, np.inf, 0.0, 0.0]
+    lengths = np.isfinite(x).sum(axis=1)
+    walk_below = sorted_stats.WALK_PER_LEVEL * (levels + 1)
+    assert (lengths < walk_below).any() and (lengths >= walk_below).any()
+    prep = prepare(x)
+    for symmetric in (True, False):
+        p = choose_qparams(x, symmetric=symmetric, granularity="channel", axis=0,
+                           method="percentile", percentile=99.0)
+        direct, fast = analyze(x, p), prep.analyze(p)
+        np.testing.assert_array_equal(fast.code_histogram, direct.code_histogram)
+        np.testing.assert_array_equal(fast.per_channel.codes_used, direct.per_channel.codes_used)
+        np.testing.assert_array_equal(fast.per_channel.clipped_above,
+                                      direct.per_channel.clipped_above)
+        np.testing.assert_array_equal(fast.per_channel.max_abs_error,
+                                      direct.per_channel.max_abs_error)
+        np.testing.assert_allclose(fast.per_channel.mse, direct.per_channel.mse, rtol=1e-9)
