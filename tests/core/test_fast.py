@@ -234,3 +234,28 @@ def test_sweeps_of_degenerate_tensors_do_not_crash():
             assert np.isfinite(sw.total_mse).all() and (sw.total_mse >= 0).all()
             assert np.isfinite(sw.scale).all() and (sw.scale > 0).all()
     assert np.isnan(clip_sweep(np.zeros(0, np.float32), symmetric=True).sqnr_db).all()
+
+
+@pytest.mark.parametrize("axis, group", [(None, None), (0, None), (1, None), (1, 3)])
+def test_min_max_from_the_sorted_rows_equals_a_pass(axis, group):
+    from quantscope.core.qparams import unit_min_max
+
+    x = np.random.default_rng(8).standard_normal((5, 7)).astype(np.float32)
+    x[1, :] = np.nan  # an empty channel along axis 0
+    x[3, 2] = np.inf
+    x[0, 4] = -7.5
+    lo, hi = prepare(x).min_max(axis, group)
+    ref_lo, ref_hi, _ = unit_min_max(x, axis, group)
+    np.testing.assert_array_equal(lo, ref_lo)
+    np.testing.assert_array_equal(hi, ref_hi)
+    assert lo.shape == ref_lo.shape
+
+
+@pytest.mark.parametrize("runtime", ["pytorch", "onnxruntime", "tflite", "tensorrt"])
+def test_runtime_presets_give_the_same_params_with_a_prepared_tensor(runtime):
+    x = np.random.default_rng(9).standard_normal((16, 40)).astype(np.float32)
+    for granularity in ("tensor", "channel"):
+        kw = dict(runtime=runtime, symmetric=True, granularity=granularity, axis=0)
+        a, b = choose_qparams(x, **kw), choose_qparams(x, prepared=prepare(x), **kw)
+        np.testing.assert_array_equal(a.scale, b.scale)
+        np.testing.assert_array_equal(a.zero_point, b.zero_point)

@@ -17,14 +17,13 @@ The prepared object keeps a reference to ``x`` (no copy); ``x`` must not change 
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from quantscope.core.analyze import _report, _Totals
 from quantscope.core.layout import granularity_of, normalize_axis, param_rows, param_shape
 from quantscope.core.qparams import QuantParams
 from quantscope.core.report import QuantReport
+from quantscope.core.sorted_kernel import abs_order_stats
 from quantscope.core.sorted_stats import SortedRows, evaluate
 from quantscope.core.validate import EngineValueError, as_float32
 
@@ -102,6 +101,22 @@ class Prepared:
         tot.hist[:] = st.hist
         return _report(params, tot, self.x.size)
 
+    def min_max(self, axis: int | None = None, group_size: int | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Each unit's finite (min, max) in the parameter array's shape, as
+        :func:`~quantscope.core.qparams.unit_min_max` gives them (empty units (0, 0)): the ends
+        of the sorted rows, so O(1) per unit instead of a pass over the tensor."""
+        rows = self.layout(axis, group_size)
+        n = rows.lengths
+        last = np.maximum(rows.starts[1:] - 1, 0)
+        values = rows.values if rows.values.size else np.zeros(1, np.float32)
+        lo = np.where(n > 0, values[np.minimum(rows.starts[:-1], last)], 0.0)
+        hi = np.where(n > 0, values[last], 0.0)
+        if axis is None:
+            return lo.reshape(()), hi.reshape(())
+        shape = param_shape(self.x.shape, normalize_axis(axis, self.x.ndim), group_size)
+        return lo.reshape(shape), hi.reshape(shape)
+
     def percentile(self, q, *, absolute: bool = False, axis: int | None = None,
                    group_size: int | None = None):
         """Exact percentile(s) of the finite values (of ``|x|`` with ``absolute=True``).
@@ -151,7 +166,9 @@ def _row_percentiles(rows: SortedRows, lengths: np.ndarray, q: float,
     i0 = np.where(above, np.maximum(lengths - 1, 0), i0)
     i1 = np.where(above, np.maximum(lengths - 1, 0), i1)
     if absolute:
-        a, b = _abs_order_stat(rows, i0), _abs_order_stat(rows, i1)
+        a, b = np.empty(n.size), np.empty(n.size)
+        abs_order_stats(rows.values, rows.starts, i0, a)
+        abs_order_stats(rows.values, rows.starts, i1, b)
     else:
         safe = np.minimum(rows.starts[:-1], max(rows.values.size - 1, 0))
         a = rows.values[safe + i0].astype(np.float64) if rows.values.size else np.zeros(n.size)
@@ -159,41 +176,3 @@ def _row_percentiles(rows: SortedRows, lengths: np.ndarray, q: float,
     diff = b - a
     res = np.where(gamma >= 0.5, b - diff * (1.0 - gamma), a + diff * gamma)
     return np.where(lengths > 0, res, 0.0)
-
-
-def _abs_order_stat(rows: SortedRows, k: np.ndarray) -> np.ndarray:
-    """The ``k``-th smallest ``|x|`` (0-based) of each row, from the row sorted by ``x``.
-
-    ``|x|`` ascending is the merge of the negative values read backwards (A) and the
-    non-negative ones (B). Bisection finds how many of the first ``k + 1`` come from A: the
-    smallest ``i`` with ``A[i] >= B[k - i]``.
-    """
-    values, starts = rows.values, rows.starts
-    if values.size == 0:
-        return np.zeros(k.size)
-    start = starts[:-1]
-    n = np.diff(starts)
-    n_neg = np.array([np.searchsorted(values[a:b], np.float32(0.0), side="left")
-                      for a, b in itertools.pairwise(starts)], np.intp)
-    n_pos = n - n_neg
-
-    def a_at(i):  # |x| of the i-th negative value counted from zero (i < n_neg)
-        return -values[np.clip(start + n_neg - 1 - i, 0, values.size - 1)].astype(np.float64)
-
-    def b_at(j):
-        return values[np.clip(start + n_neg + j, 0, values.size - 1)].astype(np.float64)
-
-    lo = np.maximum(0, k + 1 - n_pos)
-    hi = np.minimum(n_neg, k + 1)
-    while np.any(lo < hi):
-        mid = (lo + hi) // 2
-        j = k - mid
-        ok = (mid >= n_neg) | (j < 0) | (a_at(mid) >= b_at(j))
-        ok = ok | (lo >= hi)
-        hi = np.where(ok & (lo < hi), mid, hi)
-        lo = np.where(~ok & (lo < hi), mid + 1, lo)
-    i = lo
-    j = k - i
-    left = np.where(i > 0, a_at(i - 1), -np.inf)
-    right = np.where(j >= 0, b_at(j), -np.inf)
-    return np.where(n > 0, np.maximum(left, right), 0.0)

@@ -1,17 +1,22 @@
 """The compiled inner loop of :func:`quantscope.core.sorted_stats.evaluate`.
 
-One evaluation (a row, a scale, a zero point) needs ``levels + 1`` threshold searches in its
-sorted row and a few floating-point operations per code. In NumPy that work is spread over
-one ``searchsorted`` call per row and a dozen ``[evaluations, levels]`` temporaries, which for
-4096 rows of 4096 elements costs more than a pass over the data. Here it is one loop, compiled
-by Numba, that releases the GIL (the window's thread keeps painting while it runs).
+An evaluation (a sorted row, a scale, a zero point) splits the row into intervals of equal
+code. In NumPy that work was one ``searchsorted`` call per row and a dozen
+``[evaluations, levels]`` temporaries, which for 4096 rows of 4096 elements cost more than a
+pass over the data. Here it is one loop, compiled by Numba, that releases the GIL (the window's
+thread keeps painting while it runs). A row is treated one of two ways:
+
+* long rows (many elements per code, e.g. a whole tensor) are split by binary search for each
+  code threshold, and each interval's error comes from the row's prefix sums: O(levels · log n);
+* shorter rows (a channel, a group) are walked once in order: an element costs a comparison
+  with the next threshold value and its squared error, summed without cancellation.
 
 Exactness rests on :func:`code_of`, the direct pass's quantization rule written out for one
 float32 element: float32 division or multiplication (or the float64-emulated fused
 multiply-add), then half-to-even or half-away rounding, exactly as
-:func:`quantscope.core.quantize.quantize_codes_float` does it. The tests compare the two on
-every tie and on random bit patterns. Thresholds are first estimated in float64, then
-corrected with :func:`code_of` so that they split the row exactly where the direct pass does.
+:func:`quantscope.core.quantize.quantize_codes_float` does it; the tests compare the two on
+every tie and on random bit patterns. Thresholds are estimated in float64, then moved until
+:func:`code_of` agrees, so rows split exactly where the direct pass changes code.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ ARITHMETIC_CODES = {"divide": 0, "multiply": 1, "fma": 2}
 MAX_FIX_MOVES = 64
 _EPS = float(np.finfo(np.float64).eps)
 
+#: Compiled on first use and cached beside the module (about 4 s once, then 0.3 s per process).
 _jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 
 
@@ -95,19 +101,94 @@ def _upper_bound(values, lo: int, hi: int, needle) -> int:
 
 
 @_jit
-def evaluate_rows(values, starts, prefix, bound1, bound2, row, scale, inv_scale, zero_point,
+def threshold_value(k, s, inv, z, arithmetic: int, half_away: bool, est):
+    """The smallest float32 whose code is at least ``k`` (+inf if no finite one is), found
+    from the float64 estimate ``est`` by stepping one ulp at a time under :func:`code_of`.
+
+    Returns ``(value, settled)``; the estimate is within an ulp or two of the answer, so a walk
+    of :data:`MAX_FIX_MOVES` ulps that has not arrived means something is wrong (unsettled)."""
+    kf = np.float32(k)
+    t = np.float32(est)
+    up = np.float32(np.inf)
+    down = np.float32(-np.inf)
+    if code_of(t, s, inv, z, arithmetic, half_away) >= kf:
+        for _ in range(MAX_FIX_MOVES):
+            below = np.float32(np.nextafter(t, down))
+            if below == t or code_of(below, s, inv, z, arithmetic, half_away) < kf:
+                return t, True
+            t = below
+        return t, False
+    for _ in range(MAX_FIX_MOVES):
+        t = np.float32(np.nextafter(t, up))
+        if code_of(t, s, inv, z, arithmetic, half_away) >= kf:
+            return t, True
+        if t == up:
+            return t, True
+    return t, False
+
+
+#: An evaluation's running totals, threaded through :func:`_close` as a tuple (so they stay in
+#: registers): rounding error, clipping error, their bounds, max |error|, clipped below,
+#: clipped above, codes used, histogram index of the last code counted.
+_START = (0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, -1)
+
+
+@_jit
+def _close(j: int, n: int, err: float, bound: float, worst: float, levels: int,
+           want_counts: bool, hist, totals):
+    """``totals`` with interval ``j`` (``n > 0`` elements) added. Interval 0 is clipped below
+    and counted as code qmin, interval ``levels + 1`` clipped above and counted as qmax, the
+    others hold code ``qmin + j - 1``. Intervals must come in increasing order."""
+    rnd, clip, rnd_b, clip_b, max_abs, below, above, used, last = totals
+    if j == 0 or j == levels + 1:
+        clip += err
+        clip_b += bound
+        if j == 0:
+            below = n
+        else:
+            above = n
+    else:
+        rnd += err
+        rnd_b += bound
+    idx = 0 if j == 0 else (levels - 1 if j > levels else j - 1)
+    if idx != last:
+        used += 1
+        last = idx
+    if want_counts:
+        hist[idx] += n
+    return rnd, clip, rnd_b, clip_b, max(max_abs, worst), below, above, used, last
+
+
+@_jit
+def _store(totals, sig: float, settled: bool, e: int, out_f, out_i) -> None:
+    """Write an evaluation's totals to its rows of ``out_f`` / ``out_i``."""
+    out_f[e, 0] = totals[0]
+    out_f[e, 1] = totals[1]
+    out_f[e, 2] = totals[2]
+    out_f[e, 3] = totals[3]
+    out_f[e, 4] = totals[4]
+    out_f[e, 5] = sig
+    out_i[e, 1] = totals[5]
+    out_i[e, 2] = totals[6]
+    out_i[e, 3] = totals[7]
+    out_i[e, 4] = settled
+
+
+@_jit
+def evaluate_rows(values, starts, sumsq, prefix, bound1, bound2, row, scale, inv_scale,
+                  zero_point,
                   qmin: int, qmax: int, arithmetic: int, half_away: bool, has_inv: bool,
                   walk_below: int, want_counts: bool, hist, out_f, out_i) -> None:
     """Statistics of each evaluation ``e``: row ``row[e]`` quantized with ``scale[e]``,
     ``zero_point[e]`` (and ``inv_scale[e]`` if ``has_inv``).
 
-    Rows shorter than ``walk_below`` are walked element by element (:func:`_walk_row`, no
-    prefix sums needed); longer ones are split at their code thresholds (:func:`_search_row`).
-    ``out_f[e]`` receives (rounding error, clipping error, their two error bounds, max |error|,
-    Σx², min, max); ``out_i[e]`` (elements, clipped below, clipped above, codes used, settled:
-    1 if every threshold was placed, else 0 and the evaluation must be redone element by
-    element). With ``want_counts``, every evaluation's code counts (clipped ones at the ends)
-    are added to ``hist`` and its codes used are counted.
+    Rows shorter than ``walk_below`` are walked (:func:`_walk_row`; their Σx² is ``sumsq``,
+    no prefix sums needed); longer ones are split by binary search (:func:`_search_row`).
+    ``out_f[e]`` receives (rounding error, clipping error, their two error bounds,
+    max |error|, Σx², min, max); ``out_i[e]`` (elements, clipped below, clipped above, codes
+    used, settled: 1 if every threshold was placed, else 0 and the evaluation must be redone
+    element by element). With ``want_counts``, every evaluation's code counts (clipped ones at
+    the ends) are added to ``hist``.
     """
     for e in range(row.size):
         r = row[e]
@@ -116,97 +197,168 @@ def evaluate_rows(values, starts, prefix, bound1, bound2, row, scale, inv_scale,
         s = scale[e]
         z = zero_point[e]
         inv = inv_scale[e] if has_inv else np.float32(np.float32(1.0) / s)
-        out_i[e, :] = 0
-        out_f[e, :] = 0.0
+        step = np.float64(s) if not has_inv else 1.0 / np.float64(inv)
+        for c in range(8):
+            out_f[e, c] = 0.0
         out_i[e, 0] = b - a
+        for c in range(1, 4):
+            out_i[e, c] = 0
         out_i[e, 4] = 1
         if b == a:
             continue
         if b - a < walk_below:
-            _walk_row(values, a, b, s, inv, z, qmin, qmax, arithmetic, half_away, want_counts,
-                      hist, e, out_f, out_i)
+            _walk_row(values, a, b, sumsq[r], s, inv, z, step, qmin, qmax, arithmetic,
+                      half_away, want_counts, hist, e, out_f, out_i)
         else:
-            _search_row(values, a, b, r, prefix, bound1[r], bound2[r], s, inv, z, qmin, qmax,
-                        arithmetic, half_away, has_inv, want_counts, hist, e, out_f, out_i)
-            out_f[e, 5] = ((prefix[b + r, 2] - prefix[a + r, 2])
-                           + (prefix[b + r, 3] - prefix[a + r, 3]))
+            _search_row(values, a, b, r, prefix, bound1[r], bound2[r], s, inv, z, step, qmin,
+                        qmax, arithmetic, half_away, want_counts, hist, e, out_f, out_i)
         out_f[e, 6] = values[a]
         out_f[e, 7] = values[b - 1]
 
 
 @_jit
-def _walk_row(values, a, b, s, inv, z, qmin, qmax, arithmetic, half_away, want_counts, hist,
-              e, out_f, out_i) -> None:
-    """The direct pass on one short row: each element's code, error and square, summed in
-    float64 (a row of n elements sums to within n units of roundoff, which is the bound given).
-    The row is sorted, so its codes come in runs: one histogram update per run."""
-    lo = np.float32(qmin)
-    hi = np.float32(qmax)
-    round_err = 0.0
-    clip_err = 0.0
-    max_abs = 0.0
-    sig = 0.0
-    below = 0
-    above = 0
-    run_code = qmin
-    run = 0
-    used = 0
-    for i in range(a, b):
-        x = values[i]
-        c = code_of(x, s, inv, z, arithmetic, half_away)
-        cl = min(max(c, lo), hi)
-        xhat = np.float64(np.float32(np.float32(cl - np.float32(z)) * s))
-        x64 = np.float64(x)
-        d = x64 - xhat
-        d2 = d * d
-        if c < lo:
-            below += 1
-            clip_err += d2
-        elif c > hi:
-            above += 1
-            clip_err += d2
-        else:
-            round_err += d2
-        max_abs = max(max_abs, abs(d))
-        sig += x64 * x64
-        code = int(cl)
-        if code != run_code or run == 0:
-            if run and want_counts:
-                hist[run_code - qmin] += run
-            used += 1
-            run_code = code
-            run = 0
-        run += 1
-    if want_counts:
-        hist[run_code - qmin] += run
-    n = b - a
-    out_f[e, 0] = round_err
-    out_f[e, 1] = clip_err
-    out_f[e, 2] = n * _EPS * round_err
-    out_f[e, 3] = n * _EPS * clip_err
-    out_f[e, 4] = max_abs
-    out_i[e, 3] = used
-    out_f[e, 5] = sig
-    out_i[e, 1] = below
-    out_i[e, 2] = above
-    out_i[e, 3] = used
+def _xhat(j: int, levels: int, qmin: int, qmax: int, s, z) -> float:
+    """The dequantized value of interval ``j`` (the clipped ones dequantize to qmin / qmax)."""
+    code = qmin if j == 0 else (qmax if j == levels + 1 else qmin + j - 1)
+    return np.float64(np.float32(np.float32(code - z) * s))
 
 
 @_jit
-def _search_row(values, a, b, r, prefix, b1, b2, s, inv, z, qmin, qmax, arithmetic, half_away,
-                has_inv, want_counts, hist, e, out_f, out_i) -> None:
-    """One long row split at its code thresholds; each interval's error from the prefix sums
-    ``Σx² − 2·x̂·Σx + n·x̂²`` with its rounding bound (see :mod:`quantscope.core.sorted_stats`)."""
+def _interval_of(x, s, inv, z, arithmetic, half_away, qmin: int, qmax: int) -> int:
+    """The interval of element ``x`` (see :func:`_close`)."""
+    c = code_of(x, s, inv, z, arithmetic, half_away)
+    if c < np.float32(qmin):
+        return 0
+    if c > np.float32(qmax):
+        return qmax - qmin + 2
+    return int(c) - qmin + 1
+
+
+@_jit
+def _threshold(j, s, inv, z, step, qmin, qmax, arithmetic, half_away):
+    """Where interval ``j`` ends: the threshold value of code ``qmin + j`` (+inf for the last
+    interval, the clipped-above one)."""
+    if j > qmax - qmin + 1:
+        return np.float32(np.inf), True
+    return threshold_value(qmin + j, s, inv, z, arithmetic, half_away,
+                           np.float32((np.float64(qmin + j) - z - 0.5) * step))
+
+
+@_jit
+def _scan_sum(values, i: int, b: int, nxt, xhat: float):
+    """From ``i``, the end of the run of elements below ``nxt`` and ``Σ (x - xhat)²`` over it.
+
+    The row is sorted, so when the fourth element ahead is below ``nxt`` all four are: one
+    comparison per four elements, and four sums side by side (one chain of additions would
+    wait on itself)."""
+    s0 = s1 = s2 = s3 = 0.0
+    end = i
+    while end + 4 <= b and values[end + 3] < nxt:
+        d0 = np.float64(values[end]) - xhat
+        d1 = np.float64(values[end + 1]) - xhat
+        d2 = np.float64(values[end + 2]) - xhat
+        d3 = np.float64(values[end + 3]) - xhat
+        s0 += d0 * d0
+        s1 += d1 * d1
+        s2 += d2 * d2
+        s3 += d3 * d3
+        end += 4
+    while end < b and values[end] < nxt:
+        d0 = np.float64(values[end]) - xhat
+        s0 += d0 * d0
+        end += 1
+    return end, (s0 + s1) + (s2 + s3)
+
+
+@_jit
+def row_sums_of_squares(values, starts, out) -> None:
+    """``out[r] = Σ x²`` over row ``r`` (``values[starts[r]:starts[r + 1]]``), in float64."""
+    for r in range(starts.size - 1):
+        out[r] = _sum_sq_diff(values, starts[r], starts[r + 1], 0.0)
+
+
+@_jit
+def _sum_sq_diff(values, lo: int, hi: int, xhat: float) -> float:
+    """``Σ (x - xhat)²`` over ``values[lo:hi]`` in float64, four sums side by side (one long
+    chain of additions would wait on itself)."""
+    s0 = s1 = s2 = s3 = 0.0
+    i = lo
+    while i + 4 <= hi:
+        d0 = np.float64(values[i]) - xhat
+        d1 = np.float64(values[i + 1]) - xhat
+        d2 = np.float64(values[i + 2]) - xhat
+        d3 = np.float64(values[i + 3]) - xhat
+        s0 += d0 * d0
+        s1 += d1 * d1
+        s2 += d2 * d2
+        s3 += d3 * d3
+        i += 4
+    while i < hi:
+        d0 = np.float64(values[i]) - xhat
+        s0 += d0 * d0
+        i += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+@_jit
+def _walk_row(values, a, b, sumsq, s, inv, z, step, qmin, qmax, arithmetic, half_away,
+              want_counts, hist, e, out_f, out_i) -> None:
+    """One sorted row walked in order, each interval's squared errors summed in float64
+    without cancellation (n elements are within n units of roundoff: the bound given).
+
+    With at least an element per code, an interval ends where the elements reach the next
+    threshold *value* (:func:`threshold_value`, computed when the walk gets there), so an
+    element costs a comparison and its squared error; in sparser rows each element's code is
+    computed instead."""
     levels = qmax - qmin + 1
-    step = np.float64(s) if not has_inv else 1.0 / np.float64(inv)
+    dense = b - a >= levels
+    totals = _START
+    settled = True
+    i = a
+    j = _interval_of(values[a], s, inv, z, arithmetic, half_away, qmin, qmax)
+    nxt = np.float32(np.inf)
+    if dense:
+        nxt, settled = _threshold(j, s, inv, z, step, qmin, qmax, arithmetic, half_away)
+    while True:
+        xhat = _xhat(j, levels, qmin, qmax, s, z)
+        if dense:
+            end, err = _scan_sum(values, i, b, nxt, xhat)
+        else:
+            end = i + 1
+            while end < b and _interval_of(values[end], s, inv, z, arithmetic, half_away,
+                                           qmin, qmax) == j:
+                end += 1
+            err = _sum_sq_diff(values, i, end, xhat)
+        n = end - i
+        worst = max(abs(np.float64(values[i]) - xhat), abs(np.float64(values[end - 1]) - xhat))
+        totals = _close(j, n, err, n * _EPS * err, worst, levels, want_counts, hist, totals)
+        if end == b:
+            break
+        i = end
+        if dense:  # usually the next interval, whose end then decides without a code
+            j += 1
+            nxt, ok = _threshold(j, s, inv, z, step, qmin, qmax, arithmetic, half_away)
+            settled &= ok
+            if values[i] >= nxt:
+                j = _interval_of(values[i], s, inv, z, arithmetic, half_away, qmin, qmax)
+                nxt, ok = _threshold(j, s, inv, z, step, qmin, qmax, arithmetic,
+                                     half_away)
+                settled &= ok
+        else:
+            j = _interval_of(values[i], s, inv, z, arithmetic, half_away, qmin, qmax)
+    _store(totals, sumsq, settled, e, out_f, out_i)
+
+
+@_jit
+def _search_row(values, a, b, r, prefix, b1, b2, s, inv, z, step, qmin, qmax, arithmetic,
+                half_away, want_counts, hist, e, out_f, out_i) -> None:
+    """One long sorted row split at its code thresholds by binary search; each interval's
+    error from the prefix sums ``Σx² − 2·x̂·Σx + n·x̂²`` with its rounding bound (see
+    :mod:`quantscope.core.sorted_stats`)."""
+    levels = qmax - qmin + 1
+    settled = True
+    totals = _START
     lo_edge = a  # start of the current interval (interval 0 is clipped below)
-    round_err = 0.0
-    clip_err = 0.0
-    round_bound = 0.0
-    clip_bound = 0.0
-    max_abs = 0.0
-    used = 0
-    pending = 0  # elements of code qmin so far: the clipped-below ones count as qmin
     for j in range(levels + 2):
         if j <= levels:  # threshold j: the first element whose code is >= qmin + j
             k = np.float32(qmin + j)
@@ -222,50 +374,59 @@ def _search_row(values, a, b, r, prefix, b1, b2, s, inv, z, qmin, qmax, arithmet
                     break
                 moves += 1
                 if moves > MAX_FIX_MOVES:
-                    out_i[e, 4] = 0
+                    settled = False
                     break
             hi_edge = p
         else:
             hi_edge = b
-        # interval [lo_edge, hi_edge) holds code qmin + j - 1 (clipped ones at the ends)
-        code = qmin if j == 0 else (qmax if j == levels + 1 else qmin + j - 1)
-        cnt = hi_edge - lo_edge
-        if cnt > 0:
-            xhat = np.float64(np.float32(np.float32(code - z) * s))
+        n = hi_edge - lo_edge
+        if n > 0:
+            xhat = _xhat(j, levels, qmin, qmax, s, z)
             h = hi_edge + r
             g = lo_edge + r
             s1 = (prefix[h, 0] - prefix[g, 0]) + (prefix[h, 1] - prefix[g, 1])
             s2 = (prefix[h, 2] - prefix[g, 2]) + (prefix[h, 3] - prefix[g, 3])
             cross = xhat * s1
-            nx2 = cnt * (xhat * xhat)
+            nx2 = n * (xhat * xhat)
             err = max(s2 - 2.0 * cross + nx2, 0.0)
             bound = _EPS * (2.5 * s2 + 6.0 * abs(cross) + nx2)
-            bound += cnt * (b2 + 2.0 * abs(xhat) * b1)
+            bound += n * (b2 + 2.0 * abs(xhat) * b1)
             worst = max(abs(np.float64(values[lo_edge]) - xhat),
                         abs(np.float64(values[hi_edge - 1]) - xhat))
-            max_abs = max(max_abs, worst)
-            if j == 0 or j == levels + 1:
-                clip_err += err
-                clip_bound += bound
-            else:
-                round_err += err
-                round_bound += bound
-        # code counts: interval 0 joins code qmin, the last interval joins code qmax
-        pending += cnt
-        if j != 0 and j != levels:
-            if pending:
-                used += 1
-                if want_counts:
-                    hist[code - qmin] += pending
-            pending = 0
-        if j == 0:
-            out_i[e, 1] = cnt
-        elif j == levels + 1:
-            out_i[e, 2] = cnt
+            totals = _close(j, n, err, bound, worst, levels, want_counts, hist, totals)
         lo_edge = hi_edge
-    out_f[e, 0] = round_err
-    out_f[e, 1] = clip_err
-    out_f[e, 2] = round_bound
-    out_f[e, 3] = clip_bound
-    out_f[e, 4] = max_abs
-    out_i[e, 3] = used
+    sig = (prefix[b + r, 2] - prefix[a + r, 2]) + (prefix[b + r, 3] - prefix[a + r, 3])
+    _store(totals, sig, settled, e, out_f, out_i)
+
+
+@_jit
+def abs_order_stats(values, starts, k, out) -> None:
+    """``out[r]``: the ``k[r]``-th smallest ``|x|`` (0-based) of sorted row ``r`` (0.0 for an
+    empty row).
+
+    ``|x|`` ascending is the merge of the negative values read backwards (A) and the
+    non-negative ones (B); bisection finds how many of the first ``k + 1`` come from A: the
+    smallest ``i`` with ``A[i] >= B[k - i]``. O(log n) per row, no copy of the row."""
+    for r in range(starts.size - 1):
+        a = starts[r]
+        b = starts[r + 1]
+        if b == a:
+            out[r] = 0.0
+            continue
+        kr = k[r]
+        n_neg = _lower_bound(values, a, b, np.float32(0.0)) - a
+        n_pos = b - a - n_neg
+        lo = max(0, kr + 1 - n_pos)
+        hi = min(n_neg, kr + 1)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            j = kr - mid
+            neg = -np.float64(values[a + n_neg - 1 - mid]) if mid < n_neg else 0.0
+            if mid >= n_neg or j < 0 or neg >= np.float64(values[a + n_neg + j]):
+                hi = mid
+            else:
+                lo = mid + 1
+        j = kr - lo
+        left = -np.float64(values[a + n_neg - lo]) if lo > 0 else -np.inf
+        right = np.float64(values[a + n_neg + j]) if j >= 0 else -np.inf
+        out[r] = max(left, right)
