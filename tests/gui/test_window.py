@@ -14,7 +14,14 @@ from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE, four_reports
 from quantscope.core import analyze
 from quantscope.core.generators import generate
 from quantscope.gui.numbers import display_values
-from quantscope.state import PANES, ExplorerState, Source, pane_params, params_key
+from quantscope.state import (
+    PANES,
+    ExplorerState,
+    Source,
+    pane_params,
+    params_key,
+    prepare_tensor,
+)
 
 
 def engine_texts(state) -> dict[str, dict[str, str]]:
@@ -338,3 +345,37 @@ def test_numbers_that_lag_the_controls_are_marked(outlier_window, wait_results, 
     wait_results(win)
     assert not win.computing_label.isVisible() and value.styleSheet() == ""
     assert win.panes["symmetric/tensor"].report.params.bits == 5
+
+
+def test_panes_ready_first_are_shown_while_the_others_compute(outlier_window, wait_results,
+                                                               qtbot, monkeypatch):
+    """With the per-channel panes on their own threads, the per-tensor panes show their new
+    numbers as soon as they are ready, the per-channel panes keep the previous ones (greyed)
+    until theirs arrive, and then every pane equals the engine."""
+    import threading
+
+    import quantscope.state.compute as compute_module
+
+    win = outlier_window
+    monkeypatch.setattr(compute_module, "PARALLEL_MIN_SIZE", 1)
+    monkeypatch.setattr(compute_module, "PARALLEL_CORES", True)
+    x = win.state.tensor
+    assert win.state.set_tensor(x, win.state.source, prepared=prepare_tensor(x, win.state.settings))
+    wait_results(win)
+    gate = threading.Event()
+    real = compute_module.analyze_with
+
+    def held(x, prepared, params):  # the per-channel reports wait for the gate
+        if params.granularity != "tensor":
+            gate.wait(10)
+        return real(x, prepared, params)
+
+    monkeypatch.setattr(compute_module, "analyze_with", held)
+    before = win.panes["symmetric/channel"].report
+    win.state.update_settings(bits=5)
+    tensor_panes = [win.panes[p] for p in PANES if p.endswith("/tensor")]
+    qtbot.waitUntil(lambda: all(p.report.params.bits == 5 for p in tensor_panes), timeout=5000)
+    assert win.panes["symmetric/channel"].report is before and not win.all_shown()
+    gate.set()
+    wait_results(win)
+    assert shown(win) == engine_texts(win.state)

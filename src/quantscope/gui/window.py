@@ -76,6 +76,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
         self.stale_timer.timeout.connect(lambda: self._mark_stale(True))
         self.worker = Worker(self)
         self.worker.done.connect(self._job_done)
+        self.worker.partial.connect(self._job_partial)
         self.worker.failed.connect(self._job_failed)
         self.worker.progress.connect(self._job_progress)
         self._build()
@@ -83,6 +84,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
         st.tensor_changed.connect(self._tensor_changed)
         st.settings_changed.connect(self._settings_changed)
         st.results_changed.connect(self._show_results)
+        st.partial_results.connect(self._show_partial)
         st.prepared_changed.connect(self._show_overview)
         st.error.connect(self.show_error)
         if install_views:
@@ -182,7 +184,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
         if st.tensor is None or self._preparing_for is st.tensor:
             return  # computed when the preparation arrives
         request = st.request()
-        self.worker.submit("compute", lambda _ctx: compute_reports(request))
+        self.worker.submit("compute", lambda ctx: compute_reports(request, ctx.partial))
         if not self.stale_timer.isActive() and not self.computing_label.isVisible():
             self.stale_timer.start()
 
@@ -203,6 +205,11 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
                 self.state.set_prepared(tensor, prepared, ov)
                 self._request_compute()
         elif kind == "compute":
+            self.state.accept(result)
+
+    @Slot(str, int, object)
+    def _job_partial(self, kind: str, ticket: int, result) -> None:
+        if kind == "compute" and ticket == self.worker.latest(kind):
             self.state.accept(result)
 
     @Slot(str, int, str)
@@ -230,14 +237,28 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
 
     def _show_results(self) -> None:
         self._mark_stale(False)
-        st = self.state
-        for key, pane in self.panes.items():
-            if key in st.results:
-                pane.set_report(st.results[key])
-            else:
-                pane.set_error(st.errors.get(key, ""))
+        self._show_panes(self.panes)
         if self.all_shown():
             self.results_shown.emit()
+
+    def _show_partial(self) -> None:
+        """The panes whose reports arrived first; the others stay as they are (greyed if the
+        wait grows long) until the complete result."""
+        st = self.state
+        ready = [k for k in self.panes if k in st.results or k in st.errors]
+        self._show_panes(ready)
+        for key in ready:
+            self.panes[key].set_stale(False)
+
+    def _show_panes(self, keys) -> None:
+        st = self.state
+        for key in keys:
+            pane = self.panes[key]
+            if key in st.results:
+                if pane.report is not st.results[key]:  # a partial result showed it already
+                    pane.set_report(st.results[key])
+            else:
+                pane.set_error(st.errors.get(key, ""))
 
     def all_shown(self) -> bool:
         """True when every pane shows a report (or an error) for the current settings and the

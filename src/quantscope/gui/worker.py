@@ -24,6 +24,7 @@ from typing import ClassVar
 from PySide6.QtCore import QThread, Signal
 
 from quantscope.errors import QuantscopeError
+from quantscope.state.compute import lower_thread_priority
 
 #: Kinds of job, in the order a free worker picks them (a load makes a queued report moot).
 KINDS = ("load", "prepare", "compute")
@@ -46,6 +47,11 @@ class JobContext:
         """Report progress (0..1, or a negative fraction for 'busy, unknown length')."""
         self.check()
         self.worker.progress.emit(self.kind, self.ticket, float(fraction), text)
+
+    def partial(self, result: object) -> None:
+        """Deliver part of the result early (the window shows it while the rest computes)."""
+        if self.worker.is_current(self.kind, self.ticket):
+            self.worker.partial.emit(self.kind, self.ticket, result)
 
     def check(self) -> None:
         """Raise :class:`Cancelled` if this job was cancelled or superseded."""
@@ -71,6 +77,7 @@ class Worker(QThread):
     instances: ClassVar[weakref.WeakSet] = weakref.WeakSet()
 
     done = Signal(str, int, object)
+    partial = Signal(str, int, object)
     failed = Signal(str, int, str)
     progress = Signal(str, int, float, str)
     busy_changed = Signal(bool)
@@ -135,6 +142,7 @@ class Worker(QThread):
 
     # -- worker thread ------------------------------------------------------------------------
     def run(self) -> None:
+        lower_thread_priority()  # the window's own thread comes first
         while True:
             with self._cond:
                 while not self._pending and not self._stop:

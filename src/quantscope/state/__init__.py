@@ -76,6 +76,9 @@ class ExplorerState:
         ``settings`` changed; results are cleared until recomputed.
     results_changed()
         ``results`` now hold reports for the current tensor and settings.
+    partial_results()
+        Some panes' reports for the current settings arrived ahead of the others (the
+        per-tensor ones, while the per-channel ones are still computing).
     prepared_changed()
         ``prepared`` / ``overview`` (the one-time preparation of the tensor) became available.
     error(str)
@@ -85,6 +88,7 @@ class ExplorerState:
     tensor_changed = Signal()
     settings_changed = Signal()
     results_changed = Signal()
+    partial_results = Signal()
     prepared_changed = Signal()
     error = Signal(str)
 
@@ -183,9 +187,18 @@ class ExplorerState:
                               reports=self._reports if self.cache_reports else None)
 
     def accept(self, result: ComputeResult) -> bool:
-        """Install a result if it is still current (same generation); drop it otherwise."""
+        """Install a result if it is still current (same generation); drop it otherwise.
+
+        A partial result (``result.complete`` False: the panes that were ready first) is
+        added to the current results and announced by ``partial_results``; a complete one
+        replaces them and is announced by ``results_changed``."""
         if result.generation != self.generation:
             return False
+        if not result.complete:
+            self.results.update(result.reports)
+            self.errors.update(result.errors)
+            self.partial_results.emit()
+            return True
         self.results, self.errors = dict(result.reports), dict(result.errors)
         self.results_changed.emit()
         return True
