@@ -69,13 +69,17 @@ class Heartbeat:
 
 
 def wait_until(app, predicate, timeout_s: float = 120.0) -> None:
+    """Run the event loop until ``predicate()``, sleeping between events as ``app.exec()``
+    does. (``processEvents(flags, maxtime)`` returns at once when no event is pending: a loop
+    of it spins, and a spinning GUI thread takes a core from the engine, which a real window
+    never does.) The heartbeat timer wakes the loop at least every 5 ms to check."""
     from PySide6.QtCore import QEventLoop
 
     deadline = time.perf_counter() + timeout_s
     while not predicate():
         if time.perf_counter() > deadline:
             raise TimeoutError("the panes did not update in time")
-        app.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents, 5)
+        app.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents)
 
 
 def measure(app, n_million: int, repeat: int, views: bool) -> dict:
