@@ -4,7 +4,7 @@
 ``x²`` (see :mod:`quantscope.core.sorted_stats`); :meth:`Prepared.analyze` then gives the same
 :class:`~quantscope.core.report.QuantReport` as the direct :func:`~quantscope.core.analyze.analyze`
 -- identical code histogram, clip counts, codes used and maximum error, error sums within 1e-9
-relative -- at a cost of ``O(levels · log N)`` per tensor or channel instead of ``O(N)``.
+relative -- at a cost of ``O(levels · log N)`` per tensor (or long channel) instead of ``O(N)``.
 
 Per-channel and per-group layouts (each row sorted on its own) are built on first use for an
 ``(axis, group_size)`` and cached. The per-row work is one compiled loop

@@ -1,27 +1,27 @@
-"""Exact quantization statistics from sorted values and prefix sums (the engine of
-:mod:`quantscope.core.fast`).
+"""Exact quantization statistics from sorted values (the engine of :mod:`quantscope.core.fast`).
 
-For a fixed tensor, an element gets code ``k`` exactly when it lies between two thresholds, and
-the squared error of the elements of code ``k`` is ``Σx² − 2·x̂_k·Σx + n·x̂_k²``. So once each
-row (the tensor, or one channel) is sorted and its prefix sums of ``x`` and ``x²`` are built,
-one evaluation (a scale and zero point for one row) costs ``levels + 1`` binary searches and a
-few vector operations instead of a pass over the row.
+For a fixed tensor, an element gets code ``k`` exactly when it lies between two thresholds, so
+in a sorted row the elements of one code are one interval. A long row (the whole tensor, or a
+channel with many elements per code) is split by ``levels + 1`` binary searches, and each
+interval's squared error ``Σx² − 2·x̂_k·Σx + n·x̂_k²`` comes from the row's prefix sums of ``x``
+and ``x²``: a report costs O(levels · log n) instead of a pass over the row. A shorter row is
+walked once in order against the threshold values (see :mod:`quantscope.core.sorted_kernel`,
+which does both, compiled).
 
 Exactness, as the direct pass :func:`quantscope.core.analyze.analyze` defines it:
 
 * thresholds: the code of an element is a monotone function of its value under every rounding
-  rule and arithmetic, so the elements with code ``< k`` are a prefix of the sorted row. A
-  float64 estimate of the threshold gives a float32 needle (float32, so ``searchsorted`` never
-  converts the whole array to float64), and then the two elements beside each found position
-  are re-quantized with the direct rule itself; a wrong side moves the position past all equal
-  values. Ties on the rounding boundary, float32 division, the reciprocal arithmetics and
-  half-away rounding are therefore decided by the very code that decides them in the direct
-  pass;
+  rule and arithmetic. A float64 estimate of each threshold is corrected with the direct rule
+  itself (the elements beside a found position, or the float32 values beside an estimated
+  threshold value, are re-quantized), so ties on the rounding boundary, float32 division, the
+  reciprocal arithmetics and half-away rounding are decided by the very rule that decides
+  them in the direct pass;
 * sums: prefix sums are double-double (a float64 running sum plus the float64 running sum of
   its exact rounding errors), so an interval sum is accurate relative to itself, not to the
   tensor total. The remaining cancellation in ``Σx² − 2x̂Σx + nx̂²`` is bounded a posteriori;
   an evaluation whose bound exceeds :data:`REL_TOL` of its error (nearly exact data, e.g.
-  values on the grid) is recomputed element by element from its sorted row.
+  values on the grid) is recomputed element by element from its sorted row. A walked row sums
+  ``(x − x̂)²`` directly: no cancellation, n units of roundoff at most.
 """
 
 from __future__ import annotations
