@@ -178,12 +178,14 @@ def _store(totals, sig: float, settled: bool, e: int, out_f, out_i) -> None:
 def evaluate_rows(values, starts, sumsq, prefix, bound1, bound2, row, scale, inv_scale,
                   zero_point,
                   qmin: int, qmax: int, arithmetic: int, half_away: bool, has_inv: bool,
-                  walk_below: int, want_counts: bool, hist, out_f, out_i) -> None:
+                  walk_below: int, sparse_below: int, want_counts: bool, hist, out_f,
+                  out_i) -> None:
     """Statistics of each evaluation ``e``: row ``row[e]`` quantized with ``scale[e]``,
     ``zero_point[e]`` (and ``inv_scale[e]`` if ``has_inv``).
 
-    Rows shorter than ``walk_below`` are walked (:func:`_walk_row`; their Σx² is ``sumsq``,
-    no prefix sums needed); longer ones are split by binary search (:func:`_search_row`).
+    Rows shorter than ``walk_below`` are walked (:func:`_walk_row`, or :func:`_walk_sparse`
+    below ``sparse_below``; their Σx² is ``sumsq``, no prefix sums needed); longer ones are
+    split by binary search (:func:`_search_row`).
     ``out_f[e]`` receives (rounding error, clipping error, their two error bounds,
     max |error|, Σx², min, max); ``out_i[e]`` (elements, clipped below, clipped above, codes
     used, settled: 1 if every threshold was placed, else 0 and the evaluation must be redone
@@ -206,7 +208,10 @@ def evaluate_rows(values, starts, sumsq, prefix, bound1, bound2, row, scale, inv
         out_i[e, 4] = 1
         if b == a:
             continue
-        if b - a < walk_below:
+        if b - a < sparse_below:
+            _walk_sparse(values, a, b, sumsq[r], s, inv, z, qmin, qmax, arithmetic, half_away,
+                         want_counts, hist, e, out_f, out_i)
+        elif b - a < walk_below:
             _walk_row(values, a, b, sumsq[r], s, inv, z, step, qmin, qmax, arithmetic,
                       half_away, want_counts, hist, e, out_f, out_i)
         else:
@@ -306,47 +311,66 @@ def _walk_row(values, a, b, sumsq, s, inv, z, step, qmin, qmax, arithmetic, half
     """One sorted row walked in order, each interval's squared errors summed in float64
     without cancellation (n elements are within n units of roundoff: the bound given).
 
-    With at least an element per code, an interval ends where the elements reach the next
-    threshold *value* (:func:`threshold_value`, computed when the walk gets there), so an
-    element costs a comparison and its squared error; in sparser rows each element's code is
-    computed instead."""
+    An interval ends where the elements reach the next threshold *value*
+    (:func:`threshold_value`, computed when the walk gets there), so an element costs a
+    comparison and its squared error."""
     levels = qmax - qmin + 1
-    dense = b - a >= levels
     totals = _START
-    settled = True
     i = a
     j = _interval_of(values[a], s, inv, z, arithmetic, half_away, qmin, qmax)
-    nxt = np.float32(np.inf)
-    if dense:
-        nxt, settled = _threshold(j, s, inv, z, step, qmin, qmax, arithmetic, half_away)
+    nxt, settled = _threshold(j, s, inv, z, step, qmin, qmax, arithmetic, half_away)
     while True:
         xhat = _xhat(j, levels, qmin, qmax, s, z)
-        if dense:
-            end, err = _scan_sum(values, i, b, nxt, xhat)
-        else:
-            end = i + 1
-            while end < b and _interval_of(values[end], s, inv, z, arithmetic, half_away,
-                                           qmin, qmax) == j:
-                end += 1
-            err = _sum_sq_diff(values, i, end, xhat)
+        end, err = _scan_sum(values, i, b, nxt, xhat)
         n = end - i
         worst = max(abs(np.float64(values[i]) - xhat), abs(np.float64(values[end - 1]) - xhat))
         totals = _close(j, n, err, n * _EPS * err, worst, levels, want_counts, hist, totals)
         if end == b:
             break
         i = end
-        if dense:  # usually the next interval, whose end then decides without a code
-            j += 1
+        j += 1  # usually the next interval, whose end then decides without a code
+        nxt, ok = _threshold(j, s, inv, z, step, qmin, qmax, arithmetic, half_away)
+        settled &= ok
+        if values[i] >= nxt:
+            j = _interval_of(values[i], s, inv, z, arithmetic, half_away, qmin, qmax)
             nxt, ok = _threshold(j, s, inv, z, step, qmin, qmax, arithmetic, half_away)
             settled &= ok
-            if values[i] >= nxt:
-                j = _interval_of(values[i], s, inv, z, arithmetic, half_away, qmin, qmax)
-                nxt, ok = _threshold(j, s, inv, z, step, qmin, qmax, arithmetic,
-                                     half_away)
-                settled &= ok
-        else:
-            j = _interval_of(values[i], s, inv, z, arithmetic, half_away, qmin, qmax)
     _store(totals, sumsq, settled, e, out_f, out_i)
+
+
+@_jit
+def _walk_sparse(values, a, b, sumsq, s, inv, z, qmin, qmax, arithmetic, half_away,
+                 want_counts, hist, e, out_f, out_i) -> None:
+    """The direct rule on each element of a short sorted row: its code, its squared error
+    summed in float64 (within n units of roundoff), and a new code counted when the code
+    changes."""
+    levels = qmax - qmin + 1
+    rnd = clip = max_abs = 0.0
+    below = above = used = 0
+    last = -1
+    for i in range(a, b):
+        x = values[i]
+        j = _interval_of(x, s, inv, z, arithmetic, half_away, qmin, qmax)
+        d = np.float64(x) - _xhat(j, levels, qmin, qmax, s, z)
+        d2 = d * d
+        if j == 0:
+            below += 1
+            clip += d2
+        elif j == levels + 1:
+            above += 1
+            clip += d2
+        else:
+            rnd += d2
+        max_abs = max(max_abs, abs(d))
+        idx = 0 if j == 0 else (levels - 1 if j > levels else j - 1)
+        if idx != last:
+            used += 1
+            last = idx
+        if want_counts:
+            hist[idx] += 1
+    n = b - a
+    totals = (rnd, clip, n * _EPS * rnd, n * _EPS * clip, max_abs, below, above, used, last)
+    _store(totals, sumsq, True, e, out_f, out_i)
 
 
 @_jit
