@@ -17,7 +17,8 @@ pytest.importorskip("pytestqt")
 
 from quantscope.core.outliers import quantized_matmul
 from quantscope.gui.views.matmul import MatmulView
-from quantscope.gui.views.matmul_model import (
+from quantscope.io import samples
+from quantscope.state.matmul_lab import (
     HIST_BINS,
     REAL_A,
     REAL_W,
@@ -25,7 +26,6 @@ from quantscope.gui.views.matmul_model import (
     Operand,
     display_text,
 )
-from quantscope.io import samples
 
 TIMEOUT = 30_000  # ms: generous on a loaded 2-core machine; waits end as soon as it is true
 

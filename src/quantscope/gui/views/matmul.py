@@ -4,10 +4,10 @@ Pick A (activations) and W (weights) -- the bundled MiniLM layer-0 pair by defau
 generator, or a file --, each side's scheme, the output and the requantization rounding
 (TFLite's reference double rounding or the LiteRT runtime's single rounding), then drag
 SmoothQuant's α and LLM.int8()'s threshold. Every control change becomes one immutable
-:class:`~quantscope.gui.views.matmul_model.LabRequest`, coalesced over 40 ms and run in the view's
+:class:`~quantscope.state.matmul_lab.LabRequest`, coalesced over 40 ms and run in the view's
 one :class:`~quantscope.gui.views._jobs.LatestJob` (generation stamps; stale results dropped).
 The result of :func:`quantscope.core.outliers.quantized_matmul` is drawn as it is: the big
-numbers are :func:`~quantscope.gui.views.matmul_model.display_text` of it, the plots its error
+numbers are :func:`~quantscope.state.matmul_lab.display_text` of it, the plots its error
 array and per-channel SQNR, with the plain path (no fix) as a grey ghost for comparison.
 
 A bad file shows a message and the previous operands stay (the combo boxes go back to them).
@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._jobs import LatestJob
 from quantscope.gui.views.matmul_controls import LabControls
-from quantscope.gui.views.matmul_model import (
+from quantscope.state.matmul_lab import (
     REAL_A,
     REAL_W,
     LabCache,

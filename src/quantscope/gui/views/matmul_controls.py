@@ -1,6 +1,6 @@
 """The Matmul lab's controls: operands, schemes, output, and the two outlier fixes.
 
-Reading the controls gives one immutable :class:`~quantscope.gui.views.matmul_model.LabRequest`
+Reading the controls gives one immutable :class:`~quantscope.state.matmul_lab.LabRequest`
 (:meth:`LabControls.request`); every change emits ``changed`` and the view debounces it. The
 defaults are the engine's (:mod:`quantscope.core.outliers` ``DEFAULT_*_SCHEME``: TFLite's
 asymmetric per-tensor activations, symmetric per-channel weights, half-away rounding, double
@@ -30,7 +30,8 @@ from superqt import QLabeledDoubleSlider
 
 from quantscope.core.generators import GENERATORS
 from quantscope.errors import QuantscopeError
-from quantscope.gui.views.matmul_model import (
+from quantscope.io import list_tensors
+from quantscope.state.matmul_lab import (
     A_GENERATORS,
     REAL_A,
     REAL_W,
@@ -41,7 +42,6 @@ from quantscope.gui.views.matmul_model import (
     scheme_a,
     scheme_w,
 )
-from quantscope.io import list_tensors
 
 ROUNDINGS = (("half away from 0 (TFLite)", "half_away"), ("half to even", "half_even"))
 OUTPUTS = (("int8 asymmetric", {"symmetric": False, "rounding": "half_away"}),

@@ -13,8 +13,9 @@ needs per control change is built here, in the worker thread, from one immutable
 * the output-error histogram (display binning of the engine's error array, on bins shared by
   the plain and the current result so the two curves compare) and every label's text.
 
-Keeping this module Qt-free means the test compares the view's labels with
-:func:`display_text` applied to an independent engine call, and the view stays arithmetic-free.
+It lives in the state layer, under the view: Qt-free, so the test compares the view's labels
+with :func:`display_text` applied to an independent engine call, and the view (in ``gui``)
+stays arithmetic-free.
 """
 
 from __future__ import annotations
