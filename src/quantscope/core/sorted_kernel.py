@@ -279,30 +279,7 @@ def _scan_sum(values, i: int, b: int, nxt, xhat: float):
 def row_sums_of_squares(values, starts, out) -> None:
     """``out[r] = Σ x²`` over row ``r`` (``values[starts[r]:starts[r + 1]]``), in float64."""
     for r in range(starts.size - 1):
-        out[r] = _sum_sq_diff(values, starts[r], starts[r + 1], 0.0)
-
-
-@_jit
-def _sum_sq_diff(values, lo: int, hi: int, xhat: float) -> float:
-    """``Σ (x - xhat)²`` over ``values[lo:hi]`` in float64, four sums side by side (one long
-    chain of additions would wait on itself)."""
-    s0 = s1 = s2 = s3 = 0.0
-    i = lo
-    while i + 4 <= hi:
-        d0 = np.float64(values[i]) - xhat
-        d1 = np.float64(values[i + 1]) - xhat
-        d2 = np.float64(values[i + 2]) - xhat
-        d3 = np.float64(values[i + 3]) - xhat
-        s0 += d0 * d0
-        s1 += d1 * d1
-        s2 += d2 * d2
-        s3 += d3 * d3
-        i += 4
-    while i < hi:
-        d0 = np.float64(values[i]) - xhat
-        s0 += d0 * d0
-        i += 1
-    return (s0 + s1) + (s2 + s3)
+        out[r] = _scan_sum(values, starts[r], starts[r + 1], np.float32(np.inf), 0.0)[1]
 
 
 @_jit
