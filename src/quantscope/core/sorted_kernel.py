@@ -8,15 +8,16 @@ thread keeps painting while it runs). A row is treated one of two ways:
 
 * long rows (many elements per code, e.g. a whole tensor) are split by binary search for each
   code threshold, and each interval's error comes from the row's prefix sums: O(levels · log n);
-* shorter rows (a channel, a group) are walked once in order: an element costs a comparison
-  with the next threshold value and its squared error, summed without cancellation.
+* shorter rows (a channel, a group) are walked: every element's code, then its squared error
+  (summed without cancellation), then the places where the code changes -- three simple
+  passes over a row that sits in cache, with a branch per code rather than per element.
 
 Exactness rests on :func:`code_of`, the direct pass's quantization rule written out for one
 float32 element: float32 division or multiplication (or the float64-emulated fused
 multiply-add), then half-to-even or half-away rounding, exactly as
 :func:`quantscope.core.quantize.quantize_codes_float` does it; the tests compare the two on
-every tie and on random bit patterns. Thresholds are estimated in float64, then moved until
-:func:`code_of` agrees, so rows split exactly where the direct pass changes code.
+every tie and on random bit patterns. A searched threshold is estimated in float64, then moved
+until :func:`code_of` agrees, so rows split exactly where the direct pass changes code.
 """
 
 from __future__ import annotations
@@ -100,33 +101,6 @@ def _upper_bound(values, lo: int, hi: int, needle) -> int:
     return lo
 
 
-@_jit
-def threshold_value(k, s, inv, z, arithmetic: int, half_away: bool, est):
-    """The smallest float32 whose code is at least ``k`` (+inf if no finite one is), found
-    from the float64 estimate ``est`` by stepping one ulp at a time under :func:`code_of`.
-
-    Returns ``(value, settled)``; the estimate is within an ulp or two of the answer, so a walk
-    of :data:`MAX_FIX_MOVES` ulps that has not arrived means something is wrong (unsettled)."""
-    kf = np.float32(k)
-    t = np.float32(est)
-    up = np.float32(np.inf)
-    down = np.float32(-np.inf)
-    if code_of(t, s, inv, z, arithmetic, half_away) >= kf:
-        for _ in range(MAX_FIX_MOVES):
-            below = np.float32(np.nextafter(t, down))
-            if below == t or code_of(below, s, inv, z, arithmetic, half_away) < kf:
-                return t, True
-            t = below
-        return t, False
-    for _ in range(MAX_FIX_MOVES):
-        t = np.float32(np.nextafter(t, up))
-        if code_of(t, s, inv, z, arithmetic, half_away) >= kf:
-            return t, True
-        if t == up:
-            return t, True
-    return t, False
-
-
 #: An evaluation's running totals, threaded through :func:`_close` as a tuple (so they stay in
 #: registers): rounding error, clipping error, their bounds, max |error|, clipped below,
 #: clipped above, codes used, histogram index of the last code counted.
@@ -178,20 +152,23 @@ def _store(totals, sig: float, settled: bool, e: int, out_f, out_i) -> None:
 def evaluate_rows(values, starts, sumsq, prefix, bound1, bound2, row, scale, inv_scale,
                   zero_point,
                   qmin: int, qmax: int, arithmetic: int, half_away: bool, has_inv: bool,
-                  walk_below: int, sparse_below: int, want_counts: bool, hist, out_f,
-                  out_i) -> None:
+                  walk_below: int, want_counts: bool, hist, out_f, out_i) -> None:
     """Statistics of each evaluation ``e``: row ``row[e]`` quantized with ``scale[e]``,
     ``zero_point[e]`` (and ``inv_scale[e]`` if ``has_inv``).
 
-    Rows shorter than ``walk_below`` are walked (:func:`_walk_row`, or :func:`_walk_sparse`
-    below ``sparse_below``; their Σx² is ``sumsq``, no prefix sums needed); longer ones are
-    split by binary search (:func:`_search_row`).
+    Rows shorter than ``walk_below`` are walked (:func:`_walk_row`; their Σx² is ``sumsq``,
+    no prefix sums needed); longer ones are split by binary search (:func:`_search_row`).
     ``out_f[e]`` receives (rounding error, clipping error, their two error bounds,
     max |error|, Σx², min, max); ``out_i[e]`` (elements, clipped below, clipped above, codes
     used, settled: 1 if every threshold was placed, else 0 and the evaluation must be redone
     element by element). With ``want_counts``, every evaluation's code counts (clipped ones at
     the ends) are added to ``hist``.
     """
+    longest = 1  # scratch for a walked row: its codes, and where they change
+    for e in range(row.size):
+        longest = max(longest, min(starts[row[e] + 1] - starts[row[e]], walk_below))
+    codes = np.empty(longest, np.float32)
+    changes = np.empty(longest, np.int64)
     for e in range(row.size):
         r = row[e]
         a = starts[r]
@@ -208,12 +185,9 @@ def evaluate_rows(values, starts, sumsq, prefix, bound1, bound2, row, scale, inv
         out_i[e, 4] = 1
         if b == a:
             continue
-        if b - a < sparse_below:
-            _walk_sparse(values, a, b, sumsq[r], s, inv, z, qmin, qmax, arithmetic, half_away,
-                         want_counts, hist, e, out_f, out_i)
-        elif b - a < walk_below:
-            _walk_row(values, a, b, sumsq[r], s, inv, z, step, qmin, qmax, arithmetic,
-                      half_away, want_counts, hist, e, out_f, out_i)
+        if b - a < walk_below:
+            _walk_row(values, a, b, codes, changes, sumsq[r], s, inv, z, qmin, qmax,
+                      arithmetic, half_away, want_counts, hist, e, out_f, out_i)
         else:
             _search_row(values, a, b, r, prefix, bound1[r], bound2[r], s, inv, z, step, qmin,
                         qmax, arithmetic, half_away, want_counts, hist, e, out_f, out_i)
@@ -229,123 +203,95 @@ def _xhat(j: int, levels: int, qmin: int, qmax: int, s, z) -> float:
 
 
 @_jit
-def _interval_of(x, s, inv, z, arithmetic, half_away, qmin: int, qmax: int) -> int:
-    """The interval of element ``x`` (see :func:`_close`)."""
-    c = code_of(x, s, inv, z, arithmetic, half_away)
-    if c < np.float32(qmin):
-        return 0
-    if c > np.float32(qmax):
-        return qmax - qmin + 2
-    return int(c) - qmin + 1
-
-
-@_jit
-def _threshold(j, s, inv, z, step, qmin, qmax, arithmetic, half_away):
-    """Where interval ``j`` ends: the threshold value of code ``qmin + j`` (+inf for the last
-    interval, the clipped-above one)."""
-    if j > qmax - qmin + 1:
-        return np.float32(np.inf), True
-    return threshold_value(qmin + j, s, inv, z, arithmetic, half_away,
-                           np.float32((np.float64(qmin + j) - z - 0.5) * step))
-
-
-@_jit
-def _scan_sum(values, i: int, b: int, nxt, xhat: float):
-    """From ``i``, the end of the run of elements below ``nxt`` and ``Σ (x - xhat)²`` over it.
-
-    The row is sorted, so when the fourth element ahead is below ``nxt`` all four are: one
-    comparison per four elements, and four sums side by side (one chain of additions would
-    wait on itself)."""
-    s0 = s1 = s2 = s3 = 0.0
-    end = i
-    while end + 4 <= b and values[end + 3] < nxt:
-        d0 = np.float64(values[end]) - xhat
-        d1 = np.float64(values[end + 1]) - xhat
-        d2 = np.float64(values[end + 2]) - xhat
-        d3 = np.float64(values[end + 3]) - xhat
-        s0 += d0 * d0
-        s1 += d1 * d1
-        s2 += d2 * d2
-        s3 += d3 * d3
-        end += 4
-    while end < b and values[end] < nxt:
-        d0 = np.float64(values[end]) - xhat
-        s0 += d0 * d0
-        end += 1
-    return end, (s0 + s1) + (s2 + s3)
-
-
-@_jit
 def row_sums_of_squares(values, starts, out) -> None:
     """``out[r] = Σ x²`` over row ``r`` (``values[starts[r]:starts[r + 1]]``), in float64."""
     for r in range(starts.size - 1):
-        out[r] = _scan_sum(values, starts[r], starts[r + 1], np.float32(np.inf), 0.0)[1]
+        acc = 0.0
+        for i in range(starts[r], starts[r + 1]):
+            acc += np.float64(values[i]) * np.float64(values[i])
+        out[r] = acc
 
 
 @_jit
-def _walk_row(values, a, b, sumsq, s, inv, z, step, qmin, qmax, arithmetic, half_away,
-              want_counts, hist, e, out_f, out_i) -> None:
-    """One sorted row walked in order, each interval's squared errors summed in float64
-    without cancellation (n elements are within n units of roundoff: the bound given).
-
-    An interval ends where the elements reach the next threshold *value*
-    (:func:`threshold_value`, computed when the walk gets there), so an element costs a
-    comparison and its squared error."""
+def _walk_row(values, a, b, codes, changes, sumsq, s, inv, z, qmin, qmax, arithmetic,
+              half_away, want_counts, hist, e, out_f, out_i) -> None:
+    """One sorted row in three passes: every element's code (:func:`code_of`); the squared
+    errors, summed in float64 without cancellation (n elements are within n units of
+    roundoff: the bound given); the places where the code changes, collected without a branch
+    per element, which give the code counts, the codes used and the largest error (at the
+    ends of each run: the row is sorted). The clipped elements are a prefix and a suffix."""
+    n = b - a
+    for k in range(n):
+        codes[k] = code_of(values[a + k], s, inv, z, arithmetic, half_away)
+    lo = np.float32(qmin)
+    hi = np.float32(qmax)
+    below = 0
+    while below < n and codes[below] < lo:
+        below += 1
+    above = 0
+    while above < n - below and codes[n - 1 - above] > hi:
+        above += 1
+    end = n - above
+    zf = np.float32(z)
+    clip = max_abs = 0.0
+    for k, count, code in ((0, below, lo), (end, above, hi)):
+        if count:
+            xhat = np.float64(np.float32(np.float32(code - zf) * s))
+            for i in range(k, k + count):
+                d = np.float64(values[a + i]) - xhat
+                clip += d * d
+            max_abs = max(max_abs, abs(np.float64(values[a + k]) - xhat),
+                          abs(np.float64(values[a + k + count - 1]) - xhat))
+    r0 = r1 = r2 = r3 = 0.0  # four sums side by side: one chain of additions waits on itself
+    k = below
+    while k + 4 <= end:
+        d0 = np.float64(values[a + k]) - np.float64(np.float32(np.float32(codes[k] - zf) * s))
+        d1 = (np.float64(values[a + k + 1])
+              - np.float64(np.float32(np.float32(codes[k + 1] - zf) * s)))
+        d2 = (np.float64(values[a + k + 2])
+              - np.float64(np.float32(np.float32(codes[k + 2] - zf) * s)))
+        d3 = (np.float64(values[a + k + 3])
+              - np.float64(np.float32(np.float32(codes[k + 3] - zf) * s)))
+        r0 += d0 * d0
+        r1 += d1 * d1
+        r2 += d2 * d2
+        r3 += d3 * d3
+        k += 4
+    while k < end:
+        d0 = np.float64(values[a + k]) - np.float64(np.float32(np.float32(codes[k] - zf) * s))
+        r0 += d0 * d0
+        k += 1
+    rnd = (r0 + r1) + (r2 + r3)
+    n_changes = 0
+    for k in range(below + 1, end):  # a store every element, the count moves on a change
+        changes[n_changes] = k
+        n_changes += np.int64(codes[k] != codes[k - 1])
     levels = qmax - qmin + 1
-    totals = _START
-    i = a
-    j = _interval_of(values[a], s, inv, z, arithmetic, half_away, qmin, qmax)
-    nxt, settled = _threshold(j, s, inv, z, step, qmin, qmax, arithmetic, half_away)
-    while True:
-        xhat = _xhat(j, levels, qmin, qmax, s, z)
-        end, err = _scan_sum(values, i, b, nxt, xhat)
-        n = end - i
-        worst = max(abs(np.float64(values[i]) - xhat), abs(np.float64(values[end - 1]) - xhat))
-        totals = _close(j, n, err, n * _EPS * err, worst, levels, want_counts, hist, totals)
-        if end == b:
-            break
-        i = end
-        j += 1  # usually the next interval, whose end then decides without a code
-        nxt, ok = _threshold(j, s, inv, z, step, qmin, qmax, arithmetic, half_away)
-        settled &= ok
-        if values[i] >= nxt:
-            j = _interval_of(values[i], s, inv, z, arithmetic, half_away, qmin, qmax)
-            nxt, ok = _threshold(j, s, inv, z, step, qmin, qmax, arithmetic, half_away)
-            settled &= ok
-    _store(totals, sumsq, settled, e, out_f, out_i)
-
-
-@_jit
-def _walk_sparse(values, a, b, sumsq, s, inv, z, qmin, qmax, arithmetic, half_away,
-                 want_counts, hist, e, out_f, out_i) -> None:
-    """The direct rule on each element of a short sorted row: its code, its squared error
-    summed in float64 (within n units of roundoff), and a new code counted when the code
-    changes."""
-    levels = qmax - qmin + 1
-    rnd = clip = max_abs = 0.0
-    below = above = used = 0
-    last = -1
-    for i in range(a, b):
-        x = values[i]
-        j = _interval_of(x, s, inv, z, arithmetic, half_away, qmin, qmax)
-        d = np.float64(x) - _xhat(j, levels, qmin, qmax, s, z)
-        d2 = d * d
-        if j == 0:
-            below += 1
-            clip += d2
-        elif j == levels + 1:
-            above += 1
-            clip += d2
-        else:
-            rnd += d2
-        max_abs = max(max_abs, abs(d))
-        idx = 0 if j == 0 else (levels - 1 if j > levels else j - 1)
+    used = 0
+    last = -1  # histogram index of the last code counted
+    if below:  # clipped below: counted as code qmin
+        used, last = 1, 0
+        if want_counts:
+            hist[0] += below
+    start = below
+    for t in range(n_changes + 1 if end > below else 0):
+        stop = changes[t] if t < n_changes else end
+        idx = int(codes[start]) - qmin
         if idx != last:
             used += 1
             last = idx
         if want_counts:
-            hist[idx] += 1
-    n = b - a
+            hist[idx] += stop - start
+        xhat = np.float64(np.float32(np.float32(codes[start] - zf) * s))
+        max_abs = max(max_abs, abs(np.float64(values[a + start]) - xhat),
+                      abs(np.float64(values[a + stop - 1]) - xhat))
+        start = stop
+    if above:  # clipped above: counted as code qmax
+        if last != levels - 1:
+            used += 1
+            last = levels - 1
+        if want_counts:
+            hist[levels - 1] += above
     totals = (rnd, clip, n * _EPS * rnd, n * _EPS * clip, max_abs, below, above, used, last)
     _store(totals, sumsq, True, e, out_f, out_i)
 

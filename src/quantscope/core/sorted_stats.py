@@ -39,16 +39,11 @@ REL_TOL = 5e-10
 _EPS = float(np.finfo(np.float64).eps)
 
 
-#: How a row is treated, by its elements per code boundary (see
-#: :mod:`quantscope.core.sorted_kernel`): at least ``WALK_PER_LEVEL``, split by binary search
-#: (prefix sums needed); at least ``SPARSE_PER_LEVEL``, walked against threshold values; fewer,
-#: walked computing each element's code. Measured on 16M elements, one thread: rows of 4096 at
-#: 8 bits (16 per boundary) 60 ms walked, 70-90 searched, ~200 code by code; at 4 bits (256
-#: per boundary) 21 walked, 13 searched; groups of 1024 at 4 bits (64) 32 walked, 44
-#: searched; groups of 1024 at 8 bits (4) 134 code by code, 260 walked; groups of 32 at 4 bits
-#: (2) 310 code by code, 420 walked.
-WALK_PER_LEVEL = 128
-SPARSE_PER_LEVEL = 8
+#: Rows with fewer elements than this per code boundary are walked; longer ones are split by
+#: binary search with prefix sums (see :mod:`quantscope.core.sorted_kernel`). Measured on 16M
+#: elements, one thread: rows of 4096 at 8 bits (16 per boundary) 58-68 ms walked, 68-89
+#: searched; groups of 1024 at 4 bits (64 per boundary) 59 walked, 34-44 searched.
+WALK_PER_LEVEL = 32
 
 #: Elements per block when building prefix sums (blocks stay in cache; no full-size temporaries).
 _BLOCK = 1 << 13
@@ -269,15 +264,14 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
     out_f = np.empty((row.size, 8))
     out_i = np.empty((row.size, 5), np.int64)
     walk_below = WALK_PER_LEVEL * (qmax - qmin + 2)
-    sparse_below = min(SPARSE_PER_LEVEL * (qmax - qmin + 2), walk_below)
     if row.size and rows.lengths[row].max() < walk_below:  # every row walked: no sums needed
         prefix, bound1, bound2 = np.empty((0, 4)), np.empty(0), np.empty(0)
     else:
         prefix, bound1, bound2 = rows.prefix, rows.bound1, rows.bound2
     evaluate_rows(rows.values, rows.starts, rows.sumsq, prefix, bound1, bound2, row, s,
                   s if inv is None else inv, z, qmin, qmax, ARITHMETIC_CODES[arithmetic],
-                  rounding == "half_away", inv is not None, walk_below, sparse_below,
-                  want_counts, hist, out_f, out_i)
+                  rounding == "half_away", inv is not None, walk_below, want_counts, hist,
+                  out_f, out_i)
     if not out_i[:, 4].all():  # a threshold that would not settle (never seen): redo it all
         return _evaluate_elementwise(rows, row, s, z, rule, want_counts, inv)
     round_err, clip_err = out_f[:, 0], out_f[:, 1]
