@@ -295,3 +295,28 @@ def test_reports_are_reused_only_for_identical_parameters(state):
     assert all(fourth[p].params.rounding == "half_away" for p in PANES)
     assert state.set_tensor(state.tensor * 2)  # a new tensor forgets everything
     assert all(state.compute()[p] is not fourth[p] for p in PANES)
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"),
+                    reason="per-thread nice values are Linux's")
+def test_engine_threads_yield_to_the_window():
+    import os
+    import threading
+
+    from quantscope.state.compute import BACKGROUND_NICENESS, lower_thread_priority
+
+    seen = {}
+
+    def job():
+        tid = threading.get_native_id()
+        before = os.getpriority(os.PRIO_PROCESS, tid)
+        lower_thread_priority()
+        seen["change"] = os.getpriority(os.PRIO_PROCESS, tid) - before
+        seen["main"] = os.getpriority(os.PRIO_PROCESS, threading.main_thread().native_id)
+
+    main_before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    t = threading.Thread(target=job)
+    t.start()
+    t.join()
+    assert seen["change"] == min(BACKGROUND_NICENESS, 19 - main_before)
+    assert seen["main"] == main_before  # only the calling thread is lowered

@@ -8,9 +8,9 @@ relative -- at a cost of ``O(levels · log N)`` per tensor (or long channel) ins
 
 Per-channel and per-group layouts (each row sorted on its own) are built on first use for an
 ``(axis, group_size)`` and cached. The per-row work is one compiled loop
-(:mod:`quantscope.core.sorted_kernel`): long rows are split at their code thresholds, rows too
-short for that to pay (groups of 128 at 8 bits) are walked element by element; both release
-the GIL.
+(:mod:`quantscope.core.sorted_kernel`, free of the GIL): rows with many elements per code are
+split at their code thresholds by binary search, shorter ones (a 4096-wide channel at 8 bits,
+a group of 128) are walked element by element.
 
 The prepared object keeps a reference to ``x`` (no copy); ``x`` must not change afterwards.
 """

@@ -5,16 +5,16 @@ in a sorted row the elements of one code are one interval. A long row (the whole
 channel with many elements per code) is split by ``levels + 1`` binary searches, and each
 interval's squared error ``Σx² − 2·x̂_k·Σx + n·x̂_k²`` comes from the row's prefix sums of ``x``
 and ``x²``: a report costs O(levels · log n) instead of a pass over the row. A shorter row is
-walked once in order against the threshold values (see :mod:`quantscope.core.sorted_kernel`,
-which does both, compiled).
+walked: each element's code, its squared error, and the places where the code changes (see
+:mod:`quantscope.core.sorted_kernel`, which does both, compiled).
 
 Exactness, as the direct pass :func:`quantscope.core.analyze.analyze` defines it:
 
 * thresholds: the code of an element is a monotone function of its value under every rounding
-  rule and arithmetic. A float64 estimate of each threshold is corrected with the direct rule
-  itself (the elements beside a found position, or the float32 values beside an estimated
-  threshold value, are re-quantized), so ties on the rounding boundary, float32 division, the
-  reciprocal arithmetics and half-away rounding are decided by the very rule that decides
+  rule and arithmetic. A searched threshold is estimated in float64 and corrected with the
+  direct rule itself (the elements beside the found position are re-quantized); a walked row
+  quantizes every element by that rule. So ties on the rounding boundary, float32 division,
+  the reciprocal arithmetics and half-away rounding are decided by the very rule that decides
   them in the direct pass;
 * sums: prefix sums are double-double (a float64 running sum plus the float64 running sum of
   its exact rounding errors), so an interval sum is accurate relative to itself, not to the
@@ -229,7 +229,7 @@ class EvalStats:
     sig: np.ndarray
     x_min: np.ndarray
     x_max: np.ndarray
-    codes_used: np.ndarray  # per evaluation (0 without counts)
+    codes_used: np.ndarray  # per evaluation
     hist: np.ndarray | None  # [levels] code counts of all evaluations, clipped ones included
 
 

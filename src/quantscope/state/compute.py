@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -147,8 +148,8 @@ def compute_reports(request: ComputeRequest,
     units = [p for p in request.panes if not p.endswith("/tensor")]
     big = request.prepared is not None and request.tensor.size >= PARALLEL_MIN_SIZE
     if big and len(units) > 1 and PARALLEL_CORES and _warm_layout(request):
-        # the per-channel reports dominate (100+ ms each at 16M); the engine's searches
-        # release the GIL, so the two run side by side while this thread does the rest
+        # the per-channel reports dominate (60+ ms each at 16M); the engine's kernel releases
+        # the GIL, so the two run side by side while this thread does the rest
         with ThreadPoolExecutor(len(units), thread_name_prefix="quantscope-pane",
                                 initializer=lower_thread_priority) as pool:
             futures = [pool.submit(one, p) for p in units]
@@ -199,8 +200,8 @@ def params_key(params: QuantParams):
 
 #: Below this many elements every pane is computed on one thread (threads would cost more).
 PARALLEL_MIN_SIZE = 1 << 20
-#: Two extra busy threads only where they leave a core for the GUI thread: on a 2-core machine
-#: they made the per-change latency ~20% shorter but the GUI's longest stall ~30 ms longer.
+#: The per-channel panes on threads of their own wherever there are two cores: the kernel
+#: releases the GIL, and the threads run at a lower priority than the GUI thread.
 PARALLEL_CORES = (os.cpu_count() or 1) >= 2
 
 
@@ -214,9 +215,10 @@ def lower_thread_priority() -> None:
     The engine's threads keep both cores busy for the length of a report; at equal priority
     the GUI thread queued behind them for its paints and timers. Lowering only these threads
     (Linux keeps a nice value per thread) keeps the window responsive and costs the engine
-    nothing when the GUI thread is idle. Elsewhere, or when not permitted, it does nothing.
+    nothing when the GUI thread is idle. Elsewhere (another system reads the id as a process's)
+    or when not permitted, it does nothing.
     """
-    if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
+    if not sys.platform.startswith("linux"):
         return
     try:
         tid = threading.get_native_id()
