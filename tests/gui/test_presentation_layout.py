@@ -23,6 +23,7 @@ def window(qtbot):
     win.presentation_action.setChecked(True)
     qtbot.wait(50)
     yield win
+    win.presentation_action.setChecked(False)  # the theme is process-wide: leave it as found
     win.close()
     assert not any(t.name == "quantscope-view-job" for t in threading.enumerate())
 

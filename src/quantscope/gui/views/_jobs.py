@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from quantscope.state.compute import lower_thread_priority
+
 
 class LatestJob(QObject):
     """Run the newest submitted function off the GUI thread; emit ``finished(result)``.
@@ -124,6 +126,7 @@ class LatestJob(QObject):
         self._thread.start()
 
     def _run(self, stamp: int, fn: Callable[[], object]) -> None:
+        lower_thread_priority()  # like the panes' engine threads: the GUI thread comes first
         self._running = stamp
         try:
             result, message = fn(), ""

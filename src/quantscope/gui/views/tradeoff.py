@@ -20,8 +20,16 @@ import time
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import QEvent
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QBoxLayout, QComboBox, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QBoxLayout,
+    QComboBox,
+    QGraphicsItem,
+    QLabel,
+    QVBoxLayout,
+    QWidget,
+)
 
 from quantscope.core.captions import finite_range, fmt_db, fmt_value
 from quantscope.core.explain import ClipSweep, clip_sweep_curve, clip_threshold
@@ -58,6 +66,11 @@ def _finite_points(x, y) -> tuple[np.ndarray, np.ndarray]:
     return x[ok], y[ok]
 
 
+#: Lines the summary keeps room for: a line per scheme and the hint (one more when a narrow tab
+#: shows one scheme, whose line then wraps).
+SUMMARY_LINES = 3
+
+
 class _SchemePlot:
     """One scheme's plot: items created once, updated with setData."""
 
@@ -84,6 +97,8 @@ class _SchemePlot:
         plot.getAxis("right").linkToView(self.sqnr_box)
         plot.getAxis("right").setLabel("SQNR (dB)")
         plot.getAxis("right").setLogMode(False, False)  # setLogMode(y=True) reached it too
+        for side in ("left", "bottom", "right"):  # blitted while their range stays put
+            plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.sqnr_box.setXLink(plot)
         self.sqnr = pg.PlotDataItem([], [], connect="finite")
         self.sqnr_box.addItem(self.sqnr)
@@ -182,6 +197,7 @@ class TradeoffView(QWidget):
         self.summary.setObjectName("viewCaption")
         self.summary.setWordWrap(True)
         layout.addWidget(self.summary)
+        self._reserve_summary_height()
         # in a narrow tab one plot at a time, full height, with this picker (hidden when wide)
         self.scheme = QComboBox()
         self.scheme.addItems([name for name, _ in SCHEMES])
@@ -235,6 +251,18 @@ class TradeoffView(QWidget):
         self._on_state_tensor_changed()
         if state.results:
             self._on_state_results_changed()
+
+    def _reserve_summary_height(self) -> None:
+        """Keep room for the summary's longest text (two schemes and the hint, wrapped in a
+        narrow tab), so "computing the sweep…" and back never resize the plots: a resize
+        regenerates every axis, four times a change, which cost the window 50 ms a change."""
+        lines = SUMMARY_LINES + 1 if getattr(self, "_vertical", False) else SUMMARY_LINES
+        self.summary.setMinimumHeight(lines * self.summary.fontMetrics().lineSpacing() + 4)
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._reserve_summary_height()
 
     def apply_theme(self, theme: Theme) -> None:
         for widget in self.widgets.values():
@@ -315,6 +343,7 @@ class TradeoffView(QWidget):
         if narrow == self._vertical and not force:
             return
         self._vertical = narrow
+        self._reserve_summary_height()
         self.scheme.setVisible(narrow)
         for k, (name, _) in enumerate(SCHEMES):
             shown = not narrow or name == self.scheme.currentText()
