@@ -169,6 +169,7 @@ def evaluate_rows(values, starts, sumsq, prefix, bound1, bound2, row, scale, inv
         longest = max(longest, min(starts[row[e] + 1] - starts[row[e]], walk_below))
     codes = np.empty(longest, np.float32)
     changes = np.empty(longest, np.int64)
+    sq = np.empty(longest, np.float64)
     for e in range(row.size):
         r = row[e]
         a = starts[r]
@@ -186,7 +187,7 @@ def evaluate_rows(values, starts, sumsq, prefix, bound1, bound2, row, scale, inv
         if b == a:
             continue
         if b - a < walk_below:
-            _walk_row(values, a, b, codes, changes, sumsq[r], s, inv, z, qmin, qmax,
+            _walk_row(values, a, b, codes, changes, sq, sumsq[r], s, inv, z, qmin, qmax,
                       arithmetic, half_away, want_counts, hist, e, out_f, out_i)
         else:
             _search_row(values, a, b, r, prefix, bound1[r], bound2[r], s, inv, z, step, qmin,
@@ -202,6 +203,17 @@ def _xhat(j: int, levels: int, qmin: int, qmax: int, s, z) -> float:
     return np.float64(np.float32(np.float32(code - z) * s))
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+def _sum_in_any_order(values, lo: int, hi: int) -> float:
+    """``Σ values[lo:hi]`` in float64, in whatever order vectorises (the only floating-point
+    operation here is the addition, so the licence to reassociate reaches nothing else; the
+    terms are squares, so any order is within n units of roundoff)."""
+    acc = 0.0
+    for k in range(lo, hi):
+        acc += values[k]
+    return acc
+
+
 @_jit
 def row_sums_of_squares(values, starts, out) -> None:
     """``out[r] = Σ x²`` over row ``r`` (``values[starts[r]:starts[r + 1]]``), in float64."""
@@ -213,18 +225,23 @@ def row_sums_of_squares(values, starts, out) -> None:
 
 
 @_jit
-def _walk_row(values, a, b, codes, changes, sumsq, s, inv, z, qmin, qmax, arithmetic,
+def _walk_row(values, a, b, codes, changes, sq, sumsq, s, inv, z, qmin, qmax, arithmetic,
               half_away, want_counts, hist, e, out_f, out_i) -> None:
-    """One sorted row in three passes: every element's code (:func:`code_of`); the squared
-    errors, summed in float64 without cancellation (n elements are within n units of
-    roundoff: the bound given); the places where the code changes, collected without a branch
-    per element, which give the code counts, the codes used and the largest error (at the
-    ends of each run: the row is sorted). The clipped elements are a prefix and a suffix."""
+    """One sorted row in two passes: every element's code (:func:`code_of`) and squared error,
+    summed in float64 without cancellation (n elements are within n units of roundoff: the
+    bound given); then the places where the code changes, collected without a branch per
+    element, which give the code counts, the codes used and the largest error (at the ends of
+    each run: the row is sorted). The clipped elements are a prefix and a suffix."""
     n = b - a
-    for k in range(n):
-        codes[k] = code_of(values[a + k], s, inv, z, arithmetic, half_away)
     lo = np.float32(qmin)
     hi = np.float32(qmax)
+    zf = np.float32(z)
+    for k in range(n):  # one pass the compiler vectorises: each code, each squared error
+        code = code_of(values[a + k], s, inv, z, arithmetic, half_away)
+        codes[k] = code
+        d = (np.float64(values[a + k])
+             - np.float64(np.float32(np.float32(min(max(code, lo), hi) - zf) * s)))
+        sq[k] = d * d
     below = 0
     while below < n and codes[below] < lo:
         below += 1
@@ -232,36 +249,14 @@ def _walk_row(values, a, b, codes, changes, sumsq, s, inv, z, qmin, qmax, arithm
     while above < n - below and codes[n - 1 - above] > hi:
         above += 1
     end = n - above
-    zf = np.float32(z)
-    clip = max_abs = 0.0
+    rnd = _sum_in_any_order(sq, below, end)
+    clip = _sum_in_any_order(sq, 0, below) + _sum_in_any_order(sq, end, n)
+    max_abs = 0.0
     for k, count, code in ((0, below, lo), (end, above, hi)):
         if count:
             xhat = np.float64(np.float32(np.float32(code - zf) * s))
-            for i in range(k, k + count):
-                d = np.float64(values[a + i]) - xhat
-                clip += d * d
             max_abs = max(max_abs, abs(np.float64(values[a + k]) - xhat),
                           abs(np.float64(values[a + k + count - 1]) - xhat))
-    r0 = r1 = r2 = r3 = 0.0  # four sums side by side: one chain of additions waits on itself
-    k = below
-    while k + 4 <= end:
-        d0 = np.float64(values[a + k]) - np.float64(np.float32(np.float32(codes[k] - zf) * s))
-        d1 = (np.float64(values[a + k + 1])
-              - np.float64(np.float32(np.float32(codes[k + 1] - zf) * s)))
-        d2 = (np.float64(values[a + k + 2])
-              - np.float64(np.float32(np.float32(codes[k + 2] - zf) * s)))
-        d3 = (np.float64(values[a + k + 3])
-              - np.float64(np.float32(np.float32(codes[k + 3] - zf) * s)))
-        r0 += d0 * d0
-        r1 += d1 * d1
-        r2 += d2 * d2
-        r3 += d3 * d3
-        k += 4
-    while k < end:
-        d0 = np.float64(values[a + k]) - np.float64(np.float32(np.float32(codes[k] - zf) * s))
-        r0 += d0 * d0
-        k += 1
-    rnd = (r0 + r1) + (r2 + r3)
     n_changes = 0
     for k in range(below + 1, end):  # a store every element, the count moves on a change
         changes[n_changes] = k
