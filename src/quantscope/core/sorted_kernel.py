@@ -8,9 +8,10 @@ thread keeps painting while it runs). A row is treated one of two ways:
 
 * long rows (many elements per code, e.g. a whole tensor) are split by binary search for each
   code threshold, and each interval's error comes from the row's prefix sums: O(levels · log n);
-* shorter rows (a channel, a group) are walked: every element's code, then its squared error
-  (summed without cancellation), then the places where the code changes -- three simple
-  passes over a row that sits in cache, with a branch per code rather than per element.
+* shorter rows (a channel, a group) are walked: every element's code and squared error
+  (summed without cancellation) in one pass, then the places where the code changes -- two
+  simple passes over a row that sits in cache, with a branch per code rather than per
+  element.
 
 Exactness rests on :func:`code_of`, the direct pass's quantization rule written out for one
 float32 element: float32 division or multiplication (or the float64-emulated fused
