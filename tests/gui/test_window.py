@@ -379,3 +379,21 @@ def test_panes_ready_first_are_shown_while_the_others_compute(outlier_window, wa
     gate.set()
     wait_results(win)
     assert shown(win) == engine_texts(win.state)
+
+
+def test_captions_of_any_length_leave_the_plots_their_size(outlier_window, qtbot):
+    """A caption that wraps to one line or two must not resize the plots: every resize
+    regenerates the axes and repaints all four panes (100-200 ms of GUI thread per change)."""
+    win = outlier_window
+    panes = list(win.panes.values())
+    for pane in panes:
+        pane.set_caption("short.")
+    qtbot.wait(20)
+    sizes = [pane.graphics.size() for pane in panes]
+    for pane in panes:
+        pane.set_caption("a caption long enough to wrap onto a second line in a pane of this "
+                         "width, as the engine's captions often do when a window clips")
+    qtbot.wait(20)
+    assert [pane.graphics.size() for pane in panes] == sizes
+    assert all(pane.caption.height() >= 2 * pane.caption.fontMetrics().lineSpacing()
+               for pane in panes)
