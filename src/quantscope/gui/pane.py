@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QFontDatabase
 from PySide6.QtWidgets import (
     QFrame,
@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from quantscope.core import QuantReport
 from quantscope.gui.numbers import FIELDS, bucket_grid, display_values, field_label
+from quantscope.gui.style import reserve_lines
 from quantscope.state import TensorOverview
 
 HIST_PEN = pg.mkPen("#1f4e9c", width=1.5)
@@ -33,7 +34,8 @@ EDGE_PEN = pg.mkPen("#2ca02c", width=2)
 ZERO_PEN = pg.mkPen("#333333", width=1.5, style=Qt.PenStyle.DashLine)
 SLOT_BRUSH = pg.mkBrush(235, 235, 235)
 USED_BRUSH = pg.mkBrush("#1f4e9c")
-#: Lines a caption keeps room for (they say what dominates the error in a sentence or two).
+#: Lines a caption keeps room for (it says what dominates the error in a sentence or two): a
+#: caption that wraps differently must not resize the four plots (see ``reserve_lines``).
 CAPTION_LINES = 2
 
 
@@ -79,7 +81,7 @@ class Pane(QFrame):
         self.caption = QLabel("")
         self.caption.setObjectName("paneCaption")
         self.caption.setWordWrap(True)
-        self._reserve_caption_height()
+        reserve_lines(self.caption, CAPTION_LINES)
         self.caption.hide()
         layout.addWidget(self.caption)
         self._cache_static_items()
@@ -185,17 +187,6 @@ class Pane(QFrame):
         self._stale = stale
         for value in self.values.values():
             value.setStyleSheet("color: #a0a4ab;" if stale else "")
-
-    def _reserve_caption_height(self) -> None:
-        """Room for two lines whatever the caption says: a caption that went from one line to
-        two resized the plot above it, in all four panes at once, and every resize
-        regenerates the axes and repaints the pane (100-200 ms of the GUI thread)."""
-        self.caption.setMinimumHeight(CAPTION_LINES * self.caption.fontMetrics().lineSpacing())
-
-    def changeEvent(self, event) -> None:
-        super().changeEvent(event)
-        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
-            self._reserve_caption_height()
 
     def set_caption(self, text: str) -> None:
         """A one-sentence explanation under the plot (views may set it; empty hides it)."""

@@ -6,7 +6,9 @@ from the style (superqt's range slider loses its groove); the white background c
 palette (:func:`light_palette`) instead.
 """
 
+from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QColor, QFont, QPalette
+from PySide6.QtWidgets import QLabel
 
 
 def light_palette(base: QPalette) -> QPalette:
@@ -47,3 +49,38 @@ QTabBar::tab { padding: 6px 14px; }
 QStatusBar { border-top: 1px solid #d5d9e0; }
 QLabel#computing { color: #8a5a00; font-style: italic; }
 """
+
+
+class _ReservedLines(QObject):
+    """Keeps a label's minimum height at ``lines`` lines of its own font (see
+    :func:`reserve_lines`), again whenever a style sheet or theme changes that font."""
+
+    def __init__(self, label: QLabel, lines: float) -> None:
+        super().__init__(label)
+        self.lines = lines
+        label.installEventFilter(self)
+        self.apply(label)
+
+    def apply(self, label: QLabel) -> None:
+        spacing = label.fontMetrics().lineSpacing()
+        label.setMinimumHeight(int(self.lines * spacing + spacing / 2))  # + slack for margins
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange,
+                            QEvent.Type.Polish):
+            self.apply(obj)
+        return False
+
+
+def reserve_lines(label: QLabel, lines: float) -> None:
+    """Give a word-wrapped ``label`` room for ``lines`` lines whatever it says.
+
+    A label whose text wraps to a different number of lines resizes the plots beside it, and
+    a pyqtgraph resize regenerates every axis and repaints the plot: 100-200 ms of GUI thread
+    for a caption that went from one line to two. The reservation follows the label's own
+    font, which its style sheet may set after construction. Set ``lines`` again by calling
+    this again."""
+    for child in label.findChildren(_ReservedLines):
+        child.setParent(None)
+        child.deleteLater()
+    _ReservedLines(label, lines)

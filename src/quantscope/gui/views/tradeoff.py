@@ -20,7 +20,6 @@ import time
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QBoxLayout,
@@ -33,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from quantscope.core.captions import finite_range, fmt_db, fmt_value
 from quantscope.core.explain import ClipSweep, clip_sweep_curve, clip_threshold
+from quantscope.gui.style import reserve_lines
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._jobs import LatestJob
 from quantscope.gui.views._legend import fit_columns, legend_below
@@ -253,16 +253,10 @@ class TradeoffView(QWidget):
             self._on_state_results_changed()
 
     def _reserve_summary_height(self) -> None:
-        """Keep room for the summary's longest text (two schemes and the hint, wrapped in a
-        narrow tab), so "computing the sweep…" and back never resize the plots: a resize
-        regenerates every axis, four times a change, which cost the window 50 ms a change."""
-        lines = SUMMARY_LINES + 1 if getattr(self, "_vertical", False) else SUMMARY_LINES
-        self.summary.setMinimumHeight(lines * self.summary.fontMetrics().lineSpacing() + 4)
-
-    def changeEvent(self, event) -> None:
-        super().changeEvent(event)
-        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
-            self._reserve_summary_height()
+        """Room for the summary's longest text, so "computing the sweep…" and back never
+        resize the plots (each resize regenerated every axis, four times a change)."""
+        vertical = getattr(self, "_vertical", False)
+        reserve_lines(self.summary, SUMMARY_LINES + 1 if vertical else SUMMARY_LINES)
 
     def apply_theme(self, theme: Theme) -> None:
         for widget in self.widgets.values():
