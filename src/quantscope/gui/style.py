@@ -8,7 +8,7 @@ palette (:func:`light_palette`) instead.
 
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QColor, QFont, QPalette
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QBoxLayout, QLabel
 
 
 def light_palette(base: QPalette) -> QPalette:
@@ -84,3 +84,15 @@ def reserve_lines(label: QLabel, lines: float) -> None:
         child.setParent(None)
         child.deleteLater()
     _ReservedLines(label, lines)
+
+
+def summary_label(layout: QBoxLayout, lines: float) -> QLabel:
+    """A view's one-paragraph summary above its plot: word-wrapped, styled as a caption, with
+    room for ``lines`` lines (:func:`reserve_lines`), so "computing…" and back never resize
+    the plot below it."""
+    label = QLabel("")
+    label.setObjectName("viewCaption")
+    label.setWordWrap(True)
+    layout.addWidget(label)
+    reserve_lines(label, lines)
+    return label

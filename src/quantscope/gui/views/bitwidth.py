@@ -16,10 +16,11 @@ import time
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from quantscope.core.bitwidth import BIT_WIDTHS, BitwidthCurve, bitwidth_curve, ideal_line
 from quantscope.core.explain import SweepCancelled
+from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._jobs import LatestJob
 from quantscope.gui.views._legend import fit_columns, legend_below
@@ -50,6 +51,9 @@ def _curves_for(x: np.ndarray, prepared, settings: Settings,
     return curves
 
 
+#: Lines the summary keeps room for (its text wraps in a tab beside the panes).
+SUMMARY_LINES = 3
+
 class BitwidthView(QWidget):
     """SQNR (dB) against bits for the four panes' schemes."""
 
@@ -60,10 +64,7 @@ class BitwidthView(QWidget):
         self.setObjectName("bitwidthView")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
-        self.summary = QLabel("")
-        self.summary.setObjectName("viewCaption")
-        self.summary.setWordWrap(True)
-        layout.addWidget(self.summary)
+        self.summary = summary_label(layout, SUMMARY_LINES)
         self.widget = pg.PlotWidget()
         layout.addWidget(self.widget, 1)
         self.plot = self.widget.getPlotItem()

@@ -41,6 +41,7 @@ from quantscope.core.explain import (
 )
 from quantscope.core.qparams import QuantParams
 from quantscope.core.report import QuantReport
+from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.state import ExplorerState
 
@@ -48,6 +49,9 @@ from quantscope.state import ExplorerState
 WORST_ROWS = 12
 COLUMNS = ("unit", "SQNR dB", "min", "max", "scale", "codes", "outlier")
 
+
+#: Lines the summary keeps room for (its text wraps in a tab beside the panes).
+SUMMARY_LINES = 3
 
 class ChannelsView(QWidget):
     """Per-channel / per-group ranges, scales, SQNR, worst units and one unit's histogram."""
@@ -86,10 +90,7 @@ class ChannelsView(QWidget):
         bar.addWidget(self.threshold)
         bar.addStretch(1)
         layout.addLayout(bar)
-        self.summary = QLabel("")
-        self.summary.setObjectName("viewCaption")
-        self.summary.setWordWrap(True)
-        layout.addWidget(self.summary)
+        self.summary = summary_label(layout, SUMMARY_LINES)
 
         split = QSplitter(Qt.Orientation.Horizontal)
         self.split = split

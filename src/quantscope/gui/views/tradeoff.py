@@ -25,14 +25,13 @@ from PySide6.QtWidgets import (
     QBoxLayout,
     QComboBox,
     QGraphicsItem,
-    QLabel,
     QVBoxLayout,
     QWidget,
 )
 
 from quantscope.core.captions import finite_range, fmt_db, fmt_value
 from quantscope.core.explain import ClipSweep, clip_sweep_curve, clip_threshold
-from quantscope.gui.style import reserve_lines
+from quantscope.gui.style import reserve_lines, summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._jobs import LatestJob
 from quantscope.gui.views._legend import fit_columns, legend_below
@@ -193,11 +192,7 @@ class TradeoffView(QWidget):
         self.setObjectName("tradeoffView")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
-        self.summary = QLabel("")
-        self.summary.setObjectName("viewCaption")
-        self.summary.setWordWrap(True)
-        layout.addWidget(self.summary)
-        self._reserve_summary_height()
+        self.summary = summary_label(layout, SUMMARY_LINES)
         # in a narrow tab one plot at a time, full height, with this picker (hidden when wide)
         self.scheme = QComboBox()
         self.scheme.addItems([name for name, _ in SCHEMES])
