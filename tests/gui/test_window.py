@@ -397,3 +397,60 @@ def test_captions_of_any_length_leave_the_plots_their_size(outlier_window, qtbot
     assert [pane.graphics.size() for pane in panes] == sizes
     assert all(pane.caption.height() >= 2 * pane.caption.fontMetrics().lineSpacing()
                for pane in panes)
+
+
+class PaintCounter:
+    """Counts paint events on each pane's plot viewport (an event filter)."""
+
+    def __init__(self, win) -> None:
+        from PySide6.QtCore import QEvent, QObject
+
+        self.counts = dict.fromkeys(win.panes, 0)
+        counter = self
+
+        class Filter(QObject):
+            def eventFilter(self, obj, event):
+                if event.type() == QEvent.Type.Paint:
+                    counter.counts[self.property("pane")] += 1
+                return False
+
+        self.filters = []
+        for key, pane in win.panes.items():
+            f = Filter()
+            f.setProperty("pane", key)
+            pane.graphics.viewport().installEventFilter(f)
+            self.filters.append(f)
+
+
+@pytest.mark.parametrize("change", [{"bits": 6}, {"rounding": "half_away"},
+                                    {"narrow_range": False}])
+def test_a_change_paints_each_pane_once(outlier_window, wait_results, qtbot, change):
+    """Each pane's plot is painted once per change, however its results arrive: pyqtgraph
+    applies a new axis range while painting (which asked for a second paint), and linked strips
+    redrew every pane whenever one pane's code range moved (four paints per pane per bit-width
+    change before; each paint is 3-5 ms of GUI thread)."""
+    win = outlier_window
+    qtbot.wait(50)
+    before = {key: pane.report for key, pane in win.panes.items()}
+    counter = PaintCounter(win)
+    win.state.update_settings(**change)
+    wait_results(win)
+    qtbot.wait(100)
+    # a pane whose parameters did not change keeps its report and is not repainted at all
+    # (full range leaves the asymmetric panes as they were)
+    changed = {key: int(pane.report is not before[key]) for key, pane in win.panes.items()}
+    assert changed["symmetric/tensor"] == 1
+    assert counter.counts == changed
+
+
+def test_strips_follow_a_users_zoom_but_keep_their_own_code_range(outlier_window):
+    win = outlier_window
+    sym, asym = win.panes["symmetric/tensor"].strip, win.panes["asymmetric/tensor"].strip
+    assert sym.getViewBox().viewRange()[0] == [-128, 128]  # narrow range: -127..127
+    assert asym.getViewBox().viewRange()[0] == [-129, 128]  # -128..127
+    vb = sym.getViewBox()
+    vb.setXRange(-20, 30, padding=0)  # a zoom by code: the others stay
+    assert asym.getViewBox().viewRange()[0] == [-129, 128]
+    vb.sigRangeChangedManually.emit([True, False])  # what a wheel or a drag emits after it
+    for pane in win.panes.values():
+        assert pane.strip.getViewBox().viewRange()[0] == pytest.approx([-20, 30])

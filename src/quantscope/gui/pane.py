@@ -129,6 +129,7 @@ class Pane(QFrame):
         self.zero.hide()
         self.plot.addItem(self.zero, ignoreBounds=True)
         self._grid_scale = 0.0
+        self._grid_alpha = -1
         self.plot.sigXRangeChanged.connect(lambda *_: self._update_grid_pen())
 
     def _build_strip(self) -> None:
@@ -223,23 +224,25 @@ class Pane(QFrame):
         for key, value in self.values.items():
             value.setText(texts[key])
             self.labels[key].setText(field_label(key, report))
-        self._draw_regions()
-        edges = np.arange(report.qmin - 0.5, report.qmax + 1.0, dtype=np.float64)
+        self._draw_regions(texts["zero_point"])
         hist = report.code_histogram
-        height = np.log10(hist + 1.0)
         # a fixed height per tensor (every value in one code): bars compare across settings,
         # and the axis is not regenerated on every update
         top = max(float(np.log10(report.n + 1.0)), 1.0)
-        self.slots.setData(edges, np.full(hist.size, top))
-        self.bars.setData(edges, height)
+        edges = np.arange(report.qmin - 0.5, report.qmax + 1.0, dtype=np.float64)
+        self.bars.setData(edges, np.log10(hist + 1.0))
         view = (report.qmin - 1, report.qmax + 1, top)
-        if view != self._strip_view:  # unchanged ranges: no axis regeneration
+        if view != self._strip_view:  # unchanged ranges: no axis regeneration, no new slots
             self._strip_view = view
+            self.slots.setData(edges, np.full(hist.size, top))
             self.strip.setXRange(report.qmin - 1, report.qmax + 1, padding=0)
             self.strip.setYRange(0, top, padding=0.05)
+            # pyqtgraph applies a new range to the view's transform while painting, which
+            # dirties the scene again: a second full repaint of the pane. Applied now, the
+            # pane paints once.
+            self.strip.getViewBox().updateMatrix()
 
-
-    def _draw_regions(self) -> None:
+    def _draw_regions(self, zero_text: str | None = None) -> None:
         report = self.report
         ov = getattr(self, "_overview", None)
         if report is None or ov is None:
@@ -255,10 +258,11 @@ class Pane(QFrame):
         self.window.show()
         self._region(self.clip_lo, ov.min, lo, ov.min < lo)
         self._region(self.clip_hi, hi, ov.max, ov.max > hi)
-        zp = display_values(report)["zero_point"]
+        if zero_text is None:
+            zero_text = display_values(report)["zero_point"]
         self.zero.show()  # the label only re-renders while visible
         self.zero.setValue(g.zero)
-        self.zero.label.setFormat(f"zero point {zp}")
+        self.zero.label.setFormat(f"zero point {zero_text}")
         self.plot.setToolTip(g.note)
         self._grid_scale = float(np.median(np.diff(g.boundaries))) if g.boundaries.size > 1 \
             else 0.0
@@ -273,7 +277,9 @@ class Pane(QFrame):
         # Overlapping lines add up: below ~4 px the alpha scales with the spacing so that a
         # full-zoom grid stays a faint tint; from ~4 px each line is drawn distinctly.
         alpha = int(np.clip(28 * spacing_px, 3, 110))
-        self.grid.setPen(pg.mkPen(QColor(60, 60, 60, alpha), width=0))
+        if alpha != self._grid_alpha:  # a new pen makes pyqtgraph re-process the grid's data
+            self._grid_alpha = alpha
+            self.grid.setPen(pg.mkPen(QColor(60, 60, 60, alpha), width=0))
 
     @staticmethod
     def _region(item: pg.LinearRegionItem, a: float, b: float, visible: bool) -> None:

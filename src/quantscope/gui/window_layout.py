@@ -56,7 +56,7 @@ class WindowLayout:
         for pane in list(self.panes.values())[1:]:
             pane.plot.setXLink(first.plot)
             pane.plot.setYLink(first.plot)
-            pane.strip.setXLink(first.strip)
+        follow_user_zoom([pane.strip for pane in self.panes.values()])
         self.splitter.addWidget(grid_host)
         self.views = QTabWidget()
         self.views.setDocumentMode(True)
@@ -139,3 +139,20 @@ class WindowLayout:
         self.dark_action = QAction("&Dark theme", self, checkable=True, toggled=self.set_dark)
         view.addAction(self.dark_action)
         self.view_menu = view
+
+
+def follow_user_zoom(plots) -> None:
+    """Zoom and pan in one plot's x axis carry over to the others, as ``setXLink`` does, but
+    ranges set by code do not: each occupancy strip spans its own pane's codes (-127..127 or
+    -128..127), and a new bit width reaching one pane first must not redraw the other panes'
+    old bars on new axes (that was four extra pane repaints per change)."""
+    def follow(source):
+        def apply(*_):
+            lo, hi = source.getViewBox().viewRange()[0]
+            for other in plots:
+                if other is not source:
+                    other.setXRange(lo, hi, padding=0)
+        return apply
+
+    for plot in plots:
+        plot.getViewBox().sigRangeChangedManually.connect(follow(plot))
