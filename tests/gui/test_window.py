@@ -454,3 +454,30 @@ def test_strips_follow_a_users_zoom_but_keep_their_own_code_range(outlier_window
     vb.sigRangeChangedManually.emit([True, False])  # what a wheel or a drag emits after it
     for pane in win.panes.values():
         assert pane.strip.getViewBox().viewRange()[0] == pytest.approx([-20, 30])
+
+
+def test_numbers_of_any_length_leave_the_plots_their_size(make_window, wait_results, qtbot):
+    """Clipping counts, scales and zero points change length from one setting to the next;
+    the panes' tables and plots must not move (a pane's size hint followed its text: a few
+    pixels of difference between the two columns of panes, or a pane's minimum passing its
+    width beside the views, resized all four plots, ~90 ms of repaint each time at 16M). A
+    text longer than any before may widen its column, once: the second pass moves nothing."""
+    st = ExplorerState()
+    win = make_window(st, install_views=True)
+    assert st.set_tensor(generate("outliers", (256, 1024), seed=1, count=40, magnitude=30.0),
+                         Source.generator("outliers", (256, 1024), 1, count=40, magnitude=30.0))
+    wait_results(win)
+    qtbot.wait(50)
+    clips = [(-3.0, 3.0), (-0.5, 0.4), (-2.0, 25.0), (-0.01, 0.02), (-1.0, 1.0)]
+    sizes = [pane.graphics.size() for pane in win.panes.values()]
+    texts = set()
+    for i, clip in enumerate(clips * 2):
+        st.update_settings(method="manual", manual_clip=clip)
+        wait_results(win)
+        qtbot.wait(20)
+        texts.add(win.panes["asymmetric/channel"].values["clipped_fraction"].text())
+        if i == len(clips) - 1:
+            sizes = [pane.graphics.size() for pane in win.panes.values()]
+        elif i >= len(clips):
+            assert [pane.graphics.size() for pane in win.panes.values()] == sizes
+    assert len({len(t) for t in texts}) > 2  # the texts did change length

@@ -30,6 +30,26 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("clipped_above", "clipped above"),
 )
 
+#: A long text of each field (the formats below bound most lengths): a pane reserves this
+#: width from the start, so the usual numbers never move its table or resize its plots.
+#: Rarer, wider texts (a negative SQNR, millions of clipped values) widen a column once.
+WIDE: dict[str, str] = {
+    "scale": "8.88888e-05",
+    "zero_point": "-128 … 127",
+    "sqnr_db": "88.88 dB",
+    "rounding_mse": "8.888e-05",
+    "clipping_mse": "8.888e-05",
+    "mse": "8.888e-05",
+    "max_abs_error": "8.888e-05",
+    "codes_used": "256 of 256",
+    "clipped_fraction": "888,888",
+    "clipped_below": "10.000%",
+    "clipped_above": "10.000%",
+}
+#: The widest per-channel (or per-group) scales text: each of its three 3-digit numbers takes
+#: at most 8 characters ("0.000123", "1.23e-05").
+WIDE_UNIT_SCALES = "0.000888 … 0.000888 (median 0.000888)"
+
 
 def fmt_float(v: float, digits: int = 4) -> str:
     """``1.234e-05`` style with ``digits`` significant digits; infinities as ∞."""
@@ -68,7 +88,7 @@ def display_values(report: QuantReport) -> dict[str, str]:
         "sqnr_db": f"{sq:.2f} dB" if math.isfinite(sq) else f"{fmt_float(sq)} dB",
         "max_abs_error": fmt_float(s["max_abs_error"]),
         "codes_used": f"{s['codes_used']} of {s['levels']}",
-        "clipped_fraction": f"{s['clipped_below'] + s['clipped_above']:,} values",
+        "clipped_fraction": f"{s['clipped_below'] + s['clipped_above']:,}",
         "clipped_below": fmt_percent(s["clipped_below"], s["n"]),
         "clipped_above": fmt_percent(s["clipped_above"], s["n"]),
     }

@@ -15,14 +15,22 @@ from PySide6.QtWidgets import (
     QFrame,
     QGraphicsItem,
     QGridLayout,
+    QHBoxLayout,
     QLabel,
     QSizePolicy,
     QVBoxLayout,
 )
 
 from quantscope.core import QuantReport
-from quantscope.gui.numbers import FIELDS, bucket_grid, display_values, field_label
-from quantscope.gui.style import reserve_lines
+from quantscope.gui.numbers import (
+    FIELDS,
+    WIDE,
+    WIDE_UNIT_SCALES,
+    bucket_grid,
+    display_values,
+    field_label,
+)
+from quantscope.gui.style import reserve_lines, reserve_width
 from quantscope.state import TensorOverview
 
 HIST_PEN = pg.mkPen("#1f4e9c", width=1.5)
@@ -154,27 +162,43 @@ class Pane(QFrame):
         self.strip.addItem(self.slots)
         self.strip.addItem(self.bars)
 
-    def _build_table(self) -> QGridLayout:
+    def _build_table(self) -> QVBoxLayout:
+        """The scale on a line of its own (per channel it is three numbers, up to 37
+        characters: inside the two-pair grid it would set the pane's minimum width), then the
+        other numbers two per row. Every value keeps a reserved width (``reserve_width``), so
+        new numbers never move the table or resize the plots."""
+        table = QVBoxLayout()
+        table.setSpacing(1)
+        scale_row = QHBoxLayout()
+        scale_row.setSpacing(8)
         grid = QGridLayout()
-        grid.setHorizontalSpacing(14)
+        grid.setHorizontalSpacing(8)
         grid.setVerticalSpacing(1)
         self.labels: dict[str, QLabel] = {}
         self.values: dict[str, QLabel] = {}
         font = mono_font()
         for i, (key, label) in enumerate(FIELDS):
-            row, col = divmod(i + 1, 2) if i else (0, 0)
             name = QLabel(label)
             name.setObjectName("fieldName")
             value = QLabel("—")
             value.setFont(font)
             value.setObjectName("fieldValue")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            grid.addWidget(name, row, 2 * col)
-            grid.addWidget(value, row, 2 * col + 1, 1, 3 if key == "scale" else 1)
+            per_unit = key == "scale" and not self.key.endswith("/tensor")
+            reserve_width(value, WIDE_UNIT_SCALES if per_unit else WIDE[key])
+            if key == "scale":
+                scale_row.addWidget(name)
+                scale_row.addWidget(value, 1)
+            else:
+                row, col = divmod(i - 1, 2)
+                grid.addWidget(name, row, 2 * col)
+                grid.addWidget(value, row, 2 * col + 1)
             self.labels[key], self.values[key] = name, value
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(3, 1)
-        return grid
+        table.addLayout(scale_row)
+        table.addLayout(grid)
+        return table
 
     # -- updates ------------------------------------------------------------------------------
     def set_title(self, title: str) -> None:
@@ -222,7 +246,10 @@ class Pane(QFrame):
         self.set_error("")
         texts = display_values(report)
         for key, value in self.values.items():
-            value.setText(texts[key])
+            text = texts[key]
+            value.setText(text)
+            if value.fontMetrics().horizontalAdvance(text) > value.minimumWidth():
+                reserve_width(value, text)  # the widest text yet: the column never shrinks
             self.labels[key].setText(field_label(key, report))
         self._draw_regions(texts["zero_point"])
         hist = report.code_histogram

@@ -52,6 +52,9 @@ class WindowLayout:
             pane = Pane(key, pane_title(key, self.state.settings))
             grid.addWidget(pane, *divmod(i, 2))
             self.panes[key] = pane
+        for i in range(2):  # equal halves, whatever the captions and numbers say (a pane's
+            grid.setColumnStretch(i, 1)  # size hint follows its text; a shift of a few
+            grid.setRowStretch(i, 1)  # pixels resized all four plots, twice per step)
         first = self.panes[PANES[0]]
         for pane in list(self.panes.values())[1:]:
             pane.plot.setXLink(first.plot)
