@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from quantscope.core import analyze, choose_qparams, sorted_stats
 from quantscope.core.fast import prepare
+from quantscope.core.qparams import QuantParams
 from quantscope.core.quantize import quantize_codes_float
 from quantscope.core.sorted_kernel import ARITHMETIC_CODES, code_of
 
@@ -89,3 +90,25 @@ def test_rows_of_both_kinds_in_one_report():
         np.testing.assert_array_equal(fast.per_channel.max_abs_error,
                                       direct.per_channel.max_abs_error)
         np.testing.assert_allclose(fast.per_channel.mse, direct.per_channel.mse, rtol=1e-9)
+
+
+@pytest.mark.parametrize("magnitude", [1e-44, 1e-40, 1e-20, 1.0, 1e20, 3e38])
+def test_walked_rows_agree_at_the_ends_of_float32(magnitude, monkeypatch):
+    """A walked row's max |error| is the square root of its largest squared error: exact from
+    errors of a few 2^-149 (subnormal values and scales) up to ones near float32's largest,
+    with clipping at both ends."""
+    monkeypatch.setattr(sorted_stats, "WALK_PER_LEVEL", 1 << 40)
+    rng = np.random.default_rng(7)
+    x = (rng.uniform(-1.0, 1.0, (3, 500)) * magnitude).astype(np.float32)
+    amax = np.abs(x).max(axis=1)
+    prep = prepare(x)
+    for qmin, qmax, zp in ((-1, 1, 0), (0, 3, 1), (-7, 7, 0), (-127, 127, 0), (0, 255, 0)):
+        scale = np.maximum(amax * np.float32(1.2 / (qmax - qmin)), np.float32(1e-45))
+        p = QuantParams(scale.astype(np.float32), np.full(3, zp, np.int32), qmin, qmax, axis=0)
+        with np.errstate(all="ignore"):
+            direct = analyze(x, p)
+        fast = prep.analyze(p)
+        np.testing.assert_array_equal(fast.code_histogram, direct.code_histogram)
+        for name in ("max_abs_error", "codes_used", "clipped_below", "clipped_above"):
+            np.testing.assert_array_equal(getattr(fast.per_channel, name),
+                                          getattr(direct.per_channel, name), err_msg=name)

@@ -9,9 +9,9 @@ thread keeps painting while it runs). A row is treated one of two ways:
 * long rows (many elements per code, e.g. a whole tensor) are split by binary search for each
   code threshold, and each interval's error comes from the row's prefix sums: O(levels · log n);
 * shorter rows (a channel, a group) are walked: every element's code and squared error
-  (summed without cancellation) in one pass, then the places where the code changes -- two
-  simple passes over a row that sits in cache, with a branch per code rather than per
-  element.
+  (summed without cancellation; the largest gives the max |error|) in one pass, then the places
+  where the code changes -- two simple passes over a row that sits in cache, with a branch per
+  code rather than per element.
 
 Exactness rests on :func:`code_of`, the direct pass's quantization rule written out for one
 float32 element: float32 division or multiplication (or the float64-emulated fused
@@ -165,12 +165,14 @@ def evaluate_rows(values, starts, sumsq, prefix, bound1, bound2, row, scale, inv
     element by element). With ``want_counts``, every evaluation's code counts (clipped ones at
     the ends) are added to ``hist``.
     """
-    longest = 1  # scratch for a walked row: its codes, and where they change
+    longest = 0  # scratch for the longest walked row: codes, squared errors, code changes
     for e in range(row.size):
-        longest = max(longest, min(starts[row[e] + 1] - starts[row[e]], walk_below))
+        n = starts[row[e] + 1] - starts[row[e]]
+        if n < walk_below:
+            longest = max(longest, n)
     codes = np.empty(longest, np.float32)
-    changes = np.empty(longest, np.int64)
     sq = np.empty(longest, np.float64)
+    changes = np.empty(longest if want_counts else 0, np.int64)
     for e in range(row.size):
         r = row[e]
         a = starts[r]
@@ -188,8 +190,8 @@ def evaluate_rows(values, starts, sumsq, prefix, bound1, bound2, row, scale, inv
         if b == a:
             continue
         if b - a < walk_below:
-            _walk_row(values, a, b, codes, changes, sq, sumsq[r], s, inv, z, qmin, qmax,
-                      arithmetic, half_away, want_counts, hist, e, out_f, out_i)
+            _walk_row(values[a:b], codes, sq, changes, sumsq[r], s, inv, z, qmin, qmax, arithmetic,
+                      half_away, want_counts, hist, e, out_f, out_i)
         else:
             _search_row(values, a, b, r, prefix, bound1[r], bound2[r], s, inv, z, step, qmin,
                         qmax, arithmetic, half_away, want_counts, hist, e, out_f, out_i)
@@ -205,14 +207,30 @@ def _xhat(j: int, levels: int, qmin: int, qmax: int, s, z) -> float:
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
-def _sum_in_any_order(values, lo: int, hi: int) -> float:
-    """``Σ values[lo:hi]`` in float64, in whatever order vectorises (the only floating-point
-    operation here is the addition, so the licence to reassociate reaches nothing else; the
-    terms are squares, so any order is within n units of roundoff)."""
+def _sum_in_any_order(values) -> float:
+    """``Σ values`` in float64, in whatever order vectorises (the only floating-point operation
+    here is the addition, so the licence to reassociate reaches nothing else; the terms are
+    squares, so any order is within n units of roundoff)."""
     acc = 0.0
-    for k in range(lo, hi):
+    for k in range(values.size):  # indices from 0: no check for negative ones, no gathers
         acc += values[k]
     return acc
+
+
+@_jit
+def _largest(values) -> float:
+    """``max(values)`` of non-empty, non-negative float64 values, none NaN; overwrites
+    ``values[0]``.
+
+    Their bit patterns, read as int64, are in the same order as the values, and an integer
+    maximum vectorises where a floating-point one does not (Numba's ``max`` checks for NaN).
+    The largest pattern is written back to ``values[0]`` to be read as a float64."""
+    bits = values.view(np.int64)
+    top = 0
+    for k in range(bits.size):
+        top = max(top, bits[k])
+    bits[0] = top
+    return values[0]
 
 
 @_jit
@@ -226,21 +244,24 @@ def row_sums_of_squares(values, starts, out) -> None:
 
 
 @_jit
-def _walk_row(values, a, b, codes, changes, sq, sumsq, s, inv, z, qmin, qmax, arithmetic,
-              half_away, want_counts, hist, e, out_f, out_i) -> None:
-    """One sorted row in two passes: every element's code (:func:`code_of`) and squared error,
-    summed in float64 without cancellation (n elements are within n units of roundoff: the
-    bound given); then the places where the code changes, collected without a branch per
-    element, which give the code counts, the codes used and the largest error (at the ends of
-    each run: the row is sorted). The clipped elements are a prefix and a suffix."""
-    n = b - a
+def _walk_row(x, codes, sq, changes, sumsq, s, inv, z, qmin, qmax, arithmetic, half_away,
+              want_counts, hist, e, out_f, out_i) -> None:
+    """One sorted row ``x`` in two passes: every element's code (:func:`code_of`) and squared
+    error, summed in float64 without cancellation (n elements are within n units of roundoff:
+    the bound given), and the largest of them gives the max |error|; then the places where the
+    code changes, which give the codes used (counted, in a loop that vectorises) and, with
+    ``want_counts``, the code counts (collected without a branch per element: one store per
+    element, one histogram update per run). The clipped elements are a prefix and a suffix."""
+    n = x.size
     lo = np.float32(qmin)
     hi = np.float32(qmax)
     zf = np.float32(z)
-    for k in range(n):  # one pass the compiler vectorises: each code, each squared error
-        code = code_of(values[a + k], s, inv, z, arithmetic, half_away)
+    # one pass the compiler vectorises: each code, each squared error (x is the row's own
+    # slice: indices from 0 need no check for negative ones, which made its loads gathers)
+    for k in range(n):
+        code = code_of(x[k], s, inv, z, arithmetic, half_away)
         codes[k] = code
-        d = (np.float64(values[a + k])
+        d = (np.float64(x[k])
              - np.float64(np.float32(np.float32(min(max(code, lo), hi) - zf) * s)))
         sq[k] = d * d
     below = 0
@@ -250,18 +271,12 @@ def _walk_row(values, a, b, codes, changes, sq, sumsq, s, inv, z, qmin, qmax, ar
     while above < n - below and codes[n - 1 - above] > hi:
         above += 1
     end = n - above
-    rnd = _sum_in_any_order(sq, below, end)
-    clip = _sum_in_any_order(sq, 0, below) + _sum_in_any_order(sq, end, n)
-    max_abs = 0.0
-    for k, count, code in ((0, below, lo), (end, above, hi)):
-        if count:
-            xhat = np.float64(np.float32(np.float32(code - zf) * s))
-            max_abs = max(max_abs, abs(np.float64(values[a + k]) - xhat),
-                          abs(np.float64(values[a + k + count - 1]) - xhat))
-    n_changes = 0
-    for k in range(below + 1, end):  # a store every element, the count moves on a change
-        changes[n_changes] = k
-        n_changes += np.int64(codes[k] != codes[k - 1])
+    rnd = _sum_in_any_order(sq[below:end])
+    clip = _sum_in_any_order(sq[:below]) + _sum_in_any_order(sq[end:n])
+    # max |d| = sqrt(max d²): sqrt(d * d) is |d| exactly in binary round-to-nearest barring
+    # underflow and overflow (Boldo, 2015), and d, a difference of finite float32 values (the
+    # layout holds no others), is 0 or 2^-149 to 2^129 in magnitude (or inf if x̂ overflows)
+    max_abs = np.sqrt(_largest(sq[:n]))
     levels = qmax - qmin + 1
     used = 0
     last = -1  # histogram index of the last code counted
@@ -269,19 +284,24 @@ def _walk_row(values, a, b, codes, changes, sq, sumsq, s, inv, z, qmin, qmax, ar
         used, last = 1, 0
         if want_counts:
             hist[0] += below
-    start = below
-    for t in range(n_changes + 1 if end > below else 0):
-        stop = changes[t] if t < n_changes else end
-        idx = int(codes[start]) - qmin
-        if idx != last:
-            used += 1
-            last = idx
-        if want_counts:
-            hist[idx] += stop - start
-        xhat = np.float64(np.float32(np.float32(codes[start] - zf) * s))
-        max_abs = max(max_abs, abs(np.float64(values[a + start]) - xhat),
-                      abs(np.float64(values[a + stop - 1]) - xhat))
-        start = stop
+    if end > below:  # runs of equal code, each a code not counted before
+        prev = codes[below:end - 1]
+        cur = codes[below + 1:end]
+        n_changes = 0
+        if want_counts:  # where the code changes: a store every element, no branch
+            for k in range(cur.size):
+                changes[n_changes] = below + 1 + k
+                n_changes += np.int64(cur[k] != prev[k])
+            start = below
+            for t in range(n_changes + 1):
+                stop = changes[t] if t < n_changes else end
+                hist[int(codes[start]) - qmin] += stop - start
+                start = stop
+        else:  # only how often it does: a count that vectorises
+            for k in range(cur.size):
+                n_changes += np.int64(cur[k] != prev[k])
+        used += n_changes + (int(codes[below]) - qmin != last)
+        last = int(codes[end - 1]) - qmin
     if above:  # clipped above: counted as code qmax
         if last != levels - 1:
             used += 1
