@@ -193,3 +193,23 @@ def test_quantize_dequantize_quantize_is_idempotent(x, scale, zp, rounding):
     q = quantize(x, scale, zp, rounding=rounding)
     q2 = quantize(dequantize(q, scale, zp), scale, zp, rounding=rounding)
     np.testing.assert_array_equal(q, q2)
+
+
+@pytest.mark.parametrize("arithmetic", ["multiply", "fma"])
+def test_a_scale_without_a_float32_reciprocal_is_refused_where_it_is_multiplied(arithmetic):
+    """1 / scale overflows below ~2.94e-39: x * inf is NaN at x = 0, which has no code."""
+    from quantscope.core.qparams import QuantParams
+    from quantscope.core.validate import SMALLEST_INVERTIBLE_SCALE as smallest
+
+    assert np.isfinite(f32(1) / smallest)
+    with np.errstate(over="ignore"):
+        assert np.isinf(f32(1) / np.nextafter(smallest, f32(0)))
+    x = np.array([0.0, 1e-40, -2e-39], f32)
+    tiny = np.nextafter(smallest, f32(0))
+    with pytest.raises(ValueError, match="reciprocal overflows"):
+        quantize(x, tiny, arithmetic=arithmetic)
+    with pytest.raises(ValueError, match="reciprocal overflows"):
+        QuantParams(np.array([1.0, tiny], f32), 0, -127, 127, axis=0, arithmetic=arithmetic)
+    assert quantize(x, tiny).tolist() == [0, 0, -1]  # dividing needs no reciprocal
+    assert quantize(x, smallest, arithmetic=arithmetic).tolist() == [0, 0, -1]
+    QuantParams(tiny, 0, -127, 127, inv_scale=f32(1e38), arithmetic=arithmetic)  # given: fine

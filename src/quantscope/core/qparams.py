@@ -30,12 +30,14 @@ from quantscope.core.validate import (
     as_float32,
     check_choice,
     check_code_range,
+    check_invertible,
     check_scale,
     check_zero_point,
 )
 
 GRANULARITIES = ("tensor", "channel", "group")
 _TINY = float(np.finfo(np.float32).tiny)
+
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,6 +79,7 @@ class QuantParams:
             if inv.shape != self.scale.shape:
                 raise EngineValueError(f"inv_scale has shape {inv.shape}, scale {self.scale.shape}")
             object.__setattr__(self, "inv_scale", inv)
+        check_invertible(self.scale, self.arithmetic, self.inv_scale)
 
     @property
     def bits(self) -> int:

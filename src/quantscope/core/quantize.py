@@ -26,6 +26,7 @@ from quantscope.core.validate import (
     as_float32,
     check_choice,
     check_code_range,
+    check_invertible,
     check_nonfinite,
     check_scale,
     check_zero_point,
@@ -138,7 +139,9 @@ def quantize(
     granularity_of(axis, group_size)
     xf = as_float32(x)
     check_choice(nonfinite, ("raise", "saturate"), "nonfinite")
-    s = expand_params(xf.shape, check_scale(scale), axis, group_size, "scale")
+    checked = check_scale(scale)
+    check_invertible(checked, arithmetic, inv_scale)
+    s = expand_params(xf.shape, checked, axis, group_size, "scale")
     z = expand_params(xf.shape, check_zero_point(zero_point, qmin, qmax), axis, group_size,
                       "zero_point")
     if inv_scale is not None:

@@ -85,6 +85,24 @@ def check_scale(scale: object) -> np.ndarray:
     return s32
 
 
+#: The smallest float32 scale whose float32 reciprocal is finite (the multiply and fma
+#: arithmetics quantize with ``x * (1 / scale)``).
+SMALLEST_INVERTIBLE_SCALE = np.nextafter(np.float32(1) / np.finfo(np.float32).max, np.float32(1))
+
+
+def check_invertible(scale: np.ndarray, arithmetic: str, inv_scale: object = None) -> None:
+    """Refuse a (checked, float32) scale whose reciprocal overflows when the arithmetic
+    multiplies by it: ``x * inf`` is NaN at ``x = 0``, which has no code at all."""
+    if arithmetic == "divide" or inv_scale is not None:
+        return
+    small = scale < SMALLEST_INVERTIBLE_SCALE
+    if np.any(small):
+        raise EngineValueError(
+            f"scale {float(np.asarray(scale)[small].ravel()[0])!r} is too small for "
+            f"{arithmetic!r} arithmetic: its float32 reciprocal overflows (the smallest usable "
+            f"scale is {float(SMALLEST_INVERTIBLE_SCALE)!r})")
+
+
 def check_zero_point(zero_point: object, qmin: int, qmax: int) -> np.ndarray:
     """Return the zero point(s) as int32, refusing non-integers and values outside [qmin, qmax]."""
     z = np.asarray(zero_point)
