@@ -2,9 +2,10 @@
 all four panes showing the new numbers (p50/p95), and the longest time the GUI thread was
 blocked (a 5 ms QTimer heartbeat: the longest gap between beats, minus the 5 ms period).
 
-"Showing" means painted: a change ends when each pane's plot has been painted with the report
-of the new settings (:class:`PaintWatch`), not merely when the window holds the reports -- the
-paint that follows is part of what the user waits for. (Under Qt's GLib event loop, the
+"Showing" means painted: a change ends when the window holds every report of the new settings
+and has then processed everything pending (:func:`drain`: the repaints the reports asked
+for), not merely when the window holds the reports -- the paint is part of what the user waits
+for. (Under Qt's GLib event loop, the
 default on Linux, a timer that has fired runs again only once the loop is idle, so the
 heartbeat measures the longest stretch of back-to-back GUI work, not just the longest event.)
 
@@ -74,38 +75,14 @@ class Heartbeat:
         return max(0.0, self.longest * 1e3 - HEARTBEAT_MS)
 
 
-class PaintWatch:
-    """Remembers, for each pane, the report its plot showed when last painted (an event
-    filter on the plot's viewport), so the bench can wait for pixels, not just for data."""
+def drain(app) -> None:
+    """Process everything pending -- the paints the new reports asked for, and whatever they
+    post in turn -- until the event loop has nothing left to do."""
+    from PySide6.QtCore import QAbstractEventDispatcher, QEventLoop
 
-    def __init__(self, window) -> None:
-        from PySide6.QtCore import QEvent, QObject
-
-        self.window = window
-        self.painted: dict[str, object] = {}
-        watch = self
-
-        class Filter(QObject):
-            def eventFilter(self, obj, event):
-                if event.type() == QEvent.Type.Paint:
-                    key = self.property("pane")
-                    watch.painted[key] = watch.window.panes[key].report
-                return False
-
-        self.filters = []
-        for key, pane in window.panes.items():
-            f = Filter()
-            f.setProperty("pane", key)
-            pane.graphics.viewport().installEventFilter(f)
-            self.filters.append(f)
-
-    def shown(self) -> bool:
-        """Every pane holds its current result and has been painted with it."""
-        w = self.window
-        if not w.all_shown():
-            return False
-        return all(key in w.state.errors or self.painted.get(key) is w.state.results.get(key)
-                   for key in w.panes)
+    dispatcher = QAbstractEventDispatcher.instance()
+    while dispatcher.processEvents(QEventLoop.ProcessEventsFlag.AllEvents):
+        pass
 
 
 def wait_until(app, predicate, timeout_s: float = 120.0) -> None:
@@ -133,14 +110,14 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
     window = create_window(ExplorerState(cache_reports=False), install_views=views)
     window.resize(1600, 1000)
     window.show()
-    watch = PaintWatch(window)
     gc.freeze()  # as ``quantscope`` does after building its window
     source = Source.generator("outliers", (rows, cols), 0, count=16, magnitude=25.0)
     beat = Heartbeat()
     t0 = time.perf_counter()
     beat.start()
     window.load(source)
-    wait_until(app, watch.shown, 600)
+    wait_until(app, window.all_shown, 600)
+    drain(app)
     load_block = beat.stop()
     load_s = time.perf_counter() - t0
     latencies: dict[str, list[float]] = {}
@@ -149,7 +126,8 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
         for name, changes in CHANGES:
             start = time.perf_counter()
             window.state.update_settings(**changes)
-            wait_until(app, watch.shown)
+            wait_until(app, window.all_shown)
+            drain(app)
             latencies.setdefault(name, []).append((time.perf_counter() - start) * 1e3)
     block = beat.stop()
     # the same changes through the engine alone (no window, no thread): what the panes wait for

@@ -163,9 +163,13 @@ def test_bucket_grid_window_and_occupancy_are_drawn(outlier_window):
     s = float(r.params.scale)
     lo, hi = pane.window.getRegion()
     assert lo == pytest.approx((r.qmin - 0.5) * s) and hi == pytest.approx((r.qmax + 0.5) * s)
-    assert len(pane.grid.xData) == 2 * (r.qmax - r.qmin)
+    assert pane.grid.path().elementCount() == 2 * (r.qmax - r.qmin)  # a line per boundary
     assert not pane.clip_lo.isVisible()  # min/max: nothing clipped
-    np.testing.assert_allclose(pane.bars.yData, np.log10(r.code_histogram + 1.0))
+    np.testing.assert_allclose(pane.bar_heights, np.log10(r.code_histogram + 1.0))
+    outline = pane.bars.path()  # each code's bar: a step at its height, one unit wide
+    ys = [outline.elementAt(i).y for i in range(outline.elementCount())]
+    np.testing.assert_allclose(ys[1:-1:2], pane.bar_heights)
+    assert outline.boundingRect().width() == r.qmax - r.qmin + 1
     outlier_window.state.update_settings(method="manual", manual_clip=(-1.0, 1.0))
     outlier_window.state.compute()
     assert pane.clip_lo.isVisible() and pane.clip_hi.isVisible()
@@ -425,7 +429,7 @@ class PaintCounter:
 @pytest.mark.parametrize("change", [{"bits": 6}, {"rounding": "half_away"},
                                     {"narrow_range": False}])
 def test_a_change_paints_each_pane_once(outlier_window, wait_results, qtbot, change):
-    """Each pane's plot is painted once per change, however its results arrive: pyqtgraph
+    """Each pane's plot is painted at most once per change, however its results arrive: pyqtgraph
     applies a new axis range while painting (which asked for a second paint), and linked strips
     redrew every pane whenever one pane's code range moved (four paints per pane per bit-width
     change before; each paint is 3-5 ms of GUI thread)."""
@@ -437,10 +441,13 @@ def test_a_change_paints_each_pane_once(outlier_window, wait_results, qtbot, cha
     wait_results(win)
     qtbot.wait(100)
     # a pane whose parameters did not change keeps its report and is not repainted at all
-    # (full range leaves the asymmetric panes as they were)
+    # (full range leaves the asymmetric panes as they were); one whose picture is the same
+    # (a new rounding rule moves no boundary) need not be either
     changed = {key: int(pane.report is not before[key]) for key, pane in win.panes.items()}
     assert changed["symmetric/tensor"] == 1
-    assert counter.counts == changed
+    assert all(counter.counts[key] <= changed[key] for key in changed)
+    if "bits" in change:  # every plot changes: each pane paints, once
+        assert counter.counts == changed
 
 
 def test_strips_follow_a_users_zoom_but_keep_their_own_code_range(outlier_window):

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QFont, QFontDatabase
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QFontDatabase, QPen
 from PySide6.QtWidgets import (
     QFrame,
     QGraphicsItem,
+    QGraphicsPathItem,
+    QGraphicsRectItem,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -52,6 +54,17 @@ def mono_font(point_size: int = 11) -> QFont:
     font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
     font.setPointSize(point_size)
     return font
+
+
+def _path_item(pen: QPen | None = None, brush: QBrush | None = None) -> QGraphicsPathItem:
+    """A plain Qt path item: Qt paints it without a call into Python, where a pyqtgraph
+    curve runs a Python ``paint`` on every repaint (together a third of a pane's repaint and
+    of ``set_report`` for the grid, slots and bars)."""
+    item = QGraphicsPathItem()
+    item.setPen(pen if pen is not None else QPen(Qt.PenStyle.NoPen))
+    if brush is not None:
+        item.setBrush(brush)
+    return item
 
 
 class Pane(QFrame):
@@ -125,7 +138,7 @@ class Pane(QFrame):
             item.setZValue(-10)
             item.hide()
             self.plot.addItem(item, ignoreBounds=True)
-        self.grid = pg.PlotDataItem(pen=GRID_PEN, connect="pairs", antialias=False)
+        self.grid = _path_item(pen=GRID_PEN)
         self.grid.setZValue(-5)
         self.plot.addItem(self.grid, ignoreBounds=True)
         self.hist = pg.PlotDataItem(stepMode="center", fillLevel=0, pen=HIST_PEN,
@@ -153,14 +166,15 @@ class Pane(QFrame):
         self._strip_view: tuple = ()
         self.strip.setMouseEnabled(x=True, y=False)
         self.strip.getAxis("left").setWidth(self.plot.getAxis("left").width())
-        # One filled step path per strip (not 255 bar rectangles): a light slot for every code
-        # and the occupancy over it, so empty codes show as empty slots; cheap to repaint live.
-        self.slots = pg.PlotDataItem(stepMode="center", fillLevel=0, pen=pg.mkPen(None),
-                                     brush=SLOT_BRUSH, antialias=False)
-        self.bars = pg.PlotDataItem(stepMode="center", fillLevel=0, pen=pg.mkPen(None),
-                                    brush=USED_BRUSH, antialias=False)
-        self.strip.addItem(self.slots)
-        self.strip.addItem(self.bars)
+        # A light slot behind every code (one rectangle) and the occupancy over it as one
+        # filled step path (not 255 bars), so empty codes show as empty slots.
+        self.slots = QGraphicsRectItem()
+        self.slots.setBrush(SLOT_BRUSH)
+        self.slots.setPen(QPen(Qt.PenStyle.NoPen))
+        self.bars = _path_item(brush=USED_BRUSH)
+        self.bar_heights = np.zeros(0)  # what the bars show: log10(1 + count) per code
+        for item in (self.slots, self.bars):  # the strip's ranges are set from the report
+            self.strip.addItem(item, ignoreBounds=True)
 
     def _build_table(self) -> QVBoxLayout:
         """The scale on a line of its own (per channel it is three numbers, up to 37
@@ -257,11 +271,13 @@ class Pane(QFrame):
         # and the axis is not regenerated on every update
         top = max(float(np.log10(report.n + 1.0)), 1.0)
         edges = np.arange(report.qmin - 0.5, report.qmax + 1.0, dtype=np.float64)
-        self.bars.setData(edges, np.log10(hist + 1.0))
+        self.bar_heights = np.log10(hist + 1.0)
+        self.bars.setPath(pg.arrayToQPath(  # the steps' outline, closed along the axis
+            np.repeat(edges, 2), np.concatenate([[0.0], np.repeat(self.bar_heights, 2), [0.0]])))
         view = (report.qmin - 1, report.qmax + 1, top)
         if view != self._strip_view:  # unchanged ranges: no axis regeneration, no new slots
             self._strip_view = view
-            self.slots.setData(edges, np.full(hist.size, top))
+            self.slots.setRect(QRectF(edges[0], 0.0, edges[-1] - edges[0], top))
             self.strip.setXRange(report.qmin - 1, report.qmax + 1, padding=0)
             self.strip.setYRange(0, top, padding=0.05)
             # pyqtgraph applies a new range to the view's transform while painting, which
@@ -278,9 +294,9 @@ class Pane(QFrame):
         lo, hi = g.window
         top = float(self.hist.yData.max()) * 1.05 if self.hist.yData is not None and len(
             self.hist.yData) else 1.0
-        xs = np.repeat(g.boundaries, 2)
-        ys = np.tile([0.0, top], g.boundaries.size)
-        self.grid.setData(xs, ys)
+        self.grid.setPath(pg.arrayToQPath(np.repeat(g.boundaries, 2),
+                                          np.tile([0.0, top], g.boundaries.size),
+                                          connect="pairs"))
         self.window.setRegion((lo, hi))
         self.window.show()
         self._region(self.clip_lo, ov.min, lo, ov.min < lo)
@@ -304,7 +320,7 @@ class Pane(QFrame):
         # Overlapping lines add up: below ~4 px the alpha scales with the spacing so that a
         # full-zoom grid stays a faint tint; from ~4 px each line is drawn distinctly.
         alpha = int(np.clip(28 * spacing_px, 3, 110))
-        if alpha != self._grid_alpha:  # a new pen makes pyqtgraph re-process the grid's data
+        if alpha != self._grid_alpha:
             self._grid_alpha = alpha
             self.grid.setPen(pg.mkPen(QColor(60, 60, 60, alpha), width=0))
 
