@@ -112,3 +112,45 @@ def test_walked_rows_agree_at_the_ends_of_float32(magnitude, monkeypatch):
         for name in ("max_abs_error", "codes_used", "clipped_below", "clipped_above"):
             np.testing.assert_array_equal(getattr(fast.per_channel, name),
                                           getattr(direct.per_channel, name), err_msg=name)
+
+
+@pytest.mark.parametrize("arithmetic", sorted(ARITHMETIC_CODES))
+@pytest.mark.parametrize("rounding", ["half_even", "half_away"])
+def test_walked_rows_count_codes_across_64_element_words(arithmetic, rounding, monkeypatch):
+    """A walked row finds its code changes 64 elements at a time: rows ending just before, on
+    and after a word's end, runs of one code longer than a word, and clipping at both ends
+    must give the direct pass's counts."""
+    monkeypatch.setattr(sorted_stats, "WALK_PER_LEVEL", 1 << 40)
+    rng = np.random.default_rng(11)
+    lengths = [1, 2, 63, 64, 65, 66, 127, 128, 129, 130, 191, 640, 641, 1000]
+    x = np.full((len(lengths), 1000), np.nan, np.float32)
+    for i, n in enumerate(lengths):
+        x[i, :n] = rng.standard_normal(n) * 3.0
+    x[-1] = np.repeat(rng.standard_normal(10), 100) * 3.0  # runs of 100 equal values
+    x[-2, :300] = np.float32(0.25)
+    prep = prepare(x)
+    for qmin, qmax, zp, scale in ((-128, 127, 0, 0.02), (-8, 7, 2, 0.1), (0, 3, 1, 1.0)):
+        p = QuantParams(np.full(len(lengths), scale, np.float32), np.full(len(lengths), zp,
+                        np.int32), qmin, qmax, axis=0, rounding=rounding, arithmetic=arithmetic)
+        direct, fast = analyze(x, p), prep.analyze(p)
+        np.testing.assert_array_equal(fast.code_histogram, direct.code_histogram)
+        for name in ("codes_used", "clipped_below", "clipped_above", "max_abs_error"):
+            np.testing.assert_array_equal(getattr(fast.per_channel, name),
+                                          getattr(direct.per_channel, name), err_msg=name)
+        np.testing.assert_allclose(fast.per_channel.mse, direct.per_channel.mse, rtol=1e-9)
+
+
+def test_the_portable_trailing_zero_count_agrees_with_numbas():
+    """The stand-in used if Numba's internal cttz ever moves gives the same counts."""
+    from quantscope.core.sorted_kernel import trailing_zeros, trailing_zeros_portable
+
+    @numba.njit
+    def both(m):
+        return trailing_zeros(m), trailing_zeros_portable(m)
+
+    rng = np.random.default_rng(3)
+    words = [np.int64(1) << k for k in range(64)] + list(rng.integers(-2**63, 2**63, 2000))
+    for m in words:
+        if m != 0:
+            fast, portable = both(np.int64(m))
+            assert fast == portable, hex(int(m) & (2**64 - 1))

@@ -9,9 +9,11 @@ thread keeps painting while it runs). A row is treated one of two ways:
 * long rows (many elements per code, e.g. a whole tensor) are split by binary search for each
   code threshold, and each interval's error comes from the row's prefix sums: O(levels · log n);
 * shorter rows (a channel, a group) are walked: every element's code and squared error
-  (summed without cancellation; the largest gives the max |error|) in one pass, then the places
-  where the code changes -- two simple passes over a row that sits in cache, with a branch per
-  code rather than per element.
+  (summed without cancellation; the largest gives the max |error|) in one pass, compiled once
+  per rounding rule and arithmetic so the loop holds no branch; then the places where the code
+  changes, 64 elements at a time as the bits of a word, each set bit a run of equal code --
+  two simple passes over a row that sits in cache, with a branch per code rather than per
+  element.
 
 Exactness rests on :func:`code_of`, the direct pass's quantization rule written out for one
 float32 element: float32 division or multiplication (or the float64-emulated fused
@@ -33,8 +35,28 @@ ARITHMETIC_CODES = {"divide": 0, "multiply": 1, "fma": 2}
 MAX_FIX_MOVES = 64
 _EPS = float(np.finfo(np.float64).eps)
 
-#: Compiled on first use and cached beside the module (about 4 s once, then 0.3 s per process).
+#: Compiled on first use and cached beside the module (about 8 s once, then 0.4 s per process).
 _jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+
+#: Multiplier and table of the de Bruijn count of trailing zeros (the portable stand-in).
+_DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DE_BRUIJN_INDEX = np.zeros(64, np.int64)
+for _i in range(64):
+    _DE_BRUIJN_INDEX[int((np.uint64(1 << _i) * _DE_BRUIJN) >> np.uint64(58))] = _i
+
+
+@_jit
+def trailing_zeros_portable(m: np.int64) -> int:
+    """The number of trailing zero bits of a non-zero ``m`` by a de Bruijn multiply: used if
+    this Numba lacks the internal one-instruction version."""
+    low = np.uint64(m) & (~np.uint64(m) + np.uint64(1))  # the lowest set bit alone
+    return _DE_BRUIJN_INDEX[(low * _DE_BRUIJN) >> np.uint64(58)]
+
+
+try:  # LLVM's cttz, one instruction; an internal of Numba's, so it may move
+    from numba.cpython.unsafe.numbers import trailing_zeros
+except ImportError:  # pragma: no cover - depends on the Numba version
+    trailing_zeros = trailing_zeros_portable
 
 
 @_jit
@@ -165,14 +187,13 @@ def evaluate_rows(values, starts, sumsq, prefix, bound1, bound2, row, scale, inv
     element by element). With ``want_counts``, every evaluation's code counts (clipped ones at
     the ends) are added to ``hist``.
     """
-    longest = 0  # scratch for the longest walked row: codes, squared errors, code changes
+    longest = 0  # scratch for the longest walked row: codes (and a word of room), squares
     for e in range(row.size):
         n = starts[row[e] + 1] - starts[row[e]]
         if n < walk_below:
             longest = max(longest, n)
-    codes = np.empty(longest, np.float32)
+    codes = np.empty(longest + 64, np.float32)
     sq = np.empty(longest, np.float64)
-    changes = np.empty(longest if want_counts else 0, np.int64)
     for e in range(row.size):
         r = row[e]
         a = starts[r]
@@ -190,7 +211,7 @@ def evaluate_rows(values, starts, sumsq, prefix, bound1, bound2, row, scale, inv
         if b == a:
             continue
         if b - a < walk_below:
-            _walk_row(values[a:b], codes, sq, changes, sumsq[r], s, inv, z, qmin, qmax, arithmetic,
+            _walk_row(values[a:b], codes, sq, sumsq[r], s, inv, z, qmin, qmax, arithmetic,
                       half_away, want_counts, hist, e, out_f, out_i)
         else:
             _search_row(values, a, b, r, prefix, bound1[r], bound2[r], s, inv, z, step, qmin,
@@ -243,27 +264,62 @@ def row_sums_of_squares(values, starts, out) -> None:
         out[r] = acc
 
 
-@_jit
-def _walk_row(x, codes, sq, changes, sumsq, s, inv, z, qmin, qmax, arithmetic, half_away,
-              want_counts, hist, e, out_f, out_i) -> None:
-    """One sorted row ``x`` in two passes: every element's code (:func:`code_of`) and squared
-    error, summed in float64 without cancellation (n elements are within n units of roundoff:
-    the bound given), and the largest of them gives the max |error|; then the places where the
-    code changes, which give the codes used (counted, in a loop that vectorises) and, with
-    ``want_counts``, the code counts (collected without a branch per element: one store per
-    element, one histogram update per run). The clipped elements are a prefix and a suffix."""
-    n = x.size
-    lo = np.float32(qmin)
-    hi = np.float32(qmax)
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, arithmetic, half_away) -> None:
+    """Each element's code (:func:`code_of`) into ``codes``, its squared error into ``sq``, in
+    one loop the compiler vectorises (``x`` is the row's own slice: indices from 0 need no
+    check for negative ones, which made its loads gathers). Inlined where it is called, so a
+    call with a constant rule compiles to a loop without that rule's branches."""
     zf = np.float32(z)
-    # one pass the compiler vectorises: each code, each squared error (x is the row's own
-    # slice: indices from 0 need no check for negative ones, which made its loads gathers)
-    for k in range(n):
+    for k in range(x.size):
         code = code_of(x[k], s, inv, z, arithmetic, half_away)
         codes[k] = code
         d = (np.float64(x[k])
              - np.float64(np.float32(np.float32(min(max(code, lo), hi) - zf) * s)))
         sq[k] = d * d
+
+
+@_jit
+def _change_bits(prev, cur) -> int:
+    """Bit ``k`` set where ``cur[k] != prev[k]``, ``k < 64`` (both hold at least 64 values).
+    A fixed count the compiler vectorises and unrolls whole: a compare per element, no
+    branch."""
+    m = 0
+    for k in range(64):
+        m |= np.int64(cur[k] != prev[k]) << k
+    return m
+
+
+@_jit
+def _walk_row(x, codes, sq, sumsq, s, inv, z, qmin, qmax, arithmetic, half_away,
+              want_counts, hist, e, out_f, out_i) -> None:
+    """One sorted row ``x`` in two passes: every element's code (:func:`code_of`) and squared
+    error, summed in float64 without cancellation (n elements are within n units of roundoff:
+    the bound given), and the largest of them gives the max |error|; then the places where the
+    code changes, which give the codes used (counted, in a loop that vectorises) and, with
+    ``want_counts``, the code counts: the changes of 64 elements at a time as the bits of a
+    word (:func:`_change_bits`), then one histogram update per set bit, found by counting
+    trailing zeros (a code is ~16 elements of a channel: a branch per run, not per element).
+    ``codes`` has 64 values of room past the row for the last word. The clipped elements are
+    a prefix and a suffix."""
+    n = x.size
+    lo = np.float32(qmin)
+    hi = np.float32(qmax)
+    # one copy of the first pass per rule: with the rule a constant, no branch per element
+    # (those branches were a quarter of a per-channel report's time without counts)
+    if half_away:
+        if arithmetic == 0:
+            _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 0, True)
+        elif arithmetic == 1:
+            _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 1, True)
+        else:
+            _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 2, True)
+    elif arithmetic == 0:
+        _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 0, False)
+    elif arithmetic == 1:
+        _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 1, False)
+    else:
+        _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 2, False)
     below = 0
     while below < n and codes[below] < lo:
         below += 1
@@ -285,22 +341,25 @@ def _walk_row(x, codes, sq, changes, sumsq, s, inv, z, qmin, qmax, arithmetic, h
         if want_counts:
             hist[0] += below
     if end > below:  # runs of equal code, each a code not counted before
-        prev = codes[below:end - 1]
-        cur = codes[below + 1:end]
-        n_changes = 0
-        if want_counts:  # where the code changes: a store every element, no branch
+        used += np.int64(int(codes[below]) - qmin != last)
+        if want_counts:
+            start = below  # the current run's first element
+            for i in range(below + 1, end, 64):
+                m = _change_bits(codes[i - 1:i + 63], codes[i:i + 64])
+                if end - i < 64:  # the row's last word: only the bits inside [below, end)
+                    m &= (np.int64(1) << (end - i)) - 1
+                while m != 0:  # each set bit: a run ends, the next starts at element k
+                    k = i + trailing_zeros(m)
+                    hist[int(codes[start]) - qmin] += k - start
+                    used += 1
+                    start = k
+                    m &= m - 1
+            hist[int(codes[start]) - qmin] += end - start
+        else:  # only how often it changes: a count that vectorises
+            prev = codes[below:end - 1]
+            cur = codes[below + 1:end]
             for k in range(cur.size):
-                changes[n_changes] = below + 1 + k
-                n_changes += np.int64(cur[k] != prev[k])
-            start = below
-            for t in range(n_changes + 1):
-                stop = changes[t] if t < n_changes else end
-                hist[int(codes[start]) - qmin] += stop - start
-                start = stop
-        else:  # only how often it does: a count that vectorises
-            for k in range(cur.size):
-                n_changes += np.int64(cur[k] != prev[k])
-        used += n_changes + (int(codes[below]) - qmin != last)
+                used += np.int64(cur[k] != prev[k])
         last = int(codes[end - 1]) - qmin
     if above:  # clipped above: counted as code qmax
         if last != levels - 1:
