@@ -259,3 +259,14 @@ def test_runtime_presets_give_the_same_params_with_a_prepared_tensor(runtime):
         a, b = choose_qparams(x, **kw), choose_qparams(x, prepared=prepare(x), **kw)
         np.testing.assert_array_equal(a.scale, b.scale)
         np.testing.assert_array_equal(a.zero_point, b.zero_point)
+
+
+def test_warm_up_loads_every_compiled_loop_the_reports_use():
+    """A session's first percentile or per-channel report must not stall loading one."""
+    from quantscope.core import fast, sorted_kernel
+
+    fast.warm_up.cache_clear()
+    fast.warm_up()
+    for loop in (sorted_kernel.evaluate_rows, sorted_kernel.abs_order_stats,
+                 sorted_kernel.row_sums_of_squares):
+        assert loop.signatures, loop

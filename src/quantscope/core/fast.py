@@ -17,6 +17,8 @@ The prepared object keeps a reference to ``x`` (no copy); ``x`` must not change 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from quantscope.core.analyze import _report, _Totals
@@ -150,6 +152,19 @@ class Prepared:
 def prepare(x) -> Prepared:
     """Sort ``x`` once and build its prefix sums, for fast exact reports (see :class:`Prepared`)."""
     return x if isinstance(x, Prepared) else Prepared(x)
+
+
+@functools.cache
+def warm_up() -> None:
+    """Load every compiled loop this module uses (once per process, ~0.1 s each from Numba's
+    cache, ~8 s on the very first run): called while a tensor is being prepared, so the first
+    percentile or per-channel report of a session does not stall for it."""
+    x = np.linspace(-1.0, 1.0, 8 * 64, dtype=np.float32).reshape(8, 64)
+    p = prepare(x)
+    for axis in (None, 0):
+        p.percentile(99.0, axis=axis, group_size=None, absolute=True)
+        p.analyze(QuantParams(np.full(8 if axis == 0 else (), 0.01, np.float32),
+                              np.zeros(8 if axis == 0 else (), np.int32), -127, 127, axis=axis))
 
 
 def _row_percentiles(rows: SortedRows, lengths: np.ndarray, q: float,

@@ -42,7 +42,7 @@ _jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 _DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
 _DE_BRUIJN_INDEX = np.zeros(64, np.int64)
 for _i in range(64):
-    _DE_BRUIJN_INDEX[int((np.uint64(1 << _i) * _DE_BRUIJN) >> np.uint64(58))] = _i
+    _DE_BRUIJN_INDEX[(((1 << _i) * int(_DE_BRUIJN)) % 2**64) >> 58] = _i
 
 
 @_jit

@@ -198,9 +198,10 @@ def prepare_tensor(x: np.ndarray, settings=None, axis: int | None = None):
     first report after a load is as fast as the next ones; a layout the tensor cannot have is
     simply skipped.
     """
-    from quantscope.core.fast import prepare
+    from quantscope.core.fast import prepare, warm_up
     from quantscope.errors import QuantscopeError
 
+    warm_up()
     prepared = prepare(x)
     if settings is not None and x.ndim > 0:
         ax = settings.axis if axis is None else axis
