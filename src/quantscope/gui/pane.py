@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QGraphicsItem,
     QGraphicsPathItem,
     QGraphicsRectItem,
+    QGraphicsScene,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -96,6 +97,10 @@ class Pane(QFrame):
         self.graphics.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.graphics.ci.layout.setContentsMargins(0, 0, 0, 0)
         self.graphics.ci.layout.setVerticalSpacing(2)
+        # A dozen items need no spatial index; keeping Qt's BSP index current asked every
+        # moved item for its bounding rectangle (a Python call in pyqtgraph), ~1 ms per pane
+        # per change.
+        self.graphics.scene().setItemIndexMethod(QGraphicsScene.ItemIndexMethod.NoIndex)
         layout.addWidget(self.graphics, 1)
         self._build_plot()
         self._build_strip()
