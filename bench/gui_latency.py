@@ -121,15 +121,16 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
     load_block = beat.stop()
     load_s = time.perf_counter() - t0
     latencies: dict[str, list[float]] = {}
-    beat.start()
+    blocks: list[float] = []  # the longest block of each change, the target's figure their max
     for _ in range(repeat):
         for name, changes in CHANGES:
+            beat.start()
             start = time.perf_counter()
             window.state.update_settings(**changes)
             wait_until(app, window.all_shown)
             drain(app)
             latencies.setdefault(name, []).append((time.perf_counter() - start) * 1e3)
-    block = beat.stop()
+            blocks.append(beat.stop())
     # the same changes through the engine alone (no window, no thread): what the panes wait for
     from quantscope.state import compute_reports
 
@@ -145,7 +146,7 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
     window.deleteLater()
     app.processEvents()
     return {"n": rows * cols, "load_s": load_s, "load_block": load_block,
-            "latencies": latencies, "block": block, "engine": engine}
+            "latencies": latencies, "blocks": blocks, "engine": engine}
 
 
 def report(res: dict) -> None:
@@ -163,8 +164,11 @@ def report(res: dict) -> None:
     for name, ms in res["latencies"].items():
         a = np.asarray(ms)
         print(f"      {name:12s} p50 {np.percentile(a, 50):7.1f} ms   max {a.max():7.1f} ms")
-    print(f"  longest GUI-thread block during the changes: {res['block']:.1f} ms = "
-          f"{res['block'] / TARGET_BLOCK_MS:.2f} x the {TARGET_BLOCK_MS:.0f} ms target")
+    blocks = np.asarray(res["blocks"])
+    b50, b95 = np.percentile(blocks, [50, 95])
+    print(f"  longest GUI-thread block during the changes: {blocks.max():.1f} ms = "
+          f"{blocks.max() / TARGET_BLOCK_MS:.2f} x the {TARGET_BLOCK_MS:.0f} ms target "
+          f"(per change: p50 {b50:.1f} ms, p95 {b95:.1f} ms)")
 
 
 def main() -> None:

@@ -8,6 +8,8 @@ state: it snapshots the state into jobs, and installs the jobs' results on the G
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
@@ -197,6 +199,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
             source, x, prepared, ov = result
             if self.state.set_tensor(x, source, prepared=prepared, overview=ov):
                 self.clear_error()
+            self._settle_heap()
         elif kind == "prepare":
             tensor, prepared, ov = result
             if tensor is self._preparing_for:
@@ -204,8 +207,17 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
                 self._stop_progress()
                 self.state.set_prepared(tensor, prepared, ov)
                 self._request_compute()
+                self._settle_heap()
         elif kind == "compute":
             self.state.accept(result)
+
+    @staticmethod
+    def _settle_heap() -> None:
+        """What a load built lives as long as the tensor (the engine's compiled loops, the
+        prepared layouts): move it out of the cyclic GC's reach, as ``quantscope`` does with
+        the window, so a full collection -- 30-100 ms with it all in view -- does not land in
+        a slider drag. :meth:`shutdown` makes it collectable again."""
+        gc.freeze()
 
     @Slot(str, int, object)
     def _job_partial(self, kind: str, ticket: int, result) -> None:
@@ -306,3 +318,4 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
         if controller is not None and hasattr(controller, "shutdown"):
             controller.shutdown()
         self.worker.shutdown()
+        gc.unfreeze()  # see _settle_heap
