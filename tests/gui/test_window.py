@@ -503,3 +503,23 @@ def test_a_load_moves_what_it_built_out_of_the_collectors_reach(make_window, wai
     assert gc.get_freeze_count() > 0
     win.shutdown()
     assert gc.get_freeze_count() == 0
+
+
+def test_numbers_are_selectable_under_the_mouse(outlier_window, qtbot):
+    """Selectable labels cost a text document each on every update (~11 ms per change for
+    the four tables); the numbers become selectable only while the mouse is over them."""
+    from PySide6.QtCore import QEvent, QPointF
+    from PySide6.QtGui import QEnterEvent
+    from PySide6.QtWidgets import QApplication
+
+    label = outlier_window.panes["symmetric/tensor"].values["sqnr_db"]
+    selectable = Qt.TextInteractionFlag.TextSelectableByMouse
+    assert not label.textInteractionFlags() & selectable
+    QApplication.sendEvent(label, QEnterEvent(QPointF(2, 2), QPointF(2, 2), QPointF(2, 2)))
+    assert label.textInteractionFlags() & selectable
+    label.setSelection(0, 3)
+    QApplication.sendEvent(label, QEvent(QEvent.Type.Leave))
+    assert label.textInteractionFlags() & selectable  # a selection is kept for copying
+    label.setSelection(0, 0)
+    QApplication.sendEvent(label, QEvent(QEvent.Type.Leave))
+    assert not label.textInteractionFlags() & selectable

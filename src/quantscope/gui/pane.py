@@ -33,7 +33,7 @@ from quantscope.gui.numbers import (
     display_values,
     field_label,
 )
-from quantscope.gui.style import reserve_lines, reserve_width
+from quantscope.gui.style import reserve_lines, reserve_width, selectable_on_hover
 from quantscope.state import TensorOverview
 
 HIST_PEN = pg.mkPen("#1f4e9c", width=1.5)
@@ -202,7 +202,7 @@ class Pane(QFrame):
             value = QLabel("—")
             value.setFont(font)
             value.setObjectName("fieldValue")
-            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            selectable_on_hover(value)
             per_unit = key == "scale" and not self.key.endswith("/tensor")
             reserve_width(value, WIDE_UNIT_SCALES if per_unit else WIDE[key])
             if key == "scale":
