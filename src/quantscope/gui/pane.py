@@ -1,8 +1,9 @@
 """One of the four panes: the values' histogram over the bucket grid, the code-occupancy strip,
 and the numbers table.
 
-Plot items are created once and updated with ``setData`` (pyqtgraph's advice for live plots);
-every number shown is a formatted engine number (:mod:`quantscope.gui.numbers`).
+Plot items are created once and updated in place (``setData``, ``setPath``), and a change
+repaints each pane once, without moving its layout; every number shown is a formatted engine
+number (:mod:`quantscope.gui.numbers`).
 """
 
 from __future__ import annotations
