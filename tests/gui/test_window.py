@@ -523,3 +523,17 @@ def test_numbers_are_selectable_under_the_mouse(outlier_window, qtbot):
     label.setSelection(0, 0)
     QApplication.sendEvent(label, QEvent(QEvent.Type.Leave))
     assert not label.textInteractionFlags() & selectable
+
+
+def test_new_reports_reach_the_panes_one_per_turn_of_the_event_loop(outlier_window,
+                                                                    wait_results):
+    """Four pane updates and repaints in a row kept the loop from timers and input for
+    30-100 ms; each pane gets its own turn, and all_shown waits for the last."""
+    win, st = outlier_window, outlier_window.state
+    st.update_settings(bits=5)
+    st.compute()  # all four reports at once, as at 1M elements
+    fresh = [key for key, pane in win.panes.items() if pane.report is st.results[key]]
+    assert fresh == ["symmetric/tensor"] and not win.all_shown()
+    wait_results(win)
+    assert all(pane.report is st.results[key] for key, pane in win.panes.items())
+    assert shown(win) == engine_texts(st)
