@@ -35,6 +35,10 @@ from quantscope.state import (
 
 #: How long the panes may lag the controls before they are marked as showing old numbers.
 STALE_MS = 200
+#: Panes updated per turn of the event loop: the per-tensor pair and the per-channel pair
+#: arrive together on large tensors (each pair is one turn, no latency added), all four at
+#: once on small ones (two turns).
+PANES_PER_TURN = 2
 
 
 class MainWindow(WindowLayout, Loading, QMainWindow):
@@ -76,7 +80,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
         self.stale_timer.setSingleShot(True)
         self.stale_timer.setInterval(STALE_MS)
         self.stale_timer.timeout.connect(lambda: self._mark_stale(True))
-        # New reports reach the panes one pane per turn of the event loop (see _show_panes).
+        # New reports reach the panes a pair per turn of the event loop (see _show_panes).
         self._queued_panes: list[str] = []
         self.pane_timer = QTimer(self)
         self.pane_timer.setSingleShot(True)
@@ -267,10 +271,10 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
             self.panes[key].set_stale(False)
 
     def _show_panes(self, keys) -> None:
-        """Queue ``keys`` for display, one pane per turn of the event loop: a pane's update and
-        its repaint take 4-8 ms, four in a row (as at 1M elements, where all reports arrive
-        together) kept the loop from timers and input for 30-100 ms. Each pane shows the
-        newest report when its turn comes."""
+        """Queue ``keys`` for display, ``PANES_PER_TURN`` panes per turn of the event loop: a
+        pane's update and its repaint take 4-8 ms, and four in a row (as at 1M elements, where
+        all reports arrive together) kept the loop from timers and input for 30-100 ms. Each
+        pane shows the newest report when its turn comes."""
         for key in keys:
             if key not in self._queued_panes:
                 self._queued_panes.append(key)
@@ -278,7 +282,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
 
     def _show_next_pane(self) -> None:
         st = self.state
-        if self._queued_panes:
+        for _ in range(min(PANES_PER_TURN, len(self._queued_panes))):
             key = self._queued_panes.pop(0)
             pane = self.panes[key]
             if key in st.results:
