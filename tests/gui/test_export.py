@@ -181,3 +181,20 @@ def test_screenshot_refuses_other_formats(qapp, tmp_path, capsys):
 
     assert main(["--generator", "normal", "--screenshot", str(tmp_path / "x.jpg")]) == 2
     assert "write .png or .svg" in capsys.readouterr().err
+
+
+def test_cached_items_are_written_as_vectors(plot, tmp_path):
+    """The panes blit their axes and histogram from pixmap caches on screen; an export must
+    draw them afresh, or the SVG holds bitmaps (and the 2x PNG 1x pixels scaled up)."""
+    from PySide6.QtWidgets import QGraphicsItem
+
+    cached = QGraphicsItem.CacheMode.DeviceCoordinateCache
+    items = [plot.getPlotItem().getAxis("left"), plot.getPlotItem().listDataItems()[0].curve]
+    plain = tmp_path / "plain.svg"
+    save_image(plot, plain)
+    for item in items:
+        item.setCacheMode(cached)
+    out = tmp_path / "cached.svg"
+    save_image(plot, out)
+    assert out.read_text().count("<image") == plain.read_text().count("<image")
+    assert all(item.cacheMode() == cached for item in items)  # the screen keeps its cache

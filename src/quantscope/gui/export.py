@@ -19,12 +19,13 @@ from __future__ import annotations
 import csv
 import re
 import xml.etree.ElementTree as ET
+from contextlib import contextmanager
 from pathlib import Path
 
 from PySide6.QtCore import QPoint, QRect, QSize
 from PySide6.QtGui import QColor, QImage, QPainter, QRegion
 from PySide6.QtSvg import QSvgGenerator
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QWidget
 
 from quantscope.core.captions import pane_captions
 from quantscope.errors import QuantscopeError
@@ -58,6 +59,29 @@ def _render_widget(widget: QWidget, painter: QPainter) -> None:
                    QWidget.RenderFlag.DrawWindowBackground | QWidget.RenderFlag.DrawChildren)
 
 
+@contextmanager
+def _vector_items(widget: QWidget):
+    """Paint every graphics item afresh while exporting: items with a pixmap cache (the
+    panes' axes and histogram, the views' axes, blitted on screen) would otherwise be written
+    into an SVG as bitmaps, and into the 2x PNG as 1x pixels scaled up."""
+    views = widget.findChildren(QGraphicsView)
+    if isinstance(widget, QGraphicsView):
+        views.append(widget)
+    saved = []
+    for view in views:
+        if view.scene() is None:
+            continue
+        for item in view.scene().items():
+            if item.cacheMode() != QGraphicsItem.CacheMode.NoCache:
+                saved.append((item, item.cacheMode()))
+                item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
+    try:
+        yield
+    finally:
+        for item, mode in saved:
+            item.setCacheMode(mode)
+
+
 def _warm_up(widget: QWidget) -> None:
     """Paint once into a scratch image and let Qt settle: pyqtgraph sizes its axes from the
     text it measured while painting, so a first-ever paint can leave tick labels out (the
@@ -89,7 +113,8 @@ def render_png(widget: QWidget, path: str | Path, ratio: float = PIXEL_RATIO) ->
     painter.setRenderHint(QPainter.RenderHint.Antialiasing)
     painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
     try:
-        _render_widget(widget, painter)
+        with _vector_items(widget):
+            _render_widget(widget, painter)
     finally:
         painter.end()
     if not image.save(str(path), "PNG"):
@@ -115,7 +140,8 @@ def render_svg(widget: QWidget, path: str | Path, title: str = "quantscope") -> 
         raise ExportError(f"cannot write {path}")
     try:
         painter.fillRect(QRect(0, 0, w, h), _background(widget))
-        _render_widget(widget, painter)
+        with _vector_items(widget):
+            _render_widget(widget, painter)
     finally:
         painter.end()
     try:
