@@ -56,3 +56,29 @@ def make_window(qtbot):
     leaked = {t for t in set(threading.enumerate()) - threads_before
               if not isinstance(t, threading._DummyThread)}
     assert not leaked, f"threads leaked: {leaked}"
+
+
+@pytest.fixture
+def app_window(qtbot):
+    """``app_window(height)`` -> the window as ``quantscope`` builds it (views installed),
+    1600 x ``height``, showing a 128x256 outlier tensor; closed at teardown, where no view
+    job's thread may be left."""
+    from quantscope.gui import create_window
+    from quantscope.state import Source
+
+    windows = []
+
+    def make(height: int):
+        win = create_window()
+        qtbot.addWidget(win)
+        win.resize(1600, height)
+        win.show()
+        win.load(Source.generator("outliers", (128, 256), 1))
+        qtbot.waitUntil(win.all_shown, timeout=30_000)
+        windows.append(win)
+        return win
+
+    yield make
+    for win in windows:
+        win.close()
+    assert not any(t.name == "quantscope-view-job" for t in threading.enumerate())

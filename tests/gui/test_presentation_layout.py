@@ -3,29 +3,19 @@ speaker shows is cut off or drawn over (each defect here was seen in a 1600x1000
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from PySide6.QtWidgets import QFormLayout
 
-from quantscope.gui import create_window
-from quantscope.state import PANES, Source
+from quantscope.state import PANES
 
 
 @pytest.fixture
-def window(qtbot):
-    win = create_window()
-    qtbot.addWidget(win)
-    win.resize(1600, 1000)
-    win.show()
-    win.load(Source.generator("outliers", (128, 256), 1))
-    qtbot.waitUntil(win.all_shown, timeout=30_000)
+def window(app_window, qtbot):
+    win = app_window(1000)
     win.presentation_action.setChecked(True)
     qtbot.wait(50)
     yield win
     win.presentation_action.setChecked(False)  # the theme is process-wide: leave it as found
-    win.close()
-    assert not any(t.name == "quantscope-view-job" for t in threading.enumerate())
 
 
 def test_presentation_fits_1600_pixels(window):

@@ -3,28 +3,17 @@ panes through the window's worker, menus, and no thread left behind."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 from quantscope.core.captions import pane_captions
 from quantscope.core.explain import clip_threshold
-from quantscope.gui import create_window
-from quantscope.state import PANES, Source
+from quantscope.state import PANES
 
 
 @pytest.fixture
-def window(qtbot):
-    win = create_window()
-    qtbot.addWidget(win)
-    win.resize(1600, 900)
-    win.show()
-    win.load(Source.generator("outliers", (128, 256), 1))
-    qtbot.waitUntil(win.all_shown, timeout=30_000)
-    yield win
-    win.close()
-    assert not any(t.name == "quantscope-view-job" for t in threading.enumerate())
+def window(app_window):
+    return app_window(900)
 
 
 def test_tabs_and_menus_are_installed(window):
