@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from oracles import need
 from quantscope.core import analyze, choose_qparams, params_from_range
 from quantscope.core.calibration import abs_histogram, entropy_amax
 from quantscope.core.validate import EngineValueError
@@ -149,7 +150,7 @@ def test_methods_on_edge_tensors():
 
 @pytest.mark.parametrize("dist", ["normal", "student3"])
 def test_mse_never_worse_than_pytorch_histogram_observer(dist):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     from quantscope.core.qparams import QuantParams
 
     rng = np.random.default_rng(8)

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from oracles import need
 from quantscope.core import QuantParams, choose_qparams
 from quantscope.core.matmul import accumulate_int32, int8_matmul
 from quantscope.errors import QuantscopeError
@@ -428,9 +429,9 @@ def test_bad_inputs_raise_precise_errors() -> None:
 
 def _litert_fully_connected(a_q, w_nk, sa, za, sb, so, zo, bias, reference_kernels):
     """Build a one-op int8 FULLY_CONNECTED .tflite in memory and run it with LiteRT."""
-    flatbuffers = pytest.importorskip("flatbuffers")
-    litert = pytest.importorskip("ai_edge_litert.interpreter")
-    schema = pytest.importorskip("ai_edge_litert.schema_py_generated")
+    flatbuffers = need("flatbuffers")
+    litert = need("ai_edge_litert.interpreter")
+    schema = need("ai_edge_litert.schema_py_generated")
     buffers = [schema.BufferT()]
 
     def tensor(name, shape, ttype, scale, zp, data=None):

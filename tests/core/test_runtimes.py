@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from oracles import need
 from quantscope.core import analyze, choose_qparams
 from quantscope.core.fast import prepare
 from quantscope.core.qparams import QuantParams
@@ -129,7 +130,7 @@ def test_presets_never_give_bad_scales_and_reject_unknown_names():
 
 
 def test_against_torch_when_installed():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     rng = np.random.default_rng(5)
     x = (rng.standard_normal(100_000) * 3 + 0.7).astype(F32)
     obs = torch.ao.quantization.MinMaxObserver(dtype=torch.quint8)
@@ -146,7 +147,7 @@ def test_against_torch_when_installed():
 
 
 def test_against_torch_observers_and_ties_when_installed():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     rng = np.random.default_rng(6)
     x = (rng.standard_normal(50_000) * 2).astype(F32)
     obs = torch.ao.quantization.MinMaxObserver(dtype=torch.qint8,
@@ -172,7 +173,7 @@ def test_against_torch_observers_and_ties_when_installed():
 
 
 def test_tensorrt_against_modelopts_formula_in_torch_when_installed():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     rng = np.random.default_rng(7)
     x = (rng.standard_normal(50_000) * 1.7).astype(F32)
     amax = torch.tensor(float(np.abs(x).max()))
@@ -184,7 +185,7 @@ def test_tensorrt_against_modelopts_formula_in_torch_when_installed():
 
 
 def test_against_onnxruntime_when_installed():
-    pytest.importorskip("onnxruntime")
+    need("onnxruntime")
     from onnxruntime.quantization.quant_utils import compute_scale_zp
 
     x = np.array([-1.25, 0.3, 2.7], F32)

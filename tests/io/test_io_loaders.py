@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from io_file_builders import npy_bytes, safetensors_bytes, write
 
+from oracles import need
 from quantscope.io import (
     TensorFileError,
     detect_format,
@@ -252,9 +253,9 @@ def test_file_larger_than_memory_opens_without_reading_it(tmp_path, fmt):
 
 
 def test_agrees_with_the_reference_safetensors_package_when_installed(tmp_path):
-    """Optional cross-check (skipped unless the `safetensors` package is installed; it is not
-    a dependency): files it writes read bit-exactly here, and ours read there."""
-    st = pytest.importorskip("safetensors.numpy")
+    """Cross-check with the `safetensors` package (the `oracles` extra, not a dependency):
+    files it writes read bit-exactly here, and ours read there."""
+    st = need("safetensors.numpy")
     tensors = {"w": _random((7, 5), "<f4"), "h": _random((3,), "<f2"), "i": _random((4,), "i1")}
     theirs = tmp_path / "theirs.safetensors"
     st.save_file(tensors, str(theirs), metadata={"k": "v"})
