@@ -21,6 +21,22 @@ def test_import_quantscope_does_not_import_qt():
     assert out.stdout.strip() == ""
 
 
+def test_start_up_loads_neither_numba_nor_ml_dtypes(tmp_path):
+    """Both take 1-2 s to import: they load when a compiled loop or a bf16/fp8 file needs them,
+    not for ``import quantscope`` or a report on a float32 file."""
+    import numpy as np
+
+    path = tmp_path / "small.npy"
+    np.save(path, np.linspace(-1, 1, 4096, dtype=np.float32).reshape(16, 256))
+    code = ("import sys, quantscope, quantscope.io, quantscope.state; "
+            "from quantscope.cli import main; main(['report', sys.argv[1]]); "
+            "print('loaded:' + ','.join(m for m in ('numba', 'ml_dtypes') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                         text=True, check=True)
+    assert "symmetric/tensor" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "loaded:"
+
+
 def test_engine_api_is_exposed():
     import quantscope
 

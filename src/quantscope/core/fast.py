@@ -25,7 +25,6 @@ from quantscope.core.analyze import _report, _Totals
 from quantscope.core.layout import granularity_of, normalize_axis, param_rows, param_shape
 from quantscope.core.qparams import QuantParams
 from quantscope.core.report import QuantReport
-from quantscope.core.sorted_kernel import abs_order_stats
 from quantscope.core.sorted_stats import SortedRows, evaluate
 from quantscope.core.validate import EngineValueError, as_float32
 
@@ -181,6 +180,8 @@ def _row_percentiles(rows: SortedRows, lengths: np.ndarray, q: float,
     i0 = np.where(above, np.maximum(lengths - 1, 0), i0)
     i1 = np.where(above, np.maximum(lengths - 1, 0), i1)
     if absolute:
+        from quantscope.core.sorted_kernel import abs_order_stats
+
         a, b = np.empty(n.size), np.empty(n.size)
         abs_order_stats(rows.values, rows.starts, i0, a)
         abs_order_stats(rows.values, rows.starts, i1, b)

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantscope.core.quantize import quantize_codes_float
-from quantscope.core.sorted_kernel import ARITHMETIC_CODES, evaluate_rows, row_sums_of_squares
 
 #: Relative accuracy guaranteed for the error sums (the contract with the direct pass is 1e-9).
 REL_TOL = 5e-10
@@ -153,6 +152,8 @@ class SortedRows:
     @functools.cached_property
     def sumsq(self) -> np.ndarray:
         """Σx² of each row (float64; what a walked row reports as its signal)."""
+        from quantscope.core.sorted_kernel import row_sums_of_squares
+
         out = np.empty(self.n_rows)
         row_sums_of_squares(self.values, self.starts, out)
         return out
@@ -251,6 +252,8 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
     None). The work is done by :func:`quantscope.core.sorted_kernel.evaluate_rows`; the
     evaluations whose error bound is too loose (nearly exact data) are redone element by element.
     """
+    from quantscope.core.sorted_kernel import ARITHMETIC_CODES, evaluate_rows
+
     qmin, qmax, rounding, arithmetic = rule
     row = np.ascontiguousarray(row, np.intp).reshape(-1)
     s = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, np.float32).reshape(-1),

@@ -16,23 +16,30 @@ import os
 import struct
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
-from quantscope.io.checks import check_regular_file, check_shape, data_nbytes, fail, pick_name
+from quantscope.io.checks import (
+    check_regular_file,
+    check_shape,
+    data_nbytes,
+    dtype_from_name,
+    fail,
+    pick_name,
+)
 from quantscope.io.tensor_info import TensorInfo
 
 #: The reference implementation refuses headers above 100 MB; so do we.
 MAX_HEADER_BYTES = 100_000_000
 
-#: safetensors dtype name -> little-endian NumPy dtype.
-DTYPES: dict[str, np.dtype] = {
+#: safetensors dtype name -> little-endian NumPy dtype (a name for the ml_dtypes ones, which
+#: :func:`dtype_of` resolves: ml_dtypes is imported only for a checkpoint that holds them).
+DTYPES: dict[str, np.dtype | str] = {
     "F64": np.dtype("<f8"),
     "F32": np.dtype("<f4"),
     "F16": np.dtype("<f2"),
-    "BF16": np.dtype(ml_dtypes.bfloat16),
-    "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn),
-    "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "BF16": "bfloat16",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
     "I64": np.dtype("<i8"),
     "I32": np.dtype("<i4"),
     "I16": np.dtype("<i2"),
@@ -55,6 +62,12 @@ _UNSUPPORTED = {
 }
 
 _LENGTH = struct.Struct("<Q")
+
+
+def dtype_of(name: str) -> np.dtype:
+    """The NumPy dtype of a safetensors dtype name from :data:`DTYPES`."""
+    dtype = DTYPES[name]
+    return dtype_from_name(dtype) if isinstance(dtype, str) else dtype
 
 
 @dataclass(frozen=True)
@@ -155,7 +168,7 @@ def _check_entry(path: str | os.PathLike, name: str, entry: object) -> tuple[Ten
         shown = repr(dtype_name)[:40]
         raise fail(path, f"{where} has unsupported dtype {shown}"
                          + (f": {reason}" if reason else ""))
-    dtype = DTYPES[dtype_name]
+    dtype = dtype_of(dtype_name)
     shape = check_shape(path, entry["shape"], where)
     offsets = entry["data_offsets"]
     if (not isinstance(offsets, list) or len(offsets) != 2
@@ -209,7 +222,7 @@ def load_safetensors(path: str | os.PathLike,
     header = read_header(path)
     name = pick_name(path, list(header.tensors), name)
     info, offset = header.tensors[name]
-    dtype = DTYPES[info.file_dtype]
+    dtype = dtype_of(info.file_dtype)
     if info.nbytes == 0:
         return np.empty(info.shape, dtype=dtype), info
     try:
