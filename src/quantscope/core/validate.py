@@ -27,7 +27,9 @@ def as_float32(x: object, what: str = "x") -> np.ndarray:
     reproduce quantizes from float32; integer, bool, complex and object arrays raise TypeError,
     since "quantizing" them is always a mistake upstream.
     """
-    arr = np.asarray(x)
+    from quantscope.core.frameworks import as_numpy  # torch, JAX, CuPy, DLPack, lists
+
+    arr = as_numpy(x, what)
     kind = arr.dtype.kind
     name = arr.dtype.name
     is_ml_float = name == "bfloat16" or name.startswith("float8")
