@@ -57,6 +57,12 @@ class Prepared:
         """NaN and inf elements (excluded from every statistic)."""
         return self.layout(None, None).n_nonfinite
 
+    def _repr_html_(self) -> str:
+        """Shape, element counts and built layouts as a table (what Jupyter shows)."""
+        from quantscope.core.display import prepared_html
+
+        return prepared_html(self)
+
     def layout(self, axis: int | None, group_size: int | None) -> SortedRows:
         """Sorted rows and prefix sums for one granularity, built on first use and cached."""
         granularity_of(axis, group_size)

@@ -86,6 +86,12 @@ class QuantReport:
     def qmax(self) -> int:
         return self.params.qmax
 
+    def _repr_html_(self) -> str:
+        """A compact table of :meth:`summary` (what Jupyter shows for a report)."""
+        from quantscope.core.display import report_html
+
+        return report_html(self)
+
     def summary(self) -> dict:
         """The scalar numbers, JSON-ready (what the report table and the panes show)."""
         p = self.params
