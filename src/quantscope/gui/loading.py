@@ -41,12 +41,18 @@ class Loading:
             if len(infos) > 1:
                 self._show_picker(source, infos)
                 return
+        self.load_from(source, lambda: load_source(source))
+
+    def load_from(self, source: Source, read) -> int:
+        """Load what ``read()`` returns, ``(array, stored dtype name)``, labelled ``source``:
+        ``read``, the checks, the summary and the preparation run in the worker, as for a
+        file (Python callers hand in-memory tensors this way). Returns the job's ticket."""
         self._load_source = source
         settings = self.state.settings
 
         def job(ctx: JobContext):
             ctx.progress(-1, f"loading {source.label()}")
-            x, dtype = load_source(source)
+            x, dtype = read()
             problem = tensor_problem(x)
             if problem is not None:
                 raise QuantscopeError(f"{source.label()}: {problem}")
@@ -56,7 +62,7 @@ class Loading:
             return source, x, prepare_tensor(x, settings, source.axis), ov
 
         self._start_progress(f"loading {source.label()}")
-        self.worker.submit("load", job)
+        return self.worker.submit("load", job)
 
     def open_path(self, path: str | os.PathLike, tensor: str | None = None) -> None:
         """Open a file: one tensor loads at once, several open the (non-modal) picker."""

@@ -59,6 +59,8 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
     results_shown = Signal()
     #: Emitted with each error message the window displays.
     error_shown = Signal(str)
+    #: Emitted once the window has closed (by hand or by code) and stopped its work.
+    closed = Signal()
 
     def __init__(self, state: ExplorerState | None = None, *, install_views: bool = True) -> None:
         super().__init__()
@@ -329,6 +331,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
     def closeEvent(self, event) -> None:
         self.shutdown()
         super().closeEvent(event)
+        self.closed.emit()
 
     def shutdown(self) -> None:
         """Stop the worker thread and every timer (idempotent)."""
