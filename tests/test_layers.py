@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_import_quantscope_does_not_import_qt():
     code = ("import sys, quantscope, quantscope.io, quantscope.state; "
+            "quantscope.view, quantscope.run, quantscope.figure, quantscope.Viewer; "
             "print(','.join(m for m in ('PySide6', 'pyqtgraph', 'superqt') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

@@ -1,11 +1,34 @@
 """quantscope: see, exactly, what int8 quantization does to a tensor.
 
 ``import quantscope`` gives the NumPy engine only; it never imports Qt, so the engine can be
-used as a library on a server or in a notebook. The window lives in ``quantscope.gui``.
+used as a library on a server or in a notebook. The window lives in ``quantscope.gui``; from
+Python, ``quantscope.view(x)`` opens it on a tensor, ``quantscope.run()`` keeps it open in a
+script, and ``quantscope.figure(x)`` draws the panes for a notebook without a display. Those
+three are looked up on first use, so Qt (and the explorer's state) load only when asked for.
 """
 
 from quantscope.core import *  # noqa: F403
 from quantscope.core import __all__ as _core_all
 
-__all__ = list(_core_all)
+#: Front-end names -> the module that defines them (imported on first access).
+_FRONT_END = {"view": "quantscope.viewer", "run": "quantscope.viewer",
+              "Viewer": "quantscope.viewer", "figure": "quantscope.figures",
+              "Figure": "quantscope.figures"}
+
+__all__ = [*_core_all, *_FRONT_END]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    module = _FRONT_END.get(name)
+    if module is None:
+        raise AttributeError(f"module 'quantscope' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FRONT_END))

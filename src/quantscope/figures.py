@@ -1,0 +1,188 @@
+"""Figures for notebooks: ``quantscope.figure(x)`` draws the panes (or some, or a view) and
+Jupyter shows the picture inline -- on a server with no display too.
+
+The picture is the window's own rendering, not a re-plot: a hidden explorer window (Qt's
+offscreen platform when there is no display, chosen here before Qt starts) loads the tensor,
+waits until every pane shows its numbers, hides what the figure leaves out, and renders the
+rest through :mod:`quantscope.gui.export` -- PNG at twice the pixel density and SVG -- at
+exactly the size asked for. The window is closed before :func:`figure` returns; the figure
+keeps only the pictures and the numbers they show.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from quantscope.errors import UserError
+from quantscope.state import PANES
+from quantscope.viewer import WAIT_TIMEOUT_S, Viewer, qt_app
+
+#: A figure's size when none is given: the 2x2 panes as a notebook cell shows them well.
+DEFAULT_SIZE = (1200, 800)
+#: Views a figure can show instead of panes (the window's tab titles, also in lower case).
+VIEWS = ("Trade-off", "Channels", "Bit width", "Matmul")
+
+
+class Figure:
+    """A rendered figure: Jupyter displays it (``_repr_png_``); :meth:`save` writes it.
+
+    Attributes
+    ----------
+    png : bytes
+        The picture, ``ratio`` x ``size`` pixels.
+    svg : str or None
+        The same picture as SVG (when asked for: it takes longer than the PNG).
+    size : (int, int)
+        Width and height in screen pixels (the PNG holds ``ratio`` times as many).
+    numbers : dict
+        What the panes showed (:meth:`Viewer.numbers`).
+    """
+
+    def __init__(self, png: bytes, svg: str | None, size: tuple[int, int], ratio: float,
+                 numbers: dict) -> None:
+        self.png, self.svg, self.size, self.ratio, self.numbers = png, svg, size, ratio, numbers
+
+    def _repr_png_(self) -> bytes:
+        return self.png
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """The PNG with its size in screen pixels, so a notebook shows the 2x picture sharp
+        at its intended size rather than twice as large."""
+        w, h = self.size
+        return {"image/png": self.png}, {"image/png": {"width": w, "height": h}}
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``.png`` (2x) or ``.svg``; returns the path."""
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix == ".png":
+            path.write_bytes(self.png)
+        elif suffix == ".svg":
+            if self.svg is None:
+                raise UserError(f"{path}: this figure has no SVG; draw it with "
+                                "quantscope.figure(..., svg=True)")
+            path.write_text(self.svg, encoding="utf-8")
+        else:
+            raise UserError(f"{path}: a figure is saved as .png or .svg")
+        return path
+
+    def __repr__(self) -> str:
+        return f"<quantscope.Figure {self.size[0]}x{self.size[1]}>"
+
+
+def _targets(panes) -> tuple[list[str], str | None]:
+    """(pane keys, view title) for the ``panes`` argument."""
+    if panes is None:
+        return list(PANES), None
+    items = [panes] if isinstance(panes, str) else list(panes)
+    views = {v.lower(): v for v in VIEWS}
+    if len(items) == 1 and items[0].lower() in views:
+        return [], views[items[0].lower()]
+    unknown = [p for p in items if p not in PANES]
+    if unknown or not items:
+        raise UserError(f"panes must be pane keys ({', '.join(PANES)}) or one view "
+                        f"({', '.join(VIEWS)}), got {panes!r}")
+    return [p for p in PANES if p in items], None
+
+
+def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
+           svg: bool = False, name: str | None = None, tensor: str | None = None,
+           timeout: float = WAIT_TIMEOUT_S, **settings) -> Figure:
+    """Render the explorer's panes for ``data`` without showing a window.
+
+    Parameters
+    ----------
+    data : array_like, str, path or Source, optional
+        What :func:`quantscope.view` takes: a tensor of any framework, a file, a sample's or
+        a generator's name (None: the demo tensor).
+    panes : str or sequence of str, optional
+        Pane keys to draw (``"symmetric/tensor"``, ...; default all four), or one view:
+        ``"Trade-off"``, ``"Channels"``, ``"Bit width"`` or ``"Matmul"``.
+    size : (int, int), optional
+        Width and height in screen pixels (default 1200 x 800); the PNG is twice as large.
+    svg : bool
+        Also draw the figure as SVG, for :meth:`Figure.save` to a ``.svg`` (about 0.5 s more).
+    **settings
+        As :meth:`Viewer.set` takes them (``bits=4``, ``method="percentile"``, ``clip=...``).
+
+    Where there is no display and no QApplication yet, Qt's offscreen platform is chosen
+    (``QT_QPA_PLATFORM=offscreen``), so this works in a Jupyter kernel on a headless server.
+    """
+    keys, view = _targets(panes)
+    width, height = size or DEFAULT_SIZE
+    if not (100 <= width <= 10000 and 100 <= height <= 10000):
+        raise UserError(f"size {size!r} is out of range (100..10000 per side)")
+    qt_app(offscreen_if_headless=True)
+    from PySide6.QtCore import Qt
+
+    v = Viewer(data, name=name, tensor=tensor, show=False, **settings)
+    try:
+        w = v.window
+        w.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)  # a real display too
+        w.show()
+        v.wait(timeout)
+        target = _arrange(w, keys, view)
+        _fit(v, w, target, (width, height))
+        if view is not None:
+            v._run_until(w.views_ready, timeout)
+            w.views_controller.settle()
+        png, text = _render(target, svg)
+        return Figure(png, text, (width, height), 2.0, v.numbers())
+    finally:
+        v.close()
+
+
+def _arrange(w, keys: list[str], view: str | None):
+    """Leave only what the figure shows; return the widget to render."""
+    w.side_dock.hide()
+    w.statusBar().hide()
+    w.menuBar().hide()
+    grid_host = w.splitter.widget(0)
+    if view is not None:
+        grid_host.hide()
+        index = next(i for i in range(w.views.count()) if w.views.tabText(i) == view)
+        w.views.setCurrentIndex(index)
+        w.views.tabBar().hide()
+        return w.views.widget(index)
+    w.views.hide()
+    if len(keys) < len(PANES):  # one row of the chosen panes, in the window's order
+        grid = grid_host.layout()
+        for key, pane in w.panes.items():
+            grid.removeWidget(pane)
+            pane.setVisible(key in keys)
+        for i, key in enumerate(keys):
+            grid.addWidget(w.panes[key], 0, i)
+        for i in range(2):
+            grid.setRowStretch(i, 1 - i)
+            grid.setColumnStretch(i, int(i < len(keys)))
+    return w.centralWidget()
+
+
+def _fit(v: Viewer, w, target, size: tuple[int, int]) -> None:
+    """Resize the window until ``target`` is exactly ``size`` (the rest of the window's
+    layout around it is measured, not assumed)."""
+    app = qt_app()
+    want_w, want_h = size
+    w.resize(want_w, want_h)
+    for _ in range(4):
+        app.processEvents()
+        dw, dh = target.width() - want_w, target.height() - want_h
+        if dw == 0 and dh == 0:
+            return
+        w.resize(w.width() - dw, w.height() - dh)
+    app.processEvents()
+    if (target.width(), target.height()) != size:
+        raise UserError(f"cannot lay the figure out at {size[0]}x{size[1]} (it needs at least "
+                        f"{target.minimumSizeHint().width()}x{target.minimumSizeHint().height()})")
+
+
+def _render(target, svg: bool) -> tuple[bytes, str | None]:
+    from quantscope.gui.export import render_png, render_svg
+
+    with tempfile.TemporaryDirectory(prefix="quantscope-figure-") as tmp:
+        png_path, svg_path = Path(tmp) / "figure.png", Path(tmp) / "figure.svg"
+        render_png(target, png_path)
+        if svg:
+            render_svg(target, svg_path)
+        return png_path.read_bytes(), svg_path.read_text(encoding="utf-8") if svg else None

@@ -1,0 +1,137 @@
+"""What a Python caller hands to ``view`` / ``figure``: the tensor (or where it comes from) and
+the settings by name. Qt-free; shared by :mod:`quantscope.viewer` and :mod:`quantscope.figure`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE
+from quantscope.core.frameworks import as_numpy, framework_of, quantized_scheme
+from quantscope.core.validate import EngineTypeError
+from quantscope.errors import UserError
+from quantscope.state import Settings, SettingsError, Source
+
+#: ``quantscope report``'s option names that differ from the Settings fields.
+ALIASES = ("clip", "code_range")
+#: ``code_range`` values -> ``Settings.narrow_range``.
+CODE_RANGES = {"default": None, "narrow": True, "full": False}
+
+Read = Callable[[], tuple[np.ndarray, str]]
+
+
+def settings_changes(current: Settings, options: dict, ndim: int | None = None) -> dict:
+    """Turn ``set(**options)`` into Settings field changes, checked against a tensor of
+    ``ndim`` dimensions; raises SettingsError (nothing changes) for an unknown name or value.
+
+    ``clip=(lo, hi)`` is the manual clip window and selects the manual method unless
+    ``method`` is given too; ``clip=None`` drops it. ``code_range`` takes ``"narrow"``,
+    ``"full"`` or ``"default"``. Integral values (NumPy's too) become ints.
+    """
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    changes: dict = {}
+    for key, value in options.items():
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            value = int(value)
+        if key == "clip" or key == "manual_clip":
+            window = None if value is None else tuple(float(v) for v in value)
+            if window is not None and len(window) != 2:
+                raise SettingsError(f"{key} must be (lo, hi), got {value!r}")
+            changes["manual_clip"] = window
+            if key == "clip" and window is not None and "method" not in options:
+                changes["method"] = "manual"
+        elif key == "code_range":
+            if value not in CODE_RANGES:
+                raise SettingsError(f"code_range must be one of {list(CODE_RANGES)}, "
+                                    f"got {value!r}")
+            changes["narrow_range"] = CODE_RANGES[value]
+        elif key in fields:
+            changes[key] = value
+        else:
+            raise SettingsError(f"unknown setting {key!r}; settings are "
+                                f"{', '.join(sorted(fields | set(ALIASES)))}")
+    dataclasses.replace(current, **changes).check(ndim)
+    return changes
+
+
+def resolve_source(data, *, tensor: str | None = None, name: str | None = None
+                   ) -> tuple[Source, Read | None, dict]:
+    """Where ``data`` comes from: ``(source, read, settings)``.
+
+    ``read`` is None for what the window loads itself (a file, a sample, a generator, a
+    :class:`Source`); for an in-memory tensor it returns ``(float32 array, stored dtype)``
+    from a snapshot taken now, so the caller's tensor may change as soon as this returns.
+    ``settings`` are changes the tensor asks for: a quantized torch tensor's own clip window.
+    """
+    if data is None:
+        return Source("sample", DEMO_SAMPLE, tensor=tensor, axis=DEMO_AXIS), None, {}
+    if isinstance(data, Source):
+        return data, None, {}
+    if isinstance(data, str | os.PathLike):
+        return _named_source(os.fspath(data), tensor), None, {}
+    if tensor is not None:
+        raise UserError("tensor= names a tensor inside a file; an in-memory tensor needs none")
+    return _array_source(data, name)
+
+
+def _named_source(text: str, tensor: str | None) -> Source:
+    from quantscope.core.generators import GENERATORS
+    from quantscope.io.samples import list_samples
+
+    if Path(text).exists():
+        return Source("file", text, tensor=tensor)
+    samples = [n for n, _, _ in list_samples()]
+    if text in samples:
+        return Source("sample", text, tensor=tensor,
+                      axis=DEMO_AXIS if text == DEMO_SAMPLE else None)
+    if text in GENERATORS:
+        return Source.generator(text, GENERATORS[text].default_shape, 0)
+    raise UserError(f"{text!r} is no file, bundled sample ({', '.join(samples)}) or generator "
+                    f"({', '.join(GENERATORS)})")
+
+
+def _array_source(data, name: str | None) -> tuple[Source, Read, dict]:
+    framework = framework_of(data)
+    hint: dict = {}
+    label = name
+    if framework == "torch" and data.is_quantized:
+        label = label or f"quantized torch {str(data.dtype).removeprefix('torch.')} tensor " \
+                         f"({quantized_scheme(data)})"
+        hint = _own_window(data)
+        data = data.dequantize()
+    arr = as_numpy(data)
+    dtype = arr.dtype
+    if dtype.kind not in "fiu" and dtype.name != "bfloat16" and not dtype.name.startswith(
+            "float8"):
+        raise EngineTypeError(f"dtype {dtype} is not a real number type; nothing to quantize")
+    if label is None:
+        label = f"{framework or type(data).__name__} {dtype.name} tensor"
+        if isinstance(data, np.ndarray):
+            label = f"{dtype.name} array"
+    snapshot = np.array(arr, copy=True)  # in its own dtype: a bf16 copy is half a float32 one
+
+    def read() -> tuple[np.ndarray, str]:
+        x = snapshot if snapshot.dtype == np.float32 else snapshot.astype(np.float32)
+        return x, dtype.name
+
+    return Source("array", label), read, hint
+
+
+def _own_window(t) -> dict:
+    """The manual clip window whose asymmetric per-tensor quantization is the tensor's own:
+    a per-tensor affine qint8/quint8 tensor's ``[(qmin - z) s, (qmax - z) s]`` gives the same
+    float32 scale and the same codes (a quint8 zero point shows as ``z - 128`` on the engine's
+    int8 codes). Per-channel schemes have no single window: none is set."""
+    import torch
+
+    if t.qscheme() != torch.per_tensor_affine or t.dtype not in (torch.qint8, torch.quint8):
+        return {}
+    s, z = t.q_scale(), t.q_zero_point()
+    qmin, qmax = (-128, 127) if t.dtype == torch.qint8 else (0, 255)
+    return {"method": "manual", "manual_clip": ((qmin - z) * s, (qmax - z) * s)}

@@ -1,0 +1,278 @@
+"""``quantscope.view`` / ``Viewer`` / ``figure`` from Python: the handle drives the same state
+as the controls, its numbers are the engine's, figures render with no display, and an
+IPython-style Qt loop keeps ``view`` non-blocking."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import quantscope as qs
+from quantscope.core import prepare
+from quantscope.errors import QuantscopeError
+from quantscope.state import PANES, SettingsError, pane_params
+from quantscope.viewer import Viewer, ViewerClosedError
+
+INTEGER_KEYS = ("n", "n_nonfinite", "clipped_below", "clipped_above", "codes_used", "qmin",
+                "qmax", "levels", "zero_point", "zero_point_min", "zero_point_max")
+
+
+def close_to(shown: dict, summary: dict, where: str) -> None:
+    """Counts, codes, scales and labels equal; error sums within 1e-9 relative (what the fast
+    exact path promises against the direct pass)."""
+    assert set(shown) == set(summary), where
+    for key, value in summary.items():
+        if key in INTEGER_KEYS or not isinstance(value, float) or key.startswith("scale"):
+            assert shown[key] == value, (where, key)
+        else:
+            assert shown[key] == pytest.approx(value, rel=1e-9, abs=1e-30), (where, key)
+
+
+def engine_agrees(numbers: dict, x: np.ndarray, settings) -> None:
+    """Every pane's numbers equal the engine's for ``settings``: the fast exact path bit for
+    bit, the direct pass as :func:`close_to` says."""
+    fast = prepare(x)
+    for pane in PANES:
+        shown = numbers["schemes"][pane]
+        params = pane_params(x, pane, settings)
+        assert shown == fast.analyze(params).summary(), pane
+        close_to(shown, qs.analyze(x, params).summary(), pane)
+
+
+def run_python(code: str, env_drop=(), **env) -> dict:
+    """Run ``code`` in a fresh interpreter; it prints one JSON document last."""
+    full = {k: v for k, v in os.environ.items() if k not in env_drop}
+    full.update(env)
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, env=full, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_script_drives_view_load_set_wait_numbers_against_the_engine():
+    doc = run_python("""
+        import json, numpy as np, quantscope as qs
+        x = np.random.default_rng(3).standard_normal((192, 256)).astype(np.float32)
+        x[5, 9] = 30.0
+        v = qs.view(name="first")
+        v.wait()
+        demo = v.numbers()
+        v.load(x, name="mine").set(bits=5, method="percentile", percentile=99.9, axis=1)
+        x[:] = 0  # the viewer took a snapshot: the caller may reuse its array at once
+        v.wait()
+        numbers = v.numbers()
+        v.set(clip=(-2.0, 3.5), code_range="full").wait()
+        clipped = v.numbers()
+        v.close()
+        print(json.dumps({"demo": demo, "numbers": numbers, "clipped": clipped}))
+        """, QT_QPA_PLATFORM="offscreen")
+    from quantscope.commands.report import four_reports, load_source
+    from quantscope.state import Settings
+
+    class Args:
+        file = None
+        tensor = None
+        sample = None
+        axis = None
+
+    demo_x, _, demo_axis = load_source(Args)
+    demo_reports = four_reports(demo_x, demo_axis)
+    assert doc["demo"]["current"] and doc["demo"]["axis"] == demo_axis
+    for pane, report in demo_reports.items():  # the first numbers are `quantscope report`'s
+        close_to(doc["demo"]["schemes"][pane], report.summary(), pane)
+    x = np.random.default_rng(3).standard_normal((192, 256)).astype(np.float32)
+    x[5, 9] = 30.0
+    n = doc["numbers"]
+    assert n["current"] and n["source"] == "mine" and n["shape"] == [192, 256]
+    settings = Settings(method="percentile", percentile=99.9, bits=5, axis=1)
+    assert n["settings"] == settings.to_dict()
+    engine_agrees(n, x, settings)
+    c = doc["clipped"]
+    settings = Settings(method="manual", manual_clip=(-2.0, 3.5), percentile=99.9, bits=5,
+                        axis=1, narrow_range=False)
+    assert c["settings"] == settings.to_dict()
+    engine_agrees(c, x, settings)
+
+
+def test_torch_tensors_in_a_script_cpu_float32_and_bf16_with_grad(torch_module):
+    doc = run_python("""
+        import json, sys, torch, quantscope as qs
+        g = torch.Generator().manual_seed(0)
+        w = torch.nn.Parameter(torch.randn(128, 96, generator=g))
+        v = qs.view(w, bits=6).wait()
+        f32 = v.numbers()
+        b = (torch.randn(64, 200, generator=g) * 2).to(torch.bfloat16).requires_grad_(True)
+        v.load(b, name="bf16 activations").set(axis=-1).wait()
+        bf = v.numbers()
+        v.close()
+        print(json.dumps({"f32": f32, "bf": bf, "grad": b.requires_grad}))
+        """, QT_QPA_PLATFORM="offscreen")
+    from quantscope.state import Settings
+
+    torch = torch_module
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(128, 96, generator=g)
+    b = (torch.randn(64, 200, generator=g) * 2).to(torch.bfloat16)
+    assert doc["f32"]["source"] == "torch float32 tensor"
+    engine_agrees(doc["f32"], w.numpy(), Settings(bits=6))
+    assert doc["bf"]["source"] == "bf16 activations" and doc["grad"] is True
+    engine_agrees(doc["bf"], b.float().numpy(), Settings(bits=6, axis=-1))
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_figure_renders_a_png_of_the_size_asked_with_no_display(tmp_path):
+    doc = run_python(f"""
+        import json, os, numpy as np, quantscope as qs
+        x = np.random.default_rng(4).standard_normal((128, 256)).astype(np.float32)
+        fig = qs.figure(x, bits=4, size=(900, 600))
+        open({str(tmp_path / 'four.png')!r}, 'wb').write(fig._repr_png_())
+        two = qs.figure(x, panes=["symmetric/tensor", "asymmetric/tensor"], size=(800, 400))
+        two.save({str(tmp_path / 'two.png')!r})
+        view = qs.figure(x, panes="trade-off", size=(700, 450), svg=True)
+        view.save({str(tmp_path / 'view.svg')!r})
+        bundle, meta = fig._repr_mimebundle_()
+        print(json.dumps({{"platform": os.environ.get("QT_QPA_PLATFORM"), "meta": meta,
+                          "sqnr": fig.numbers["schemes"]["symmetric/tensor"]["sqnr_db"]}}))
+        """, env_drop=("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"))
+    from PySide6.QtGui import QImage
+
+    assert doc["platform"] == "offscreen"  # chosen by quantscope itself
+    assert doc["meta"] == {"image/png": {"width": 900, "height": 600}}
+    x = np.random.default_rng(4).standard_normal((128, 256)).astype(np.float32)
+    expect = qs.analyze(x, qs.choose_qparams(x, bits=4)).sqnr_db
+    assert doc["sqnr"] == pytest.approx(expect, rel=1e-12)
+    for name, size in (("four.png", (1800, 1200)), ("two.png", (1600, 800))):
+        data = (tmp_path / name).read_bytes()
+        assert png_size(data) == size
+        image = QImage.fromData(data)
+        assert (image.width(), image.height()) == size
+        # not blank: the histograms' blue, text's near-black and the background all appear
+        colors = {image.pixel(i, j) for i in range(0, size[0], 7) for j in range(0, size[1], 7)}
+        assert len(colors) > 50
+    svg = (tmp_path / "view.svg").read_text()
+    assert 'width="700"' in svg and 'height="450"' in svg
+
+
+def test_an_ipython_style_qt_loop_keeps_view_non_blocking():
+    doc = run_python("""
+        import json, sys, time, types, numpy as np
+        from PySide6.QtWidgets import QApplication
+
+        app = QApplication([])
+        calls = []
+
+        class Shell:  # what IPython's %gui qt leaves behind: an input hook, not app.exec()
+            active_eventloop = None
+            def enable_gui(self, gui):
+                calls.append(gui)
+                self.active_eventloop = gui
+
+        shell = Shell()
+        sys.modules["IPython"] = types.SimpleNamespace(get_ipython=lambda: shell)
+        import quantscope as qs
+
+        x = np.random.default_rng(5).standard_normal((256, 512)).astype(np.float32)
+        t0 = time.perf_counter()
+        v = qs.view(x)
+        returned = time.perf_counter() - t0
+        ticks_before = v.is_current()
+        qs.run()  # with the loop integrated this returns at once
+        after_run = time.perf_counter() - t0
+        # the prompt waits for input: the input hook turns Qt's loop meanwhile
+        deadline = time.monotonic() + 120
+        ticks = 0
+        while not v.is_current() and time.monotonic() < deadline:
+            app.processEvents()
+            time.sleep(0.005)
+            ticks += 1
+        v.set(bits=3)  # typed at the next prompt: returns at once as well
+        set_current = v.is_current()
+        while not v.is_current() and time.monotonic() < deadline:
+            app.processEvents()
+            time.sleep(0.005)
+        print(json.dumps({"calls": calls, "visible": v.window.isVisible(),
+                          "current_at_return": ticks_before, "after_run": after_run,
+                          "returned": returned, "ticks": ticks, "set_current": set_current,
+                          "bits": v.numbers()["schemes"]["symmetric/tensor"]["levels"],
+                          "current": v.is_current()}))
+        v.close()
+        """, QT_QPA_PLATFORM="offscreen")
+    assert doc["calls"] == ["qt"]  # view switched IPython's Qt integration on, like napari
+    assert doc["visible"] and not doc["current_at_return"]  # returned before any result
+    assert doc["ticks"] > 0 and doc["current"]  # the input hook's turns computed them
+    assert not doc["set_current"] and doc["bits"] == 7  # 3 bits, narrow symmetric: 7 codes
+
+
+# -- in-process: the handle and the controls are one thing -----------------------------------
+@pytest.fixture
+def viewer(qtbot):
+    made: list[Viewer] = []
+
+    def make(*args, **kwargs) -> Viewer:
+        v = Viewer(*args, **kwargs)
+        qtbot.addWidget(v.window)
+        made.append(v)
+        return v
+
+    yield make
+    for v in made:
+        v.close()
+
+
+def test_controls_and_handle_change_the_same_settings(viewer):
+    x = np.random.default_rng(6).standard_normal((64, 128)).astype(np.float32)
+    v = viewer(x, bits=6).wait()
+    controls = v.window.controls
+    assert controls.bits_label.value() == 6
+    controls.bits_label.setValue(4)  # by hand
+    assert v.settings.bits == 4
+    engine_agrees(v.wait().numbers(), x, v.settings)
+    v.set(rounding="half_away", group_size=32)  # by the handle: the controls follow
+    assert controls.rounding.currentData() == "half_away" and controls.group.value() == 32
+    engine_agrees(v.wait().numbers(), x, v.settings)
+
+
+def test_refusals_raise_and_keep_what_the_window_shows(viewer, tmp_path):
+    x = np.random.default_rng(7).standard_normal((32, 64)).astype(np.float32)
+    v = viewer(x).wait()
+    before = v.numbers()
+    with pytest.raises(SettingsError, match="bits"):
+        v.set(bits=12)
+    with pytest.raises(SettingsError, match="unknown setting 'bitz'"):
+        v.set(bitz=4)
+    with pytest.raises(SettingsError, match="out of range"):
+        v.set(axis=5)
+    with pytest.raises(qs.EngineTypeError, match="complex"):
+        v.load(np.ones((4, 4), np.complex64))
+    bad = tmp_path / "bad.npy"
+    bad.write_bytes(b"not a tensor")
+    with pytest.raises(QuantscopeError, match=r"bad\.npy"):
+        v.load(bad).wait()
+    assert v.numbers() == before
+    v.close()
+    with pytest.raises(ViewerClosedError):
+        v.set(bits=4)
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")
+def test_a_quantized_torch_tensor_is_shown_under_its_own_scale_and_zero_point(viewer,
+                                                                              torch_module):
+    torch = torch_module
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(8)) * 0.7
+    q = torch.quantize_per_tensor(x, 0.0123, -5, torch.qint8)
+    v = viewer(q).wait()
+    shown = v.numbers()["schemes"]["asymmetric/tensor"]
+    assert shown["scale"] == float(np.float32(0.0123)) and shown["zero_point"] == -5
+    assert shown["mse"] == 0.0 and shown["sqnr_db"] == float("inf")  # its own grid: exact
+    assert "scale 0.0123, zero point -5" in v.numbers()["source"]
