@@ -25,20 +25,3 @@ def gelu_activations() -> np.ndarray:
 def query_weight() -> np.ndarray:
     """Real layer-0 attention query weight of MiniLM [384 out, 384 in]."""
     return np.load(SAMPLES / "layer0_query_weight.npy", allow_pickle=False)
-
-
-@pytest.fixture
-def torch_module():
-    """torch, or a skip that says why; in CI, once the project declares its ``oracles`` extra
-    (which installs torch), a missing torch fails instead of skipping silently."""
-    try:
-        import torch
-    except ImportError:
-        import tomllib
-
-        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
-        extras = tomllib.loads(pyproject.read_text())["project"].get("optional-dependencies", {})
-        if os.environ.get("CI") and "oracles" in extras:
-            pytest.fail("torch is missing in CI: pip install -e '.[test,oracles]'")
-        pytest.skip("torch is not installed (the 'oracles' extra installs it)")
-    return torch

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 import quantscope as qs
+from oracles import need
 from quantscope.core.frameworks import as_numpy, framework_of
 from quantscope.core.validate import as_float32
 
 
 @pytest.fixture
-def torch(torch_module):
-    return torch_module
+def torch():
+    return need("torch")
 
 
 def test_torch_dtypes_convert_to_exactly_their_values(torch):

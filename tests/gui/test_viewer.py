@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import quantscope as qs
+from oracles import need
 from quantscope.core import prepare
 from quantscope.errors import QuantscopeError
 from quantscope.state import PANES, SettingsError, pane_params
@@ -101,7 +102,8 @@ def test_a_script_drives_view_load_set_wait_numbers_against_the_engine():
     engine_agrees(c, x, settings)
 
 
-def test_torch_tensors_in_a_script_cpu_float32_and_bf16_with_grad(torch_module):
+def test_torch_tensors_in_a_script_cpu_float32_and_bf16_with_grad():
+    torch = need("torch")
     doc = run_python("""
         import json, sys, torch, quantscope as qs
         g = torch.Generator().manual_seed(0)
@@ -116,7 +118,6 @@ def test_torch_tensors_in_a_script_cpu_float32_and_bf16_with_grad(torch_module):
         """, QT_QPA_PLATFORM="offscreen")
     from quantscope.state import Settings
 
-    torch = torch_module
     g = torch.Generator().manual_seed(0)
     w = torch.randn(128, 96, generator=g)
     b = (torch.randn(64, 200, generator=g) * 2).to(torch.bfloat16)
@@ -266,9 +267,8 @@ def test_refusals_raise_and_keep_what_the_window_shows(viewer, tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")
-def test_a_quantized_torch_tensor_is_shown_under_its_own_scale_and_zero_point(viewer,
-                                                                              torch_module):
-    torch = torch_module
+def test_a_quantized_torch_tensor_is_shown_under_its_own_scale_and_zero_point(viewer):
+    torch = need("torch")
     x = torch.randn(4096, generator=torch.Generator().manual_seed(8)) * 0.7
     q = torch.quantize_per_tensor(x, 0.0123, -5, torch.qint8)
     v = viewer(q).wait()
