@@ -16,6 +16,10 @@ from quantscope.io import load_for_analysis
 from quantscope.io.samples import sample_path
 
 RNG = np.random.default_rng(60)
+#: The scan sums each tensor's errors in its own order (rows as they are read, the per-tensor
+#: error over distinct values): the prepared path's standard applies, sums within 1e-9
+#: relative, so SQNRs within this many dB (see tests/core/test_fast.py).
+SQNR_DB = 10 * np.log10(1 + 2e-9)
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -63,9 +67,9 @@ def test_scan_ranks_worst_first_with_engine_numbers(capsys, checkpoint):
     assert per_tensor == sorted(per_tensor)
     for row in doc["tensors"]:
         x, _ = load_for_analysis(checkpoint, row["name"])
-        assert row["per_tensor_sqnr_db"] == _engine_db(x, "tensor")
+        assert abs(row["per_tensor_sqnr_db"] - _engine_db(x, "tensor")) <= SQNR_DB
         if x.ndim >= 2:
-            assert row["per_channel_sqnr_db"] == _engine_db(x, "channel")
+            assert abs(row["per_channel_sqnr_db"] - _engine_db(x, "channel")) <= SQNR_DB
             assert row["gap_db"] == row["per_channel_sqnr_db"] - row["per_tensor_sqnr_db"]
         else:
             assert row["per_channel_sqnr_db"] is None and row["gap_db"] is None
@@ -91,9 +95,10 @@ def test_scan_top_sort_and_table(capsys, checkpoint):
 def test_scan_progress_bar_goes_to_stderr(capsys, checkpoint):
     code, out, err = _run(capsys, "scan", str(checkpoint), "--progress")
     assert code == 0 and "scan [" not in out
-    assert err.count("\r") == 4 and err.endswith("\n") and err.count("\n") == 1
+    # redrawn in place: at least once per finished tensor, one newline at the very end
+    assert err.count("\r") >= 4 and err.endswith("\n") and err.count("\n") == 1
     assert err.rstrip().endswith("100%  3/3  done")
-    assert "loud.weight" in err
+    assert "loud.weight" in err and "3/3" in err
 
 
 def test_scan_sample_and_other_formats(capsys, tmp_path):

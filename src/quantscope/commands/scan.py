@@ -1,65 +1,63 @@
-"""``quantscope scan CHECKPOINT [--json] [--top N]``: which tensors break under per-tensor int8.
+"""``quantscope scan CHECKPOINT [--json | --csv] [--top N]``: a whole model's int8 story.
 
-Every floating tensor of a checkpoint is quantized two ways with the engine's symmetric int8
-rules — one scale for the whole tensor, and one scale per output channel (axis 0) — and the
-SQNR of each is reported with the gap between them, worst per-tensor SQNR first. A large gap
-marks a layer whose channels have very different ranges: per-tensor scaling wastes most codes
-on it, per-channel scaling rescues it. Tensors are loaded one at a time (memory-mapped, then
-converted to float32), so memory stays at about one tensor, not one checkpoint.
+Every floating tensor of a checkpoint -- a .safetensors file, a sharded Hugging Face folder
+or its *.index.json, an .npz, a folder of .npy files -- is quantized with symmetric int8 two
+ways: one scale for the whole tensor, and one scale per channel (axis 0 by default). Each
+row gives both SQNRs, the gain of per-channel, the clipped share, max |x|, the channels
+holding an |x| >= 6 outlier and a suggested scheme; worst per-tensor SQNR first. A large gain
+marks a layer whose channels have very different ranges: per-tensor scaling wastes most
+codes on it. The numbers are those of `quantscope report` for each tensor, computed in one
+read of the stored bytes on every core (see quantscope.state.model_scan).
+
+Tensors that cannot be read (a missing or truncated shard, a lying header) are reported and
+the others scanned: the exit status is 1 then, 2 when nothing at all could be read.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import math
 import sys
+import threading
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TextIO
 
 from quantscope.commands.source import add_file_or_sample, resolve_file_or_sample
-from quantscope.core import analyze, choose_qparams, code_range
+from quantscope.core import code_range
 from quantscope.errors import QuantscopeError, UserError
-from quantscope.io import TensorFileError, TensorInfo, list_tensors, load_for_analysis
-from quantscope.io.shards import checkpoint_files
 from quantscope.io.tensor_info import format_bytes, printable
 
-
-@dataclass(frozen=True)
-class ScanRow:
-    """One analysed tensor. ``per_channel_db``/``gap_db`` are None for 1-D tensors, where
-    "one scale per element" would be exact by construction and say nothing."""
-
-    info: TensorInfo
-    per_tensor_db: float
-    per_channel_db: float | None
-    n_nonfinite: int
-    file: str | None = None  # the shard, for checkpoints split over several files
-
-    @property
-    def gap_db(self) -> float | None:
-        if self.per_channel_db is None:
-            return None
-        if math.isinf(self.per_channel_db) and self.per_channel_db == self.per_tensor_db:
-            return 0.0
-        return self.per_channel_db - self.per_tensor_db
+COLUMNS = ("name", "shape", "dtype", "params", "per_tensor_sqnr_db", "per_channel_sqnr_db",
+           "gain_db", "clipped_percent", "max_abs", "outlier_channels", "channels",
+           "suggested", "n_nonfinite", "file", "status", "reason")
 
 
 def add_parser(subparsers) -> None:
     """Register ``scan`` on the command line."""
     p = subparsers.add_parser(
-        "scan", help="rank a checkpoint's tensors by int8 per-tensor SQNR",
+        "scan", help="a checkpoint's int8 figures, one row per tensor, worst first",
         description=__doc__.replace("``", ""), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_file_or_sample(p, ".safetensors checkpoint (or .npz / .npy), or a sharded one: its "
-                          "directory or its *.index.json")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+                          "directory or its *.index.json; or a directory of .npy files")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    out.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     p.add_argument("--top", type=int, metavar="N", help="show only the N worst tensors")
     p.add_argument("--sort", choices=("sqnr", "gap"), default="sqnr",
-                   help="rank by per-tensor SQNR, lowest first (default), or by the gap "
+                   help="rank by per-tensor SQNR, lowest first (default), or by the gain "
                         "per-channel minus per-tensor, largest first")
     p.add_argument("--bits", type=int, default=8, help="bit width (default 8)")
+    p.add_argument("--axis", type=int, default=0,
+                   help="per-channel axis (default 0, a weight's output channels)")
+    p.add_argument("--method", choices=("minmax", "percentile", "mse", "entropy"),
+                   default="minmax", help="range method (default minmax: the fast pass)")
+    p.add_argument("--preset", choices=("pytorch", "onnxruntime", "tflite", "tensorrt"),
+                   help="a runtime's parameter rules and arithmetic")
+    p.add_argument("--outlier", type=float, default=6.0, metavar="T",
+                   help="a channel with any |x| >= T is an outlier channel (default 6)")
     bar = p.add_mutually_exclusive_group()
     bar.add_argument("--progress", dest="progress", action="store_true", default=None,
                      help="always draw the progress bar on stderr (default: when a terminal)")
@@ -67,117 +65,53 @@ def add_parser(subparsers) -> None:
                      help="never draw it")
 
 
-def scan(path, *, bits: int = 8, progress: TextIO | None = None,
-         ) -> tuple[list[ScanRow], list[tuple[TensorInfo, str]]]:
-    """Analyse every floating tensor of ``path``; returns (rows, skipped with reasons).
+class ProgressBar:
+    """``scan [#####-----]  47%  1.9/4.0 GiB  12/200  1.21 GB/s  ~3 s left  name`` in place.
 
-    Parameters
-    ----------
-    path : path-like
-        Any file ``quantscope.io`` reads, or a sharded checkpoint: its directory or its
-        ``*.index.json`` (see :func:`quantscope.io.shards.checkpoint_files`).
-    bits : int
-        Bit width of the symmetric integer grid.
-    progress : text stream, optional
-        Where to draw the progress bar (weighted by bytes, since checkpoints mix 1-KB biases
-        with 100-MB embeddings).
-    """
-    files = checkpoint_files(path)
-    todo: list[tuple[Path, TensorInfo]] = []
-    skipped: list[tuple[TensorInfo, str]] = []
-    for file in files:  # every header is validated before the first tensor is analysed
-        for info in list_tensors(file):
-            reason = _skip_reason(info)
-            if reason:
-                skipped.append((info, reason))
-            else:
-                todo.append((file, info))
-    bar = _ProgressBar(progress, sum(i.nbytes for _, i in todo), len(todo))
-    rows = []
-    for file, info in todo:
-        bar.update(info)
-        try:
-            row = _analyse(file, info, bits, file.name if len(files) > 1 else None)
-            if isinstance(row, str):
-                skipped.append((info, row))
-            else:
-                rows.append(row)
-        except TensorFileError:
-            raise
-        except QuantscopeError as exc:  # e.g. a tensor that is all NaN: report, keep going
-            skipped.append((info, str(exc)))
-        bar.done_with(info)
-    bar.finish()
-    return rows, skipped
-
-
-def _skip_reason(info: TensorInfo) -> str | None:
-    if not info.is_floating:
-        return f"not floating point ({info.dtype})"
-    if info.size == 0:
-        return "empty"
-    if info.ndim == 0:
-        return "scalar"
-    return None
-
-
-def _analyse(path, info: TensorInfo, bits: int, shard: str | None) -> ScanRow | str:
-    """The tensor's row, or the reason it has nothing to rank (no finite value at all)."""
-    x, _ = load_for_analysis(path, info.name)
-    per_tensor = analyze(x, choose_qparams(x, symmetric=True, granularity="tensor", bits=bits))
-    if per_tensor.n == 0:
-        return f"all {info.size} values are NaN or infinite"
-    per_channel_db = None
-    if x.ndim >= 2:
-        params = choose_qparams(x, symmetric=True, granularity="channel", axis=0, bits=bits)
-        per_channel_db = float(analyze(x, params).sqnr_db)
-    return ScanRow(info, float(per_tensor.sqnr_db), per_channel_db, int(per_tensor.n_nonfinite),
-                   shard)
-
-
-def rank(rows: list[ScanRow], by: str = "sqnr") -> list[ScanRow]:
-    """Worst first: lowest per-tensor SQNR, or largest gap; NaN / missing values last."""
-    def key(row: ScanRow) -> tuple[int, float, str]:
-        value = row.per_tensor_db if by == "sqnr" else -(row.gap_db if row.gap_db is not None
-                                                         else math.nan)
-        return (1 if math.isnan(value) else 0, 0.0 if math.isnan(value) else value,
-                row.info.name)
-    return sorted(rows, key=key)
-
-
-class _ProgressBar:
-    """``scan [#######-------]  47%  12/200  encoder.layer.3...`` redrawn in place with ``\\r``.
-
-    Plain text on purpose: no dependency, and it degrades to nothing when disabled.
+    Fed from the scan's threads: by chunk (so it moves inside a large embedding) at most
+    ten times a second, and at every finished tensor.
     """
 
-    width = 28
+    width = 24
 
-    def __init__(self, stream: TextIO | None, total_bytes: int, total_count: int) -> None:
-        self.stream, self.total = stream, max(total_bytes, 1)
-        self.count, self.done_bytes, self.done_count = total_count, 0, 0
-        self.last_len = 0
+    def __init__(self, stream: TextIO | None, total_bytes: int, count: int) -> None:
+        self.stream, self.total, self.count = stream, max(total_bytes, 1), count
+        self.done_bytes = self.done_count = 0
+        self.last_len, self.last_draw = 0, 0.0
+        self.name = ""
         self.start = time.perf_counter()
+        self._lock = threading.Lock()
 
-    def update(self, info: TensorInfo) -> None:
+    def chunk(self, done: int, total: int, name: str) -> None:
+        with self._lock:
+            self.done_bytes, self.name = max(self.done_bytes, done), name
+            if time.perf_counter() - self.last_draw >= 0.1:
+                self._draw()
+
+    def tensor(self, name: str) -> None:
+        with self._lock:
+            self.done_count += 1
+            self.name = name
+            self._draw()
+
+    def _draw(self) -> None:
         if self.stream is None:
             return
-        filled = round(self.width * self.done_bytes / self.total)
-        bar = "#" * filled + "-" * (self.width - filled)
-        name = printable(info.name)
-        name = name if len(name) <= 48 else "..." + name[-45:]
-        elapsed = time.perf_counter() - self.start
-        eta = (f"  ~{elapsed * (self.total - self.done_bytes) / self.done_bytes:.0f}s left"
-               if self.done_bytes and elapsed > 1 else "")
-        line = (f"scan [{bar}] {100 * self.done_bytes / self.total:3.0f}%  "
-                f"{self.done_count + 1}/{self.count}{eta}  {name}")
+        self.last_draw = now = time.perf_counter()
+        frac = min(self.done_bytes / self.total, 1.0)
+        filled = round(self.width * frac)
+        elapsed = now - self.start
+        rate = f"  {self.done_bytes / elapsed / 1e9:.2f} GB/s" if elapsed > 0.5 else ""
+        eta = (f"  ~{elapsed * (1 - frac) / frac:.0f} s left" if frac > 0 and elapsed > 1
+               else "")
+        name = printable(self.name)
+        name = name if len(name) <= 44 else "..." + name[-41:]
+        line = (f"scan [{'#' * filled}{'-' * (self.width - filled)}] {100 * frac:3.0f}%  "
+                f"{format_bytes(self.done_bytes)}/{format_bytes(self.total)}  "
+                f"{self.done_count}/{self.count}{rate}{eta}  {name}")
         self.stream.write("\r" + line.ljust(self.last_len))
         self.stream.flush()
         self.last_len = len(line)
-
-    def done_with(self, info: TensorInfo) -> None:
-        self.done_bytes += info.nbytes
-        self.done_count += 1
 
     def finish(self) -> None:
         if self.stream is None or not self.count:
@@ -185,6 +119,16 @@ class _ProgressBar:
         line = f"scan [{'#' * self.width}] 100%  {self.count}/{self.count}  done"
         self.stream.write("\r" + line.ljust(self.last_len) + "\n")
         self.stream.flush()
+
+
+def rank(rows, by: str = "sqnr"):
+    """Analysed rows worst first: lowest per-tensor SQNR, or largest gain; NaN last."""
+    def key(row):
+        f = row.figures
+        value = f.per_tensor_db if by == "sqnr" else -(f.gain_db if f.gain_db is not None
+                                                       else math.nan)
+        return (1 if math.isnan(value) else 0, 0.0 if math.isnan(value) else value, row.name)
+    return sorted((r for r in rows if r.figures is not None), key=key)
 
 
 def _db(value: float | None) -> str:
@@ -195,78 +139,154 @@ def _db(value: float | None) -> str:
     return f"{value:.2f}"
 
 
-def _json_db(value: float | None) -> float | str | None:
+def _json_number(value: float | None) -> float | str | None:
     """JSON has no infinity: exact quantizations are reported as the string ``"inf"``."""
     if value is None or math.isfinite(value):
         return value
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
-def format_table(label: str, rows: list[ScanRow], shown: list[ScanRow],
-                 skipped: list[tuple[TensorInfo, str]], bits: int, seconds: float) -> str:
-    """The plain-text report: one line per tensor, worst first, and a summary."""
-    params = sum(r.info.size for r in rows)
-    lines = [f"{label}: {len(rows)} floating tensors, {params:,} parameters; symmetric int{bits}, "
-             "per-tensor vs per-channel (axis 0), worst first"]
-    head = ("#", "tensor", "shape", "dtype", "per-tensor dB", "per-channel dB", "gap dB")
-    table = [head] + [
-        (str(i), printable(r.info.name), "x".join(map(str, r.info.shape)), r.info.dtype,
-         _db(r.per_tensor_db), _db(r.per_channel_db), _db(r.gap_db)
-         + (f"  ({r.n_nonfinite} non-finite ignored)" if r.n_nonfinite else "")
-         + (f"  [{printable(r.file)}]" if r.file else ""))
-        for i, r in enumerate(shown, 1)]
-    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
-    for row in table:
-        lines.append("  ".join(c.rjust(w) if j in (0, 4, 5) else c.ljust(w)
-                               for j, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())
-    if not rows:
-        lines.append("no floating-point tensors to scan")
-    if len(shown) < len(rows):
-        lines.append(f"... {len(rows) - len(shown)} more (--top {len(shown)} shown)")
-    if skipped:
-        reasons = "; ".join(f"{printable(info.name)} ({why})" for info, why in skipped[:5])
-        more = f"; and {len(skipped) - 5} more" if len(skipped) > 5 else ""
-        lines.append(f"skipped {len(skipped)}: {reasons}{more}")
-    total = sum(r.info.nbytes for r in rows)
-    lines.append(f"scanned {format_bytes(total)} in {seconds:.2f} s")
-    return "\n".join(lines)
+def row_record(row, rank_: int | None = None, sharded: bool = False) -> dict:
+    """One row as the JSON/CSV record (also what the window exports)."""
+    f, info = row.figures, row.info
+    record = {
+        "name": row.name,
+        "shape": list(info.shape) if info else None,
+        "dtype": info.dtype if info else None,
+        "file_dtype": info.file_dtype if info else None,
+        "params": row.params,
+        "layer": row.layer,
+        "kind": row.kind,
+        "status": row.status,
+    }
+    if rank_ is not None:
+        record = {"rank": rank_, **record}
+    if f is not None:
+        record.update({
+            "per_tensor_sqnr_db": _json_number(f.per_tensor_db),
+            "per_channel_sqnr_db": _json_number(f.per_channel_db),
+            "gap_db": _json_number(f.gain_db),
+            "clipped_percent": 100 * f.clipped_fraction,
+            "max_abs": f.max_abs,
+            "outlier_channels": f.outlier_channels,
+            "channels": f.channels,
+            "suggested": f.suggested,
+            "n_nonfinite": f.n_nonfinite,
+        })
+    else:
+        record["reason"] = row.reason
+    if sharded:
+        record["file"] = row.file
+    return record
 
 
-def to_json(label: str, rows: list[ScanRow], shown: list[ScanRow],
-            skipped: list[tuple[TensorInfo, str]], bits: int) -> str:
+def to_json(label: str, rows, shown, settings, sharded: bool) -> str:
     """The machine-readable report (valid JSON: infinities become strings)."""
+    analysed = [r for r in rows if r.figures is not None]
     doc = {
         "source": label,
-        "scheme": {"bits": bits, "symmetric": True, "method": "minmax",
-                   "per_channel_axis": 0},
-        "count": len(rows),
-        "parameters": sum(r.info.size for r in rows),
-        "tensors": [
-            {"rank": i, "name": r.info.name, "shape": list(r.info.shape), "dtype": r.info.dtype,
-             "file_dtype": r.info.file_dtype, "per_tensor_sqnr_db": _json_db(r.per_tensor_db),
-             "per_channel_sqnr_db": _json_db(r.per_channel_db), "gap_db": _json_db(r.gap_db),
-             "n_nonfinite": r.n_nonfinite, **({"file": r.file} if r.file else {})}
-            for i, r in enumerate(shown, 1)],
-        "skipped": [{"name": info.name, "dtype": info.dtype, "reason": why}
-                    for info, why in skipped],
+        "scheme": {"bits": settings.bits, "symmetric": True, "method": settings.method,
+                   "preset": settings.runtime, "per_channel_axis": settings.axis},
+        "count": len(analysed),
+        "parameters": sum(r.params for r in analysed),
+        "tensors": [row_record(r, i, sharded) for i, r in enumerate(shown, 1)],
+        "skipped": [{"name": r.name, "dtype": r.info.dtype if r.info else None,
+                     "reason": r.reason} for r in rows if r.status == "skipped"],
+        "errors": [{"name": r.name, "file": r.file, "reason": r.reason}
+                   for r in rows if r.status == "error"],
     }
     return json.dumps(doc, indent=2, allow_nan=False)
 
 
+def to_csv(rows) -> str:
+    """Every row (analysed ones ranked first, then the others), one CSV line each."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        rec = row_record(r, sharded=True)
+        rec["shape"] = "x".join(map(str, rec["shape"])) if rec["shape"] else ""
+        rec["gain_db"] = rec.get("gap_db")
+        writer.writerow(rec)
+    return buf.getvalue()
+
+
+def format_table(label: str, rows, shown, settings, seconds: float, sharded: bool) -> str:
+    """The plain-text report: one line per tensor, worst first, then what was left out."""
+    analysed = [r for r in rows if r.figures is not None]
+    lines = [f"{label}: {len(analysed)} floating tensors, "
+             f"{sum(r.params for r in analysed):,} parameters; symmetric int{settings.bits} "
+             f"({settings.runtime or settings.method}), per-tensor vs per-channel "
+             f"(axis {settings.axis}), worst first"]
+    head = ("#", "tensor", "shape", "dtype", "per-tensor dB", "per-channel dB", "gap dB",
+            "clip %", "max |x|", "outliers", "suggested")
+    table = [head]
+    for i, r in enumerate(shown, 1):
+        f = r.figures
+        outliers = "-" if f.outlier_channels is None else f"{f.outlier_channels}/{f.channels}"
+        table.append((
+            str(i), printable(r.name), "x".join(map(str, r.info.shape)), r.info.dtype,
+            _db(f.per_tensor_db), _db(f.per_channel_db), _db(f.gain_db),
+            f"{100 * f.clipped_fraction:.3f}", f"{f.max_abs:.4g}", outliers,
+            f.suggested + (f"  ({f.n_nonfinite} non-finite ignored)" if f.n_nonfinite else "")
+            + (f"  [{printable(r.file)}]" if sharded else "")))
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for row in table:
+        lines.append("  ".join(c.rjust(w) if j in (0, 4, 5, 6, 7, 8, 9) else c.ljust(w)
+                               for j, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())
+    if not analysed:
+        lines.append("no floating-point tensors to scan")
+    if len(shown) < len(analysed):
+        lines.append(f"... {len(analysed) - len(shown)} more (--top {len(shown)} shown)")
+    for status, word in (("skipped", "skipped"), ("error", "could not read")):
+        left = [r for r in rows if r.status == status]
+        if left:
+            reasons = "; ".join(f"{printable(r.name)} ({r.reason})" for r in left[:5])
+            more = f"; and {len(left) - 5} more" if len(left) > 5 else ""
+            lines.append(f"{word} {len(left)}: {reasons}{more}")
+    total = sum(r.nbytes for r in analysed)
+    rate = f", {total / seconds / 1e6:,.0f} MB/s" if seconds > 0 else ""
+    lines.append(f"scanned {format_bytes(total)} in {seconds:.2f} s{rate}")
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Scan, print the ranking (table or JSON on stdout, progress on stderr); exit code."""
+    """Scan, print the ranking (table, JSON or CSV on stdout, progress on stderr)."""
+    from quantscope.io.checkpoint import list_checkpoint
+    from quantscope.state import Settings
+    from quantscope.state.model_scan import PENDING, ModelScan, model_rows
+
     if args.top is not None and args.top < 1:
         raise UserError(f"--top must be at least 1, got {args.top}")
     code_range(args.bits, symmetric=True)  # a bad --bits is one error, not N skipped tensors
+    if not args.outlier > 0:
+        raise UserError(f"--outlier must be positive, got {args.outlier}")
+    settings = Settings(bits=args.bits, axis=args.axis, method=args.method,
+                        runtime=args.preset).check()
     path, label = resolve_file_or_sample(args)
+    checkpoint = list_checkpoint(path)
+    rows = model_rows(checkpoint)
+    if rows and all(r.status == "error" for r in rows):  # nothing readable: one clear error
+        raise QuantscopeError(rows[0].reason)
     show_bar = sys.stderr.isatty() if args.progress is None else args.progress
+    pending = [r for r in rows if r.status == PENDING]
+    bar = ProgressBar(sys.stderr if show_bar else None, sum(r.nbytes for r in pending),
+                      len(pending))
     start = time.perf_counter()
-    rows, skipped = scan(path, bits=args.bits, progress=sys.stderr if show_bar else None)
+    rows = ModelScan(rows, settings, threshold=args.outlier).run(
+        on_row=lambda r: bar.tensor(r.name), on_progress=bar.chunk)
     seconds = time.perf_counter() - start
+    bar.finish()
     ranked = rank(rows, args.sort)
     shown = ranked[: args.top] if args.top else ranked
+    others = [r for r in rows if r.figures is None]
     if args.json:
-        print(to_json(label, ranked, shown, skipped, args.bits))
+        print(to_json(label, rows, shown, settings, checkpoint.sharded))
+    elif args.csv:
+        print(to_csv(shown + others), end="")
     else:
-        print(format_table(label, ranked, shown, skipped, args.bits, seconds))
-    return 0
+        print(format_table(label, rows, shown, settings, seconds, checkpoint.sharded))
+    errors = [r for r in rows if r.status == "error"]
+    for message in dict.fromkeys([*checkpoint.problems, *(r.reason for r in errors)]):
+        print(f"quantscope: warning: {message}", file=sys.stderr)
+    return 1 if errors or checkpoint.problems else 0

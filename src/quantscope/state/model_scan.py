@@ -1,0 +1,372 @@
+"""A whole checkpoint's int8 story: every tensor's figures, streamed, on every core. Qt-free.
+
+One engine for ``quantscope scan`` and the window's model view. :func:`model_rows` lists a
+checkpoint (:func:`quantscope.io.checkpoint.list_checkpoint`) as rows -- analysable tensors
+pending, the others marked with why -- and :class:`ModelScan` fills them in:
+
+* under the window's settings with min/max ranges and no runtime preset (what the panes show
+  first), each tensor goes through :class:`quantscope.core.fused.FusedPass`: its stored bytes
+  are read once, a chunk at a time, by as many threads as there are cores (the kernels
+  release the GIL), several tensors in flight at once, so a checkpoint scans at about the
+  speed the disk or page cache delivers it, in the memory of a few chunks;
+* under any other settings (percentile, MSE, entropy, a preset, groups) the tensor is loaded
+  as float32 and the panes' own mapping (:func:`quantscope.state.compute.pane_params`, then
+  :func:`quantscope.core.analyze`) gives the same figures, slower.
+
+Either way a row's numbers equal ``quantscope report``'s symmetric schemes for that tensor.
+A tensor that cannot be read gets its message; the others carry on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from quantscope.core import analyze
+from quantscope.core.fused import (
+    OUTLIER_THRESHOLD,
+    FusedPass,
+    FusedRules,
+    TensorFigures,
+    fused_axis,
+    raw_dtype,
+)
+from quantscope.errors import QuantscopeError
+from quantscope.io import load_for_analysis
+from quantscope.io.checkpoint import Checkpoint, RawTensor
+from quantscope.io.tensor_info import TensorInfo
+from quantscope.state.compute import lower_thread_priority, pane_params
+from quantscope.state.settings import Settings
+
+#: A layer index in a tensor name: ``layers.N.``, ``layer.N.``, ``h.N.``, ``blocks.N.``.
+LAYER_PATTERN = re.compile(r"(?:^|[._])(?:layers|layer|h|blocks)[._](\d+)(?=[._]|$)")
+
+PENDING, OK, SKIPPED, ERROR = "pending", "ok", "skipped", "error"
+
+
+def layer_and_kind(name: str) -> tuple[int | None, str]:
+    """``("model.layers.3.self_attn.q_proj.weight")`` -> ``(3, "self_attn.q_proj.weight")``:
+    the layer index and what the tensor is within its layer (the chart's series); names
+    without a layer give ``(None, name)``."""
+    m = LAYER_PATTERN.search(name)
+    if m is None:
+        return None, name
+    return int(m.group(1)), name[m.end():].lstrip("._") or name
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """One tensor of a checkpoint and, once scanned, its figures (or why it has none)."""
+
+    index: int
+    name: str
+    file: str
+    info: TensorInfo | None
+    layer: int | None
+    kind: str
+    status: str = PENDING
+    reason: str = ""
+    figures: TensorFigures | None = None
+    path: str = ""
+
+    @property
+    def params(self) -> int:
+        return self.info.size if self.info is not None else 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.info.nbytes if self.info is not None else 0
+
+
+def skip_reason(info: TensorInfo) -> str | None:
+    """Why a listed tensor is shown but not analysed, or None."""
+    if not info.is_floating:
+        return f"not floating point ({info.dtype})"
+    if info.size == 0:
+        return "empty"
+    if info.ndim == 0:
+        return "scalar"
+    return None
+
+
+def model_rows(checkpoint: Checkpoint) -> list[ModelRow]:
+    """The checkpoint's tensors in file order: analysable ones pending, the rest marked."""
+    rows = []
+    for i, t in enumerate(checkpoint.tensors):
+        layer, kind = layer_and_kind(t.name)
+        status, reason = PENDING, ""
+        if t.info is None:
+            status, reason = ERROR, t.problem or "cannot be read"
+        elif (why := skip_reason(t.info)) is not None:
+            status, reason = SKIPPED, why
+        rows.append(ModelRow(i, t.name, t.file.name, t.info, layer, kind, status, reason,
+                             path=str(t.file)))
+    return rows
+
+
+def reset(rows: list[ModelRow]) -> list[ModelRow]:
+    """The rows with every computed figure forgotten (new settings): pending again."""
+    return [dataclasses.replace(r, status=PENDING, reason="", figures=None)
+            if r.status in (OK, PENDING) or (r.status == SKIPPED and r.info is not None
+                                               and skip_reason(r.info) is None) else r
+            for r in rows]
+
+
+def channel_axis(info: TensorInfo, settings: Settings) -> int | None:
+    """The per-channel axis the settings give this tensor, None below two dimensions."""
+    if info.ndim < 2 or not -info.ndim <= settings.axis < info.ndim:
+        return None
+    return settings.axis
+
+
+def fused_rules(settings: Settings, threshold: float = OUTLIER_THRESHOLD) -> FusedRules | None:
+    """The fused pass's rules for these settings, or None when only the engine's general path
+    computes what they ask (a range method other than min/max, a preset, groups)."""
+    if settings.method != "minmax" or settings.runtime is not None or settings.group_size:
+        return None
+    return FusedRules(bits=settings.bits, narrow_range=settings.narrow_range,
+                      rounding=settings.rounding, outlier_threshold=threshold)
+
+
+def engine_figures(x: np.ndarray, axis: int | None, settings: Settings,
+                   threshold: float = OUTLIER_THRESHOLD) -> TensorFigures:
+    """A float32 tensor's figures through the panes' mapping and the direct pass."""
+    per_tensor = analyze(x, pane_params(x, "symmetric/tensor", settings))
+    per_channel = outliers = channels = None
+    finite_abs = np.abs(np.where(np.isfinite(x), x, 0.0))
+    if axis is not None:
+        chan = dataclasses.replace(settings, axis=axis)
+        per_channel = float(analyze(x, pane_params(x, "symmetric/channel", chan)).sqnr_db)
+        big = np.moveaxis(finite_abs >= np.float32(threshold), axis, 0)
+        channels = big.shape[0]
+        outliers = int(np.count_nonzero(big.reshape(channels, -1).any(axis=1)))
+    return TensorFigures(
+        n=per_tensor.n, n_nonfinite=per_tensor.n_nonfinite,
+        per_tensor_db=float(per_tensor.sqnr_db), per_channel_db=per_channel,
+        clipped_fraction=per_tensor.clipped_fraction,
+        max_abs=float(finite_abs.max(initial=0.0)), outlier_channels=outliers,
+        channels=channels, bits=settings.bits)
+
+
+@dataclass
+class _Work:
+    """A tensor in flight: its row, fused pass and reader, and the chunks still out."""
+
+    row: ModelRow
+    fused: FusedPass | None
+    reader: RawTensor | None
+    passes: int
+    out: int = 0
+    failed: str | None = None
+    result: TensorFigures | None = None
+
+
+class ModelScan:
+    """Fill in the pending rows of a checkpoint (see the module docstring).
+
+    Parameters
+    ----------
+    rows : list of ModelRow
+        From :func:`model_rows`; rows already scanned are kept (that is how a cancelled scan
+        resumes).
+    settings : Settings
+        The window's settings: bits, range method, rounding, preset, channel axis.
+    workers : int, optional
+        Threads (the caller's included); default one per core.
+    background : bool
+        Run the extra threads at a lower priority (the window's thread comes first).
+    """
+
+    def __init__(self, rows: list[ModelRow], settings: Settings, *, workers: int | None = None,
+                 threshold: float = OUTLIER_THRESHOLD, background: bool = False) -> None:
+        self.rows = list(rows)
+        self.settings = settings.check()
+        self.threshold = threshold
+        self.rules = fused_rules(self.settings, threshold)
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.background = background
+        self.total_bytes = sum(r.nbytes for r in self.rows if r.status == PENDING)
+
+    def run(self, on_row: Callable[[ModelRow], None] | None = None,
+            on_progress: Callable[[int, int, str], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> list[ModelRow]:
+        """Scan every pending row; returns the rows (finished ones filled in, the others
+        still pending if ``should_stop()`` became true). ``on_row(row)`` is called as each
+        tensor completes and ``on_progress(done_bytes, total_bytes, name)`` after each chunk,
+        both from worker threads."""
+        self._todo = deque(r for r in self.rows if r.status == PENDING)
+        self._tasks: deque[tuple[_Work, int, int]] = deque()
+        self._lock = threading.Condition()
+        self._busy = 0
+        self._work_done = 0
+        self._work_total = sum(r.nbytes * self._passes(r) for r in self._todo) or 1
+        self._on_row, self._on_progress = on_row, on_progress
+        self._stop = should_stop or (lambda: False)
+        self._buffers = threading.local()
+        threads = [threading.Thread(target=self._loop, args=(True,), daemon=True,
+                                    name="quantscope-scan") for _ in range(self.workers - 1)]
+        for t in threads:
+            t.start()
+        try:
+            self._loop(False)
+        finally:
+            for t in threads:
+                t.join()
+        return self.rows
+
+    # -- planning -------------------------------------------------------------------------------
+    def _fused_for(self, row: ModelRow) -> FusedPass | None:
+        info = row.info
+        if self.rules is None or raw_dtype(info.dtype) is None:
+            return None
+        axis = channel_axis(info, self.settings)
+        if axis is not None and fused_axis(info.shape, axis) is None:
+            return None
+        return FusedPass(info.shape, info.dtype, axis, self.rules)
+
+    def _passes(self, row: ModelRow) -> int:
+        fused = self._fused_for(row)
+        return 2 if fused is not None and fused.needs_second_pass else 1
+
+    def _open(self, row: ModelRow) -> None:
+        """Queue the chunks of the next tensor (called with the lock held)."""
+        try:
+            fused = self._fused_for(row)
+            reader = None
+            if fused is not None:
+                reader = RawTensor(_path(row), row.info)
+                if not reader.layout_ok:
+                    reader.close()
+                    reader, fused = None, None
+        except QuantscopeError as exc:
+            self._finish(_Work(row, None, None, 1, failed=str(exc)))
+            return
+        work = _Work(row, fused, reader, 2 if fused and fused.needs_second_pass else 1)
+        if fused is None:
+            self._tasks.append((work, 0, -1))
+            work.out = 1
+        else:
+            self._tasks.extend((work, 0, i) for i in range(len(fused.chunks)))
+            work.out = len(fused.chunks)
+            if not fused.chunks:
+                self._tasks.append((work, 0, -2))  # nothing to read: finish at once
+                work.out = 1
+
+    # -- the threads ----------------------------------------------------------------------------
+    def _loop(self, spawned: bool) -> None:
+        if spawned and self.background:
+            lower_thread_priority()
+        while True:
+            with self._lock:
+                while True:
+                    if self._stop():
+                        self._lock.notify_all()
+                        return
+                    while not self._tasks and self._todo:
+                        self._open(self._todo.popleft())
+                    if self._tasks:
+                        task = self._tasks.popleft()
+                        self._busy += 1
+                        break
+                    if self._busy == 0:
+                        self._lock.notify_all()
+                        return
+                    self._lock.wait(0.1)
+            try:
+                self._run(*task)
+            finally:
+                with self._lock:
+                    self._busy -= 1
+                    self._lock.notify_all()
+
+    def _buffer(self, dtype: np.dtype, n: int) -> np.ndarray:
+        cache = getattr(self._buffers, "arrays", None)
+        if cache is None:
+            cache = self._buffers.arrays = {}
+        buf = cache.get(dtype)
+        if buf is None or buf.size < n:
+            buf = cache[dtype] = np.empty(max(n, 1), dtype)
+        return buf[:n]
+
+    def _run(self, work: _Work, phase: int, chunk: int) -> None:
+        row = work.row
+        nbytes = 0
+        if work.failed is None:
+            try:
+                if chunk == -1:
+                    self._engine(work)
+                    nbytes = row.nbytes * work.passes
+                elif chunk >= 0:
+                    a, b = work.fused.chunks[chunk]
+                    raw = self._buffer(work.fused.raw_dtype, b - a)
+                    work.reader.read_into(a, raw)
+                    (work.fused.first if phase == 0 else work.fused.second)(chunk, raw)
+                    nbytes = (b - a) * row.info.numpy_dtype.itemsize
+            except QuantscopeError as exc:
+                work.failed = str(exc)
+            except MemoryError:
+                work.failed = f"{row.name}: not enough memory to analyse this tensor"
+        with self._lock:
+            self._work_done += nbytes
+            work.out -= 1
+            last = work.out == 0
+            if last and work.failed is None and phase == 0 and work.passes == 2:
+                work.fused.prepare_second()
+                self._tasks.extendleft((work, 1, i) for i in
+                                       reversed(range(len(work.fused.chunks))))
+                work.out = len(work.fused.chunks)
+                last = False
+            done = self._work_done
+        if self._on_progress is not None and nbytes:
+            scaled = int(self.total_bytes * done / self._work_total)
+            self._on_progress(min(scaled, self.total_bytes), self.total_bytes, row.name)
+        if last:
+            self._finish(work)
+
+    def _engine(self, work: _Work) -> None:
+        row = work.row
+        x, _ = load_for_analysis(_path(row), row.name)
+        work.result = engine_figures(x, channel_axis(row.info, self.settings), self.settings,
+                                     self.threshold)
+
+    def _finish(self, work: _Work) -> None:
+        """Complete a tensor's row and hand it on (any thread)."""
+        if work.reader is not None:
+            work.reader.close()
+        row = work.row
+        if work.failed is not None:
+            done = dataclasses.replace(row, status=ERROR, reason=work.failed)
+        else:
+            try:
+                figures = work.result or work.fused.result()
+            except QuantscopeError as exc:
+                figures, done = None, dataclasses.replace(row, status=ERROR, reason=str(exc))
+            if figures is not None:
+                if figures.n == 0:
+                    done = dataclasses.replace(
+                        row, status=SKIPPED,
+                        reason=f"all {row.params} values are NaN or infinite")
+                else:
+                    done = dataclasses.replace(row, status=OK, figures=figures)
+        with self._lock:
+            self.rows[row.index] = done
+        if self._on_row is not None:
+            self._on_row(done)
+
+
+def _path(row: ModelRow) -> Path:
+    return Path(row.path)
+
+
+def scan_checkpoint(checkpoint: Checkpoint, settings: Settings | None = None,
+                    **kw) -> list[ModelRow]:
+    """Every row of ``checkpoint`` scanned under ``settings`` (engine defaults): one call."""
+    return ModelScan(model_rows(checkpoint), settings or Settings(), **kw).run()
