@@ -40,6 +40,7 @@ class LatestJob(QObject):
         self._generation = 0
         self._pending: tuple[int, Callable[[], object]] | None = None
         self._thread: threading.Thread | None = None
+        self._last: threading.Thread | None = None  # the newest thread, until joined
         self._lock = threading.Lock()
         self._running = 0
         self._delivered.connect(self._on_delivered)  # queued: emitted from the worker thread
@@ -106,12 +107,15 @@ class LatestJob(QObject):
         """Block until no thread runs (tests and shutdown); results are still delivered."""
         while True:
             with self._lock:
-                thread = self._thread
+                thread = self._thread or self._last
             if thread is None:
                 return
             thread.join(timeout)
             if thread.is_alive():
                 return
+            with self._lock:
+                if self._last is thread:  # its last steps (delivery) ran after _thread = None
+                    self._last = None
 
     def shutdown(self) -> None:
         """Cancel and join: call when the owning view goes away, so no thread outlives it."""
@@ -121,8 +125,8 @@ class LatestJob(QObject):
     def _start_locked(self) -> None:
         stamp, fn = self._pending
         self._pending = None
-        self._thread = threading.Thread(target=self._run, args=(stamp, fn),
-                                        name="quantscope-view-job", daemon=True)
+        self._thread = self._last = threading.Thread(target=self._run, args=(stamp, fn),
+                                                     name="quantscope-view-job", daemon=True)
         self._thread.start()
 
     def _run(self, stamp: int, fn: Callable[[], object]) -> None:
