@@ -18,15 +18,19 @@ def window(app_window, qtbot):
     win.presentation_action.setChecked(False)  # the theme is process-wide: leave it as found
 
 
-def test_presentation_fits_1600_pixels(window):
+def test_presentation_fits_1600_pixels(window, qtbot):
     assert window.minimumSizeHint().width() <= 1600
     assert window.width() == 1600
-    # every view tab fits beside the panes (no scroll arrows hiding one)
+    window.stage.show_views(True)
+    qtbot.wait(20)
+    # every view tab fits (no scroll arrows hiding one)
     bar = window.views.tabBar()
     assert sum(bar.tabRect(i).width() for i in range(bar.count())) <= bar.width()
 
 
-def test_controls_stack_labels_over_fields_so_the_sliders_keep_their_room(window):
+def test_controls_stack_labels_over_fields_so_the_sliders_keep_their_room(window, qtbot):
+    window.stage.toggle_controls()  # presentation hides them: C shows them
+    qtbot.wait(20)
     controls = window.controls
     assert controls.form.rowWrapPolicy() == QFormLayout.RowWrapPolicy.WrapAllRows
     assert controls.percentile_slider.width() >= 60
@@ -47,6 +51,7 @@ def test_the_strip_has_no_rotated_label_to_collide_with_the_histograms(window):
 def test_tradeoff_legend_sits_under_the_axis_and_line_labels_stay_in_view(window, qtbot):
     view = window.views.widget(0)
     window.views.setCurrentIndex(0)
+    window.stage.show_views(True)
     qtbot.waitUntil(lambda: all(p.sweep is not None for p in view.plots.values()),
                     timeout=30_000)
     qtbot.wait(50)

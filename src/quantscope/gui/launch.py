@@ -43,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the numbers each pane displays (JSON keyed by pane), exit")
     parser.add_argument("--presentation", action="store_true",
                         help="presentation mode: large fonts, thick lines (F11 toggles)")
+    parser.add_argument("--theme", choices=("light", "dark"),
+                        help="light or dark theme (default: the session's, else light)")
     parser.add_argument("--size", default="1600x1000", help="window size (default 1600x1000)")
 
 
@@ -114,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     window.resize(*size)
     if session is not None:
         apply_session(window, session)
+    if getattr(args, "theme", None):
+        window.dark_action.setChecked(args.theme == "dark")
     if args.presentation:
         window.presentation_action.setChecked(True)
     window.show()

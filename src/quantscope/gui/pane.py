@@ -58,6 +58,23 @@ def mono_font(point_size: int = 11) -> QFont:
     return font
 
 
+def theme_brush(color: str, alpha: int) -> QBrush:
+    """A solid brush of ``color`` at ``alpha`` (0-255)."""
+    c = QColor(color)
+    c.setAlpha(alpha)
+    return QBrush(c)
+
+
+def pane_key(theme, per_unit: bool) -> str:
+    """The one-line key under a pane's title: a swatch in each mark's colour and its name."""
+    def swatch(role: str, glyph: str) -> str:
+        return f'<span style="color:{theme.mark(role)}; font-weight:700">{glyph}</span>'
+
+    grid = "median channel's grid" if per_unit else "code grid"
+    return (f"{swatch('window', '[ ]')} window &nbsp;{swatch('clipped', '▀')} clipped "
+            f"&nbsp;{swatch('zero', '┆')} zero point &nbsp;{swatch('grid', '│')} {grid}")
+
+
 def _path_item(pen: QPen | None = None, brush: QBrush | None = None) -> QGraphicsPathItem:
     """A plain Qt path item: Qt paints it without a call into Python, where a pyqtgraph
     curve runs a Python ``paint`` on every repaint (together a third of a pane's repaint and
@@ -94,6 +111,9 @@ class Pane(QFrame):
         self.title = QLabel(title)
         self.title.setObjectName("paneTitle")
         layout.addWidget(self.title)
+        self.key_label = QLabel("")  # what the marks mean (see apply_theme)
+        self.key_label.setObjectName("paneKey")
+        layout.addWidget(self.key_label)
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.graphics.ci.layout.setContentsMargins(0, 0, 0, 0)
@@ -140,7 +160,14 @@ class Pane(QFrame):
         self.clip_lo = pg.LinearRegionItem(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False)
         self.clip_hi = pg.LinearRegionItem(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False)
         self.window = pg.LinearRegionItem(brush=WINDOW_BRUSH, pen=EDGE_PEN, movable=False)
-        for item in (self.clip_lo, self.clip_hi, self.window):
+        # the tint alone is too faint to read on a projector: a solid band along the top of
+        # each clipped range carries the mark (see apply_theme)
+        self.clip_lo.band = pg.LinearRegionItem(pen=pg.mkPen(None), movable=False,
+                                                span=(0.95, 1.0))
+        self.clip_hi.band = pg.LinearRegionItem(pen=pg.mkPen(None), movable=False,
+                                                span=(0.95, 1.0))
+        for item in (self.clip_lo, self.clip_hi, self.window, self.clip_lo.band,
+                     self.clip_hi.band):
             item.setZValue(-10)
             item.hide()
             self.plot.addItem(item, ignoreBounds=True)
@@ -325,16 +352,57 @@ class Pane(QFrame):
         spacing_px = self._grid_scale * width_px / max(x1 - x0, 1e-300)
         # Overlapping lines add up: below ~4 px the alpha scales with the spacing so that a
         # full-zoom grid stays a faint tint; from ~4 px each line is drawn distinctly.
-        alpha = int(np.clip(28 * spacing_px, 3, 110))
+        # From ~9 px apart each line is opaque: a mark read from the back of a room.
+        alpha = int(np.clip(28 * spacing_px, 3, 255))
         if alpha != self._grid_alpha:
             self._grid_alpha = alpha
-            self.grid.setPen(pg.mkPen(QColor(60, 60, 60, alpha), width=0))
+            color = QColor(getattr(self, "_grid_color", QColor(60, 60, 60)))
+            color.setAlpha(alpha)
+            self.grid.setPen(pg.mkPen(color, width=0))
 
     @staticmethod
     def _region(item: pg.LinearRegionItem, a: float, b: float, visible: bool) -> None:
-        if visible:
-            item.setRegion((a, b))
-        item.setVisible(visible)
+        for region in (item, item.band):
+            if visible:
+                region.setRegion((a, b))
+            region.setVisible(visible)
+
+    # -- look ---------------------------------------------------------------------------------
+    themed = True  # quantscope.gui.theme calls apply_theme on every theme change
+
+    def apply_theme(self, theme) -> None:
+        """Draw the marks in ``theme``'s colours (each at least 3:1 on the plot's background,
+        light and dark) and write the key to match."""
+        mark = theme.mark
+        thick = 1.5 if theme.presentation else 1.0
+        self.hist.setPen(pg.mkPen(mark("histogram"), width=1.5 * thick))
+        self.hist.setBrush(theme_brush(mark("histogram"), 70))
+        self.window.setBrush(theme_brush(mark("window"), 28))
+        for line in self.window.lines:
+            line.setPen(pg.mkPen(mark("window"), width=2 * thick))
+        for item in (self.clip_lo, self.clip_hi):
+            item.setBrush(theme_brush(mark("clipped"), 45))
+            item.band.setBrush(theme_brush(mark("clipped"), 255))
+        self.zero.setPen(pg.mkPen(mark("zero"), width=1.5 * thick,
+                                  style=Qt.PenStyle.DashLine))
+        fg, bg = theme.text("zero_label")
+        self.zero.label.setColor(fg)
+        self.zero.label.fill = theme_brush(bg, 220)
+        font = QFont()
+        font.setPointSize(theme.axis_font_pt)
+        self.zero.label.setFont(font)
+        self.slots.setBrush(theme_brush("#3A3A3A" if theme.dark else "#EBEBEB", 255))
+        self.bars.setBrush(theme_brush(mark("histogram"), 255))
+        self._grid_color = QColor(mark("grid"))
+        self._grid_alpha = -1
+        self._update_grid_pen()
+        self.key_label.setText(pane_key(theme, per_unit=not self.key.endswith("/tensor")))
+        self.key_label.setToolTip(
+            "shaded, between the green edges: the window of values the codes represent · "
+            "red band: values beyond it, clipped to the end codes · dashed line: the value "
+            "the zero point code stands for · grey lines: rounding boundaries between "
+            "neighbouring codes" + (" (of the median-scale channel)" if not
+                                    self.key.endswith("/tensor") else ""))
 
     def displayed(self) -> dict[str, str]:
         """Field key -> the text shown (what ``--metrics`` records)."""

@@ -7,9 +7,11 @@ that draw their own items set the class attribute ``themed = True`` and implemen
 it, so a view restyles its own curves (thick lines, bigger markers)
 without this module knowing them.
 
-Presentation mode is for projectors: large fonts, thick lines, the light theme (dark slides wash
-out on most projectors, so presentation overrides ``dark``), and clutter hidden -- any widget
-whose dynamic property ``"clutter"`` is true, plus status and tool bars.
+Presentation mode is for projectors: fonts sized in pixels from the window's height (18 px at
+720 rows, 24 px at 1080: a projector shows pixels, not points), thick lines, and clutter hidden
+-- any widget whose dynamic property ``"clutter"`` is true, plus status and tool bars. Light
+and dark both pass :func:`contrast_ratio` checks: text 4.5:1, plot marks 3:1 against the
+background they are drawn on.
 
 Colours follow the Okabe-Ito palette, which stays distinguishable with the common forms of
 colour blindness and in greyscale print: rounding is blue, clipping vermillion, SQNR green.
@@ -17,6 +19,7 @@ colour blindness and in greyscale print: rounding is blue, clipping vermillion, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pyqtgraph as pg
@@ -43,6 +46,60 @@ _SERIES_LIGHT = {
 _SERIES_DARK = dict(_SERIES_LIGHT, total="#EDEDED", rounding="#56B4E9", histogram="#A0A0A0",
                     grid="#4A4A4A", window="#56B4E9")
 
+#: The panes' plot marks, opaque, as drawn (fills are translucent tints of these, under the
+#: opaque outline or hatch that carries the contrast): every one at least 3:1 on the plot.
+MARK_ROLES = ("histogram", "grid", "window", "clipped", "zero")
+_MARKS_LIGHT = {"histogram": "#1F4E9C", "grid": "#6B6B6B", "window": "#1B7A36",
+                "clipped": "#B8400A", "zero": "#333333"}
+_MARKS_DARK = {"histogram": "#7DB3F5", "grid": "#9A9A9A", "window": "#55C27E",
+               "clipped": "#FF8A4C", "zero": "#E6E6E6"}
+
+#: Text roles of the style sheet: (text colour, background it sits on), light and dark.
+_TEXT_LIGHT = {"body": ("#1A1A1A", "#FFFFFF"), "muted": ("#555B66", "#FFFFFF"),
+               "title": ("#14213D", "#FFFFFF"), "caption": ("#3D4A5C", "#FFFFFF"),
+               "error": ("#B00020", "#FFFFFF"), "banner": ("#8A1010", "#FDE8E8"),
+               "computing": ("#7A4F00", "#FFFFFF"), "selected": ("#FFFFFF", "#0072B2"),
+               "zero_label": ("#1A1A1A", "#FFFFFF"), "key": ("#1A1A1A", "#EEF2F7")}
+_TEXT_DARK = {"body": ("#EDEDED", "#252525"), "muted": ("#A9B0BB", "#252525"),
+              "title": ("#E8EDF5", "#1E1E1E"), "caption": ("#C4CCD8", "#1E1E1E"),
+              "error": ("#FF8A80", "#1E1E1E"), "banner": ("#FFD6D6", "#5A1A1A"),
+              "computing": ("#F0C36A", "#252525"), "selected": ("#0B0B0B", "#56B4E9"),
+              "zero_label": ("#EDEDED", "#1E1E1E"), "key": ("#EDEDED", "#33373D")}
+
+#: Presentation text size in pixels at the two projector heights it is designed for; between
+#: and beyond them it follows the window's height.
+STAGE_PX = ((720, 18), (1080, 24))
+
+
+def stage_px(height: int | None) -> int:
+    """Presentation text size for a window ``height`` pixels tall (18 px at 720, 24 at 1080,
+    linear between, never below 18 nor above 32)."""
+    (h0, p0), (h1, p1) = STAGE_PX
+    if height is None:
+        return p0
+    return int(min(32, max(p0, math.ceil(p0 + (height - h0) * (p1 - p0) / (h1 - h0)))))
+
+
+def contrast_ratio(a: str, b: str) -> float:
+    """WCAG 2 contrast ratio of two opaque ``#RRGGBB`` colours (1 to 21)."""
+    def luminance(color: str) -> float:
+        c = QColor(color)
+        lin = [(v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4)
+               for v in (c.redF(), c.greenF(), c.blueF())]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def over(color: QColor, background: str) -> str:
+    """``color`` (with its alpha) composited over an opaque ``background``: what the eye sees."""
+    bg = QColor(background)
+    a = color.alphaF()
+    mix = [round(255 * (a * f + (1 - a) * g)) for f, g in (
+        (color.redF(), bg.redF()), (color.greenF(), bg.greenF()), (color.blueF(), bg.blueF()))]
+    return QColor(*mix).name()
+
 
 @dataclass(frozen=True)
 class Theme:
@@ -50,6 +107,8 @@ class Theme:
 
     dark: bool
     presentation: bool
+    #: Presentation text size in pixels (see :func:`stage_px`); unused otherwise.
+    text_px: int = STAGE_PX[0][1]
 
     @property
     def background(self) -> str:
@@ -61,12 +120,27 @@ class Theme:
 
     @property
     def font_pt(self) -> int:
-        """Application font size in points: readable from the back of a room when presenting."""
-        return 17 if self.presentation else 10
+        """Application font size in points: when presenting, the smallest whole point size
+        that is at least ``text_px`` pixels at 96 dpi (what projectors are driven at)."""
+        return math.ceil(self.text_px * 0.75) if self.presentation else 10
 
     @property
     def axis_font_pt(self) -> int:
-        return 16 if self.presentation else 9
+        """Tick and axis-label size: as large as the text when presenting (numbers on axes are
+        read from the back of the room too)."""
+        return self.font_pt if self.presentation else 9
+
+    def mark(self, role: str) -> str:
+        """Opaque colour of one of the panes' plot marks (:data:`MARK_ROLES`)."""
+        return (_MARKS_DARK if self.dark else _MARKS_LIGHT)[role]
+
+    def text(self, role: str) -> tuple[str, str]:
+        """(text colour, background) of a text role of the style sheet."""
+        return (_TEXT_DARK if self.dark else _TEXT_LIGHT)[role]
+
+    def text_roles(self) -> dict[str, tuple[str, str]]:
+        """Every text role, for the contrast checks."""
+        return dict(_TEXT_DARK if self.dark else _TEXT_LIGHT)
 
     @property
     def line_width(self) -> float:
@@ -102,9 +176,10 @@ def current_theme() -> Theme:
     return _current
 
 
-def resolve(dark: bool, presentation: bool) -> Theme:
-    """The theme for a request: presentation mode is always light (see module docstring)."""
-    return Theme(dark=bool(dark) and not presentation, presentation=bool(presentation))
+def resolve(dark: bool, presentation: bool, height: int | None = None) -> Theme:
+    """The theme for a request; ``height`` (the window's) sizes presentation text."""
+    return Theme(dark=bool(dark), presentation=bool(presentation),
+                 text_px=stage_px(height) if presentation else STAGE_PX[0][1])
 
 
 def configure_pyqtgraph(theme: Theme) -> None:
@@ -131,8 +206,9 @@ def _palette(theme: Theme) -> QPalette:
         pal.setColor(group, QPalette.ColorRole.ButtonText, fg)
         pal.setColor(group, QPalette.ColorRole.ToolTipBase, base)
         pal.setColor(group, QPalette.ColorRole.ToolTipText, fg)
-        pal.setColor(group, QPalette.ColorRole.Highlight, QColor(theme.color("rounding")))
-        pal.setColor(group, QPalette.ColorRole.HighlightedText, QColor("#FFFFFF"))
+        selected_fg, selected_bg = theme.text("selected")
+        pal.setColor(group, QPalette.ColorRole.Highlight, QColor(selected_bg))
+        pal.setColor(group, QPalette.ColorRole.HighlightedText, QColor(selected_fg))
     grey = QColor("#808080")
     for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text,
                  QPalette.ColorRole.ButtonText):
@@ -172,37 +248,50 @@ def style_plot(plot: pg.PlotItem, theme: Theme) -> None:
 def stylesheet(theme: Theme) -> str:
     """The window's style sheet for ``theme``: the window's own rules (quantscope.gui.style),
     with colours and font sizes from the theme, so dark and presentation reach every widget
-    (a style sheet beats the palette and application font)."""
+    (a style sheet beats the palette and application font). Every text colour is a role of
+    :meth:`Theme.text`, which the contrast tests check."""
     bg, fg = theme.background, theme.foreground
     panel = "#252525" if theme.dark else "#ffffff"
     border = "#4a4f57" if theme.dark else "#d5d9e0"
-    muted = "#a9b0bb" if theme.dark else "#555b66"
-    title = "#e8edf5" if theme.dark else "#14213d"
-    caption = "#c4ccd8" if theme.dark else "#3d4a5c"
-    base = 14 if theme.presentation else 11
-    # the panes' number tables are read up close, not from the back of the room: growing
-    # them with the rest would push the window past a 1920-pixel projector
-    table = 12 if theme.presentation else 11
+    muted = theme.text("muted")[0]
+    title = theme.text("title")[0]
+    caption = theme.text("caption")[0]
+    error = theme.text("error")[0]
+    banner_fg, banner_bg = theme.text("banner")
+    computing = theme.text("computing")[0]
+    key_fg, key_bg = theme.text("key")
+    disabled = "#7A7A7A" if theme.dark else "#8C8C8C"
+    if theme.presentation:
+        # one size for every text (the projector's minimum is the rule); titles a step up
+        base = table = hint = theme.font_pt
+        pane_title = theme.font_pt + 2
+    else:
+        base, table, hint, pane_title = 11, 11, 10, 15
     # sliders: no background of their own (superqt's range slider, the clip window, draws
     # its handles in several passes, and the style sheet's QWidget background erased all but
     # the last -- one bare handle, no groove, once any theme toggle re-applied the sheet),
     # and a groove and handles drawn here, since the platform's vanish under a style sheet
     handle = 18 if theme.presentation else 14
-    # tab names are navigation, read up close: at the base size the four view tabs beside the
-    # panes did not fit a 1600 px window and "Matmul" hid behind scroll arrows
-    tab_pad = 8 if theme.presentation else 14
+    tab_pad = 8 if theme.presentation else 6  # the view tabs fit beside the panes
     return f"""
 QMainWindow, QWidget {{ background: {panel}; color: {fg}; font-size: {base}pt; }}
+QWidget:disabled {{ color: {disabled}; }}
 QFrame#pane {{ border: 1px solid {border}; border-radius: 6px; background: {bg}; }}
-QLabel#paneTitle {{ font-size: {base + 4}pt; font-weight: 600; color: {title};
-                    padding: 2px 2px; }}
+QLabel#paneTitle {{ font-size: {pane_title}pt; font-weight: 600; color: {title};
+                    padding: 2px 2px; background: {bg}; }}
+QLabel#paneKey {{ background: {bg}; }}
 QLabel#paneCaption, QLabel#viewCaption {{ color: {caption}; font-style: italic; }}
-QLabel#paneError {{ color: #e0524f; }}
-QLabel#fieldName {{ color: {muted}; font-size: {table}pt; }}
-QLabel#fieldValue {{ font-size: {table}pt; }}
-QLabel#hint {{ color: {muted}; font-size: {base - 1}pt; }}
-QLabel#banner {{ background: #fde8e8; color: #8a1010; border: 1px solid #f5b5b5;
+QLabel#paneCaption {{ background: {bg}; }}
+QLabel#paneError {{ color: {error}; }}
+QLabel#fieldName {{ color: {muted}; font-size: {table}pt; background: {bg}; }}
+QLabel#fieldValue {{ font-size: {table}pt; background: {bg}; }}
+QLabel#hint {{ color: {muted}; font-size: {hint}pt; }}
+QLabel#headline {{ font-weight: 600; }}
+QLabel#stageKeys {{ background: {key_bg}; color: {key_fg}; border-top: 1px solid {border};
+                    padding: 3px 8px; }}
+QLabel#banner {{ background: {banner_bg}; color: {banner_fg}; border: 1px solid {error};
                  border-radius: 4px; padding: 6px 10px; font-weight: 600; }}
+QLabel#computing {{ color: {computing}; font-style: italic; }}
 QGroupBox {{ font-weight: 600; border: 1px solid {border}; border-radius: 6px;
              margin-top: 10px; padding-top: 6px; }}
 QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; }}
@@ -214,11 +303,13 @@ QSlider::groove:horizontal {{ height: 4px; background: {border}; border-radius: 
 QSlider::handle:horizontal {{ width: {handle}px; margin: -{handle // 2 - 2}px 0;
                               background: {panel}; border: 1px solid {muted};
                               border-radius: {handle // 2}px; }}
+QSlider::handle:horizontal:disabled {{ border: 1px dashed {disabled}; }}
 QTabBar::tab {{ padding: 6px {tab_pad}px; font-size: {table}pt; }}
 QTabBar::tab:selected {{ border-bottom: 3px solid {theme.color("rounding")}; }}
 QStatusBar {{ border-top: 1px solid {border}; }}
 QMenuBar, QMenu {{ background: {panel}; color: {fg}; }}
-QMenu::item:selected {{ background: {theme.color("rounding")}; color: #ffffff; }}
+QMenu::item:selected {{ background: {theme.text("selected")[1]};
+                        color: {theme.text("selected")[0]}; }}
 """
 
 
@@ -253,14 +344,16 @@ def _hide_clutter(root: QWidget, presentation: bool) -> None:
         layout.invalidate()
 
 
-def apply_theme(window: QWidget, *, dark: bool = False, presentation: bool = False) -> Theme:
+def apply_theme(window: QWidget, *, dark: bool = False, presentation: bool = False,
+                height: int | None = None) -> Theme:
     """Restyle ``window`` and everything in it; return the resolved :class:`Theme`.
 
-    Safe to call repeatedly (menu toggles, F11): each call derives everything from the two
-    flags, so toggling back restores the previous look exactly.
+    Safe to call repeatedly (menu toggles, F11, a presentation window resized): each call
+    derives everything from the flags and ``height`` (default: the window's), so toggling
+    back restores the previous look exactly.
     """
     global _current
-    theme = resolve(dark, presentation)
+    theme = resolve(dark, presentation, window.height() if height is None else height)
     _current = theme
     configure_pyqtgraph(theme)
     app = QApplication.instance()

@@ -13,6 +13,7 @@ import gc
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
+    QLayout,
     QMainWindow,
     QWidget,
 )
@@ -103,6 +104,13 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
         st.error.connect(self.show_error)
         if install_views:
             self._install_views()
+        # re-sizes presentation text when a presenting window is resized (see resizeEvent)
+        self.theme_timer = QTimer(self)
+        self.theme_timer.setSingleShot(True)
+        self.theme_timer.setInterval(0)
+        self.theme_timer.timeout.connect(self._apply_theme)
+        self._apply_theme()  # the look is the theme's from the start: F11 off returns to it
+        self.update_headline()
 
     def _install_views(self) -> None:
         try:
@@ -123,9 +131,49 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
 
     # -- theme --------------------------------------------------------------------------------
     def set_presentation(self, on: bool) -> None:
-        """Large fonts, thick lines, clutter hidden (the theme module does the styling)."""
+        """Large fonts, thick lines, clutter hidden (the theme module does the styling), one
+        pair of panes full width with the rest a key away (the stage module does the layout).
+        Off restores the window exactly as it was before."""
         self.presentation = bool(on)
-        self._apply_theme()
+        # presenting, the text follows the window's height (resizeEvent), so the window takes
+        # any size it is given and the text then fits it; the layout's minimum at the text
+        # size of the moment would refuse a projector's 720 rows
+        constraint = QLayout.SizeConstraint
+        self.layout().setSizeConstraint(constraint.SetNoConstraint if self.presentation
+                                        else constraint.SetDefaultConstraint)
+        if self.presentation:
+            self.setMinimumSize(0, 0)  # what the default constraint had set
+        if self.presentation:
+            self.stage.enter()
+            self._apply_theme()
+        else:
+            self._apply_theme()
+            self.stage.leave()
+        self.update_headline()
+
+    def update_headline(self) -> None:
+        """One line saying what the screen shows, for whoever sees it first."""
+        st = self.state
+        what = st.source.label() if st.source is not None else "no tensor yet"
+        if st.tensor is not None and (st.source is None or st.source.kind != "generator"):
+            what += f" ({'×'.join(map(str, st.tensor.shape))})"  # a generator's label has it
+        bits = st.settings.bits
+        if self.presentation:
+            text = f"{what} · {self.stage.describe()} · int{bits}"
+        else:
+            text = (f"{what} quantized to int{bits} four ways: each pane shows the values' "
+                    f"histogram, the code grid over it, and the error")
+        self.headline.setText(text)
+        self.headline.setToolTip(text)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self.presentation:
+            from quantscope.gui.theme import current_theme, stage_px
+
+            self.stage.fit()
+            if stage_px(self.height()) != current_theme().text_px:
+                self.theme_timer.start()
 
     def set_dark(self, on: bool) -> None:
         """Dark or light theme."""
@@ -140,13 +188,16 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
                 raise
             return
         apply_theme(self, dark=self.dark, presentation=self.presentation)
+        if self.presentation:
+            self.stage.fit()  # the panes' widths follow the new text size
         # presentation stacks the controls' labels over their fields: the side column then
         # needs only its minimum, and the plots get the width back
         dock = getattr(self, "side_dock", None)
         if dock is None:
             return
-        hint = dock.minimumSizeHint() if self.presentation else dock.sizeHint()
-        self.resizeDocks([dock], [hint.width()], Qt.Orientation.Horizontal)
+        if not dock.isHidden():
+            hint = dock.minimumSizeHint() if self.presentation else dock.sizeHint()
+            self.resizeDocks([dock], [hint.width()], Qt.Orientation.Horizontal)
 
     def set_log_counts(self, on: bool) -> None:
         """Histogram counts on a log scale (outliers become visible) or linear."""
@@ -172,6 +223,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
     def _tensor_changed(self) -> None:
         st = self.state
         self.source_status.setText(st.source.label() if st.source else "")
+        self.update_headline()
         for key, pane in self.panes.items():
             pane.set_title(pane_title(key, st.settings))
         if st.overview is None:  # set directly (tests, views): prepare it in the worker
@@ -189,6 +241,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
         self._request_compute()
 
     def _settings_changed(self) -> None:
+        self.update_headline()
         for key, pane in self.panes.items():
             pane.set_title(pane_title(key, self.state.settings))
         self._request_compute()
@@ -338,6 +391,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
         self.controls.throttle.timer.stop()
         self.stale_timer.stop()
         self.pane_timer.stop()
+        self.theme_timer.stop()
         self._queued_panes.clear()
         self.statusBar().clearMessage()  # stops the status bar's message timeout timer
         self._stop_progress()

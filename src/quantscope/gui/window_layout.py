@@ -2,7 +2,8 @@
 :class:`quantscope.gui.window.MainWindow`, kept apart so the window module reads as behaviour).
 
 Left: a dock with two tabs (Quantization controls over the tensor summary; Source). Centre: an
-inline error banner, then a splitter with the four panes in a 2x2 grid and the views' tabs.
+inline error banner, a one-line headline, then a splitter with the four panes in a 2x2 grid
+and the views' tabs, and (in presentation) the bar of keys (:mod:`quantscope.gui.stage`).
 Bottom: the status bar with the source, a "computing" note, and progress + cancel.
 """
 
@@ -27,6 +28,7 @@ from PySide6.QtWidgets import (
 from quantscope.gui.controls import ControlsPanel
 from quantscope.gui.pane import Pane
 from quantscope.gui.source_panel import SourcePanel
+from quantscope.gui.stage import Stage
 from quantscope.state import PANES, pane_title
 
 
@@ -42,11 +44,17 @@ class WindowLayout:
         self.banner.setWordWrap(True)
         self.banner.hide()
         outer.addWidget(self.banner)
+        # one line that tells a newcomer what the screen shows (see MainWindow.update_headline)
+        self.headline = QLabel("")
+        self.headline.setObjectName("headline")
+        self.headline.setWordWrap(True)  # one line, unless the controls squeeze it
+        outer.addWidget(self.headline)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         grid_host = QWidget()
         grid = QGridLayout(grid_host)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.setSpacing(6)
+        self.pane_grid = grid
         self.panes: dict[str, Pane] = {}
         for i, key in enumerate(PANES):
             pane = Pane(key, pane_title(key, self.state.settings))
@@ -68,6 +76,8 @@ class WindowLayout:
         self.splitter.setStretchFactor(0, 7)  # the panes are the product; views explain them
         self.splitter.setStretchFactor(1, 3)
         outer.addWidget(self.splitter, 1)
+        self.stage = Stage(self)
+        outer.addWidget(self.stage.keys)
         self.setCentralWidget(central)
         self._build_side()
         self._build_status()
@@ -86,7 +96,13 @@ class WindowLayout:
         qv.addWidget(self.controls)
         qv.addWidget(self.source_panel.summary_box, 1)
         self.source_panel.summary_box.setProperty("clutter", True)  # hidden in presentation
-        tabs.addTab(quant, "Quantization")
+        # scrolled: at presentation sizes the controls are taller than a 720-row projector
+        quant_scroll = QScrollArea()
+        quant_scroll.setWidgetResizable(True)
+        quant_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        quant_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        quant_scroll.setWidget(quant)
+        tabs.addTab(quant_scroll, "Quantization")
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(self.source_panel)

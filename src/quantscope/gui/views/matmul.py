@@ -210,14 +210,20 @@ class MatmulView(QWidget):
         self._draw_channels()
         self.chan_total.setPen(theme.pen("current", dashed=True))
         fg, muted = theme.foreground, "#9AA0A6" if theme.dark else "#555B66"
+        # presenting, no text under the theme's size (the projector's minimum)
+        least = pt if theme.presentation else 0
+
+        def size(points: float) -> int:
+            return max(least, round(points))
+
         for key, label in self.values.items():
-            size = pt * 1.4 + 10 if key in ("sqnr", "headroom") else pt * 1.0 + 3.5
-            label.setStyleSheet(f"font-size: {round(size)}pt; font-weight: 700;"
+            big = pt * 1.4 + 10 if key in ("sqnr", "headroom") else pt * 1.0 + 3.5
+            label.setStyleSheet(f"font-size: {size(big)}pt; font-weight: 700;"
                                 f" color: {fg};")
         for label in self.captions.values():
-            label.setStyleSheet(f"font-size: {round(pt * 0.7 + 3.5)}pt; color: {muted};")
+            label.setStyleSheet(f"font-size: {size(pt * 0.7 + 3.5)}pt; color: {muted};")
         for label in (*self.details.values(), self.shapes):
-            label.setStyleSheet(f"font-size: {round(pt * 0.75 + 3.5)}pt; color: {fg};")
+            label.setStyleSheet(f"font-size: {size(pt * 0.75 + 3.5)}pt; color: {fg};")
         self.path.setStyleSheet(f"font-size: {pt}pt; color: {muted};")
         self.chan_total_label.setColor(theme.color("current"))
         font = QFont()

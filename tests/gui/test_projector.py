@@ -1,0 +1,92 @@
+"""Presentation mode on the two common projectors, 1280x720 and 1920x1080: the window goes
+down to the size, every text (numbers, ticks and axis labels included) is at least 18 px at
+720 rows and 24 px at 1080, nothing is cut off, and each histogram is at least a quarter of
+the screen tall -- measured on the panes and on every view the keys bring up."""
+
+from __future__ import annotations
+
+import pytest
+from gui_measure import axis_labels_cut, cut_labels, scene_texts, widget_texts
+
+SIZES = [((1280, 720), 18), ((1920, 1080), 24)]
+
+
+@pytest.fixture(params=["light", "dark"])
+def dark(request):
+    return request.param == "dark"
+
+
+def _present(app_window, qtbot, size, dark):
+    win = app_window(1000)
+    win.dark_action.setChecked(dark)
+    win.presentation_action.setChecked(True)
+    win.resize(*size)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == size, timeout=5000)
+    qtbot.wait(100)  # the resize re-sizes the text (a zero timer) and relays out
+    settle(win, qtbot)
+    return win
+
+
+def settle(win, qtbot):
+    """Paint twice: pyqtgraph sizes its axes from the text it measured while painting, and
+    the plots take their final height only then (as on screen after the first frame)."""
+    for _ in range(2):
+        win.grab()
+        qtbot.wait(10)
+
+
+def _check_screen(win, min_px):
+    small = [(what, px) for what, px in widget_texts(win) + scene_texts(win) if px < min_px]
+    assert not small, f"texts under {min_px} px: {small[:8]}"
+    assert not cut_labels(win), cut_labels(win)
+    assert not axis_labels_cut(win), axis_labels_cut(win)
+
+
+@pytest.mark.parametrize(("size", "min_px"), SIZES)
+def test_the_panes_read_from_the_back_of_the_room(app_window, qtbot, size, min_px, dark):
+    win = _present(app_window, qtbot, size, dark)
+    assert win.minimumSizeHint().width() <= size[0]
+    assert win.minimumSizeHint().height() <= size[1]
+    shown = [k for k, p in win.panes.items() if p.isVisible()]
+    assert shown == ["symmetric/tensor", "asymmetric/tensor"]  # the default pair
+    for key in shown:
+        box = win.panes[key].plot.getViewBox()
+        assert box.height() >= size[1] / 4, f"{key}: histogram {box.height():.0f} px tall"
+    assert win.stage.keys.isVisible() and "F11" in win.stage.keys.text()
+    assert win.headline.isVisible()
+    _check_screen(win, min_px)
+
+
+@pytest.mark.parametrize(("size", "min_px"), SIZES)
+def test_every_pair_and_view_a_key_away(app_window, qtbot, size, min_px):
+    win = _present(app_window, qtbot, size, False)
+    for key in "234":
+        win.stage.actions[key].trigger()
+        settle(win, qtbot)
+        assert [k for k, p in win.panes.items() if p.isVisible()] == list(
+            win.stage.visible_panes())
+        for pane in win.stage.visible_panes():
+            assert win.panes[pane].plot.getViewBox().height() >= size[1] / 4
+        _check_screen(win, min_px)
+    win.stage.actions["V"].trigger()
+    for i in range(win.views.count()):
+        win.views.setCurrentIndex(i)
+        qtbot.wait(50)
+        settle(win, qtbot)
+        assert win.views.isVisible() and not any(p.isVisible() for p in win.panes.values())
+        bar = win.views.tabBar()
+        assert sum(bar.tabRect(j).width() for j in range(bar.count())) <= bar.width()
+        _check_screen(win, min_px)
+    win.stage.actions["1"].trigger()
+    assert win.panes["symmetric/tensor"].isVisible() and not win.views.isVisible()
+
+
+def test_controls_a_key_away_and_the_window_still_fits(app_window, qtbot):
+    win = _present(app_window, qtbot, (1280, 720), False)
+    assert win.side_dock.isHidden()
+    win.stage.actions["C"].trigger()
+    settle(win, qtbot)
+    assert win.side_dock.isVisible()
+    assert win.stage.visible_panes() == ("symmetric/tensor",)  # no room for its partner
+    assert win.minimumSizeHint().width() <= 1280 and win.minimumSizeHint().height() <= 720
+    assert (win.width(), win.height()) == (1280, 720)
