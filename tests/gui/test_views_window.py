@@ -91,7 +91,10 @@ def test_presentation_mode_reaches_the_views(window):
     window.presentation_action.setChecked(True)  # what F11 toggles
     try:
         assert view.curves["symmetric/tensor"].opts["pen"].widthF() > 2 * thin
-        assert "font-size: 14pt" in window.styleSheet()
+        from quantscope.gui.theme import current_theme
+
+        assert f"font-size: {current_theme().font_pt}pt" in window.styleSheet()
+        assert current_theme().font_pt >= 14
         assert window.statusBar().isHidden()
     finally:
         window.presentation_action.setChecked(False)
