@@ -257,8 +257,8 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
 
     @Slot(str, int, object)
     def _job_done(self, kind: str, ticket: int, result) -> None:
-        if ticket != self.worker.latest(kind):
-            return
+        if not self.worker.is_current(kind, ticket):  # superseded, cancelled or shut down
+            return  # (a result queued just before shutdown would restart the worker)
         if kind == "load":
             self._stop_progress()
             source, x, prepared, ov = result
@@ -286,7 +286,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
 
     @Slot(str, int, object)
     def _job_partial(self, kind: str, ticket: int, result) -> None:
-        if kind == "compute" and ticket == self.worker.latest(kind):
+        if kind == "compute" and self.worker.is_current(kind, ticket):
             self.state.accept(result)
 
     @Slot(str, int, str)
