@@ -116,14 +116,20 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
     qt_app(offscreen_if_headless=True)
     from PySide6.QtCore import Qt
 
-    v = Viewer(data, name=name, tensor=tensor, show=False, **settings)
+    # the views (and their background sweeps) only when one is drawn: a pane figure is
+    # ready in a third of the time without them
+    v = Viewer(data, name=name, tensor=tensor, show=False, install_views=view is not None,
+               **settings)
     try:
         w = v.window
         w.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)  # a real display too
         w.show()
-        v.wait(timeout)
         target = _arrange(w, keys, view)
-        _fit(v, w, target, (width, height))
+        _fit(w, target, (width, height))  # laid out once, before the numbers arrive
+        v.wait(timeout)
+        if view is None:
+            _captions(w)
+        _fit(w, target, (width, height))
         if view is not None:
             v._run_until(w.views_ready, timeout)
             w.views_controller.settle()
@@ -131,6 +137,16 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
         return Figure(png, text, (width, height), 2.0, v.numbers())
     finally:
         v.close()
+
+
+def _captions(w) -> None:
+    """The panes' one-sentence captions, as the window shows them (its views put them there
+    in the window; a pane figure has none)."""
+    from quantscope.core.captions import pane_captions
+
+    ov = w.state.overview
+    for pane, caption in pane_captions(w.state.results, ov.min, ov.max).items():
+        w.panes[pane].set_caption(caption.text)
 
 
 def _arrange(w, keys: list[str], view: str | None):
@@ -159,7 +175,7 @@ def _arrange(w, keys: list[str], view: str | None):
     return w.centralWidget()
 
 
-def _fit(v: Viewer, w, target, size: tuple[int, int]) -> None:
+def _fit(w, target, size: tuple[int, int]) -> None:
     """Resize the window until ``target`` is exactly ``size`` (the rest of the window's
     layout around it is measured, not assumed)."""
     app = qt_app()

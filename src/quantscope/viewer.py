@@ -32,6 +32,8 @@ WAIT_TIMEOUT_S = 120.0
 DEFAULT_SIZE = (1600, 1000)
 
 _APP = None
+#: True once :func:`qt_app` chose the offscreen platform itself (a figure with no display).
+_OFFSCREEN_CHOSEN = False
 _VIEWERS: weakref.WeakSet[Viewer] = weakref.WeakSet()
 
 
@@ -59,7 +61,7 @@ def qt_app(*, offscreen_if_headless: bool = False):
     abort the process; ``offscreen_if_headless`` renders offscreen instead (figures), otherwise
     the user is told what to do.
     """
-    global _APP
+    global _APP, _OFFSCREEN_CHOSEN
     from quantscope.gui.launch import _no_display
 
     if "PySide6.QtWidgets" in sys.modules:
@@ -74,6 +76,7 @@ def qt_app(*, offscreen_if_headless: bool = False):
                             "unset): quantscope.figure(x) draws the panes without one, and "
                             "QT_QPA_PLATFORM=offscreen gives a window to script but not to see")
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
+        _OFFSCREEN_CHOSEN = True
     from PySide6.QtWidgets import QApplication
 
     _APP = QApplication.instance() or QApplication([sys.argv[0] if sys.argv and sys.argv[0]
@@ -354,8 +357,14 @@ def view(data=None, *, name: str | None = None, tensor: str | None = None,
     once with the window live; in a script call :func:`run` to keep it open.
     """
     shell = ipython_shell()
+    qt_app()
+    if _OFFSCREEN_CHOSEN:
+        import warnings
+
+        warnings.warn("there is no display: the window is offscreen, to script and screenshot "
+                      "but not to see (quantscope.figure(x) shows the panes in a notebook)",
+                      stacklevel=2)
     if shell is not None and not ipython_has_qt_loop() and hasattr(shell, "enable_gui"):
-        qt_app()
         shell.enable_gui("qt")
     return Viewer(data, name=name, tensor=tensor, size=size, **settings)
 

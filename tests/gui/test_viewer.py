@@ -71,8 +71,11 @@ def test_a_script_drives_view_load_set_wait_numbers_against_the_engine():
         numbers = v.numbers()
         v.set(clip=(-2.0, 3.5), code_range="full").wait()
         clipped = v.numbers()
-        v.close()
-        print(json.dumps({"demo": demo, "numbers": numbers, "clipped": clipped}))
+        from PySide6.QtCore import QTimer
+        QTimer.singleShot(50, v.window.close)  # the user closes the window
+        qs.run()  # blocks until then
+        print(json.dumps({"demo": demo, "numbers": numbers, "clipped": clipped,
+                          "closed_after_run": v.closed}))
         """, QT_QPA_PLATFORM="offscreen")
     from quantscope.commands.report import four_reports, load_source
     from quantscope.state import Settings
@@ -95,6 +98,7 @@ def test_a_script_drives_view_load_set_wait_numbers_against_the_engine():
     settings = Settings(method="percentile", percentile=99.9, bits=5, axis=1)
     assert n["settings"] == settings.to_dict()
     engine_agrees(n, x, settings)
+    assert doc["closed_after_run"]
     c = doc["clipped"]
     settings = Settings(method="manual", manual_clip=(-2.0, 3.5), percentile=99.9, bits=5,
                         axis=1, narrow_range=False)
@@ -143,13 +147,20 @@ def test_figure_renders_a_png_of_the_size_asked_with_no_display(tmp_path):
         view = qs.figure(x, panes="trade-off", size=(700, 450), svg=True)
         view.save({str(tmp_path / 'view.svg')!r})
         bundle, meta = fig._repr_mimebundle_()
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            qs.view(x).close()  # the process is offscreen now: a window, and a warning
+        warned = [str(w.message) for w in caught]
         print(json.dumps({{"platform": os.environ.get("QT_QPA_PLATFORM"), "meta": meta,
+                          "warned": warned,
                           "sqnr": fig.numbers["schemes"]["symmetric/tensor"]["sqnr_db"]}}))
         """, env_drop=("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"))
     from PySide6.QtGui import QImage
 
     assert doc["platform"] == "offscreen"  # chosen by quantscope itself
     assert doc["meta"] == {"image/png": {"width": 900, "height": 600}}
+    assert any("no display" in w for w in doc["warned"])
     x = np.random.default_rng(4).standard_normal((128, 256)).astype(np.float32)
     expect = qs.analyze(x, qs.choose_qparams(x, bits=4)).sqnr_db
     assert doc["sqnr"] == pytest.approx(expect, rel=1e-12)
@@ -276,3 +287,24 @@ def test_a_quantized_torch_tensor_is_shown_under_its_own_scale_and_zero_point(vi
     assert shown["scale"] == float(np.float32(0.0123)) and shown["zero_point"] == -5
     assert shown["mse"] == 0.0 and shown["sqnr_db"] == float("inf")  # its own grid: exact
     assert "scale 0.0123, zero point -5" in v.numbers()["source"]
+
+
+def test_a_result_queued_before_shutdown_does_not_restart_the_worker(make_window):
+    """Closing right as a load lands (a script's ``view(x).close()``) left its result queued:
+    installing it asked the stopped worker for reports, which restarted its thread, and Qt
+    aborted the process at exit ('QThread: Destroyed while thread is still running')."""
+    import threading
+
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication
+
+    from quantscope.state import Source
+
+    w = make_window()
+    arrived = threading.Event()
+    w.worker.done.connect(lambda *_: arrived.set(), Qt.ConnectionType.DirectConnection)
+    w.load(Source.generator("normal", (64, 64), 0))
+    assert arrived.wait(60)  # the result waits in the GUI thread's queue, not delivered yet
+    w.shutdown()
+    QApplication.processEvents()
+    assert w.state.tensor is None and not w.worker.isRunning()
