@@ -140,9 +140,9 @@ def test_figure_renders_a_png_of_the_size_asked_with_no_display(tmp_path):
     doc = run_python(f"""
         import json, os, numpy as np, quantscope as qs
         x = np.random.default_rng(4).standard_normal((128, 256)).astype(np.float32)
-        fig = qs.figure(x, bits=4, size=(900, 600))
+        fig = qs.figure(x, bits=4, size=(1000, 640))
         open({str(tmp_path / 'four.png')!r}, 'wb').write(fig._repr_png_())
-        two = qs.figure(x, panes=["symmetric/tensor", "asymmetric/tensor"], size=(800, 400))
+        two = qs.figure(x, panes=["symmetric/tensor", "asymmetric/tensor"], size=(1000, 420))
         two.save({str(tmp_path / 'two.png')!r})
         view = qs.figure(x, panes="trade-off", size=(700, 450), svg=True)
         view.save({str(tmp_path / 'view.svg')!r})
@@ -159,12 +159,12 @@ def test_figure_renders_a_png_of_the_size_asked_with_no_display(tmp_path):
     from PySide6.QtGui import QImage
 
     assert doc["platform"] == "offscreen"  # chosen by quantscope itself
-    assert doc["meta"] == {"image/png": {"width": 900, "height": 600}}
+    assert doc["meta"] == {"image/png": {"width": 1000, "height": 640}}
     assert any("no display" in w for w in doc["warned"])
     x = np.random.default_rng(4).standard_normal((128, 256)).astype(np.float32)
     expect = qs.analyze(x, qs.choose_qparams(x, bits=4)).sqnr_db
     assert doc["sqnr"] == pytest.approx(expect, rel=1e-12)
-    for name, size in (("four.png", (1800, 1200)), ("two.png", (1600, 800))):
+    for name, size in (("four.png", (2000, 1280)), ("two.png", (2000, 840))):
         data = (tmp_path / name).read_bytes()
         assert png_size(data) == size
         image = QImage.fromData(data)
