@@ -28,6 +28,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from quantscope.core.block_sums import prefix_at
+
 #: ``arithmetic`` names as the kernel's integer codes.
 ARITHMETIC_CODES = {"divide": 0, "multiply": 1, "fma": 2}
 #: Fix-up moves allowed per threshold before an evaluation is reported unsettled (never seen:
@@ -172,15 +174,17 @@ def _store(totals, sig: float, settled: bool, e: int, out_f, out_i) -> None:
 
 
 @_jit
-def evaluate_rows(values, starts, sumsq, prefix, bound1, bound2, row, scale, inv_scale,
-                  zero_point,
+def evaluate_rows(values, starts, sumsq, rec, rec_starts, bound1, bound2, row, scale,
+                  inv_scale, zero_point,
                   qmin: int, qmax: int, arithmetic: int, half_away: bool, has_inv: bool,
                   walk_below: int, want_counts: bool, hist, out_f, out_i) -> None:
     """Statistics of each evaluation ``e``: row ``row[e]`` quantized with ``scale[e]``,
     ``zero_point[e]`` (and ``inv_scale[e]`` if ``has_inv``).
 
     Rows shorter than ``walk_below`` are walked (:func:`_walk_row`; their Σx² is ``sumsq``,
-    no prefix sums needed); longer ones are split by binary search (:func:`_search_row`).
+    no prefix sums needed); longer ones are split by binary search (:func:`_search_row`), with
+    the block records ``rec`` of their prefix sums (row ``r``'s from ``rec_starts[r]``, see
+    :mod:`quantscope.core.block_sums`).
     ``out_f[e]`` receives (rounding error, clipping error, their two error bounds,
     max |error|, Σx², min, max); ``out_i[e]`` (elements, clipped below, clipped above, codes
     used, settled: 1 if every threshold was placed, else 0 and the evaluation must be redone
@@ -214,8 +218,8 @@ def evaluate_rows(values, starts, sumsq, prefix, bound1, bound2, row, scale, inv
             _walk_row(values[a:b], codes, sq, sumsq[r], s, inv, z, qmin, qmax, arithmetic,
                       half_away, want_counts, hist, e, out_f, out_i)
         else:
-            _search_row(values, a, b, r, prefix, bound1[r], bound2[r], s, inv, z, step, qmin,
-                        qmax, arithmetic, half_away, want_counts, hist, e, out_f, out_i)
+            _search_row(values, a, b, rec, rec_starts[r], bound1[r], bound2[r], s, inv, z, step,
+                        qmin, qmax, arithmetic, half_away, want_counts, hist, e, out_f, out_i)
         out_f[e, 6] = values[a]
         out_f[e, 7] = values[b - 1]
 
@@ -372,15 +376,17 @@ def _walk_row(x, codes, sq, sumsq, s, inv, z, qmin, qmax, arithmetic, half_away,
 
 
 @_jit
-def _search_row(values, a, b, r, prefix, b1, b2, s, inv, z, step, qmin, qmax, arithmetic,
+def _search_row(values, a, b, rec, k0, b1, b2, s, inv, z, step, qmin, qmax, arithmetic,
                 half_away, want_counts, hist, e, out_f, out_i) -> None:
     """One long sorted row split at its code thresholds by binary search; each interval's
     error from the prefix sums ``Σx² − 2·x̂·Σx + n·x̂²`` with its rounding bound (see
-    :mod:`quantscope.core.sorted_stats`)."""
+    :mod:`quantscope.core.sorted_stats`); the prefix sums at each threshold from the row's
+    block records (``rec`` from ``k0``)."""
     levels = qmax - qmin + 1
     settled = True
     totals = _START
     lo_edge = a  # start of the current interval (interval 0 is clipped below)
+    g = prefix_at(values, a, a, rec, k0)  # the prefix sums at lo_edge
     for j in range(levels + 2):
         if j <= levels:  # threshold j: the first element whose code is >= qmin + j
             k = np.float32(qmin + j)
@@ -404,10 +410,9 @@ def _search_row(values, a, b, r, prefix, b1, b2, s, inv, z, step, qmin, qmax, ar
         n = hi_edge - lo_edge
         if n > 0:
             xhat = _xhat(j, levels, qmin, qmax, s, z)
-            h = hi_edge + r
-            g = lo_edge + r
-            s1 = (prefix[h, 0] - prefix[g, 0]) + (prefix[h, 1] - prefix[g, 1])
-            s2 = (prefix[h, 2] - prefix[g, 2]) + (prefix[h, 3] - prefix[g, 3])
+            h = prefix_at(values, a, hi_edge, rec, k0)
+            s1 = (h[0] - g[0]) + (h[1] - g[1])
+            s2 = (h[2] - g[2]) + (h[3] - g[3])
             cross = xhat * s1
             nx2 = n * (xhat * xhat)
             err = max(s2 - 2.0 * cross + nx2, 0.0)
@@ -416,8 +421,10 @@ def _search_row(values, a, b, r, prefix, b1, b2, s, inv, z, step, qmin, qmax, ar
             worst = max(abs(np.float64(values[lo_edge]) - xhat),
                         abs(np.float64(values[hi_edge - 1]) - xhat))
             totals = _close(j, n, err, bound, worst, levels, want_counts, hist, totals)
+            g = h
         lo_edge = hi_edge
-    sig = (prefix[b + r, 2] - prefix[a + r, 2]) + (prefix[b + r, 3] - prefix[a + r, 3])
+    h = prefix_at(values, a, b, rec, k0)
+    sig = h[2] + h[3]  # the row's prefix sums start from zero
     _store(totals, sig, settled, e, out_f, out_i)
 
 

@@ -18,15 +18,19 @@ Exactness, as the direct pass :func:`quantscope.core.analyze.analyze` defines it
   them in the direct pass;
 * sums: prefix sums are double-double (a float64 running sum plus the float64 running sum of
   its exact rounding errors), so an interval sum is accurate relative to itself, not to the
-  tensor total. The remaining cancellation in ``Σx² − 2x̂Σx + nx̂²`` is bounded a posteriori;
-  an evaluation whose bound exceeds :data:`REL_TOL` of its error (nearly exact data, e.g.
-  values on the grid) is recomputed element by element from its sorted row. A walked row sums
-  ``(x − x̂)²`` directly: no cancellation, n units of roundoff at most.
+  tensor total. Only one record per block of sorted values is kept; the prefix at any
+  position is recomputed from its block's record by the same operations, bit for bit
+  (:mod:`quantscope.core.block_sums`). The remaining cancellation in ``Σx² − 2x̂Σx + nx̂²``
+  is bounded a posteriori; an evaluation whose bound exceeds :data:`REL_TOL` of its error
+  (nearly exact data, e.g. values on the grid) is recomputed element by element from its
+  sorted row. A walked row sums ``(x − x̂)²`` directly: no cancellation, n units of roundoff
+  at most.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,68 +49,11 @@ _EPS = float(np.finfo(np.float64).eps)
 #: of 2048 at 4 bits) 38 / 43; 256 (channels at 4 bits) 25 / 52.
 WALK_PER_LEVEL = 96
 
-#: Elements per block when building prefix sums (blocks stay in cache; no full-size temporaries).
-_BLOCK = 1 << 13
+#: Rows at least this long are sorted by the parallel radix sort (shorter ones, and layouts of
+#: many rows, by ``np.sort``, the rows shared between threads).
+RADIX_ROWS = 1 << 20
 
-
-def dd_prefix_rows(vals: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Double-double prefix sums of each row of ``vals`` [R, L] and of its squares.
-
-    ``out`` is [R, L + 1, 4]: ``out[r, i, 0] + out[r, i, 1]`` is ``sum(v[r, :i])`` and
-    ``out[r, i, 2] + out[r, i, 3]`` is ``sum(v[r, :i] ** 2)``. Each row's running sum is taken
-    strictly left to right (``np.cumsum`` along the row on tiles that start with the carried
-    sum, so tiling changes nothing), every step's rounding error is recovered exactly with
-    Knuth's TwoSum, and the errors are summed on their own. Tiles are assembled in cache and
-    written once, contiguously. ``v`` is float64 (squares are exact: a float32 squared has 48
-    bits at most).
-
-    Returns, per row, ``u · max|lo|`` for ``x`` and for ``x²``: the difference of two ``lo``
-    entries ``n`` positions apart is off by at most ``n`` times that (one rounding per step of
-    the error sum), so the bound of an interval's sum is local to the interval.
-    """
-    n_rows, length = vals.shape
-    u = _EPS / 2
-    out[:, 0, :] = 0.0
-    bounds = np.zeros((2, n_rows))
-    if length == 0 or n_rows == 0:
-        return bounds[0], bounds[1]
-    cols = min(length, _BLOCK)
-    per = max(1, _BLOCK // cols)
-    buf = np.empty((per, cols + 1))
-    run = np.empty((per, cols + 1))
-    t1 = np.empty((per, cols))
-    t2 = np.empty((per, cols))
-    tile = np.empty((per, cols, 4))
-    for r0 in range(0, n_rows, per):
-        r1 = min(r0 + per, n_rows)
-        nr = r1 - r0
-        for c0 in range(0, length, cols):
-            c1 = min(c0 + cols, length)
-            m = c1 - c0
-            b, rn, tl = buf[:nr, :m + 1], run[:nr, :m + 1], tile[:nr, :m]
-            v, prev, cur = b[:, 1:], rn[:, :-1], rn[:, 1:]
-            bv, av = t1[:nr, :m], t2[:nr, :m]
-            for k in (0, 2):
-                if k:
-                    np.multiply(vals[r0:r1, c0:c1], vals[r0:r1, c0:c1], out=v,
-                                dtype=np.float64)
-                else:
-                    v[...] = vals[r0:r1, c0:c1]
-                b[:, 0] = out[r0:r1, c0, k]
-                np.cumsum(b, axis=1, out=rn)
-                np.subtract(cur, prev, out=bv)  # TwoSum(prev, v) = (cur, error)
-                np.subtract(cur, bv, out=av)
-                np.subtract(prev, av, out=av)
-                np.subtract(v, bv, out=bv)
-                np.add(av, bv, out=v)
-                tl[:, :, k] = cur
-                b[:, 0] = out[r0:r1, c0, k + 1]
-                np.cumsum(b, axis=1, out=rn)
-                tl[:, :, k + 1] = cur
-                np.maximum(bounds[k // 2, r0:r1], np.abs(cur).max(axis=1),
-                           out=bounds[k // 2, r0:r1])
-            out[r0:r1, c0 + 1:c1 + 1, :] = tl
-    return bounds[0] * u, bounds[1] * u
+Progress = Callable[[float, str], None]
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,13 +61,14 @@ class SortedRows:
     """Finite values of each row sorted ascending, rows concatenated, with prefix sums.
 
     Row ``r`` is ``values[starts[r]:starts[r + 1]]``; rows are units (the tensor, a channel or
-    a group) in the C order of the parameter arrays. ``prefix[p + r]`` holds the double-double
-    prefix sums ``(hi, lo)`` of ``x`` and then of ``x²`` of row ``r`` up to (excluding) global
-    position ``p``: each row starts from zero (so a row of tiny values next to a row of huge
-    ones keeps its precision), and one record of four floats is one gather. ``bound1`` and
-    ``bound2`` (per row) times an interval's length bound the absolute error of its sums of
-    ``x`` and ``x²``. The prefix sums (32 bytes per element) are built on first use: a layout
-    that only serves percentiles, or whose reports go the direct way, never pays for them.
+    a group) in the C order of the parameter arrays. The double-double prefix sums of ``x`` and
+    ``x²`` of each row (each row from zero, so a row of tiny values next to a row of huge ones
+    keeps its precision) are kept as block records, row ``r``'s from ``rec_starts[r]`` (see
+    :mod:`quantscope.core.block_sums`: 0.25 bytes per element, prefixes at any position bit for
+    bit those of a full table). ``bound1`` and ``bound2`` (per row) times an interval's length
+    bound the absolute error of its sums of ``x`` and ``x²``. The records are built on first
+    use: a layout that only serves percentiles, or whose rows are all walked, never pays for
+    them.
     """
 
     values: np.ndarray
@@ -128,25 +76,38 @@ class SortedRows:
     n_nonfinite: int
 
     @functools.cached_property
-    def _sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        n_rows, starts, values = self.n_rows, self.starts, self.values
-        count = np.diff(starts)
-        prefix = np.empty((values.size + n_rows, 4))
-        bound1, bound2 = np.zeros(n_rows), np.zeros(n_rows)
-        if n_rows and (count == count[0]).all():  # equal rows: tiles of whole rows
-            bound1, bound2 = dd_prefix_rows(values.reshape(n_rows, -1),
-                                            prefix.reshape(n_rows, -1, 4))
-        else:
-            for r in range(n_rows):
-                a, b = starts[r], starts[r + 1]
-                b1, b2 = dd_prefix_rows(values[a:b].reshape(1, -1),
-                                        prefix[a + r:b + r + 1].reshape(1, -1, 4))
-                bound1[r], bound2[r] = b1[0], b2[0]
-        return prefix, bound1, bound2
+    def _sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self._build_sums(None)
 
-    def build_sums(self) -> SortedRows:
-        """Build the prefix sums now (they are otherwise built on first use); returns self."""
-        _ = self._sums
+    def _build_sums(self, progress: Progress | None):
+        from quantscope.core.block_sums import BLOCK, build_range, build_rows, n_records
+
+        n_rows, starts, values = self.n_rows, self.starts, self.values
+        rec_starts = np.concatenate([[0], np.cumsum(n_records(self.lengths))]).astype(np.intp)
+        rec = np.empty((int(rec_starts[-1]), 4))
+        bounds = np.zeros((n_rows, 2))
+        if n_rows == 1:  # one long row: in chunks, with progress
+            state, n = np.zeros(6), int(self.lengths[0])
+            chunk = BLOCK << 15
+            for lo in range(0, max(n, 1), chunk):
+                build_range(values, 0, lo, min(lo + chunk, n), rec, 0, state)
+                if progress:
+                    progress(min(lo + chunk, n) / max(n, 1), "prefix sums")
+            bounds[0] = state[4:6]
+        else:
+            from quantscope.core.radix_sort import parallel
+
+            edges = np.linspace(0, n_rows, min(n_rows, 4 * _threads()) + 1).astype(np.intp)
+            parallel(build_rows, [(values, starts, edges[i], edges[i + 1], rec, rec_starts,
+                                   bounds) for i in range(edges.size - 1)])
+        u = _EPS / 2
+        return rec, rec_starts, bounds[:, 0] * u, bounds[:, 1] * u
+
+    def build_sums(self, progress: Progress | None = None) -> SortedRows:
+        """Build the prefix sums now (they are otherwise built on first use); returns self.
+        ``progress(fraction, stage)`` is called along the way (raise from it to cancel)."""
+        if "_sums" not in self.__dict__:
+            self.__dict__["_sums"] = self._build_sums(progress)
         return self
 
     @functools.cached_property
@@ -159,16 +120,21 @@ class SortedRows:
         return out
 
     @property
-    def prefix(self) -> np.ndarray:
+    def records(self) -> np.ndarray:
+        """The block records of the prefix sums ([records, 4] float64)."""
         return self._sums[0]
 
     @property
-    def bound1(self) -> np.ndarray:
+    def rec_starts(self) -> np.ndarray:
         return self._sums[1]
 
     @property
-    def bound2(self) -> np.ndarray:
+    def bound1(self) -> np.ndarray:
         return self._sums[2]
+
+    @property
+    def bound2(self) -> np.ndarray:
+        return self._sums[3]
 
     @property
     def n_rows(self) -> int:
@@ -178,22 +144,44 @@ class SortedRows:
     def lengths(self) -> np.ndarray:
         return np.diff(self.starts)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes this layout holds (sorted values, and the prefix records once built)."""
+        held = self.values.nbytes + self.starts.nbytes
+        if "_sums" in self.__dict__:
+            held += sum(a.nbytes for a in self._sums)
+        return held
+
     @classmethod
-    def from_rows(cls, rows: list[tuple[np.ndarray, np.ndarray]], n_units: int) -> SortedRows:
-        """Build from ``(unit_index, x2d)`` pairs: row ``i`` of ``x2d`` is one unit."""
+    def from_rows(cls, rows: list[tuple[np.ndarray, np.ndarray]], n_units: int,
+                  progress: Progress | None = None) -> SortedRows:
+        """Build from ``(unit_index, x2d)`` pairs: row ``i`` of ``x2d`` is one unit.
+
+        One long row (a whole tensor) is sorted by the parallel radix sort, with progress;
+        many rows by ``np.sort``, a share of the rows per thread."""
         parts, counts, units, n_bad = [], [], [], 0
         for index, x2d in rows:
-            srt = np.sort(x2d, axis=1)
-            fin = np.isfinite(srt)
-            if fin.all():
-                parts.append(srt.ravel())
-                counts.append(np.full(srt.shape[0], srt.shape[1], np.int64))
+            if x2d.shape[0] == 1 and x2d.shape[1] >= RADIX_ROWS:
+                from quantscope.core.radix_sort import sort_finite
+
+                report = (lambda f: progress(f, "sorting")) if progress else None
+                vals, bad = sort_finite(x2d.reshape(-1), report)
+                n_bad += bad
+                parts.append(vals)
+                counts.append(np.array([vals.size], np.int64))
             else:
-                n_bad += int(fin.size - np.count_nonzero(fin))
-                parts.append(srt[fin])
-                counts.append(np.count_nonzero(fin, axis=1).astype(np.int64))
+                srt = _sort_rows(x2d)
+                fin = np.isfinite(srt)
+                if fin.all():
+                    parts.append(srt.ravel())
+                    counts.append(np.full(srt.shape[0], srt.shape[1], np.int64))
+                else:
+                    n_bad += int(fin.size - np.count_nonzero(fin))
+                    parts.append(srt[fin])
+                    counts.append(np.count_nonzero(fin, axis=1).astype(np.int64))
             units.append(np.asarray(index, np.intp))
-        values = np.concatenate(parts) if parts else np.empty(0, np.float32)
+        values = (parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts \
+            else np.empty(0, np.float32)
         count = np.concatenate(counts) if counts else np.empty(0, np.int64)
         unit = np.concatenate(units) if units else np.empty(0, np.intp)
         if not np.array_equal(unit, np.arange(n_units)):  # put rows in unit order
@@ -207,15 +195,41 @@ class SortedRows:
         return cls(values, starts, n_bad)
 
     def sums(self, a: np.ndarray, b: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(Σx, Σx²)`` over sorted positions ``[a, b)`` of row ``row``."""
-        d = self.gather(b + row) - self.gather(a + row)
-        return d[..., 0] + d[..., 1], d[..., 2] + d[..., 3]
+        """``(Σx, Σx²)`` over sorted positions ``[a, b)`` (global) of row ``row``, exactly as
+        the reports take them from the prefix sums."""
+        from quantscope.core.block_sums import interval_sums
 
-    def gather(self, positions: np.ndarray) -> np.ndarray:
-        """``prefix[positions]`` (shape ``positions.shape + (4,)``), fetched as 32-byte records:
-        numpy gathers one opaque record much faster than a row of four floats."""
-        rec = self.prefix.view(np.dtype("V32")).reshape(-1)
-        return rec[positions].view(np.float64).reshape((*np.shape(positions), 4))
+        a, b, row = np.broadcast_arrays(np.asarray(a, np.intp), np.asarray(b, np.intp),
+                                        np.asarray(row, np.intp))
+        out = np.empty((a.size, 2))
+        interval_sums(self.values, self.starts, self.records, self.rec_starts,
+                      np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1),
+                      np.ascontiguousarray(row).reshape(-1), out)
+        return out[:, 0].reshape(a.shape), out[:, 1].reshape(a.shape)
+
+
+def _threads() -> int:
+    from quantscope.core.radix_sort import THREADS
+
+    return THREADS
+
+
+def _sort_rows(x2d: np.ndarray) -> np.ndarray:
+    """``np.sort(x2d, axis=1)``, the rows shared between the cores when there are many (NumPy
+    releases the GIL while it sorts)."""
+    if x2d.size < RADIX_ROWS or x2d.shape[0] < 2:
+        return np.sort(x2d, axis=1)
+    from quantscope.core.radix_sort import parallel
+
+    out = np.empty(x2d.shape, np.float32)
+    edges = np.linspace(0, x2d.shape[0], min(x2d.shape[0], _threads()) + 1).astype(np.intp)
+
+    def part(r0: int, r1: int) -> None:
+        out[r0:r1] = x2d[r0:r1]
+        out[r0:r1].sort(axis=1)
+
+    parallel(part, [(edges[i], edges[i + 1]) for i in range(edges.size - 1)])
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -269,10 +283,11 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
     out_i = np.empty((row.size, 5), np.int64)
     walk_below = WALK_PER_LEVEL * (qmax - qmin + 2)
     if row.size and rows.lengths[row].max() < walk_below:  # every row walked: no sums needed
-        prefix, bound1, bound2 = np.empty((0, 4)), np.empty(0), np.empty(0)
+        rec, rec_starts = np.empty((0, 4)), np.zeros(rows.n_rows + 1, np.intp)
+        bound1, bound2 = np.empty(0), np.empty(0)
     else:
-        prefix, bound1, bound2 = rows.prefix, rows.bound1, rows.bound2
-    evaluate_rows(rows.values, rows.starts, rows.sumsq, prefix, bound1, bound2, row, s,
+        rec, rec_starts, bound1, bound2 = rows._sums
+    evaluate_rows(rows.values, rows.starts, rows.sumsq, rec, rec_starts, bound1, bound2, row, s,
                   s if inv is None else inv, z, qmin, qmax, ARITHMETIC_CODES[arithmetic],
                   rounding == "half_away", inv is not None, walk_below, want_counts, hist,
                   out_f, out_i)
