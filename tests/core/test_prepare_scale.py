@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quantscope.core import analyze, choose_qparams, radix_sort, sorted_stats
+from quantscope.core import analyze, choose_qparams, parallel, radix_sort, sorted_stats
 from quantscope.core.block_sums import BLOCK
 from quantscope.core.fast import prepare, working_copy
 from quantscope.core.sorted_stats import SortedRows
@@ -29,12 +29,12 @@ def test_sort_finite_equals_numpy(n, seed, threads):
     x = (rng.standard_t(2, n) * rng.choice([1e-30, 1.0, 1e30])).astype(np.float32)
     if n:
         x[rng.integers(0, n, min(n, 20))] = rng.choice(SPECIAL, min(n, 20))
-    old = radix_sort.THREADS
-    radix_sort.THREADS = threads
+    old = parallel.THREADS
+    parallel.THREADS = threads
     try:
         values, bad = radix_sort.sort_finite(x)
     finally:
-        radix_sort.THREADS = old
+        parallel.THREADS = old
     want = _finite_sorted(x)
     assert bad == n - want.size
     np.testing.assert_array_equal(values, want)

@@ -3,7 +3,8 @@
 This is the reference the fast prepared path (:mod:`quantscope.core.fast`) is tested against.
 It walks the tensor as rows that share one scale (:func:`quantscope.core.layout.param_rows`), a
 block of about 64K elements at a time, so even 10^8 elements need no full-size temporary; every
-sum is taken in float64.
+sum is taken in float64. A large tensor under one scale takes one compiled pass on every core
+instead (:mod:`quantscope.core.direct_kernel`; the same codes and counts, bit for bit).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 
 from quantscope.core.layout import param_rows
 from quantscope.core.qparams import QuantParams
-from quantscope.core.quantize import BLOCK, quantize_codes_float
+from quantscope.core.quantize import BLOCK, quantize_codes_float, use_compiled
 from quantscope.core.report import QuantReport, UnitStats, sqnr_db
 from quantscope.core.validate import EngineValueError, as_float32
 
@@ -133,6 +134,8 @@ def analyze(x, params: QuantParams) -> QuantReport:
     xf = as_float32(x)
     if params.granularity != "tensor" and xf.ndim == 0:
         raise EngineValueError("a 0-d tensor cannot be quantized per channel or per group")
+    if params.granularity == "tensor" and use_compiled(xf, params.arithmetic):
+        return _report(params, _compiled_totals(xf, params), xf.size)
     sets, n_units = param_rows(xf, params.scale, params.zero_point, params.axis,
                                params.group_size)
     tot = _Totals(n_units, params.levels)
@@ -144,6 +147,23 @@ def analyze(x, params: QuantParams) -> QuantReport:
     for rs, inv_rs in zip(sets, inv_sets, strict=True):
         _accumulate(rs, params, tot, work, inv_rs)
     return _report(params, tot, xf.size)
+
+
+def _compiled_totals(xf: np.ndarray, params: QuantParams) -> _Totals:
+    """The per-tensor totals from one compiled pass on every core
+    (:func:`quantscope.core.direct_kernel.analyze_flat`: same codes and counts bit for bit)."""
+    from quantscope.core.direct_kernel import analyze_flat
+
+    inv = None if params.inv_scale is None else np.asarray(params.inv_scale).reshape(())
+    hist, sums, ints = analyze_flat(xf, np.asarray(params.scale).reshape(()),
+                                    np.asarray(params.zero_point).reshape(()), params.qmin,
+                                    params.qmax, params.rounding, params.arithmetic, inv)
+    tot = _Totals(1, params.levels)
+    tot.round_err[0], tot.clip_err[0], tot.sig[0], tot.max_abs[0] = sums
+    tot.n[0], tot.below[0], tot.above[0] = ints
+    tot.codes[0] = np.count_nonzero(hist)
+    tot.hist[:] = hist
+    return tot
 
 
 def _accumulate(rs, params: QuantParams, tot: _Totals, work: _Work, inv_rs=None) -> None:

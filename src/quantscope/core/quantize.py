@@ -12,7 +12,8 @@ The arithmetic is part of the result. Runtimes disagree on a few elements per mi
 
 Rounding is half to even (``np.rint``, as ONNX and PyTorch) or half away from zero (TFLite,
 C ``round``). Everything runs on float32 blocks of ~64K elements, so a 16M-element tensor never
-needs a full-size temporary: that keeps quantize within a small factor of ``np.copy``.
+needs a full-size temporary; a large tensor under one scale goes through compiled one-pass
+loops on every core instead (:mod:`quantscope.core.direct_kernel`, the same codes bit for bit).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from quantscope.core.validate import (
 
 #: Elements per block: 256 KiB of float32, small enough to stay in L2 cache.
 BLOCK = 1 << 16
+#: Tensors above this many elements under one scale take the compiled one-pass loops.
+COMPILED_MIN = BLOCK
 
 
 def scale_to_float(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, arithmetic: str,
@@ -148,6 +151,13 @@ def quantize(
         inv_scale = expand_params(xf.shape, check_scale(inv_scale), axis, group_size,
                                   "inv_scale")
     out = np.empty(xf.shape, dtype=code_dtype(qmin))
+    if s.ndim == 0 and use_compiled(xf, arithmetic):
+        from quantscope.core.direct_kernel import quantize_flat
+
+        bad = quantize_flat(xf, s, z, qmin, qmax, rounding, arithmetic, inv_scale, out)
+        if bad and nonfinite == "raise":
+            check_nonfinite(xf, nonfinite)  # raises with the count and first index
+        return out
     if s.ndim == 0 and xf.size > BLOCK:
         flat_x = np.ascontiguousarray(xf).reshape(-1)
         flat_out = out.reshape(-1)
@@ -192,7 +202,22 @@ def dequantize(q, scale, zero_point=0, *, axis: int | None = None,
     if zp.dtype.kind not in "iu" and not (zp.dtype.kind == "f" and (zp == np.round(zp)).all()):
         raise TypeError(f"zero_point must be an integer, got dtype {zp.dtype}")
     z = expand_params(q.shape, zp.astype(np.int32), axis, group_size, "zero_point")
+    if s.ndim == 0 and q.itemsize <= 4 and use_compiled(q, "divide"):
+        from quantscope.core.direct_kernel import dequantize_flat
+
+        return dequantize_flat(q, s, z)
     return (q.astype(np.int32) - z).astype(np.float32) * s
+
+
+def use_compiled(x: np.ndarray, arithmetic: str) -> bool:
+    """Whether a pass over ``x`` under one scale takes the compiled one-pass loops
+    (:mod:`quantscope.core.direct_kernel`, the same codes bit for bit): a large contiguous
+    tensor, and an arithmetic those loops know (the import of Numba is not worth it below)."""
+    if x.size <= COMPILED_MIN or not x.flags.c_contiguous:
+        return False
+    from quantscope.core.sorted_kernel import ARITHMETIC_CODES
+
+    return arithmetic in ARITHMETIC_CODES
 
 
 def quantize_fp32_to_int8(x, scale) -> np.ndarray:

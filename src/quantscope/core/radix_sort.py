@@ -21,16 +21,15 @@ per element; no scratch array).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import as_completed
 
 import numba
 import numpy as np
 
-#: Threads the sort uses: the cores this process may run on.
-THREADS = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                     else (os.cpu_count() or 1), 8))
+from quantscope.core import parallel as _threads
+from quantscope.core.parallel import parallel, submit
+
 #: Key bits that pick the bucket (the top ones).
 BUCKET_BITS = 11
 BUCKETS = 1 << BUCKET_BITS
@@ -69,24 +68,6 @@ def _scatter(bits, lo, hi, dst, offsets) -> None:
         dst[p] = bits[i]
 
 
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(THREADS, thread_name_prefix="quantscope-sort")
-    return _POOL
-
-
-def parallel(fn: Callable, argsets: list[tuple]) -> list:
-    """``fn(*args)`` for each argument set, on the pool's threads (the loops release the GIL).
-    Never call it from one of those threads (it waits for them)."""
-    if len(argsets) == 1:
-        return [fn(*argsets[0])]
-    return [f.result() for f in [_pool().submit(fn, *a) for a in argsets]]
-
-
 def _shares(n: int, threads: int) -> np.ndarray:
     """Share ``t`` of ``n`` positions is ``[b[t], b[t + 1])``."""
     return np.array([t * n // threads for t in range(threads + 1)], np.int64)
@@ -107,7 +88,7 @@ def sort_finite(x: np.ndarray, progress: Callable[[float], None] | None = None
     (that is how a caller cancels). Equal to ``np.sort`` of the finite values.
     """
     flat = np.ascontiguousarray(x, np.float32).reshape(-1)
-    n, threads = flat.size, THREADS
+    n, threads = flat.size, _threads.THREADS
     bits = flat.view(np.uint32)
     share = _shares(n, threads)
     hist = np.zeros((threads, BUCKETS), np.int64)
@@ -133,7 +114,7 @@ def sort_finite(x: np.ndarray, progress: Callable[[float], None] | None = None
             if progress:
                 progress(0.4 + 0.6 * done / len(jobs))
     else:
-        futures = [_pool().submit(_sort_buckets, *job) for job in jobs]
+        futures = [submit(_sort_buckets, *job) for job in jobs]
         for done, future in enumerate(as_completed(futures), 1):
             future.result()
             if progress:

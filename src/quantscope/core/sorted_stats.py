@@ -95,9 +95,9 @@ class SortedRows:
                     progress(min(lo + chunk, n) / max(n, 1), "prefix sums")
             bounds[0] = state[4:6]
         else:
-            from quantscope.core.radix_sort import parallel
+            from quantscope.core.parallel import THREADS, parallel
 
-            edges = np.linspace(0, n_rows, min(n_rows, 4 * _threads()) + 1).astype(np.intp)
+            edges = np.linspace(0, n_rows, min(n_rows, 4 * THREADS) + 1).astype(np.intp)
             parallel(build_rows, [(values, starts, edges[i], edges[i + 1], rec, rec_starts,
                                    bounds) for i in range(edges.size - 1)])
         u = _EPS / 2
@@ -208,21 +208,15 @@ class SortedRows:
         return out[:, 0].reshape(a.shape), out[:, 1].reshape(a.shape)
 
 
-def _threads() -> int:
-    from quantscope.core.radix_sort import THREADS
-
-    return THREADS
-
-
 def _sort_rows(x2d: np.ndarray) -> np.ndarray:
     """``np.sort(x2d, axis=1)``, the rows shared between the cores when there are many (NumPy
     releases the GIL while it sorts)."""
     if x2d.size < RADIX_ROWS or x2d.shape[0] < 2:
         return np.sort(x2d, axis=1)
-    from quantscope.core.radix_sort import parallel
+    from quantscope.core.parallel import THREADS, parallel
 
     out = np.empty(x2d.shape, np.float32)
-    edges = np.linspace(0, x2d.shape[0], min(x2d.shape[0], _threads()) + 1).astype(np.intp)
+    edges = np.linspace(0, x2d.shape[0], min(x2d.shape[0], THREADS) + 1).astype(np.intp)
 
     def part(r0: int, r1: int) -> None:
         out[r0:r1] = x2d[r0:r1]

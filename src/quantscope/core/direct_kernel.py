@@ -1,0 +1,206 @@
+"""The direct passes compiled: quantize, dequantize and a per-tensor analysis in one pass each.
+
+NumPy makes a pass over memory per operation (divide, round, add, clip, cast...); here each
+element is read once and every quantity is formed in registers, in loops Numba compiles once per
+rounding rule and arithmetic (so the loop holds no branch on them and vectorises), that release
+the GIL and run on every core (:mod:`quantscope.core.parallel`), each on its own share.
+
+Exactness: an element's code is :func:`quantscope.core.sorted_kernel.code_of`, the direct
+rule written out for one float32 (the tests compare it with the NumPy rule on every tie and on
+random bit patterns); the clamp, the NaN-to-zero-point rule and ``x̂ = float32(float32(q − z)
+· s)`` are the NumPy passes' own, so codes, counts, clips and the maximum error are bit for bit
+those of :mod:`quantscope.core.quantize` and :mod:`quantscope.core.analyze`. Error sums are
+float64, summed per block of :data:`SUM_BLOCK` elements and then across blocks (within
+``(SUM_BLOCK + n / SUM_BLOCK)`` units of roundoff of the exact sum).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from quantscope.core.sorted_kernel import ARITHMETIC_CODES, _largest, _sum_in_any_order, code_of
+
+#: Elements summed on their own before their sum joins the total (their scratch stays in L1).
+SUM_BLOCK = 1024
+
+_jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+_inline = numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+
+__all__ = ["ARITHMETIC_CODES", "analyze_range", "dequantize_range", "quantize_range"]
+
+
+@_inline
+def _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out) -> int:
+    zf = np.float32(z)
+    cmin = np.float32(qmin)
+    cmax = np.float32(qmax)
+    bad = 0
+    for i in range(lo, hi):
+        v = code_of(x[i], s, inv, z, arithmetic, half_away)
+        c = cmin if v < cmin else (cmax if v > cmax else v)  # inf saturates
+        c = zf if v != v else c  # NaN goes to the zero point
+        out[i] = c
+        bad += np.int64(x[i] - x[i] != 0)  # NaN and inf
+    return bad
+
+
+@_jit
+def quantize_range(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out) -> int:
+    """Codes of ``x[lo:hi]`` (float32, one scale) into ``out[lo:hi]`` (int8 or uint8),
+    saturated, NaN to the zero point; returns how many elements were NaN or inf."""
+    if half_away:
+        if arithmetic == 0:
+            return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 0, True, out)
+        if arithmetic == 1:
+            return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 1, True, out)
+        return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 2, True, out)
+    if arithmetic == 0:
+        return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 0, False, out)
+    if arithmetic == 1:
+        return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 1, False, out)
+    return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 2, False, out)
+
+
+@_jit
+def dequantize_range(q, lo, hi, s, z, out) -> None:
+    """``out[i] = float32(float32(q[i] − z) · s)`` for ``i`` in ``[lo, hi)``: the codes widened
+    before the zero point is subtracted, one float32 multiplication (ONNX DequantizeLinear)."""
+    for i in range(lo, hi):
+        out[i] = np.float32(np.float32(np.int32(q[i]) - z) * s)
+
+
+@_inline
+def _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, codes, rs, cs, xs,
+                  sq, hist, out_f, out_i) -> None:
+    zf = np.float32(z)
+    cmin = np.float32(qmin)
+    cmax = np.float32(qmax)
+    rnd = 0.0
+    clip = 0.0
+    sig = 0.0
+    worst = 0.0
+    n = 0
+    below = 0
+    above = 0
+    for b0 in range(lo, hi, SUM_BLOCK):
+        m = min(b0 + SUM_BLOCK, hi) - b0
+        for k in range(m):  # no branch, no floating-point reduction: this loop vectorises
+            xi = x[b0 + k]
+            fin = xi - xi == 0  # non-finite elements weigh 0 and count nowhere
+            v = code_of(xi, s, inv, z, arithmetic, half_away)
+            lo_c = v < cmin
+            hi_c = v > cmax
+            c = cmin if lo_c else (cmax if hi_c else v)
+            c = cmin if not fin else c
+            codes[k] = np.int32(c) - qmin if fin else -1
+            x64 = np.float64(xi) if fin else 0.0
+            d = x64 - np.float64(np.float32(np.float32(c - zf) * s)) if fin else 0.0
+            e2 = d * d
+            clipped = lo_c or hi_c
+            rs[k] = 0.0 if clipped else e2
+            cs[k] = e2 if clipped else 0.0
+            sq[k] = e2
+            xs[k] = x64 * x64
+            n += np.int64(fin)
+            below += np.int64(lo_c and fin)
+            above += np.int64(hi_c and fin)
+        for k in range(m):
+            if codes[k] >= 0:
+                hist[codes[k]] += 1
+        rnd += _sum_in_any_order(rs[:m])
+        clip += _sum_in_any_order(cs[:m])
+        sig += _sum_in_any_order(xs[:m])
+        # max |d| = sqrt(max d²) exactly (see sorted_kernel._walk_row)
+        worst = max(worst, np.sqrt(_largest(sq[:m])))
+    out_f[0] = rnd
+    out_f[1] = clip
+    out_f[2] = sig
+    out_f[3] = worst
+    out_i[0] = n
+    out_i[1] = below
+    out_i[2] = above
+
+
+@_jit
+def analyze_range(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, hist, out_f,
+                  out_i) -> None:
+    """The direct analysis of ``x[lo:hi]`` under one scale: the code counts added to ``hist``
+    (clipped elements at the ends), ``out_f`` = (rounding error, clipping error, Σx²,
+    max |error|), ``out_i`` = (finite elements, clipped below, clipped above). NaN and inf are
+    left out of everything, as in :func:`quantscope.core.analyze.analyze`."""
+    codes = np.empty(SUM_BLOCK, np.int32)
+    rs = np.empty(SUM_BLOCK)
+    cs = np.empty(SUM_BLOCK)
+    xs = np.empty(SUM_BLOCK)
+    sq = np.empty(SUM_BLOCK)
+    if half_away:
+        if arithmetic == 0:
+            _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, 0, True,
+                          codes, rs, cs, xs, sq, hist, out_f, out_i)
+        elif arithmetic == 1:
+            _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, 1, True,
+                          codes, rs, cs, xs, sq, hist, out_f, out_i)
+        else:
+            _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, 2, True,
+                          codes, rs, cs, xs, sq, hist, out_f, out_i)
+    elif arithmetic == 0:
+        _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, 0, False,
+                      codes, rs, cs, xs, sq, hist, out_f, out_i)
+    elif arithmetic == 1:
+        _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, 1, False,
+                      codes, rs, cs, xs, sq, hist, out_f, out_i)
+    else:
+        _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, 2, False,
+                      codes, rs, cs, xs, sq, hist, out_f, out_i)
+
+
+def _rule(s, inv, arithmetic: str) -> tuple[np.float32, np.float32, int]:
+    s32 = np.float32(s)
+    inv32 = np.float32(np.float32(1.0) / s32) if inv is None else np.float32(inv)
+    return s32, inv32, ARITHMETIC_CODES[arithmetic]
+
+
+def quantize_flat(x: np.ndarray, s, z, qmin: int, qmax: int, rounding: str, arithmetic: str,
+                  inv, out: np.ndarray) -> int:
+    """Codes of contiguous float32 ``x`` under one scale into ``out`` (same size), on every
+    core; returns the count of NaN and inf elements (saturated / sent to the zero point)."""
+    from quantscope.core.parallel import parallel, shares
+
+    s32, inv32, code = _rule(s, inv, arithmetic)
+    flat, dst = x.reshape(-1), out.reshape(-1)
+    return sum(parallel(quantize_range, [
+        (flat, lo, hi, s32, inv32, np.int32(z), qmin, qmax, code, rounding == "half_away", dst)
+        for lo, hi in shares(flat.size)]))
+
+
+def dequantize_flat(q: np.ndarray, s, z) -> np.ndarray:
+    """``float32(float32(q − z) · s)`` of contiguous integer codes under one scale."""
+    from quantscope.core.parallel import parallel, shares
+
+    out = np.empty(q.shape, np.float32)
+    flat, dst = q.reshape(-1), out.reshape(-1)
+    parallel(dequantize_range, [(flat, lo, hi, np.float32(s), np.int32(z), dst)
+                                for lo, hi in shares(flat.size)])
+    return out
+
+
+def analyze_flat(x: np.ndarray, s, z, qmin: int, qmax: int, rounding: str, arithmetic: str,
+                 inv) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The direct per-tensor analysis of contiguous float32 ``x`` on every core: the code
+    histogram, (rounding error, clipping error, Σx², max |error|) and (finite elements,
+    clipped below, clipped above) -- see :func:`analyze_range`."""
+    from quantscope.core.parallel import parallel, shares
+
+    s32, inv32, code = _rule(s, inv, arithmetic)
+    flat = x.reshape(-1)
+    parts = shares(flat.size)
+    hist = np.zeros((len(parts), qmax - qmin + 1), np.int64)
+    out_f = np.zeros((len(parts), 4))
+    out_i = np.zeros((len(parts), 3), np.int64)
+    parallel(analyze_range, [
+        (flat, lo, hi, s32, inv32, np.int32(z), qmin, qmax, code, rounding == "half_away",
+         hist[k], out_f[k], out_i[k]) for k, (lo, hi) in enumerate(parts)])
+    sums = np.array([out_f[:, 0].sum(), out_f[:, 1].sum(), out_f[:, 2].sum(),
+                     out_f[:, 3].max()])
+    return hist.sum(axis=0), sums, out_i.sum(axis=0)
