@@ -111,3 +111,37 @@ def interval_sums(values, starts, rec, rec_starts, lo, hi, row, out) -> None:
         h = prefix_at(values, a, hi[e], rec, rec_starts[r])
         out[e, 0] = (h[0] - g[0]) + (h[1] - g[1])
         out[e, 1] = (h[2] - g[2]) + (h[3] - g[3])
+
+
+@_jit
+def _first_not_below(values, lo, hi, needle) -> int:
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if values[mid] < needle:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@_jit
+def bin_counts(values, a, b, edges, out) -> None:
+    """``np.histogram``'s counts of sorted ``values[a:b]`` in bins ``edges`` (ascending):
+    bin ``i`` holds ``edges[i] <= x < edges[i + 1]``, the last one its right edge too.
+    Values outside the edges are not counted. O(bins · log n)."""
+    nb = edges.size - 1
+    p = _first_not_below(values, a, b, edges[0])
+    for i in range(nb):
+        if i < nb - 1:
+            q = _first_not_below(values, p, b, edges[i + 1])
+        else:  # the last bin is closed: everything up to and including its right edge
+            lo, hi = p, b
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if values[mid] <= edges[nb]:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            q = lo
+        out[i] = q - p
+        p = q

@@ -52,7 +52,9 @@ class Prepared:
     """
 
     def __init__(self, x, progress: Progress | None = None) -> None:
-        arr = np.asarray(x)
+        from quantscope.core.frameworks import as_numpy  # torch, JAX, CuPy, DLPack, lists
+
+        arr = as_numpy(x, "x")
         share = _stages(progress)
         start = 0.0 if arr.dtype == np.float32 else 0.1  # converting takes about a tenth
         self.x = working_copy(arr, share(0.0, start))
@@ -191,7 +193,9 @@ def working_copy(x, progress: Progress | None = None) -> np.ndarray:
     """``x`` as float32: itself if it is float32 (a memory map stays a map), else converted
     once, in blocks of :data:`CONVERT_BLOCK` elements with ``progress`` between them (no
     float64 or full-size temporary on the way)."""
-    arr = np.asarray(x)
+    from quantscope.core.frameworks import as_numpy
+
+    arr = as_numpy(x, "x")
     if arr.dtype == np.float32 or arr.size <= CONVERT_BLOCK or not arr.flags.c_contiguous:
         return as_float32(arr)
     as_float32(arr.reshape(-1)[:1])  # refuses a dtype that is not floating point

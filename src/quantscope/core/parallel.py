@@ -17,6 +17,9 @@ THREADS = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffin
 #: Below this many elements a pass runs on the calling thread alone (the hand-off costs more).
 PARALLEL_MIN = 1 << 17
 
+#: Name prefix of the pool's threads (they live as long as the process).
+THREAD_NAME = "quantscope-engine"
+
 _POOL: ThreadPoolExecutor | None = None
 
 
@@ -24,7 +27,7 @@ def submit(fn: Callable, *args) -> Future:
     """Run ``fn(*args)`` on the pool."""
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(THREADS, thread_name_prefix="quantscope")
+        _POOL = ThreadPoolExecutor(THREADS, thread_name_prefix=THREAD_NAME)
     return _POOL.submit(fn, *args)
 
 

@@ -194,6 +194,14 @@ class SortedRows:
         starts = np.concatenate([[0], np.cumsum(count)]).astype(np.intp)
         return cls(values, starts, n_bad)
 
+    def histogram(self, edges: np.ndarray, row: int = 0) -> np.ndarray:
+        """``np.histogram(row values, bins=edges)[0]``, exactly, by binary searches."""
+        from quantscope.core.block_sums import bin_counts
+
+        out = np.zeros(len(edges) - 1, np.int64)
+        bin_counts(self.values, self.starts[row], self.starts[row + 1], np.asarray(edges), out)
+        return out
+
     def sums(self, a: np.ndarray, b: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(Σx, Σx²)`` over sorted positions ``[a, b)`` (global) of row ``row``, exactly as
         the reports take them from the prefix sums."""
@@ -281,10 +289,17 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
         bound1, bound2 = np.empty(0), np.empty(0)
     else:
         rec, rec_starts, bound1, bound2 = rows._sums
-    evaluate_rows(rows.values, rows.starts, rows.sumsq, rec, rec_starts, bound1, bound2, row, s,
-                  s if inv is None else inv, z, qmin, qmax, ARITHMETIC_CODES[arithmetic],
-                  rounding == "half_away", inv is not None, walk_below, want_counts, hist,
-                  out_f, out_i)
+    parts = _evaluation_shares(rows, row)
+    hists = np.zeros((len(parts), hist.size), np.int64)
+    inv_e = s if inv is None else inv
+    from quantscope.core.parallel import parallel
+
+    parallel(evaluate_rows, [
+        (rows.values, rows.starts, rows.sumsq, rec, rec_starts, bound1, bound2, row[a:b],
+         s[a:b], inv_e[a:b], z[a:b], qmin, qmax, ARITHMETIC_CODES[arithmetic],
+         rounding == "half_away", inv is not None, walk_below, want_counts, hists[k],
+         out_f[a:b], out_i[a:b]) for k, (a, b) in enumerate(parts)])
+    hist = hists.sum(axis=0)
     if not out_i[:, 4].all():  # a threshold that would not settle (never seen): redo it all
         return _evaluate_elementwise(rows, row, s, z, rule, want_counts, inv)
     round_err, clip_err = out_f[:, 0], out_f[:, 1]
@@ -299,6 +314,25 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
                      above=out_i[:, 2], max_abs=out_f[:, 4], sig=out_f[:, 5],
                      x_min=out_f[:, 6], x_max=out_f[:, 7], codes_used=out_i[:, 3],
                      hist=hist if want_counts else None)
+
+
+#: Evaluations are shared between the threads when they cover at least this many elements.
+PARALLEL_ELEMENTS = 1 << 17
+
+
+def _evaluation_shares(rows: SortedRows, row: np.ndarray) -> list[tuple[int, int]]:
+    """Contiguous ranges of the evaluations, one per thread, of about equal work (elements of
+    walked rows, or evaluations of searched ones); one range when there is little to do."""
+    from quantscope.core.parallel import THREADS
+
+    if row.size < 2 or THREADS < 2:
+        return [(0, row.size)]
+    work = np.cumsum(np.minimum(rows.lengths[row], 1 << 14) + 64)
+    if work[-1] < PARALLEL_ELEMENTS // 8 and rows.lengths[row].sum() < PARALLEL_ELEMENTS:
+        return [(0, row.size)]
+    cuts = np.searchsorted(work, work[-1] * np.arange(1, THREADS) / THREADS)
+    edges = np.unique(np.concatenate([[0], cuts, [row.size]]))
+    return [(int(edges[i]), int(edges[i + 1])) for i in range(edges.size - 1)]
 
 
 def _evaluate_elementwise(rows: SortedRows, row: np.ndarray, s: np.ndarray, z: np.ndarray,

@@ -14,7 +14,14 @@ from PySide6.QtWidgets import QFileDialog
 from quantscope.errors import QuantscopeError
 from quantscope.gui.picker import TensorPicker
 from quantscope.gui.worker import JobContext
-from quantscope.state import Source, load_source, overview, prepare_tensor, tensor_problem
+from quantscope.state import (
+    Source,
+    load_source,
+    overview,
+    prepare_tensor,
+    tensor_problem,
+    working_tensor,
+)
 
 FILE_FILTER = "Tensor files (*.npy *.npz *.safetensors);;All files (*)"
 
@@ -56,10 +63,13 @@ class Loading:
             problem = tensor_problem(x)
             if problem is not None:
                 raise QuantscopeError(f"{source.label()}: {problem}")
+            # every O(N) step here, in the worker: the GUI thread only installs the result
+            x = working_tensor(x, lambda f, stage: ctx.progress(f, stage))
+            prepared = prepare_tensor(
+                x, settings, source.axis,
+                lambda f, stage: ctx.progress(f, f"preparing exact statistics: {stage} {f:.0%}"))
             ctx.progress(-1, "summarising")
-            ov = overview(x, dtype)
-            ctx.progress(-1, "preparing exact statistics")
-            return source, x, prepare_tensor(x, settings, source.axis), ov
+            return source, x, prepared, overview(x, dtype, prepared)
 
         self._start_progress(f"loading {source.label()}")
         return self.worker.submit("load", job)

@@ -231,10 +231,10 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
             self._preparing_for = tensor
 
             def job(ctx: JobContext):
+                prepared = prepare_tensor(tensor, settings, None, lambda f, stage: ctx.progress(
+                    f, f"preparing exact statistics: {stage} {f:.0%}"))
                 ctx.progress(-1, "summarising")
-                ov = overview(tensor)
-                ctx.progress(-1, "preparing exact statistics")
-                return tensor, prepare_tensor(tensor, settings), ov
+                return tensor, prepared, overview(tensor, prepared=prepared)
 
             self._start_progress("preparing")
             self.worker.submit("prepare", job)
@@ -262,7 +262,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
         if kind == "load":
             self._stop_progress()
             source, x, prepared, ov = result
-            if self.state.set_tensor(x, source, prepared=prepared, overview=ov):
+            if self.state.set_tensor(x, source, prepared=prepared, overview=ov, checked=True):
                 self.clear_error()
             self._settle_heap()
         elif kind == "prepare":

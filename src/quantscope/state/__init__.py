@@ -39,6 +39,7 @@ from quantscope.state.source import (
     overview,
     prepare_tensor,
     tensor_problem,
+    working_tensor,
 )
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "prepare_tensor",
     "tensor_problem",
     "unit_range",
+    "working_tensor",
 ]
 
 
@@ -109,17 +111,19 @@ class ExplorerState:
 
     # -- inputs ---------------------------------------------------------------------------
     def set_tensor(self, x, source: Source | None = None, *, prepared: object | None = None,
-                   overview: TensorOverview | None = None) -> bool:
+                   overview: TensorOverview | None = None, checked: bool = False) -> bool:
         """Install a new tensor; refuse empty, 0-d, non-numeric or all-NaN/inf input.
 
         On refusal ``error`` is emitted with the reason, the previous tensor and settings
         stay, and False is returned. ``source.axis`` (a suggested channel axis, e.g. -1 for
         [tokens, features] activations) sets ``settings.axis``; otherwise an axis the new
         tensor lacks falls back to 0. ``prepared``/``overview`` may be passed when a worker
-        already computed them for this very array.
+        already computed them for this very array; ``checked=True`` says a worker also ran
+        :func:`tensor_problem` on it and made it float32, so nothing here is O(N) (the GUI
+        thread installs a 10^9-element tensor in microseconds).
         """
         source = source or Source("array", "array")
-        problem = tensor_problem(x)
+        problem = None if checked else tensor_problem(x)
         if problem is not None:
             self.error.emit(f"{source.label()}: {problem}")
             return False

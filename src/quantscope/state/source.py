@@ -113,7 +113,10 @@ def load_source(source: Source, progress: Progress | None = None) -> tuple[np.nd
 
 
 def tensor_problem(x) -> str | None:
-    """Why ``x`` cannot be explored (empty, 0-d, not real numbers, no finite value), or None."""
+    """Why ``x`` cannot be explored (empty, 0-d, not real numbers, no finite value), or None.
+
+    A float32 tensor is checked in blocks (no full-size copy or mask: a 10^9-element tensor
+    costs no extra memory, and the check stops at the first finite block)."""
     try:
         arr = np.asarray(x)
     except Exception as exc:
@@ -125,12 +128,30 @@ def tensor_problem(x) -> str | None:
         return "a 0-d (scalar) tensor has no distribution to explore; give at least 1 dimension"
     if arr.size == 0:
         return f"the tensor is empty (shape {arr.shape}); nothing to quantize"
-    with np.errstate(over="ignore", invalid="ignore"):
-        arr32 = np.asarray(arr, dtype=np.float32)
-    if not np.isfinite(arr32).any():
+    if not any(np.isfinite(block).any() for block in _blocks(arr)):
         return (f"all {arr.size} values are NaN or infinite; there is no finite value to "
                 "quantize")
     return None
+
+
+#: Elements per block of the checks and the summary (16 MiB of float32).
+SUMMARY_BLOCK = 1 << 22
+
+
+def _blocks(arr: np.ndarray):
+    """``arr`` as float32 blocks of :data:`SUMMARY_BLOCK` elements (converted block by block)."""
+    flat = arr.reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for lo in range(0, flat.size, SUMMARY_BLOCK):
+            yield np.asarray(flat[lo:lo + SUMMARY_BLOCK], dtype=np.float32)
+
+
+def working_tensor(x, progress: Progress | None = None) -> np.ndarray:
+    """``x`` as the float32 array the engine works on: itself when float32 (a memory-mapped
+    file stays mapped), else converted once, in blocks, with ``progress`` (any thread)."""
+    from quantscope.core.fast import working_copy
+
+    return working_copy(x, progress)
 
 
 #: Percentiles the source panel's summary lists.
@@ -168,9 +189,48 @@ class TensorOverview:
         return rows
 
 
-def overview(x: np.ndarray, dtype: str = "float32") -> TensorOverview:
+def overview(x: np.ndarray, dtype: str = "float32", prepared=None) -> TensorOverview:
     """Summary statistics (float64 sums) and a value histogram of the finite values of ``x``
-    (``dtype``: what the tensor was stored as, for the summary)."""
+    (``dtype``: what the tensor was stored as, for the summary).
+
+    With ``prepared`` (the engine's preparation of ``x``), the extremes, percentiles and
+    histogram counts come from its sorted values -- the same numbers as NumPy's, exactly, in
+    O(bins · log N) -- and the rest from passes in blocks: no full-size temporary, so a
+    10^9-element tensor is summarised in its own memory."""
+    if prepared is None or x.size <= SUMMARY_BLOCK:
+        return _overview_numpy(x, dtype)
+    rows = prepared.layout(None, None)
+    vals = rows.values
+    n = int(vals.size)
+    n_nan = n_pos = 0
+    if rows.n_nonfinite:
+        for block in _blocks(x):
+            n_nan += int(np.count_nonzero(np.isnan(block)))
+            n_pos += int(np.count_nonzero(block == np.inf))
+    lo, hi = (float(vals[0]), float(vals[-1])) if n else (0.0, 0.0)
+    total = 0.0
+    for block in _blocks(x):
+        total += float(np.sum(block, dtype=np.float64, where=np.isfinite(block)))
+    mean = total / n if n else 0.0
+    dev = 0.0
+    for block in _blocks(x):
+        d = block[np.isfinite(block)].astype(np.float64) - mean
+        dev += float(np.einsum("i,i->", d, d))  # not np.dot: no BLAS thread pool
+    std = float(np.sqrt(dev / n)) if n else 0.0
+    pct = prepared.percentile(np.asarray(SUMMARY_PERCENTILES)) if n \
+        else np.zeros(len(SUMMARY_PERCENTILES))
+    span = (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
+    edges = np.histogram_bin_edges(np.zeros(0, np.float32), bins=HISTOGRAM_BINS, range=span)
+    counts = rows.histogram(edges)
+    return TensorOverview(tuple(x.shape), int(x.size), n_nan, n_pos,
+                          int(x.size - n - n_nan - n_pos), lo, hi, mean, std,
+                          dict(zip(SUMMARY_PERCENTILES, map(float, pct), strict=True)),
+                          edges, counts, dtype)
+
+
+def _overview_numpy(x: np.ndarray, dtype: str) -> TensorOverview:
+    """:func:`overview` in NumPy calls over the whole tensor (small tensors, or no
+    preparation at hand)."""
     flat = x.reshape(-1)
     finite = np.isfinite(flat)
     all_finite = bool(finite.all())
@@ -190,19 +250,20 @@ def overview(x: np.ndarray, dtype: str = "float32") -> TensorOverview:
                           edges, counts, dtype)
 
 
-def prepare_tensor(x: np.ndarray, settings=None, axis: int | None = None):
+def prepare_tensor(x: np.ndarray, settings=None, axis: int | None = None,
+                   progress: Progress | None = None):
     """The engine's one-time preparation for fast exact reports (any thread).
 
     With ``settings``, the per-channel (or per-group) layout the panes will ask for is built
     now too, prefix sums included (along ``axis`` when given, else ``settings.axis``), so the
     first report after a load is as fast as the next ones; a layout the tensor cannot have is
-    simply skipped.
+    simply skipped. ``progress(fraction, stage)`` follows the preparation (raise to cancel).
     """
     from quantscope.core.fast import prepare, warm_up
     from quantscope.errors import QuantscopeError
 
     warm_up()
-    prepared = prepare(x)
+    prepared = prepare(x, progress)
     if settings is not None and x.ndim > 0:
         ax = settings.axis if axis is None else axis
         if -x.ndim <= ax < x.ndim:
