@@ -54,6 +54,7 @@ def main() -> None:
     except ImportError:
         torch = None
     if torch is not None:
+        torch.set_num_threads(os.cpu_count() or 1)  # every core, as the engine's passes
         tx = torch.from_numpy(x)
         tq = torch.quantize_per_tensor(tx, float(s), z, torch.qint8).int_repr().numpy()
         differ = int(np.count_nonzero(tq != quantize(x, s, z, arithmetic="fma")))
