@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 from quantscope.core import analyze, choose_qparams, params_from_range, sorted_stats
 from quantscope.core.fast import prepare
 from quantscope.core.qparams import QuantParams
+from quantscope.core.runtimes import RUNTIMES
 from quantscope.core.sweep import clip_sweep, mse_optimal_windows
-from quantscope.core.validate import EngineValueError
+from quantscope.core.validate import ARITHMETIC_RULES, EngineValueError
 
 REL = 1e-9
 #: SQNR is 10·log10 of a ratio of sums: 1e-9 relative on the sums is this many dB, absolute
@@ -51,7 +52,7 @@ def assert_same(direct, fast):
 
 
 RULES = st.sampled_from(["half_even", "half_away"])
-ARITH = st.sampled_from(["divide", "multiply", "fma"])
+ARITH = st.sampled_from(ARITHMETIC_RULES)
 
 
 @st.composite
@@ -133,9 +134,10 @@ def test_random_tensors_with_chosen_params(seed, gran, symmetric, rounding, arit
 def test_ties_decided_by_the_direct_rule():
     """fbgemm's case: multiply gives 127.5 -> 128 where divide gives 127.49999 -> 127."""
     x = np.array([0.273939937, -0.273939937, 0.5, 1.5], np.float32)
-    for arithmetic in ("divide", "multiply", "fma"):
-        p = QuantParams(np.float32(0.00214854861), 0, -128, 127, arithmetic=arithmetic)
-        assert_same(analyze(x, p), prepare(x).analyze(p))
+    for arithmetic in ARITHMETIC_RULES:
+        for zp in (0, 3):
+            p = QuantParams(np.float32(0.00214854861), zp, -128, 127, arithmetic=arithmetic)
+            assert_same(analyze(x, p), prepare(x).analyze(p))
     many = np.repeat(np.float32(2.5), 1000)  # a thousand values on one half-way point
     for rounding in ("half_even", "half_away"):
         p = QuantParams(np.float32(1.0), 0, -128, 127, rounding=rounding)
@@ -251,7 +253,7 @@ def test_min_max_from_the_sorted_rows_equals_a_pass(axis, group):
     assert lo.shape == ref_lo.shape
 
 
-@pytest.mark.parametrize("runtime", ["pytorch", "onnxruntime", "tflite", "tensorrt"])
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_runtime_presets_give_the_same_params_with_a_prepared_tensor(runtime):
     x = np.random.default_rng(9).standard_normal((16, 40)).astype(np.float32)
     for granularity in ("tensor", "channel"):

@@ -424,77 +424,16 @@ def test_bad_inputs_raise_precise_errors() -> None:
         )
 
 
-# ----------------------------------------------------------------- the real runtime (optional)
-
-
-def _litert_fully_connected(a_q, w_nk, sa, za, sb, so, zo, bias, reference_kernels):
-    """Build a one-op int8 FULLY_CONNECTED .tflite in memory and run it with LiteRT."""
-    flatbuffers = need("flatbuffers")
-    litert = need("ai_edge_litert.interpreter")
-    schema = need("ai_edge_litert.schema_py_generated")
-    buffers = [schema.BufferT()]
-
-    def tensor(name, shape, ttype, scale, zp, data=None):
-        t = schema.TensorT()
-        t.name, t.shape, t.type, t.buffer = name, list(shape), ttype, 0
-        if data is not None:
-            buf = schema.BufferT()
-            buf.data = np.frombuffer(np.ascontiguousarray(data).tobytes(), np.uint8)
-            buffers.append(buf)
-            t.buffer = len(buffers) - 1
-        q = schema.QuantizationParametersT()
-        q.scale = [float(v) for v in np.atleast_1d(scale)]
-        q.zeroPoint = [int(v) for v in np.atleast_1d(zp)]
-        q.quantizedDimension = 0
-        t.quantization = q
-        return t
-
-    n, k = w_nk.shape
-    tt = schema.TensorType
-    zeros = np.zeros(sb.size, np.int64)
-    graph = schema.SubGraphT()
-    graph.tensors = [
-        tensor("in", a_q.shape, tt.INT8, sa, za),
-        tensor("w", (n, k), tt.INT8, sb, zeros, w_nk.astype(np.int8)),
-        tensor(
-            "b",
-            (n,),
-            tt.INT32,
-            (np.float32(sa) * sb).astype(np.float32),
-            zeros,
-            bias.astype(np.int32),
-        ),
-        tensor("out", (a_q.shape[0], n), tt.INT8, so, zo),
-    ]
-    graph.inputs, graph.outputs = [0], [3]
-    op = schema.OperatorT()
-    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1, 2], [3]
-    op.builtinOptionsType = schema.BuiltinOptions.FullyConnectedOptions
-    op.builtinOptions = schema.FullyConnectedOptionsT()
-    graph.operators = [op]
-    code = schema.OperatorCodeT()
-    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.FULLY_CONNECTED
-    code.version = 4
-    model = schema.ModelT()
-    model.version, model.operatorCodes, model.subgraphs, model.buffers = 3, [code], [graph], buffers
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    kw = {}
-    if reference_kernels:
-        kw["experimental_op_resolver_type"] = litert.OpResolverType.BUILTIN_REF
-    interp = litert.Interpreter(model_content=bytes(builder.Output()), **kw)
-    interp.allocate_tensors()
-    interp.set_tensor(interp.get_input_details()[0]["index"], a_q)
-    interp.invoke()
-    return interp.get_tensor(interp.get_output_details()[0]["index"])
+# -------------------------------------------------------- the real runtime (the oracles extra)
 
 
 @pytest.mark.parametrize("reference_kernels", [True, False])
-def test_matches_litert_interpreter_when_installed(reference_kernels: bool) -> None:
+def test_matches_litert_interpreter(reference_kernels: bool) -> None:
     """LiteRT's pip wheel (checked with ai-edge-litert 2.3.0, x86-64) is built with
     TFLITE_SINGLE_ROUNDING, in its reference kernels and its default (XNNPACK) path alike:
     ``single_rounding=True`` must match it bit for bit, and the default double rounding
     (gemmlowp, TFLite Micro, older TFLite) may differ from it by at most one code."""
+    models = need("litert_models")
     rng = np.random.default_rng(17)
     double_diffs = 0
     for _ in range(60):
@@ -505,7 +444,8 @@ def test_matches_litert_interpreter_when_installed(reference_kernels: bool) -> N
         za, zo = (int(v) for v in rng.integers(-128, 128, 2))
         sb = rng.uniform(1e-4, 0.05, n).astype(np.float32)
         bias = rng.integers(-20000, 20000, n).astype(np.int32)
-        got = _litert_fully_connected(a_q, w_nk, sa, za, sb, so, zo, bias, reference_kernels)
+        got = models.fully_connected(a_q, w_nk, sa, za, sb, so, zo, bias,
+                                     "reference" if reference_kernels else "xnnpack")
         kw = dict(
             a_params=QuantParams(sa, za, -128, 127, symmetric=False),
             b_params=QuantParams(sb, 0, -127, 127, axis=1),

@@ -17,6 +17,7 @@ from quantscope import (
     quantize,
     quantize_fp32_to_int8,
 )
+from quantscope.core.validate import ARITHMETIC_RULES
 
 f32 = np.float32
 finite_f32 = st.floats(-1e6, 1e6, allow_nan=False, width=32)
@@ -168,7 +169,7 @@ def test_per_channel_equals_per_tensor_row_by_row(x, data):
 @settings(max_examples=200, deadline=None)
 @given(x=arrays, scale=scales, zp=st.integers(-128, 127),
        rounding=st.sampled_from(["half_even", "half_away"]),
-       arithmetic=st.sampled_from(["divide", "multiply", "fma"]))
+       arithmetic=st.sampled_from(ARITHMETIC_RULES))
 def test_rounding_and_saturation_rules(x, scale, zp, rounding, arithmetic):
     q = quantize(x, scale, zp, rounding=rounding, arithmetic=arithmetic)
     assert q.shape == x.shape and q.dtype == np.int8
@@ -195,7 +196,7 @@ def test_quantize_dequantize_quantize_is_idempotent(x, scale, zp, rounding):
     np.testing.assert_array_equal(q, q2)
 
 
-@pytest.mark.parametrize("arithmetic", ["multiply", "fma"])
+@pytest.mark.parametrize("arithmetic", ["multiply", "fma", "multiply_add"])
 def test_a_scale_without_a_float32_reciprocal_is_refused_where_it_is_multiplied(arithmetic):
     """1 / scale overflows below ~2.94e-39: x * inf is NaN at x = 0, which has no code."""
     from quantscope.core.qparams import QuantParams

@@ -7,6 +7,7 @@ from oracles import need
 from quantscope.core import analyze, choose_qparams
 from quantscope.core.fast import prepare
 from quantscope.core.qparams import QuantParams
+from quantscope.core.runtimes import PRESETS, RUNTIMES
 from quantscope.core.validate import EngineValueError
 
 F32 = np.float32
@@ -51,8 +52,11 @@ def test_onnxruntime_rules():
     assert p.scale == 1.0 and p.zero_point == 2
     np.testing.assert_array_equal(p.quantize(np.array([0.5, 1.5, 2.5], F32)), [2, 4, 4])
     s = choose_qparams(np.array([-1.0, 3.0], F32), symmetric=True, runtime="onnxruntime")
-    assert (s.qmin, s.qmax, s.zero_point) == (-127, 127, 0)  # symmetric int8 is narrow
+    # the parameters are narrow-range (scale = absmax / 127), QuantizeLinear saturates at int8's
+    # own range: beyond -absmax a value reaches -128
+    assert (s.qmin, s.qmax, s.zero_point) == (-128, 127, 0)
     assert s.scale == F32(6.0 / 254.0)
+    np.testing.assert_array_equal(s.quantize(np.array([-3.0, -9.0, 9.0], F32)), [-127, -128, 127])
     for tiny in (np.zeros(3, F32), np.array([1e-40], F32)):  # scale below float32 tiny
         t = choose_qparams(tiny, symmetric=False, runtime="onnxruntime")
         assert t.scale == 1.0 and t.zero_point == 0
@@ -119,7 +123,7 @@ def test_tensorrt_multiplies_by_127_over_amax():
 def test_presets_never_give_bad_scales_and_reject_unknown_names():
     cases = [np.zeros(0, F32), np.zeros(3, F32), np.float32(2.0), np.full(4, -7.0, F32),
              np.array([np.nan, np.inf, 1.0], F32)]
-    for runtime in ("pytorch", "onnxruntime", "tflite", "tensorrt"):
+    for runtime in RUNTIMES:
         for x in cases:
             p = choose_qparams(x, runtime=runtime)
             assert np.isfinite(p.scale).all() and (p.scale > 0).all()
@@ -193,3 +197,79 @@ def test_against_onnxruntime_when_installed():
                                  np.uint8(255))
     p = choose_qparams(x, symmetric=False, runtime="onnxruntime")
     assert float(scale) == float(p.scale) and int(zp) == int(p.zero_point)
+
+
+def test_explicit_arguments_are_honoured_or_refused_never_dropped():
+    x = np.array([-1.0, 3.0, 0.25], F32)
+
+    def codes(**kw):
+        p = choose_qparams(x, **kw)
+        return p.qmin, p.qmax
+
+    # None: the runtime's default; an explicit value the runtime has: honoured
+    assert codes(symmetric=False, runtime="pytorch") == (0, 255)  # quint8 activations
+    assert codes(symmetric=False, runtime="pytorch", signed=True) == (-128, 127)  # qint8 affine
+    assert codes(symmetric=True, runtime="pytorch-fake", signed=False) == (0, 255)
+    assert choose_qparams(x, runtime="pytorch", signed=False).zero_point == 128
+    assert codes(symmetric=False, runtime="onnxruntime") == (0, 255)
+    assert codes(symmetric=False, runtime="onnxruntime", signed=True) == (-128, 127)
+    assert choose_qparams(x, runtime="onnxruntime", signed=False).zero_point == 128
+    assert codes(symmetric=True, runtime="pytorch", narrow_range=True) == (-127, 127)
+    assert codes(symmetric=True, runtime="tensorrt", narrow_range=False) == (-128, 127)
+    assert choose_qparams(x, runtime="tflite", rounding="half_away").rounding == "half_away"
+    assert choose_qparams(x, runtime="pytorch", granularity="channel", axis=0,
+                          symmetric=False, arithmetic="multiply_add").arithmetic == "multiply_add"
+    # a value that contradicts the preset: a clear error, never silently replaced
+    refused = [dict(runtime="tflite", signed=False, symmetric=False),
+               dict(runtime="tflite", narrow_range=False),
+               dict(runtime="tflite", symmetric=False, narrow_range=True),
+               dict(runtime="tflite", rounding="half_even"),
+               dict(runtime="tflite-xnnpack", symmetric=False, rounding="half_away"),
+               dict(runtime="pytorch", arithmetic="divide"),
+               dict(runtime="pytorch-fake", arithmetic="fma"),
+               dict(runtime="onnxruntime", narrow_range=False),
+               dict(runtime="onnxruntime", symmetric=False, narrow_range=True),
+               dict(runtime="onnxruntime", bits=6),
+               dict(runtime="tensorrt", signed=False),
+               dict(runtime="tensorrt", symmetric=False)]
+    for kw in refused:
+        with pytest.raises(EngineValueError, match=r"runtime|TensorRT|ONNX"):
+            choose_qparams(x, **kw)
+    # without a runtime, the engine's defaults and the explicit values as before
+    assert codes(symmetric=False) == (-128, 127)
+    assert codes(symmetric=False, signed=False) == (0, 255)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_every_preset_names_its_runtime_version_and_kernel(runtime):
+    import quantscope.core.runtimes as rt
+
+    assert any(ch.isdigit() for ch in PRESETS[runtime])  # a version
+    assert f"``{runtime}`` --" in rt.__doc__
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("granularity", ["tensor", "channel"])
+def test_prepared_statistics_follow_every_preset_bit_for_bit(runtime, symmetric, granularity,
+                                                             gelu_activations):
+    """The prepared (sorted) path gives the direct pass's report under each preset's rules,
+    on real activations plus each unit's half-way points."""
+    if runtime == "tensorrt" and not symmetric:
+        return
+    x = gelu_activations[:64]
+    p = choose_qparams(x, symmetric=symmetric, granularity=granularity, axis=1,
+                       runtime=runtime)
+    scale = np.atleast_1d(p.scale).astype(np.float64)
+    zp = np.atleast_1d(p.zero_point)
+    k = np.arange(p.qmin, p.qmax, dtype=np.float64) + 0.5
+    mids = ((k[:, None] - zp[None, :]) * scale[None, :]).astype(F32)
+    extra = np.concatenate([mids, np.nextafter(mids, F32(-9)), np.nextafter(mids, F32(9))])
+    if granularity == "tensor":
+        extra = np.resize(extra[:, 0], (extra.shape[0], x.shape[1]))
+    xt = np.concatenate([x, extra])
+    direct, fast = analyze(xt, p), prepare(xt).analyze(p)
+    np.testing.assert_array_equal(direct.code_histogram, fast.code_histogram)
+    assert (direct.clipped_below, direct.clipped_above) == (fast.clipped_below, fast.clipped_above)
+    assert direct.max_abs_error == fast.max_abs_error
+    assert fast.mse == pytest.approx(direct.mse, rel=1e-9)

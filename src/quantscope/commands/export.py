@@ -55,14 +55,15 @@ def add_parser(subparsers) -> None:
                         default=None, help="drop the most negative code (default if symmetric)")
     narrow.add_argument("--full-range", dest="narrow_range", action="store_false")
     scheme.add_argument("--unsigned", action="store_true", help="codes 0..2^bits-1 (uint8)")
-    scheme.add_argument("--rounding", choices=ROUNDING_RULES, default="half_even")
-    scheme.add_argument("--arithmetic", choices=ARITHMETIC_RULES, default="divide",
-                        help="how x/scale is formed, as the target runtime does it")
+    scheme.add_argument("--rounding", choices=ROUNDING_RULES,
+                        help="default: half_even, or the --runtime's own rule")
+    scheme.add_argument("--arithmetic", choices=ARITHMETIC_RULES,
+                        help="how x/scale is formed (default: divide, or the --runtime's own)")
     scheme.add_argument("--method", default="minmax",
                         help="range calibration: minmax (default) or, when available, "
                              "percentile / mse / entropy")
-    scheme.add_argument("--runtime", help="copy a runtime's rules (pytorch, onnxruntime, "
-                                          "tflite, tensorrt) when available")
+    scheme.add_argument("--runtime", help="copy a runtime's rules (pytorch, pytorch-fake, "
+                                          "onnxruntime, tflite, tflite-xnnpack, tensorrt)")
     scheme.add_argument("--nonfinite", choices=("raise", "saturate"), default="raise",
                         help="NaN/inf elements: refuse (default) or saturate to the range ends")
 
@@ -90,7 +91,7 @@ def choose_from_args(x: np.ndarray, args: argparse.Namespace) -> QuantParams:
     return choose_qparams(
         x, symmetric=not args.asymmetric, granularity=args.granularity, axis=args.axis,
         group_size=args.group_size, bits=args.bits, narrow_range=args.narrow_range,
-        signed=not args.unsigned, method=args.method, rounding=args.rounding,
+        signed=False if args.unsigned else None, method=args.method, rounding=args.rounding,
         arithmetic=args.arithmetic, runtime=args.runtime)
 
 

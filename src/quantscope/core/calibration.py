@@ -40,10 +40,12 @@ def _check_options(method: str, options: dict, allowed: tuple[str, ...]) -> None
 def method_range(xf: np.ndarray, *, method: str, symmetric: bool, axis: int | None,
                  group_size: int | None, bits: int = 8, narrow_range: bool | None = None,
                  signed: bool = True, rounding: str = "half_even", arithmetic: str = "divide",
+                 codes: tuple[int, int] | None = None,
                  **options) -> tuple[np.ndarray, np.ndarray]:
     """The range ``(lo, hi)`` of each unit by ``method``, in the parameter array's shape.
 
-    Runtime presets (:mod:`quantscope.core.runtimes`) apply their own scale rules to it.
+    Runtime presets (:mod:`quantscope.core.runtimes`) apply their own scale rules to it, and
+    pass their code range as ``codes`` (instead of ``bits``, ``narrow_range``, ``signed``).
     ``options`` may hold ``prepared`` (``prepare(xf)``), which the order-statistic methods
     reuse instead of sorting the tensor again.
     """
@@ -84,6 +86,9 @@ def method_range(xf: np.ndarray, *, method: str, symmetric: bool, axis: int | No
 
         _check_options(method, options, ())
         rows = prepare_once().layout(axis, group_size)
+        if codes is not None:
+            signed = codes[0] < 0
+            narrow_range = codes[0] == -(1 << (bits - 1)) + 1
         lo, hi = mse_optimal_windows(rows, symmetric=symmetric, bits=bits,
                                      narrow_range=narrow_range, signed=signed,
                                      rounding=rounding, arithmetic=arithmetic)

@@ -225,10 +225,10 @@ def choose_qparams(
     group_size: int | None = None,
     bits: int = 8,
     narrow_range: bool | None = None,
-    signed: bool = True,
+    signed: bool | None = None,
     method: str = "minmax",
-    rounding: str = "half_even",
-    arithmetic: str = "divide",
+    rounding: str | None = None,
+    arithmetic: str | None = None,
     runtime: str | None = None,
     prepared=None,
     **method_options,
@@ -246,9 +246,15 @@ def choose_qparams(
     method : str
         ``"minmax"`` here; ``"percentile"``, ``"mse"`` and ``"entropy"`` (with their options,
         e.g. ``percentile=99.99``) come from :mod:`quantscope.core.calibration`.
-    runtime : {"pytorch", "onnxruntime", "tflite", "tensorrt"}, optional
-        Reproduce that runtime's parameter rules and arithmetic bit for bit
-        (:mod:`quantscope.core.runtimes`).
+    signed, narrow_range, rounding, arithmetic : optional
+        None: the engine's default (signed codes, narrow range when symmetric, half to even,
+        division) or, with ``runtime``, the runtime's. With a runtime, an explicit value must
+        be one the runtime uses (e.g. ``signed=True`` for PyTorch's qint8 affine); a value that
+        contradicts it raises EngineValueError rather than being ignored.
+    runtime : str, optional
+        Reproduce that runtime's parameter rules and arithmetic bit for bit: one of
+        :data:`quantscope.core.runtimes.RUNTIMES` (``"pytorch"``, ``"pytorch-fake"``,
+        ``"onnxruntime"``, ``"tflite"``, ``"tflite-xnnpack"``, ``"tensorrt"``).
     prepared : quantscope.core.fast.Prepared, optional
         ``prepare(x)``, reused by the percentile and MSE searches: without it each call sorts
         the tensor again, which costs seconds at 10^7 elements on every slider move.
@@ -266,8 +272,12 @@ def choose_qparams(
         from quantscope.core.runtimes import runtime_qparams
 
         return runtime_qparams(xf, runtime, symmetric=symmetric, axis=ax, group_size=gs,
-                               bits=bits, narrow_range=narrow_range, method=method,
+                               bits=bits, narrow_range=narrow_range, signed=signed,
+                               rounding=rounding, arithmetic=arithmetic, method=method,
                                **method_options)
+    signed = True if signed is None else signed
+    rounding = "half_even" if rounding is None else rounding
+    arithmetic = "divide" if arithmetic is None else arithmetic
     common = dict(symmetric=symmetric, bits=bits, narrow_range=narrow_range, signed=signed,
                   axis=ax, group_size=gs, rounding=rounding, arithmetic=arithmetic,
                   method=method)

@@ -8,7 +8,9 @@ The arithmetic is part of the result. Runtimes disagree on a few elements per mi
 * ``"multiply"``: float32 ``x * float32(1 / scale)`` (TensorRT-style multiply by the reciprocal);
 * ``"fma"``: ``float32(x * float32(1 / scale) + zero_point)`` rounded once, as PyTorch's CPU
   ``quantize_per_tensor`` does in one fused step; emulated exactly in float64, where
-  ``x * inv`` has at most 48 significant bits and so is exact.
+  ``x * inv`` has at most 48 significant bits and so is exact;
+* ``"multiply_add"``: ``float32(float32(x * float32(1 / scale)) + zero_point)``, two float32
+  roundings before the integer one, as PyTorch's CPU ``quantize_per_channel`` does.
 
 Rounding is half to even (``np.rint``, as ONNX and PyTorch) or half away from zero (TFLite,
 C ``round``). Everything runs on float32 blocks of ~64K elements, so a 16M-element tensor never
@@ -44,8 +46,9 @@ def scale_to_float(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, ari
                    out: np.ndarray | None = None, inv_scale=None) -> tuple[np.ndarray, bool]:
     """Return ``x / scale`` by the chosen arithmetic (float32) and whether the zero point is in.
 
-    ``"fma"`` adds the zero point before rounding (one fused step); the other two leave it to be
-    added after rounding, as their runtimes do. ``inv_scale`` (float32), when given, is the
+    ``"fma"`` (one fused step) and ``"multiply_add"`` (a float32 product, then a float32 sum)
+    add the zero point before rounding; the other two leave it to be added after rounding, as
+    their runtimes do. ``inv_scale`` (float32), when given, is the
     multiplier the runtime stores itself -- TensorRT/ModelOpt and TFLite weights multiply by
     ``float32(127 / amax)``, which can differ from ``float32(1 / float32(amax / 127))``.
     """
@@ -54,6 +57,10 @@ def scale_to_float(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, ari
     inv = np.float32(1.0) / scale if inv_scale is None else inv_scale
     if arithmetic == "multiply":
         return np.multiply(x, inv, out=out), False
+    if arithmetic == "multiply_add":
+        v = np.multiply(x, inv, out=out)
+        v = np.add(v, np.asarray(zero_point, np.float32), out=v if np.ndim(v) else None)
+        return v, True
     fused = x.astype(np.float64) * inv.astype(np.float64) + zero_point
     if out is None:
         return fused.astype(np.float32), True
@@ -124,10 +131,10 @@ def quantize(
     nonfinite : {"raise", "saturate"}
         ``"raise"``: NaN/inf raise ValueError with their count and first index. ``"saturate"``:
         ±inf go to qmax/qmin and NaN to the zero point.
-    arithmetic : {"divide", "multiply", "fma"}
+    arithmetic : {"divide", "multiply", "fma", "multiply_add"}
         How ``x / scale`` is formed (see the module docstring).
     inv_scale : array_like, optional
-        For ``"multiply"``/``"fma"``: the runtime's own float32 multiplier, shaped like
+        For the multiplying arithmetics: the runtime's own float32 multiplier, shaped like
         ``scale`` (default ``float32(1) / scale``).
 
     Returns

@@ -17,10 +17,11 @@ thread keeps painting while it runs). A row is treated one of two ways:
 
 Exactness rests on :func:`code_of`, the direct pass's quantization rule written out for one
 float32 element: float32 division or multiplication (or the float64-emulated fused
-multiply-add), then half-to-even or half-away rounding, exactly as
-:func:`quantscope.core.quantize.quantize_codes_float` does it; the tests compare the two on
-every tie and on random bit patterns. A searched threshold is estimated in float64, then moved
-until :func:`code_of` agrees, so rows split exactly where the direct pass changes code.
+multiply-add, or a float32 product plus the zero point in float32), then half-to-even or
+half-away rounding, exactly as :func:`quantscope.core.quantize.quantize_codes_float` does it;
+the tests compare the two on every tie and on random bit patterns. A searched threshold is
+estimated in float64, then moved until :func:`code_of` agrees, so rows split exactly where the
+direct pass changes code.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 from quantscope.core.block_sums import prefix_at
 
 #: ``arithmetic`` names as the kernel's integer codes.
-ARITHMETIC_CODES = {"divide": 0, "multiply": 1, "fma": 2}
+ARITHMETIC_CODES = {"divide": 0, "multiply": 1, "fma": 2, "multiply_add": 3}
 #: Fix-up moves allowed per threshold before an evaluation is reported unsettled (never seen:
 #: each move skips a whole run of equal values, and codes are monotone in the value).
 MAX_FIX_MOVES = 64
@@ -69,8 +70,10 @@ def code_of(x: np.float32, s: np.float32, inv: np.float32, z: np.int32, arithmet
         v = np.float32(x / s)
     elif arithmetic == 1:
         v = np.float32(x * inv)
-    else:  # one rounding of x * inv + z, emulated in float64 (x * inv is exact there)
+    elif arithmetic == 2:  # one rounding of x * inv + z, emulated in float64 (x * inv is exact)
         v = np.float32(np.float64(x) * np.float64(inv) + np.float64(z))
+    else:  # a float32 product, then a float32 sum with the zero point
+        v = np.float32(np.float32(x * inv) + np.float32(z))
     if half_away:
         t = np.float32(np.trunc(v))
         if abs(np.float32(v - t)) >= np.float32(0.5):
@@ -78,7 +81,7 @@ def code_of(x: np.float32, s: np.float32, inv: np.float32, z: np.int32, arithmet
         v = t
     else:
         v = np.float32(np.rint(v))
-    if arithmetic != 2:
+    if arithmetic < 2:
         v = np.float32(v + np.float32(z))
     return v
 
@@ -316,14 +319,18 @@ def _walk_row(x, codes, sq, sumsq, s, inv, z, qmin, qmax, arithmetic, half_away,
             _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 0, True)
         elif arithmetic == 1:
             _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 1, True)
-        else:
+        elif arithmetic == 2:
             _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 2, True)
+        else:
+            _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 3, True)
     elif arithmetic == 0:
         _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 0, False)
     elif arithmetic == 1:
         _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 1, False)
-    else:
+    elif arithmetic == 2:
         _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 2, False)
+    else:
+        _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, 3, False)
     below = 0
     while below < n and codes[below] < lo:
         below += 1

@@ -8,7 +8,7 @@ import numpy as np
 from quantscope.errors import QuantscopeError
 
 ROUNDING_RULES = ("half_even", "half_away")
-ARITHMETIC_RULES = ("divide", "multiply", "fma")
+ARITHMETIC_RULES = ("divide", "multiply", "fma", "multiply_add")
 NONFINITE_RULES = ("raise", "saturate")
 
 

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 from superqt import QDoubleRangeSlider
 
-from quantscope.state import ExplorerState, Settings
+from quantscope.state import RUNTIME_DESCRIPTIONS, ExplorerState, Settings
 
 METHOD_LABELS = {"minmax": "min / max", "percentile": "percentile", "mse": "MSE-optimal",
                  "entropy": "entropy (TensorRT KL)", "manual": "manual clip"}
@@ -37,8 +37,10 @@ NARROW_LABELS = {None: "default", True: "narrow", False: "full"}
 NARROW_TIPS = {None: "the engine default: narrow for symmetric, full for asymmetric",
                True: "narrow: drop the most negative code (-127..127 at 8 bits)",
                False: "full: every code (-128..127 at 8 bits)"}
-RUNTIME_LABELS = {None: "none (engine)", "pytorch": "PyTorch", "onnxruntime": "ONNX Runtime",
-                  "tflite": "TFLite", "tensorrt": "TensorRT"}
+RUNTIME_LABELS = {None: "none (engine)", "pytorch": "PyTorch eager",
+                  "pytorch-fake": "PyTorch fake quant / PT2E", "onnxruntime": "ONNX Runtime",
+                  "tflite": "TFLite reference", "tflite-xnnpack": "TFLite XNNPACK",
+                  "tensorrt": "TensorRT"}
 #: Slider positions per decade of "nines": 0 -> p90, 100 -> p99, 300 -> p99.99, 500 -> p99.9999.
 _NINES = 100
 DEBOUNCE_MS = 40
@@ -172,7 +174,7 @@ class ControlsPanel(QGroupBox):
         self.group.setToolTip("elements per group along the channel axis; off = per channel")
         self.group.setKeyboardTracking(False)
         form.addRow("group size", self.group)
-        self.runtime = _combo(RUNTIME_LABELS)
+        self.runtime = _combo(RUNTIME_LABELS, RUNTIME_DESCRIPTIONS)
         form.addRow("runtime preset", self.runtime)
         self.log_counts = QCheckBox("log counts")
         form.addRow("histogram", self.log_counts)

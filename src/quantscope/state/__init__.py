@@ -31,7 +31,14 @@ from quantscope.state.compute import (
     unit_range,
 )
 from quantscope.state.errors import SettingsError
-from quantscope.state.settings import METHODS, PANES, RUNTIMES, Settings, pane_title
+from quantscope.state.settings import (
+    METHODS,
+    PANES,
+    RUNTIME_DESCRIPTIONS,
+    RUNTIMES,
+    Settings,
+    pane_title,
+)
 from quantscope.state.source import (
     Source,
     TensorOverview,
@@ -46,6 +53,7 @@ __all__ = [
     "METHODS",
     "PANES",
     "RUNTIMES",
+    "RUNTIME_DESCRIPTIONS",
     "ComputeRequest",
     "ComputeResult",
     "ExplorerState",

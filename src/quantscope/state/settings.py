@@ -6,6 +6,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from quantscope.core.runtimes import PRESETS
 from quantscope.core.validate import ROUNDING_RULES
 from quantscope.state.errors import SettingsError
 
@@ -13,7 +14,9 @@ from quantscope.state.errors import SettingsError
 #: ``Settings.group_size`` is set).
 PANES = ("symmetric/tensor", "symmetric/channel", "asymmetric/tensor", "asymmetric/channel")
 METHODS = ("minmax", "percentile", "mse", "entropy", "manual")
-RUNTIMES = (None, "pytorch", "onnxruntime", "tflite", "tensorrt")
+#: Runtime presets (None: the engine's own rules) and what each reproduces.
+RUNTIME_DESCRIPTIONS = {None: "the engine's own rules (the controls decide)", **PRESETS}
+RUNTIMES = tuple(RUNTIME_DESCRIPTIONS)
 
 
 @dataclass(frozen=True)
