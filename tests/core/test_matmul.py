@@ -47,12 +47,22 @@ def ref_rdbpot(x: int, e: int) -> int:
     return (x >> e) + (1 if (x & mask) > threshold else 0)
 
 
-def ref_mbqm(x: int, m: int, shift: int, single: bool) -> int:
-    if single:
+def ref_mbqm(x: int, m: int, shift: int, rule: str) -> int:
+    """MultiplyByQuantizedMultiplier: ``"single"`` one rounding of x·m·2^(shift-31), ties away
+    from zero (LiteRT's reference kernels); ``"double"`` gemmlowp's two roundings."""
+    if rule == "single":
         total = 31 - shift
-        return to_int32((x * m + (1 << (total - 1))) >> total)
+        p = x * m
+        return to_int32((1 if p >= 0 else -1) * ((abs(p) + (1 << (total - 1))) >> total))
     left, right = max(shift, 0), max(-shift, 0)
     return ref_rdbpot(ref_srdhm(to_int32(x * (1 << left)), m), right)
+
+
+def ref_fp32(acc: int, sa, sb, so) -> int:
+    """XNNPACK: rint(float32(acc) * float32(float32(sa * sb) / so)), half to even."""
+    f32 = np.float32
+    scale = f32(f32(f32(sa) * f32(sb)) / f32(so))
+    return int(np.rint(f32(f32(acc) * scale)))
 
 
 def ref_quantize_multiplier(d: float) -> tuple[int, int]:
@@ -65,7 +75,7 @@ def ref_quantize_multiplier(d: float) -> tuple[int, int]:
     return (0, 0) if shift < -31 else (q_fixed, shift)
 
 
-def ref_fully_connected(a, b, za, zb, sa, sb, so, zo, qmin, qmax, bias, single=False):
+def ref_fully_connected(a, b, za, zb, sa, sb, so, zo, qmin, qmax, bias, rule="single"):
     """TFLite's loop; zb, sb per output column (lists), everything else scalars."""
     m_rows, k = len(a), len(a[0])
     n_cols = len(b[0])
@@ -78,7 +88,9 @@ def ref_fully_connected(a, b, za, zb, sa, sb, so, zo, qmin, qmax, bias, single=F
                 acc = to_int32(acc + (b[d][n] - zb[n]) * (a[i][d] - za))
             if bias is not None:
                 acc = to_int32(acc + bias[n])
-            v = to_int32(ref_mbqm(acc, mult, shift, single) + zo)
+            scaled = (ref_fp32(acc, sa, sb[n], so) if rule == "fp32"
+                      else ref_mbqm(acc, mult, shift, rule))
+            v = to_int32(scaled + zo)
             out[i][n] = min(max(v, qmin), qmax)
     return out
 
@@ -154,8 +166,8 @@ def build(op):
 
 
 @settings(max_examples=150, deadline=None)
-@given(op=operands(), single=st.booleans())
-def test_bit_exact_with_tflite_reference_loop(op, single: bool) -> None:
+@given(op=operands(), rule=st.sampled_from(["single", "double", "fp32"]))
+def test_bit_exact_with_tflite_reference_loop(op, rule: str) -> None:
     a_q, b_q, a_p, b_p, o_p, bias = build(op)
     sb = op["sb"] if op["per_channel"] else [op["sb"][0]] * len(op["zb"])
     expected = ref_fully_connected(
@@ -170,10 +182,10 @@ def test_bit_exact_with_tflite_reference_loop(op, single: bool) -> None:
         op["qmin"],
         op["qmax"],
         op["bias"],
-        single,
+        rule,
     )
     out, report = int8_matmul(
-        a_q, b_q, a_params=a_p, b_params=b_p, out_params=o_p, bias=bias, single_rounding=single
+        a_q, b_q, a_params=a_p, b_params=b_p, out_params=o_p, bias=bias, requantization=rule
     )
     assert out.dtype == (np.uint8 if op["qmin"] == 0 else np.int8)
     np.testing.assert_array_equal(out.astype(np.int64), np.array(expected))
@@ -427,15 +439,37 @@ def test_bad_inputs_raise_precise_errors() -> None:
 # -------------------------------------------------------- the real runtime (the oracles extra)
 
 
-@pytest.mark.parametrize("reference_kernels", [True, False])
-def test_matches_litert_interpreter(reference_kernels: bool) -> None:
-    """LiteRT's pip wheel (checked with ai-edge-litert 2.3.0, x86-64) is built with
-    TFLITE_SINGLE_ROUNDING, in its reference kernels and its default (XNNPACK) path alike:
-    ``single_rounding=True`` must match it bit for bit, and the default double rounding
-    (gemmlowp, TFLite Micro, older TFLite) may differ from it by at most one code."""
+def _tie_operands(rng, n: int = 48):
+    """FULLY_CONNECTED operands whose accumulators the bias sets (K = 1, a = za): per output
+    channel one accumulator at or one step beside an exact tie of the Q31 product, and one
+    where float32 requantization and the exact rounding part."""
+    from quantscope.core.requant import quantize_multiplier
+
+    sa, so = np.float32(0.625), np.float32(1.0)
+    sb = np.float32(2.0) ** -rng.integers(4, 14, n).astype(np.float32)  # exact multipliers
+    sb[n // 2:] = rng.uniform(1e-4, 0.02, n - n // 2).astype(np.float32)  # arbitrary ones
+    real = np.float64(sa) * sb.astype(np.float64) / np.float64(so)
+    # with s_a = 0.625 and s_w = 2^-e, acc · M = (k + 0.5) exactly for k = 5j + 2
+    k = np.where(np.arange(n) < n // 2, 5 * rng.integers(-20, 20, n) + 2,
+                 rng.integers(-100, 100, n)) + 0.5
+    acc = np.rint(k / real).astype(np.int64) + rng.integers(-1, 2, n) * (np.arange(n) % 2)
+    m, shift = quantize_multiplier(real, single_rounding=True)
+    exact = acc * m.astype(np.int64) / 2.0 ** (31 - shift.astype(np.int64))
+    assert np.any(exact % 1 == 0.5)  # some exact ties among them
+    a_q = np.zeros((1, 1), np.int8)
+    return a_q, np.ones((n, 1), np.int8), sa, sb, so, acc.astype(np.int32)
+
+
+@pytest.mark.parametrize("rule, resolver", [("single", "reference"), ("fp32", "xnnpack")])
+def test_requantization_matches_the_litert_interpreter(rule: str, resolver: str) -> None:
+    """LiteRT 2.3 (ai-edge-litert, x86-64): the reference kernels (BUILTIN_REF) round once with
+    ties away from zero, the default interpreter's XNNPACK delegate requantizes in float32;
+    each must match its rule bit for bit, on random operands and on constructed ties. The
+    gemmlowp double rounding differs from the reference kernel on some of them."""
     models = need("litert_models")
     rng = np.random.default_rng(17)
-    double_diffs = 0
+    compared = double_diffs = 0
+    cases = []
     for _ in range(60):
         m, k, n = (int(v) for v in rng.integers(1, [24, 300, 48]))
         a_q = rng.integers(-128, 128, (m, k)).astype(np.int8)
@@ -444,20 +478,43 @@ def test_matches_litert_interpreter(reference_kernels: bool) -> None:
         za, zo = (int(v) for v in rng.integers(-128, 128, 2))
         sb = rng.uniform(1e-4, 0.05, n).astype(np.float32)
         bias = rng.integers(-20000, 20000, n).astype(np.int32)
-        got = models.fully_connected(a_q, w_nk, sa, za, sb, so, zo, bias,
-                                     "reference" if reference_kernels else "xnnpack")
+        cases.append((a_q, w_nk, sa, za, sb, so, zo, bias))
+    for _ in range(20):
+        a_q, w_nk, sa, sb, so, bias = _tie_operands(rng)
+        cases.append((a_q, w_nk, sa, 0, sb, so, 0, bias))
+    for a_q, w_nk, sa, za, sb, so, zo, bias in cases:
+        got = models.fully_connected(a_q, w_nk, sa, za, sb, so, zo, bias, resolver)
         kw = dict(
             a_params=QuantParams(sa, za, -128, 127, symmetric=False),
             b_params=QuantParams(sb, 0, -127, 127, axis=1),
             out_params=QuantParams(so, zo, -128, 127, symmetric=False),
             bias=bias,
         )
-        single, _ = int8_matmul(a_q, w_nk.T, single_rounding=True, **kw)
-        double, _ = int8_matmul(a_q, w_nk.T, **kw)
-        np.testing.assert_array_equal(got, single)
+        ours, _ = int8_matmul(a_q, w_nk.T, requantization=rule, **kw)
+        np.testing.assert_array_equal(got, ours)
+        double, _ = int8_matmul(a_q, w_nk.T, requantization="double", **kw)
         assert np.abs(got.astype(int) - double).max() <= 1
+        compared += got.size
         double_diffs += int(np.count_nonzero(got != double))
-    assert double_diffs > 0  # the two builds are distinguishable on these operands
+    assert double_diffs > 0  # the rules are distinguishable on these operands
+    print(f"\nLiteRT {resolver} FULLY_CONNECTED vs requantization={rule!r}: {compared} outputs, "
+          f"0 mismatches (double rounding: {double_diffs})")
+
+
+def test_default_requantization_is_litert_reference_on_the_issue_case() -> None:
+    """s_a = 0.02, s_w = 0.0137, s_out = 0.05, acc = -22901: every LiteRT path gives -125,
+    gemmlowp's double rounding -126."""
+    a_q = np.zeros((1, 1), np.int8)
+    kw = dict(a_params=QuantParams(np.float32(0.02), 0, -128, 127),
+              b_params=QuantParams(np.array([0.0137], np.float32), 0, -127, 127, axis=1),
+              out_params=QuantParams(np.float32(0.05), 0, -128, 127),
+              bias=np.array([-22901], np.int32))
+    w = np.ones((1, 1), np.int8)
+    assert int8_matmul(a_q, w, **kw)[0][0, 0] == -125
+    assert int8_matmul(a_q, w, requantization="fp32", **kw)[0][0, 0] == -125
+    assert int8_matmul(a_q, w, requantization="double", **kw)[0][0, 0] == -126
+    with pytest.raises(QuantscopeError, match="requantization"):
+        int8_matmul(a_q, w, requantization="nearest", **kw)
 
 
 @settings(max_examples=60, deadline=None)
@@ -476,15 +533,15 @@ def test_per_row_activation_scales_bit_exact(data) -> None:
     sa = [data.draw(scale) for _ in range(m)]
     sb = [data.draw(scale) for _ in range(n)]
     so = np.float32(data.draw(st.floats(1e-3, 4.0)))
-    single = data.draw(st.booleans())
+    rule = data.draw(st.sampled_from(["single", "double", "fp32"]))
     out, _ = int8_matmul(
         np.array(a, np.int8),
         np.array(b, np.int8),
         a_params=QuantParams(np.array(sa, np.float32), 0, -127, 127, axis=0),
         b_params=QuantParams(np.array(sb, np.float32), 0, -127, 127, axis=1),
         out_params=QuantParams(so, 0, -128, 127),
-        single_rounding=single,
+        requantization=rule,
     )
     for i in range(m):
-        row = ref_fully_connected([a[i]], b, 0, [0] * n, sa[i], sb, so, 0, -128, 127, None, single)
+        row = ref_fully_connected([a[i]], b, 0, [0] * n, sa[i], sb, so, 0, -128, 127, None, rule)
         assert out[i].tolist() == row[0]

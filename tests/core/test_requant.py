@@ -252,3 +252,15 @@ def test_multiply_refuses_out_of_range_inputs() -> None:
 def test_wrap_int32() -> None:
     values = np.array([2**31, -(2**31) - 1, 2**32 + 5, -7], dtype=np.int64)
     np.testing.assert_array_equal(wrap_int32(values), [to_int32(int(v)) for v in values])
+
+
+@settings(max_examples=200, deadline=None)
+@given(x=st.integers(-(2**24), 2**24), m=st.integers(2**30, INT32_MAX), shift=st.integers(-31, 0))
+@example(x=-3 * 2**12, m=5 * 2**28, shift=-10)  # -7.5 exactly: -8 away from zero, -7 up
+def test_single_rounding_with_ties_away_is_the_exact_rounding(x: int, m: int, shift: int) -> None:
+    """LiteRT's reference kernels: one rounding of x * m * 2^(shift - 31), ties away from 0."""
+    exact = Fraction(x * m, 2 ** (31 - shift))
+    away = int(multiply_by_quantized_multiplier(np.int32(x), m, shift, single_rounding=True,
+                                                ties="away"))
+    want = math.floor(abs(exact) + Fraction(1, 2))
+    assert away == (want if exact >= 0 else -want)

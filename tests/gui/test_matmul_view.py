@@ -140,9 +140,9 @@ def test_drag_burst_computes_only_the_last_value(view, qtbot):
 
 def test_requantization_choice_reaches_the_engine(view, pair, qtbot):
     a, w = pair
-    view.controls.requant.setCurrentIndex(1)  # LiteRT runtime (single rounding)
-    wait_for(qtbot, view, single_rounding=True)
-    expected = quantized_matmul(a, w, single_rounding=True)
+    view.controls.requant.setCurrentIndex(2)  # gemmlowp (double rounding)
+    wait_for(qtbot, view, requantization="double")
+    expected = quantized_matmul(a, w, requantization="double")
     assert_shows(view, expected, expected)
 
 

@@ -9,8 +9,9 @@ with the zero-point convention ``real = scale * (q - zp)``:
 
 The second line is gemmlowp's expansion: the kernel multiplies the raw codes and pays for the
 zero points with one row sum per activation row, one column sum per weight column (constant,
-so computed once offline) and up to three extra terms per output. Then TFLite's
-``MultiplyByQuantizedMultiplier`` with ``M = s_a * s_b / s_out``, ``+ zp_out`` and saturation.
+so computed once offline) and up to three extra terms per output. Then the requantization by
+``M = s_a * s_b / s_out`` (LiteRT's reference single rounding by default; gemmlowp's double
+rounding or XNNPACK's float32 path by name, see :mod:`.requant`), ``+ zp_out`` and saturation.
 
 Exactness without a slow integer matmul (numpy has no integer BLAS): every product of two codes
 is an integer of magnitude <= ``max|a|·max|b|`` and every partial sum a BLAS kernel can form,
@@ -36,8 +37,10 @@ from quantscope.core.requant import (
     INT32_MAX,
     INT32_MIN,
     MAX_SHIFT,
+    REQUANT_RULES,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
+    requantize_fp32,
     wrap_int32,
 )
 from quantscope.core.validate import EngineTypeError, EngineValueError
@@ -232,7 +235,7 @@ def int8_matmul(
     out_params,
     bias=None,
     float_reference=None,
-    single_rounding: bool = False,
+    requantization: str = "single",
 ) -> tuple[np.ndarray, MatmulReport]:
     """Run the integer kernel ``y = a @ b`` and report where it overflows, saturates and errs.
 
@@ -250,8 +253,12 @@ def int8_matmul(
         int32 bias at scale ``s_a·s_b`` and zero point 0 (TFLite's convention).
     float_reference : float array [M, N], optional
         The original float matmul, for the ``vs_float`` error.
-    single_rounding : bool
-        Use the ``TFLITE_SINGLE_ROUNDING`` requantization (see :mod:`.requant`).
+    requantization : {"single", "double", "fp32"}
+        ``"single"`` (default): LiteRT's reference kernels, one rounding of the Q31 product;
+        ``"double"``: gemmlowp's two roundings; ``"fp32"``: XNNPACK's
+        ``rint(f32(acc) · f32(f32(s_a·s_b) / s_out))`` (see :mod:`.requant`). The report's
+        ``multiplier_q31`` and ``shift`` are those of the single rounding for ``"fp32"`` too
+        (what the reference kernel would use), ``real_multiplier`` is exact.
 
     Returns
     -------
@@ -264,6 +271,9 @@ def int8_matmul(
     for what, params in (("a_params", a_params), ("b_params", b_params)):
         if not isinstance(params, QuantParams):
             raise EngineTypeError(f"{what} must be a QuantParams, got {type(params).__name__}")
+    if requantization not in REQUANT_RULES:
+        raise EngineValueError(f"requantization must be one of {tuple(REQUANT_RULES)}, got "
+                               f"{requantization!r}")
     a = _codes(a_q, "a_q", a_params)
     b = _codes(b_q, "b_q", b_params)
     (m, k), n = a.shape, b.shape[1]
@@ -326,16 +336,22 @@ def int8_matmul(
         so, zo = _side(out_params, "out_params", 1, n)
         real = np.broadcast_to(product_scale / so, (1, n) if sa.ndim == 0 else (m, n))
         real = real.ravel() if sa.ndim == 0 else real
-        mult, shifts = quantize_multiplier(real, single_rounding=single_rounding)
+        single = requantization != "double"
+        mult, shifts = quantize_multiplier(real)  # shifts above 30 are refused, not saturated
         if shifts.size and shifts.max() > MAX_SHIFT:
             raise EngineValueError(
                 "s_a·s_b/s_out >= 2^30: the output scale is far too small for these inputs"
             )
         mult_b = mult if sa.ndim else mult.reshape(1, n)
         shift_b = shifts if sa.ndim else shifts.reshape(1, n)
-        scaled, wraps = multiply_by_quantized_multiplier(
-            acc32, mult_b, shift_b, single_rounding=single_rounding, return_shift_overflows=True
-        )
+        if requantization == "fp32":  # XNNPACK: float32 product of the float32 scales
+            f32 = np.float32
+            scale32 = (sa.astype(f32) * sb.astype(f32)).astype(f32) / so.astype(f32)
+            scaled, wraps = requantize_fp32(acc32, scale32.astype(f32)), 0
+        else:
+            scaled, wraps = multiply_by_quantized_multiplier(
+                acc32, mult_b, shift_b, single_rounding=single, ties="away",
+                return_shift_overflows=True)
         pre = wrap_int32(scaled.astype(np.int64) + zo).astype(np.int64)
         sat_lo = int(np.count_nonzero(pre < out_params.qmin))
         sat_hi = int(np.count_nonzero(pre > out_params.qmax))

@@ -159,7 +159,7 @@ def quantized_matmul(
     alpha: float | None = None,
     threshold: float | None = None,
     float_reference=None,
-    single_rounding: bool = False,
+    requantization: str = "single",
 ) -> MatmulLabResult:
     """Quantize float ``A`` [M, K] and ``W`` [K, N], run the int8 kernel, measure the error.
 
@@ -182,6 +182,8 @@ def quantized_matmul(
     float_reference : array [M, N], optional
         ``A @ W`` in float64, if the caller already has it (it does not depend on ``alpha``
         or ``threshold``, so a view computes it once per tensor pair).
+    requantization : {"single", "double", "fp32"}
+        The integer kernel's requantization (:func:`~quantscope.core.matmul.int8_matmul`).
 
     Returns
     -------
@@ -221,7 +223,7 @@ def quantized_matmul(
         b_params=w_params,
         out_params=out_params if whole else None,
         float_reference=y_float if cols.size == 0 else None,
-        single_rounding=single_rounding,
+        requantization=requantization,
     )
     codes = None
     saturated = report.saturated

@@ -1,24 +1,34 @@
-"""Fixed-point requantization, bit-exact with TFLite's reference kernels.
+"""Requantization, bit-exact with the kernels that run it: LiteRT's reference kernels,
+gemmlowp's double rounding and XNNPACK's float32 path.
 
 An integer kernel ends with an int32 accumulator that must be scaled by a real number
-``M = s_in * s_w / s_out`` (almost always < 1) and rounded back to int8. TFLite never touches
-floating point at run time: at prepare time ``QuantizeMultiplier`` writes ``M`` as a Q31 integer
-``m`` in ``[2^30, 2^31)`` and a power-of-two ``shift`` (``M ~= m * 2^(shift - 31)``); at run time
-``MultiplyByQuantizedMultiplier`` applies them with two integer roundings (gemmlowp's
-``SaturatingRoundingDoublingHighMul`` then ``RoundingDivideByPOT``), or with one when TFLite is
-built with ``TFLITE_SINGLE_ROUNDING``. Emulating that in float would disagree on ties and on the
-last bit of ``m``, which is exactly what a user comparing against a device sees, so everything
-here is integer arithmetic in int64 numpy arrays.
+``M = s_in * s_w / s_out`` (almost always < 1) and rounded back to int8. Three rules are in use
+(:data:`REQUANT_RULES`); which one a device runs decides a code on a few outputs in 10^3:
 
-Which build a device runs matters: the two differ by one code on a few outputs in 10^4 (ties
-of the first rounding). The double rounding is TFLite's source default, gemmlowp's, and ARM
-NEON's ``VQRDMULH`` + rounding shift; the LiteRT pip wheel (ai-edge-litert 2.3.0, x86-64) was
-measured to use the single rounding, in its reference kernels and its XNNPACK path alike
-(tests/core/test_matmul.py runs it when installed). Hence the ``single_rounding`` switch.
+* ``"single"`` -- LiteRT 2.3's reference kernels (``BUILTIN_REF``): at prepare time
+  ``QuantizeMultiplier`` writes ``M`` as a Q31 integer ``m`` in ``[2^30, 2^31)`` and a shift
+  (``M ~= m * 2^(shift - 31)``); at run time ``MultiplyByQuantizedMultiplier`` rounds
+  ``x * m * 2^(shift - 31)`` once, exactly, with ties away from zero (measured on constructed
+  exact ties: -2.5 gives -3, where the ``+ 2^(total - 1) >> total`` of TFLite's
+  ``TFLITE_SINGLE_ROUNDING`` source text gives -2; that half-up variant is
+  ``single_rounding=True`` of :func:`multiply_by_quantized_multiplier`);
+* ``"double"`` -- gemmlowp's ``SaturatingRoundingDoublingHighMul`` then
+  ``RoundingDivideByPOT`` (TFLite's source default before single rounding, TFLite Micro, ARM
+  NEON's ``VQRDMULH`` + rounding shift): two integer roundings, one code off the single
+  rounding on ~0.2% of real outputs;
+* ``"fp32"`` -- XNNPACK, which LiteRT's default interpreter delegates to: no Q31 multiplier at
+  all, ``rint(float32(acc) * float32(float32(s_in * s_w) / s_out))`` half to even, then
+  ``+ zp_out`` and the clamp.
+
+LiteRT's optimized builtin kernels (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``) match none of the
+three on ties (nor on some values 0.0005 from one) and are not reproduced. Fixed-point rules are
+integer arithmetic in int64 numpy arrays; emulating them in float would disagree on ties and on
+the last bit of ``m``. tests/core/test_matmul.py compares every rule with the LiteRT interpreter
+on a FULLY_CONNECTED model built in the test, on random operands and constructed ties.
 
 Sources (tensorflow/lite/kernels/internal/quantization_util.cc, common.cc; gemmlowp
-fixedpoint/fixedpoint.h) were read, not paraphrased; the tests re-derive each rule with Python
-ints from the C++ text.
+fixedpoint/fixedpoint.h; XNNPACK src/qs8-gemm fp32 requantization) were read, not paraphrased;
+the tests re-derive each rule with Python ints from the C++ text.
 """
 
 from __future__ import annotations
@@ -35,11 +45,20 @@ INT32_MAX = 2**31 - 1
 MIN_SHIFT = -31
 MAX_SHIFT = 30
 
+#: Requantization rule -> where it runs (see the module docstring).
+REQUANT_RULES = {
+    "single": "LiteRT 2.3 reference kernels: one rounding, ties away from zero",
+    "double": "gemmlowp / TFLite source default: SRDHM, then RoundingDivideByPOT",
+    "fp32": "XNNPACK (LiteRT's default interpreter): rint(f32(acc) · f32(f32(sa·sw)/so))",
+}
+
 __all__ = [
     "INT32_MAX",
     "INT32_MIN",
+    "REQUANT_RULES",
     "multiply_by_quantized_multiplier",
     "quantize_multiplier",
+    "requantize_fp32",
     "rounding_divide_by_pot",
     "saturating_rounding_doubling_high_mul",
     "wrap_int32",
@@ -180,6 +199,7 @@ def multiply_by_quantized_multiplier(
     shift: int | np.ndarray,
     *,
     single_rounding: bool = False,
+    ties: str = "up",
     return_shift_overflows: bool = False,
 ) -> np.ndarray | tuple[np.ndarray, int]:
     """TFLite's ``MultiplyByQuantizedMultiplier(int32 x, int32 m, int shift)``, vectorized.
@@ -197,6 +217,10 @@ def multiply_by_quantized_multiplier(
         with ``left = max(shift, 0)``, ``right = max(-shift, 0)``; the left shift wraps in int32
         as the C++ does. ``True`` (``TFLITE_SINGLE_ROUNDING``): ``(x*m + 2^(30-shift)) >>
         (31-shift)`` in int64, cast (wrapping) to int32.
+    ties : {"up", "away"}
+        With ``single_rounding``: ``"up"`` is the ``+ 2^(total - 1)`` of the
+        ``TFLITE_SINGLE_ROUNDING`` source, ``"away"`` rounds exact ties away from zero, as
+        LiteRT 2.3's reference kernels were measured to (the two differ on exact ties only).
     return_shift_overflows : bool
         Also return how many ``x << left`` wrapped (the result is then garbage on a device too,
         which is worth showing rather than hiding).
@@ -216,9 +240,17 @@ def multiply_by_quantized_multiplier(
             f"shift must lie in [{MIN_SHIFT}, {MAX_SHIFT}] (the shifts TFLite can execute), got "
             f"range [{int(s.min())}, {int(s.max())}]; a real multiplier >= 2^30 has no int32 form"
         )
+    if ties not in ("up", "away"):
+        raise EngineValueError(f"ties must be 'up' or 'away', got {ties!r}")
     if single_rounding:
         total = 31 - s
-        result = wrap_int32((x * m + (np.int64(1) << (total - 1))) >> total)
+        half = np.int64(1) << (total - 1)
+        if ties == "up":
+            scaled = (x * m + half) >> total
+        else:  # |x * m| < 2^62: the magnitude is exact in int64
+            product = x * m
+            scaled = np.sign(product) * ((np.abs(product) + half) >> total)
+        result = wrap_int32(scaled)
         return (result, 0) if return_shift_overflows else result
     wraps = 0
     if s.size and s.max() > 0:  # rare: multipliers >= 1 shift left first, wrapping in int32
@@ -227,3 +259,13 @@ def multiply_by_quantized_multiplier(
         wraps = int(np.count_nonzero(shifted != x))
     result = _rdbpot(_srdhm(x, m), np.maximum(-s, 0)).astype(np.int32)
     return (result, wraps) if return_shift_overflows else result
+
+
+def requantize_fp32(acc: np.ndarray, multiplier_f32: np.ndarray) -> np.ndarray:
+    """XNNPACK's float32 requantization before the zero point: ``rint(float32(acc) *
+    multiplier_f32)`` as int64 (half to even; ``float32(acc)`` itself rounds to nearest even
+    above 2^24, as the C conversion does)."""
+    x = _as_int_array(acc, "acc")
+    _check_int32_values(x, "acc")
+    product = x.astype(np.float32) * np.asarray(multiplier_f32, np.float32)
+    return np.rint(product).astype(np.int64)

@@ -124,7 +124,7 @@ class LabRequest:
     out_scheme: tuple | None = _frozen(dict(DEFAULT_OUTPUT_SCHEME))
     alpha: float | None = None
     threshold: float | None = None
-    single_rounding: bool = False
+    requantization: str = "single"
 
     @staticmethod
     def freeze(scheme: dict | None) -> tuple | None:
@@ -137,7 +137,7 @@ class LabRequest:
             "a_scheme": dict(self.a_scheme), "w_scheme": dict(self.w_scheme),
             "out_scheme": None if self.out_scheme is None else dict(self.out_scheme),
             "alpha": self.alpha, "threshold": self.threshold,
-            "single_rounding": self.single_rounding,
+            "requantization": self.requantization,
         }
 
 
@@ -252,7 +252,7 @@ class LabCache:
         result = quantized_matmul(a, w, float_reference=ref, **kwargs)
         plain_kwargs = dict(kwargs, alpha=None, threshold=None)
         plain_key = (req.a, req.w, req.a_scheme, req.w_scheme, req.out_scheme,
-                     req.single_rounding)
+                     req.requantization)
         if req.alpha is None and req.threshold is None:
             plain = self._get(self.plains, plain_key, lambda: result)
         else:

@@ -1,8 +1,8 @@
 """The integer matmul lab: int8 A × int8 W → int32 → int8, and what outlier fixes buy.
 
 Pick A (activations) and W (weights) -- the bundled MiniLM layer-0 pair by default, a
-generator, or a file --, each side's scheme, the output and the requantization rounding
-(TFLite's reference double rounding or the LiteRT runtime's single rounding), then drag
+generator, or a file --, each side's scheme, the output and the requantization (LiteRT's
+reference single rounding, XNNPACK's float32 path or gemmlowp's double rounding), then drag
 SmoothQuant's α and LLM.int8()'s threshold. Every control change becomes one immutable
 :class:`~quantscope.state.matmul_lab.LabRequest`, coalesced over 40 ms and run in the view's
 one :class:`~quantscope.gui.views._jobs.LatestJob` (generation stamps; stale results dropped).
@@ -350,7 +350,7 @@ class MatmulView(QWidget):
         rep = res.int8
         return {
             "a": req.a.label(), "w": req.w.label(), "alpha": req.alpha,
-            "threshold": req.threshold, "single_rounding": req.single_rounding,
+            "threshold": req.threshold, "requantization": req.requantization,
             "sqnr_db": res.vs_float.sqnr_db, "plain_sqnr_db": self.outcome.plain.vs_float.sqnr_db,
             "mse": res.vs_float.mse, "max_abs_error": res.vs_float.max_abs_error,
             "accumulator_min": rep.accumulator_min, "accumulator_max": rep.accumulator_max,

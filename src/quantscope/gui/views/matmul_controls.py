@@ -3,8 +3,8 @@
 Reading the controls gives one immutable :class:`~quantscope.state.matmul_lab.LabRequest`
 (:meth:`LabControls.request`); every change emits ``changed`` and the view debounces it. The
 defaults are the engine's (:mod:`quantscope.core.outliers` ``DEFAULT_*_SCHEME``: TFLite's
-asymmetric per-tensor activations, symmetric per-channel weights, half-away rounding, double
-rounding requantization), so the first numbers equal ``quantized_matmul(A, W)``'s.
+asymmetric per-tensor activations, symmetric per-channel weights, half-away rounding, LiteRT's
+single rounding requantization), so the first numbers equal ``quantized_matmul(A, W)``'s.
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ ROUNDINGS = (("half away from 0 (TFLite)", "half_away"), ("half to even", "half_
 OUTPUTS = (("int8 asymmetric", {"symmetric": False, "rounding": "half_away"}),
            ("int8 symmetric", {"symmetric": True, "rounding": "half_away"}),
            ("float (no requantization)", None))
-#: The colleague's finding: TFLite's reference source and gemmlowp round twice, the LiteRT
-#: wheel's kernels once (TFLITE_SINGLE_ROUNDING).
-REQUANT = (("TFLite reference (double rounding)", False),
-           ("LiteRT runtime (single rounding)", True))
+#: Requantization rules (core/requant.py), the engine's default first.
+REQUANT = (("LiteRT reference (single rounding)", "single"),
+           ("LiteRT default / XNNPACK (float32)", "fp32"),
+           ("gemmlowp (double rounding)", "double"))
 
 
 def _combo(items) -> QComboBox:
@@ -197,7 +197,7 @@ class LabControls(QWidget):
             out_scheme=LabRequest.freeze(self.out.currentData()),
             alpha=float(self.alpha.value()) if self.smooth_on.isChecked() else None,
             threshold=float(self.threshold.value()) if self.split_on.isChecked() else None,
-            single_rounding=bool(self.requant.currentData()),
+            requantization=self.requant.currentData(),
         )
 
     def open_dialog(self, side: str) -> None:
