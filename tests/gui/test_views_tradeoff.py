@@ -145,3 +145,21 @@ def test_narrow_tab_shows_one_scheme_at_a_time(view, qtbot):
     assert view.widgets["asymmetric"].isVisible() and not view.widgets["symmetric"].isVisible()
     assert view.summary.text().startswith("<b>asymmetric</b>")
     assert "<b>symmetric</b>" not in view.summary.text()
+
+
+@pytest.mark.parametrize("scheme", ["symmetric", "asymmetric"])
+def test_best_marks_the_mse_optimum_the_panes_use(view, state, scheme):
+    """"best" is method="mse"'s optimum (what the panes show with that method), never worse
+    than any point of the curve."""
+    sweep = view.plots[scheme].sweep
+    sym = scheme == "symmetric"
+    state.update_settings(method="mse")
+    state.compute()
+    pane = state.results[f"{scheme}/tensor"]
+    assert sweep.optimum is not None
+    np.testing.assert_array_equal(sweep.optimum.scale, pane.params.scale)
+    np.testing.assert_array_equal(sweep.optimum.zero_point, pane.params.zero_point)
+    assert sweep.best_mse == pytest.approx(analyze(state.tensor, pane.params).mse, rel=1e-9)
+    assert sweep.best_mse <= sweep.mse.min() * (1 + 1e-9)
+    assert view.plots[scheme].best_line.value() == pytest.approx(sweep.best_threshold)
+    assert sym == sweep.optimum.symmetric

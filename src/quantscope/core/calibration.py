@@ -6,9 +6,11 @@ entropy (KL-divergence) calibration as NVIDIA implements it.
 * ``"percentile"`` (``percentile=99.99``): symmetric schemes take that percentile of ``|x|``;
   asymmetric ones cut ``(100 − p)/2`` % from each tail. Exact order statistics of the sorted
   data (numpy's linear interpolation), not a histogram estimate;
-* ``"mse"``: the window with the smallest exact total squared error (rounding + clipping),
-  searched with exact evaluations (:func:`quantscope.core.sweep.mse_optimal_windows`); never
-  worse than min/max, which is one of the candidates;
+* ``"mse"``: the scale and zero point with the smallest exact total squared error (rounding
+  + clipping) over the whole (scale, zero point) space of the code range -- windows may reach
+  past the data's minimum or maximum, and the zero point is searched exactly for each scale
+  (:func:`quantscope.core.sweep.mse_optimal_params`, which says the search space); never worse
+  than min/max, which is one of the candidates;
 * ``"entropy"``: ModelOpt's ``HistogramCalibrator`` entropy method (TensorRT's KL calibration):
   2048-bin histogram of ``|x|``, ``2^(bits-1)`` quantized bins, candidates from bin 128, the
   *last* argmin of the divergence, ``amax`` = the left edge of the chosen bin. Per tensor and
@@ -86,12 +88,12 @@ def method_range(xf: np.ndarray, *, method: str, symmetric: bool, axis: int | No
 
         _check_options(method, options, ())
         rows = prepare_once().layout(axis, group_size)
-        if codes is not None:
-            signed = codes[0] < 0
-            narrow_range = codes[0] == -(1 << (bits - 1)) + 1
+        # presets turn a symmetric window into a scale by their own (qmax - qmin) / 2
+        half = None if codes is None else (codes[1] - codes[0]) / 2
         lo, hi = mse_optimal_windows(rows, symmetric=symmetric, bits=bits,
                                      narrow_range=narrow_range, signed=signed,
-                                     rounding=rounding, arithmetic=arithmetic)
+                                     rounding=rounding, arithmetic=arithmetic, codes=codes,
+                                     half_steps=half)
         return lo.reshape(shape), hi.reshape(shape)
     _check_options(method, options, ("num_bins", "start_bin"))
     if not symmetric or axis is not None:

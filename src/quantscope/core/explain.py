@@ -193,7 +193,13 @@ def window_for_threshold(t: float, x_min: float, x_max: float) -> tuple[float, f
 class ClipSweep:
     """Error split against the clip threshold for one scheme (see :func:`clip_sweep_curve`).
 
-    ``best`` indexes the threshold with the least total MSE.
+    ``best`` indexes the threshold with the least total MSE on the curve. ``optimum``, when
+    given, is the MSE-optimal scale and zero point (``method="mse"``, the optimum over the
+    whole (scale, zero point) space) and ``optimum_report`` its report: the ``best_*``
+    properties then describe it, so "best" is the same optimum the panes show for
+    ``method="mse"``. An asymmetric optimum need not lie on the curve (the curve moves both
+    window ends together, the optimum places them freely): it is drawn at the larger of its
+    window ends, with its own MSE, at or below the curve.
     """
 
     symmetric: bool
@@ -205,10 +211,31 @@ class ClipSweep:
     best: int
     x_min: float
     x_max: float
+    optimum: QuantParams | None = None
+    optimum_report: QuantReport | None = None
 
     @property
     def best_threshold(self) -> float:
-        return float(self.thresholds[self.best])
+        if self.optimum is None:
+            return float(self.thresholds[self.best])
+        p = self.optimum
+        s, z = float(p.scale), int(p.zero_point)
+        if p.symmetric:  # the threshold whose window the range rules turn into this scale
+            return s * ((1 << (p.bits - 1)) - 1)
+        return max(abs(s * (p.qmin - z)), abs(s * (p.qmax - z)))
+
+    @property
+    def best_mse(self) -> float:
+        """Total MSE at the best point (the optimum's when known)."""
+        if self.optimum_report is None:
+            return float(self.mse[self.best])
+        return float(self.optimum_report.mse)
+
+    @property
+    def best_sqnr_db(self) -> float:
+        if self.optimum_report is None:
+            return float(self.sqnr_db[self.best])
+        return float(self.optimum_report.sqnr_db)
 
     def mse_decades(self) -> list[int]:
         """Powers of ten spanning the positive MSE values (ticks for a log axis)."""
@@ -248,6 +275,7 @@ def clip_sweep_curve(
     refine: int = 24,
     should_stop=None,
     progress=None,
+    optimum: QuantParams | None = None,
 ) -> ClipSweep:
     """Exact rounding / clipping / total MSE and SQNR at ``points`` clip thresholds.
 
@@ -258,6 +286,8 @@ def clip_sweep_curve(
     ``refine`` more points around the grid's best narrow the optimum to a tenth of a step.
     ``should_stop()`` is polled between points (raise :class:`SweepCancelled` when true) and
     ``progress(fraction)`` told how far the grid is, so a caller can abandon or show long work.
+    ``optimum`` (``choose_qparams(..., method="mse")`` under the same rules) becomes the
+    sweep's "best" (see :class:`ClipSweep`).
     """
     from quantscope.core.qparams import params_from_range
 
@@ -299,7 +329,8 @@ def clip_sweep_curve(
         rounding_mse=np.array([r.rounding_mse for r in reports]),
         clipping_mse=np.array([r.clipping_mse for r in reports]), mse=mse,
         sqnr_db=np.array([r.sqnr_db for r in reports], np.float64),
-        best=int(np.argmin(mse)), x_min=float(x_min), x_max=float(x_max),
+        best=int(np.argmin(mse)), x_min=float(x_min), x_max=float(x_max), optimum=optimum,
+        optimum_report=None if optimum is None else analyze_params(optimum),
     )
 
 

@@ -259,14 +259,16 @@ def _codes(x: np.ndarray, s: np.ndarray, z: np.ndarray, rule: tuple, inv=None) -
 
 
 def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
-             *, want_counts: bool = True, inv_scale=None) -> EvalStats:
+             *, want_counts: bool = True, inv_scale=None, redo_loose: bool = True) -> EvalStats:
     """Exact statistics of quantizing row ``row[e]`` with ``scale[e]``, ``zero_point[e]``.
 
     ``rule`` is ``(qmin, qmax, rounding, arithmetic)``. Matches the direct pass on the same
     elements: identical counts, clip counts and maximum error, sums within :data:`REL_TOL`.
     With ``want_counts=False`` (sweeps, searches) the code counts are left out (``counts``
     None). The work is done by :func:`quantscope.core.sorted_kernel.evaluate_rows`; the
-    evaluations whose error bound is too loose (nearly exact data) are redone element by element.
+    evaluations whose error bound is too loose (nearly exact data) are redone element by element
+    unless ``redo_loose`` is False (searches, which only rank candidates: each sum is then
+    still within its bound, a few 1e-10 of the signal, and the winner is evaluated again).
     """
     from quantscope.core.sorted_kernel import ARITHMETIC_CODES, evaluate_rows
 
@@ -304,7 +306,7 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
         return _evaluate_elementwise(rows, row, s, z, rule, want_counts, inv)
     round_err, clip_err = out_f[:, 0], out_f[:, 1]
     shaky = (out_f[:, 2] > REL_TOL * round_err) | (out_f[:, 3] > REL_TOL * clip_err)
-    if shaky.any():
+    if redo_loose and shaky.any():
         redo = np.flatnonzero(shaky)
         exact = _evaluate_elementwise(rows, row[redo], s[redo], z[redo], rule, False,
                                       None if inv is None else inv[redo])

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from quantscope.core import choose_qparams
 from quantscope.core.captions import finite_range, fmt_db, fmt_value
 from quantscope.core.explain import ClipSweep, clip_sweep_curve, clip_threshold
 from quantscope.gui.style import reserve_lines, summary_label
@@ -165,7 +166,7 @@ class _SchemePlot:
         self.total.setData(t, _positive(sweep.mse))
         finite = np.where(np.isfinite(sweep.sqnr_db), sweep.sqnr_db, np.nan)
         self.sqnr.setData(t, finite)
-        best_t, best_mse = sweep.best_threshold, float(sweep.mse[sweep.best])
+        best_t, best_mse = sweep.best_threshold, sweep.best_mse
         self.best_line.setValue(best_t)
         self.best_dot.setData(*_finite_points([best_t], _positive(np.array([best_mse]))))
         self.best_line.setToolTip(f"least total MSE at |x| = {fmt_value(best_t)}")
@@ -304,12 +305,18 @@ class TradeoffView(QWidget):
             lo, hi = (ov.min, ov.max) if ov is not None else finite_range(x)
             sweeps = {}
             for k, (name, sym) in enumerate(SCHEMES):
+                # "best" is the MSE optimum the panes show for method="mse" (needs the
+                # prepared statistics; without them the curve's own least point)
+                optimum = None if prepared is None else choose_qparams(
+                    x, symmetric=sym, bits=settings.bits, narrow_range=settings.narrow_range,
+                    rounding=settings.rounding, method="mse", prepared=prepared)
                 sweeps[name] = clip_sweep_curve(
                     lambda p: analyze_with(x, prepared, p), x_min=lo, x_max=hi, symmetric=sym,
                     bits=settings.bits, narrow_range=settings.narrow_range,
                     rounding=settings.rounding, points=points, should_stop=yield_and_check,
                     refine=24 if prepared is not None else 6,
-                    progress=lambda f, k=k: job.report_progress((k + f) / len(SCHEMES)))
+                    progress=lambda f, k=k: job.report_progress((k + f) / len(SCHEMES)),
+                    optimum=optimum)
             return key, sweeps
 
         self.summary.setText("computing the sweep…")
@@ -391,7 +398,7 @@ class TradeoffView(QWidget):
                              f"{fmt_db(rep.sqnr_db, 2)}")
             if sweep is not None:
                 parts.append(f"best |x| ≈ {fmt_value(sweep.best_threshold)} gives "
-                             f"{fmt_db(sweep.sqnr_db[sweep.best])}")
+                             f"{fmt_db(sweep.best_sqnr_db)}")
             if parts:
                 lines.append(f"<b>{name}</b>: " + "; ".join(parts))
         text = "<br>".join(lines) + "<br>Drag the orange line to clip; the dot marks the best."
