@@ -54,12 +54,16 @@ def quantize_range(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out)
             return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 0, True, out)
         if arithmetic == 1:
             return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 1, True, out)
-        return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 2, True, out)
+        if arithmetic == 2:
+            return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 2, True, out)
+        return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 3, True, out)
     if arithmetic == 0:
         return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 0, False, out)
     if arithmetic == 1:
         return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 1, False, out)
-    return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 2, False, out)
+    if arithmetic == 2:
+        return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 2, False, out)
+    return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 3, False, out)
 
 
 @_jit
@@ -141,8 +145,11 @@ def analyze_range(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, hist,
         elif arithmetic == 1:
             _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, 1, True,
                           codes, rs, cs, xs, sq, hist, out_f, out_i)
-        else:
+        elif arithmetic == 2:
             _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, 2, True,
+                          codes, rs, cs, xs, sq, hist, out_f, out_i)
+        else:
+            _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, 3, True,
                           codes, rs, cs, xs, sq, hist, out_f, out_i)
     elif arithmetic == 0:
         _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, 0, False,
@@ -150,8 +157,11 @@ def analyze_range(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, hist,
     elif arithmetic == 1:
         _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, 1, False,
                       codes, rs, cs, xs, sq, hist, out_f, out_i)
-    else:
+    elif arithmetic == 2:
         _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, 2, False,
+                      codes, rs, cs, xs, sq, hist, out_f, out_i)
+    else:
+        _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, 3, False,
                       codes, rs, cs, xs, sq, hist, out_f, out_i)
 
 
