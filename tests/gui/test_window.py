@@ -1,6 +1,6 @@
 """The explorer window, offscreen: first numbers equal ``quantscope report``'s, every control
 changes every pane to exactly the engine's numbers, bad input leaves a readable message and the
-previous tensor, files open through the picker and by drag-and-drop."""
+previous tensor, files open (checkpoints in the model view) and by drag-and-drop."""
 
 from __future__ import annotations
 
@@ -218,7 +218,7 @@ def test_bad_files_leave_a_message_and_the_previous_tensor(outlier_window, qtbot
     assert not win.progress_box.isVisible()
 
 
-def test_multi_tensor_files_open_through_a_non_modal_picker(make_window, wait_results, tmp_path):
+def test_multi_tensor_files_open_the_model_view(make_window, qtbot, wait_results, tmp_path):
     arrays = {"encoder.weight": generate("weights", (32, 64), seed=1),
               "encoder.bias": generate("normal", (32,), seed=2),
               "decoder.weight": generate("laplace", (16, 8), seed=3)}
@@ -226,15 +226,17 @@ def test_multi_tensor_files_open_through_a_non_modal_picker(make_window, wait_re
     np.savez(path, **arrays)
     win = make_window()
     win.open_path(path)
-    picker = win.picker
-    assert picker is not None and picker.isVisible() and not picker.isModal()
-    assert sorted(picker.visible_names()) == sorted(arrays)
-    picker.filter.setText("weight")
-    assert sorted(picker.visible_names()) == ["decoder.weight", "encoder.weight"]
-    shapes = {picker.table.item(r, 0).text(): picker.table.item(r, 1).text()
-              for r in range(picker.table.rowCount())}
+    view = win.model_view
+    assert win.model_active() and win.picker is None
+    qtbot.waitUntil(view.is_complete, timeout=30_000)
+    names = [view.model.data(view.model.index(i, 0)) for i in range(view.model.rowCount())]
+    assert sorted(names) == sorted(arrays)
+    view.filter.setText("weight")
+    assert view.model.rowCount() == 2
+    shapes = {view.model.row_at(i).name: view.model.data(view.model.index(i, 1))
+              for i in range(view.model.rowCount())}
     assert shapes["encoder.weight"] == "32x64"
-    picker.choose("decoder.weight")
+    view.tensor_chosen.emit(next(r for r in view.rows if r.name == "decoder.weight"))
     wait_results(win)
     np.testing.assert_array_equal(win.state.tensor, arrays["decoder.weight"])
     assert win.state.source.tensor == "decoder.weight"

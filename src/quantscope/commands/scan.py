@@ -16,9 +16,6 @@ the others scanned: the exit status is 1 then, 2 when nothing at all could be re
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
 import math
 import sys
 import threading
@@ -29,10 +26,6 @@ from quantscope.commands.source import add_file_or_sample, resolve_file_or_sampl
 from quantscope.core import code_range
 from quantscope.errors import QuantscopeError, UserError
 from quantscope.io.tensor_info import format_bytes, printable
-
-COLUMNS = ("name", "shape", "dtype", "params", "per_tensor_sqnr_db", "per_channel_sqnr_db",
-           "gain_db", "clipped_percent", "max_abs", "outlier_channels", "channels",
-           "suggested", "n_nonfinite", "file", "status", "reason")
 
 
 def add_parser(subparsers) -> None:
@@ -139,78 +132,6 @@ def _db(value: float | None) -> str:
     return f"{value:.2f}"
 
 
-def _json_number(value: float | None) -> float | str | None:
-    """JSON has no infinity: exact quantizations are reported as the string ``"inf"``."""
-    if value is None or math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-
-
-def row_record(row, rank_: int | None = None, sharded: bool = False) -> dict:
-    """One row as the JSON/CSV record (also what the window exports)."""
-    f, info = row.figures, row.info
-    record = {
-        "name": row.name,
-        "shape": list(info.shape) if info else None,
-        "dtype": info.dtype if info else None,
-        "file_dtype": info.file_dtype if info else None,
-        "params": row.params,
-        "layer": row.layer,
-        "kind": row.kind,
-        "status": row.status,
-    }
-    if rank_ is not None:
-        record = {"rank": rank_, **record}
-    if f is not None:
-        record.update({
-            "per_tensor_sqnr_db": _json_number(f.per_tensor_db),
-            "per_channel_sqnr_db": _json_number(f.per_channel_db),
-            "gap_db": _json_number(f.gain_db),
-            "clipped_percent": 100 * f.clipped_fraction,
-            "max_abs": f.max_abs,
-            "outlier_channels": f.outlier_channels,
-            "channels": f.channels,
-            "suggested": f.suggested,
-            "n_nonfinite": f.n_nonfinite,
-        })
-    else:
-        record["reason"] = row.reason
-    if sharded:
-        record["file"] = row.file
-    return record
-
-
-def to_json(label: str, rows, shown, settings, sharded: bool) -> str:
-    """The machine-readable report (valid JSON: infinities become strings)."""
-    analysed = [r for r in rows if r.figures is not None]
-    doc = {
-        "source": label,
-        "scheme": {"bits": settings.bits, "symmetric": True, "method": settings.method,
-                   "preset": settings.runtime, "per_channel_axis": settings.axis},
-        "count": len(analysed),
-        "parameters": sum(r.params for r in analysed),
-        "tensors": [row_record(r, i, sharded) for i, r in enumerate(shown, 1)],
-        "skipped": [{"name": r.name, "dtype": r.info.dtype if r.info else None,
-                     "reason": r.reason} for r in rows if r.status == "skipped"],
-        "errors": [{"name": r.name, "file": r.file, "reason": r.reason}
-                   for r in rows if r.status == "error"],
-    }
-    return json.dumps(doc, indent=2, allow_nan=False)
-
-
-def to_csv(rows) -> str:
-    """Every row (analysed ones ranked first, then the others), one CSV line each."""
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        rec = row_record(r, sharded=True)
-        rec["shape"] = "x".join(map(str, rec["shape"])) if rec["shape"] else ""
-        rec["gain_db"] = rec.get("gap_db")
-        writer.writerow(rec)
-    return buf.getvalue()
-
-
 def format_table(label: str, rows, shown, settings, seconds: float, sharded: bool) -> str:
     """The plain-text report: one line per tensor, worst first, then what was left out."""
     analysed = [r for r in rows if r.figures is not None]
@@ -254,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
     """Scan, print the ranking (table, JSON or CSV on stdout, progress on stderr)."""
     from quantscope.io.checkpoint import list_checkpoint
     from quantscope.state import Settings
+    from quantscope.state.model_records import to_csv, to_json
     from quantscope.state.model_scan import PENDING, ModelScan, model_rows
 
     if args.top is not None and args.top < 1:

@@ -195,6 +195,9 @@ class FusedPass:
             self.col_clip = np.zeros((c, 2), np.int64)
             self.col_scale: np.ndarray | None = None
         self.tensor_out = np.zeros(3)  # per-tensor error, below, above (second pass)
+        # float partial sums by chunk, so the totals do not depend on which thread ran first
+        self._sig_parts: list[np.ndarray | None] = [None] * len(self.chunks)
+        self._err_parts: list[tuple | None] = [None] * len(self.chunks)
         self.tensor_scale: np.float32 | None = None
 
     @property
@@ -232,9 +235,20 @@ class FusedPass:
         with self._lock:
             self.hist += hist
             np.maximum(self.col_abits, abits, out=self.col_abits)
-            self.col_sig += sig
+            self._sig_parts[i] = sig
             self.col_n += n
             self.col_big += big
+
+    def _add_parts(self) -> None:
+        """The columns' float sums, chunk by chunk in order."""
+        self.col_sig[:] = 0.0
+        self.col_err[:] = 0.0
+        for part in self._sig_parts:
+            if part is not None:
+                self.col_sig += part
+        for part in self._err_parts:
+            if part is not None and part[1] is not None:
+                self.col_err += part[1]
 
     def _amax(self) -> np.ndarray:
         """Each channel's (or the tensor's one row's) finite max |x|, 0 when empty."""
@@ -269,10 +283,10 @@ class FusedPass:
                       self.col_scale if per_col else np.ones(1, np.float32), per_col,
                       self.tensor_scale, not self.want_hist, self.qmin, self.qmax,
                       self.half_away, err, clip, out, *_scratch(c))
-        with self._lock:
-            self.tensor_out += out
+        with self._lock:  # float sums are kept per chunk, added in chunk order at the end
+            self.tensor_out[1:] += out[1:]
+            self._err_parts[i] = (out[0], err if per_col else None)
             if per_col:
-                self.col_err += err
                 self.col_clip += clip
 
     def result(self) -> TensorFigures:
@@ -289,8 +303,11 @@ class FusedPass:
                     raise EngineValueError("internal error: a channel scale of the fused pass "
                                            "differs from params_from_range")
         else:
+            self._add_parts()
             sig_u, n_u, err_u, big_u = self.col_sig, self.col_n, self.col_err, self.col_big
         s = self.tensor_scale
+        if not self.want_hist:
+            self.tensor_out[0] = sum(p[0] for p in self._err_parts if p is not None)
         if self.want_hist:
             t_err, below, above = fk.histogram_error(self.table, self.hist, s, self.qmin,
                                                      self.qmax, self.half_away)

@@ -162,7 +162,7 @@ def _render_once(app, window, args: argparse.Namespace) -> int:
         loop.quit()
 
     def poll() -> None:  # the panes signal results_shown; views are polled (is_ready)
-        if window.all_shown() and window.views_ready():
+        if window.ready_to_render():
             loop.quit()
 
     window.error_shown.connect(on_error)
@@ -173,14 +173,14 @@ def _render_once(app, window, args: argparse.Namespace) -> int:
     ticker = QTimer()
     ticker.timeout.connect(poll)
     ticker.start(50)
-    if not (window.all_shown() and window.views_ready()):
+    if not window.ready_to_render():
         loop.exec()
     ticker.stop()
     timer.stop()
     if errors:
         print(f"quantscope: error: {errors[0]}", file=sys.stderr)
         return 2
-    if not window.all_shown():
+    if not window.ready_to_render():
         print(f"quantscope: error: the panes had no results after {SCREENSHOT_TIMEOUT_S} s",
               file=sys.stderr)
         return 2

@@ -23,7 +23,8 @@ from quantscope.state import (
     working_tensor,
 )
 
-FILE_FILTER = "Tensor files (*.npy *.npz *.safetensors);;All files (*)"
+FILE_FILTER = ("Tensor files and checkpoints (*.npy *.npz *.safetensors *.index.json);;"
+               "All files (*)")
 
 
 class Loading:
@@ -32,10 +33,16 @@ class Loading:
     def load(self, source: Source, *, pick: bool = True) -> None:
         """Build or read ``source`` in the worker; the tensor changes when it is ready.
 
-        A file or sample holding several tensors, with none named, opens the (non-modal)
-        picker first when ``pick`` is true; otherwise the loader's error lists the names.
+        A checkpoint -- a folder, an index, a file holding several tensors -- with no tensor
+        named opens the model view; a sample holding several opens the (non-modal) picker
+        when ``pick`` is true, otherwise the loader's error lists the names.
         """
-        if pick and source.kind in ("file", "sample") and source.tensor is None:
+        if source.kind == "file" and source.tensor is None and (
+                Path(source.name).is_dir() or source.name.endswith(".index.json")):
+            self.open_model(source.name)  # a checkpoint folder or index: the model view
+            return
+        if (pick or source.kind == "file") and source.kind in ("file", "sample") \
+                and source.tensor is None:
             from quantscope.io import list_tensors
             from quantscope.io.samples import sample_path
 
@@ -43,9 +50,14 @@ class Loading:
                 path = source.name if source.kind == "file" else sample_path(source.name)
                 infos = list_tensors(path)
             except QuantscopeError as exc:
-                self.show_error(str(exc))
+                if source.kind != "file":
+                    self.show_error(str(exc))
+                    return
+                infos = []  # the load below reports it, from the worker like any load error
+            if len(infos) > 1 and source.kind == "file":
+                self.open_model(path)  # several tensors: the model view lists them all
                 return
-            if len(infos) > 1:
+            if len(infos) > 1 and pick:
                 self._show_picker(source, infos)
                 return
         self.load_from(source, lambda: load_source(source))

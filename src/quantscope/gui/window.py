@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from quantscope.gui.loading import Loading
+from quantscope.gui.model_mode import ModelMode
 from quantscope.gui.numbers import metrics_entry
 from quantscope.gui.picker import TensorPicker
 from quantscope.gui.style import STYLE, base_font, light_palette
@@ -42,7 +43,7 @@ STALE_MS = 200
 PANES_PER_TURN = 2
 
 
-class MainWindow(WindowLayout, Loading, QMainWindow):
+class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
     """quantscope's main window over an :class:`ExplorerState` (see the module docstring).
 
     Attributes
@@ -95,6 +96,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
         self.worker.failed.connect(self._job_failed)
         self.worker.progress.connect(self._job_progress)
         self._build()
+        self._build_model_menu()
         st = self.state
         st.tensor_changed.connect(self._tensor_changed)
         st.settings_changed.connect(self._settings_changed)
@@ -368,7 +370,10 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
         return True
 
     def metrics(self) -> dict:
-        """The numbers every pane displays, keyed by pane (the ``--metrics`` JSON)."""
+        """The numbers every pane displays, keyed by pane (the ``--metrics`` JSON); the
+        model view's table while it is on screen."""
+        if self.model_active():
+            return self.model_view.metrics()
         st = self.state
         panes = {}
         for key, pane in self.panes.items():
@@ -400,5 +405,7 @@ class MainWindow(WindowLayout, Loading, QMainWindow):
         controller = getattr(self, "views_controller", None)  # the views' own jobs
         if controller is not None and hasattr(controller, "shutdown"):
             controller.shutdown()
+        if self.model_view is not None:
+            self.model_view.shutdown()
         self.worker.shutdown()
         gc.unfreeze()  # see _settle_heap

@@ -1,0 +1,117 @@
+"""The window's model mode: a checkpoint opens as a :class:`ModelView` in place of the panes.
+
+A mixin of :class:`quantscope.gui.window.MainWindow` (``self`` is the window). The view is
+built on first use and sits in the central area beside the panes' splitter; one of the two is
+shown. Clicking a tensor loads it into the four panes like any file (memory-mapped, one tensor
+in memory at a time) and shows a bar above them to go back; the model view keeps its place
+(sort, filter, scroll, selection) meanwhile. The window's settings flow into the view, which
+scans again in the background when they change.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPushButton, QWidget
+
+from quantscope.io.tensor_info import printable
+
+
+class ModelMode:
+    """Opening, showing and leaving the model view (see the module docstring)."""
+
+    model_view = None
+
+    def open_model(self, path: str | Path) -> None:
+        """List and scan the checkpoint at ``path``; show the model view."""
+        view = self._ensure_model_view()
+        view.open(path, self.state.settings)
+        self.model_back_label.setText(f"◀  Model view: {printable(Path(path).name)}")
+        self.show_model_view()
+
+    def model_active(self) -> bool:
+        """True while the model view is on screen (instead of the panes)."""
+        return self.model_view is not None and not self.model_view.isHidden()
+
+    def show_model_view(self) -> None:
+        if self.model_view is None:
+            self.model_action.setChecked(False)
+            return
+        self.splitter.hide()
+        self.model_back_bar.hide()
+        self.model_view.show()
+        self.model_action.setChecked(True)
+
+    def show_panes(self) -> None:
+        if self.model_view is None:
+            return
+        self.model_view.hide()
+        self.splitter.show()
+        self.model_back_bar.setVisible(self.model_view.path is not None)
+        self.model_action.setChecked(False)
+
+    def ready_to_render(self) -> bool:
+        """What ``--screenshot`` waits for: the model view complete, or every pane and view."""
+        if self.model_active():
+            return self.model_view.is_complete()
+        return self.all_shown() and self.views_ready()
+
+    def open_folder_dialog(self) -> None:
+        """File > Open checkpoint folder: a sharded checkpoint or a folder of .npy files."""
+        dialog = QFileDialog(self, "Open a checkpoint folder", str(Path.cwd()))
+        dialog.setOption(QFileDialog.Option.DontUseNativeDialog, True)
+        dialog.setFileMode(QFileDialog.FileMode.Directory)
+        dialog.setOption(QFileDialog.Option.ShowDirsOnly, True)
+        dialog.fileSelected.connect(self.open_model)
+        dialog.open()
+        self.folder_dialog = dialog
+
+    def _ensure_model_view(self):
+        if self.model_view is not None:
+            return self.model_view
+        from quantscope.gui.model_view import ModelView
+
+        view = self.model_view = ModelView()
+        view.hide()
+        view.tensor_chosen.connect(self._open_model_tensor)
+        view.failed.connect(self.show_error)
+        bar = self.model_back_bar = QWidget()
+        h = QHBoxLayout(bar)
+        h.setContentsMargins(0, 0, 0, 2)
+        back = QPushButton("◀  Back to the model view")
+        back.setObjectName("modelBack")
+        back.clicked.connect(self.show_model_view)
+        self.model_back_label = QLabel("")
+        self.model_back_label.setObjectName("hint")
+        h.addWidget(back)
+        h.addWidget(self.model_back_label, 1)
+        self.model_back_button = back
+        bar.hide()
+        outer = self.centralWidget().layout()
+        at = outer.indexOf(self.splitter)
+        outer.insertWidget(at, bar)
+        outer.insertWidget(at + 2, view, 1)
+        self.state.settings_changed.connect(lambda: view.set_settings(self.state.settings))
+        self.model_action.setEnabled(True)
+        return view
+
+    def _open_model_tensor(self, row) -> None:
+        from quantscope.state import Source
+
+        self.load(Source("file", row.path, tensor=row.name))
+        self.show_panes()
+
+    def _build_model_menu(self) -> None:
+        """File > Open checkpoint folder…, View > Model view (Ctrl+M)."""
+        menus = {a.text().replace("&", ""): a.menu() for a in self.menuBar().actions()
+                 if a.menu()}
+        file_menu = menus["File"]
+        folder = QAction("Open checkpoint &folder…", self, triggered=self.open_folder_dialog)
+        file_menu.insertAction(file_menu.actions()[1], folder)
+        self.model_action = QAction("&Model view", self, checkable=True,
+                                    shortcut=QKeySequence("Ctrl+M"))
+        self.model_action.setEnabled(False)  # until a checkpoint is open
+        self.model_action.triggered.connect(
+            lambda on: self.show_model_view() if on else self.show_panes())
+        self.view_menu.addAction(self.model_action)

@@ -1,0 +1,444 @@
+"""The model view: a whole checkpoint's int8 figures, a table and a per-layer chart.
+
+Opening a checkpoint lists it and scans it in one background job (a
+:class:`~quantscope.gui.views._jobs.LatestJob`, the views' mechanism: latest request wins,
+results delivered on the GUI thread); :class:`~quantscope.state.model_scan.ModelScan` runs
+inside it on every core. Finished rows and progress come back through queued signals stamped
+with the scan's generation, and the GUI thread applies them in batches (:data:`FLUSH_MS`), so
+a checkpoint of thousands of tensors never holds it up. Cancel stops the scan where it is;
+Resume scans what is left; new settings (the window's, shown above the table) scan again.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from quantscope.errors import QuantscopeError
+from quantscope.gui.model_chart import ModelChart
+from quantscope.gui.model_table import ModelTable
+from quantscope.gui.views._jobs import LatestJob
+from quantscope.io.tensor_info import format_bytes, printable
+from quantscope.state import Settings
+from quantscope.state.model_scan import OK, PENDING, ModelRow
+
+#: Finished rows and progress reach the table and chart at most this often.
+FLUSH_MS = 150
+#: Settings changes are scanned once the controls rest this long.
+RESCAN_DELAY_MS = 300
+
+
+class _Relay(QObject):
+    """Signals the scan's threads emit; Qt queues them to the GUI thread."""
+
+    rows = Signal(int, object)  # generation, list[ModelRow] listed (the whole checkpoint)
+    row = Signal(int, object)  # generation, one finished ModelRow
+    progress = Signal(int, object, object)  # generation, done bytes, total (may pass 2**31)
+
+
+def count_text(n: int) -> str:
+    """``1.77 M``, ``2.11 B``: a parameter count at a glance."""
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return str(n)
+
+
+def settings_text(s: Settings) -> str:
+    """The settings the numbers follow, in one line above the table."""
+    method = s.method if s.method != "percentile" else f"percentile {s.percentile:g}"
+    parts = [f"int{s.bits} symmetric", method, s.rounding.replace("_", " "),
+             f"per-channel axis {s.axis}" + (f", groups of {s.group_size}" if s.group_size
+                                              else ""),
+             f"preset: {s.runtime or 'none'}"]
+    return " · ".join(parts) + "   (change them in the Quantization panel)"
+
+
+class ModelView(QWidget):
+    """A checkpoint's table and chart (see the module docstring).
+
+    Signals
+    -------
+    tensor_chosen(object)
+        A row or chart point was clicked: the :class:`ModelRow` to open in the panes.
+    scan_finished()
+        Every analysable row has its numbers.
+    """
+
+    tensor_chosen = Signal(object)
+    scan_finished = Signal()
+    failed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("modelView")
+        self.path: Path | None = None
+        self.settings = Settings()
+        self.problems: list[str] = []
+        self.rows: list[ModelRow] = []
+        self.job = LatestJob(self)
+        self.job.finished.connect(self._on_job_finished)
+        self.job.failed.connect(self._on_job_failed)
+        self.relay = _Relay(self)
+        self.relay.rows.connect(self._on_listed)
+        self.relay.row.connect(self._on_row)
+        self.relay.progress.connect(self._on_progress)
+        self.generation = 0
+        self._arrived: list[ModelRow] = []
+        self._done = self._total = 0
+        self._started = 0.0
+        self.flush_timer = QTimer(self)
+        self.flush_timer.setInterval(FLUSH_MS)
+        self.flush_timer.timeout.connect(self._flush)
+        self.rescan_timer = QTimer(self)
+        self.rescan_timer.setSingleShot(True)
+        self.rescan_timer.setInterval(RESCAN_DELAY_MS)
+        self.rescan_timer.timeout.connect(self.rescan)
+        self._build()
+
+    # -- layout -------------------------------------------------------------------------------
+    def _build(self) -> None:
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        head = QHBoxLayout()
+        self.title = QLabel("")
+        self.title.setObjectName("modelTitle")
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        head.addWidget(self.title, 1)
+        self.export_csv = QPushButton("Export CSV…")
+        self.export_json = QPushButton("Export JSON…")
+        head.addWidget(self.export_csv)
+        head.addWidget(self.export_json)
+        outer.addLayout(head)
+        self.settings_label = QLabel("")
+        self.settings_label.setObjectName("hint")
+        outer.addWidget(self.settings_label)
+        bar = QHBoxLayout()
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(False)
+        self.progress.setMaximumWidth(260)
+        bar.addWidget(self.progress)
+        self.progress_label = QLabel("")
+        bar.addWidget(self.progress_label, 1)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.resume_button = QPushButton("Resume")
+        self.resume_button.clicked.connect(self.resume)
+        bar.addWidget(self.cancel_button)
+        bar.addWidget(self.resume_button)
+        self.filter = QLineEdit()
+        self.filter.setPlaceholderText("filter tensors (words in name, dtype, suggestion)")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.setMaximumWidth(340)
+        bar.addWidget(self.filter)
+        outer.addLayout(bar)
+        self.problems_label = QLabel("")
+        self.problems_label.setObjectName("banner")
+        self.problems_label.setWordWrap(True)
+        self.problems_label.hide()
+        outer.addWidget(self.problems_label)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.model = ModelTable(self)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setSortingEnabled(True)
+        # worst per-tensor SQNR first, as ``quantscope scan`` ranks
+        self.table.horizontalHeader().setSortIndicator(4, Qt.SortOrder.AscendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.table.setWordWrap(False)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        self.table.clicked.connect(self._on_table_clicked)
+        self.table.activated.connect(self._on_table_clicked)
+        self.splitter.addWidget(self.table)
+        self.chart = ModelChart()
+        self.chart.tensor_clicked.connect(self._on_chart_clicked)
+        self.splitter.addWidget(self.chart)
+        self.splitter.setStretchFactor(0, 13)
+        self.splitter.setStretchFactor(1, 7)
+        outer.addWidget(self.splitter, 1)
+        self.filter.textChanged.connect(self.model.set_filter)
+        self.export_csv.clicked.connect(lambda: self._export_dialog("csv"))
+        self.export_json.clicked.connect(lambda: self._export_dialog("json"))
+        self._set_running(False)
+
+    def _size_columns(self) -> None:
+        """Each column as wide as its header or its widest typical value, the names up to
+        40 characters (longer ones elide in the middle, where layer numbers are)."""
+        from quantscope.gui.model_table import COLUMNS
+
+        fm = self.table.fontMetrics()
+        chars = [38, 11, 8, 11, 6, 6, 5, 5, 6, 7, 13]
+        chars[0] = min(max((len(printable(r.name)) for r in self.rows), default=20), 40)
+        for col, n in enumerate(chars):
+            width = max(fm.horizontalAdvance("0" * n), fm.horizontalAdvance(COLUMNS[col]) + 18)
+            self.table.setColumnWidth(col, width + 12)
+        total = self.splitter.width()
+        if total > 0:  # the table its columns' width (up to 2/3), the chart the rest
+            want = sum(self.table.columnWidth(c) for c in range(len(chars))) + 24
+            left = min(want, int(total * 0.67))
+            self.splitter.setSizes([left, total - left])
+
+    # -- opening and scanning -----------------------------------------------------------------
+    def open(self, path: str | Path, settings: Settings) -> None:
+        """List and scan the checkpoint at ``path`` under ``settings`` (in the background)."""
+        self.path = Path(path)
+        self.settings = settings
+        self.rows, self.problems = [], []
+        self.model.set_rows([])
+        self.chart.set_rows([])
+        self.title.setText(f"{printable(str(self.path))}: listing…")
+        self.problems_label.hide()
+        self._start(listing=True)
+
+    def set_settings(self, settings: Settings) -> None:
+        """New window settings: scan again once they rest (only if they change the numbers)."""
+        if settings == self.settings or self.path is None:
+            return
+        from quantscope.state.model_scan import reset
+
+        self.settings = settings
+        self.settings_label.setText(settings_text(settings))
+        # the old numbers belong to the old settings: blank them now, scan when they rest
+        self.generation += 1
+        self.job.cancel()
+        self._arrived.clear()
+        self.rows = reset(self.rows)
+        self.model.update_rows(self.rows)
+        self.chart.set_rows(self.rows)
+        self.progress_label.setText("settings changed: scanning again…")
+        self.rescan_timer.start()
+
+    def rescan(self) -> None:
+        """Scan every pending row under the current settings."""
+        if self.path is not None:
+            self._start(listing=False)
+
+    def resume(self) -> None:
+        """Scan the rows a cancel left pending."""
+        if self.path is not None and any(r.status == PENDING for r in self.rows):
+            self._start(listing=False)
+
+    def cancel(self) -> None:
+        """Stop the scan where it is; the finished rows stay."""
+        self.generation += 1
+        self.job.cancel()
+        self._flush()
+        self._set_running(False)
+        left = sum(1 for r in self.rows if r.status == PENDING)
+        self.progress_label.setText(f"cancelled: {left} tensors left — Resume scans them")
+
+    def _start(self, listing: bool) -> None:
+        from quantscope.io.checkpoint import list_checkpoint
+        from quantscope.state.model_scan import ModelScan, model_rows
+
+        self.generation += 1
+        gen, path, settings = self.generation, self.path, self.settings
+        rows = None if listing else list(self.rows)
+        relay, job = self.relay, self.job
+        self.settings_label.setText(settings_text(settings))
+        self._arrived.clear()
+        self._started = time.perf_counter()
+
+        def work():
+            nonlocal rows
+            problems = []
+            if rows is None:
+                ckpt = list_checkpoint(path)
+                rows, problems = model_rows(ckpt), ckpt.problems
+                relay.rows.emit(gen, (rows, problems))
+            last = [0.0]
+
+            def progress(done: int, total: int, name: str) -> None:
+                now = time.perf_counter()
+                if now - last[0] >= 0.05 or done >= total:
+                    last[0] = now
+                    relay.progress.emit(gen, done, total)
+
+            return gen, ModelScan(rows, settings, background=True).run(
+                on_row=lambda r: relay.row.emit(gen, r), on_progress=progress,
+                should_stop=job.stale)
+
+        self._set_running(True)
+        self.job.submit(work)
+
+    def _set_running(self, on: bool) -> None:
+        self.cancel_button.setVisible(on)
+        self.resume_button.setVisible(not on and any(r.status == PENDING for r in self.rows))
+        self.progress.setVisible(on or self.resume_button.isVisible())
+        if on:
+            self.flush_timer.start()
+        else:
+            self.flush_timer.stop()
+
+    # -- arrivals (GUI thread) ----------------------------------------------------------------
+    def _on_listed(self, gen: int, listed) -> None:
+        if gen != self.generation:
+            return
+        self.rows, self.problems = listed
+        self.model.set_rows(self.rows)
+        self._size_columns()
+        self._show_title()
+        if self.problems:
+            shown = "\n".join(f"⚠  {p}" for p in self.problems[:4])
+            more = f"\n… and {len(self.problems) - 4} more" if len(self.problems) > 4 else ""
+            self.problems_label.setText(shown + more)
+            self.problems_label.show()
+        self.chart.set_rows(self.rows)
+
+    def _show_title(self) -> None:
+        n = len(self.rows)
+        params = sum(r.params for r in self.rows)
+        nbytes = sum(r.nbytes for r in self.rows)
+        files = len({r.file for r in self.rows})
+        where = f" in {files} files" if files > 1 else ""
+        self.title.setText(f"<b>{printable(self.path.name)}</b> — {n} tensors{where}, "
+                           f"{count_text(params)} parameters, {format_bytes(nbytes)}")
+
+    def _on_row(self, gen: int, row: ModelRow) -> None:
+        if gen == self.generation:
+            self._arrived.append(row)
+
+    def _on_progress(self, gen: int, done: int, total: int) -> None:
+        if gen != self.generation:
+            return
+        self._done, self._total = done, total
+
+    def _flush(self) -> None:
+        """Apply the rows and progress that arrived since the last flush (one relayout)."""
+        if self._arrived:
+            batch, self._arrived = self._arrived, []
+            for r in batch:
+                self.rows[r.index] = r
+            self.model.update_rows(batch)
+            self.chart.set_rows(self.rows)
+        self._show_progress()
+
+    def _show_progress(self) -> None:
+        total = max(self._total, 1)
+        frac = min(self._done / total, 1.0)
+        self.progress.setValue(int(1000 * frac))
+        elapsed = time.perf_counter() - self._started
+        left = sum(1 for r in self.rows if r.status == PENDING)
+        rate = self._done / elapsed if elapsed > 0 else 0.0
+        eta = f", ~{elapsed * (1 - frac) / frac:.0f} s left" if 0 < frac < 1 and elapsed > 1 \
+            else ""
+        self.progress_label.setText(
+            f"{format_bytes(self._done)} of {format_bytes(self._total)}"
+            f" · {rate / 1e9:.2f} GB/s{eta} · {left} tensors to go")
+
+    def _on_job_finished(self, result) -> None:
+        gen, rows = result
+        if gen != self.generation:
+            return
+        self._arrived.clear()
+        self.rows = rows
+        self.model.update_rows(rows)
+        self.chart.set_rows(rows)
+        self._done = self._total
+        self._set_running(False)
+        ok = sum(1 for r in rows if r.status == OK)
+        self.progress_label.setText(
+            f"{ok} tensors analysed in {time.perf_counter() - self._started:.1f} s")
+        self.scan_finished.emit()
+
+    def _on_job_failed(self, message: str) -> None:
+        self._set_running(False)
+        self.title.setText(f"{printable(str(self.path))}: cannot be opened")
+        self.progress_label.setText("")
+        self.failed.emit(message)
+
+    # -- clicks -------------------------------------------------------------------------------
+    def _on_table_clicked(self, index) -> None:
+        row = self.model.row_at(index.row())
+        if row.status == OK or row.status == PENDING:
+            self.tensor_chosen.emit(row)
+
+    def _on_chart_clicked(self, name: str) -> None:
+        row = next((r for r in self.rows if r.name == name), None)
+        if row is None:
+            return
+        pos = self.model.view_row_of(name)
+        if pos is not None:
+            self.table.selectRow(pos)
+            self.table.scrollTo(self.model.index(pos, 0))
+        self.tensor_chosen.emit(row)
+
+    # -- state for the window -----------------------------------------------------------------
+    def is_complete(self) -> bool:
+        """Every analysable row has its numbers and nothing is running."""
+        return (bool(self.rows) and not self.job.busy and not self.rescan_timer.isActive()
+                and not any(r.status == PENDING for r in self.rows))
+
+    def records(self) -> list[dict]:
+        from quantscope.state.model_records import row_record
+
+        return [row_record(r, sharded=True) for r in self.rows]
+
+    def metrics(self) -> dict:
+        """The table as ``--metrics`` writes it."""
+        return {"source": str(self.path), "settings": self.settings.to_dict(),
+                "problems": self.problems, "tensors": self.records()}
+
+    def save(self, path: str | Path) -> None:
+        """Export the table: CSV or JSON by the file's suffix."""
+        from quantscope.state.model_records import to_csv, to_json
+        from quantscope.state.model_scan import OK as ok
+
+        path = Path(path)
+        if path.suffix.lower() == ".csv":
+            text = to_csv(self.rows)
+        else:
+            shown = [r for r in self.rows if r.status == ok]
+            text = to_json(str(self.path), self.rows, shown, self.settings, True)
+        try:
+            path.write_text(text)
+        except OSError as exc:
+            raise QuantscopeError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+    def _export_dialog(self, kind: str) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        dialog = QFileDialog(self, f"Export the table as {kind.upper()}",
+                             str(Path.cwd() / f"{self.path.stem if self.path else 'model'}-"
+                                 f"scan.{kind}"), f"{kind.upper()} (*.{kind})")
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setOption(QFileDialog.Option.DontUseNativeDialog, True)
+        dialog.fileSelected.connect(self._save_guarded)
+        dialog.open()
+        self.export_dialog = dialog
+
+    def _save_guarded(self, path: str) -> None:
+        try:
+            self.save(path)
+        except QuantscopeError as exc:
+            self.failed.emit(str(exc))
+
+    def shutdown(self) -> None:
+        """Stop the scan and every timer (the window calls this as it closes)."""
+        self.generation += 1
+        self.flush_timer.stop()
+        self.rescan_timer.stop()
+        self.job.shutdown()

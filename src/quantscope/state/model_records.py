@@ -1,0 +1,91 @@
+"""A scanned checkpoint as records: the rows of ``quantscope scan --json / --csv`` and of the
+model view's exports (one definition for both, so a file written by either reads the same).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from quantscope.state.model_scan import ModelRow
+from quantscope.state.settings import Settings
+
+#: The CSV columns, in order.
+COLUMNS = ("name", "shape", "dtype", "params", "per_tensor_sqnr_db", "per_channel_sqnr_db",
+           "gain_db", "clipped_percent", "max_abs", "outlier_channels", "channels",
+           "suggested", "n_nonfinite", "layer", "kind", "file", "status", "reason")
+
+
+def _json_number(value: float | None) -> float | str | None:
+    """JSON has no infinity: exact quantizations are reported as the string ``"inf"``."""
+    if value is None or math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def row_record(row: ModelRow, rank_: int | None = None, sharded: bool = False) -> dict:
+    """One row as the JSON/CSV record (also what the window exports)."""
+    f, info = row.figures, row.info
+    record = {
+        "name": row.name,
+        "shape": list(info.shape) if info else None,
+        "dtype": info.dtype if info else None,
+        "file_dtype": info.file_dtype if info else None,
+        "params": row.params,
+        "layer": row.layer,
+        "kind": row.kind,
+        "status": row.status,
+    }
+    if rank_ is not None:
+        record = {"rank": rank_, **record}
+    if f is not None:
+        record.update({
+            "per_tensor_sqnr_db": _json_number(f.per_tensor_db),
+            "per_channel_sqnr_db": _json_number(f.per_channel_db),
+            "gap_db": _json_number(f.gain_db),
+            "clipped_percent": 100 * f.clipped_fraction,
+            "max_abs": f.max_abs,
+            "outlier_channels": f.outlier_channels,
+            "channels": f.channels,
+            "suggested": f.suggested,
+            "n_nonfinite": f.n_nonfinite,
+        })
+    else:
+        record["reason"] = row.reason
+    if sharded:
+        record["file"] = row.file
+    return record
+
+
+def to_json(label: str, rows: list[ModelRow], shown: list[ModelRow], settings: Settings,
+            sharded: bool) -> str:
+    """The machine-readable report (valid JSON: infinities become strings)."""
+    analysed = [r for r in rows if r.figures is not None]
+    doc = {
+        "source": label,
+        "scheme": {"bits": settings.bits, "symmetric": True, "method": settings.method,
+                   "preset": settings.runtime, "per_channel_axis": settings.axis},
+        "count": len(analysed),
+        "parameters": sum(r.params for r in analysed),
+        "tensors": [row_record(r, i, sharded) for i, r in enumerate(shown, 1)],
+        "skipped": [{"name": r.name, "dtype": r.info.dtype if r.info else None,
+                     "reason": r.reason} for r in rows if r.status == "skipped"],
+        "errors": [{"name": r.name, "file": r.file, "reason": r.reason}
+                   for r in rows if r.status == "error"],
+    }
+    return json.dumps(doc, indent=2, allow_nan=False)
+
+
+def to_csv(rows: list[ModelRow]) -> str:
+    """Every row (analysed ones ranked first, then the others), one CSV line each."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        rec = row_record(r, sharded=True)
+        rec["shape"] = "x".join(map(str, rec["shape"])) if rec["shape"] else ""
+        rec["gain_db"] = rec.get("gap_db")
+        writer.writerow(rec)
+    return buf.getvalue()

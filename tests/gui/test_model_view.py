@@ -1,0 +1,207 @@
+"""The model view in the window: a checkpoint opens as a table and chart whose numbers are the
+scan's (so ``report``'s), rows stream in and can be cancelled and resumed, a tensor opens in the
+panes and the view comes back in one click, bad shards are named and the rest still works."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from quantscope.io.checkpoint import list_checkpoint
+from quantscope.state import Settings
+from quantscope.state.model_scan import ERROR, OK, PENDING, SKIPPED, scan_checkpoint
+
+RNG = np.random.default_rng(4242)
+REAL = "/work/shared/data/minilm/layer0_bf16.safetensors"
+
+
+def _write_st(path, tensors):
+    import struct
+
+    header, chunks, offset = {}, [], 0
+    names = {np.dtype(np.float32): "F32", np.dtype(ml_dtypes.bfloat16): "BF16",
+             np.dtype(np.int64): "I64", np.dtype(np.float16): "F16"}
+    for name, a in tensors.items():
+        data = np.ascontiguousarray(a).tobytes()
+        header[name] = {"dtype": names[a.dtype], "shape": list(a.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+def _sharded(folder, layers=6, shards=3):
+    tensors = {"model.embed_tokens.weight": (RNG.standard_normal((64, 32)) * 0.1).astype(
+        ml_dtypes.bfloat16)}
+    for i in range(layers):
+        for proj in ("q_proj", "o_proj"):
+            w = RNG.standard_normal((32, 32)) * 0.05
+            w[RNG.integers(0, 32)] *= 80
+            tensors[f"model.layers.{i}.self_attn.{proj}.weight"] = w.astype(ml_dtypes.bfloat16)
+        tensors[f"model.layers.{i}.mlp.down_proj.weight"] = (
+            RNG.standard_normal((32, 48)) * 0.05).astype(np.float32)
+        tensors[f"model.layers.{i}.input_layernorm.weight"] = np.ones(32, ml_dtypes.bfloat16)
+    tensors["position_ids"] = np.arange(16, dtype=np.int64)
+    names = list(tensors)
+    weight_map = {}
+    for k, idx in enumerate(np.array_split(np.arange(len(names)), shards), 1):
+        file = f"model-{k:05d}-of-{shards:05d}.safetensors"
+        _write_st(folder / file, {names[i]: tensors[names[i]] for i in idx})
+        weight_map.update({names[i]: file for i in idx})
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    return tensors
+
+
+def _open(win, qtbot, path):
+    win.open_path(path)
+    assert win.model_active()
+    qtbot.waitUntil(win.model_view.is_complete, timeout=60_000)
+    return win.model_view
+
+
+def _figures(view):
+    return {r.name: (r.status, r.figures) for r in view.rows}
+
+
+def test_checkpoint_opens_the_model_view_with_the_scans_numbers(make_window, qtbot, tmp_path):
+    tensors = _sharded(tmp_path)
+    win = make_window()
+    view = _open(win, qtbot, tmp_path)
+    assert win.ready_to_render() and not win.splitter.isVisible()
+    expected = scan_checkpoint(list_checkpoint(tmp_path))
+    assert _figures(view) == {r.name: (r.status, r.figures) for r in expected}
+    assert view.model.rowCount() == len(tensors)
+    texts = {view.model.data(view.model.index(i, 0)): view.model.data(view.model.index(i, 10))
+             for i in range(view.model.rowCount())}
+    assert texts["position_ids"] == "not analysed (int64)"
+    assert all(texts[n] in ("per-tensor", "per-channel") for n in tensors if n != "position_ids")
+    assert "6 tensors to go" not in view.progress_label.text()
+    # the chart: one series per kind over the six layers, matrices only
+    kinds = set(view.chart.points)
+    assert {"self_attn.q_proj.weight", "self_attn.o_proj.weight", "mlp.down_proj.weight"} <= kinds
+    assert "input_layernorm.weight" not in kinds
+    assert sorted(x for x, _ in view.chart.points["self_attn.q_proj.weight"]) == list(range(6))
+    doc = win.metrics()
+    assert {t["name"] for t in doc["tensors"]} == set(tensors)
+    assert doc["settings"] == Settings().to_dict()
+
+
+def test_sorting_filter_and_click_through_and_back(make_window, qtbot, wait_results, tmp_path):
+    tensors = _sharded(tmp_path)
+    win = make_window()
+    view = _open(win, qtbot, tmp_path)
+    view.table.sortByColumn(4, __import__("PySide6.QtCore").QtCore.Qt.SortOrder.AscendingOrder)
+    first = view.model.row_at(0)
+    analysed = [r for r in view.rows if r.status == OK]
+    assert first.figures.per_tensor_db == min(r.figures.per_tensor_db for r in analysed)
+    view.filter.setText("down_proj")
+    assert view.model.rowCount() == 6
+    view.filter.setText("")
+    index = view.model.index(0, 0)
+    view.table.clicked.emit(index)
+    wait_results(win)
+    assert not win.model_active() and win.splitter.isVisible()
+    assert win.model_back_bar.isVisible()
+    np.testing.assert_array_equal(win.state.tensor, np.asarray(tensors[first.name], np.float32))
+    assert win.state.source.tensor == first.name
+    report = win.state.results["symmetric/tensor"]
+    assert abs(report.sqnr_db - first.figures.per_tensor_db) <= 10 * np.log10(1 + 2e-9)
+    win.model_back_button.click()
+    assert win.model_active() and view.model.row_at(0).name == first.name  # kept its place
+    # a chart point opens its tensor too
+    name = "model.layers.3.mlp.down_proj.weight"
+    view.chart.tensor_clicked.emit(name)
+    qtbot.waitUntil(lambda: win.state.source.tensor == name and win.all_shown(),
+                    timeout=30_000)
+    assert not win.model_active()
+
+
+def test_cancel_resume_and_new_settings(make_window, qtbot, tmp_path, monkeypatch):
+    from quantscope.core import fused
+
+    monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 64)  # many chunks: time to cancel midway
+    _sharded(tmp_path, layers=30)
+    win = make_window()
+    view = win._ensure_model_view()
+    win.open_path(tmp_path)
+    qtbot.waitUntil(lambda: any(r.status == OK for r in view.rows), timeout=60_000)
+    view.cancel()
+    assert view.resume_button.isVisible() and not view.cancel_button.isVisible()
+    qtbot.waitUntil(lambda: not view.job.busy, timeout=60_000)
+    done = {r.name for r in view.rows if r.status == OK}
+    pending = [r for r in view.rows if r.status == PENDING]
+    assert done and pending and "cancelled" in view.progress_label.text()
+    view.resume_button.click()
+    qtbot.waitUntil(view.is_complete, timeout=60_000)
+    expected = scan_checkpoint(list_checkpoint(tmp_path))
+    assert _figures(view) == {r.name: (r.status, r.figures) for r in expected}
+    win.state.update_settings(bits=4)
+    qtbot.waitUntil(lambda: view.is_complete() and view.settings.bits == 4, timeout=60_000)
+    four = scan_checkpoint(list_checkpoint(tmp_path), Settings(bits=4))
+    assert _figures(view) == {r.name: (r.status, r.figures) for r in four}
+    assert "int4" in view.settings_label.text()
+
+
+def test_bad_shards_are_named_and_the_window_keeps_working(make_window, qtbot, wait_results,
+                                                           tmp_path):
+    _sharded(tmp_path)
+    index = tmp_path / "model.safetensors.index.json"
+    doc = json.loads(index.read_text())
+    files = sorted(set(doc["weight_map"].values()))
+    os.remove(tmp_path / files[1])
+    doc["weight_map"]["model.embed_tokens.weight"] = "../../etc/passwd"
+    index.write_text(json.dumps(doc))
+    win = make_window()
+    view = _open(win, qtbot, index)
+    assert view.problems_label.isVisible()
+    assert f"'{files[1]}', which does not exist" in view.problems_label.text()
+    assert "not a plain file name" in view.problems_label.text()
+    status = {r.name: r.status for r in view.rows}
+    assert status["model.embed_tokens.weight"] == ERROR
+    assert list(status.values()).count(OK) > 5 and SKIPPED in status.values()
+    row = next(r for r in view.rows if r.status == OK)
+    view.tensor_chosen.emit(row)
+    wait_results(win)
+    assert win.state.source.tensor == row.name
+
+
+def test_single_tensor_file_still_opens_in_the_panes(make_window, wait_results, tmp_path):
+    path = tmp_path / "one.safetensors"
+    x = RNG.standard_normal((8, 16)).astype(np.float32)
+    _write_st(path, {"w": x})
+    win = make_window()
+    win.open_path(path)
+    wait_results(win)
+    assert not win.model_active() and win.model_view is None
+    np.testing.assert_array_equal(win.state.tensor, x)
+
+
+def test_export_table(make_window, qtbot, tmp_path):
+    _sharded(tmp_path / "m" if (tmp_path / "m").mkdir() is None else tmp_path)
+    win = make_window()
+    view = _open(win, qtbot, tmp_path / "m")
+    view.save(tmp_path / "t.csv")
+    view.save(tmp_path / "t.json")
+    lines = (tmp_path / "t.csv").read_text().splitlines()
+    assert lines[0].startswith("name,shape,dtype,params,per_tensor_sqnr_db")
+    assert len(lines) == 1 + len(view.rows)
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert doc["count"] == sum(r.status == OK for r in view.rows)
+
+
+@pytest.mark.parametrize("flag", ["--metrics", "--screenshot"])
+def test_command_line_renders_the_model_view(qapp, tmp_path, flag):
+    from quantscope.cli import main
+
+    out = tmp_path / ("m.json" if flag == "--metrics" else "m.png")
+    assert main([REAL, flag, str(out), "--size", "1280x720"]) == 0
+    assert out.stat().st_size > 0
+    if flag == "--metrics":
+        doc = json.loads(out.read_text())
+        assert len(doc["tensors"]) == 16 and all(t["status"] == "ok" for t in doc["tensors"])
