@@ -206,12 +206,15 @@ class RawTensor:
     Use as a context manager, or call :meth:`close`.
     """
 
-    def __init__(self, file: Path, info: TensorInfo) -> None:
+    def __init__(self, file: Path, info: TensorInfo, headers: dict | None = None) -> None:
         self.file, self.info = file, info
         self._fd: int | None = None
         self._array: np.ndarray | None = None
         self.offset = 0
         fmt = detect_format(file)
+        if fmt == "safetensors" and headers is not None:
+            self._open_safetensors(headers)
+            return
         array, found = load_tensor_with_info(file, info.name)  # validates the header again
         if found.shape != info.shape or found.dtype != info.dtype:
             raise fail(file, f"tensor {printable(info.name)!r} changed since it was listed")
@@ -227,6 +230,26 @@ class RawTensor:
                 raise fail(file, f"cannot read file ({exc.strerror or exc})") from None
         else:
             self._array = array.reshape(-1) if self.layout_ok else array
+
+    def _open_safetensors(self, headers: dict) -> None:
+        """Locate the tensor through its file's header, validated once per file and scan
+        (``headers`` maps file -> header): re-reading a header of thousands of entries for
+        each of its tensors made a scan quadratic in their number."""
+        from quantscope.io.safetensors import read_header
+
+        header = headers.get(self.file)
+        if header is None:
+            header = headers[self.file] = read_header(self.file)
+        found = header.tensors.get(self.info.name)
+        if found is None or found[0].shape != self.info.shape or \
+                found[0].dtype != self.info.dtype:
+            raise fail(self.file, f"tensor {printable(self.info.name)!r} changed since it was "
+                                  "listed")
+        self.offset, self.layout_ok = found[1], True
+        try:
+            self._fd = os.open(self.file, os.O_RDONLY)
+        except OSError as exc:
+            raise fail(self.file, f"cannot read file ({exc.strerror or exc})") from None
 
     def read_into(self, start: int, out: np.ndarray) -> None:
         """Fill ``out`` (a 1-D array of the raw dtype) with elements from ``start`` on."""

@@ -211,6 +211,7 @@ class ModelScan:
         self._on_row, self._on_progress = on_row, on_progress
         self._stop = should_stop or (lambda: False)
         self._buffers = threading.local()
+        self._headers: dict = {}  # each file's header, validated once for the whole scan
         threads = [threading.Thread(target=self._loop, args=(True,), daemon=True,
                                     name="quantscope-scan") for _ in range(self.workers - 1)]
         for t in threads:
@@ -233,8 +234,12 @@ class ModelScan:
         return FusedPass(info.shape, info.dtype, axis, self.rules)
 
     def _passes(self, row: ModelRow) -> int:
-        fused = self._fused_for(row)
-        return 2 if fused is not None and fused.needs_second_pass else 1
+        """Reads of the data a row takes (for the progress), without building its pass."""
+        info = row.info
+        if self.rules is None or raw_dtype(info.dtype) is None:
+            return 1
+        axis = fused_axis(info.shape, channel_axis(info, self.settings))
+        return 2 if info.dtype == "float32" or (axis is not None and axis != 0) else 1
 
     def _open(self, row: ModelRow) -> None:
         """Queue the chunks of the next tensor (called with the lock held)."""
@@ -242,7 +247,7 @@ class ModelScan:
             fused = self._fused_for(row)
             reader = None
             if fused is not None:
-                reader = RawTensor(_path(row), row.info)
+                reader = RawTensor(_path(row), row.info, self._headers)
                 if not reader.layout_ok:
                     reader.close()
                     reader, fused = None, None
