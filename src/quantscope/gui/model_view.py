@@ -39,6 +39,9 @@ from quantscope.state.model_scan import OK, PENDING, ModelRow
 
 #: Finished rows and progress reach the table and chart at most this often.
 FLUSH_MS = 150
+#: While a scan runs the chart is redrawn at most this often (each redraw rebuilds its
+#: series: tens of milliseconds for a few hundred tensors); the last rows always draw it.
+CHART_EVERY_S = 1.0
 #: Settings changes are scanned once the controls rest this long.
 RESCAN_DELAY_MS = 300
 
@@ -102,6 +105,7 @@ class ModelView(QWidget):
         self._arrived: list[ModelRow] = []
         self._done = self._total = 0
         self._started = 0.0
+        self._chart_drawn = 0.0
         self.flush_timer = QTimer(self)
         self.flush_timer.setInterval(FLUSH_MS)
         self.flush_timer.timeout.connect(self._flush)
@@ -246,6 +250,7 @@ class ModelView(QWidget):
         self.generation += 1
         self.job.cancel()
         self._flush()
+        self.chart.set_rows(self.rows)
         self._set_running(False)
         left = sum(1 for r in self.rows if r.status == PENDING)
         self.progress_label.setText(f"cancelled: {left} tensors left — Resume scans them")
@@ -333,7 +338,10 @@ class ModelView(QWidget):
             for r in batch:
                 self.rows[r.index] = r
             self.model.update_rows(batch)
-            self.chart.set_rows(self.rows)
+            now = time.perf_counter()
+            if now - self._chart_drawn >= CHART_EVERY_S:  # rebuilding it is the dear part
+                self._chart_drawn = now
+                self.chart.set_rows(self.rows)
         self._show_progress()
 
     def _show_progress(self) -> None:
