@@ -25,3 +25,23 @@ def gelu_activations() -> np.ndarray:
 def query_weight() -> np.ndarray:
     """Real layer-0 attention query weight of MiniLM [384 out, 384 in]."""
     return np.load(SAMPLES / "layer0_query_weight.npy", allow_pickle=False)
+
+
+def _engine_reports(x: np.ndarray, axis: int, bits: int = 8) -> dict:
+    """The four schemes straight from the engine (choose_qparams + analyze, no state): the
+    independent reference the window and ``quantscope report`` are held to."""
+    from quantscope.core import analyze, choose_qparams
+
+    out = {}
+    for sym in ("symmetric", "asymmetric"):
+        for gran in ("tensor", "channel"):
+            p = choose_qparams(x, symmetric=sym == "symmetric", granularity=gran, axis=axis,
+                               bits=bits)
+            out[f"{sym}/{gran}"] = analyze(x, p)
+    return out
+
+
+@pytest.fixture(scope="session")
+def engine_reports():
+    """``engine_reports(x, axis, bits=8)``: the four schemes' reports from the engine alone."""
+    return _engine_reports

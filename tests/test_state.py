@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE, four_reports
+from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE
 from quantscope.core import analyze, choose_qparams, params_from_range
 from quantscope.core.generators import generate
 from quantscope.state import (
@@ -64,7 +64,7 @@ def test_defaults_are_the_engines():
     assert p.qmin == -127  # narrow-range symmetric by default
 
 
-def test_first_numbers_equal_quantscope_report(gelu_activations):
+def test_first_numbers_equal_quantscope_report(gelu_activations, engine_reports):
     src = Source("sample", DEMO_SAMPLE, axis=DEMO_AXIS)
     x, dtype = load_source(src)
     assert dtype == "float32"
@@ -73,7 +73,7 @@ def test_first_numbers_equal_quantscope_report(gelu_activations):
     assert st.set_tensor(x, src)
     assert st.settings.axis == DEMO_AXIS
     results = st.compute()
-    ref = four_reports(x, DEMO_AXIS)
+    ref = engine_reports(x, DEMO_AXIS)
     assert set(results) == set(PANES) == set(ref)
     for pane in PANES:
         same_numbers(results[pane], ref[pane])
@@ -147,8 +147,10 @@ def test_every_pane_equals_the_direct_engine(state, changes):
         granularity = "tensor" if gran == "tensor" else ("group" if s.group_size else "channel")
         options = {"percentile": s.percentile} if s.method == "percentile" else {}
         extra = {"runtime": s.runtime} if s.runtime else {"rounding": s.rounding}
+        # groups as GPTQ/AWQ use them: along the input dimension (axis 1) of this [out, in]
+        axis = 1 if s.group_size else s.axis
         params = choose_qparams(state.tensor, symmetric=sym == "symmetric",
-                                granularity=granularity, axis=s.axis, group_size=s.group_size,
+                                granularity=granularity, axis=axis, group_size=s.group_size,
                                 bits=s.bits, narrow_range=s.narrow_range, method=s.method,
                                 **options, **extra)
         ref = analyze(state.tensor, params)

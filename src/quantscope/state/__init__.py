@@ -21,13 +21,16 @@ import numpy as np
 from psygnal import Signal
 
 from quantscope.core import QuantParams, QuantReport
+from quantscope.state.axes import ROLES, AxisChoice, choose_axis, units
 from quantscope.state.compute import (
     ComputeRequest,
     ComputeResult,
     analyze_with,
+    applied_settings,
     compute_reports,
     pane_params,
     params_key,
+    preset_rules,
     unit_range,
 )
 from quantscope.state.errors import SettingsError
@@ -52,8 +55,10 @@ from quantscope.state.source import (
 __all__ = [
     "METHODS",
     "PANES",
+    "ROLES",
     "RUNTIMES",
     "RUNTIME_DESCRIPTIONS",
+    "AxisChoice",
     "ComputeRequest",
     "ComputeResult",
     "ExplorerState",
@@ -62,6 +67,8 @@ __all__ = [
     "Source",
     "TensorOverview",
     "analyze_with",
+    "applied_settings",
+    "choose_axis",
     "compute_reports",
     "load_source",
     "overview",
@@ -69,8 +76,10 @@ __all__ = [
     "pane_title",
     "params_key",
     "prepare_tensor",
+    "preset_rules",
     "tensor_problem",
     "unit_range",
+    "units",
     "working_tensor",
 ]
 
@@ -111,6 +120,8 @@ class ExplorerState:
         self.prepared: object | None = None
         self.overview: TensorOverview | None = None
         self.generation = 0
+        #: The channel axis of the current tensor and the rule that chose it (shown).
+        self.axis_choice = AxisChoice(self.settings.axis, "default")
         self._ranges: dict = {}
         self._reports: dict = {}
         #: Reuse reports for identical parameters (off: every change runs the engine, as the
@@ -119,36 +130,84 @@ class ExplorerState:
 
     # -- inputs ---------------------------------------------------------------------------
     def set_tensor(self, x, source: Source | None = None, *, prepared: object | None = None,
-                   overview: TensorOverview | None = None, checked: bool = False) -> bool:
+                   overview: TensorOverview | None = None, checked: bool = False,
+                   settings: Settings | None = None) -> bool:
         """Install a new tensor; refuse empty, 0-d, non-numeric or all-NaN/inf input.
 
         On refusal ``error`` is emitted with the reason, the previous tensor and settings
-        stay, and False is returned. ``source.axis`` (a suggested channel axis, e.g. -1 for
-        [tokens, features] activations) sets ``settings.axis``; otherwise an axis the new
-        tensor lacks falls back to 0. ``prepared``/``overview`` may be passed when a worker
-        already computed them for this very array; ``checked=True`` says a worker also ran
-        :func:`tensor_problem` on it and made it float32, so nothing here is O(N) (the GUI
-        thread installs a 10^9-element tensor in microseconds).
+        stay, and False is returned. The settings that depend on the tensor are derived for
+        it: the channel axis from its role (:func:`quantscope.state.axes.choose_axis`; an
+        explicit ``source.axis`` wins) and the manual clip window reset (the old one is the old
+        tensor's range); the others (method, bits, rounding, preset...) stay. ``settings``
+        (a saved session's, or the command line's) replace the current ones, window included.
+        ``prepared``/``overview`` may be passed when a worker already computed them for this
+        very array; ``checked=True`` says a worker also ran :func:`tensor_problem` on it and
+        made it float32, so nothing here is O(N) (the GUI thread installs a 10^9-element
+        tensor in microseconds).
         """
         source = source or Source("array", "array")
         problem = None if checked else tensor_problem(x)
         if problem is not None:
             self.error.emit(f"{source.label()}: {problem}")
             return False
+        choice = choose_axis(np.shape(x), source)
+        base = settings if settings is not None else dataclasses.replace(self.settings,
+                                                                         manual_clip=None)
+        new = dataclasses.replace(base, axis=choice.axis)
+        try:
+            new.check(np.ndim(x))
+        except SettingsError as exc:
+            self.error.emit(f"{source.label()}: {exc}")
+            return False
         arr = np.asarray(x, dtype=np.float32).view()
         arr.flags.writeable = False  # shared with worker threads: nobody may edit it in place
-        axis = self.settings.axis if source.axis is None else source.axis
-        if not -arr.ndim <= axis < arr.ndim:
-            axis = 0
         self.tensor, self.source = arr, source
         self._ranges, self._reports = {}, {}
-        self.settings = dataclasses.replace(self.settings, axis=axis)
+        self.settings = new
+        self.axis_choice = choice
         self.prepared, self.overview = prepared, overview
         self._invalidate()
         self.tensor_changed.emit()
         if prepared is not None or overview is not None:
             self.prepared_changed.emit()
         return True
+
+    def set_role(self, role: str | None) -> bool:
+        """Say what the tensor is (``"weight"``, ``"activation"``, or None to let its name and
+        shape decide): the channel axis follows. Returns True when the settings changed."""
+        if self.tensor is None:
+            return False
+        if role not in ROLES:
+            self.error.emit(f"role must be one of {ROLES}, got {role!r}")
+            return False
+        self.source = dataclasses.replace(self.source or Source("array", "array"), axis=None,
+                                          role=role)
+        choice = choose_axis(self.tensor.shape, self.source)
+        self.axis_choice = choice
+        changed = self._apply(dataclasses.replace(self.settings, axis=choice.axis))
+        if not changed:
+            self.settings_changed.emit()  # the rule shown changed even if the axis did not
+        return True
+
+    def window_in_use(self) -> tuple[float, float] | None:
+        """The per-tensor clip window the panes use now: the manual window, else the
+        asymmetric per-tensor pane's ``[scale (qmin - zp), scale (qmax - zp)]`` (the
+        symmetric pane's when asymmetric is refused); None before any result."""
+        from quantscope.core.explain import clip_window
+
+        s = self.settings
+        if s.method == "manual" and s.manual_clip is not None:
+            return s.manual_clip
+        for pane in ("asymmetric/tensor", "symmetric/tensor"):
+            rep = self.results.get(pane)
+            if rep is not None:
+                return clip_window(rep.params)
+        return None
+
+    def applied(self) -> dict:
+        """The settings the panes actually compute (see :func:`applied_settings`)."""
+        shape = self.tensor.shape if self.tensor is not None else (0,)
+        return applied_settings(shape, self.settings, self.axis_choice.rule)
 
     def set_prepared(self, tensor: np.ndarray, prepared: object | None,
                      overview: TensorOverview | None) -> bool:
@@ -172,6 +231,11 @@ class ExplorerState:
         except (TypeError, SettingsError) as exc:
             self.error.emit(str(exc))
             return False
+        if "axis" in changes and new.axis != self.axis_choice.axis:
+            self.axis_choice = AxisChoice(new.axis, f"axis {new.axis} set by you")
+        return self._apply(new)
+
+    def _apply(self, new: Settings) -> bool:
         if new == self.settings:
             return False
         self.settings = new
@@ -219,3 +283,14 @@ class ExplorerState:
         """Compute and install the results synchronously (tests, scripts, the command line)."""
         self.accept(compute_reports(self.request()))
         return self.results
+
+    def describe(self) -> dict:
+        """The numbers of every pane and the settings applied, JSON-ready: what
+        ``quantscope report --json`` prints and ``--metrics`` writes (same keys)."""
+        src = self.source
+        return {"source": src.label() if src else None,
+                "shape": list(self.tensor.shape) if self.tensor is not None else None,
+                "axis": self.settings.axis, "applied": self.applied(),
+                "settings": self.settings.to_dict(),
+                "schemes": {p: self.results[p].summary() for p in PANES if p in self.results},
+                "errors": {p: self.errors[p] for p in PANES if p in self.errors}}

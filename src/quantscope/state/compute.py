@@ -8,6 +8,7 @@ ranges and reports already computed are not recomputed on the next slider step.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 import threading
@@ -20,6 +21,7 @@ import numpy as np
 from quantscope.core import QuantParams, QuantReport, choose_qparams, params_from_range
 from quantscope.core.qparams import unit_min_max
 from quantscope.errors import QuantscopeError
+from quantscope.state.axes import units
 from quantscope.state.errors import SettingsError
 from quantscope.state.settings import PANES, Settings
 
@@ -40,23 +42,33 @@ def unit_range(x: np.ndarray, axis: int | None, group_size: int | None,
 
 def pane_params(x: np.ndarray, pane: str, settings: Settings,
                 ranges: dict | None = None, prepared=None) -> QuantParams:
-    """The engine call that builds one pane's parameters from the settings.
+    """The parameters of one pane: the one mapping from (tensor, settings) to numbers.
 
-    Everything goes through :func:`quantscope.core.choose_qparams` except two ranges that are
-    already known: min/max under the engine's own rules is exactly ``params_from_range`` of the
-    units' min/max (what ``choose_qparams`` does, with the ranges memoised in ``ranges``), and a
-    manual clip is a range the user picked (per channel, each channel's own min/max capped by
-    the window; the engine's rules apply even with a runtime preset, which has no manual mode).
+    The window's panes, its views and ``quantscope report`` all come through here. Ranges go
+    through :func:`quantscope.core.choose_qparams`, with two exceptions that are the same
+    engine calls on a range already known: min/max under the engine's rules is
+    ``params_from_range`` of the units' min/max, exactly what ``choose_qparams`` computes (the
+    ranges memoised in ``ranges``: a pass over 16M elements costs ~20 ms per pane per slider
+    step; a test holds the two to identical parameters), and a manual clip is a range the user
+    picked (per channel, each channel's own min/max capped by the window). A runtime preset has
+    no manual window; under one the engine's rules apply and :func:`applied_settings` says so.
+
+    Per-channel panes use the channel axis; per-group panes the reduction axis
+    (:mod:`quantscope.state.axes`). A layout the tensor cannot have raises
+    :class:`SettingsError` with the reason, which the pane shows instead of numbers.
     """
     if pane not in PANES:
         raise SettingsError(f"unknown pane {pane!r}; panes are {PANES}")
     sym, gran = pane.split("/")
     symmetric = sym == "symmetric"
-    granularity = "tensor" if gran == "tensor" else ("group" if settings.group_size else "channel")
+    axis = group = None
+    granularity = "tensor"
+    if gran != "tensor":
+        u = units(x.shape, settings.axis, settings.group_size)
+        if u.refusal:
+            raise SettingsError(u.refusal)
+        axis, group, granularity = u.engine_axis, u.group_size, u.kind
     common = dict(symmetric=symmetric, bits=settings.bits, narrow_range=settings.narrow_range)
-    axis = None if granularity == "tensor" else settings.axis
-    group = settings.group_size if granularity == "group" else None
-    method = "minmax" if settings.method == "manual" else settings.method
     if settings.method == "manual" and settings.manual_clip is not None:
         lo, hi = settings.manual_clip
         if symmetric:
@@ -69,18 +81,85 @@ def pane_params(x: np.ndarray, pane: str, settings: Settings,
         return params_from_range(np.maximum(u_lo, lo), np.minimum(u_hi, hi), axis=axis,
                                  group_size=group, rounding=settings.rounding, method="manual",
                                  **common)
+    method = "minmax" if settings.method == "manual" else settings.method
     if method == "minmax" and settings.runtime is None:
-        if x.ndim == 0 and axis is not None:  # let the engine refuse it with its message
-            return choose_qparams(x, granularity=granularity, axis=settings.axis)
         lo, hi = unit_range(x, axis, group, ranges)
         return params_from_range(lo, hi, axis=axis, group_size=group,
                                  rounding=settings.rounding, method="minmax", **common)
     options = {"percentile": settings.percentile} if method == "percentile" else {}
-    kw = dict(granularity=granularity, axis=settings.axis, group_size=settings.group_size,
+    kw = dict(granularity=granularity, axis=0 if axis is None else axis, group_size=group,
               method=method, prepared=prepared, **common, **options)
     if settings.runtime is not None:
         return choose_qparams(x, runtime=settings.runtime, **kw)
     return choose_qparams(x, rounding=settings.rounding, **kw)
+
+
+def applied_settings(shape: tuple[int, ...], settings: Settings,
+                     axis_rule: str | None = None) -> dict:
+    """What the panes actually compute for a tensor of ``shape`` (JSON-ready): the channel
+    axis and the rule that chose it, the per-channel / per-group layout, the range method and
+    the preset in force, and ``notes`` for every setting that could not be honoured as shown
+    (a layout the tensor cannot have is each pane's error instead).
+    """
+    u = units(tuple(shape), settings.axis, settings.group_size)
+    manual = settings.method == "manual" and settings.manual_clip is not None
+    method = "manual" if manual else ("minmax" if settings.method == "manual"
+                                      else settings.method)
+    preset = settings.runtime
+    notes = []
+    if manual and preset is not None:
+        notes.append(f"the {preset} preset has no manual clip window: the engine's rules "
+                     "compute the panes")
+        preset = None
+    doc = {
+        "axis": settings.axis, "axis_rule": axis_rule, "channels": u.n_channels,
+        "units": u.title(), "group_size": settings.group_size,
+        "group_axis": u.engine_axis if u.kind == "group" else None,
+        "groups": u.n_units if u.kind == "group" and not u.refusal else None,
+        "last_group": u.last_group, "method": method,
+        "percentile": settings.percentile if method == "percentile" else None,
+        "manual_clip": list(settings.manual_clip) if manual else None,
+        "preset": preset, "bits": settings.bits,
+        "rounding": settings.rounding if preset is None else "by preset",
+        "narrow_range": settings.narrow_range, "notes": notes,
+    }
+    return doc
+
+
+@functools.lru_cache(maxsize=64)
+def preset_rules(runtime: str | None, bits: int = 8) -> dict:
+    """What a runtime preset decides instead of the controls: ``"rounding"`` (its rule) and
+    ``"code_range"`` (its symmetric and asymmetric code ranges, as text) when the preset
+    ignores the control's value, else None. Found by asking the engine with both values of
+    each control on a small tensor, so it holds for whatever rules the presets implement.
+    """
+    out: dict = {"rounding": None, "code_range": None}
+    if runtime is None:
+        return out
+    probe = np.linspace(-1.0, 2.0, 16, dtype=np.float32)
+
+    def params(sym: bool, **kw) -> QuantParams | None:
+        try:
+            return choose_qparams(probe, symmetric=sym, bits=bits, runtime=runtime, **kw)
+        except QuantscopeError:
+            return None
+
+    ranges = {}
+    for sym in (True, False):
+        a, b = params(sym, narrow_range=True), params(sym, narrow_range=False)
+        if a is None or b is None:
+            continue
+        if (a.qmin, a.qmax) != (b.qmin, b.qmax):
+            return {**out, "rounding": _rounding_of(params)}
+        ranges["sym" if sym else "asym"] = f"{a.qmin}…{a.qmax}"
+    out["code_range"] = " / ".join(f"{k} {v}" for k, v in ranges.items()) or None
+    out["rounding"] = _rounding_of(params)
+    return out
+
+
+def _rounding_of(params) -> str | None:
+    p = params(True) or params(False)
+    return p.rounding if p is not None else None
 
 
 def analyze_with(x: np.ndarray, prepared, params: QuantParams) -> QuantReport:
@@ -231,8 +310,11 @@ def lower_thread_priority() -> None:
 def _warm_layout(request: ComputeRequest) -> bool:
     """Build the prepared per-unit layout before two threads ask for it at once."""
     s = request.settings
+    u = units(request.tensor.shape, s.axis, s.group_size)
+    if u.refusal:
+        return False
     try:
-        request.prepared.layout(s.axis, s.group_size)
+        request.prepared.layout(u.engine_axis, u.group_size)
     except (QuantscopeError, AttributeError):
         return False
     return True

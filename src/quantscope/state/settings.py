@@ -86,10 +86,17 @@ class Settings:
         return cls(**d).check()
 
 
-def pane_title(pane: str, settings: Settings | None = None) -> str:
-    """``"Symmetric · per-tensor"`` ...; per-channel panes say per-group when groups are on."""
+def pane_title(pane: str, settings: Settings | None = None,
+               shape: tuple[int, ...] | None = None) -> str:
+    """``"Symmetric · per-tensor"`` ...; per-channel panes say per-group when groups are on,
+    and with the tensor's ``shape`` which axis holds the channels and how many there are
+    (``"Asymmetric · per-channel · axis -1: 1,536 channels"``)."""
+    from quantscope.state.axes import units
+
     sym, gran = pane.split("/")
-    if gran == "channel" and settings is not None and settings.group_size:
+    if gran == "channel" and settings is not None and shape is not None:
+        gran_text = units(tuple(shape), settings.axis, settings.group_size).title()
+    elif gran == "channel" and settings is not None and settings.group_size:
         gran_text = f"per-group ({settings.group_size})"
     else:
         gran_text = f"per-{gran}"

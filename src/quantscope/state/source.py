@@ -26,7 +26,9 @@ class Source:
     ``kind`` is ``"generator"`` (``name`` = generator, with ``shape``, ``seed``, ``params``),
     ``"file"`` (``name`` = path, ``tensor`` = name inside), ``"sample"`` (``name`` = bundled
     sample, ``tensor`` for multi-tensor samples) or ``"array"`` (handed over in code; cannot be
-    rebuilt). ``axis`` suggests the channel axis (-1 for [tokens, features] activations).
+    rebuilt). ``axis``, when given (``--axis``, a session), is the channel axis; otherwise
+    the tensor's ``role`` (picked by the user, or read from its name and shape) decides it
+    (:func:`quantscope.state.axes.choose_axis`).
     """
 
     kind: str
@@ -36,6 +38,7 @@ class Source:
     seed: int | None = None
     params: tuple[tuple[str, float], ...] = ()
     axis: int | None = None
+    role: str | None = None  # "weight" / "activation" when the user says (sets the axis)
 
     def label(self) -> str:
         """Short human description, e.g. ``outliers(count=4) [256x1024] seed 0``."""
@@ -79,8 +82,7 @@ class Source:
         gen = GENERATORS.get(name)
         full = {**(gen.defaults() if gen else {}), **params}
         return cls("generator", name, shape=tuple(int(v) for v in shape), seed=int(seed),
-                   params=tuple(sorted((k, float(v)) for k, v in full.items())),
-                   axis=0 if name == "weights" else None)
+                   params=tuple(sorted((k, float(v)) for k, v in full.items())))
 
 
 Progress = Callable[[float, str], None]
@@ -255,20 +257,22 @@ def prepare_tensor(x: np.ndarray, settings=None, axis: int | None = None,
     """The engine's one-time preparation for fast exact reports (any thread).
 
     With ``settings``, the per-channel (or per-group) layout the panes will ask for is built
-    now too, prefix sums included (along ``axis`` when given, else ``settings.axis``), so the
-    first report after a load is as fast as the next ones; a layout the tensor cannot have is
-    simply skipped. ``progress(fraction, stage)`` follows the preparation (raise to cancel).
+    now too, prefix sums included (for the channel axis ``axis`` when given, else
+    ``settings.axis``), so the first report after a load is as fast as the next ones; a layout
+    the tensor cannot have is simply skipped. ``progress(fraction, stage)`` follows the
+    preparation (raise to cancel).
     """
     from quantscope.core.fast import prepare, warm_up
     from quantscope.errors import QuantscopeError
+    from quantscope.state.axes import units
 
     warm_up()
     prepared = prepare(x, progress)
     if settings is not None and x.ndim > 0:
-        ax = settings.axis if axis is None else axis
-        if -x.ndim <= ax < x.ndim:
+        u = units(x.shape, settings.axis if axis is None else axis, settings.group_size)
+        if u.refusal is None:
             try:
-                prepared.layout(ax, settings.group_size).build_sums()
+                prepared.layout(u.engine_axis, u.group_size).build_sums()
             except QuantscopeError:
                 pass
     return prepared
