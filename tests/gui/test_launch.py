@@ -14,7 +14,7 @@ import pytest
 from PySide6.QtGui import QImage
 
 from quantscope.cli import main
-from quantscope.commands.report import DEMO_AXIS, four_reports
+from quantscope.commands.report import DEMO_AXIS
 from quantscope.core import analyze
 from quantscope.core.generators import generate
 from quantscope.gui.numbers import display_values
@@ -25,7 +25,7 @@ from quantscope.state import PANES, Settings, pane_params
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-def test_screenshot_and_metrics_of_the_demo_in_a_fresh_process(tmp_path):
+def test_screenshot_and_metrics_of_the_demo_in_a_fresh_process(tmp_path, engine_reports):
     png, js = tmp_path / "demo.png", tmp_path / "demo.json"
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen",
            "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
@@ -38,7 +38,7 @@ def test_screenshot_and_metrics_of_the_demo_in_a_fresh_process(tmp_path):
     assert k in (1, 2) and (image.width(), image.height()) == (1600 * k, 1000 * k)
     doc = json.loads(js.read_text())
     x = np.load(sample_path("gelu_activations"))
-    ref = four_reports(x, DEMO_AXIS)
+    ref = engine_reports(x, DEMO_AXIS)
     assert set(doc["panes"]) == set(PANES)
     for pane in PANES:
         assert doc["panes"][pane]["displayed"] == display_values(ref[pane])
@@ -50,7 +50,14 @@ def test_screenshot_and_metrics_of_the_demo_in_a_fresh_process(tmp_path):
             assert got[key] == (pytest.approx(value, rel=1e-9)
                                 if isinstance(value, float) else value), key
     assert doc["panes"]["symmetric/tensor"]["title"] == "Symmetric · per-tensor"
+    assert doc["panes"]["symmetric/channel"]["title"] == (
+        "Symmetric · per-channel · axis -1 · 1,536 channels")
     assert doc["settings"] == Settings(axis=DEMO_AXIS).to_dict()
+    assert doc["applied"]["axis_rule"] == 'name "gelu_activations" says activation'
+    # the keys of `quantscope report --json`, with the numbers the panes display
+    assert set(doc["schemes"]) == set(PANES) and doc["errors"] == {}
+    for pane in PANES:
+        assert doc["schemes"][pane] == doc["panes"][pane]["values"]
 
 
 @pytest.mark.parametrize("generator", ["weights", "relu"])
@@ -64,7 +71,7 @@ def test_generator_metrics_match_the_engine(qapp, tmp_path, generator):
     for pane in PANES:
         want = display_values(analyze(x, pane_params(x, pane, s)))
         assert doc["panes"][pane]["displayed"] == want
-    assert doc["source"]["kind"] == "generator" and doc["source"]["seed"] == 3
+    assert doc["source_spec"]["kind"] == "generator" and doc["source_spec"]["seed"] == 3
 
 
 def test_file_with_a_named_tensor(qapp, tmp_path):

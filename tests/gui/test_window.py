@@ -10,7 +10,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QLabel
 
-from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE, four_reports
+from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE
 from quantscope.core import analyze
 from quantscope.core.generators import generate
 from quantscope.gui.numbers import display_values
@@ -45,15 +45,16 @@ def outlier_window(make_window, wait_results):
     return win
 
 
-def test_opens_on_the_demo_with_the_reports_numbers(make_window, wait_results):
+def test_opens_on_the_demo_with_the_reports_numbers(make_window, wait_results, engine_reports):
     win = make_window()
     win.load(Source("sample", DEMO_SAMPLE, axis=DEMO_AXIS))
     wait_results(win)
-    ref = four_reports(win.state.tensor, DEMO_AXIS)
+    ref = engine_reports(win.state.tensor, DEMO_AXIS)
     for pane in PANES:
         assert win.panes[pane].displayed() == display_values(ref[pane])
     assert win.panes["symmetric/tensor"].title.text() == "Symmetric · per-tensor"
-    assert win.panes["asymmetric/channel"].title.text() == "Asymmetric · per-channel"
+    assert win.panes["asymmetric/channel"].title.text() == (
+        "Asymmetric · per-channel · axis -1 · 1,536 channels")
     assert win.state.prepared is not None  # the fast exact path served these numbers
     rows = dict(win.source_panel.summary_rows())
     assert rows["shape"] == "197x1536" and rows["max"] == f"{win.state.tensor.max():.6g}"
@@ -122,7 +123,8 @@ def test_state_changes_show_in_the_controls(outlier_window, wait_results):
     assert (c.bits.value(), c.bits_label.value(), c.rounding.currentData(),
             c.group.value(), c.runtime.currentData()) == (5, 5, "half_away", 64, "tflite")
     assert not c.rounding.isEnabled()  # the runtime decides its rounding
-    assert win.panes["symmetric/channel"].title.text() == "Symmetric · per-group (64)"
+    assert win.panes["symmetric/channel"].title.text() == (
+        "Symmetric · per-group of 64 · axis 1 · 240 groups")
     wait_results(win)
     assert shown(win) == engine_texts(win.state)
 

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 from superqt import QDoubleRangeSlider
 
-from quantscope.state import RUNTIME_DESCRIPTIONS, ExplorerState, Settings
+from quantscope.state import RUNTIME_DESCRIPTIONS, ExplorerState, Settings, preset_rules
 
 METHOD_LABELS = {"minmax": "min / max", "percentile": "percentile", "mse": "MSE-optimal",
                  "entropy": "entropy (TensorRT KL)", "manual": "manual clip"}
@@ -37,6 +37,8 @@ NARROW_LABELS = {None: "default", True: "narrow", False: "full"}
 NARROW_TIPS = {None: "the engine default: narrow for symmetric, full for asymmetric",
                True: "narrow: drop the most negative code (-127..127 at 8 bits)",
                False: "full: every code (-128..127 at 8 bits)"}
+ROLE_LABELS = {None: "from its name and shape", "weight": "weight [out, in…]: axis 0",
+               "activation": "activation […, features]: axis -1"}
 RUNTIME_LABELS = {None: "none (engine)", "pytorch": "PyTorch eager",
                   "pytorch-fake": "PyTorch fake quant / PT2E", "onnxruntime": "ONNX Runtime",
                   "tflite": "TFLite reference", "tflite-xnnpack": "TFLite XNNPACK",
@@ -165,9 +167,17 @@ class ControlsPanel(QGroupBox):
         bits_row = QWidget()
         bits_row.setLayout(row)
         form.addRow("bit width", bits_row)
+        self.role = _combo(ROLE_LABELS)
+        self.role.setToolTip("what the tensor is: its channel axis follows (picked again for "
+                             "every new tensor)")
+        form.addRow("tensor is", self.role)
         self.axis = QSpinBox()
         self.axis.setKeyboardTracking(False)
         form.addRow("channel axis", self.axis)
+        self.axis_rule = QLabel("")
+        self.axis_rule.setObjectName("axisRule")
+        self.axis_rule.setWordWrap(True)
+        form.addRow("", self.axis_rule)
         self.group = QSpinBox()
         self.group.setRange(0, 1 << 24)
         self.group.setSpecialValueText("off")
@@ -176,12 +186,20 @@ class ControlsPanel(QGroupBox):
         form.addRow("group size", self.group)
         self.runtime = _combo(RUNTIME_LABELS, RUNTIME_DESCRIPTIONS)
         form.addRow("runtime preset", self.runtime)
+        # what cannot be honoured as the controls show it (a preset under a manual window)
+        self.note = QLabel("")
+        self.note.setObjectName("controlsNote")
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: #b3261e;")
+        self.note.hide()
+        form.addRow(self.note)
         self.log_counts = QCheckBox("log counts")
         form.addRow("histogram", self.log_counts)
         self._connect()
         state.settings_changed.connect(self.sync)
         state.tensor_changed.connect(self.sync)
         state.prepared_changed.connect(self.sync)
+        state.results_changed.connect(self._show_window_in_use)
         self.sync()
 
     def apply_theme(self, theme) -> None:
@@ -201,6 +219,7 @@ class ControlsPanel(QGroupBox):
             lambda _i: st.update_settings(narrow_range=self.narrow.currentData()))
         self.runtime.activated.connect(
             lambda _i: st.update_settings(runtime=self.runtime.currentData()))
+        self.role.activated.connect(lambda _i: st.set_role(self.role.currentData()))
         self.axis.valueChanged.connect(lambda v: st.update_settings(axis=int(v)))
         self.group.valueChanged.connect(lambda v: st.update_settings(group_size=int(v) or None))
         self.percentile.valueChanged.connect(lambda v: st.update_settings(percentile=float(v)))
@@ -243,36 +262,76 @@ class ControlsPanel(QGroupBox):
 
     def sync(self) -> None:
         """Show the state's settings (signals blocked: no echo back into the state)."""
-        s: Settings = self.state.settings
+        st = self.state
+        s: Settings = st.settings
+        rules = preset_rules(s.runtime, s.bits)
         widgets = (self.method, self.percentile, self.percentile_slider, self.clip, self.clip_lo,
                    self.clip_hi, self.rounding, self.narrow, self.bits, self.bits_label,
-                   self.axis, self.group, self.runtime)
+                   self.axis, self.group, self.runtime, self.role)
         blocked = [w.blockSignals(True) for w in widgets]
         try:
             self.method.setCurrentIndex(self.method.findData(s.method))
             self.percentile.setValue(s.percentile)
             self.percentile_slider.setValue(percentile_to_slider(s.percentile))
-            self.rounding.setCurrentIndex(self.rounding.findData(s.rounding))
-            self.narrow.setCurrentIndex(list(NARROW_LABELS).index(s.narrow_range))
+            # a control the preset decides shows the preset's value, greyed
+            self.rounding.setCurrentIndex(self.rounding.findData(rules["rounding"] or s.rounding))
+            self._show_code_range(s.narrow_range, rules["code_range"])
             self.bits.setValue(s.bits)
             self.bits_label.setValue(s.bits)
-            ndim = self.state.tensor.ndim if self.state.tensor is not None else 1
+            ndim = st.tensor.ndim if st.tensor is not None else 1
             self.axis.setRange(-ndim, ndim - 1)
             self.axis.setValue(s.axis)
+            self.axis.setEnabled(ndim > 1)
+            role = st.source.role if st.source is not None else None
+            self.role.setCurrentIndex(list(ROLE_LABELS).index(role))
+            self.role.setEnabled(ndim > 1)
             self.group.setValue(s.group_size or 0)
             self.runtime.setCurrentIndex(list(RUNTIME_LABELS).index(s.runtime))
-            ov = self.state.overview
+            ov = st.overview
             if ov is not None and ov.max > ov.min:
                 pad = 0.25 * max(abs(ov.min), abs(ov.max))
                 self.clip.setRange(ov.min - pad, ov.max + pad)
-            lo, hi = s.manual_clip or ((ov.min, ov.max) if ov is not None else (-1.0, 1.0))
+        finally:
+            for w, b in zip(widgets, blocked, strict=True):
+                w.blockSignals(b)
+        self._show_window_in_use()
+        self.percentile_row.setEnabled(s.method == "percentile")
+        self.rounding.setEnabled(rules["rounding"] is None)
+        self.rounding.setToolTip("" if rules["rounding"] is None
+                                 else "the runtime preset decides the rounding")
+        self.narrow.setEnabled(rules["code_range"] is None)
+        applied = st.applied()
+        self.axis_rule.setText(applied["axis_rule"] if st.tensor is not None else "")
+        notes = applied["notes"]
+        self.note.setText("⚠ " + "; ".join(notes) if notes else "")
+        self.note.setVisible(bool(notes))
+
+    def _show_code_range(self, narrow: bool | None, preset_text: str | None) -> None:
+        """The code range combo: the setting, or (greyed) the range the preset imposes."""
+        if self.narrow.count() > len(NARROW_LABELS):
+            self.narrow.removeItem(len(NARROW_LABELS))
+        if preset_text is None:
+            self.narrow.setCurrentIndex(list(NARROW_LABELS).index(narrow))
+            self.narrow.setToolTip("")
+            return
+        self.narrow.addItem(f"preset: {preset_text}", "preset")
+        self.narrow.setCurrentIndex(len(NARROW_LABELS))
+        self.narrow.setToolTip("the runtime preset decides the code range")
+
+    def _show_window_in_use(self) -> None:
+        """The clip-window fields show the window the panes use in every mode (typing or
+        dragging there switches to a manual window)."""
+        window = self.state.window_in_use()
+        ov = self.state.overview
+        if window is None:
+            window = (ov.min, ov.max) if ov is not None else (-1.0, 1.0)
+        lo, hi = (float(v) for v in window)
+        widgets = (self.clip, self.clip_lo, self.clip_hi)
+        blocked = [w.blockSignals(True) for w in widgets]
+        try:
             self.clip.setValue((lo, hi))
             self.clip_lo.setValue(lo)
             self.clip_hi.setValue(hi)
         finally:
             for w, b in zip(widgets, blocked, strict=True):
                 w.blockSignals(b)
-        self.percentile_row.setEnabled(s.method == "percentile")
-        rules_apply = s.runtime is None
-        self.rounding.setEnabled(rules_apply)
-        self.rounding.setToolTip("" if rules_apply else "the runtime preset decides the rounding")

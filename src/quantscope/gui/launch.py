@@ -14,11 +14,16 @@ import os
 import sys
 from pathlib import Path
 
-from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE, add_source_arguments
+from quantscope.commands.report import (
+    DEMO_SAMPLE,
+    add_settings_arguments,
+    add_source_arguments,
+    settings_from_args,
+)
 from quantscope.core.generators import GENERATORS
 from quantscope.errors import UserError
 from quantscope.jsonable import dumps
-from quantscope.state import ExplorerState, Settings, Source
+from quantscope.state import ExplorerState, Source
 
 #: How long ``--screenshot`` waits for the panes before giving up (a 10^8-element file may
 #: take a while to prepare on a slow machine).
@@ -33,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="start on a generated tensor instead of a file or sample")
     parser.add_argument("--shape", help="generator shape, e.g. 256x1024 (default per generator)")
     parser.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
-    parser.add_argument("--bits", type=int, default=8, help="bit width, 2 to 8 (default 8)")
+    add_settings_arguments(parser)
     parser.add_argument("--screenshot", metavar="OUT.png|OUT.svg",
                         help="render offscreen once every pane has results, save (PNG at 2x "
                              "pixel density, or SVG), exit")
@@ -62,10 +67,9 @@ def source_from_args(args: argparse.Namespace) -> Source:
         src = Source("file", str(Path(args.file)), tensor=args.tensor)
     else:
         name = args.sample or DEMO_SAMPLE
-        src = Source("sample", name, tensor=args.tensor,
-                     axis=DEMO_AXIS if name == DEMO_SAMPLE else None)
-    if args.axis is not None:
-        src = Source(**{**src.__dict__, "axis": args.axis})
+        src = Source("sample", name, tensor=args.tensor)
+    if args.axis is not None or args.role:
+        src = Source(**{**src.__dict__, "axis": args.axis, "role": args.role})
     return src
 
 
@@ -99,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                         "unset); run it on a desktop, or render it with --screenshot OUT.png")
     size = _parse_size(args.size)
     source = source_from_args(args)
-    settings = Settings(bits=args.bits).check()
+    settings = settings_from_args(args)
 
     from PySide6.QtWidgets import QApplication
 
@@ -127,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     if session is not None and session.source is not None:
         pass  # apply_session is loading it
     else:  # several tensors and no --tensor: the picker asks (headless: the error lists them)
-        window.load(source, pick=not headless)
+        window.load(source, pick=not headless, settings=settings)
     if not headless:
         code = app.exec()
         remember_window(window)

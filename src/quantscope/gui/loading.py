@@ -16,6 +16,7 @@ from quantscope.gui.picker import TensorPicker
 from quantscope.gui.worker import JobContext
 from quantscope.state import (
     Source,
+    choose_axis,
     load_source,
     overview,
     prepare_tensor,
@@ -30,12 +31,14 @@ FILE_FILTER = ("Tensor files and checkpoints (*.npy *.npz *.safetensors *.index.
 class Loading:
     """Loading, picking, dropping, progress and cancel (``self`` is the MainWindow)."""
 
-    def load(self, source: Source, *, pick: bool = True) -> None:
+    def load(self, source: Source, *, pick: bool = True, settings=None) -> None:
         """Build or read ``source`` in the worker; the tensor changes when it is ready.
 
         A checkpoint -- a folder, an index, a file holding several tensors -- with no tensor
         named opens the model view; a sample holding several opens the (non-modal) picker
-        when ``pick`` is true, otherwise the loader's error lists the names.
+        when ``pick`` is true, otherwise the loader's error lists the names. ``settings`` (a
+        session's, the command line's) arrive with the tensor; without them the
+        tensor-dependent ones are derived for it (``ExplorerState.set_tensor``).
         """
         if source.kind == "file" and source.tensor is None and (
                 Path(source.name).is_dir() or source.name.endswith(".index.json")):
@@ -58,7 +61,7 @@ class Loading:
                 self.open_model(path)  # several tensors: the model view lists them all
                 return
             if len(infos) > 1 and pick:
-                self._show_picker(source, infos)
+                self._show_picker(source, infos, settings)
                 return
         self.load_from(source, lambda: load_source(source))
 
@@ -67,7 +70,8 @@ class Loading:
         ``read``, the checks, the summary and the preparation run in the worker, as for a
         file (Python callers hand in-memory tensors this way). Returns the job's ticket."""
         self._load_source = source
-        settings = self.state.settings
+        given = settings
+        settings = settings or self.state.settings
 
         def job(ctx: JobContext):
             ctx.progress(-1, f"loading {source.label()}")
@@ -78,10 +82,10 @@ class Loading:
             # every O(N) step here, in the worker: the GUI thread only installs the result
             x = working_tensor(x, lambda f, stage: ctx.progress(f, stage))
             prepared = prepare_tensor(
-                x, settings, source.axis,
+                x, settings, choose_axis(x.shape, source).axis,
                 lambda f, stage: ctx.progress(f, f"preparing exact statistics: {stage} {f:.0%}"))
             ctx.progress(-1, "summarising")
-            return source, x, prepared, overview(x, dtype, prepared)
+            return source, x, prepared, overview(x, dtype, prepared), given
 
         self._start_progress(f"loading {source.label()}")
         return self.worker.submit("load", job)
@@ -90,13 +94,13 @@ class Loading:
         """Open a file: one tensor loads at once, several open the (non-modal) picker."""
         self.load(Source("file", str(path), tensor=tensor))
 
-    def _show_picker(self, source: Source, infos) -> None:
+    def _show_picker(self, source: Source, infos, settings=None) -> None:
         if self.picker is not None:
             self.picker.close()
             self.picker.deleteLater()
         self.picker = TensorPicker(source.label(), infos, self)
         self.picker.chosen.connect(
-            lambda name: self.load(dataclasses.replace(source, tensor=name)))
+            lambda name: self.load(dataclasses.replace(source, tensor=name), settings=settings))
         self.picker.show()
 
     def open_dialog(self) -> None:

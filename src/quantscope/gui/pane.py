@@ -110,6 +110,9 @@ class Pane(QFrame):
         layout.setSpacing(4)
         self.title = QLabel(title)
         self.title.setObjectName("paneTitle")
+        # a long heading (per-group, its axis and count) is cut, never widens the pane: the
+        # four panes keep equal shares of the window (the full text is the tooltip)
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.title)
         self.key_label = QLabel("")  # what the marks mean (see apply_theme)
         self.key_label.setObjectName("paneKey")
@@ -251,6 +254,7 @@ class Pane(QFrame):
     def set_title(self, title: str) -> None:
         """Change the heading (per-channel panes become per-group)."""
         self.title.setText(title)
+        self.title.setToolTip(title)
 
     def set_stale(self, stale: bool) -> None:
         """Grey the numbers while newer settings are being computed."""

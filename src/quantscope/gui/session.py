@@ -178,16 +178,13 @@ def apply_session(window, session: Session) -> None:
     if hasattr(window, "dark_action"):
         window.dark_action.setChecked(session.dark)
         window.presentation_action.setChecked(session.presentation)
-    changes = dataclasses.asdict(session.settings)
     if session.source is not None:
-        # the axis travels with the source: the new tensor may have more dimensions than the
-        # current one, which update_settings would rightly refuse
-        changes.pop("axis")
+        # the settings arrive with the tensor (its axis, its manual window); the axis travels
+        # with the source, as the one given for it
         source = dataclasses.replace(session.source, axis=session.settings.axis)
-        state.update_settings(**changes)
-        window.load(source)
+        window.load(source, settings=session.settings)
     else:
-        state.update_settings(**changes)
+        state.update_settings(**dataclasses.asdict(session.settings))
 
 
 # -- remembered between runs --------------------------------------------------------------------

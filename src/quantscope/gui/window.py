@@ -226,8 +226,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         st = self.state
         self.source_status.setText(st.source.label() if st.source else "")
         self.update_headline()
-        for key, pane in self.panes.items():
-            pane.set_title(pane_title(key, st.settings))
+        self._show_titles()
         if st.overview is None:  # set directly (tests, views): prepare it in the worker
             tensor, settings = st.tensor, st.settings
             self._preparing_for = tensor
@@ -244,9 +243,15 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
 
     def _settings_changed(self) -> None:
         self.update_headline()
-        for key, pane in self.panes.items():
-            pane.set_title(pane_title(key, self.state.settings))
+        self._show_titles()
         self._request_compute()
+
+    def _show_titles(self) -> None:
+        """Pane headings with the channel axis and the number of channels (or groups)."""
+        st = self.state
+        shape = st.tensor.shape if st.tensor is not None else None
+        for key, pane in self.panes.items():
+            pane.set_title(pane_title(key, st.settings, shape))
 
     def _request_compute(self) -> None:
         st = self.state
@@ -263,8 +268,9 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             return  # (a result queued just before shutdown would restart the worker)
         if kind == "load":
             self._stop_progress()
-            source, x, prepared, ov = result
-            if self.state.set_tensor(x, source, prepared=prepared, overview=ov, checked=True):
+            source, x, prepared, ov, settings = result
+            if self.state.set_tensor(x, source, prepared=prepared, overview=ov, checked=True,
+                                     settings=settings):
                 self.clear_error()
             self._settle_heap()
         elif kind == "prepare":
@@ -370,21 +376,28 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         return True
 
     def metrics(self) -> dict:
-        """The numbers every pane displays, keyed by pane (the ``--metrics`` JSON); the
-        model view's table while it is on screen."""
+        """The numbers every pane displays (the ``--metrics`` JSON): the keys of
+        ``quantscope report --json`` (``ExplorerState.describe``) for the reports the panes
+        show, and under ``panes`` each pane's title and displayed strings; the model view's
+        table while it is on screen."""
         if self.model_active():
             return self.model_view.metrics()
         st = self.state
+        doc = st.describe()
+        doc["source_spec"] = st.source.to_dict() if st.source else None
+        doc["schemes"], doc["errors"] = {}, {}
         panes = {}
         for key, pane in self.panes.items():
             if pane.report is not None:
                 entry = metrics_entry(pane.title.text(), pane.report)
                 entry["displayed"] = pane.displayed()
                 panes[key] = entry
+                doc["schemes"][key] = pane.report.summary()
             else:
                 panes[key] = {"title": pane.title.text(), "error": pane.error.text()}
-        return {"source": st.source.to_dict() if st.source else None,
-                "settings": st.settings.to_dict(), "panes": panes}
+                doc["errors"][key] = pane.error.text()
+        doc["panes"] = panes
+        return doc
 
     def closeEvent(self, event) -> None:
         self.shutdown()
