@@ -16,6 +16,7 @@ is asked for, so ``import quantscope`` stays a pure engine.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import sys
 import time
@@ -190,13 +191,13 @@ class Viewer:
         self._check_open()
         source, read, hint = resolve_source(data, tensor=tensor, name=name)
         self._failure = None
-        if hint:
-            self.state.update_settings(**hint)
+        # a new tensor resets the manual window: the tensor's own one arrives with it
+        given = dataclasses.replace(self.state.settings, **hint) if hint else None
         if read is None:
-            self.window.load(source, pick=False)
+            self.window.load(source, pick=False, settings=given)
             self._load_ticket = self.window.worker.latest("load")
         else:
-            self._load_ticket = self.window.load_from(source, read)
+            self._load_ticket = self.window.load_from(source, read, settings=given)
         self._load_done = False
         return self
 

@@ -57,7 +57,7 @@ def run_python(code: str, env_drop=(), **env) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_a_script_drives_view_load_set_wait_numbers_against_the_engine():
+def test_a_script_drives_view_load_set_wait_numbers_against_the_engine(engine_reports):
     doc = run_python("""
         import json, numpy as np, quantscope as qs
         x = np.random.default_rng(3).standard_normal((192, 256)).astype(np.float32)
@@ -77,17 +77,12 @@ def test_a_script_drives_view_load_set_wait_numbers_against_the_engine():
         print(json.dumps({"demo": demo, "numbers": numbers, "clipped": clipped,
                           "closed_after_run": v.closed}))
         """, QT_QPA_PLATFORM="offscreen")
-    from quantscope.commands.report import four_reports, load_source
+    from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE
+    from quantscope.io.samples import sample_path
     from quantscope.state import Settings
 
-    class Args:
-        file = None
-        tensor = None
-        sample = None
-        axis = None
-
-    demo_x, _, demo_axis = load_source(Args)
-    demo_reports = four_reports(demo_x, demo_axis)
+    demo_x, demo_axis = np.load(sample_path(DEMO_SAMPLE)), DEMO_AXIS
+    demo_reports = engine_reports(demo_x, demo_axis)
     assert doc["demo"]["current"] and doc["demo"]["axis"] == demo_axis
     for pane, report in demo_reports.items():  # the first numbers are `quantscope report`'s
         close_to(doc["demo"]["schemes"][pane], report.summary(), pane)

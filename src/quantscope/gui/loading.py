@@ -63,12 +63,13 @@ class Loading:
             if len(infos) > 1 and pick:
                 self._show_picker(source, infos, settings)
                 return
-        self.load_from(source, lambda: load_source(source))
+        self.load_from(source, lambda: load_source(source), settings=settings)
 
-    def load_from(self, source: Source, read) -> int:
+    def load_from(self, source: Source, read, settings=None) -> int:
         """Load what ``read()`` returns, ``(array, stored dtype name)``, labelled ``source``:
         ``read``, the checks, the summary and the preparation run in the worker, as for a
-        file (Python callers hand in-memory tensors this way). Returns the job's ticket."""
+        file (Python callers hand in-memory tensors this way). Returns the job's ticket.
+        ``settings`` as for :meth:`load`."""
         self._load_source = source
         given = settings
         settings = settings or self.state.settings
