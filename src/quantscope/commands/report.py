@@ -123,25 +123,46 @@ def source_from_args(args: argparse.Namespace):
     return src
 
 
+def read_session(path: str):
+    """(source, settings) of a session file the window saved; a file that is no session, or
+    holds invalid settings, raises UserError naming it. (Qt-free: the window's reader lives
+    with its other session code in the GUI; settings a tensor cannot have are refused when
+    the tensor loads.)"""
+    import json
+
+    from quantscope.errors import QuantscopeError
+    from quantscope.state import Settings, Source
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--session {path}: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != "quantscope-session":
+        raise UserError(f"--session {path}: not a quantscope session")
+    try:
+        source = Source.from_dict(doc["source"]) if doc.get("source") else None
+        settings = Settings.from_dict(doc.get("settings") or {})
+    except (QuantscopeError, TypeError, ValueError, KeyError) as exc:
+        raise UserError(f"--session {path}: invalid session: {exc}") from None
+    return source, settings
+
+
 def explore(args: argparse.Namespace):
     """Load the tensor and compute the panes as the window would; return the state."""
     import dataclasses
 
     from quantscope.state import ExplorerState, Settings, load_source
 
-    session = None
-    if getattr(args, "session", None):
-        from quantscope.gui.session import load_session  # validates it as the window does
-
-        session = load_session(args.session)
-    given = bool(args.file or args.sample)
-    if session is not None and session.source is not None and not given:
-        source = dataclasses.replace(session.source, axis=session.settings.axis)
+    session_source, session_settings = (read_session(args.session)
+                                        if getattr(args, "session", None) else (None, None))
+    if session_source is not None and not (args.file or args.sample):
+        source = dataclasses.replace(session_source, axis=session_settings.axis)
     else:
         source = source_from_args(args)
     if args.axis is not None or getattr(args, "role", None):
         source = dataclasses.replace(source, axis=args.axis, role=args.role)
-    settings = settings_from_args(args, session.settings if session else Settings())
+    settings = settings_from_args(args, session_settings or Settings())
     x, _ = load_source(source)
     if source.axis is not None and np.ndim(x) > 0 and not -np.ndim(x) <= source.axis < np.ndim(x):
         raise UserError(f"--axis {source.axis} is out of range for shape {np.shape(x)}")
