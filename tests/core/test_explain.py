@@ -11,6 +11,7 @@ from quantscope.core.explain import (
     clip_sweep_curve,
     clip_threshold,
     clip_window,
+    threshold_sides,
     unit_histogram,
     unit_values,
     window_for_threshold,
@@ -142,10 +143,14 @@ def test_one_outlier_sweep_shows_the_trade_off():
     assert np.all(np.diff(sweep.thresholds) > 0)
 
 
-def test_window_for_threshold_keeps_the_skew():
-    assert window_for_threshold(5.0, -1.0, 10.0) == (-0.5, 5.0)
-    assert window_for_threshold(2.0, -4.0, 1.0) == (-2.0, 0.5)
+def test_window_for_threshold_clips_only_beyond_the_threshold():
+    assert window_for_threshold(5.0, -1.0, 10.0) == (-1.0, 5.0)  # the real minimum stays
+    assert window_for_threshold(0.5, -1.0, 10.0) == (-0.5, 0.5)
+    assert window_for_threshold(2.0, -4.0, 1.0) == (-2.0, 1.0)
+    assert window_for_threshold(3.0, 0.5, 10.0) == (0.0, 3.0)  # the range holds 0
     assert window_for_threshold(1.0, 0.0, 0.0) == (-1.0, 1.0)
+    assert threshold_sides(-0.17, 24.8) == "clips x > t; x < −t too once t < 0.17"
+    assert threshold_sides(0.0, 3.0) == "clips x > t"
 
 
 def test_sweep_reports_progress_and_stops_when_asked():

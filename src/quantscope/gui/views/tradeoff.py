@@ -6,8 +6,9 @@ widens: bigger steps), clipping MSE (shrinks: fewer values cut off) and their su
 axis, SQNR on a second axis, the optimum (least total MSE) and the current threshold. Dragging
 the current-threshold line sets a manual clip (``state.update_settings(method="manual",
 manual_clip=...)``) and every pane follows live; when the panes change by any other control,
-the lines follow the panes. One threshold means the same window in both schemes
-(:func:`quantscope.core.explain.window_for_threshold`), so both lines always agree.
+the lines follow the panes. A threshold ``t`` clips the values with ``|x| > t`` and nothing
+else, in both schemes (:func:`quantscope.core.explain.window_for_threshold`; the axis label
+says which side(s) that cuts), so both lines always agree.
 
 All numbers come from :func:`quantscope.core.explain.clip_sweep_curve` (exact reports, run in
 a background job that starts once the panes have their numbers and the controls rest, and
@@ -31,7 +32,12 @@ from PySide6.QtWidgets import (
 
 from quantscope.core import choose_qparams
 from quantscope.core.captions import finite_range, fmt_db, fmt_value
-from quantscope.core.explain import ClipSweep, clip_sweep_curve, clip_threshold
+from quantscope.core.explain import (
+    ClipSweep,
+    clip_sweep_curve,
+    clip_threshold,
+    threshold_sides,
+)
 from quantscope.gui.style import reserve_lines, summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._jobs import LatestJob
@@ -80,7 +86,7 @@ class _SchemePlot:
         plot.setLogMode(x=False, y=True)
         plot.setLabel("left", "MSE")
         plot.getAxis("left").enableAutoSIPrefix(False)  # "(x0.001)" on a log axis misleads
-        plot.setLabel("bottom", "clip threshold |x|")
+        plot.setLabel("bottom", "clip threshold t")
         plot.showGrid(x=True, y=True, alpha=0.12)
         plot.getViewBox().setMouseEnabled(x=True, y=False)
         if with_legend:
@@ -171,6 +177,9 @@ class _SchemePlot:
         self.best_dot.setData(*_finite_points([best_t], _positive(np.array([best_mse]))))
         self.best_line.setToolTip(f"least total MSE at |x| = {fmt_value(best_t)}")
         self.current.setBounds((float(t[0]), float(t[-1])))
+        # which side(s) a threshold cuts: dragging moves only those ends of the window
+        sides = threshold_sides(sweep.x_min, sweep.x_max)
+        self.plot.setLabel("bottom", f"clip threshold t ({sides})")
         # one label per decade, given explicitly: pyqtgraph's automatic log ticks drop every
         # label once a short axis needs more than one decade per tick
         axis = self.plot.getAxis("left")
@@ -349,6 +358,11 @@ class TradeoffView(QWidget):
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
+        # pyqtgraph re-renders a line's label only while it is visible: values set while
+        # another tab was showing would leave the old text
+        for plot in self.plots.values():
+            plot.current.label.valueChanged()
+            plot.best_line.label.valueChanged()
         if self._dirty:
             self._request_sweep()
 
