@@ -169,3 +169,28 @@ def test_outliers_on_both_sides_are_both_named():
     assert c.text.startswith("two values, at -20 and 20, stretch the window")
     y = np.concatenate([np.linspace(-1, 1, 5000), [-20.0, -19.0, 18.0, 20.0]]).astype(np.float32)
     assert _cap(y, choose_qparams(y)).text.startswith("4 values out to -20 and 20 stretch")
+
+
+def test_clipped_values_never_read_as_rounding_only_or_as_stretching():
+    x = np.random.default_rng(0).normal(size=100_000).astype(np.float32)
+    x[:12] = 20.0
+    # a window that ends just below the 12 values: they are clipped, not in the window
+    rep = analyze(x, params_from_range(-20.0, 19.99, symmetric=False))
+    assert rep.clipped_above == 12
+    c = caption(rep, x_min=float(x.min()), x_max=20.0)
+    assert "stretch" not in c.text and "only" not in c.text
+    assert c.kind == "rounding" and "0.012% clipped" in c.text
+    # a uniform tensor with one value past the edge: "rounding dominates", with the count
+    u = np.linspace(-1, 1, 200_001, dtype=np.float32)
+    rep = analyze(u, params_from_range(-1.0, 0.99999, symmetric=False))
+    assert rep.clipped_above == 1
+    c = caption(rep, x_min=-1.0, x_max=1.0)
+    assert c.text.startswith("rounding dominates") and "one value clipped" in c.text
+
+
+def test_a_share_below_a_thousandth_of_a_percent_is_a_count():
+    from quantscope.core.captions import values_share
+
+    assert values_share(1, 10_000_000) == "one value"
+    assert values_share(12, 10_000_000) == "12 values"
+    assert values_share(3_000, 1_000_000) == "0.3% of values"

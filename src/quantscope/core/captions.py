@@ -15,7 +15,11 @@ finite range, so it is always true of the numbers on screen. The rules, first ma
    the median unit -- that unit, and how few codes its values use, is what to look at;
 6. ``outlier``: 99% of the values share at most a quarter of the codes, because a few
    extreme values stretch the window;
-7. ``rounding``: otherwise rounding inside a well-used window is all that is left.
+7. ``rounding``: otherwise rounding inside a well-used window is all that is left ("rounding
+   only"; "rounding dominates" with the count when a few values are clipped).
+
+Clipped values are never counted as values that stretch the window, and a share below
+0.001% is given as a count ("one value"), never as a percentage that rounds to zero.
 """
 
 from __future__ import annotations
@@ -76,6 +80,18 @@ def fmt_percent(fraction: float) -> str:
     return f"{p:.2g}%"
 
 
+#: Below this share (0.001%) a count is clearer than a percentage ("1 value", not "0.000%").
+COUNT_BELOW = 1e-5
+
+
+def values_share(count: int, n: int) -> str:
+    """``count`` of ``n`` values in words: ``"0.3% of values"``, or below 0.001% the count
+    itself (``"one value"``, ``"12 values"``), so a non-zero count never reads as zero."""
+    if count and n and count / n < COUNT_BELOW:
+        return _count_words(int(count))
+    return f"{fmt_percent(count / n if n else 0.0)} of values"
+
+
 def _count_words(n: int, noun: str = "value") -> str:
     if n == 1:
         return f"one {noun}"
@@ -98,8 +114,9 @@ def _clipping(report: QuantReport) -> Caption | None:
     if report.mse <= 0 or report.clipping_mse < 0.5 * report.mse:
         return None
     share = report.clipping_mse / report.mse
-    return Caption("clipping", f"clipping dominates: {fmt_percent(report.clipped_fraction)} of "
-                               f"values clipped cause {fmt_percent(share)} of the error")
+    clipped = report.clipped_below + report.clipped_above
+    return Caption("clipping", f"clipping dominates: {values_share(clipped, report.n)} "
+                               f"clipped cause {fmt_percent(share)} of the error")
 
 
 def _one_sided(report: QuantReport, x_min: float, x_max: float) -> Caption | None:
@@ -135,7 +152,11 @@ def _channel(report: QuantReport) -> Caption | None:
 
 
 def _outlier(report: QuantReport, x_min: float, x_max: float) -> Caption | None:
-    hist = np.asarray(report.code_histogram, np.int64)
+    # clipped values sit on the edge codes but stretch nothing (the window ends before
+    # them): leave them out, or "12 values stretch the window" would count the 12 clipped
+    hist = np.array(report.code_histogram, np.int64)
+    hist[0] -= report.clipped_below
+    hist[-1] -= report.clipped_above
     used = np.flatnonzero(hist)
     if used.size < 2:
         return None
@@ -148,13 +169,21 @@ def _outlier(report: QuantReport, x_min: float, x_max: float) -> Caption | None:
     # each side's stretch: codes between the bulk's edge and the extreme value; the values in
     # the outer half of a stretch are the ones doing the stretching
     sides = []
-    for edge, extreme, value in ((lo, first, x_min), (hi, last, x_max)):
+    for edge, extreme, value, clipped in ((lo, first, x_min, report.clipped_below),
+                                          (hi, last, x_max, report.clipped_above)):
         stretch = abs(extreme - edge)
         mid = (edge + extreme) / 2.0
         far = int(hist[codes < mid].sum() if extreme < edge else hist[codes > mid].sum())
-        sides.append((stretch, far, value))
+        # values stretch a side only if they reach its end of the window (a manual window
+        # wider than the values is not their doing), and a side with clipped values has its
+        # extreme value beyond the window, not in it
+        reaches = extreme <= 1 if extreme < edge else extreme >= hist.size - 2
+        sides.append((stretch, far if reaches and not clipped else 0, value))
     longest = max(st for st, _, _ in sides)
     active = [(far, value) for st, far, value in sides if st >= 0.5 * longest and far > 0]
+    if not active:
+        return None  # the window is wide for its own reasons (a manual window), not values'
+
     share = (f"the window: {fmt_percent(BULK_SHARE)} of values share {span} of "
              f"{report.params.levels} codes")
     if len(active) == 2:
@@ -167,7 +196,17 @@ def _outlier(report: QuantReport, x_min: float, x_max: float) -> Caption | None:
         far, value = active[0] if active else (1, sides[1][2])
         who = (f"one value at {fmt_value(value)} stretches" if far <= 1
                else f"{far:,} values up to {fmt_value(value)} stretch")
-    return Caption("outlier", f"{who} {share}")
+    return Caption("outlier", f"{who} {share}{_clipped_tail(report)}")
+
+
+def _clipped_tail(report: QuantReport) -> str:
+    """``"; 12 values clipped"`` when any are (clipping below the caption's threshold)."""
+    clipped = report.clipped_below + report.clipped_above
+    if not clipped:
+        return ""
+    share = report.clipping_mse / report.mse if report.mse > 0 else 0.0
+    return (f"; {values_share(clipped, report.n).removesuffix(' of values')} clipped "
+            f"({fmt_percent(share)} of the error)")
 
 
 def _rounding(report: QuantReport) -> Caption:
@@ -177,6 +216,10 @@ def _rounding(report: QuantReport) -> Caption:
         tail = f"each error ≤ half a step ({fmt_value(float(step) / 2)})"
     else:
         tail = "each error ≤ half its unit's step"
+    clipped = _clipped_tail(report)
+    if clipped:  # not "only": a few values were clipped (e.g. past a rounded zero point)
+        return Caption("rounding", f"rounding dominates: values use {report.codes_used} of "
+                                   f"{p.levels} codes{clipped}")
     return Caption("rounding", f"rounding only: values use {report.codes_used} of {p.levels} "
                                f"codes, {tail}")
 

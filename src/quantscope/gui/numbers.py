@@ -61,9 +61,11 @@ def fmt_float(v: float, digits: int = 4) -> str:
 
 
 def fmt_percent(count: int, n: int) -> str:
-    """A clipped count as a percentage of the finite elements (3 decimals: one value in 10^5
-    still shows)."""
+    """A clipped count as a percentage of the finite elements (3 decimals), or below 0.001%
+    -- where 3 decimals would print a non-zero count as "0.000%" -- the count itself."""
     share = 100.0 * count / n if n else 0.0
+    if count and share < 0.001:
+        return "1 value" if count == 1 else f"{count:,} values"
     return f"{share:.3f}%"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QFontDatabase, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QFontDatabase, QPainterPath, QPen
 from PySide6.QtWidgets import (
     QFrame,
     QGraphicsItem,
@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QSizePolicy,
+    QStackedWidget,
     QVBoxLayout,
 )
 
@@ -125,7 +126,11 @@ class Pane(QFrame):
         # moved item for its bounding rectangle (a Python call in pyqtgraph), ~1 ms per pane
         # per change.
         self.graphics.scene().setItemIndexMethod(QGraphicsScene.ItemIndexMethod.NoIndex)
-        layout.addWidget(self.graphics, 1)
+        # a refused pane shows its reason where its plots were: same size, so the panes of a
+        # row keep their tables level
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.graphics)
+        layout.addWidget(self.stack, 1)
         self._build_plot()
         self._build_strip()
         self.caption = QLabel("")
@@ -138,8 +143,8 @@ class Pane(QFrame):
         self.error = QLabel("")
         self.error.setObjectName("paneError")
         self.error.setWordWrap(True)
-        self.error.hide()
-        layout.addWidget(self.error)
+        self.error.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.stack.addWidget(self.error)
         layout.addLayout(self._build_table())
 
     # -- construction -------------------------------------------------------------------------
@@ -270,13 +275,19 @@ class Pane(QFrame):
         self.caption.setVisible(bool(text))
 
     def set_error(self, text: str) -> None:
-        """Show why this pane has no numbers (the engine refused its settings)."""
+        """Show why this pane has no numbers (the engine refused its settings), in place of
+        its plots, whose items are cleared: nothing of the previous scheme stays on show."""
         self.error.setText(text)
-        self.error.setVisible(bool(text))
+        self.stack.setCurrentWidget(self.error if text else self.graphics)
         if text:
             self.report = None
             for value in self.values.values():
                 value.setText("—")
+            for item in (self.window, self.clip_lo, self.clip_hi, self.zero):
+                item.hide()
+            self.grid.setPath(QPainterPath())
+            self.bars.setPath(QPainterPath())
+            self.bar_heights = np.zeros(0)
 
     def set_overview(self, ov: TensorOverview | None, log: bool) -> None:
         """Draw the value histogram (the same data in every pane)."""
