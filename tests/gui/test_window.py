@@ -52,8 +52,8 @@ def test_opens_on_the_demo_with_the_reports_numbers(make_window, wait_results, e
     ref = engine_reports(win.state.tensor, DEMO_AXIS)
     for pane in PANES:
         assert win.panes[pane].displayed() == display_values(ref[pane])
-    assert win.panes["symmetric/tensor"].title.text() == "Symmetric · per-tensor"
-    assert win.panes["asymmetric/channel"].title.text() == (
+    assert win.panes["symmetric/tensor"].heading() == "Symmetric · per-tensor"
+    assert win.panes["asymmetric/channel"].heading() == (
         "Asymmetric · per-channel · axis -1 · 1,536 channels")
     assert win.state.prepared is not None  # the fast exact path served these numbers
     rows = dict(win.source_panel.summary_rows())
@@ -123,7 +123,7 @@ def test_state_changes_show_in_the_controls(outlier_window, wait_results):
     assert (c.bits.value(), c.bits_label.value(), c.rounding.currentData(),
             c.group.value(), c.runtime.currentData()) == (5, 5, "half_away", 64, "tflite")
     assert not c.rounding.isEnabled()  # the runtime decides its rounding
-    assert win.panes["symmetric/channel"].title.text() == (
+    assert win.panes["symmetric/channel"].heading() == (
         "Symmetric · per-group of 64 · axis 1 · 240 groups")
     wait_results(win)
     assert shown(win) == engine_texts(win.state)
@@ -148,15 +148,18 @@ def test_a_slider_drag_is_throttled_and_release_applies_at_once(outlier_window, 
 
 def test_log_counts_toggle(outlier_window):
     pane = outlier_window.panes["symmetric/tensor"]
-    counts = outlier_window.state.overview.hist_counts
-    np.testing.assert_allclose(pane.hist.yData, np.log10(counts + 1.0))  # the default
+    n = outlier_window.state.tensor.size
+    log = np.asarray(pane.hist.yData)  # the pane's own bins, log10(1 + n) by default
+    np.testing.assert_allclose(np.sum(10 ** log - 1.0), n, rtol=1e-9)
     assert outlier_window.log_action.isChecked()
     outlier_window.controls.log_counts.setChecked(False)
-    np.testing.assert_array_equal(pane.hist.yData, counts)
+    counts = np.asarray(pane.hist.yData)
+    assert counts.sum() == n
+    np.testing.assert_allclose(log, np.log10(counts + 1.0))
     assert not outlier_window.log_action.isChecked()
     outlier_window.log_action.setChecked(True)
     assert outlier_window.controls.log_counts.isChecked()
-    np.testing.assert_allclose(pane.hist.yData, np.log10(counts + 1.0))
+    np.testing.assert_allclose(pane.hist.yData, log)
 
 
 def test_bucket_grid_window_and_occupancy_are_drawn(outlier_window):
@@ -449,7 +452,7 @@ def test_a_change_paints_each_pane_once(outlier_window, wait_results, qtbot, cha
     # (a new rounding rule moves no boundary) need not be either
     changed = {key: int(pane.report is not before[key]) for key, pane in win.panes.items()}
     assert changed["symmetric/tensor"] == 1
-    assert all(counter.counts[key] <= changed[key] for key in changed)
+    assert all(counter.counts[key] <= changed[key] for key in changed), counter.counts
     if "bits" in change:  # every plot changes: each pane paints, once
         assert counter.counts == changed
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QBrush, QColor, QFont, QFontDatabase, QPainterPath, QPen
 from PySide6.QtWidgets import (
     QFrame,
@@ -50,6 +50,10 @@ USED_BRUSH = pg.mkBrush("#1f4e9c")
 #: Lines a caption keeps room for (it says what dominates the error in a sentence or two): a
 #: caption that wraps differently must not resize the four plots (see ``reserve_lines``).
 CAPTION_LINES = 2
+#: At most this many histogram bins (about two per pixel of a wide pane).
+MAX_BINS = 2048
+#: Quiet time after a zoom step before the histogram is binned again.
+REBIN_MS = 30
 
 
 def mono_font(point_size: int = 11) -> QFont:
@@ -109,15 +113,21 @@ class Pane(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 6, 8, 6)
         layout.setSpacing(4)
-        self.title = QLabel(title)
+        # the scheme in the title's size, its channel axis and count beside it in a smaller
+        # one; the detail is cut rather than widen the pane (the four keep equal shares)
+        self.title = QLabel("")
         self.title.setObjectName("paneTitle")
-        # a long heading (per-group, its axis and count) is cut, never widens the pane: the
-        # four panes keep equal shares of the window (the full text is the tooltip)
-        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.detail = QLabel("")
+        self.detail.setObjectName("paneDetail")
+        self.detail.setStyleSheet("color: #5f6368;")
+        self.detail.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        reserve_lines(self.detail, 1)  # every pane has the line: rows stay level
         layout.addWidget(self.title)
+        layout.addWidget(self.detail)
         self.key_label = QLabel("")  # what the marks mean (see apply_theme)
         self.key_label.setObjectName("paneKey")
         layout.addWidget(self.key_label)
+        self.set_title(title)
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.graphics.ci.layout.setContentsMargins(0, 0, 0, 0)
@@ -192,7 +202,19 @@ class Pane(QFrame):
         self.plot.addItem(self.zero, ignoreBounds=True)
         self._grid_scale = 0.0
         self._grid_alpha = -1
-        self.plot.sigXRangeChanged.connect(lambda *_: self._update_grid_pen())
+        #: ``(boundaries, view, max_bins) -> (edges, counts)`` or None: the histogram binned on
+        #: this pane's buckets (the window sets it to ``ExplorerState.histogram``); without
+        #: it the pane shows the tensor's overview histogram
+        self.histogram_source = None
+        self._boundaries = np.zeros(0)
+        self._binned: tuple = ()
+        self._ytop: float | None = None
+        self.rebin_timer = QTimer(self)
+        self.rebin_timer.setSingleShot(True)
+        self.rebin_timer.setInterval(REBIN_MS)
+        self.rebin_timer.timeout.connect(self._rebin)
+        self.plot.sigXRangeChanged.connect(lambda *_: (self._update_grid_pen(),
+                                                       self.rebin_timer.start()))
 
     def _build_strip(self) -> None:
         self.strip = self.graphics.addPlot(row=1, col=0)
@@ -258,8 +280,16 @@ class Pane(QFrame):
     # -- updates ------------------------------------------------------------------------------
     def set_title(self, title: str) -> None:
         """Change the heading (per-channel panes become per-group)."""
-        self.title.setText(title)
-        self.title.setToolTip(title)
+        head, sep, detail = title.partition(" · ")
+        more, _, rest = detail.partition(" · ")
+        self.title.setText(head + sep + more)
+        self.detail.setText(rest)
+        self.detail.setToolTip(title)
+        self._heading = title
+
+    def heading(self) -> str:
+        """The full title: scheme, then channel axis and count (what ``--metrics`` records)."""
+        return self._heading
 
     def set_stale(self, stale: bool) -> None:
         """Grey the numbers while newer settings are being computed."""
@@ -290,7 +320,8 @@ class Pane(QFrame):
             self.bar_heights = np.zeros(0)
 
     def set_overview(self, ov: TensorOverview | None, log: bool) -> None:
-        """Draw the value histogram (the same data in every pane)."""
+        """Draw the tensor's value histogram until the pane's own bucket-binned one is in
+        (see :meth:`_rebin`), over the tensor's finite range."""
         if ov is None:
             self.hist.setData([], [])
             return
@@ -298,9 +329,25 @@ class Pane(QFrame):
         if log:  # log10(1 + n): empty bins sit on the axis instead of at -inf
             counts = np.log10(counts + 1.0)
         self.plot.setLabel("left", "log₁₀(1+n)" if log else "count")
-        self.hist.setData(ov.hist_edges, counts)
+        # ranges set here, not followed automatically: a histogram re-binned on new buckets
+        # would otherwise move them and paint every pane twice per change
+        self.plot.getViewBox().disableAutoRange()
+        self.plot.setXRange(ov.min, ov.max, padding=0.02)
+        self._ytop = None
+        self._set_heights(ov.hist_edges, counts)
         self._overview, self._log = ov, log
+        self._binned = ()
         self._draw_regions()
+
+    def _set_heights(self, edges: np.ndarray, heights: np.ndarray) -> None:
+        """New histogram data; the count axis moves only when the bars outgrow it or shrink
+        below half of it (then once, applied now, so the pane still paints once)."""
+        self.hist.setData(edges, heights)
+        top = float(heights.max()) * 1.05 if heights.size and heights.max() > 0 else 1.0
+        if self._ytop is None or top > self._ytop or top < 0.5 * self._ytop:
+            self._ytop = top
+            self.plot.setYRange(0.0, top, padding=0)
+            self.plot.getViewBox().updateMatrix()
 
     def set_report(self, report: QuantReport) -> None:
         """Show a report: the numbers, the bucket grid, the window and the occupancy."""
@@ -340,8 +387,9 @@ class Pane(QFrame):
             return
         g = bucket_grid(report)
         lo, hi = g.window
-        top = float(self.hist.yData.max()) * 1.05 if self.hist.yData is not None and len(
-            self.hist.yData) else 1.0
+        self._boundaries = g.boundaries
+        self._rebin()
+        top = 4.0 * (self._ytop or 1.0)  # past the view's top whatever the bins' heights
         self.grid.setPath(pg.arrayToQPath(np.repeat(g.boundaries, 2),
                                           np.tile([0.0, top], g.boundaries.size),
                                           connect="pairs"))
@@ -358,6 +406,33 @@ class Pane(QFrame):
         self._grid_scale = float(np.median(np.diff(g.boundaries))) if g.boundaries.size > 1 \
             else 0.0
         self._update_grid_pen()
+
+    def _rebin(self) -> None:
+        """Bin the histogram on this pane's buckets over the visible part of the data (see
+        :mod:`quantscope.state.histogram`); again after every zoom."""
+        self.rebin_timer.stop()
+        ov = getattr(self, "_overview", None)
+        if self.histogram_source is None or ov is None or self.report is None:
+            return
+        (x0, x1), _ = self.plot.getViewBox().viewRange()
+        # never beyond the data: bins snapped outward past the view would widen the
+        # auto-range, which would re-bin wider again
+        view = (max(x0, ov.min), min(x1, ov.max))
+        if not view[1] > view[0]:
+            view = (ov.min, ov.max)
+        bins = int(np.clip(2 * self.plot.getViewBox().width(), 256, MAX_BINS))
+        key = (self._boundaries.tobytes(), view, bins, self._log)
+        if key == self._binned:
+            return
+        result = self.histogram_source(self._boundaries, view, bins)
+        if result is None:
+            return
+        self._binned = key
+        edges, counts = result
+        heights = counts.astype(np.float64)
+        if self._log:
+            heights = np.log10(heights + 1.0)
+        self._set_heights(edges, heights)
 
     def _update_grid_pen(self) -> None:
         """Fade the bucket boundaries when they are denser than a few pixels: at full zoom 255

@@ -389,12 +389,12 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         panes = {}
         for key, pane in self.panes.items():
             if pane.report is not None:
-                entry = metrics_entry(pane.title.text(), pane.report)
+                entry = metrics_entry(pane.heading(), pane.report)
                 entry["displayed"] = pane.displayed()
                 panes[key] = entry
                 doc["schemes"][key] = pane.report.summary()
             else:
-                panes[key] = {"title": pane.title.text(), "error": pane.error.text()}
+                panes[key] = {"title": pane.heading(), "error": pane.error.text()}
                 doc["errors"][key] = pane.error.text()
         doc["panes"] = panes
         return doc
@@ -410,6 +410,8 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.stale_timer.stop()
         self.pane_timer.stop()
         self.theme_timer.stop()
+        for pane in self.panes.values():
+            pane.rebin_timer.stop()
         self._queued_panes.clear()
         self.statusBar().clearMessage()  # stops the status bar's message timeout timer
         self._stop_progress()

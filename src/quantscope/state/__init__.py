@@ -189,6 +189,18 @@ class ExplorerState:
             self.settings_changed.emit()  # the rule shown changed even if the axis did not
         return True
 
+    def histogram(self, boundaries: np.ndarray, view: tuple[float, float], max_bins: int):
+        """(edges, counts) of the tensor binned on a pane's code ``boundaries`` over ``view``
+        (:func:`quantscope.state.histogram.pane_histogram`), or None before the tensor is
+        prepared (its sorted values are what the bins count)."""
+        from quantscope.state.histogram import pane_histogram
+
+        if self.prepared is None or self.tensor is None:
+            return None
+        values = self.prepared.layout(None, None).values
+        dtype = self.overview.dtype if self.overview is not None else "float32"
+        return pane_histogram(values, boundaries, view, max_bins, dtype)
+
     def window_in_use(self) -> tuple[float, float] | None:
         """The per-tensor clip window the panes use now: the manual window, else the
         asymmetric per-tensor pane's ``[scale (qmin - zp), scale (qmax - zp)]`` (the
