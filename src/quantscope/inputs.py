@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE
+from quantscope.commands.report import DEMO_SAMPLE
 from quantscope.core.frameworks import as_numpy, framework_of, quantized_scheme
 from quantscope.core.validate import EngineTypeError
 from quantscope.errors import UserError
@@ -70,7 +70,8 @@ def resolve_source(data, *, tensor: str | None = None, name: str | None = None
     ``settings`` are changes the tensor asks for: a quantized torch tensor's own clip window.
     """
     if data is None:
-        return Source("sample", DEMO_SAMPLE, tensor=tensor, axis=DEMO_AXIS), None, {}
+        # its name says activations: the axis rule gives -1 and says why
+        return Source("sample", DEMO_SAMPLE, tensor=tensor), None, {}
     if isinstance(data, Source):
         return data, None, {}
     if isinstance(data, str | os.PathLike):
@@ -88,8 +89,7 @@ def _named_source(text: str, tensor: str | None) -> Source:
         return Source("file", text, tensor=tensor)
     samples = [n for n, _, _ in list_samples()]
     if text in samples:
-        return Source("sample", text, tensor=tensor,
-                      axis=DEMO_AXIS if text == DEMO_SAMPLE else None)
+        return Source("sample", text, tensor=tensor)
     if text in GENERATORS:
         return Source.generator(text, GENERATORS[text].default_shape, 0)
     raise UserError(f"{text!r} is no file, bundled sample ({', '.join(samples)}) or generator "

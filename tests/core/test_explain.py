@@ -149,8 +149,8 @@ def test_window_for_threshold_clips_only_beyond_the_threshold():
     assert window_for_threshold(2.0, -4.0, 1.0) == (-2.0, 1.0)
     assert window_for_threshold(3.0, 0.5, 10.0) == (0.0, 3.0)  # the range holds 0
     assert window_for_threshold(1.0, 0.0, 0.0) == (-1.0, 1.0)
-    assert threshold_sides(-0.17, 24.8) == "clips x > t; x < −t too once t < 0.17"
-    assert threshold_sides(0.0, 3.0) == "clips x > t"
+    assert threshold_sides(-0.17, 24.8) == "clips x>t, x<−t if t<0.17"
+    assert threshold_sides(0.0, 3.0) == "clips x>t"
 
 
 def test_sweep_reports_progress_and_stops_when_asked():

@@ -195,13 +195,13 @@ def threshold_sides(x_min: float, x_max: float) -> str:
     """Which side(s) a clip threshold ``t`` cuts, for the trade-off's axis label."""
     lo, hi = float(x_min), float(x_max)
     if lo >= 0:
-        return "clips x > t"
+        return "clips x>t"
     if hi <= 0:
-        return "clips x < −t"
+        return "clips x<−t"
     short = min(-lo, hi)
-    side = "x < −t" if hi > -lo else "x > t"
-    long_side = "x > t" if hi > -lo else "x < −t"
-    return f"clips {long_side}; {side} too once t < {short:.3g}"
+    side = "x<−t" if hi > -lo else "x>t"
+    long_side = "x>t" if hi > -lo else "x<−t"
+    return f"clips {long_side}, {side} if t<{short:.3g}"
 
 
 @dataclass(frozen=True, eq=False)

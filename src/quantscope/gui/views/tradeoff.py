@@ -179,7 +179,7 @@ class _SchemePlot:
         self.current.setBounds((float(t[0]), float(t[-1])))
         # which side(s) a threshold cuts: dragging moves only those ends of the window
         sides = threshold_sides(sweep.x_min, sweep.x_max)
-        self.plot.setLabel("bottom", f"clip threshold t ({sides})")
+        self.plot.setLabel("bottom", f"t: {sides}")
         # one label per decade, given explicitly: pyqtgraph's automatic log ticks drop every
         # label once a short axis needs more than one decade per tick
         axis = self.plot.getAxis("left")
@@ -363,6 +363,7 @@ class TradeoffView(QWidget):
         for plot in self.plots.values():
             plot.current.label.valueChanged()
             plot.best_line.label.valueChanged()
+            plot._place_labels()
         if self._dirty:
             self._request_sweep()
 
