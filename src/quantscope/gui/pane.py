@@ -113,8 +113,8 @@ class Pane(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 6, 8, 6)
         layout.setSpacing(4)
-        # the scheme in the title's size, its channel axis and count beside it in a smaller
-        # one; the detail is cut rather than widen the pane (the four keep equal shares)
+        # the scheme in the title's size, its channel axis and count in a smaller line; the
+        # detail is cut rather than widen the pane (the four keep equal shares)
         self.title = QLabel("")
         self.title.setObjectName("paneTitle")
         self.detail = QLabel("")
@@ -123,10 +123,15 @@ class Pane(QFrame):
         self.detail.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         reserve_lines(self.detail, 1)  # every pane has the line: rows stay level
         layout.addWidget(self.title)
-        layout.addWidget(self.detail)
         self.key_label = QLabel("")  # what the marks mean (see apply_theme)
         self.key_label.setObjectName("paneKey")
-        layout.addWidget(self.key_label)
+        # the detail shares the key's line: no height taken from the plots
+        marks = QHBoxLayout()
+        marks.setSpacing(12)
+        marks.addWidget(self.key_label)
+        marks.addWidget(self.detail, 1)
+        self.detail.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        layout.addLayout(marks)
         self.set_title(title)
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
