@@ -79,7 +79,7 @@ def test_controls_a_preset_decides_are_greyed_and_show_its_value(loaded, wait_re
     c = win.controls
     _combo(c.runtime, "onnxruntime")
     assert not c.narrow.isEnabled() and c.narrow.currentText() == (
-        "preset: sym -127…127 / asym 0…255")
+        "preset: sym -128…127 / asym 0…255")
     _combo(c.runtime, "tflite")
     assert not c.rounding.isEnabled() and c.rounding.currentData() == "half_away"
     assert win.state.settings.rounding == "half_even"  # the user's own choice is kept

@@ -68,7 +68,11 @@ def pane_params(x: np.ndarray, pane: str, settings: Settings,
         if u.refusal:
             raise SettingsError(u.refusal)
         axis, group, granularity = u.engine_axis, u.group_size, u.kind
-    common = dict(symmetric=symmetric, bits=settings.bits, narrow_range=settings.narrow_range)
+    narrow = settings.narrow_range
+    if settings.runtime is not None and preset_rules(settings.runtime, settings.bits)[
+            "code_range"] is not None:
+        narrow = None  # the preset decides the code range (the control shows its value)
+    common = dict(symmetric=symmetric, bits=settings.bits, narrow_range=narrow)
     if settings.method == "manual" and settings.manual_clip is not None:
         lo, hi = settings.manual_clip
         if symmetric:
@@ -146,12 +150,15 @@ def preset_rules(runtime: str | None, bits: int = 8) -> dict:
 
     ranges = {}
     for sym in (True, False):
-        a, b = params(sym, narrow_range=True), params(sym, narrow_range=False)
-        if a is None or b is None:
+        own = params(sym)
+        if own is None:
             continue
-        if (a.qmin, a.qmax) != (b.qmin, b.qmax):
+        narrow, full = params(sym, narrow_range=True), params(sym, narrow_range=False)
+        # honoured only if both values are accepted and give different ranges
+        if narrow is not None and full is not None and (
+                (narrow.qmin, narrow.qmax) != (full.qmin, full.qmax)):
             return {**out, "rounding": _rounding_of(params)}
-        ranges["sym" if sym else "asym"] = f"{a.qmin}…{a.qmax}"
+        ranges["sym" if sym else "asym"] = f"{own.qmin}…{own.qmax}"
     out["code_range"] = " / ".join(f"{k} {v}" for k, v in ranges.items()) or None
     out["rounding"] = _rounding_of(params)
     return out
