@@ -288,9 +288,28 @@ class Pane(QFrame):
         head, sep, detail = title.partition(" · ")
         more, _, rest = detail.partition(" · ")
         self.title.setText(head + sep + more)
-        self.detail.setText(rest)
+        self.title.setToolTip(title)
         self.detail.setToolTip(title)
         self._heading = title
+        self._detail = rest
+        self._fit_detail()
+
+    def _fit_detail(self) -> None:
+        """The detail in full, or ``axis 0 · 384`` when the line is short (presentation
+        sizes), never cut mid-word (the full text stays in the tooltips)."""
+        room = self.detail.contentsRect().width()
+        text = getattr(self, "_detail", "")
+        metrics = self.detail.fontMetrics()
+        if text and metrics.horizontalAdvance(text) > room:
+            words = text.split(" · ")
+            short = " · ".join([words[0], words[1].split(" ")[0]]) if len(words) > 1 else text
+            text = short if metrics.horizontalAdvance(short) <= room else ""
+        if self.detail.text() != text:
+            self.detail.setText(text)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_detail()
 
     def heading(self) -> str:
         """The full title: scheme, then channel axis and count (what ``--metrics`` records)."""
