@@ -44,7 +44,7 @@ def loaded(make_window, qtbot):
 def test_each_load_gets_its_own_axis_in_the_window(loaded, wait_results, engine_reports):
     win = loaded(DEMO)
     assert win.panes["symmetric/channel"].heading().endswith("axis -1 · 1,536 channels")
-    assert win.controls.axis_rule.text() == 'name "gelu_activations" says activation'
+    assert win.controls.role.currentText() == 'name "gelu_activations" says activation'
     loaded(Source.generator("weights", (64, 96), 0), win=win)
     assert win.state.settings.axis == 0
     assert win.panes["asymmetric/channel"].heading().endswith("axis 0 · 64 channels")

@@ -174,10 +174,6 @@ class ControlsPanel(QGroupBox):
         self.axis = QSpinBox()
         self.axis.setKeyboardTracking(False)
         form.addRow("channel axis", self.axis)
-        self.axis_rule = QLabel("")
-        self.axis_rule.setObjectName("axisRule")
-        self.axis_rule.setWordWrap(True)
-        form.addRow("", self.axis_rule)
         self.group = QSpinBox()
         self.group.setRange(0, 1 << 24)
         self.group.setSpecialValueText("off")
@@ -301,7 +297,9 @@ class ControlsPanel(QGroupBox):
                                  else "the runtime preset decides the rounding")
         self.narrow.setEnabled(rules["code_range"] is None)
         applied = st.applied()
-        self.axis_rule.setText(applied["axis_rule"] if st.tensor is not None else "")
+        rule = applied["axis_rule"] if st.tensor is not None else ROLE_LABELS[None]
+        self.role.setItemText(0, rule if role is None else ROLE_LABELS[None])
+        self.role.setToolTip(f"channel axis: {rule}")
         notes = applied["notes"]
         self.note.setText("⚠ " + "; ".join(notes) if notes else "")
         self.note.setVisible(bool(notes))
