@@ -121,11 +121,11 @@ class Pane(QFrame):
         self.detail.setObjectName("paneDetail")
         self.detail.setStyleSheet("color: #5f6368;")
         self.detail.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        reserve_lines(self.detail, 1)  # every pane has the line: rows stay level
         layout.addWidget(self.title)
         self.key_label = QLabel("")  # what the marks mean (see apply_theme)
         self.key_label.setObjectName("paneKey")
-        # the detail shares the key's line: no height taken from the plots
+        # the detail shares the key's line (every pane has one, so rows stay level): no
+        # height taken from the plots
         marks = QHBoxLayout()
         marks.setSpacing(12)
         marks.addWidget(self.key_label)
