@@ -39,9 +39,10 @@ from quantscope.state.model_scan import OK, PENDING, ModelRow
 
 #: Finished rows and progress reach the table and chart at most this often.
 FLUSH_MS = 150
-#: While a scan runs the chart is redrawn at most this often (each redraw rebuilds its
-#: series: tens of milliseconds for a few hundred tensors); the last rows always draw it.
-CHART_EVERY_S = 1.0
+#: While a scan runs the chart is redrawn at most this often (an update and its paint take
+#: tens of milliseconds with hundreds of tensors: ``bench/model_chart.py``); the last rows
+#: always draw it.
+CHART_EVERY_S = 0.5
 #: Settings changes are scanned once the controls rest this long.
 RESCAN_DELAY_MS = 300
 
@@ -339,7 +340,7 @@ class ModelView(QWidget):
                 self.rows[r.index] = r
             self.model.update_rows(batch)
             now = time.perf_counter()
-            if now - self._chart_drawn >= CHART_EVERY_S:  # rebuilding it is the dear part
+            if now - self._chart_drawn >= CHART_EVERY_S:  # the chart's paint is the dear part
                 self._chart_drawn = now
                 self.chart.set_rows(self.rows)
         self._show_progress()
