@@ -11,3 +11,11 @@ class QuantscopeError(Exception):
 
 class UserError(QuantscopeError):
     """A bad command-line request (unknown tensor name, conflicting options, ...)."""
+
+
+class EngineValueError(QuantscopeError, ValueError):
+    """A value the engine cannot work with (zero scale, NaN in the tensor, bad zero point...)."""
+
+
+class EngineTypeError(QuantscopeError, TypeError):
+    """A tensor whose dtype has no meaningful quantization (integers, bools, complex, objects)."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantscope.core.layout import normalize_axis, param_rows
-from quantscope.core.qparams import QuantParams
+from quantscope.core.qparams import QuantParams, params_from_range
 from quantscope.core.quantize import quantize_codes_float
 from quantscope.core.report import QuantReport
 from quantscope.core.validate import EngineValueError, as_float32
@@ -304,8 +304,6 @@ def clip_sweep_curve(
     ``optimum`` (``choose_qparams(..., method="mse")`` under the same rules) becomes the
     sweep's "best" (see :class:`ClipSweep`).
     """
-    from quantscope.core.qparams import params_from_range
-
     if points < 2:
         raise EngineValueError(f"a sweep needs at least 2 points, got {points}")
     amax = max(abs(float(x_min)), abs(float(x_max)))

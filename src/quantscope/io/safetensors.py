@@ -22,10 +22,10 @@ from quantscope.io.checks import (
     check_regular_file,
     check_shape,
     data_nbytes,
-    dtype_from_name,
     fail,
     pick_name,
 )
+from quantscope.io.dtypes import dtype_from_name
 from quantscope.io.tensor_info import TensorInfo
 
 #: The reference implementation refuses headers above 100 MB; so do we.
