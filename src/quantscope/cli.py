@@ -9,35 +9,20 @@ command never touches the others.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 
+from quantscope.commands import export, report, scan
 from quantscope.errors import QuantscopeError
 
-#: Subcommand name -> module under quantscope.commands.
-COMMANDS: dict[str, str] = {
-    "report": "quantscope.commands.report",
-    "scan": "quantscope.commands.scan",
-    "export": "quantscope.commands.export",
-}
-
-
-def _available_commands() -> dict[str, object]:
-    modules = {}
-    for name, module_name in COMMANDS.items():
-        try:
-            modules[name] = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:  # a command still being written
-            if exc.name != module_name:
-                raise
-    return modules
+#: Subcommand name -> its module (``add_parser(subparsers)``, ``run(args) -> int``).
+COMMANDS = {"report": report, "scan": scan, "export": export}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run quantscope with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = _available_commands()
+    commands = COMMANDS
     if argv and argv[0] in commands:
         parser = argparse.ArgumentParser(prog="quantscope")
         sub = parser.add_subparsers(dest="command", required=True)
@@ -46,9 +31,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         module = commands[args.command]
     else:
-        module = _window_module()
-        if module is None:  # no window yet: the report is the app's face
-            return main(["report", *argv])
+        from quantscope.gui import launch  # Qt is loaded only for the window, not for a report
+
+        module = launch
         parser = argparse.ArgumentParser(prog="quantscope", description=module.__doc__)
         module.add_arguments(parser)
         args = parser.parse_args(argv)
@@ -57,13 +42,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except QuantscopeError as exc:
         print(f"quantscope: error: {exc}", file=sys.stderr)
         return 2
-
-
-def _window_module():
-    """The window's launcher module, or None while the GUI does not exist."""
-    try:
-        return importlib.import_module("quantscope.gui.launch")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("quantscope.gui.launch",):
-            raise
-        return None

@@ -19,3 +19,8 @@ class EngineValueError(QuantscopeError, ValueError):
 
 class EngineTypeError(QuantscopeError, TypeError):
     """A tensor whose dtype has no meaningful quantization (integers, bools, complex, objects)."""
+
+
+class Cancelled(QuantscopeError):
+    """A computation stopped because its result is no longer wanted (a newer request came, or
+    the user pressed Cancel); whoever asked for it drops it without a message."""
