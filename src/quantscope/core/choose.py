@@ -8,6 +8,8 @@ It sits above all three, so none of them imports back up.
 
 from __future__ import annotations
 
+from typing import Any
+
 from quantscope.core.calibration import calibrated_qparams
 from quantscope.core.qparams import QuantParams, params_from_range, resolve_axis, unit_min_max
 from quantscope.core.runtimes import runtime_qparams
@@ -74,9 +76,9 @@ def choose_qparams(
     signed = True if signed is None else signed
     rounding = "half_even" if rounding is None else rounding
     arithmetic = "divide" if arithmetic is None else arithmetic
-    common = dict(symmetric=symmetric, bits=bits, narrow_range=narrow_range, signed=signed,
-                  axis=ax, group_size=gs, rounding=rounding, arithmetic=arithmetic,
-                  method=method)
+    common: dict[str, Any] = dict(
+        symmetric=symmetric, bits=bits, narrow_range=narrow_range, signed=signed, axis=ax,
+        group_size=gs, rounding=rounding, arithmetic=arithmetic, method=method)
     if method == "minmax":
         method_options.pop("prepared", None)
         if method_options:

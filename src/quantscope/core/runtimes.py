@@ -110,6 +110,10 @@ class _Scheme:
                  per_channel: bool) -> None:
         self.runtime, self.symmetric, self.bits = runtime, symmetric, bits
         self.per_channel = per_channel
+        # set by the runtime's rule below
+        self.qmin = self.qmax = self.sat_min = self.sat_max = 0
+        self.rounding: str = "half_even"
+        self.arithmetic: str = "divide"
         rule = _SCHEMES[runtime]
         rule(self, signed, narrow_range)
 
