@@ -528,3 +528,21 @@ class Pane(QFrame):
     def displayed(self) -> dict[str, str]:
         """Field key -> the text shown (what ``--metrics`` records)."""
         return {key: label.text() for key, label in self.values.items()}
+
+
+
+def link_plots(panes: list[Pane], hidden: tuple[Pane, ...] = ()) -> None:
+    """Zoom the ``panes`` together (x and y follow the first) and unlink the ``hidden`` ones.
+
+    pyqtgraph keeps linked views aligned on screen, so a hidden pane squeezed to a few pixels
+    would pull the ranges of the shown ones (a count axis starting at 1.1 instead of 0).
+    """
+    for pane in hidden:
+        pane.plot.setXLink(None)
+        pane.plot.setYLink(None)
+    first = panes[0]
+    first.plot.setXLink(None)
+    first.plot.setYLink(None)
+    for pane in panes[1:]:
+        pane.plot.setXLink(first.plot)
+        pane.plot.setYLink(first.plot)

@@ -26,6 +26,7 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
+from quantscope.gui.pane import link_plots
 from quantscope.state import PANES
 
 #: key -> (the two panes, left and right; what the pair compares).
@@ -118,6 +119,7 @@ class Stage(QObject):
             grid.addWidget(w.panes[key], *divmod(i, 2))
             w.panes[key].setHidden(saved.get("hidden_panes", {}).get(key, False))
         grid.setRowStretch(1, 1)
+        link_plots([w.panes[key] for key in PANES])
         w.splitter.widget(0).setHidden(saved.get("panes_hidden", False))
         w.views.setHidden(saved.get("views_hidden", w.views.count() == 0))
         w.side_dock.setHidden(saved.get("dock_hidden", False))
@@ -190,6 +192,8 @@ class Stage(QObject):
             w.panes[key].setHidden(key not in (left, right))
         grid.addWidget(w.panes[left], 0, 0)
         grid.addWidget(w.panes[right], 0, 1)
+        link_plots([w.panes[left], w.panes[right]],
+                   hidden=tuple(w.panes[k] for k in PANES if k not in (left, right)))
         grid.setRowStretch(1, 0)
         w.splitter.widget(0).setHidden(self.showing_views)
         w.views.setHidden(not self.showing_views)

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from quantscope.gui.controls import ControlsPanel
-from quantscope.gui.pane import Pane
+from quantscope.gui.pane import Pane, link_plots
 from quantscope.gui.source_panel import SourcePanel
 from quantscope.gui.stage import Stage
 from quantscope.state import PANES, pane_title
@@ -64,10 +64,7 @@ class WindowLayout:
         for i in range(2):  # equal halves, whatever the captions and numbers say (a pane's
             grid.setColumnStretch(i, 1)  # size hint follows its text; a shift of a few
             grid.setRowStretch(i, 1)  # pixels resized all four plots, twice per step)
-        first = self.panes[PANES[0]]
-        for pane in list(self.panes.values())[1:]:
-            pane.plot.setXLink(first.plot)
-            pane.plot.setYLink(first.plot)
+        link_plots([self.panes[key] for key in PANES])
         follow_user_zoom([pane.strip for pane in self.panes.values()])
         self.splitter.addWidget(grid_host)
         self.views = QTabWidget()

@@ -66,12 +66,22 @@ def pane_histogram(sorted_values: np.ndarray, boundaries: np.ndarray,
     edges = bucket_edges(boundaries, view, max_bins)
     grid = representable_values(dtype) if dtype in COARSE_DTYPES else None
     if grid is not None:
-        inside = grid[(grid >= edges[0]) & (grid <= edges[-1])]
-        if 1 <= inside.size < edges.size - 1:  # coarser than the bins: one value per bin
-            mids = (inside[1:] + inside[:-1]) / 2.0
-            first = inside[0] - (mids[0] - inside[0] if mids.size else 0.5)
-            last = inside[-1] + (inside[-1] - mids[-1] if mids.size else 0.5)
-            edges = np.concatenate([[first], mids, [last]])
+        edges = _merge_empty(edges, grid)
     # float32 needles: float64 ones would convert the whole float32 array on every call
     cuts = np.searchsorted(sorted_values, edges.astype(sorted_values.dtype), side="left")
     return edges, np.diff(cuts).astype(np.int64)
+
+
+def _merge_empty(edges: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The bucket-aligned ``edges`` without those that would leave a bin holding no value of
+    ``grid`` (the representable values): where the storage type is coarser than the bins, each
+    bin then holds exactly one representable value, elsewhere the bins stay as they were.
+    Bins that hold nothing the type can represent would otherwise alternate with full ones
+    (the false steps of a bf16 tensor), however the data fall."""
+    below = np.searchsorted(grid, edges, side="left")  # representable values under each edge
+    keep = np.flatnonzero(np.diff(below) > 0) + 1  # each bin's right edge, if it holds one
+    if keep.size == 0:
+        return edges[[0, -1]]
+    kept = np.concatenate([[0], keep])
+    kept[-1] = edges.size - 1  # trailing empty bins join the last full one
+    return edges[kept]
