@@ -30,7 +30,7 @@ from quantscope.core.layout import granularity_of, normalize_axis, param_rows, p
 from quantscope.core.qparams import QuantParams
 from quantscope.core.report import QuantReport
 from quantscope.core.sorted_stats import SortedRows, evaluate
-from quantscope.core.validate import EngineValueError, as_float32
+from quantscope.core.validate import EngineValueError, as_float32, check_params_fit, in_memory
 
 #: ``progress(fraction, stage)``: how far a preparation is (0 to 1) and what it does now. An
 #: exception raised by it stops the preparation (that is how a caller cancels).
@@ -57,7 +57,8 @@ class Prepared:
         arr = as_numpy(x, "x")
         share = _stages(progress)
         start = 0.0 if arr.dtype == np.float32 else 0.1  # converting takes about a tenth
-        self.x = working_copy(arr, share(0.0, start))
+        # kept and read again: never a mapping of a file (a rewrite in place would SIGBUS)
+        self.x = in_memory(working_copy(arr, share(0.0, start)))
         self._layouts: dict[tuple, SortedRows] = {}
         # the one-time preparation: the sort (most of the time), then the prefix sums
         sorted_at = start + 0.8 * (1 - start)
@@ -115,6 +116,7 @@ class Prepared:
             raise EngineValueError("a 0-d tensor cannot be quantized per channel or per group")
         rows = self.layout(params.axis, params.group_size)
         shape = param_shape(self.x.shape, params.axis, params.group_size)
+        check_params_fit(params, shape, self.x.shape)
         scale = np.broadcast_to(np.asarray(params.scale, np.float32), shape).reshape(-1)
         zero_point = np.broadcast_to(np.asarray(params.zero_point, np.int32), shape).reshape(-1)
         rule = (params.qmin, params.qmax, params.rounding, params.arithmetic)

@@ -63,20 +63,22 @@ class Loading:
             if len(infos) > 1 and pick:
                 self._show_picker(source, infos, settings)
                 return
-        self.load_from(source, lambda: load_source(source), settings=settings)
+        self.load_from(source, lambda report: load_source(source, report), progress=True,
+                       settings=settings)
 
-    def load_from(self, source: Source, read, settings=None) -> int:
+    def load_from(self, source: Source, read, settings=None, *, progress: bool = False) -> int:
         """Load what ``read()`` returns, ``(array, stored dtype name)``, labelled ``source``:
         ``read``, the checks, the summary and the preparation run in the worker, as for a
-        file (Python callers hand in-memory tensors this way). Returns the job's ticket.
-        ``settings`` as for :meth:`load`."""
+        file (Python callers hand in-memory tensors this way). With ``progress``, ``read``
+        is called with the job's ``progress(fraction, text)`` (which also raises on a
+        cancel). Returns the job's ticket. ``settings`` as for :meth:`load`."""
         self._load_source = source
         given = settings
         settings = settings or self.state.settings
 
         def job(ctx: JobContext):
             ctx.progress(-1, f"loading {source.label()}")
-            x, dtype = read()
+            x, dtype = read(ctx.progress) if progress else read()  # progress checks cancels
             problem = tensor_problem(x)
             if problem is not None:
                 raise QuantscopeError(f"{source.label()}: {problem}")

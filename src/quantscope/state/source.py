@@ -109,7 +109,7 @@ def load_source(source: Source, progress: Progress | None = None) -> tuple[np.nd
 
     if source.kind in ("file", "sample"):
         path = source.name if source.kind == "file" else sample_path(source.name)
-        x, info = load_for_analysis(path, source.tensor)
+        x, info = load_for_analysis(path, source.tensor, progress=progress)
         return x, info.dtype
     raise SettingsError(f"a {source.kind!r} source cannot be reloaded")
 
