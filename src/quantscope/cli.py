@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from quantscope.errors import QuantscopeError
+from quantscope.errors import QuantscopeError, one_line
 
 #: Subcommand name -> module under quantscope.commands.
 COMMANDS: dict[str, str] = {
@@ -21,6 +21,15 @@ COMMANDS: dict[str, str] = {
     "scan": "quantscope.commands.scan",
     "export": "quantscope.commands.export",
 }
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its refusals in the same one-line form as every other error."""
+
+    def error(self, message: str):
+        print(f"quantscope: error: {one_line(message)} (see {self.prog} --help)",
+              file=sys.stderr)
+        raise SystemExit(2)
 
 
 def _available_commands() -> dict[str, object]:
@@ -39,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = _available_commands()
     if argv and argv[0] in commands:
-        parser = argparse.ArgumentParser(prog="quantscope")
+        parser = _Parser(prog="quantscope")
         sub = parser.add_subparsers(dest="command", required=True)
         for module in commands.values():
             module.add_parser(sub)
@@ -49,13 +58,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = _window_module()
         if module is None:  # no window yet: the report is the app's face
             return main(["report", *argv])
-        parser = argparse.ArgumentParser(prog="quantscope", description=module.__doc__)
+        parser = _Parser(prog="quantscope", description=module.__doc__)
         module.add_arguments(parser)
         args = parser.parse_args(argv)
     try:
         return int(module.run(args))
     except QuantscopeError as exc:
-        print(f"quantscope: error: {exc}", file=sys.stderr)
+        print(f"quantscope: error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except MemoryError:  # anywhere: a tensor or a request too big for this machine
+        print("quantscope: error: not enough memory for this request (try a smaller tensor, "
+              "or per-tensor instead of per-group)", file=sys.stderr)
         return 2
 
 

@@ -11,3 +11,15 @@ class QuantscopeError(Exception):
 
 class UserError(QuantscopeError):
     """A bad command-line request (unknown tensor name, conflicting options, ...)."""
+
+
+def one_line(text: str) -> str:
+    """``text`` with every unprintable character escaped (``\\n``, ``\\x1b``...).
+
+    Messages name paths and tensors that come from outside: a newline would break the one-line
+    promise and an escape sequence would reach (and rewrite) the user's terminal.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
