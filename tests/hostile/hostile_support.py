@@ -101,7 +101,7 @@ def assert_one_line_error(code: int, out: str, err: str, *fragments: str) -> Non
         assert fragment in err, err
 
 
-class bounded:  # noqa: N801 (used as a context manager: ``with bounded(...)``)
+class bounded:  # a context manager: ``with bounded(...)``
     """Assert that the block allocates at most ``limit`` bytes at its peak (tracemalloc, which
     NumPy reports its buffers to) and finishes within ``seconds``."""
 

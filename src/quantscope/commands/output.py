@@ -42,7 +42,7 @@ def check_output(path: str | os.PathLike, option: str) -> Path:
     except OSError as exc:
         raise UserError(f"{option} {shown}: {exc.strerror or exc}") from None
     if stat.S_ISDIR(info.st_mode):
-        raise UserError(f"{option} {shown}: is a directory")
+        raise UserError(f"{option} {shown}: it is a directory")
     if not stat.S_ISREG(info.st_mode):
         raise UserError(f"{option} {shown}: is not a regular file (a device, FIFO or socket); "
                         "refusing to replace it")

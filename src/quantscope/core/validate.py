@@ -41,9 +41,9 @@ def check_int(value: object, what: str, *, low: int | None = None,
                               f"({type(value).__name__})")
     v = int(value)
     if (low is not None and v < low) or (high is not None and v > high):
-        bounds = (f"from {low} to {high}" if low is not None and high is not None
+        bounds = (f"between {low} and {high}" if low is not None and high is not None
                   else f">= {low}" if low is not None else f"<= {high}")
-        raise EngineValueError(f"{what} must be an integer {bounds}, got {_shown(v)}")
+        raise EngineValueError(f"{what} must be {bounds}, got {_shown(v)}")
     return v
 
 
