@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quantscope.core.validate import EngineValueError, check_axis_group
+from quantscope.core.validate import EngineValueError, check_axis_group, check_unit_count
 
 
 def normalize_axis(axis: int, ndim: int) -> int:
@@ -46,12 +46,12 @@ def param_shape(x_shape: tuple[int, ...], axis: int | None, group_size: int | No
         return ()
     ax = normalize_axis(axis, len(x_shape))
     if kind == "channel":
-        return (x_shape[ax],)
+        return check_unit_count((x_shape[ax],), kind, len(x_shape))
     if group_size < 1:
         raise EngineValueError(f"group_size must be >= 1, got {group_size}")
     shape = list(x_shape)
     shape[ax] = -(-x_shape[ax] // group_size)
-    return tuple(shape)
+    return check_unit_count(tuple(shape), kind, len(x_shape))
 
 
 def _check_shape(p: np.ndarray, want: tuple, what: str) -> np.ndarray:

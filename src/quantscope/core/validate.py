@@ -23,6 +23,11 @@ class EngineTypeError(QuantscopeError, TypeError):
     (integers, bools, complex, objects), or ``bits=2.5``, ``axis="0"``, ``qmin=None``..."""
 
 
+#: Scales one quantization may have (channels or groups). Each unit's statistics cost ~350
+#: bytes and ~13 µs, so 2^20 units stay near 350 MB and 15 s; the largest real per-channel
+#: layouts (a 250k-token embedding) and per-group ones (10^8 weights in groups of 128) fit,
+#: while a 1-D tensor of 10^7 values "per channel" -- one scale per element -- does not.
+MAX_UNITS = 1 << 20
 #: Windows one clip sweep may evaluate: each costs ``levels`` searches and a few arrays of
 #: ``levels`` entries, so 10^4 windows stay near 100 MB; a plot has far fewer pixels.
 MAX_SWEEP_POINTS = 10_000
@@ -45,6 +50,18 @@ def check_int(value: object, what: str, *, low: int | None = None,
                   else f">= {low}" if low is not None else f"<= {high}")
         raise EngineValueError(f"{what} must be {bounds}, got {_shown(v)}")
     return v
+
+
+def check_unit_count(shape: tuple[int, ...], kind: str, ndim: int) -> tuple[int, ...]:
+    """Return the per-unit parameter ``shape`` if it holds at most :data:`MAX_UNITS` units."""
+    units = int(np.prod(shape, dtype=np.float64))
+    if units > MAX_UNITS:
+        per = "one per element of a 1-D tensor" if kind == "channel" and ndim == 1 else \
+            f"one per {kind}"
+        raise EngineValueError(
+            f"{kind} quantization here needs {units:,} scales ({per}); at most {MAX_UNITS:,} "
+            "are analysed: use per-tensor, another axis or larger groups")
+    return shape
 
 
 def check_axis_group(axis: object, group_size: object) -> None:

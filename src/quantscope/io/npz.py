@@ -139,6 +139,11 @@ def _member_header(path: str | os.PathLike, archive: zipfile.ZipFile,
         raise fail(path, f"{where} is encrypted")
     if member.compress_type not in _SUPPORTED_COMPRESSION:
         raise fail(path, f"{where} uses unsupported zip compression {member.compress_type}")
+    if member.file_size > member.compress_size * MAX_RATIO + _RATIO_SLACK:
+        # refused when listed, not only when loaded: a listed tensor is a loadable one
+        raise fail(path, f"{where} claims {member.file_size} bytes from only "
+                         f"{member.compress_size} compressed bytes: more than {MAX_RATIO}:1, "
+                         "impossible for deflate and refused for every codec (a zip bomb)")
     try:
         with archive.open(member) as stream:
             header = read_npy_header(stream, path, where)
@@ -209,10 +214,6 @@ def _read_compressed(path: str | os.PathLike, archive: zipfile.ZipFile,
     if member.compress_size > archive_size:
         raise fail(path, f"{where} claims {member.compress_size} compressed bytes, more than "
                          f"the whole {archive_size}-byte archive (truncated or corrupt)")
-    if member.file_size > member.compress_size * MAX_RATIO + _RATIO_SLACK:
-        raise fail(path, f"{where} claims {member.file_size} bytes from only "
-                         f"{member.compress_size} compressed bytes: more than {MAX_RATIO}:1, "
-                         "impossible for deflate and refused for every codec (a zip bomb)")
     try:
         with archive.open(member) as stream:
             stream.read(header.data_offset)

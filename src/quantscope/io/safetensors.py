@@ -32,6 +32,9 @@ from quantscope.io.tensor_info import TensorInfo, count
 
 #: The reference implementation refuses headers above 100 MB; so do we.
 MAX_HEADER_BYTES = 100_000_000
+#: Tensors one file may describe. The largest real shards hold a few thousand; 1.5M empty
+#: entries in an 86 MB header took 45 s and 1.8 GB to parse before any check could run.
+MAX_TENSORS = 100_000
 
 #: safetensors dtype name -> little-endian NumPy dtype (a name for the ml_dtypes ones, which
 #: :func:`dtype_of` resolves: ml_dtypes is imported only for a checkpoint that holds them).
@@ -102,6 +105,7 @@ def read_header(path: str | os.PathLike) -> SafetensorsHeader:
             if header_len > MAX_HEADER_BYTES:
                 raise fail(path, f"header of {header_len} bytes exceeds the "
                                  f"{MAX_HEADER_BYTES}-byte limit")
+            _check_entry_count(path, fh, header_len)
             raw = fh.read(header_len)
     except OSError as exc:
         raise fail(path, f"cannot read file ({exc.strerror or exc})") from None
@@ -117,9 +121,27 @@ def read_header(path: str | os.PathLike) -> SafetensorsHeader:
         metadata=metadata, data_start=data_start)
 
 
+def _check_entry_count(path: str | os.PathLike, fh, header_len: int) -> None:
+    """Refuse a header describing more than :data:`MAX_TENSORS` tensors, from a streamed count
+    of its braces (every entry is a JSON object, and a brace cannot be escaped): the parser
+    would build Python objects for each -- gigabytes -- before any check could run."""
+    start, objects, left = fh.tell(), 0, header_len
+    while left:
+        chunk = fh.read(min(left, 1 << 20))
+        if not chunk:
+            break
+        objects += chunk.count(b"{")
+        left -= len(chunk)
+    if objects > MAX_TENSORS + 2:
+        raise fail(path, f"header holds {objects:,} JSON objects, more than the {MAX_TENSORS:,} "
+                         "tensors a file may describe; refused")
+    fh.seek(start)
+
+
 def _parse_json(path: str | os.PathLike, raw: bytes) -> dict:
     if not raw.startswith(b"{"):
         raise fail(path, "header does not start with '{'")
+
     try:
         text = raw.decode("utf-8")
         entries = json.loads(text, object_pairs_hook=_refuse_duplicate_keys,
