@@ -24,9 +24,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Peak resident memory any refused input may cost a child process beyond its baseline
-#: (an interpreter with NumPy, the engine and, for window runs, Qt).
-CHILD_EXTRA_RSS = 300 << 20
 #: Peak traced allocation (tracemalloc) any single hostile input may cost in process.
 TRACED_LIMIT = 64 << 20
 

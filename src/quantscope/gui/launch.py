@@ -122,8 +122,9 @@ def run(args: argparse.Namespace) -> int:
                                                           "quantscope"])
     window = create_window(ExplorerState(settings))
     window.resize(*size)
-    if session is not None:
-        apply_session(window, session)
+    if session is not None:  # a remembered one that no longer loads gives way to the demo
+        apply_session(window, session,
+                      fallback=None if getattr(args, "session", None) else source)
     if getattr(args, "theme", None):
         window.dark_action.setChecked(args.theme == "dark")
     if args.presentation:

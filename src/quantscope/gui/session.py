@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
 
-from quantscope.errors import QuantscopeError
+from quantscope.errors import QuantscopeError, one_line
 from quantscope.state import ExplorerState, Settings, Source
+from quantscope.state.errors import short_repr
 
 SESSION_FORMAT = "quantscope-session"
 SESSION_VERSION = 1
@@ -94,27 +97,33 @@ def _source_ndim(source: Source) -> int:
 
 
 def parse_session(data: object, *, check_source: bool = True) -> Session:
-    """Validate a decoded session document; raise :class:`SessionError` naming the problem."""
+    """Validate a decoded session document; raise :class:`SessionError` naming the problem.
+
+    ``check_source`` also lists the source's file (or builds nothing but checks a generator)
+    and checks the settings against its dimensions; the window leaves that to its worker,
+    where the load itself checks it (a file may be slow to list)."""
     if not isinstance(data, dict):
         raise SessionError("a session is a JSON object")
     if data.get("format") != SESSION_FORMAT:
         raise SessionError(f"not a quantscope session (format {data.get('format')!r})")
     version = data.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
-        raise SessionError(f"session version must be an integer, got {version!r}")
+        raise SessionError(f"session version must be an integer, got {short_repr(version)}")
     if version > SESSION_VERSION:
-        raise SessionError(f"session version {version} is newer than this quantscope "
+        raise SessionError(f"session version {short_repr(version)} is newer than this quantscope "
                            f"understands ({SESSION_VERSION}); update quantscope")
+    if version < 1:
+        raise SessionError(f"session version must be at least 1, got {version}")
     unknown = set(data) - {"format", "version", "source", "settings", "view"}
     if unknown:
-        raise SessionError(f"unknown session field(s) {sorted(unknown)}")
+        raise SessionError(f"unknown session field(s) {short_repr(sorted(unknown))}")
     try:
         source = None if data.get("source") is None else Source.from_dict(_obj(data, "source"))
         settings = Settings.from_dict(_obj(data, "settings"))
     except SessionError:
         raise
-    except (QuantscopeError, TypeError, ValueError, KeyError) as exc:
-        raise SessionError(f"invalid session: {exc}") from None
+    except (QuantscopeError, TypeError, ValueError, KeyError, OverflowError) as exc:
+        raise SessionError(f"invalid session: {one_line(str(exc))[:300]}") from None
     view = data.get("view") or {}
     if not isinstance(view, dict) or set(view) - {"dark", "presentation"} or not all(
             isinstance(v, bool) for v in view.values()):
@@ -150,41 +159,85 @@ def save_session(session: Session, path: str | Path) -> None:
         raise SessionError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def _read_session_text(path: Path) -> str:
+    """The file's text, read only if it is a regular file of at most MAX_SESSION_BYTES.
+
+    Opened without blocking and checked on the open descriptor: a FIFO would block forever,
+    ``/dev/zero`` (or a symlink to it) would never end, and a check by name alone could be
+    raced by a rename."""
+    shown = one_line(str(path))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError) as exc:
+        raise SessionError(f"cannot read {shown}: {getattr(exc, 'strerror', None) or exc}"
+                           ) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise SessionError(f"{shown}: not a regular file (a directory, device, FIFO or "
+                           "socket), so not a session")
+    with os.fdopen(fd, "rb") as fh:
+        if info.st_size > MAX_SESSION_BYTES:
+            raise SessionError(f"{shown}: {info.st_size:,} bytes is too big for a session")
+        try:
+            raw = fh.read(MAX_SESSION_BYTES + 1)
+        except OSError as exc:
+            raise SessionError(f"cannot read {shown}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_SESSION_BYTES:  # it grew while we looked
+        raise SessionError(f"{shown}: more than {MAX_SESSION_BYTES:,} bytes, too big for a "
+                           "session")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SessionError(f"{shown}: not a text (UTF-8) file") from None
+
+
+def decode_json(text: str) -> object:
+    """``json.loads`` with every way it refuses a hostile document as a SessionError: bad
+    syntax, nesting deeper than the interpreter's stack, numbers beyond 4300 digits."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SessionError(f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise SessionError("not a session: nested too deeply") from None
+    except (ValueError, MemoryError) as exc:  # e.g. an integer of 5000 digits
+        raise SessionError(f"not valid JSON ({one_line(str(exc))[:120]})") from None
+
+
 def load_session(path: str | Path, *, check_source: bool = True) -> Session:
     """Read and validate a session file (see :func:`parse_session`)."""
     path = Path(path)
+    text = _read_session_text(path)
     try:
-        if path.stat().st_size > MAX_SESSION_BYTES:
-            raise SessionError(f"{path}: {path.stat().st_size:,} bytes is too big for a session")
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SessionError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise SessionError(f"{path}: not a text (UTF-8) file") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SessionError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    try:
-        return parse_session(data, check_source=check_source)
+        return parse_session(decode_json(text), check_source=check_source)
     except SessionError as exc:
-        raise SessionError(f"{path}: {exc}") from None
+        raise SessionError(f"{one_line(str(path))}: {exc}") from None
+    except RecursionError:
+        raise SessionError(f"{one_line(str(path))}: nested too deeply") from None
 
 
-def apply_session(window, session: Session) -> None:
-    """Show ``session`` in ``window``: look, settings, then the source (loaded in the
-    window's worker). The session is already validated, so nothing here is refused."""
+def apply_session(window, session: Session, *, fallback: Source | None = None) -> None:
+    """Show ``session`` in ``window``: its source is loaded (listed and checked against the
+    settings) in the window's worker, and only once it loaded do the settings and the look
+    change together -- a source that fails leaves everything as it was (or loads
+    ``fallback``, for a remembered session at start-up)."""
     state: ExplorerState = window.state
-    if hasattr(window, "dark_action"):
-        window.dark_action.setChecked(session.dark)
-        window.presentation_action.setChecked(session.presentation)
+
+    def show_look() -> None:
+        if hasattr(window, "dark_action"):
+            window.dark_action.setChecked(session.dark)
+            window.presentation_action.setChecked(session.presentation)
+
     if session.source is not None:
         # the settings arrive with the tensor (its axis, its manual window); the axis travels
         # with the source, as the one given for it
         source = dataclasses.replace(session.source, axis=session.settings.axis)
-        window.load(source, settings=session.settings)
+        window.load(source, pick=False, settings=session.settings, on_loaded=show_look,
+                    fallback=fallback)
     else:
         state.update_settings(**dataclasses.asdict(session.settings))
+        show_look()
 
 
 # -- remembered between runs --------------------------------------------------------------------
@@ -205,12 +258,13 @@ def recall(store: QSettings | None = None) -> Session | None:
     """The session remembered from the last run, or None when there is none or it no longer
     applies (a deleted file, an older format): starting fresh beats failing to start."""
     store = store or user_settings()
-    text = store.value(SETTINGS_KEY)
-    if not isinstance(text, str) or not text:
-        return None
     try:
-        return parse_session(json.loads(text))
-    except (SessionError, json.JSONDecodeError):
+        text = store.value(SETTINGS_KEY)
+        if not isinstance(text, str) or not text or len(text) > MAX_SESSION_BYTES:
+            return None
+        # the source itself is checked when the window loads it, in its worker
+        return parse_session(decode_json(text), check_source=False)
+    except (QuantscopeError, ValueError, TypeError, RecursionError, MemoryError):
         return None
 
 
