@@ -135,3 +135,13 @@ def hostile_settings(ci: int, long: int = 2000):
     return settings(max_examples=long if LONG else ci, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+#: Outcomes of every hostile input tried in this run, printed at the end of the run (see
+#: conftest.py): ``accepted`` (the promised result), ``refused`` (a typed or one-line error).
+#: Crashes, tracebacks, hangs and blowups fail their test instead, so they show as failures.
+TALLY: dict[str, int] = {"accepted": 0, "refused": 0}
+
+
+def record(refused: bool) -> None:
+    TALLY["refused" if refused else "accepted"] += 1

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hostile_support import assert_one_line_error, bounded, hostile_settings, run_isolated
+from hostile_support import (
+    assert_one_line_error,
+    bounded,
+    hostile_settings,
+    record,
+    run_isolated,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -60,6 +66,7 @@ def test_corpus_exits_2_with_one_escaped_line(capsys, tmp_path, argv, fragment):
     with bounded(seconds=30):
         code, out, err = _run(capsys, *argv)
     assert_one_line_error(code, out, err, fragment)
+    record(refused=True)
 
 
 def test_export_never_replaces_a_fifo(capsys, tmp_path):
@@ -163,3 +170,4 @@ def test_arbitrary_arguments_keep_the_promise(capsys, tmp_path_factory, command,
         assert_one_line_error(code, out, err)
     else:
         assert "Traceback" not in err
+    record(refused=code != 0)

@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hostile_support import bounded, hostile_settings
+from hostile_support import bounded, hostile_settings, record
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -77,6 +77,7 @@ def test_corpus_gives_a_typed_error_naming_the_argument(name, call, error, word)
             call()
     message = str(caught.value)
     assert word in message and "\n" not in message, message
+    record(refused=True)
 
 
 def test_group_longer_than_the_axis_costs_no_more_than_one_group():
@@ -137,7 +138,9 @@ def test_choose_and_analyze_with_junk_arguments(bits, axis, group_size, granular
                                   granularity=granularity, symmetric=symmetric)
         except (EngineValueError, EngineTypeError) as exc:
             assert "\n" not in str(exc)
+            record(refused=True)
             return
+        record(refused=False)
         r = qs.analyze(X, p)
         assert r.n == X.size and r.codes_used >= 1
 
@@ -152,7 +155,9 @@ def test_dequantize_with_junk(codes, scale, zero_point):
             values = qs.dequantize(np.array(codes, np.int64), scale, zero_point)
         except (EngineValueError, EngineTypeError) as exc:
             assert "\n" not in str(exc)
+            record(refused=True)
             return
+        record(refused=False)
     q = np.array(codes, np.int64)
     expected = (q - np.asarray(zero_point, np.int64)).astype(np.float64) * np.float32(
         np.asarray(scale, np.float64))
@@ -175,3 +180,4 @@ def test_any_finite_float32_tensor_gives_finite_numbers_and_no_warning(values, s
     assert direct.sqnr_db > -np.inf and np.isfinite(direct.mse)
     assert direct.clipped_fraction == fast.clipped_fraction
     assert direct.codes_used == fast.codes_used
+    record(refused=False)

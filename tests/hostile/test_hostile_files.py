@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hostile_support import bounded, hostile_settings, run_isolated
+from hostile_support import bounded, hostile_settings, record, run_isolated
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -137,6 +137,7 @@ def test_corpus_is_refused_in_one_line_bounded(tmp_path, name, suffix, content, 
     with warnings.catch_warnings(), bounded(limit=64 << 20, seconds=20):
         warnings.simplefilter("error")
         _refused(path, fragment)
+    record(refused=True)
 
 
 def test_compressed_members_decompress_into_the_final_buffer(tmp_path):
@@ -245,12 +246,16 @@ def _exercise(path: Path, data_len: int) -> None:
             infos = list_tensors(path)
         except TensorFileError as exc:
             assert "\n" not in str(exc)
+            record(refused=True)
             return
+        record(refused=False)
         for info in infos:
             try:
                 values, again = load_for_analysis(path, info.name)
             except TensorFileError as exc:
                 assert "\n" not in str(exc)
+                record(refused=True)
                 continue
+            record(refused=False)
             assert values.shape == info.shape and values.dtype == np.float32
             assert again == info and info.nbytes <= max(data_len, 24)

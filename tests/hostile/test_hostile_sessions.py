@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from hostile_support import bounded, hostile_settings
+from hostile_support import bounded, hostile_settings, record
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -56,6 +56,7 @@ def test_corpus_is_a_session_error(tmp_path, name, text, match):
     with bounded(seconds=20), pytest.raises(SessionError, match=match) as caught:
         load_session(path, check_source=False)
     assert "\n" not in str(caught.value)
+    record(refused=True)
 
 
 def test_a_fifo_and_dev_zero_are_refused_at_once(tmp_path):
@@ -105,6 +106,8 @@ def test_arbitrary_session_documents(changes):
         session = parse_session(data, check_source=False)
     except SessionError as exc:
         assert "\n" not in str(exc)
+        record(refused=True)
         return
+    record(refused=False)
     session.settings.check()
     assert session.settings.group_size is None or session.settings.group_size <= 1 << 24

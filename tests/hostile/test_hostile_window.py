@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from hostile_support import hostile_settings
+from hostile_support import hostile_settings, record
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -49,6 +49,7 @@ def _load_and_fail(qtbot, win, source: Source, fragment: str) -> None:
     assert fragment in blocker.args[0] and "\n" not in blocker.args[0], blocker.args[0]
     qtbot.waitUntil(lambda: win.worker.is_idle(), timeout=30_000)
     _kept(win, before)
+    record(refused=True)
 
 
 def test_hostile_files_leave_the_window_as_it_was(qtbot, window, tmp_path):
@@ -144,7 +145,7 @@ near_constant = st.sampled_from([
     [3.0] * 16, [0.0, 1e-45] * 8])
 
 
-@hostile_settings(ci=8, long=200)
+@hostile_settings(ci=8, long=60)
 @given(values=st.one_of(near_constant,
                         st.lists(st.floats(-F, F, width=32), min_size=2, max_size=64)),
        method=st.sampled_from(["minmax", "entropy", "mse", "percentile"]))
@@ -162,3 +163,4 @@ def test_odd_valid_tensors_fill_every_pane(qtbot, capfd, window, values, method)
     assert "Traceback" not in capfd.readouterr().err
     window.state.update_settings(method="minmax")
     assert isinstance(window.state.settings, Settings)
+    record(refused=False)

@@ -14,7 +14,8 @@ import numpy as np
 
 def equal_bins(values: np.ndarray, bins: int, lo: float, hi: float
                ) -> tuple[np.ndarray, np.ndarray]:
-    """Counts and float64 edges of ``bins`` equal bins on ``[lo, hi]`` (finite, ``lo < hi``).
+    """Counts and edges of ``bins`` equal bins on ``[lo, hi]`` (finite, ``lo < hi``); the edges
+    are float64 where the data's dtype cannot hold them.
 
     Values outside the range are not counted, as with ``np.histogram(range=...)``.
     """
@@ -23,9 +24,8 @@ def equal_bins(values: np.ndarray, bins: int, lo: float, hi: float
         edges32 = edges.astype(np.float32)
         width32 = np.float32(hi) - np.float32(lo)
     if (values.dtype != np.float32 or (np.isfinite(width32) and np.all(np.diff(edges32) > 0))):
-        try:
-            counts, _ = np.histogram(values, bins=int(bins), range=(float(lo), float(hi)))
-            return counts, edges
+        try:  # numpy's own edges (in the data's dtype), exactly as before this module
+            return np.histogram(values, bins=int(bins), range=(float(lo), float(hi)))
         except ValueError:  # float32 cannot resolve the edges after all
             pass
     counts, _ = np.histogram(values, bins=edges)  # compares blockwise against float64 edges
