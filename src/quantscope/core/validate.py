@@ -236,11 +236,15 @@ def check_scale(scale: object) -> np.ndarray:
         value = s.ravel()[idx]
         where = "" if s.ndim == 0 else f" at index {idx}"
         raise EngineValueError(
-            f"scale must be finite and > 0, got {value!r}{where}"
+            f"scale must be finite and > 0, got {float(value)!r}{where}"
         )
-    s32 = s.astype(np.float32)
-    if (s32 == 0).any() or not np.isfinite(s32).all():
-        raise EngineValueError("scale is outside float32's finite positive range")
+    with np.errstate(over="ignore"):  # a value past FLT_MAX becomes inf: refused just below
+        s32 = s.astype(np.float32)
+    out = (s32 == 0) | ~np.isfinite(s32)
+    if out.any():
+        value = s.ravel()[int(np.argmax(out.ravel()))]
+        raise EngineValueError(
+            f"scale {float(value)!r} is outside float32's finite positive range")
     return s32
 
 
