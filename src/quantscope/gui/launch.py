@@ -122,12 +122,15 @@ def run(args: argparse.Namespace) -> int:
                                                           "quantscope"])
     window = create_window(ExplorerState(settings))
     window.resize(*size)
+    theme = getattr(args, "theme", None)
+    dark = None if theme is None else theme == "dark"
+    presentation = True if args.presentation else None
     if session is not None:  # a remembered one that no longer loads gives way to the demo
-        apply_session(window, session,
+        apply_session(window, session, dark=dark, presentation=presentation,
                       fallback=None if getattr(args, "session", None) else source)
-    if getattr(args, "theme", None):
-        window.dark_action.setChecked(args.theme == "dark")
-    if args.presentation:
+    if dark is not None:  # the command line wins over the session's look
+        window.dark_action.setChecked(dark)
+    if presentation:
         window.presentation_action.setChecked(True)
     window.show()
     # Everything built so far lives as long as the window: move it out of the cyclic GC's

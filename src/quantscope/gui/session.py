@@ -217,17 +217,21 @@ def load_session(path: str | Path, *, check_source: bool = True) -> Session:
         raise SessionError(f"{one_line(str(path))}: nested too deeply") from None
 
 
-def apply_session(window, session: Session, *, fallback: Source | None = None) -> None:
+def apply_session(window, session: Session, *, fallback: Source | None = None,
+                  dark: bool | None = None, presentation: bool | None = None) -> None:
     """Show ``session`` in ``window``: its source is loaded (listed and checked against the
     settings) in the window's worker, and only once it loaded do the settings and the look
     change together -- a source that fails leaves everything as it was (or loads
-    ``fallback``, for a remembered session at start-up)."""
+    ``fallback``, for a remembered session at start-up). ``dark`` and ``presentation``,
+    when given (``--theme``, ``--presentation``), win over the session's look: the look is
+    applied after a load that finishes once the command line has long been read."""
     state: ExplorerState = window.state
 
     def show_look() -> None:
         if hasattr(window, "dark_action"):
-            window.dark_action.setChecked(session.dark)
-            window.presentation_action.setChecked(session.presentation)
+            window.dark_action.setChecked(session.dark if dark is None else dark)
+            window.presentation_action.setChecked(
+                session.presentation if presentation is None else presentation)
 
     if session.source is not None:
         # the settings arrive with the tensor (its axis, its manual window); the axis travels
