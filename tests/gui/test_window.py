@@ -231,8 +231,9 @@ def test_multi_tensor_files_open_the_model_view(make_window, qtbot, wait_results
     np.savez(path, **arrays)
     win = make_window()
     win.open_path(path)
+    qtbot.waitUntil(win.model_active, timeout=30_000)  # the file is listed in the worker
     view = win.model_view
-    assert win.model_active() and win.picker is None
+    assert win.picker is None
     qtbot.waitUntil(view.is_complete, timeout=30_000)
     names = [view.model.data(view.model.index(i, 0)) for i in range(view.model.rowCount())]
     assert sorted(names) == sorted(arrays)
