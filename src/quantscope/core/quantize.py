@@ -28,6 +28,7 @@ from quantscope.core.validate import (
     ROUNDING_RULES,
     as_float32,
     check_choice,
+    check_code_difference,
     check_code_range,
     check_codes,
     check_integer_zero_point,
@@ -209,6 +210,7 @@ def dequantize(q, scale, zero_point=0, *, axis: int | None = None,
     granularity_of(axis, group_size)
     s = expand_params(q.shape, check_scale(scale), axis, group_size, "scale")
     zp = check_integer_zero_point(zero_point)
+    check_code_difference(q, zp)
     z = expand_params(q.shape, zp.astype(np.int32), axis, group_size, "zero_point")
     if s.ndim == 0 and q.itemsize <= 4 and use_compiled(q, "divide"):
         from quantscope.core.direct_kernel import dequantize_flat

@@ -119,6 +119,22 @@ def check_integer_zero_point(zero_point: object) -> np.ndarray:
     raise EngineTypeError(f"zero_point must be an integer, got dtype {zp.dtype}")
 
 
+def check_code_difference(q: np.ndarray, zero_point: np.ndarray) -> None:
+    """Refuse codes and zero points whose difference leaves int32 (dequantize subtracts in
+    int32): it would wrap to a value of the other sign. The dtypes' ranges settle it
+    without a pass over the codes in every ordinary case."""
+    if not q.size or not zero_point.size:
+        return
+    zlo, zhi = int(zero_point.min()), int(zero_point.max())
+    info = np.iinfo(q.dtype)
+    if info.min - zhi >= -(2**31) and info.max - zlo <= 2**31 - 1:
+        return
+    lo, hi = int(q.min()) - zhi, int(q.max()) - zlo
+    if lo < -(2**31) or hi > 2**31 - 1:
+        raise EngineValueError(f"codes minus zero_point must lie within int32, got values in "
+                               f"[{lo}, {hi}]: they would wrap")
+
+
 def check_points(points: object) -> int:
     """The number of windows a clip sweep evaluates, at most :data:`MAX_SWEEP_POINTS`."""
     return check_int(points, "points", low=1, high=MAX_SWEEP_POINTS)
@@ -227,7 +243,10 @@ def check_scale(scale: object) -> np.ndarray:
     A zero scale would divide by zero and a negative one would flip the code order; both are
     always bugs in whatever produced them, so they are errors rather than clamped.
     """
-    s = _as_array(scale, "scale", np.float64)
+    raw = _as_array(scale, "scale")
+    if raw.dtype.kind == "b":  # True would pass as 1.0
+        raise EngineTypeError("scale must be a number, got a bool")
+    s = _as_array(raw, "scale", np.float64)
     if s.size == 0:
         raise EngineValueError("scale is empty")
     bad = ~np.isfinite(s) | (s <= 0)
