@@ -147,10 +147,10 @@ def test_compressed_members_decompress_into_the_final_buffer(tmp_path):
     path = tmp_path / "big.npz"
     np.savez_compressed(path, x=x)
     del x
-    with bounded(limit=(64 << 20) + (12 << 20), seconds=60):
+    with bounded(limit=(64 << 20) + (8 << 20), seconds=60):
         values, _ = load_for_analysis(path)
     assert values.shape == (n,)
-    with bounded(limit=(64 << 20) + (12 << 20), seconds=60):
+    with bounded(limit=(64 << 20) + (8 << 20), seconds=60):
         raw = load_tensor(path)
     assert raw.nbytes == 64 << 20
 

@@ -87,8 +87,7 @@ def test_listing_runs_off_the_gui_thread(qtbot, window, tmp_path, monkeypatch):
     start = time.monotonic()
     window.open_path(path)
     assert time.monotonic() - start < 0.5  # the window went on at once
-    qtbot.waitUntil(lambda: window.picker is not None and window.picker.isVisible(),
-                    timeout=30_000)
+    qtbot.waitUntil(window.model_active, timeout=30_000)  # several tensors: the model view
 
 
 def test_a_fifo_session_does_not_block_and_keeps_everything(qtbot, window, tmp_path):

@@ -29,7 +29,7 @@ from quantscope.io.checks import (
     pick_name,
 )
 from quantscope.io.npy import NpyHeader, info_from_header, map_data, read_npy_header
-from quantscope.io.reading import Progress, read_values
+from quantscope.io.reading import STREAM_BLOCK_BYTES, Progress, read_values
 from quantscope.io.tensor_info import TensorInfo, count
 
 #: Deflate cannot expand data by more than about 1032:1; bzip2 and lzma can (a 635-byte member
@@ -219,7 +219,7 @@ def _read_compressed(path: str | os.PathLike, archive: zipfile.ZipFile,
             stream.read(header.data_offset)
             array = read_values(stream, path, where, shape=header.shape, dtype=header.dtype,
                                 fortran=header.fortran_order, as_float32=as_float32,
-                                progress=progress)
+                                progress=progress, block=STREAM_BLOCK_BYTES)
             stream.read(1)  # reach the end so zipfile verifies the CRC
     except _ZIP_ERRORS as exc:
         raise fail(path, f"{where} is corrupt ({_reason(exc)})") from None

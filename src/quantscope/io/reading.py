@@ -22,6 +22,10 @@ from quantscope.io.checks import check_fits_in_memory, fail
 
 #: Bytes read (and converted) per block: big enough for full disk speed, small beside a tensor.
 BLOCK_BYTES = 1 << 22
+#: Per block from a decompressing stream: zipfile's ``readinto`` builds the block as bytes
+#: and joins decompressed pieces, about three block-sized temporaries; decompression sets
+#: the speed, so a smaller block costs nothing.
+STREAM_BLOCK_BYTES = 1 << 20
 
 #: ``progress(fraction, text)``; it may raise to cancel (the window's jobs do).
 Progress = Callable[[float, str], None]
@@ -29,7 +33,8 @@ Progress = Callable[[float, str], None]
 
 def read_values(stream: BinaryIO, path: str | os.PathLike, where: str, *,
                 shape: tuple[int, ...], dtype: np.dtype, fortran: bool = False,
-                as_float32: bool = False, progress: Progress | None = None) -> np.ndarray:
+                as_float32: bool = False, progress: Progress | None = None,
+                block: int = BLOCK_BYTES) -> np.ndarray:
     """Read ``shape`` of ``dtype`` from ``stream`` (positioned at the data) into a new array.
 
     Parameters
@@ -45,6 +50,8 @@ def read_values(stream: BinaryIO, path: str | os.PathLike, where: str, *,
         no full-size copy in the stored dtype is ever made.
     progress : callable, optional
         Called with the fraction read after each block.
+    block : int
+        Bytes per read (:data:`STREAM_BLOCK_BYTES` for a decompressing stream).
 
     Raises
     ------
@@ -62,32 +69,32 @@ def read_values(stream: BinaryIO, path: str | os.PathLike, where: str, *,
     flat = out.reshape(-1, order="A")  # a view in storage order
     total = n * dtype.itemsize
     if out_dtype == dtype:
-        _fill(stream, memoryview(flat.view(np.uint8)), path, where, total, progress)
+        _fill(stream, memoryview(flat.view(np.uint8)), path, where, total, progress, block)
     else:
-        _convert(stream, flat, dtype, path, where, total, progress)
+        _convert(stream, flat, dtype, path, where, total, progress, block)
     if fortran and out.ndim > 1 and as_float32:
         out = np.require(out, requirements="C")  # the engine reads rows in C order
     return out
 
 
 def _fill(stream: BinaryIO, target: memoryview, path, where: str, total: int,
-          progress: Progress | None) -> None:
+          progress: Progress | None, block: int) -> None:
     """Read exactly ``len(target)`` bytes into ``target``, a block at a time."""
     filled = 0
     while filled < total:
-        stop = min(filled + BLOCK_BYTES, total)
+        stop = min(filled + block, total)
         got = _read_into(stream, target[filled:stop], path, where)
         if not got:
             raise _short(path, where, filled, total)
         filled += got
-        if progress is not None and total > BLOCK_BYTES:
+        if progress is not None and total > block:
             progress(filled / total, f"reading {where}")
 
 
 def _convert(stream: BinaryIO, flat: np.ndarray, dtype: np.dtype, path, where: str,
-             total: int, progress: Progress | None) -> None:
+             total: int, progress: Progress | None, block: int) -> None:
     """Read blocks of ``dtype`` and widen/round each into ``flat`` (float32)."""
-    per_block = max(1, BLOCK_BYTES // dtype.itemsize)
+    per_block = max(1, block // dtype.itemsize)
     scratch = np.empty(min(per_block, flat.size), dtype=dtype)
     raw = memoryview(scratch.view(np.uint8))
     done = 0
@@ -103,7 +110,7 @@ def _convert(stream: BinaryIO, flat: np.ndarray, dtype: np.dtype, path, where: s
         with np.errstate(over="ignore", invalid="ignore"):  # float64 overflow -> inf, on purpose
             flat[done:done + count] = scratch[:count]
         done += count
-        if progress is not None and total > BLOCK_BYTES:
+        if progress is not None and total > block:
             progress(done / flat.size, f"reading {where}")
 
 
