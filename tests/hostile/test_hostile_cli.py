@@ -69,6 +69,31 @@ def test_corpus_exits_2_with_one_escaped_line(capsys, tmp_path, argv, fragment):
     record(refused=True)
 
 
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory", "deep", "5000 digits"])
+def test_report_session_is_read_as_the_window_reads_it(tmp_path, kind):
+    """``report --session``: a FIFO or /dev/zero neither blocks nor reads without end, a
+    hostile document is one line (in a child: deep nesting meets a RecursionError)."""
+    path = tmp_path / "s.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "directory":
+        path = tmp_path
+    elif kind == "deep":
+        path.write_text('{"format": "quantscope-session", "version": 1, "source": '
+                        + "[" * 100_000 + "]" * 100_000 + "}")
+    else:
+        path.write_text('{"format": "quantscope-session", "version": ' + "9" * 5000 + "}")
+    outcome = run_isolated(f"""
+        import sys
+        from quantscope.cli import main
+        sys.exit(main(["report", "--session", {str(path)!r}]))
+        """, timeout=30)
+    assert_one_line_error(outcome.code, outcome.out, outcome.err, "--session")
+    record(refused=True)
+
+
 def test_export_never_replaces_a_fifo(capsys, tmp_path):
     fifo = tmp_path / "pipe.npz"
     os.mkfifo(fifo)
