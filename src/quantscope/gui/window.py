@@ -303,7 +303,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
                 self._preparing_for = None
                 self._request_compute()
         self.show_error(message)
-        if kind == "load":
+        if kind == "load" and self.worker.is_current(kind, ticket):  # not a superseded one
             self._load_failed()
 
     def _show_overview(self) -> None:
