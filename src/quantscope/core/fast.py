@@ -15,7 +15,9 @@ split at their code thresholds by binary search, shorter ones (a 4096-wide chann
 a group of 128) are walked element by element.
 
 The prepared object keeps a reference to a float32 ``x`` (no copy: a memory-mapped tensor stays
-mapped); other dtypes are converted once, in blocks. ``x`` must not change afterwards.
+mapped); other dtypes are converted once, in blocks. ``x`` must not change afterwards -- nor,
+for a memory map, its file: a file rewritten in place under a mapping kills the process with
+SIGBUS at the next read. The app's loaders (``quantscope.io.load_for_analysis``) never map.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from quantscope.core.layout import granularity_of, normalize_axis, param_rows, p
 from quantscope.core.qparams import QuantParams
 from quantscope.core.report import QuantReport
 from quantscope.core.sorted_stats import SortedRows, evaluate
-from quantscope.core.validate import EngineValueError, as_float32, check_params_fit, in_memory
+from quantscope.core.validate import EngineValueError, as_float32, check_params_fit
 
 #: ``progress(fraction, stage)``: how far a preparation is (0 to 1) and what it does now. An
 #: exception raised by it stops the preparation (that is how a caller cancels).
@@ -57,8 +59,7 @@ class Prepared:
         arr = as_numpy(x, "x")
         share = _stages(progress)
         start = 0.0 if arr.dtype == np.float32 else 0.1  # converting takes about a tenth
-        # kept and read again: never a mapping of a file (a rewrite in place would SIGBUS)
-        self.x = in_memory(working_copy(arr, share(0.0, start)))
+        self.x = working_copy(arr, share(0.0, start))
         self._layouts: dict[tuple, SortedRows] = {}
         # the one-time preparation: the sort (most of the time), then the prefix sums
         sorted_at = start + 0.8 * (1 - start)
