@@ -282,13 +282,14 @@ def test_generators_from_the_source_panel(make_window, wait_results):
     assert "30 by 40" in win.banner.text()
 
 
-def test_multi_tensor_sample_opens_the_picker(make_window, wait_results):
+def test_multi_tensor_sample_opens_the_picker(make_window, wait_results, qtbot):
     win = make_window()
     samples = win.source_panel.samples
     item = next(samples.item(i) for i in range(samples.count())
                 if samples.item(i).text() == "bf16_checkpoint")
     samples.itemActivated.emit(item)
-    assert win.picker is not None and len(win.picker.visible_names()) == 16
+    qtbot.waitUntil(lambda: win.picker is not None, timeout=30_000)  # listed in the worker
+    assert len(win.picker.visible_names()) == 16
     name = next(n for n in win.picker.visible_names() if n.endswith("query.weight"))
     win.picker.choose(name)
     wait_results(win)
