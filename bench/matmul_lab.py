@@ -27,6 +27,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 from _timing import best_of
+from quantscope.core.choose import choose_qparams
 from quantscope.core.generators import generate
 from quantscope.core.matmul import int8_matmul
 from quantscope.core.outliers import (
@@ -35,7 +36,6 @@ from quantscope.core.outliers import (
     DEFAULT_WEIGHT_SCHEME,
     quantized_matmul,
 )
-from quantscope.core.qparams import choose_qparams
 from quantscope.io import samples
 
 REPEATS = 5

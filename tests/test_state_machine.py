@@ -49,12 +49,25 @@ def build(source: Source) -> np.ndarray:
     return x
 
 
+def _runs_at(runtime: str, bits: int) -> bool:
+    """Whether the preset quantizes to ``bits`` at all (ONNX Runtime: 4 or 8 bits)."""
+    probe = np.array([-1.0, 2.0], np.float32)
+    for sym in (True, False):
+        try:
+            choose_qparams(probe, symmetric=sym, bits=bits, runtime=runtime)
+            return True
+        except QuantscopeError:
+            pass
+    return False
+
+
 def expected_params(x: np.ndarray, pane: str, s):
     """The engine call a pane must equal, from the definitions (not the state's code)."""
     sym = pane.startswith("symmetric")
-    # these presets fix the code range by type; the greyed control shows theirs
+    # these presets fix the code range by type, at the bit widths they run (the greyed
+    # control shows theirs); at others a manual window is computed by the engine's rules
     narrow = None if s.runtime in ("onnxruntime", "tflite", "tflite-xnnpack") \
-        else s.narrow_range
+        and _runs_at(s.runtime, s.bits) else s.narrow_range
     common = dict(symmetric=sym, bits=s.bits, narrow_range=narrow)
     if pane.endswith("tensor"):
         gran, axis, group = "tensor", 0, None

@@ -9,18 +9,14 @@ command never touches the others.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 
+from quantscope.commands import export, report, scan
 from quantscope.errors import QuantscopeError, one_line
 
-#: Subcommand name -> module under quantscope.commands.
-COMMANDS: dict[str, str] = {
-    "report": "quantscope.commands.report",
-    "scan": "quantscope.commands.scan",
-    "export": "quantscope.commands.export",
-}
+#: Subcommand name -> its module (``add_parser(subparsers)``, ``run(args) -> int``).
+COMMANDS = {"report": report, "scan": scan, "export": export}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,21 +28,10 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def _available_commands() -> dict[str, object]:
-    modules = {}
-    for name, module_name in COMMANDS.items():
-        try:
-            modules[name] = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:  # a command still being written
-            if exc.name != module_name:
-                raise
-    return modules
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run quantscope with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = _available_commands()
+    commands = COMMANDS
     if argv and argv[0] in commands:
         parser = _Parser(prog="quantscope")
         sub = parser.add_subparsers(dest="command", required=True)
@@ -55,9 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         module = commands[args.command]
     else:
-        module = _window_module()
-        if module is None:  # no window yet: the report is the app's face
-            return main(["report", *argv])
+        from quantscope.gui import launch  # Qt is loaded only for the window, not for a report
+
+        module = launch
         parser = _Parser(prog="quantscope", description=module.__doc__)
         module.add_arguments(parser)
         args = parser.parse_args(argv)
@@ -70,13 +55,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("quantscope: error: not enough memory for this request (try a smaller tensor, "
               "or per-tensor instead of per-group)", file=sys.stderr)
         return 2
-
-
-def _window_module():
-    """The window's launcher module, or None while the GUI does not exist."""
-    try:
-        return importlib.import_module("quantscope.gui.launch")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("quantscope.gui.launch",):
-            raise
-        return None

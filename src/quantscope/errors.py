@@ -23,3 +23,17 @@ def one_line(text: str) -> str:
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
                    for c in text)
+
+
+class EngineValueError(QuantscopeError, ValueError):
+    """A value the engine cannot work with (zero scale, NaN in the tensor, bad zero point...)."""
+
+
+class EngineTypeError(QuantscopeError, TypeError):
+    """An argument of the wrong type: a tensor whose dtype has no meaningful quantization
+    (integers, bools, complex, objects), or ``bits=2.5``, ``axis="0"``, ``qmin=None``..."""
+
+
+class Cancelled(QuantscopeError):
+    """A computation stopped because its result is no longer wanted (a newer request came, or
+    the user pressed Cancel); whoever asked for it drops it without a message."""

@@ -19,7 +19,7 @@ from quantscope.state import PANES
 from quantscope.viewer import WAIT_TIMEOUT_S, Viewer, qt_app
 
 #: A figure's size when none is given: the 2x2 panes as a notebook cell shows them well.
-DEFAULT_SIZE = (1200, 800)
+DEFAULT_SIZE = (1280, 960)
 #: Views a figure can show instead of panes (the window's tab titles, also in lower case).
 VIEWS = ("Trade-off", "Channels", "Bit width", "Matmul")
 
@@ -100,7 +100,7 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
         Pane keys to draw (``"symmetric/tensor"``, ...; default all four), or one view:
         ``"Trade-off"``, ``"Channels"``, ``"Bit width"`` or ``"Matmul"``.
     size : (int, int), optional
-        Width and height in screen pixels (default 1200 x 800); the PNG is twice as large.
+        Width and height in screen pixels (default 1280 x 960); the PNG is twice as large.
     svg : bool
         Also draw the figure as SVG, for :meth:`Figure.save` to a ``.svg`` (about 0.5 s more).
     **settings

@@ -154,7 +154,7 @@ def test_window_for_threshold_clips_only_beyond_the_threshold():
 
 
 def test_sweep_reports_progress_and_stops_when_asked():
-    from quantscope.core.explain import SweepCancelled
+    from quantscope.errors import Cancelled
 
     x = _one_outlier(2000)
     seen: list[float] = []
@@ -167,7 +167,7 @@ def test_sweep_reports_progress_and_stops_when_asked():
         calls.append(1)
         return len(calls) > 5
 
-    with pytest.raises(SweepCancelled):
+    with pytest.raises(Cancelled):
         clip_sweep_curve(lambda p: analyze(x, p), x_min=float(x.min()), x_max=24.8,
                          symmetric=True, points=40, should_stop=stop_after_five)
     assert len(calls) == 6  # stopped at once, not after the whole grid

@@ -6,10 +6,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quantscope.core import analyze, choose_qparams, params_from_range, sorted_stats
-from quantscope.core.fast import prepare
+from quantscope.core.fast import clip_sweep, prepare
 from quantscope.core.qparams import QuantParams
 from quantscope.core.runtimes import RUNTIMES
-from quantscope.core.sweep import clip_sweep, mse_optimal_windows
+from quantscope.core.sweep import mse_optimal_windows
 from quantscope.core.validate import ARITHMETIC_RULES, EngineValueError
 
 REL = 1e-9

@@ -146,8 +146,9 @@ def test_dragging_the_tradeoff_line_clips_only_above(demo_views, wait_results):
     asym = win.state.results["asymmetric/tensor"]
     assert asym.clipped_below == 0  # was 44% clipped below, 8.79 dB
     assert asym.sqnr_db > 9.7
-    label = view.plots["asymmetric"].plot.getAxis("bottom").labelText
-    assert label == f"t: clips x>t, x<−t if t<{-float(x.min()):.3g}"
+    axis = view.plots["asymmetric"].plot.getAxis("bottom")
+    assert axis.labelText == "t: clips x>t"  # the side a drag moves, in the narrow tab
+    assert axis.toolTip() == f"t: clips x>t, x<−t if t<{-float(x.min()):.3g}"
     assert shown(win) == engine_texts(win.state)
 
 
@@ -162,3 +163,64 @@ def test_the_tradeoff_label_follows_changes_made_in_another_tab(demo_views, wait
     qtbot.waitUntil(lambda: line.label.toPlainText() == f"clip {line.value():.3g}",
                     timeout=5_000)
     assert line.value() < 20  # the percentile's threshold, not min/max's 24.8
+
+
+BF16_FILE = "/work/shared/data/minilm/layer0_bf16.safetensors"
+
+
+def _bins(pane) -> tuple[np.ndarray, np.ndarray]:
+    """The pane's drawn histogram: (edges, counts), undoing the log scale it may show and the
+    scaling of each bar to the overview's bin width."""
+    edges = np.asarray(pane.hist.xData, np.float64)
+    heights = np.asarray(pane.hist.yData, np.float64)
+    if pane._log:
+        heights = 10.0 ** heights - 1.0
+    ov = pane._overview
+    unit = (ov.hist_edges[-1] - ov.hist_edges[0]) / ov.hist_counts.size
+    return edges, np.round(heights * np.diff(edges) / unit)
+
+
+def test_histograms_are_binned_on_each_panes_buckets_and_again_when_zoomed(loaded, qtbot):
+    from quantscope.gui.numbers import bucket_grid
+
+    win = loaded(DEMO)
+    x = win.state.tensor
+    for key in PANES:
+        pane = win.panes[key]
+        edges, heights = _bins(pane)
+        step = float(np.median(np.diff(bucket_grid(pane.report).boundaries)))
+        width = np.diff(edges)
+        assert np.allclose(width, width[0], rtol=1e-9)
+        # an integer number of bins per bucket (or of buckets per bin), on the bucket grid
+        ratio = step / width[0] if step >= width[0] else width[0] / step
+        assert abs(ratio - round(ratio)) < 1e-6, key
+        origin = bucket_grid(pane.report).boundaries[0]
+        assert np.allclose((edges - origin) / width[0], np.round((edges - origin) / width[0]))
+        inside = (x >= edges[0]) & (x < edges[-1])
+        assert heights.sum() == np.count_nonzero(inside), key  # counts, not a resample
+    pane = win.panes["symmetric/tensor"]
+    step = float(np.median(np.diff(bucket_grid(pane.report).boundaries)))
+    before = _bins(pane)[0]
+    pane.plot.setXRange(0.0, 6 * step, padding=0)  # six buckets across the pane
+    qtbot.waitUntil(lambda: not np.array_equal(_bins(pane)[0], before), timeout=10_000)
+    edges, _ = _bins(pane)
+    assert round(step / np.diff(edges)[0]) >= 8  # the zoom shows inside each bucket
+    assert edges[0] <= 0.0 + 1e-12 and edges[-1] >= min(6 * step, float(x.max())) - 1e-9
+
+
+def test_a_bf16_tensor_is_binned_on_its_own_values(loaded):
+    import ml_dtypes
+
+    from quantscope.state.histogram import representable_values
+
+    name = "encoder.layer.0.attention.output.LayerNorm.weight"  # values near 1: coarse bf16
+    win = loaded(Source("file", BF16_FILE, tensor=name))
+    edges, heights = _bins(win.panes["symmetric/tensor"])
+    grid = representable_values("bfloat16")
+    grid = grid[(grid >= edges[0]) & (grid <= edges[-1])]
+    # each bin holds exactly one representable value: no empty bins between filled ones
+    assert np.array_equal(np.searchsorted(edges, grid, side="right") - 1,
+                          np.arange(len(edges) - 1))
+    x = win.state.tensor
+    assert np.all(x == x.astype(ml_dtypes.bfloat16).astype(np.float32))
+    assert heights.sum() == np.count_nonzero((x >= edges[0]) & (x < edges[-1]))

@@ -4,6 +4,7 @@ equal the engine's numbers for the tensor and the settings the controls *show*."
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from pathlib import Path
 
@@ -33,6 +34,9 @@ SOURCES = [
 ]
 
 
+DEFAULTS = Settings()
+
+
 def _combo(box, value) -> None:
     i = box.findData(value)
     if i >= 0 and box.isEnabled():
@@ -44,9 +48,15 @@ def settings_shown(c, state) -> Settings:
     """The settings as the controls display them (a greyed preset value is the preset's)."""
     narrow = c.narrow.currentData()
     manual = c.method.currentData() == "manual" and state.settings.manual_clip is not None
+    clip = (c.clip_lo.value(), c.clip_hi.value())
+    if manual:  # the fields show the window to their 4 decimals: the state's, if it is that
+        texts = (c.clip_lo.text(), c.clip_hi.text())
+        if texts == (c.clip_lo.textFromValue(state.settings.manual_clip[0]),
+                     c.clip_hi.textFromValue(state.settings.manual_clip[1])):
+            clip = state.settings.manual_clip
     return Settings(
         method=c.method.currentData(), percentile=c.percentile.value(),
-        manual_clip=(c.clip_lo.value(), c.clip_hi.value()) if manual else None,
+        manual_clip=clip if manual else None,
         rounding=(c.rounding.currentData() if c.rounding.isEnabled()
                   else state.settings.rounding),
         narrow_range=narrow if narrow in NARROW_LABELS else state.settings.narrow_range,
@@ -75,6 +85,12 @@ def test_the_window_shows_the_engines_numbers_after_any_sequence(make_window, qt
     class WindowMachine(RuleBasedStateMachine):
         @initialize(k=st.integers(0, len(SOURCES) - 1))
         def first(self, k: int) -> None:
+            # every example starts from the same window: hypothesis replays a failing one
+            # to shrink it, and what an earlier example left behind would change the replay
+            win.state.set_role(None)
+            win.state.update_settings(**{f.name: getattr(DEFAULTS, f.name)
+                                         for f in dataclasses.fields(DEFAULTS)
+                                         if f.name != "axis"})
             self.load(k)
 
         @rule(k=st.integers(0, len(SOURCES) - 1))
@@ -124,7 +140,10 @@ def test_the_window_shows_the_engines_numbers_after_any_sequence(make_window, qt
             settle()
             st_ = win.state
             shown = settings_shown(c, st_)
-            assert shown == st_.settings
+            used = st_.settings
+            if used.method != "manual":  # a remembered window the panes do not use
+                used = dataclasses.replace(used, manual_clip=None)
+            assert shown == used
             x = st_.tensor
             for pane in PANES:
                 try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -110,9 +111,10 @@ def test_sharded_folder_lists_in_order_and_scans_every_tensor(tmp_path, via):
 
 def test_other_settings_go_through_the_panes_mapping(tmp_path):
     _sharded(tmp_path)
-    for settings in (Settings(method="percentile", percentile=99.0), Settings(runtime="pytorch"),
-                     Settings(bits=4, axis=-1), Settings(rounding="half_away", bits=6)):
-        rows = scan_checkpoint(list_checkpoint(tmp_path), settings)
+    for settings, axis in ((Settings(method="percentile", percentile=99.0), None),
+                           (Settings(runtime="pytorch"), None), (Settings(bits=4), -1),
+                           (Settings(rounding="half_away", bits=6), None)):
+        rows = scan_checkpoint(list_checkpoint(tmp_path), settings, axis=axis)
         for r in rows:
             if r.status != OK:
                 continue
@@ -121,8 +123,34 @@ def test_other_settings_go_through_the_panes_mapping(tmp_path):
             assert _close(r.figures.per_tensor_db, pt.sqnr_db), (settings, r.name)
             assert r.figures.clipped_fraction == pt.clipped_fraction
             if x.ndim == 2:
-                pc = analyze(x, pane_params(x, "symmetric/channel", settings))
+                assert r.axis == (0 if axis is None else axis)  # names say "weight"
+                chan = dataclasses.replace(settings, axis=r.axis)
+                pc = analyze(x, pane_params(x, "symmetric/channel", chan))
                 assert _close(r.figures.per_channel_db, pc.sqnr_db), (settings, r.name)
+
+
+def test_each_tensor_gets_the_axis_the_window_gives_it(tmp_path, capsys):
+    """Weights split along their output channels, activations along their features (the
+    names say which), others by shape; ``--axis`` overrides all; rows equal ``report``."""
+    acts = RNG.standard_normal((64, 16)).astype(np.float32)
+    acts[:, 3] *= 40  # one loud feature: per-feature scales fix it, per-token ones do not
+    np.savez(tmp_path / "dump.npz", **{"block0_activations": acts,
+                                       "proj.weight": RNG.standard_normal((8, 16)),
+                                       "conv": RNG.standard_normal((4, 3, 3, 3))})
+    path = tmp_path / "dump.npz"
+    rows = {r.name: r for r in scan_checkpoint(list_checkpoint(path))}
+    assert {n: r.axis for n, r in rows.items()} == {
+        "block0_activations": -1, "proj.weight": 0, "conv": 0}
+    for name, row in rows.items():
+        report = _report(capsys, path, name)
+        assert _close(row.figures.per_channel_db, report["symmetric/channel"]["sqnr_db"]), name
+        assert _close(row.figures.per_tensor_db, report["symmetric/tensor"]["sqnr_db"]), name
+    given = {r.name: r.axis for r in scan_checkpoint(list_checkpoint(path), axis=1)}
+    assert given == {"block0_activations": 1, "proj.weight": 1, "conv": 1}
+    assert main(["scan", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["scheme"]["per_channel_axis"] == "each tensor's own"
+    assert {t["name"]: t["axis"] for t in doc["tensors"]}["block0_activations"] == -1
 
 
 def test_layers_and_kinds_from_names():
@@ -207,7 +235,7 @@ def test_progress_reaches_the_total_bytes(tmp_path):
 def test_folder_of_npy_and_an_npz(tmp_path):
     for i in (0, 2, 10):  # natural order: 0, 2, 10
         np.save(tmp_path / f"layer_{i}.npy", RNG.standard_normal((5, 6)).astype(np.float32))
-    rows = scan_checkpoint(list_checkpoint(tmp_path), Settings(axis=-1))
+    rows = scan_checkpoint(list_checkpoint(tmp_path), axis=-1)
     assert [r.name for r in rows] == ["layer_0", "layer_2", "layer_10"]
     assert [r.layer for r in rows] == [0, 2, 10] and all(r.status == OK for r in rows)
     np.savez_compressed(tmp_path / "acts.npz", a=RNG.standard_normal((4, 3)),

@@ -43,8 +43,10 @@ def add_parser(subparsers) -> None:
                    help="rank by per-tensor SQNR, lowest first (default), or by the gain "
                         "per-channel minus per-tensor, largest first")
     p.add_argument("--bits", type=int, default=8, help="bit width (default 8)")
-    p.add_argument("--axis", type=int, default=0,
-                   help="per-channel axis (default 0, a weight's output channels)")
+    p.add_argument("--axis", type=int, default=None,
+                   help="per-channel axis of every tensor (default: each tensor's own, as the "
+                        "window picks it: a name saying weight gives axis 0, activation -1, "
+                        "otherwise axis 0)")
     p.add_argument("--method", choices=("minmax", "percentile", "mse", "entropy"),
                    default="minmax", help="range method (default minmax: the fast pass)")
     p.add_argument("--preset", choices=("pytorch", "onnxruntime", "tflite", "tensorrt"),
@@ -132,14 +134,15 @@ def _db(value: float | None) -> str:
     return f"{value:.2f}"
 
 
-def format_table(label: str, rows, shown, settings, seconds: float, sharded: bool) -> str:
+def format_table(label: str, rows, shown, settings, seconds: float, sharded: bool,
+                 axis: int | None = None) -> str:
     """The plain-text report: one line per tensor, worst first, then what was left out."""
     analysed = [r for r in rows if r.figures is not None]
     lines = [f"{label}: {len(analysed)} floating tensors, "
              f"{sum(r.params for r in analysed):,} parameters; symmetric int{settings.bits} "
              f"({settings.runtime or settings.method}), per-tensor vs per-channel "
-             f"(axis {settings.axis}), worst first"]
-    head = ("#", "tensor", "shape", "dtype", "per-tensor dB", "per-channel dB", "gap dB",
+             f"({'each tensor’s own axis' if axis is None else f'axis {axis}'}), worst first"]
+    head = ("#", "tensor", "shape", "dtype", "per-tensor dB", "per-channel dB", "axis", "gap dB",
             "clip %", "max |x|", "outliers", "suggested")
     table = [head]
     for i, r in enumerate(shown, 1):
@@ -147,13 +150,14 @@ def format_table(label: str, rows, shown, settings, seconds: float, sharded: boo
         outliers = "-" if f.outlier_channels is None else f"{f.outlier_channels}/{f.channels}"
         table.append((
             str(i), printable(r.name), "x".join(map(str, r.info.shape)), r.info.dtype,
-            _db(f.per_tensor_db), _db(f.per_channel_db), _db(f.gain_db),
+            _db(f.per_tensor_db), _db(f.per_channel_db),
+            "-" if r.axis is None else str(r.axis), _db(f.gain_db),
             f"{100 * f.clipped_fraction:.3f}", f"{f.max_abs:.4g}", outliers,
             f.suggested + (f"  ({f.n_nonfinite} non-finite ignored)" if f.n_nonfinite else "")
             + (f"  [{printable(r.file)}]" if sharded else "")))
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for row in table:
-        lines.append("  ".join(c.rjust(w) if j in (0, 4, 5, 6, 7, 8, 9) else c.ljust(w)
+        lines.append("  ".join(c.rjust(w) if j in (0, 4, 5, 6, 7, 8, 9, 10) else c.ljust(w)
                                for j, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())
     if not analysed:
         lines.append("no floating-point tensors to scan")
@@ -183,8 +187,7 @@ def run(args: argparse.Namespace) -> int:
     code_range(args.bits, symmetric=True)  # a bad --bits is one error, not N skipped tensors
     if not args.outlier > 0:
         raise UserError(f"--outlier must be positive, got {args.outlier}")
-    settings = Settings(bits=args.bits, axis=args.axis, method=args.method,
-                        runtime=args.preset).check()
+    settings = Settings(bits=args.bits, method=args.method, runtime=args.preset).check()
     path, label = resolve_file_or_sample(args)
     checkpoint = list_checkpoint(path)
     rows = model_rows(checkpoint)
@@ -195,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     bar = ProgressBar(sys.stderr if show_bar else None, sum(r.nbytes for r in pending),
                       len(pending))
     start = time.perf_counter()
-    rows = ModelScan(rows, settings, threshold=args.outlier).run(
+    rows = ModelScan(rows, settings, axis=args.axis, threshold=args.outlier).run(
         on_row=lambda r: bar.tensor(r.name), on_progress=bar.chunk)
     seconds = time.perf_counter() - start
     bar.finish()
@@ -203,11 +206,12 @@ def run(args: argparse.Namespace) -> int:
     shown = ranked[: args.top] if args.top else ranked
     others = [r for r in rows if r.figures is None]
     if args.json:
-        print(to_json(label, rows, shown, settings, checkpoint.sharded))
+        print(to_json(label, rows, shown, settings, checkpoint.sharded, args.axis))
     elif args.csv:
         print(to_csv(shown + others), end="")
     else:
-        print(format_table(label, rows, shown, settings, seconds, checkpoint.sharded))
+        print(format_table(label, rows, shown, settings, seconds, checkpoint.sharded,
+                           args.axis))
     errors = [r for r in rows if r.status == "error"]
     for message in dict.fromkeys([*checkpoint.problems, *(r.reason for r in errors)]):
         print(f"quantscope: warning: {message}", file=sys.stderr)

@@ -7,7 +7,8 @@ Modules: :mod:`~quantscope.core.quantize` (codes and values), :mod:`~quantscope.
 """
 
 from quantscope.core.analyze import analyze
-from quantscope.core.fast import Prepared, prepare
+from quantscope.core.choose import choose_qparams
+from quantscope.core.fast import Prepared, clip_sweep, prepare
 from quantscope.core.matmul import MatmulReport, int8_matmul
 from quantscope.core.outliers import (
     MatmulLabResult,
@@ -15,11 +16,11 @@ from quantscope.core.outliers import (
     quantized_matmul,
     smoothquant_scales,
 )
-from quantscope.core.qparams import QuantParams, choose_qparams, code_range, params_from_range
+from quantscope.core.qparams import QuantParams, code_range, params_from_range
 from quantscope.core.quantize import dequantize, quantize, quantize_fp32_to_int8
 from quantscope.core.report import QuantReport, UnitStats
 from quantscope.core.requant import multiply_by_quantized_multiplier, quantize_multiplier
-from quantscope.core.sweep import ClipSweep, clip_sweep
+from quantscope.core.sweep import ClipSweep
 from quantscope.core.validate import EngineTypeError, EngineValueError
 
 __all__ = [

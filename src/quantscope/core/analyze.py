@@ -14,25 +14,8 @@ import numpy as np
 from quantscope.core.layout import param_rows
 from quantscope.core.qparams import QuantParams
 from quantscope.core.quantize import BLOCK, quantize_codes_float, use_compiled
-from quantscope.core.report import QuantReport, UnitStats, sqnr_db
+from quantscope.core.report import QuantReport, UnitTotals, build_report
 from quantscope.core.validate import EngineValueError, as_float32
-
-
-class _Totals:
-    """Per-unit running sums (one entry per tensor, channel or group)."""
-
-    def __init__(self, n_units: int, levels: int) -> None:
-        self.n = np.zeros(n_units, np.int64)
-        self.round_err = np.zeros(n_units)
-        self.clip_err = np.zeros(n_units)
-        self.max_abs = np.zeros(n_units)
-        self.below = np.zeros(n_units, np.int64)
-        self.above = np.zeros(n_units, np.int64)
-        self.sig = np.zeros(n_units)
-        self.codes = np.zeros(n_units, np.int64)
-        self.x_min = np.full(n_units, np.inf)
-        self.x_max = np.full(n_units, -np.inf)
-        self.hist = np.zeros(levels, np.int64)
 
 
 class _Work:
@@ -135,10 +118,10 @@ def analyze(x, params: QuantParams) -> QuantReport:
     if params.granularity != "tensor" and xf.ndim == 0:
         raise EngineValueError("a 0-d tensor cannot be quantized per channel or per group")
     if params.granularity == "tensor" and use_compiled(xf, params.arithmetic):
-        return _report(params, _compiled_totals(xf, params), xf.size)
+        return build_report(params, _compiled_totals(xf, params), xf.size)
     sets, n_units = param_rows(xf, params.scale, params.zero_point, params.axis,
                                params.group_size)
-    tot = _Totals(n_units, params.levels)
+    tot = UnitTotals(n_units, params.levels)
     work = _Work()
     inv_sets = [None] * len(sets)
     if params.inv_scale is not None:  # the runtime's own multiplier, laid out like the scale
@@ -146,10 +129,10 @@ def analyze(x, params: QuantParams) -> QuantReport:
                               params.group_size)[0]
     for rs, inv_rs in zip(sets, inv_sets, strict=True):
         _accumulate(rs, params, tot, work, inv_rs)
-    return _report(params, tot, xf.size)
+    return build_report(params, tot, xf.size)
 
 
-def _compiled_totals(xf: np.ndarray, params: QuantParams) -> _Totals:
+def _compiled_totals(xf: np.ndarray, params: QuantParams) -> UnitTotals:
     """The per-tensor totals from one compiled pass on every core
     (:func:`quantscope.core.direct_kernel.analyze_flat`: same codes and counts bit for bit)."""
     from quantscope.core.direct_kernel import analyze_flat
@@ -158,7 +141,7 @@ def _compiled_totals(xf: np.ndarray, params: QuantParams) -> _Totals:
     hist, sums, ints = analyze_flat(xf, np.asarray(params.scale).reshape(()),
                                     np.asarray(params.zero_point).reshape(()), params.qmin,
                                     params.qmax, params.rounding, params.arithmetic, inv)
-    tot = _Totals(1, params.levels)
+    tot = UnitTotals(1, params.levels)
     tot.round_err[0], tot.clip_err[0], tot.sig[0], tot.max_abs[0] = sums
     tot.n[0], tot.below[0], tot.above[0] = ints
     tot.codes[0] = np.count_nonzero(hist)
@@ -166,7 +149,7 @@ def _compiled_totals(xf: np.ndarray, params: QuantParams) -> _Totals:
     return tot
 
 
-def _accumulate(rs, params: QuantParams, tot: _Totals, work: _Work, inv_rs=None) -> None:
+def _accumulate(rs, params: QuantParams, tot: UnitTotals, work: _Work, inv_rs=None) -> None:
     n_rows, length = rs.x2d.shape
     if length == 0:
         return
@@ -197,33 +180,3 @@ def _accumulate(rs, params: QuantParams, tot: _Totals, work: _Work, inv_rs=None)
         tot.hist += hist.sum(axis=0)
 
 
-def _report(params: QuantParams, tot: _Totals, size: int) -> QuantReport:
-    n = int(tot.n.sum())
-    rnd = float(tot.round_err.sum())
-    clip = float(tot.clip_err.sum())
-    err = rnd + clip
-    unit_err = tot.round_err + tot.clip_err
-    sig = float(tot.sig.sum())
-    per = None
-    if params.granularity != "tensor":
-        with np.errstate(invalid="ignore", divide="ignore"):
-            nn = np.maximum(tot.n, 1)
-            per = UnitStats(
-                n=tot.n, mse=unit_err / nn, rounding_mse=tot.round_err / nn,
-                clipping_mse=tot.clip_err / nn, sqnr_db=sqnr_db(tot.sig, unit_err),
-                max_abs_error=tot.max_abs, clipped_below=tot.below, clipped_above=tot.above,
-                codes_used=tot.codes,
-                x_min=np.where(tot.n > 0, tot.x_min, 0.0),
-                x_max=np.where(tot.n > 0, tot.x_max, 0.0),
-            )
-    return QuantReport(
-        params=params, n=n, n_nonfinite=size - n,
-        mse=err / n if n else 0.0,
-        rounding_mse=rnd / n if n else 0.0,
-        clipping_mse=clip / n if n else 0.0,
-        sqnr_db=sqnr_db(sig, err) if n else float("nan"),
-        max_abs_error=float(tot.max_abs.max()) if n else 0.0,
-        clipped_below=int(tot.below.sum()), clipped_above=int(tot.above.sum()),
-        codes_used=int(np.count_nonzero(tot.hist)), code_histogram=tot.hist,
-        signal_power=sig / n if n else 0.0, per_channel=per,
-    )

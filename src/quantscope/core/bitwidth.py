@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantscope.core.analyze import analyze
-from quantscope.core.qparams import QuantParams, choose_qparams
+from quantscope.core.choose import choose_qparams
+from quantscope.core.qparams import QuantParams
 from quantscope.core.report import QuantReport
 from quantscope.core.validate import EngineValueError, as_float32
 

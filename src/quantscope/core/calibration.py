@@ -24,7 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from quantscope.core.binning import equal_bins
-from quantscope.core.qparams import QuantParams, params_from_range
+from quantscope.core.fast import prepare
+from quantscope.core.layout import param_shape
+from quantscope.core.qparams import QuantParams, params_from_range, unit_min_max
+from quantscope.core.sweep import mse_optimal_windows
 from quantscope.core.validate import EngineValueError
 
 METHODS = ("minmax", "percentile", "mse", "entropy")
@@ -52,10 +55,6 @@ def method_range(xf: np.ndarray, *, method: str, symmetric: bool, axis: int | No
     ``options`` may hold ``prepared`` (``prepare(xf)``), which the order-statistic methods
     reuse instead of sorting the tensor again.
     """
-    from quantscope.core.fast import prepare
-    from quantscope.core.layout import param_shape
-    from quantscope.core.qparams import unit_min_max
-
     if method not in METHODS:
         raise EngineValueError(f"method must be one of {METHODS}, got {method!r}")
     prepared = options.pop("prepared", None)
@@ -85,8 +84,6 @@ def method_range(xf: np.ndarray, *, method: str, symmetric: bool, axis: int | No
         hi = np.asarray(prep.percentile(100.0 - tail, axis=axis, group_size=group_size))
         return lo.reshape(shape), hi.reshape(shape)
     if method == "mse":
-        from quantscope.core.sweep import mse_optimal_windows
-
         _check_options(method, options, ())
         rows = prepare_once().layout(axis, group_size)
         # presets turn a symmetric window into a scale by their own (qmax - qmin) / 2

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantscope.core.layout import normalize_axis, param_rows
-from quantscope.core.qparams import QuantParams
+from quantscope.core.qparams import QuantParams, params_from_range
 from quantscope.core.quantize import quantize_codes_float
 from quantscope.core.report import QuantReport
 from quantscope.core.validate import EngineValueError, as_float32
+from quantscope.errors import Cancelled
 
 #: LLM.int8()'s outlier threshold: a feature with any |x| >= 6.0 is an outlier feature.
 OUTLIER_THRESHOLD = 6.0
@@ -273,10 +274,6 @@ class ClipSweep:
                 "sqnr_db": self.sqnr_db.tolist(), "best_threshold": self.best_threshold}
 
 
-class SweepCancelled(Exception):
-    """Raised inside a sweep whose ``should_stop`` callback said stop (a newer request)."""
-
-
 def clip_sweep_curve(
     analyze_params,
     *,
@@ -299,13 +296,11 @@ def clip_sweep_curve(
     (:func:`~quantscope.core.qparams.params_from_range`) and ``analyze_params`` (the prepared
     path or the direct pass), so every point is what the panes show for that manual clip.
     ``refine`` more points around the grid's best narrow the optimum to a tenth of a step.
-    ``should_stop()`` is polled between points (raise :class:`SweepCancelled` when true) and
+    ``should_stop()`` is polled between points (raise :class:`Cancelled` when true) and
     ``progress(fraction)`` told how far the grid is, so a caller can abandon or show long work.
     ``optimum`` (``choose_qparams(..., method="mse")`` under the same rules) becomes the
     sweep's "best" (see :class:`ClipSweep`).
     """
-    from quantscope.core.qparams import params_from_range
-
     if points < 2:
         raise EngineValueError(f"a sweep needs at least 2 points, got {points}")
     amax = max(abs(float(x_min)), abs(float(x_max)))
@@ -316,7 +311,7 @@ def clip_sweep_curve(
         out = []
         for i, t in enumerate(ts):
             if should_stop is not None and should_stop():
-                raise SweepCancelled
+                raise Cancelled
             if progress is not None and i % 8 == 0:
                 progress((done + i) / total)
             lo, hi = window_for_threshold(float(t), x_min, x_max)

@@ -27,11 +27,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from quantscope.core.analyze import _report, _Totals
+from quantscope.core.frameworks import as_numpy  # torch, JAX, CuPy, DLPack, lists
 from quantscope.core.layout import granularity_of, normalize_axis, param_rows, param_shape
 from quantscope.core.qparams import QuantParams
-from quantscope.core.report import QuantReport
+from quantscope.core.report import QuantReport, UnitTotals, build_report
 from quantscope.core.sorted_stats import SortedRows, evaluate
+from quantscope.core.sweep import ClipSweep, sweep_prepared
 from quantscope.core.validate import EngineValueError, as_float32, check_params_fit
 
 #: ``progress(fraction, stage)``: how far a preparation is (0 to 1) and what it does now. An
@@ -54,8 +55,6 @@ class Prepared:
     """
 
     def __init__(self, x, progress: Progress | None = None) -> None:
-        from quantscope.core.frameworks import as_numpy  # torch, JAX, CuPy, DLPack, lists
-
         arr = as_numpy(x, "x")
         share = _stages(progress)
         start = 0.0 if arr.dtype == np.float32 else 0.1  # converting takes about a tenth
@@ -125,7 +124,7 @@ class Prepared:
         if params.inv_scale is not None:
             inv = np.broadcast_to(np.asarray(params.inv_scale, np.float32), shape).reshape(-1)
         st = evaluate(rows, np.arange(rows.n_rows), scale, zero_point, rule, inv_scale=inv)
-        tot = _Totals(rows.n_rows, params.levels)
+        tot = UnitTotals(rows.n_rows, params.levels)
         tot.n[:] = st.n
         tot.round_err[:] = st.round_err
         tot.clip_err[:] = st.clip_err
@@ -137,7 +136,7 @@ class Prepared:
         tot.x_min[:] = np.where(st.n > 0, st.x_min, np.inf)
         tot.x_max[:] = np.where(st.n > 0, st.x_max, -np.inf)
         tot.hist[:] = st.hist
-        return _report(params, tot, self.x.size)
+        return build_report(params, tot, self.x.size)
 
     def min_max(self, axis: int | None = None, group_size: int | None = None
                 ) -> tuple[np.ndarray, np.ndarray]:
@@ -179,9 +178,7 @@ class Prepared:
         return out.reshape(shape + qa.shape)
 
     def clip_sweep(self, *, symmetric: bool, **options):
-        """Rounding/clipping trade-off (see :func:`~quantscope.core.sweep.clip_sweep`)."""
-        from quantscope.core.sweep import sweep_prepared
-
+        """Rounding/clipping trade-off (see :func:`clip_sweep`)."""
         return sweep_prepared(self, symmetric=symmetric, **options)
 
 
@@ -192,12 +189,39 @@ def prepare(x, progress: Progress | None = None) -> Prepared:
     return x if isinstance(x, Prepared) else Prepared(x, progress)
 
 
+def clip_sweep(x, *, symmetric: bool, points: int = 200, fractions=None, bits: int = 8,
+               narrow_range: bool | None = None, signed: bool = True,
+               rounding: str = "half_even", arithmetic: str = "divide") -> ClipSweep:
+    """Rounding, clipping and total MSE (and SQNR) of ``x`` over a grid of clip windows.
+
+    Parameters
+    ----------
+    x : array_like or Prepared
+        The tensor (prepared once if it is not already; NaN/inf excluded).
+    symmetric : bool
+        Symmetric thresholds ``[-T, T]`` or asymmetric windows (see the module docstring).
+    points : int
+        Number of windows, at fractions ``1/points, 2/points, ..., 1`` of the min/max window.
+    fractions : array_like, optional
+        Explicit window fractions in ``(0, 1]`` instead of the even grid.
+    bits, narrow_range, signed, rounding, arithmetic
+        The quantization rule, as for :func:`~quantscope.core.qparams.params_from_range`.
+
+    Returns
+    -------
+    ClipSweep
+        Per window: its ends, scale, zero point, the exact rounding/clipping/total MSE, SQNR and
+        clipped fraction; ``best`` indexes the smallest total MSE.
+    """
+    return sweep_prepared(prepare(x), symmetric=symmetric, points=points, fractions=fractions,
+                          bits=bits, narrow_range=narrow_range, signed=signed,
+                          rounding=rounding, arithmetic=arithmetic)
+
+
 def working_copy(x, progress: Progress | None = None) -> np.ndarray:
     """``x`` as float32: itself if it is float32 (a memory map stays a map), else converted
     once, in blocks of :data:`CONVERT_BLOCK` elements with ``progress`` between them (no
     float64 or full-size temporary on the way)."""
-    from quantscope.core.frameworks import as_numpy
-
     arr = as_numpy(x, "x")
     if arr.dtype == np.float32 or arr.size <= CONVERT_BLOCK or not arr.flags.c_contiguous:
         return as_float32(arr)

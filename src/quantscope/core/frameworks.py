@@ -23,7 +23,7 @@ import sys
 
 import numpy as np
 
-from quantscope.core.validate import EngineTypeError
+from quantscope.errors import EngineTypeError
 
 #: torch float formats NumPy lacks -> (ml_dtypes name, integer dtype of the same width).
 _TORCH_ML_DTYPES = {

@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from quantscope.core.choose import choose_qparams
 from quantscope.core.matmul import ErrorStats, MatmulReport, error_stats, int8_matmul
-from quantscope.core.qparams import QuantParams, choose_qparams
+from quantscope.core.qparams import QuantParams
 from quantscope.core.validate import EngineValueError, as_float32, check_nonfinite
 
 __all__ = [
@@ -166,7 +167,7 @@ def quantized_matmul(
     Parameters
     ----------
     a_scheme, w_scheme, out_scheme : mapping
-        Keyword arguments for :func:`~quantscope.core.qparams.choose_qparams` (defaults: the
+        Keyword arguments for :func:`~quantscope.core.choose.choose_qparams` (defaults: the
         ``DEFAULT_*_SCHEME`` constants). Activations may be per tensor or per row
         (``granularity="channel", axis=0``, LLM.int8()'s vector-wise scheme); weights and
         outputs per tensor or per output column (``axis=1``); ``{}`` means choose_qparams'

@@ -1,4 +1,8 @@
-"""Quantization parameters: how scale and zero point follow from a range, and from a tensor.
+"""Quantization parameters: how scale and zero point follow from a range.
+
+The value type and the rules, at the bottom of the engine: calibration, runtime presets and
+reports import them and this module imports none of those (the choice of a range from a
+tensor, :func:`quantscope.core.choose.choose_qparams`, sits above them).
 
 Rules (the engine's defaults; runtime presets in :mod:`quantscope.core.runtimes` override them):
 
@@ -27,7 +31,6 @@ from quantscope.core.validate import (
     ARITHMETIC_RULES,
     ROUNDING_RULES,
     EngineValueError,
-    as_float32,
     check_choice,
     check_code_range,
     check_int,
@@ -217,80 +220,3 @@ def resolve_axis(granularity: str, axis: int, group_size: int | None
     if group_size is None:
         raise EngineValueError("granularity='group' needs group_size >= 1")
     return axis, check_int(group_size, "group_size", low=1)
-
-
-def choose_qparams(
-    x,
-    *,
-    symmetric: bool = True,
-    granularity: str = "tensor",
-    axis: int = 0,
-    group_size: int | None = None,
-    bits: int = 8,
-    narrow_range: bool | None = None,
-    signed: bool | None = None,
-    method: str = "minmax",
-    rounding: str | None = None,
-    arithmetic: str | None = None,
-    runtime: str | None = None,
-    prepared=None,
-    **method_options,
-) -> QuantParams:
-    """Choose parameters for ``x``: find each unit's range by ``method``, then apply the rules.
-
-    Parameters
-    ----------
-    x : array_like
-        The tensor (converted to float32; NaN/inf are excluded from the range).
-    granularity : {"tensor", "channel", "group"}
-        One range for the tensor, one per index along ``axis`` (axis 0 = output channels of a
-        [out, in] weight; activations [tokens, features] use axis -1), or one per block of
-        ``group_size`` elements along ``axis``.
-    method : str
-        ``"minmax"`` here; ``"percentile"``, ``"mse"`` and ``"entropy"`` (with their options,
-        e.g. ``percentile=99.99``) come from :mod:`quantscope.core.calibration`.
-    signed, narrow_range, rounding, arithmetic : optional
-        None: the engine's default (signed codes, narrow range when symmetric, half to even,
-        division) or, with ``runtime``, the runtime's. With a runtime, an explicit value must
-        be one the runtime uses (e.g. ``signed=True`` for PyTorch's qint8 affine); a value that
-        contradicts it raises EngineValueError rather than being ignored.
-    runtime : str, optional
-        Reproduce that runtime's parameter rules and arithmetic bit for bit: one of
-        :data:`quantscope.core.runtimes.RUNTIMES` (``"pytorch"``, ``"pytorch-fake"``,
-        ``"onnxruntime"``, ``"tflite"``, ``"tflite-xnnpack"``, ``"tensorrt"``).
-    prepared : quantscope.core.fast.Prepared, optional
-        ``prepare(x)``, reused by the percentile and MSE searches: without it each call sorts
-        the tensor again, which costs seconds at 10^7 elements on every slider move.
-    """
-    xf = as_float32(x)
-    if prepared is not None:
-        if prepared.shape != xf.shape:
-            raise EngineValueError(f"prepared is of a tensor of shape {prepared.shape}, "
-                                   f"not of x {xf.shape}")
-        method_options["prepared"] = prepared
-    if xf.ndim == 0 and granularity != "tensor":
-        raise EngineValueError(f"a 0-d tensor has no axis for granularity={granularity!r}")
-    ax, gs = resolve_axis(granularity, axis, group_size)
-    if runtime is not None:
-        from quantscope.core.runtimes import runtime_qparams
-
-        return runtime_qparams(xf, runtime, symmetric=symmetric, axis=ax, group_size=gs,
-                               bits=bits, narrow_range=narrow_range, signed=signed,
-                               rounding=rounding, arithmetic=arithmetic, method=method,
-                               **method_options)
-    signed = True if signed is None else signed
-    rounding = "half_even" if rounding is None else rounding
-    arithmetic = "divide" if arithmetic is None else arithmetic
-    common = dict(symmetric=symmetric, bits=bits, narrow_range=narrow_range, signed=signed,
-                  axis=ax, group_size=gs, rounding=rounding, arithmetic=arithmetic,
-                  method=method)
-    if method == "minmax":
-        method_options.pop("prepared", None)
-        if method_options:
-            raise EngineValueError(
-                f"method 'minmax' takes no options, got {sorted(method_options)}")
-        lo, hi, _ = unit_min_max(xf, ax, gs)
-        return params_from_range(lo, hi, **common)
-    from quantscope.core.calibration import calibrated_qparams
-
-    return calibrated_qparams(xf, **common, **method_options)  # common holds method

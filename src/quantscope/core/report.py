@@ -122,3 +122,55 @@ class QuantReport:
             "codes_used": self.codes_used,
             "levels": p.levels,
         }
+
+
+class UnitTotals:
+    """Per-unit running sums (one entry per tensor, channel or group), as the direct pass and
+    the prepared path accumulate them; :func:`build_report` turns them into a report."""
+
+    def __init__(self, n_units: int, levels: int) -> None:
+        self.n = np.zeros(n_units, np.int64)
+        self.round_err = np.zeros(n_units)
+        self.clip_err = np.zeros(n_units)
+        self.max_abs = np.zeros(n_units)
+        self.below = np.zeros(n_units, np.int64)
+        self.above = np.zeros(n_units, np.int64)
+        self.sig = np.zeros(n_units)
+        self.codes = np.zeros(n_units, np.int64)
+        self.x_min = np.full(n_units, np.inf)
+        self.x_max = np.full(n_units, -np.inf)
+        self.hist = np.zeros(levels, np.int64)
+
+
+def build_report(params: QuantParams, tot: UnitTotals, size: int) -> QuantReport:
+    """The report of ``params`` over a tensor of ``size`` elements from its unit totals (NaN and
+    infinities are the elements the totals did not count)."""
+    n = int(tot.n.sum())
+    rnd = float(tot.round_err.sum())
+    clip = float(tot.clip_err.sum())
+    err = rnd + clip
+    unit_err = tot.round_err + tot.clip_err
+    sig = float(tot.sig.sum())
+    per = None
+    if params.granularity != "tensor":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            nn = np.maximum(tot.n, 1)
+            per = UnitStats(
+                n=tot.n, mse=unit_err / nn, rounding_mse=tot.round_err / nn,
+                clipping_mse=tot.clip_err / nn, sqnr_db=sqnr_db(tot.sig, unit_err),
+                max_abs_error=tot.max_abs, clipped_below=tot.below, clipped_above=tot.above,
+                codes_used=tot.codes,
+                x_min=np.where(tot.n > 0, tot.x_min, 0.0),
+                x_max=np.where(tot.n > 0, tot.x_max, 0.0),
+            )
+    return QuantReport(
+        params=params, n=n, n_nonfinite=size - n,
+        mse=err / n if n else 0.0,
+        rounding_mse=rnd / n if n else 0.0,
+        clipping_mse=clip / n if n else 0.0,
+        sqnr_db=sqnr_db(sig, err) if n else float("nan"),
+        max_abs_error=float(tot.max_abs.max()) if n else 0.0,
+        clipped_below=int(tot.below.sum()), clipped_above=int(tot.above.sum()),
+        codes_used=int(np.count_nonzero(tot.hist)), code_histogram=tot.hist,
+        signal_power=sig / n if n else 0.0, per_channel=per,
+    )

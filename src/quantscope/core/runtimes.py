@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from quantscope.core.calibration import method_range
 from quantscope.core.qparams import QuantParams, code_range
 from quantscope.core.validate import EngineValueError
 
@@ -109,6 +110,10 @@ class _Scheme:
                  per_channel: bool) -> None:
         self.runtime, self.symmetric, self.bits = runtime, symmetric, bits
         self.per_channel = per_channel
+        # set by the runtime's rule below
+        self.qmin = self.qmax = self.sat_min = self.sat_max = 0
+        self.rounding: str = "half_even"
+        self.arithmetic: str = "divide"
         rule = _SCHEMES[runtime]
         rule(self, signed, narrow_range)
 
@@ -187,8 +192,6 @@ def runtime_qparams(xf: np.ndarray, runtime: str, *, symmetric: bool, axis: int 
                     arithmetic: str | None = None, method: str = "minmax",
                     **method_options) -> QuantParams:
     """Parameters by ``runtime``'s rules for the range that ``method`` finds (see module doc)."""
-    from quantscope.core.calibration import method_range
-
     sc = runtime_scheme(runtime, symmetric=symmetric, signed=signed, narrow_range=narrow_range,
                         bits=bits, per_channel=axis is not None, rounding=rounding,
                         arithmetic=arithmetic)

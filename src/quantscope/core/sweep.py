@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quantscope.core.qparams import params_from_range
+from quantscope.core.qparams import code_range, params_from_range
 from quantscope.core.report import sqnr_db
 from quantscope.core.sorted_stats import SortedRows, evaluate
 from quantscope.core.validate import (
@@ -138,37 +138,6 @@ def sweep_prepared(prepared, *, symmetric: bool, points: int = 200, fractions=No
         if n else np.full(f.size, np.nan),
         clipped_fraction=(st.below + st.above) / denom, best=int(np.argmin(total)),
     )
-
-
-def clip_sweep(x, *, symmetric: bool, points: int = 200, fractions=None, bits: int = 8,
-               narrow_range: bool | None = None, signed: bool = True,
-               rounding: str = "half_even", arithmetic: str = "divide") -> ClipSweep:
-    """Rounding, clipping and total MSE (and SQNR) of ``x`` over a grid of clip windows.
-
-    Parameters
-    ----------
-    x : array_like or Prepared
-        The tensor (prepared once if it is not already; NaN/inf excluded).
-    symmetric : bool
-        Symmetric thresholds ``[-T, T]`` or asymmetric windows (see the module docstring).
-    points : int
-        Number of windows, at fractions ``1/points, 2/points, ..., 1`` of the min/max window.
-    fractions : array_like, optional
-        Explicit window fractions in ``(0, 1]`` instead of the even grid.
-    bits, narrow_range, signed, rounding, arithmetic
-        The quantization rule, as for :func:`~quantscope.core.qparams.params_from_range`.
-
-    Returns
-    -------
-    ClipSweep
-        Per window: its ends, scale, zero point, the exact rounding/clipping/total MSE, SQNR and
-        clipped fraction; ``best`` indexes the smallest total MSE.
-    """
-    from quantscope.core.fast import prepare
-
-    return sweep_prepared(prepare(x), symmetric=symmetric, points=points, fractions=fractions,
-                          bits=bits, narrow_range=narrow_range, signed=signed,
-                          rounding=rounding, arithmetic=arithmetic)
 
 
 def _best_zero_points(rows: SortedRows, row: np.ndarray, scale: np.ndarray, lo: np.ndarray,
@@ -334,8 +303,6 @@ def mse_optimal_windows(rows: SortedRows, *, symmetric: bool, bits: int = 8,
     symmetric, so that the range rules (``params_from_range``, with ``half_steps`` its
     ``2^(bits-1) − 1``) give back exactly that scale and zero point. ``codes`` overrides the
     code range that ``bits``, ``narrow_range`` and ``signed`` give (runtime presets)."""
-    from quantscope.core.qparams import code_range
-
     if codes is None:
         codes = code_range(bits, symmetric=symmetric, narrow_range=narrow_range, signed=signed)
     qmin, qmax = codes

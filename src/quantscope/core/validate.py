@@ -7,20 +7,12 @@ import mmap
 
 import numpy as np
 
-from quantscope.errors import QuantscopeError
+from quantscope.core.frameworks import as_numpy  # torch, JAX, CuPy, DLPack, lists
+from quantscope.errors import EngineTypeError, EngineValueError
 
 ROUNDING_RULES = ("half_even", "half_away")
 ARITHMETIC_RULES = ("divide", "multiply", "fma", "multiply_add")
 NONFINITE_RULES = ("raise", "saturate")
-
-
-class EngineValueError(QuantscopeError, ValueError):
-    """A value the engine cannot work with (zero scale, NaN in the tensor, bad zero point...)."""
-
-
-class EngineTypeError(QuantscopeError, TypeError):
-    """An argument of the wrong type: a tensor whose dtype has no meaningful quantization
-    (integers, bools, complex, objects), or ``bits=2.5``, ``axis="0"``, ``qmin=None``..."""
 
 
 #: Scales one quantization may have (channels or groups). Each unit's statistics cost ~350
@@ -185,7 +177,6 @@ def as_float32(x: object, what: str = "x") -> np.ndarray:
     reproduce quantizes from float32; integer, bool, complex and object arrays raise TypeError,
     since "quantizing" them is always a mistake upstream.
     """
-    from quantscope.core.frameworks import as_numpy  # torch, JAX, CuPy, DLPack, lists
 
     arr = as_numpy(x, what)
     kind = arr.dtype.kind

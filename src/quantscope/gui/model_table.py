@@ -23,7 +23,8 @@ COLUMNS = ("tensor", "shape", "dtype", "params", "tensor dB", "channel dB", "gai
 NUMERIC = frozenset(range(3, 10))
 TIPS = {
     "tensor dB": "SQNR with one symmetric scale for the whole tensor (per-tensor)",
-    "channel dB": "SQNR with one symmetric scale per channel (the settings' axis)",
+    "channel dB": "SQNR with one symmetric scale per channel, along each tensor's own axis "
+                  "(the one the panes give it: weights 0, activations -1)",
     "gain dB": "per-channel minus per-tensor: what finer scales buy",
     "clip %": "share of values clipped by the per-tensor scheme's range",
     "outliers": "channels holding a value with |x| >= 6 (LLM.int8() keeps those in fp16)",

@@ -11,6 +11,7 @@ Resume scans what is left; new settings (the window's, shown above the table) sc
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -39,9 +40,10 @@ from quantscope.state.model_scan import OK, PENDING, ModelRow
 
 #: Finished rows and progress reach the table and chart at most this often.
 FLUSH_MS = 150
-#: While a scan runs the chart is redrawn at most this often (each redraw rebuilds its
-#: series: tens of milliseconds for a few hundred tensors); the last rows always draw it.
-CHART_EVERY_S = 1.0
+#: While a scan runs the chart is redrawn at most this often (an update and its paint take
+#: tens of milliseconds with hundreds of tensors: ``bench/model_chart.py``); the last rows
+#: always draw it.
+CHART_EVERY_S = 0.5
 #: Settings changes are scanned once the controls rest this long.
 RESCAN_DELAY_MS = 300
 
@@ -62,12 +64,18 @@ def count_text(n: int) -> str:
     return str(n)
 
 
+def _scan_settings(s: Settings) -> Settings:
+    """The settings as the scan uses them: the open tensor's channel axis is not the scan's
+    (each tensor gets its own), so opening another tensor does not scan the model again."""
+    return dataclasses.replace(s, axis=0)
+
+
 def settings_text(s: Settings) -> str:
     """The settings the numbers follow, in one line above the table."""
     method = s.method if s.method != "percentile" else f"percentile {s.percentile:g}"
     parts = [f"int{s.bits} symmetric", method, s.rounding.replace("_", " "),
-             f"per-channel axis {s.axis}" + (f", groups of {s.group_size}" if s.group_size
-                                              else ""),
+             "each tensor's own channel axis" + (f", groups of {s.group_size}"
+                                                 if s.group_size else ""),
              f"preset: {s.runtime or 'none'}"]
     return " · ".join(parts) + "   (change them in the Quantization panel)"
 
@@ -208,6 +216,7 @@ class ModelView(QWidget):
     # -- opening and scanning -----------------------------------------------------------------
     def open(self, path: str | Path, settings: Settings) -> None:
         """List and scan the checkpoint at ``path`` under ``settings`` (in the background)."""
+        settings = _scan_settings(settings)
         self.path = Path(path)
         self.settings = settings
         self.rows, self.problems = [], []
@@ -219,6 +228,7 @@ class ModelView(QWidget):
 
     def set_settings(self, settings: Settings) -> None:
         """New window settings: scan again once they rest (only if they change the numbers)."""
+        settings = _scan_settings(settings)
         if settings == self.settings or self.path is None:
             return
         from quantscope.state.model_scan import reset
@@ -339,7 +349,7 @@ class ModelView(QWidget):
                 self.rows[r.index] = r
             self.model.update_rows(batch)
             now = time.perf_counter()
-            if now - self._chart_drawn >= CHART_EVERY_S:  # rebuilding it is the dear part
+            if now - self._chart_drawn >= CHART_EVERY_S:  # the chart's paint is the dear part
                 self._chart_drawn = now
                 self.chart.set_rows(self.rows)
         self._show_progress()

@@ -177,6 +177,9 @@ class Pane(QFrame):
     def _build_plot(self) -> None:
         self.plot = self.graphics.addPlot(row=0, col=0)
         self.plot.setLabel("left", "count")
+        self.plot.getAxis("left").setToolTip(
+            "values per 1/2048 of the tensor's range: the bars are binned on this pane's code "
+            "buckets and scaled to that width, so zooming and new buckets keep the scale")
         self.plot.showGrid(x=False, y=True, alpha=0.15)
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.getViewBox().setDefaultPadding(0.02)
@@ -453,7 +456,11 @@ class Pane(QFrame):
             return
         self._binned = key
         edges, counts = result
-        heights = counts.astype(np.float64)
+        # heights in the overview histogram's unit (values per 1/2048 of the range), so
+        # a re-binning on new buckets or a zoom leaves the shared count axis where it was
+        # (moving it repainted all four linked panes several times per change)
+        unit = (ov.hist_edges[-1] - ov.hist_edges[0]) / max(ov.hist_counts.size, 1)
+        heights = counts * (unit / np.diff(edges))
         if self._log:
             heights = np.log10(heights + 1.0)
         self._set_heights(edges, heights)

@@ -23,15 +23,11 @@ from typing import ClassVar
 
 from PySide6.QtCore import QThread, Signal
 
-from quantscope.errors import QuantscopeError
+from quantscope.errors import Cancelled, QuantscopeError
 from quantscope.state.compute import lower_thread_priority
 
 #: Kinds of job, in the order a free worker picks them (a load makes a queued report moot).
 KINDS = ("load", "prepare", "compute")
-
-
-class Cancelled(Exception):
-    """Raised inside a job by :meth:`JobContext.check` once its ticket was cancelled."""
 
 
 @dataclass

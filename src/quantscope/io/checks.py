@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from quantscope.io.dtypes import is_ml_float
 from quantscope.io.tensor_info import TensorFileError, count, printable
 
 #: NumPy allows at most this many dimensions (numpy 2.x); a header asking for more is lying.
@@ -23,10 +24,6 @@ MAX_NDIM = 64
 #: Bytes read from the start of a file to recognise its format.
 SNIFF_BYTES = 16
 
-#: ml_dtypes floating types by their NumPy name; they are not ``np.floating`` subclasses.
-#: They are told apart by name (NumPy's own void dtypes are called ``void16`` and so on), so
-#: ml_dtypes (~2 s to import) is loaded only when a file actually holds such a tensor.
-_ML_FLOAT_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
 def fail(path: str | os.PathLike, problem: str) -> TensorFileError:
@@ -109,25 +106,6 @@ def sniff_format(path: str | os.PathLike, head: bytes) -> str:
     raise fail(path, "unrecognised format: expected a .npy, .npz or .safetensors file")
 
 
-def dtype_from_name(name: str) -> np.dtype:
-    """NumPy dtype for a NumPy or ml_dtypes name (``"float32"``, ``"bfloat16"``...)."""
-    if name in _ML_FLOAT_NAMES:
-        import ml_dtypes
-
-        return np.dtype(getattr(ml_dtypes, name))
-    return np.dtype(name)
-
-
-def is_floating_dtype(dtype: np.dtype) -> bool:
-    """True for NumPy floats and the ml_dtypes bf16/fp8 types (which NumPy calls void-like)."""
-    return dtype.kind == "f" or _is_ml_float(dtype)
-
-
-def _is_ml_float(dtype: np.dtype) -> bool:
-    """An ml_dtypes float (bf16, fp8): such a dtype exists only once ml_dtypes is loaded."""
-    return dtype.kind == "V" and dtype.names is None and dtype.name in _ML_FLOAT_NAMES
-
-
 def check_array_dtype(path: str | os.PathLike, dtype: np.dtype, where: str) -> None:
     """Refuse dtypes quantscope cannot analyse, with the reason spelled out.
 
@@ -144,7 +122,7 @@ def check_array_dtype(path: str | os.PathLike, dtype: np.dtype, where: str) -> N
     if dtype.subdtype is not None:
         raise fail(path, f"{where} has a sub-array dtype {dtype.str!r}; "
                          "only plain numeric arrays are supported")
-    if _is_ml_float(dtype):
+    if is_ml_float(dtype):
         return
     kind_problem = {
         "c": "complex numbers are not supported (quantize the real and imaginary parts apart)",

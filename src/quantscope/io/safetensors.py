@@ -23,10 +23,10 @@ from quantscope.io.checks import (
     check_regular_file,
     check_shape,
     data_nbytes,
-    dtype_from_name,
     fail,
     pick_name,
 )
+from quantscope.io.dtypes import dtype_from_name
 from quantscope.io.reading import Progress, read_values
 from quantscope.io.tensor_info import TensorInfo, count
 

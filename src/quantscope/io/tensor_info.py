@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantscope.errors import QuantscopeError
+from quantscope.io.dtypes import dtype_from_name, is_floating_dtype
 
 
 class TensorFileError(QuantscopeError, ValueError):
@@ -66,15 +67,11 @@ class TensorInfo:
     @property
     def numpy_dtype(self) -> np.dtype:
         """The dtype as a NumPy object (ml_dtypes types for bf16 and fp8)."""
-        from quantscope.io.checks import dtype_from_name
-
         return dtype_from_name(self.dtype)
 
     @property
     def is_floating(self) -> bool:
         """True for every floating dtype, the ml_dtypes ones (bf16, fp8) included."""
-        from quantscope.io.checks import is_floating_dtype
-
         return is_floating_dtype(self.numpy_dtype)
 
     def describe(self) -> str:

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +73,7 @@ def pane_params(x: np.ndarray, pane: str, settings: Settings,
     if settings.runtime is not None and preset_rules(settings.runtime, settings.bits)[
             "code_range"] is not None:
         narrow = None  # the preset decides the code range (the control shows its value)
-    common = dict(symmetric=symmetric, bits=settings.bits, narrow_range=narrow)
+    common: dict[str, Any] = dict(symmetric=symmetric, bits=settings.bits, narrow_range=narrow)
     if settings.method == "manual" and settings.manual_clip is not None:
         lo, hi = settings.manual_clip
         if symmetric:

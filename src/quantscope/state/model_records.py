@@ -14,7 +14,7 @@ from quantscope.state.settings import Settings
 
 #: The CSV columns, in order.
 COLUMNS = ("name", "shape", "dtype", "params", "per_tensor_sqnr_db", "per_channel_sqnr_db",
-           "gain_db", "clipped_percent", "max_abs", "outlier_channels", "channels",
+           "gain_db", "axis", "clipped_percent", "max_abs", "outlier_channels", "channels",
            "suggested", "n_nonfinite", "layer", "kind", "file", "status", "reason")
 
 
@@ -45,6 +45,7 @@ def row_record(row: ModelRow, rank_: int | None = None, sharded: bool = False) -
             "per_tensor_sqnr_db": _json_number(f.per_tensor_db),
             "per_channel_sqnr_db": _json_number(f.per_channel_db),
             "gap_db": _json_number(f.gain_db),
+            "axis": row.axis,
             "clipped_percent": 100 * f.clipped_fraction,
             "max_abs": f.max_abs,
             "outlier_channels": f.outlier_channels,
@@ -60,13 +61,15 @@ def row_record(row: ModelRow, rank_: int | None = None, sharded: bool = False) -
 
 
 def to_json(label: str, rows: list[ModelRow], shown: list[ModelRow], settings: Settings,
-            sharded: bool) -> str:
-    """The machine-readable report (valid JSON: infinities become strings)."""
+            sharded: bool, axis: int | None = None) -> str:
+    """The machine-readable report (valid JSON: infinities become strings). ``axis`` is the
+    one given for every tensor, None when each tensor had its own (each record's ``axis``)."""
     analysed = [r for r in rows if r.figures is not None]
     doc = {
         "source": label,
         "scheme": {"bits": settings.bits, "symmetric": True, "method": settings.method,
-                   "preset": settings.runtime, "per_channel_axis": settings.axis},
+                   "preset": settings.runtime,
+                   "per_channel_axis": "each tensor's own" if axis is None else axis},
         "count": len(analysed),
         "parameters": sum(r.params for r in analysed),
         "tensors": [row_record(r, i, sharded) for i, r in enumerate(shown, 1)],

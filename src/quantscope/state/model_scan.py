@@ -43,8 +43,10 @@ from quantscope.errors import QuantscopeError
 from quantscope.io import load_for_analysis
 from quantscope.io.checkpoint import Checkpoint, RawTensor
 from quantscope.io.tensor_info import TensorInfo
+from quantscope.state.axes import choose_axis
 from quantscope.state.compute import lower_thread_priority, pane_params
 from quantscope.state.settings import Settings
+from quantscope.state.source import Source
 
 #: A layer index in a tensor name: ``layers.N.``, ``layer.N.``, ``h.N.``, ``blocks.N.``.
 LAYER_PATTERN = re.compile(r"(?:^|[._])(?:layers|layer|h|blocks)[._](\d+)(?=[._]|$)")
@@ -76,6 +78,8 @@ class ModelRow:
     reason: str = ""
     figures: TensorFigures | None = None
     path: str = ""
+    #: The per-channel axis its figures used (None below two dimensions or before the scan).
+    axis: int | None = None
 
     @property
     def params(self) -> int:
@@ -120,11 +124,21 @@ def reset(rows: list[ModelRow]) -> list[ModelRow]:
             for r in rows]
 
 
-def channel_axis(info: TensorInfo, settings: Settings) -> int | None:
-    """The per-channel axis the settings give this tensor, None below two dimensions."""
-    if info.ndim < 2 or not -info.ndim <= settings.axis < info.ndim:
+def channel_axis(row: ModelRow, given: int | None = None) -> int | None:
+    """The per-channel axis of a row's tensor, None below two dimensions.
+
+    ``given`` (``scan --axis``) applies to every tensor it fits; otherwise each tensor gets the
+    axis the window would give it when opened from this file (its name saying weight or
+    activation, else its shape: :func:`quantscope.state.axes.choose_axis`), so a row's
+    numbers are the panes' numbers for that tensor.
+    """
+    info = row.info
+    if info is None or info.ndim < 2:
         return None
-    return settings.axis
+    if given is not None:
+        return given if -info.ndim <= given < info.ndim else None
+    source = Source("file", row.path or row.file, tensor=row.name)
+    return choose_axis(info.shape, source).axis
 
 
 def fused_rules(settings: Settings, threshold: float = OUTLIER_THRESHOLD) -> FusedRules | None:
@@ -178,16 +192,22 @@ class ModelScan:
         From :func:`model_rows`; rows already scanned are kept (that is how a cancelled scan
         resumes).
     settings : Settings
-        The window's settings: bits, range method, rounding, preset, channel axis.
+        The window's settings: bits, range method, rounding, preset (its ``axis`` is the
+        open tensor's and is not used here).
+    axis : int, optional
+        The per-channel axis of every tensor (``scan --axis``); default each tensor's own
+        (:func:`channel_axis`).
     workers : int, optional
         Threads (the caller's included); default one per core.
     background : bool
         Run the extra threads at a lower priority (the window's thread comes first).
     """
 
-    def __init__(self, rows: list[ModelRow], settings: Settings, *, workers: int | None = None,
-                 threshold: float = OUTLIER_THRESHOLD, background: bool = False) -> None:
+    def __init__(self, rows: list[ModelRow], settings: Settings, *, axis: int | None = None,
+                 workers: int | None = None, threshold: float = OUTLIER_THRESHOLD,
+                 background: bool = False) -> None:
         self.rows = list(rows)
+        self.axis = axis
         self.settings = settings.check()
         self.threshold = threshold
         self.rules = fused_rules(self.settings, threshold)
@@ -228,7 +248,7 @@ class ModelScan:
         info = row.info
         if self.rules is None or raw_dtype(info.dtype) is None:
             return None
-        axis = channel_axis(info, self.settings)
+        axis = channel_axis(row, self.axis)
         if axis is not None and fused_axis(info.shape, axis) is None:
             return None
         return FusedPass(info.shape, info.dtype, axis, self.rules)
@@ -238,7 +258,7 @@ class ModelScan:
         info = row.info
         if self.rules is None or raw_dtype(info.dtype) is None:
             return 1
-        axis = fused_axis(info.shape, channel_axis(info, self.settings))
+        axis = fused_axis(info.shape, channel_axis(row, self.axis))
         return 2 if info.dtype == "float32" or (axis is not None and axis != 0) else 1
 
     def _open(self, row: ModelRow) -> None:
@@ -339,7 +359,7 @@ class ModelScan:
     def _engine(self, work: _Work) -> None:
         row = work.row
         x, _ = load_for_analysis(_path(row), row.name)
-        work.result = engine_figures(x, channel_axis(row.info, self.settings), self.settings,
+        work.result = engine_figures(x, channel_axis(row, self.axis), self.settings,
                                      self.threshold)
 
     def _finish(self, work: _Work) -> None:
@@ -360,7 +380,8 @@ class ModelScan:
                         row, status=SKIPPED,
                         reason=f"all {row.params} values are NaN or infinite")
                 else:
-                    done = dataclasses.replace(row, status=OK, figures=figures)
+                    done = dataclasses.replace(row, status=OK, figures=figures,
+                                               axis=channel_axis(row, self.axis))
         with self._lock:
             self.rows[row.index] = done
         if self._on_row is not None:

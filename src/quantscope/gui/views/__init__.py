@@ -19,6 +19,7 @@ from quantscope.core.captions import pane_captions
 from quantscope.errors import QuantscopeError
 from quantscope.gui.views.bitwidth import BitwidthView
 from quantscope.gui.views.channels import ChannelsView
+from quantscope.gui.views.matmul import MatmulView
 from quantscope.gui.views.tradeoff import TradeoffView
 from quantscope.state import PANES, pane_title
 
@@ -240,11 +241,7 @@ def install_views(window) -> ViewsController:
     """Add the explanatory views, captions, exports and sessions to ``window``."""
     controller = ViewsController(window)
     window.views_controller = controller
-    try:  # the integer matmul lab (issue 7): its own operands, not the explorer's tensor
-        from quantscope.gui.views.matmul import MatmulView
-    except ImportError:
-        pass
-    else:
-        controller.views["Matmul"] = MatmulView(window.state)
-        window.add_view("Matmul", controller.views["Matmul"])
+    # the integer matmul lab: its own operands, not the explorer's tensor
+    controller.views["Matmul"] = MatmulView(window.state)
+    window.add_view("Matmul", controller.views["Matmul"])
     return controller

@@ -19,7 +19,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from quantscope.core.bitwidth import BIT_WIDTHS, BitwidthCurve, bitwidth_curve, ideal_line
-from quantscope.core.explain import SweepCancelled
+from quantscope.errors import Cancelled
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._jobs import LatestJob
@@ -37,13 +37,13 @@ SHORT = {"symmetric/tensor": "sym/tensor", "symmetric/channel": "sym/channel",
 def _curves_for(x: np.ndarray, prepared, settings: Settings,
                 should_stop=lambda: False) -> dict[str, BitwidthCurve]:
     """The four curves for one tensor and settings (runs in the background job; stops early
-    with SweepCancelled when ``should_stop()`` says the result is no longer wanted)."""
+    with Cancelled when ``should_stop()`` says the result is no longer wanted)."""
     curves = {}
     for pane in PANES:
         def params_for_bits(b: int, pane: str = pane):
             time.sleep(0)  # let the GUI thread run between reports
             if should_stop():
-                raise SweepCancelled
+                raise Cancelled
             return pane_params(x, pane, dataclasses.replace(settings, bits=b),
                                prepared=prepared)
 

@@ -178,8 +178,11 @@ class _SchemePlot:
         self.best_line.setToolTip(f"least total MSE at |x| = {fmt_value(best_t)}")
         self.current.setBounds((float(t[0]), float(t[-1])))
         # which side(s) a threshold cuts: dragging moves only those ends of the window
+        # (the long side on the axis, whose width a side tab narrows; the whole rule in the
+        # axis's tooltip)
         sides = threshold_sides(sweep.x_min, sweep.x_max)
-        self.plot.setLabel("bottom", f"t: {sides}")
+        self.plot.setLabel("bottom", f"t: {sides.split(',')[0]}")
+        self.plot.getAxis("bottom").setToolTip(f"t: {sides}")
         # one label per decade, given explicitly: pyqtgraph's automatic log ticks drop every
         # label once a short axis needs more than one decade per tick
         axis = self.plot.getAxis("left")

@@ -1,0 +1,89 @@
+"""Choosing a tensor's quantization parameters: one entry point over the range methods.
+
+:func:`choose_qparams` finds each unit's range by a method (min/max here; percentile, MSE and
+entropy in :mod:`quantscope.core.calibration`) or hands the whole choice to a runtime preset
+(:mod:`quantscope.core.runtimes`), then applies the rules of :mod:`quantscope.core.qparams`.
+It sits above all three, so none of them imports back up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quantscope.core.calibration import calibrated_qparams
+from quantscope.core.qparams import QuantParams, params_from_range, resolve_axis, unit_min_max
+from quantscope.core.runtimes import runtime_qparams
+from quantscope.core.validate import EngineValueError, as_float32
+
+
+def choose_qparams(
+    x,
+    *,
+    symmetric: bool = True,
+    granularity: str = "tensor",
+    axis: int = 0,
+    group_size: int | None = None,
+    bits: int = 8,
+    narrow_range: bool | None = None,
+    signed: bool | None = None,
+    method: str = "minmax",
+    rounding: str | None = None,
+    arithmetic: str | None = None,
+    runtime: str | None = None,
+    prepared=None,
+    **method_options,
+) -> QuantParams:
+    """Choose parameters for ``x``: find each unit's range by ``method``, then apply the rules.
+
+    Parameters
+    ----------
+    x : array_like
+        The tensor (converted to float32; NaN/inf are excluded from the range).
+    granularity : {"tensor", "channel", "group"}
+        One range for the tensor, one per index along ``axis`` (axis 0 = output channels of a
+        [out, in] weight; activations [tokens, features] use axis -1), or one per block of
+        ``group_size`` elements along ``axis``.
+    method : str
+        ``"minmax"`` here; ``"percentile"``, ``"mse"`` and ``"entropy"`` (with their options,
+        e.g. ``percentile=99.99``) come from :mod:`quantscope.core.calibration`.
+    signed, narrow_range, rounding, arithmetic : optional
+        None: the engine's default (signed codes, narrow range when symmetric, half to even,
+        division) or, with ``runtime``, the runtime's. With a runtime, an explicit value must
+        be one the runtime uses (e.g. ``signed=True`` for PyTorch's qint8 affine); a value that
+        contradicts it raises EngineValueError rather than being ignored.
+    runtime : str, optional
+        Reproduce that runtime's parameter rules and arithmetic bit for bit: one of
+        :data:`quantscope.core.runtimes.RUNTIMES` (``"pytorch"``, ``"pytorch-fake"``,
+        ``"onnxruntime"``, ``"tflite"``, ``"tflite-xnnpack"``, ``"tensorrt"``).
+    prepared : quantscope.core.fast.Prepared, optional
+        ``prepare(x)``, reused by the percentile and MSE searches: without it each call sorts
+        the tensor again, which costs seconds at 10^7 elements on every slider move.
+    """
+    xf = as_float32(x)
+    if prepared is not None:
+        if prepared.shape != xf.shape:
+            raise EngineValueError(f"prepared is of a tensor of shape {prepared.shape}, "
+                                   f"not of x {xf.shape}")
+        method_options["prepared"] = prepared
+    if xf.ndim == 0 and granularity != "tensor":
+        raise EngineValueError(f"a 0-d tensor has no axis for granularity={granularity!r}")
+    ax, gs = resolve_axis(granularity, axis, group_size)
+    if runtime is not None:
+        return runtime_qparams(xf, runtime, symmetric=symmetric, axis=ax, group_size=gs,
+                               bits=bits, narrow_range=narrow_range, signed=signed,
+                               rounding=rounding, arithmetic=arithmetic, method=method,
+                               **method_options)
+    signed = True if signed is None else signed
+    rounding = "half_even" if rounding is None else rounding
+    arithmetic = "divide" if arithmetic is None else arithmetic
+    common: dict[str, Any] = dict(
+        symmetric=symmetric, bits=bits, narrow_range=narrow_range, signed=signed, axis=ax,
+        group_size=gs, rounding=rounding, arithmetic=arithmetic, method=method)
+    if method == "minmax":
+        method_options.pop("prepared", None)
+        if method_options:
+            raise EngineValueError(
+                f"method 'minmax' takes no options, got {sorted(method_options)}")
+        lo, hi, _ = unit_min_max(xf, ax, gs)
+        return params_from_range(lo, hi, **common)
+    return calibrated_qparams(xf, **common, **method_options)  # common holds method
