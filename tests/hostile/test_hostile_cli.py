@@ -126,12 +126,12 @@ def test_export_through_a_symlink_writes_its_target(capsys, tmp_path):
 
 
 def test_memory_error_anywhere_is_one_line(capsys, monkeypatch):
-    from quantscope.commands import report
+    from quantscope.state import ExplorerState
 
     def no_memory(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(report, "four_reports", no_memory)
+    monkeypatch.setattr(ExplorerState, "compute", no_memory)  # deep inside report
     assert_one_line_error(*_run(capsys, "report", QW), "not enough memory")
 
 

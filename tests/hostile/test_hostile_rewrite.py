@@ -62,14 +62,14 @@ def test_command_line_survives_a_rewrite_between_load_and_analysis(tmp_path, fmt
     path = tmp_path / f"w{_suffix(fmt)}"
     code = WRITERS + f"""
 from quantscope.cli import main
-from quantscope.commands import report
+from quantscope.state import ExplorerState
 path = {str(path)!r}
 write(path, {fmt!r}, np.ones((256, 4096), np.float32))
-original = report.four_reports
-def rewrite_then_report(x, axis, bits=8):
+original = ExplorerState.compute
+def rewrite_then_compute(self, *args, **kwargs):
     write(path, {fmt!r}, np.ones(4, np.float32))  # another program saves over the file
-    return original(x, axis, bits)
-report.four_reports = rewrite_then_report
+    return original(self, *args, **kwargs)
+ExplorerState.compute = rewrite_then_compute
 sys.exit(main(["report", path, "--axis", "1", "--json"]))
 """
     outcome = run_isolated(code)
