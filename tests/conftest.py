@@ -45,3 +45,13 @@ def _engine_reports(x: np.ndarray, axis: int, bits: int = 8) -> dict:
 def engine_reports():
     """``engine_reports(x, axis, bits=8)``: the four schemes' reports from the engine alone."""
     return _engine_reports
+
+
+def pytest_addoption(parser):
+    parser.addoption("--hostile-long", action="store_true", default=False,
+                     help="run the hostile-input fuzzers (tests/hostile) with many more examples")
+
+
+def pytest_configure(config):
+    if config.getoption("--hostile-long"):
+        os.environ["QUANTSCOPE_HOSTILE_LONG"] = "1"  # read by tests/hostile/hostile_support.py

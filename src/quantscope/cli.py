@@ -13,10 +13,19 @@ import sys
 from collections.abc import Sequence
 
 from quantscope.commands import export, report, scan
-from quantscope.errors import QuantscopeError
+from quantscope.errors import QuantscopeError, one_line
 
 #: Subcommand name -> its module (``add_parser(subparsers)``, ``run(args) -> int``).
 COMMANDS = {"report": report, "scan": scan, "export": export}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its refusals in the same one-line form as every other error."""
+
+    def error(self, message: str):
+        print(f"quantscope: error: {one_line(message)} (see {self.prog} --help)",
+              file=sys.stderr)
+        raise SystemExit(2)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -24,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = COMMANDS
     if argv and argv[0] in commands:
-        parser = argparse.ArgumentParser(prog="quantscope")
+        parser = _Parser(prog="quantscope")
         sub = parser.add_subparsers(dest="command", required=True)
         for module in commands.values():
             module.add_parser(sub)
@@ -34,11 +43,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from quantscope.gui import launch  # Qt is loaded only for the window, not for a report
 
         module = launch
-        parser = argparse.ArgumentParser(prog="quantscope", description=module.__doc__)
+        parser = _Parser(prog="quantscope", description=module.__doc__)
         module.add_arguments(parser)
         args = parser.parse_args(argv)
     try:
         return int(module.run(args))
     except QuantscopeError as exc:
-        print(f"quantscope: error: {exc}", file=sys.stderr)
+        print(f"quantscope: error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except MemoryError:  # anywhere: a tensor or a request too big for this machine
+        print("quantscope: error: not enough memory for this request (try a smaller tensor, "
+              "or per-tensor instead of per-group)", file=sys.stderr)
         return 2

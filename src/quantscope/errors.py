@@ -13,12 +13,25 @@ class UserError(QuantscopeError):
     """A bad command-line request (unknown tensor name, conflicting options, ...)."""
 
 
+def one_line(text: str) -> str:
+    """``text`` with every unprintable character escaped (``\\n``, ``\\x1b``...).
+
+    Messages name paths and tensors that come from outside: a newline would break the one-line
+    promise and an escape sequence would reach (and rewrite) the user's terminal.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
 class EngineValueError(QuantscopeError, ValueError):
     """A value the engine cannot work with (zero scale, NaN in the tensor, bad zero point...)."""
 
 
 class EngineTypeError(QuantscopeError, TypeError):
-    """A tensor whose dtype has no meaningful quantization (integers, bools, complex, objects)."""
+    """An argument of the wrong type: a tensor whose dtype has no meaningful quantization
+    (integers, bools, complex, objects), or ``bits=2.5``, ``axis="0"``, ``qmin=None``..."""
 
 
 class Cancelled(QuantscopeError):

@@ -60,7 +60,7 @@ def _sharded(folder, layers=6, shards=3):
 
 def _open(win, qtbot, path):
     win.open_path(path)
-    assert win.model_active()
+    qtbot.waitUntil(win.model_active, timeout=30_000)  # a file is listed in the worker
     qtbot.waitUntil(win.model_view.is_complete, timeout=60_000)
     return win.model_view
 

@@ -160,3 +160,30 @@ def test_window_open_session_applies_all_or_nothing(qtbot, tmp_path):
     # the source now also records the channel axis it was opened with
     assert dataclasses.replace(saved.source, axis=None) == original.source
     win.shutdown()
+
+
+@pytest.mark.parametrize(("flags", "dark", "presentation"), [
+    ([], True, False),  # the session's look
+    (["--theme", "light"], False, False),
+    (["--theme", "dark", "--presentation"], True, True),
+])
+def test_the_command_line_look_wins_over_the_session(qapp, tmp_path, monkeypatch, flags, dark,
+                                                     presentation):
+    """The session's look is applied once its source has loaded, after the command line was
+    read: ``--theme`` and ``--presentation`` must still win."""
+    from quantscope.cli import main
+    from quantscope.gui import launch
+
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(doc()))  # dark, not presenting
+    seen = {}
+    dispose = launch._dispose
+
+    def record_look(app, window):
+        seen.update(dark=window.dark, presentation=window.presentation,
+                    source=window.state.source.name)
+        dispose(app, window)
+
+    monkeypatch.setattr(launch, "_dispose", record_look)
+    assert main(["--session", str(path), *flags, "--metrics", str(tmp_path / "m.json")]) == 0
+    assert seen == {"dark": dark, "presentation": presentation, "source": "outliers"}

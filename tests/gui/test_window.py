@@ -234,8 +234,9 @@ def test_multi_tensor_files_open_the_model_view(make_window, qtbot, wait_results
     np.savez(path, **arrays)
     win = make_window()
     win.open_path(path)
+    qtbot.waitUntil(win.model_active, timeout=30_000)  # the file is listed in the worker
     view = win.model_view
-    assert win.model_active() and win.picker is None
+    assert win.picker is None
     qtbot.waitUntil(view.is_complete, timeout=30_000)
     names = [view.model.data(view.model.index(i, 0)) for i in range(view.model.rowCount())]
     assert sorted(names) == sorted(arrays)
@@ -284,13 +285,14 @@ def test_generators_from_the_source_panel(make_window, wait_results):
     assert "30 by 40" in win.banner.text()
 
 
-def test_multi_tensor_sample_opens_the_picker(make_window, wait_results):
+def test_multi_tensor_sample_opens_the_picker(make_window, wait_results, qtbot):
     win = make_window()
     samples = win.source_panel.samples
     item = next(samples.item(i) for i in range(samples.count())
                 if samples.item(i).text() == "bf16_checkpoint")
     samples.itemActivated.emit(item)
-    assert win.picker is not None and len(win.picker.visible_names()) == 16
+    qtbot.waitUntil(lambda: win.picker is not None, timeout=30_000)  # listed in the worker
+    assert len(win.picker.visible_names()) == 16
     name = next(n for n in win.picker.visible_names() if n.endswith("query.weight"))
     win.picker.choose(name)
     wait_results(win)

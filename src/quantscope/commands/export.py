@@ -15,17 +15,17 @@ import argparse
 import importlib.util
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from quantscope.commands.output import check_output, write_atomically
 from quantscope.commands.source import add_file_or_sample, resolve_file_or_sample
 from quantscope.core import QuantParams, analyze, choose_qparams
 from quantscope.core.validate import ARITHMETIC_RULES, ROUNDING_RULES
 from quantscope.errors import UserError
 from quantscope.io import load_for_analysis
+from quantscope.io.checks import show_path
 from quantscope.io.tensor_info import printable
 
 #: Identifies the archive layout; bump when the members or metadata change meaning.
@@ -136,7 +136,8 @@ def build_metadata(params: QuantParams, *, source: str, tensor: str, source_dtyp
 
 
 def write_archive(out: Path, codes: np.ndarray, params: QuantParams, metadata: dict) -> None:
-    """Write the .npz atomically: a crash or a bad path never leaves half an archive behind.
+    """Write the .npz atomically (see :func:`quantscope.commands.output.write_atomically`: only
+    over a regular file or at a new path, with the user's umask).
 
     The file handle is passed to ``np.savez`` so the name is used exactly as given (with a
     path, NumPy would append ``.npz`` to names lacking it).
@@ -147,24 +148,7 @@ def write_archive(out: Path, codes: np.ndarray, params: QuantParams, metadata: d
         "zero_point": np.asarray(params.zero_point, dtype=np.int32),
         "metadata": np.array(json.dumps(metadata, allow_nan=False)),  # 0-d '<U': no pickle
     }
-    directory = out.parent if str(out.parent) else Path(".")
-    if not directory.is_dir():
-        raise UserError(f"cannot write {out}: directory {directory} does not exist")
-    if out.is_dir():
-        raise UserError(f"cannot write {out}: it is a directory")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, allow_pickle=False, **members)
-        os.replace(tmp, out)
-    except OSError as exc:
-        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_atomically(out, lambda fh: np.savez(fh, allow_pickle=False, **members))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -172,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
     path, label = resolve_file_or_sample(args)
     out = Path(args.output)
     if path.exists() and out.exists() and out.resolve() == path.resolve():
-        raise UserError(f"refusing to overwrite the input {path} with the export")
+        raise UserError(f"refusing to overwrite the input {show_path(path)} with the export")
+    check_output(out, "-o")  # before the work, not after it
     x, info = load_for_analysis(path, args.tensor)
     params = choose_from_args(x, args)
     if args.nonfinite == "raise":
@@ -187,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     metadata = build_metadata(params, source=label, tensor=info.name, source_dtype=info.dtype,
                               shape=x.shape, report=report)
     write_archive(out, codes, params, metadata)
-    print(f"wrote {out}: {printable(info.name)} {list(x.shape)} -> {codes.dtype} codes, "
+    print(f"wrote {show_path(out)}: {printable(info.name)} {list(x.shape)} -> {codes.dtype} codes, "
           f"{params.granularity} {'symmetric' if params.symmetric else 'asymmetric'} "
           f"int{params.bits}, SQNR {report.sqnr_db:.2f} dB")
     return 0

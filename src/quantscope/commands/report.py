@@ -124,28 +124,17 @@ def source_from_args(args: argparse.Namespace):
 
 
 def read_session(path: str):
-    """(source, settings) of a session file the window saved; a file that is no session, or
-    holds invalid settings, raises UserError naming it. (Qt-free: the window's reader lives
-    with its other session code in the GUI; settings a tensor cannot have are refused when
-    the tensor loads.)"""
-    import json
-
-    from quantscope.errors import QuantscopeError
-    from quantscope.state import Settings, Source
+    """(source, settings) of a session file the window saved, read and validated as the
+    window reads it (a regular file of bounded size, every field typed); a file that is no
+    session raises UserError naming it. Settings a tensor cannot have are refused when the
+    tensor loads."""
+    from quantscope.state.session import SessionError, load_session
 
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise UserError(f"--session {path}: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("format") != "quantscope-session":
-        raise UserError(f"--session {path}: not a quantscope session")
-    try:
-        source = Source.from_dict(doc["source"]) if doc.get("source") else None
-        settings = Settings.from_dict(doc.get("settings") or {})
-    except (QuantscopeError, TypeError, ValueError, KeyError) as exc:
-        raise UserError(f"--session {path}: invalid session: {exc}") from None
-    return source, settings
+        session = load_session(path, check_source=False)
+    except SessionError as exc:
+        raise UserError(f"--session {exc}") from None
+    return session.source, session.settings
 
 
 def explore(args: argparse.Namespace):

@@ -36,4 +36,6 @@ def resolve_file_or_sample(args: argparse.Namespace, default_sample: str | None 
         return sample_path(sample), f"sample {sample}"
     if not args.file:
         raise UserError("no input: give a FILE or --sample NAME")
-    return Path(args.file), args.file
+    from quantscope.io.checks import show_path
+
+    return Path(args.file), show_path(args.file)  # printed: escaped if it holds control codes

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from quantscope.core.binning import equal_bins
 from quantscope.core.fast import prepare
 from quantscope.core.layout import param_shape
 from quantscope.core.qparams import QuantParams, params_from_range, unit_min_max
@@ -120,7 +121,9 @@ def abs_histogram(xf: np.ndarray, num_bins: int = ENTROPY_BINS) -> tuple[np.ndar
     numpy's binning, as ModelOpt's ``calibrate_weights`` and its non-torch path)."""
     a = np.abs(xf[np.isfinite(xf)]).astype(np.float32)
     top = float(a.max()) if a.size else 0.0
-    return np.histogram(a, bins=num_bins, range=(0.0, top))
+    if top <= 0.0:
+        return np.histogram(a, bins=num_bins, range=(0.0, top))
+    return equal_bins(a, num_bins, 0.0, top)  # a subnormal max|x| has too few float32 steps
 
 
 def entropy_amax(xf: np.ndarray, *, bits: int = 8, num_bins: int = ENTROPY_BINS,

@@ -15,7 +15,9 @@ split at their code thresholds by binary search, shorter ones (a 4096-wide chann
 a group of 128) are walked element by element.
 
 The prepared object keeps a reference to a float32 ``x`` (no copy: a memory-mapped tensor stays
-mapped); other dtypes are converted once, in blocks. ``x`` must not change afterwards.
+mapped); other dtypes are converted once, in blocks. ``x`` must not change afterwards -- nor,
+for a memory map, its file: a file rewritten in place under a mapping kills the process with
+SIGBUS at the next read. The app's loaders (``quantscope.io.load_for_analysis``) never map.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from quantscope.core.qparams import QuantParams
 from quantscope.core.report import QuantReport, UnitTotals, build_report
 from quantscope.core.sorted_stats import SortedRows, evaluate
 from quantscope.core.sweep import ClipSweep, sweep_prepared
-from quantscope.core.validate import EngineValueError, as_float32
+from quantscope.core.validate import EngineValueError, as_float32, check_params_fit
 
 #: ``progress(fraction, stage)``: how far a preparation is (0 to 1) and what it does now. An
 #: exception raised by it stops the preparation (that is how a caller cancels).
@@ -114,6 +116,7 @@ class Prepared:
             raise EngineValueError("a 0-d tensor cannot be quantized per channel or per group")
         rows = self.layout(params.axis, params.group_size)
         shape = param_shape(self.x.shape, params.axis, params.group_size)
+        check_params_fit(params, shape, self.x.shape)
         scale = np.broadcast_to(np.asarray(params.scale, np.float32), shape).reshape(-1)
         zero_point = np.broadcast_to(np.asarray(params.zero_point, np.int32), shape).reshape(-1)
         rule = (params.qmin, params.qmax, params.rounding, params.arithmetic)

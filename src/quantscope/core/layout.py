@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quantscope.core.validate import EngineValueError
+from quantscope.core.validate import EngineValueError, check_axis_group, check_unit_count
 
 
 def normalize_axis(axis: int, ndim: int) -> int:
@@ -31,6 +31,7 @@ def normalize_axis(axis: int, ndim: int) -> int:
 
 def granularity_of(axis: int | None, group_size: int | None) -> str:
     """Name the granularity that ``axis`` and ``group_size`` describe."""
+    check_axis_group(axis, group_size)
     if axis is None:
         if group_size is not None:
             raise EngineValueError("group_size needs an axis along which the groups run")
@@ -45,12 +46,12 @@ def param_shape(x_shape: tuple[int, ...], axis: int | None, group_size: int | No
         return ()
     ax = normalize_axis(axis, len(x_shape))
     if kind == "channel":
-        return (x_shape[ax],)
+        return check_unit_count((x_shape[ax],), kind, len(x_shape))
     if group_size < 1:
         raise EngineValueError(f"group_size must be >= 1, got {group_size}")
     shape = list(x_shape)
     shape[ax] = -(-x_shape[ax] // group_size)
-    return tuple(shape)
+    return check_unit_count(tuple(shape), kind, len(x_shape))
 
 
 def _check_shape(p: np.ndarray, want: tuple, what: str) -> np.ndarray:
@@ -76,7 +77,10 @@ def expand_params(
         shape = [1] * len(x_shape)
         shape[ax] = x_shape[ax]
         return p.reshape(shape)
-    return np.repeat(p, group_size, axis=ax)[(slice(None),) * ax + (slice(0, x_shape[ax]),)]
+    # a group longer than the axis is one group of the whole axis: repeating its entry more
+    # than the axis length would only build a bigger array to cut back
+    repeats = min(group_size, x_shape[ax])
+    return np.repeat(p, repeats, axis=ax)[(slice(None),) * ax + (slice(0, x_shape[ax]),)]
 
 
 @dataclass(frozen=True)

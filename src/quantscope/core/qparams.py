@@ -33,9 +33,12 @@ from quantscope.core.validate import (
     EngineValueError,
     check_choice,
     check_code_range,
+    check_int,
     check_invertible,
+    check_param_shapes,
     check_scale,
     check_zero_point,
+    finite_grid_scale,
 )
 
 GRANULARITIES = ("tensor", "channel", "group")
@@ -77,6 +80,7 @@ class QuantParams:
         object.__setattr__(self, "scale", check_scale(self.scale))
         object.__setattr__(self, "zero_point",
                            check_zero_point(self.zero_point, self.qmin, self.qmax))
+        check_param_shapes(self.scale, self.zero_point, self.axis, self.group_size)
         if self.inv_scale is not None:
             inv = check_scale(self.inv_scale)
             if inv.shape != self.scale.shape:
@@ -120,8 +124,7 @@ def code_range(bits: int, *, symmetric: bool, narrow_range: bool | None = None,
                signed: bool = True) -> tuple[int, int]:
     """``(qmin, qmax)`` for a bit width. Narrow range (drop the most negative code) is the
     default for symmetric schemes, so that -x and x get opposite codes."""
-    if not 2 <= int(bits) <= 8:
-        raise EngineValueError(f"bits must be between 2 and 8, got {bits}")
+    bits = check_int(bits, "bits", low=2, high=8)
     narrow = symmetric if narrow_range is None else bool(narrow_range)
     if signed:
         qmin, qmax = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
@@ -166,7 +169,7 @@ def params_from_range(
         scale = (hi - lo) / (qmax - qmin)
         with np.errstate(divide="ignore", invalid="ignore"):
             zero_point = np.clip(np.rint(qmin - lo / scale), qmin, qmax)
-    scale32 = scale.astype(np.float32)
+    scale32 = finite_grid_scale(scale.astype(np.float32), zero_point, qmin, qmax)
     degenerate = ~(scale32 >= _TINY)
     scale32 = np.where(degenerate, np.float32(1.0), scale32)
     zero_point = np.where(degenerate, 0 if qmin <= 0 <= qmax else qmin, zero_point)
@@ -214,6 +217,6 @@ def resolve_axis(granularity: str, axis: int, group_size: int | None
         return None, None
     if granularity == "channel":
         return axis, None
-    if group_size is None or int(group_size) < 1:
+    if group_size is None:
         raise EngineValueError("granularity='group' needs group_size >= 1")
-    return axis, int(group_size)
+    return axis, check_int(group_size, "group_size", low=1)

@@ -28,7 +28,10 @@ from quantscope.core.validate import (
     ROUNDING_RULES,
     as_float32,
     check_choice,
+    check_code_difference,
     check_code_range,
+    check_codes,
+    check_integer_zero_point,
     check_invertible,
     check_nonfinite,
     check_scale,
@@ -203,20 +206,18 @@ def dequantize(q, scale, zero_point=0, *, axis: int | None = None,
     zero_point = -128 is 255, not a wrapped int8), the difference is exact in float32, and the
     product is one correctly rounded float32 multiplication, as in ONNX DequantizeLinear.
     """
-    q = np.asarray(q)
-    if q.dtype.kind not in "iu":
-        raise TypeError(f"codes must be an integer array, got dtype {q.dtype}")
+    q = check_codes(q)
     granularity_of(axis, group_size)
     s = expand_params(q.shape, check_scale(scale), axis, group_size, "scale")
-    zp = np.asarray(zero_point)
-    if zp.dtype.kind not in "iu" and not (zp.dtype.kind == "f" and (zp == np.round(zp)).all()):
-        raise TypeError(f"zero_point must be an integer, got dtype {zp.dtype}")
+    zp = check_integer_zero_point(zero_point)
+    check_code_difference(q, zp)
     z = expand_params(q.shape, zp.astype(np.int32), axis, group_size, "zero_point")
     if s.ndim == 0 and q.itemsize <= 4 and use_compiled(q, "divide"):
         from quantscope.core.direct_kernel import dequantize_flat
 
         return dequantize_flat(q, s, z)
-    return (q.astype(np.int32) - z).astype(np.float32) * s
+    with np.errstate(over="ignore"):  # a code beyond float32's range is ±inf, as in a runtime
+        return (q.astype(np.int32) - z).astype(np.float32) * s
 
 
 def use_compiled(x: np.ndarray, arithmetic: str) -> bool:

@@ -27,7 +27,13 @@ import numpy as np
 from quantscope.core.qparams import code_range, params_from_range
 from quantscope.core.report import sqnr_db
 from quantscope.core.sorted_stats import SortedRows, evaluate
-from quantscope.core.validate import ROUNDING_RULES, EngineValueError, check_choice
+from quantscope.core.validate import (
+    MAX_SWEEP_POINTS,
+    ROUNDING_RULES,
+    EngineValueError,
+    check_choice,
+    check_points,
+)
 
 #: MSE-optimal search: coarse log grid of scales, local minima kept, then refinement rounds.
 SEARCH_TENSOR = (160, 3, 17, 17, 17, 17)
@@ -108,10 +114,11 @@ def sweep_prepared(prepared, *, symmetric: bool, points: int = 200, fractions=No
     """The per-tensor clip sweep of a :class:`~quantscope.core.fast.Prepared` tensor."""
     check_choice(rounding, ROUNDING_RULES, "rounding")
     if fractions is None:
-        if int(points) < 1:
-            raise EngineValueError(f"points must be >= 1, got {points}")
-        fractions = np.arange(1, int(points) + 1) / int(points)
+        points = check_points(points)
+        fractions = np.arange(1, points + 1) / points
     f = np.sort(np.asarray(fractions, np.float64).ravel())
+    if f.size > MAX_SWEEP_POINTS:
+        raise EngineValueError(f"fractions holds {f.size} windows; at most {MAX_SWEEP_POINTS}")
     if f.size == 0 or not np.isfinite(f).all() or (f <= 0).any() or (f > 1).any():
         raise EngineValueError("window fractions must lie in (0, 1]")
     rows = prepared.layout(None, None)

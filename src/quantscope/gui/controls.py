@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from superqt import QDoubleRangeSlider
 
 from quantscope.state import RUNTIME_DESCRIPTIONS, ExplorerState, Settings, preset_rules
+from quantscope.state.settings import MAX_GROUP_SIZE
 
 METHOD_LABELS = {"minmax": "min / max", "percentile": "percentile", "mse": "MSE-optimal",
                  "entropy": "entropy (TensorRT KL)", "manual": "manual clip"}
@@ -175,7 +176,7 @@ class ControlsPanel(QGroupBox):
         self.axis.setKeyboardTracking(False)
         form.addRow("channel axis", self.axis)
         self.group = QSpinBox()
-        self.group.setRange(0, 1 << 24)
+        self.group.setRange(0, MAX_GROUP_SIZE)  # what Settings.check accepts
         self.group.setSpecialValueText("off")
         self.group.setToolTip("elements per group along the channel axis; off = per channel")
         self.group.setKeyboardTracking(False)

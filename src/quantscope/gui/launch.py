@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from quantscope.commands.output import check_output, write_text
 from quantscope.commands.report import (
     DEMO_SAMPLE,
     add_settings_arguments,
@@ -21,7 +22,7 @@ from quantscope.commands.report import (
     settings_from_args,
 )
 from quantscope.core.generators import GENERATORS
-from quantscope.errors import UserError
+from quantscope.errors import UserError, one_line
 from quantscope.jsonable import dumps
 from quantscope.state import ExplorerState, Source
 
@@ -95,7 +96,10 @@ def run(args: argparse.Namespace) -> int:
     """Open the window (or render it once, with --screenshot/--metrics); return the exit code."""
     headless = bool(args.screenshot or args.metrics)
     if args.screenshot and Path(args.screenshot).suffix.lower() not in (".png", ".svg"):
-        raise UserError(f"--screenshot {args.screenshot}: write .png or .svg")
+        raise UserError(f"--screenshot {one_line(args.screenshot)}: write .png or .svg")
+    for option, out in (("--screenshot", args.screenshot), ("--metrics", args.metrics)):
+        if out:  # before the window is built: a bad path fails in a second, not after a load
+            check_output(out, option)
     if headless:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     elif _no_display():
@@ -118,11 +122,15 @@ def run(args: argparse.Namespace) -> int:
                                                           "quantscope"])
     window = create_window(ExplorerState(settings))
     window.resize(*size)
-    if session is not None:
-        apply_session(window, session)
-    if getattr(args, "theme", None):
-        window.dark_action.setChecked(args.theme == "dark")
-    if args.presentation:
+    theme = getattr(args, "theme", None)
+    dark = None if theme is None else theme == "dark"
+    presentation = True if args.presentation else None
+    if session is not None:  # a remembered one that no longer loads gives way to the demo
+        apply_session(window, session, dark=dark, presentation=presentation,
+                      fallback=None if getattr(args, "session", None) else source)
+    if dark is not None:  # the command line wins over the session's look
+        window.dark_action.setChecked(dark)
+    if presentation:
         window.presentation_action.setChecked(True)
     window.show()
     # Everything built so far lives as long as the window: move it out of the cyclic GC's
@@ -182,7 +190,7 @@ def _render_once(app, window, args: argparse.Namespace) -> int:
     ticker.stop()
     timer.stop()
     if errors:
-        print(f"quantscope: error: {errors[0]}", file=sys.stderr)
+        print(f"quantscope: error: {one_line(errors[0])}", file=sys.stderr)
         return 2
     if not window.ready_to_render():
         print(f"quantscope: error: the panes had no results after {SCREENSHOT_TIMEOUT_S} s",
@@ -195,9 +203,13 @@ def _render_once(app, window, args: argparse.Namespace) -> int:
     if args.screenshot:
         from quantscope.gui.export import save_image
 
-        save_image(window, args.screenshot)
-        print(f"wrote {args.screenshot}")
+        try:
+            save_image(window, check_output(args.screenshot, "--screenshot"))
+        except OSError as exc:
+            raise UserError(f"--screenshot {one_line(args.screenshot)}: cannot write "
+                            f"({exc.strerror or exc})") from None
+        print(f"wrote {one_line(args.screenshot)}")
     if args.metrics:
-        Path(args.metrics).write_text(dumps(window.metrics(), indent=2))
-        print(f"wrote {args.metrics}")
+        write_text(args.metrics, dumps(window.metrics(), indent=2), "--metrics")
+        print(f"wrote {one_line(args.metrics)}")
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Slot
@@ -15,6 +16,8 @@ from quantscope.errors import QuantscopeError
 from quantscope.gui.picker import TensorPicker
 from quantscope.gui.worker import JobContext
 from quantscope.state import (
+    Settings,
+    SettingsError,
     Source,
     choose_axis,
     load_source,
@@ -28,68 +31,127 @@ FILE_FILTER = ("Tensor files and checkpoints (*.npy *.npz *.safetensors *.index.
                "All files (*)")
 
 
+class _PickFirst(Exception):  # a signal from the worker, not an error
+    """Raised in a load job for a file or sample with several tensors and none named."""
+
+    def __init__(self, path, infos) -> None:
+        super().__init__()
+        self.path, self.infos = path, infos
+
+
 class Loading:
     """Loading, picking, dropping, progress and cancel (``self`` is the MainWindow)."""
 
-    def load(self, source: Source, *, pick: bool = True, settings=None) -> None:
+    def load(self, source: Source, *, pick: bool = True, settings: Settings | None = None,
+             on_loaded: Callable[[], None] | None = None,
+             fallback: Source | None = None) -> None:
         """Build or read ``source`` in the worker; the tensor changes when it is ready.
 
         A checkpoint -- a folder, an index, a file holding several tensors -- with no tensor
         named opens the model view; a sample holding several opens the (non-modal) picker
-        when ``pick`` is true, otherwise the loader's error lists the names. ``settings`` (a
-        session's, the command line's) arrive with the tensor; without them the
-        tensor-dependent ones are derived for it (``ExplorerState.set_tensor``).
+        when ``pick`` is true, otherwise the loader's error lists the names. Files are listed
+        in the worker too (a huge header must not freeze the window). ``settings`` (a
+        session's, the command line's) are checked against the tensor in the worker and
+        arrive with it, then ``on_loaded()`` runs; without them the tensor-dependent ones
+        are derived for it (``ExplorerState.set_tensor``). If the load fails nothing
+        changes, or ``fallback`` is loaded instead.
         """
         if source.kind == "file" and source.tensor is None and (
                 Path(source.name).is_dir() or source.name.endswith(".index.json")):
             self.open_model(source.name)  # a checkpoint folder or index: the model view
             return
-        if (pick or source.kind == "file") and source.kind in ("file", "sample") \
-                and source.tensor is None:
-            from quantscope.io import list_tensors
-            from quantscope.io.samples import sample_path
+        wants_list = source.tensor is None and (
+            source.kind == "file" or (pick and source.kind == "sample"))
 
-            try:
+        def read(report):
+            if wants_list:
+                from quantscope.io import list_tensors
+                from quantscope.io.samples import sample_path
+
+                report(-1, f"listing {source.label()}")
                 path = source.name if source.kind == "file" else sample_path(source.name)
-                infos = list_tensors(path)
-            except QuantscopeError as exc:
-                if source.kind != "file":
-                    self.show_error(str(exc))
-                    return
-                infos = []  # the load below reports it, from the worker like any load error
-            if len(infos) > 1 and source.kind == "file":
-                self.open_model(path)  # several tensors: the model view lists them all
-                return
-            if len(infos) > 1 and pick:
-                self._show_picker(source, infos, settings)
-                return
-        self.load_from(source, lambda: load_source(source), settings=settings)
+                try:
+                    infos = list_tensors(path)
+                except QuantscopeError:
+                    if source.kind != "file":
+                        raise
+                    infos = []  # load_source below reports it
+                if len(infos) > 1:
+                    raise _PickFirst(path, infos)
+            return load_source(source, report)
 
-    def load_from(self, source: Source, read, settings=None) -> int:
+        self.load_from(source, read, settings=settings, progress=True, on_loaded=on_loaded,
+                       fallback=fallback)
+
+    def load_from(self, source: Source, read, settings: Settings | None = None, *,
+                  progress: bool = False, on_loaded: Callable[[], None] | None = None,
+                  fallback: Source | None = None) -> int:
         """Load what ``read()`` returns, ``(array, stored dtype name)``, labelled ``source``:
         ``read``, the checks, the summary and the preparation run in the worker, as for a
-        file (Python callers hand in-memory tensors this way). Returns the job's ticket.
-        ``settings`` as for :meth:`load`."""
+        file (Python callers hand in-memory tensors this way). With ``progress``, ``read``
+        is called with the job's ``progress(fraction, text)`` (which also raises on a
+        cancel). Returns the job's ticket. ``settings``, ``on_loaded`` and ``fallback`` as
+        for :meth:`load`."""
         self._load_source = source
+        self._load_extras = (settings, on_loaded, fallback)  # for the latest load only
         given = settings
         settings = settings or self.state.settings
 
         def job(ctx: JobContext):
             ctx.progress(-1, f"loading {source.label()}")
-            x, dtype = read()
+            try:
+                x, dtype = read(ctx.progress) if progress else read()  # progress: cancels
+            except _PickFirst as pick:
+                return pick
             problem = tensor_problem(x)
+            if problem is None and source.axis is not None and x.ndim > 0 and not (
+                    -x.ndim <= source.axis < x.ndim):
+                problem = f"channel axis {source.axis} is out of range for shape {x.shape}"
             if problem is not None:
                 raise QuantscopeError(f"{source.label()}: {problem}")
+            axis = choose_axis(x.shape, source).axis
+            if given is not None:  # refused here, the load fails and nothing changes
+                try:
+                    dataclasses.replace(given, axis=axis).check(x.ndim)
+                except SettingsError as exc:
+                    raise SettingsError(f"{source.label()}: {exc}") from None
             # every O(N) step here, in the worker: the GUI thread only installs the result
             x = working_tensor(x, lambda f, stage: ctx.progress(f, stage))
             prepared = prepare_tensor(
-                x, settings, choose_axis(x.shape, source).axis,
+                x, settings, axis,
                 lambda f, stage: ctx.progress(f, f"preparing exact statistics: {stage} {f:.0%}"))
             ctx.progress(-1, "summarising")
             return source, x, prepared, overview(x, dtype, prepared), given
 
         self._start_progress(f"loading {source.label()}")
         return self.worker.submit("load", job)
+
+    def _loaded(self, result) -> None:
+        """A load job's result on the GUI thread: the model view or a picker to show, or
+        the tensor (with the settings it came with) to install."""
+        self._stop_progress()
+        settings, on_loaded, _ = self._load_extras
+        self._load_extras = (None, None, None)
+        if isinstance(result, _PickFirst):  # several tensors and none named
+            if self._load_source.kind == "file":
+                self.open_model(result.path)  # the model view lists them all
+            else:
+                self._show_picker(self._load_source, result.infos, settings)  # the user picks
+            return
+        source, x, prepared, ov, settings = result
+        if self.state.set_tensor(x, source, prepared=prepared, overview=ov, checked=True,
+                                 settings=settings):
+            self.clear_error()
+            if on_loaded is not None:
+                on_loaded()
+        self._settle_heap()
+
+    def _load_failed(self) -> None:
+        """A load failed (its error is shown): load the fallback, if one was given."""
+        fallback = self._load_extras[2]
+        self._load_extras = (None, None, None)
+        if fallback is not None:
+            self.load(fallback)
 
     def open_path(self, path: str | os.PathLike, tensor: str | None = None) -> None:
         """Open a file: one tensor loads at once, several open the (non-modal) picker."""

@@ -1,190 +1,66 @@
-"""Sessions: the open source, the settings and the look, saved to JSON and remembered.
+"""Sessions in the window: applying one, and the last one remembered between runs.
 
-A talk's demo must reopen exactly as prepared, so a session file names the source (generator
-with shape, seed and parameters; a file and tensor name; or a bundled sample), every setting
-and the theme. It is versioned and validated as a whole *before* anything changes: a malformed
-or stale session (unknown generator, missing file, axis the tensor lacks, a typo in a setting)
-raises :class:`SessionError` with the reason, and the window keeps what it had.
-
-Between runs the last session is kept in ``QSettings`` (INI format, organisation and
-application "quantscope"); tests point ``QSettings.setPath`` at a temporary directory or pass
-their own ``QSettings``, so they never touch the user's profile.
+The session format, its validation and reading live in :mod:`quantscope.state.session`
+(re-exported here). Between runs the last session is kept in ``QSettings`` (INI format,
+organisation and application "quantscope"); tests point ``QSettings.setPath`` at a temporary
+directory or pass their own ``QSettings``, so they never touch the user's profile.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
-from pathlib import Path
 
 from PySide6.QtCore import QSettings
 
 from quantscope.errors import QuantscopeError
-from quantscope.state import ExplorerState, Settings, Source
+from quantscope.state import ExplorerState, Source
+from quantscope.state.session import (
+    MAX_SESSION_BYTES,
+    SESSION_FORMAT,
+    SESSION_VERSION,
+    Session,
+    SessionError,
+    capture,
+    decode_json,
+    load_session,
+    parse_session,
+    save_session,
+)
 
-SESSION_FORMAT = "quantscope-session"
-SESSION_VERSION = 1
-#: Sessions are small; anything bigger is not one of ours (and is not read into memory).
-MAX_SESSION_BYTES = 1 << 20
+__all__ = ["MAX_SESSION_BYTES", "SESSION_FORMAT", "SESSION_VERSION", "SETTINGS_KEY", "Session",
+           "SessionError", "apply_session", "capture", "decode_json", "load_session",
+           "parse_session", "recall", "remember", "remember_window", "save_session",
+           "startup_session", "user_settings"]
+
 SETTINGS_KEY = "session/last"
 
 
-class SessionError(QuantscopeError, ValueError):
-    """A session file that cannot be used; the message says which part and why."""
-
-
-@dataclass(frozen=True)
-class Session:
-    """A validated session: what to load, with which settings, in which look."""
-
-    source: Source | None
-    settings: Settings
-    dark: bool = False
-    presentation: bool = False
-
-    def to_dict(self) -> dict:
-        return {"format": SESSION_FORMAT, "version": SESSION_VERSION,
-                "source": self.source.to_dict() if self.source else None,
-                "settings": self.settings.to_dict(),
-                "view": {"dark": self.dark, "presentation": self.presentation}}
-
-
-def capture(state: ExplorerState, *, dark: bool = False, presentation: bool = False) -> Session:
-    """The session describing ``state`` now (an in-memory array has no source to save)."""
-    source = state.source if state.source is not None and state.source.kind != "array" else None
-    if source is not None and source.kind == "file":
-        # an absolute path: the session reopens the same file from any working directory
-        source = dataclasses.replace(source, name=str(Path(source.name).resolve()))
-    return Session(source, state.settings, bool(dark), bool(presentation))
-
-
-def _source_ndim(source: Source) -> int:
-    """Check that ``source`` can be rebuilt (without loading its data); return its ndim."""
-    from quantscope.core.generators import GENERATORS, check_shape
-    from quantscope.io import list_tensors
-    from quantscope.io.samples import sample_path
-
-    if source.kind == "generator":
-        gen = GENERATORS.get(source.name)
-        if gen is None:
-            raise SessionError(f"unknown generator {source.name!r}; available: "
-                               f"{', '.join(GENERATORS)}")
-        dims = check_shape(gen.default_shape if source.shape is None else source.shape,
-                           needs_2d=gen.needs_2d)
-        known = {p.name: p for p in gen.params}
-        for name, value in source.params:
-            if name not in known:
-                raise SessionError(f"generator {source.name!r} has no parameter {name!r}")
-            known[name].check(value)
-        return len(dims)
-    if source.kind in ("file", "sample"):
-        path = source.name if source.kind == "file" else sample_path(source.name)
-        infos = list_tensors(path)
-        if source.tensor is None:
-            if len(infos) != 1:
-                raise SessionError(f"{source.label()}: the file holds {len(infos)} tensors and "
-                                   "the session names none")
-            return len(infos[0].shape)
-        for info in infos:
-            if info.name == source.tensor:
-                return len(info.shape)
-        raise SessionError(f"{source.label()}: no tensor named {source.tensor!r}")
-    raise SessionError(f"a {source.kind!r} source cannot be reopened")
-
-
-def parse_session(data: object, *, check_source: bool = True) -> Session:
-    """Validate a decoded session document; raise :class:`SessionError` naming the problem."""
-    if not isinstance(data, dict):
-        raise SessionError("a session is a JSON object")
-    if data.get("format") != SESSION_FORMAT:
-        raise SessionError(f"not a quantscope session (format {data.get('format')!r})")
-    version = data.get("version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise SessionError(f"session version must be an integer, got {version!r}")
-    if version > SESSION_VERSION:
-        raise SessionError(f"session version {version} is newer than this quantscope "
-                           f"understands ({SESSION_VERSION}); update quantscope")
-    unknown = set(data) - {"format", "version", "source", "settings", "view"}
-    if unknown:
-        raise SessionError(f"unknown session field(s) {sorted(unknown)}")
-    try:
-        source = None if data.get("source") is None else Source.from_dict(_obj(data, "source"))
-        settings = Settings.from_dict(_obj(data, "settings"))
-    except SessionError:
-        raise
-    except (QuantscopeError, TypeError, ValueError, KeyError) as exc:
-        raise SessionError(f"invalid session: {exc}") from None
-    view = data.get("view") or {}
-    if not isinstance(view, dict) or set(view) - {"dark", "presentation"} or not all(
-            isinstance(v, bool) for v in view.values()):
-        raise SessionError("session 'view' must hold the booleans 'dark' and 'presentation'")
-    if source is not None and check_source:
-        try:
-            ndim = _source_ndim(source)
-        except SessionError:
-            raise
-        except QuantscopeError as exc:
-            raise SessionError(f"the session's source cannot be opened: {exc}") from None
-        try:
-            settings.check(ndim)
-        except QuantscopeError as exc:
-            raise SessionError(f"invalid session settings for {source.label()}: {exc}") from None
-    return Session(source, settings, view.get("dark", False), view.get("presentation", False))
-
-
-def _obj(data: dict, key: str) -> dict:
-    value = data.get(key)
-    if not isinstance(value, dict):
-        raise SessionError(f"session {key!r} must be a JSON object")
-    return value
-
-
-def save_session(session: Session, path: str | Path) -> None:
-    """Write ``session`` as indented JSON."""
-    path = Path(path)
-    try:
-        path.write_text(json.dumps(session.to_dict(), indent=2, allow_nan=False) + "\n",
-                        encoding="utf-8")
-    except OSError as exc:
-        raise SessionError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def load_session(path: str | Path, *, check_source: bool = True) -> Session:
-    """Read and validate a session file (see :func:`parse_session`)."""
-    path = Path(path)
-    try:
-        if path.stat().st_size > MAX_SESSION_BYTES:
-            raise SessionError(f"{path}: {path.stat().st_size:,} bytes is too big for a session")
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SessionError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise SessionError(f"{path}: not a text (UTF-8) file") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SessionError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    try:
-        return parse_session(data, check_source=check_source)
-    except SessionError as exc:
-        raise SessionError(f"{path}: {exc}") from None
-
-
-def apply_session(window, session: Session) -> None:
-    """Show ``session`` in ``window``: look, settings, then the source (loaded in the
-    window's worker). The session is already validated, so nothing here is refused."""
+def apply_session(window, session: Session, *, fallback: Source | None = None,
+                  dark: bool | None = None, presentation: bool | None = None) -> None:
+    """Show ``session`` in ``window``: its source is loaded (listed and checked against the
+    settings) in the window's worker, and only once it loaded do the settings and the look
+    change together -- a source that fails leaves everything as it was (or loads
+    ``fallback``, for a remembered session at start-up). ``dark`` and ``presentation``,
+    when given (``--theme``, ``--presentation``), win over the session's look: the look is
+    applied after a load that finishes once the command line has long been read."""
     state: ExplorerState = window.state
-    if hasattr(window, "dark_action"):
-        window.dark_action.setChecked(session.dark)
-        window.presentation_action.setChecked(session.presentation)
+
+    def show_look() -> None:
+        if hasattr(window, "dark_action"):
+            window.dark_action.setChecked(session.dark if dark is None else dark)
+            window.presentation_action.setChecked(
+                session.presentation if presentation is None else presentation)
+
     if session.source is not None:
         # the settings arrive with the tensor (its axis, its manual window); the axis travels
         # with the source, as the one given for it
         source = dataclasses.replace(session.source, axis=session.settings.axis)
-        window.load(source, settings=session.settings)
+        window.load(source, pick=False, settings=session.settings, on_loaded=show_look,
+                    fallback=fallback)
     else:
         state.update_settings(**dataclasses.asdict(session.settings))
+        show_look()
 
 
 # -- remembered between runs --------------------------------------------------------------------
@@ -205,12 +81,13 @@ def recall(store: QSettings | None = None) -> Session | None:
     """The session remembered from the last run, or None when there is none or it no longer
     applies (a deleted file, an older format): starting fresh beats failing to start."""
     store = store or user_settings()
-    text = store.value(SETTINGS_KEY)
-    if not isinstance(text, str) or not text:
-        return None
     try:
-        return parse_session(json.loads(text))
-    except (SessionError, json.JSONDecodeError):
+        text = store.value(SETTINGS_KEY)
+        if not isinstance(text, str) or not text or len(text) > MAX_SESSION_BYTES:
+            return None
+        # the source itself is checked when the window loads it, in its worker
+        return parse_session(decode_json(text), check_source=False)
+    except (QuantscopeError, ValueError, TypeError, RecursionError, MemoryError):
         return None
 
 

@@ -8,6 +8,7 @@ generator or a large file never blocks the GUI thread.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
@@ -36,14 +37,14 @@ from quantscope.state import ExplorerState, Source
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    """``"256x1024"``, ``"256, 1024"`` or ``"4096"`` -> a validated shape tuple."""
-    parts = [p for p in text.replace(",", "x").replace("×", "x").replace(" ", "x").split("x")
-             if p]
-    try:
-        dims = [int(p) for p in parts]
-    except ValueError:
-        raise GeneratorError(f"shape {text!r}: write it as e.g. 256x1024") from None
-    return check_shape(dims)
+    """``"256x1024"``, ``"256, 1024"`` or ``"4096"`` -> a validated shape tuple.
+
+    Every separator must sit between two numbers: ``"3x"`` or ``"x4"`` is a typo, not the
+    shape (3,) or (4,), and is refused rather than guessed at."""
+    parts = re.split(r"\s*[x×,]\s*|\s+", text.strip())
+    if not all(p.isascii() and p.isdigit() and len(p) <= 12 for p in parts):
+        raise GeneratorError(f"shape {text[:40]!r}: write it as e.g. 256x1024")
+    return check_shape([int(p) for p in parts])
 
 
 class SourcePanel(QWidget):

@@ -77,6 +77,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.presentation = False
         self.dark = False
         self._load_source: Source | None = None
+        self._load_extras: tuple = (None, None, None)  # see Loading.load
         self._preparing_for: np.ndarray | None = None
         # Numbers that lag the controls must say so: after STALE_MS without results the panes'
         # numbers turn grey and the status bar says they belong to the previous settings.
@@ -267,12 +268,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         if not self.worker.is_current(kind, ticket):  # superseded, cancelled or shut down
             return  # (a result queued just before shutdown would restart the worker)
         if kind == "load":
-            self._stop_progress()
-            source, x, prepared, ov, settings = result
-            if self.state.set_tensor(x, source, prepared=prepared, overview=ov, checked=True,
-                                     settings=settings):
-                self.clear_error()
-            self._settle_heap()
+            self._loaded(result)  # see Loading
         elif kind == "prepare":
             tensor, prepared, ov = result
             if tensor is self._preparing_for:
@@ -307,6 +303,8 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
                 self._preparing_for = None
                 self._request_compute()
         self.show_error(message)
+        if kind == "load" and self.worker.is_current(kind, ticket):  # not a superseded one
+            self._load_failed()
 
     def _show_overview(self) -> None:
         for pane in self.panes.values():

@@ -1,7 +1,9 @@
 """Loading real tensor files safely: ``.npy``, ``.npz`` and ``.safetensors``.
 
-Every loader validates the whole header before touching data, memory-maps what it can, never
-unpickles, and reports any problem as a one-line ``TensorFileError`` naming the file. The
+Every loader validates the whole header before touching data, never unpickles, and reports any
+problem as a one-line ``TensorFileError`` naming the file. Data for analysis is read into
+memory in blocks (a memory map of a file rewritten in place crashes the process on its next
+read); ``load_tensor`` maps what it can, for a look at files larger than memory. The
 format is recognised from the file's first bytes (the extension only breaks ties), so a
 renamed file still opens.
 
@@ -17,11 +19,12 @@ import os
 import numpy as np
 
 from quantscope.io import samples
-from quantscope.io.checks import check_regular_file, fail, read_head, sniff_format
+from quantscope.io.checks import check_regular_file, fail, pick_name, read_head, sniff_format
 from quantscope.io.npy import list_npy, load_npy
 from quantscope.io.npz import list_npz, load_npz
+from quantscope.io.reading import Progress
 from quantscope.io.safetensors import list_safetensors, load_safetensors
-from quantscope.io.tensor_info import TensorFileError, TensorInfo
+from quantscope.io.tensor_info import TensorFileError, TensorInfo, count
 
 __all__ = [
     "TensorFileError",
@@ -72,7 +75,9 @@ def load_tensor(path: str | os.PathLike, name: str | None = None) -> np.ndarray:
     -------
     numpy.ndarray
         bf16 / fp8 come back as ``ml_dtypes`` arrays; compressed ``.npz`` members are the
-        only data decompressed into memory.
+        only data decompressed into memory. A mapping reads the file whenever it is touched:
+        if the file may be rewritten while you hold it, use :func:`load_for_analysis` (or
+        copy the array), since reading a mapped page of a truncated file kills the process.
     """
     return load_tensor_with_info(path, name)[0]
 
@@ -83,30 +88,32 @@ def load_tensor_with_info(path: str | os.PathLike,
     return _LOADERS[detect_format(path)](path, name)
 
 
-def load_for_analysis(path: str | os.PathLike,
-                      name: str | None = None) -> tuple[np.ndarray, TensorInfo]:
-    """A tensor converted to a C-contiguous float32 array, plus what it was stored as.
+def load_for_analysis(path: str | os.PathLike, name: str | None = None, *,
+                      progress: Progress | None = None) -> tuple[np.ndarray, TensorInfo]:
+    """A tensor read into memory as a C-contiguous float32 array, plus what it was stored as.
 
     The engine works in float32 (the dtype real int8 runtimes quantize from); bf16, fp16 and
     fp8 widen exactly, float64 rounds to nearest (overflow becomes ±inf, which the engine
-    reports), integers and bools are converted as values.
+    reports), integers and bools are converted as values -- block by block, so the only
+    full-size array is the result. The result never maps the file: it stays valid when the
+    file is rewritten or deleted.
+
+    Parameters
+    ----------
+    progress : callable, optional
+        ``progress(fraction, text)`` after each block read; an exception it raises (a cancel)
+        stops the read and propagates.
 
     Raises
     ------
     TensorFileError
-        Everything ``load_tensor`` raises, and for a tensor with no elements.
+        Everything ``load_tensor`` raises, for a tensor with no elements, for data that does
+        not fit in memory, and for a file that shrinks while it is read.
     """
-    array, info = load_tensor_with_info(path, name)
+    fmt = detect_format(path)
+    infos = {info.name: info for info in _LISTERS[fmt](path)}
+    info = infos[pick_name(path, list(infos), name)]
     if info.size == 0:
-        raise fail(path, f"tensor {info.name!r} is empty (shape {info.shape}); "
-                         "nothing to analyse")
-    try:
-        with np.errstate(over="ignore", invalid="ignore"):  # float64 overflow -> inf, on purpose
-            # np.require, not np.ascontiguousarray, which turns a 0-d tensor into shape (1,)
-            values = np.asarray(np.require(array, dtype=np.float32, requirements="C"))
-    except MemoryError:
-        raise fail(path, f"tensor {info.name!r}: not enough memory for {info.size} float32 "
-                         "values") from None
-    except OSError as exc:  # the file vanished or shrank under the mapping
-        raise fail(path, f"cannot read tensor {info.name!r} ({exc})") from None
-    return values, info
+        raise fail(path, f"tensor {info.name!r} is empty (shape "
+                         f"{count(info.shape)}); nothing to analyse")
+    return _LOADERS[fmt](path, info.name, as_float32=True, progress=progress)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from quantscope.core.validate import in_memory
 from quantscope.io import detect_format, list_tensors, load_tensor_with_info
 from quantscope.io.checks import check_regular_file, fail
 from quantscope.io.shards import MAX_INDEX_BYTES
@@ -221,7 +222,9 @@ class RawTensor:
         native = array.dtype.byteorder in ("=", "|") or (
             array.dtype.byteorder == "<" and np.little_endian)
         self.layout_ok = bool(array.flags.c_contiguous) and native
-        if fmt in ("safetensors", "npy") and isinstance(array, np.memmap) and self.layout_ok:
+        # a mapping is never kept to be read later (a file rewritten meanwhile would SIGBUS):
+        # mapped bytes in the machine's layout are read with pread, others copied now
+        if isinstance(array, np.memmap) and self.layout_ok:
             self.offset = int(array.offset)
             del array
             try:
@@ -229,6 +232,7 @@ class RawTensor:
             except OSError as exc:
                 raise fail(file, f"cannot read file ({exc.strerror or exc})") from None
         else:
+            array = in_memory(array)
             self._array = array.reshape(-1) if self.layout_ok else array
 
     def _open_safetensors(self, headers: dict) -> None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 import os
 import stat
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from quantscope.io.dtypes import is_ml_float
-from quantscope.io.tensor_info import TensorFileError, printable
+from quantscope.io.tensor_info import TensorFileError, count, printable
 
 #: NumPy allows at most this many dimensions (numpy 2.x); a header asking for more is lying.
 MAX_NDIM = 64
@@ -26,8 +27,22 @@ SNIFF_BYTES = 16
 
 
 def fail(path: str | os.PathLike, problem: str) -> TensorFileError:
-    """Build the one-line error that names the file first, then the problem."""
-    return TensorFileError(f"{os.fspath(path)}: {problem}")
+    """Build the one-line error that names the file first, then the problem.
+
+    The path is escaped like a tensor name: a file name may hold newlines or terminal escape
+    sequences, which must neither break the one line nor reach the user's terminal."""
+    return TensorFileError(f"{show_path(path)}: {problem}")
+
+
+def show_path(path: str | os.PathLike) -> str:
+    """``path`` as text fit for a one-line message (escaped when not printable)."""
+    try:
+        text = os.fspath(path)
+    except TypeError:
+        text = str(path)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "backslashreplace")
+    return printable(text)
 
 
 def check_regular_file(path: str | os.PathLike) -> int:
@@ -130,16 +145,30 @@ def check_shape(path: str | os.PathLike, shape: object, where: str) -> tuple[int
     ``bool`` is refused although Python treats it as an int: ``[true, 3]`` in a JSON header
     is corruption, not a shape.
     """
-    if not isinstance(shape, (list, tuple)):
-        raise fail(path, f"{where}: shape must be a list of integers, got {_short(shape)}")
+    if not isinstance(shape, list | tuple):
+        raise fail(path, f"{where}: shape must be a list of integers, got {count(shape)}")
     if len(shape) > MAX_NDIM:
         raise fail(path, f"{where}: shape has {len(shape)} dimensions (at most {MAX_NDIM})")
     for dim in shape:
         if isinstance(dim, bool) or not isinstance(dim, int):
-            raise fail(path, f"{where}: shape {_short(shape)} contains a non-integer")
+            raise fail(path, f"{where}: shape {count(shape)} contains a non-integer")
         if dim < 0:
-            raise fail(path, f"{where}: shape {_short(shape)} has a negative dimension")
+            raise fail(path, f"{where}: shape {count(shape)} has a negative dimension")
     return tuple(int(d) for d in shape)
+
+
+def check_numpy_size(path: str | os.PathLike, shape: tuple[int, ...], dtype: np.dtype,
+                     where: str) -> None:
+    """Refuse empty shapes NumPy cannot even describe: it needs the product of the non-zero
+    dimensions, in bytes, to fit a signed 64-bit integer -- zero-size tensors included, so
+    ``(0, 2**64)`` is impossible. (A non-empty shape is bounded by the bytes the file holds,
+    which each loader checks with a more precise message.)"""
+    if 0 not in shape:
+        return
+    extent = math.prod(d for d in shape if d) * max(dtype.itemsize, 1)
+    if extent > sys.maxsize:
+        raise fail(path, f"{where}: shape {count(shape)} is too large for any array "
+                         f"(NumPy's limit is {sys.maxsize} bytes, even for an empty tensor)")
 
 
 def data_nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
@@ -150,13 +179,13 @@ def data_nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
 def check_fits_in_memory(path: str | os.PathLike, nbytes: int, where: str) -> None:
     """Refuse to allocate more than the machine's physical memory for a decompressed tensor.
 
-    Only used where the data cannot be memory-mapped (compressed ``.npz`` members); a clear
+    Data is read into memory for analysis (see :mod:`quantscope.io.reading`); a clear
     message beats a ``MemoryError`` or the OOM killer.
     """
     limit = physical_memory_bytes()
     if limit is not None and nbytes > limit:
-        raise fail(path, f"{where} needs {nbytes} bytes decompressed, more than this machine's "
-                         f"{limit} bytes of memory")
+        raise fail(path, f"{where} needs {count(nbytes)} bytes in memory, more than this "
+                         f"machine's {limit} bytes")
 
 
 def physical_memory_bytes() -> int | None:
@@ -191,11 +220,6 @@ def list_for_message(names: list[str], limit: int = 12) -> str:
     if len(names) > limit:
         shown += f", ... ({len(names) - limit} more; `quantscope scan` lists them all)"
     return shown
-
-
-def _short(value: object, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _os_reason(exc: BaseException) -> str:

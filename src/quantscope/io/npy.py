@@ -1,10 +1,13 @@
-"""``.npy`` files: header parsed here, data memory-mapped read-only, nothing ever unpickled.
+"""``.npy`` files: header parsed here, data read (or memory-mapped) after it, nothing ever
+unpickled.
 
 NumPy's own reader would do, but it reads a version-2 header of any declared length (up to
 4 GiB) before checking it, and its errors talk about ``allow_pickle``. This parser bounds
-every read, validates the header completely and then hands the data to ``np.memmap``, so a
-file larger than RAM still opens and a lying header is caught before anything is mapped.
-The header parser is shared with ``.npz`` members, which are ``.npy`` streams.
+every read and validates the header completely before any data is touched. Data for analysis
+is read into memory block by block (:mod:`quantscope.io.reading`: a mapping would crash the
+process if the file were rewritten while in use); ``load_tensor`` alone still maps it, so a file
+larger than RAM can be inspected. The header parser is shared with ``.npz`` members, which are
+``.npy`` streams.
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ import numpy as np
 
 from quantscope.io.checks import (
     check_array_dtype,
+    check_numpy_size,
     check_regular_file,
     check_shape,
     data_nbytes,
     fail,
     pick_name,
 )
-from quantscope.io.tensor_info import TensorInfo
+from quantscope.io.reading import Progress, read_values
+from quantscope.io.tensor_info import TensorInfo, count
 
 MAGIC = b"\x93NUMPY"
 
@@ -90,6 +95,7 @@ def read_npy_header(fh: BinaryIO, path: str | os.PathLike, where: str) -> NpyHea
     shape = check_shape(path, header["shape"], where)
     dtype = _descr_to_dtype(header["descr"], path, where)
     check_array_dtype(path, dtype, where)
+    check_numpy_size(path, shape, dtype, where)
     data_offset = len(prefix) + len(length_bytes) + header_len
     return NpyHeader(shape, header["fortran_order"], dtype, data_offset)
 
@@ -137,9 +143,9 @@ def check_data_present(path: str | os.PathLike, header: NpyHeader, available: in
     """Refuse a header whose shape needs more bytes than the stream holds (truncated/lying)."""
     present = available - header.data_offset
     if header.nbytes > present:
-        raise fail(path, f"{where} is truncated or its header lies: shape {header.shape} of "
-                         f"{header.dtype.name} needs {header.nbytes} data bytes, "
-                         f"only {max(present, 0)} present")
+        raise fail(path, f"{where} is truncated or its header lies: shape "
+                         f"{count(header.shape)} of {header.dtype.name} needs "
+                         f"{count(header.nbytes)} data bytes, only {max(present, 0)} present")
 
 
 def info_from_header(name: str, header: NpyHeader, fmt: str) -> TensorInfo:
@@ -181,9 +187,27 @@ def list_npy(path: str | os.PathLike) -> list[TensorInfo]:
     return [info_from_header(npy_name(path), _read_validated_header(path), "npy")]
 
 
-def load_npy(path: str | os.PathLike, name: str | None = None) -> tuple[np.ndarray, TensorInfo]:
-    """Memory-map the array of a ``.npy`` file; ``name``, if given, must be the file's stem."""
-    header = _read_validated_header(path)
+def load_npy(path: str | os.PathLike, name: str | None = None, *, as_float32: bool = False,
+             progress: Progress | None = None) -> tuple[np.ndarray, TensorInfo]:
+    """The array of a ``.npy`` file; ``name``, if given, must be the file's stem.
+
+    Memory-mapped in its stored dtype, or with ``as_float32`` read into memory as C-contiguous
+    float32 (see :func:`quantscope.io.reading.read_values`) from the same open file whose header
+    was validated."""
+    if not as_float32:
+        header = _read_validated_header(path)
+        pick_name(path, [npy_name(path)], name)
+        return map_data(path, header, header.data_offset), info_from_header(
+            npy_name(path), header, "npy")
+    size = check_regular_file(path)
     pick_name(path, [npy_name(path)], name)
-    info = info_from_header(npy_name(path), header, "npy")
-    return map_data(path, header, header.data_offset), info
+    try:
+        with open(path, "rb") as fh:
+            header = read_npy_header(fh, path, "array")
+            check_data_present(path, header, size, "array")
+            values = read_values(fh, path, "array", shape=header.shape, dtype=header.dtype,
+                                 fortran=header.fortran_order, as_float32=True,
+                                 progress=progress)
+    except OSError as exc:
+        raise fail(path, f"cannot read file ({exc.strerror or exc})") from None
+    return values, info_from_header(npy_name(path), header, "npy")

@@ -1,11 +1,14 @@
 """``.npz`` archives: a zip of ``.npy`` members, listed from their headers alone.
 
 Listing opens each member just far enough to read its ``.npy`` header (for a compressed
-member that decompresses only the first block). Loading memory-maps a stored member straight
-out of the archive; a compressed member has to be decompressed into memory, and before that
-happens its declared uncompressed size must match its header, the header must be plausible
-for the compressed size (a zip bomb cannot lie its way to a huge allocation) and the result
-must fit in physical memory. Zip CRCs are checked by ``zipfile`` as the member is read.
+member that decompresses only the first block). Before that the archive itself is checked: a
+bounded number of members, and members that do not overlap one another (Python 3.11's
+``zipfile`` does not check: overlapping members let a small file claim any total size).
+``load_tensor`` memory-maps a stored member straight out of the archive; for analysis, and for
+every compressed member, the data is read into memory block by block -- decompressed straight
+into the final buffer -- after its declared size matched its header, stayed within what the
+compressed bytes can plausibly expand to (for every codec: a zip bomb cannot lie its way to a
+huge allocation) and fits in memory. Zip CRCs are checked by ``zipfile`` as the member is read.
 """
 
 from __future__ import annotations
@@ -21,17 +24,22 @@ from contextlib import contextmanager
 import numpy as np
 
 from quantscope.io.checks import (
-    check_fits_in_memory,
     check_regular_file,
     fail,
     pick_name,
 )
 from quantscope.io.npy import NpyHeader, info_from_header, map_data, read_npy_header
-from quantscope.io.tensor_info import TensorInfo
+from quantscope.io.reading import STREAM_BLOCK_BYTES, Progress, read_values
+from quantscope.io.tensor_info import TensorInfo, count
 
-#: Deflate cannot expand data by more than about 1032:1; allow a little header slack.
-_DEFLATE_MAX_RATIO = 1032
-_DEFLATE_SLACK = 4096
+#: Deflate cannot expand data by more than about 1032:1; bzip2 and lzma can (a 635-byte member
+#: may claim 512 MiB), so no codec is trusted beyond deflate's limit: even a tensor of zeros
+#: does not need more. A little header slack on top.
+MAX_RATIO = 1032
+_RATIO_SLACK = 4096
+#: Members an archive may hold (real ``.npz`` files hold a handful; listing a million would
+#: take seconds and gigabytes before any check could run).
+MAX_MEMBERS = 100_000
 
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature ... file name length, extra length
 _LOCAL_SIGNATURE = b"PK\x03\x04"
@@ -49,11 +57,59 @@ _SUPPORTED_COMPRESSION = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_
 def _open_archive(path: str | os.PathLike) -> Iterator[zipfile.ZipFile]:
     check_regular_file(path)
     try:
+        with open(path, "rb") as fh:
+            _check_member_count(path, fh)
         archive = zipfile.ZipFile(path)
     except _ZIP_ERRORS as exc:
         raise fail(path, f"is not a readable .npz/zip archive ({_reason(exc)})") from None
     with archive:
+        _check_no_overlap(path, archive)
         yield archive
+
+
+def _check_member_count(path: str | os.PathLike, fh) -> None:
+    """Refuse archives with more than :data:`MAX_MEMBERS` entries from the end-of-central-
+    directory record alone, before ``zipfile`` builds an object per entry."""
+    end_record = getattr(zipfile, "_EndRecData", None)  # stable since Python 2; checked anyway
+    if end_record is None:
+        return
+    record = end_record(fh)
+    if record is None:
+        return  # zipfile itself reports the archive as unreadable
+    entries = record[zipfile._ECD_ENTRIES_TOTAL]
+    if entries > MAX_MEMBERS:
+        raise fail(path, f"holds {count(entries)} zip members (at most {MAX_MEMBERS}); "
+                         "refused")
+
+
+def _check_no_overlap(path: str | os.PathLike, archive: zipfile.ZipFile) -> None:
+    """Every member's local header and data must end before the next member (and the central
+    directory) begins, as in any archive a real writer produced."""
+    members = sorted(archive.infolist(), key=lambda m: m.header_offset)
+    limit = archive.start_dir
+    for member, following in zip(members, [*members[1:], None], strict=True):
+        end = _data_start(path, archive, member) + member.compress_size
+        stop = limit if following is None else following.header_offset
+        if end > stop:
+            other = "the central directory" if following is None else \
+                f"member {following.filename[:80]!r}"
+            raise fail(path, f"member {member.filename[:80]!r} overlaps {other}; refused "
+                             "(overlapping members are a zip-bomb technique)")
+
+
+def _data_start(path: str | os.PathLike, archive: zipfile.ZipFile,
+                member: zipfile.ZipInfo) -> int:
+    """Offset of a member's (compressed) data, from its local header."""
+    where = f"member {member.filename[:80]!r}"
+    try:
+        archive.fp.seek(member.header_offset)
+        raw = archive.fp.read(_LOCAL_HEADER.size)
+        signature, name_len, extra_len = _LOCAL_HEADER.unpack(raw)
+    except _ZIP_ERRORS as exc:
+        raise fail(path, f"{where} has a corrupt local header ({_reason(exc)})") from None
+    if signature != _LOCAL_SIGNATURE:
+        raise fail(path, f"{where} has a corrupt local header (bad signature)")
+    return member.header_offset + _LOCAL_HEADER.size + name_len + extra_len
 
 
 def _array_members(path: str | os.PathLike, archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
@@ -83,6 +139,11 @@ def _member_header(path: str | os.PathLike, archive: zipfile.ZipFile,
         raise fail(path, f"{where} is encrypted")
     if member.compress_type not in _SUPPORTED_COMPRESSION:
         raise fail(path, f"{where} uses unsupported zip compression {member.compress_type}")
+    if member.file_size > member.compress_size * MAX_RATIO + _RATIO_SLACK:
+        # refused when listed, not only when loaded: a listed tensor is a loadable one
+        raise fail(path, f"{where} claims {member.file_size} bytes from only "
+                         f"{member.compress_size} compressed bytes: more than {MAX_RATIO}:1, "
+                         "impossible for deflate and refused for every codec (a zip bomb)")
     try:
         with archive.open(member) as stream:
             header = read_npy_header(stream, path, where)
@@ -103,8 +164,10 @@ def list_npz(path: str | os.PathLike) -> list[TensorInfo]:
                 for name, member in members.items()]
 
 
-def load_npz(path: str | os.PathLike, name: str | None = None) -> tuple[np.ndarray, TensorInfo]:
-    """One array of an ``.npz``: memory-mapped if stored, decompressed (bounded) otherwise."""
+def load_npz(path: str | os.PathLike, name: str | None = None, *, as_float32: bool = False,
+             progress: Progress | None = None) -> tuple[np.ndarray, TensorInfo]:
+    """One array of an ``.npz``: a stored member memory-mapped, a compressed one decompressed
+    (bounded); with ``as_float32`` either is read into memory as float32 instead."""
     with _open_archive(path) as archive:
         members = _array_members(path, archive)
         name = pick_name(path, list(members), name)
@@ -112,65 +175,57 @@ def load_npz(path: str | os.PathLike, name: str | None = None) -> tuple[np.ndarr
         header = _member_header(path, archive, member)
         info = info_from_header(name, header, "npz")
         if member.compress_type == zipfile.ZIP_STORED:
-            return _map_stored(path, archive, member, header), info
-        return _read_compressed(path, archive, member, header), info
+            start = _stored_start(path, archive, member)
+            if not as_float32:
+                return map_data(path, header, start + header.data_offset), info
+            return _read_stored(path, archive, member, header, start, progress), info
+        return _read_compressed(path, archive, member, header, as_float32, progress), info
 
 
-def _map_stored(path: str | os.PathLike, archive: zipfile.ZipFile, member: zipfile.ZipInfo,
-                header: NpyHeader) -> np.ndarray:
-    """Memory-map an uncompressed member in place, after locating it via its local header."""
-    where = f"member {member.filename!r}"
+def _stored_start(path: str | os.PathLike, archive: zipfile.ZipFile,
+                  member: zipfile.ZipInfo) -> int:
+    """Where an uncompressed member's bytes start, after checking they lie in the archive."""
+    where = f"member {member.filename[:80]!r}"
     if member.compress_size != member.file_size:
         raise fail(path, f"{where} is stored uncompressed but its sizes disagree")
-    try:
-        archive.fp.seek(member.header_offset)
-        raw = archive.fp.read(_LOCAL_HEADER.size)
-        signature, name_len, extra_len = _LOCAL_HEADER.unpack(raw)
-        archive_size = archive.fp.seek(0, os.SEEK_END)
-    except _ZIP_ERRORS as exc:
-        raise fail(path, f"{where} has a corrupt local header ({_reason(exc)})") from None
-    if signature != _LOCAL_SIGNATURE:
-        raise fail(path, f"{where} has a corrupt local header (bad signature)")
-    start = member.header_offset + _LOCAL_HEADER.size + name_len + extra_len
-    if start + member.file_size > archive_size:
+    start = _data_start(path, archive, member)
+    if start + member.file_size > os.fstat(archive.fp.fileno()).st_size:
         raise fail(path, f"{where} extends past the end of the archive (truncated file)")
-    return map_data(path, header, start + header.data_offset)
+    return start
+
+
+def _read_stored(path: str | os.PathLike, archive: zipfile.ZipFile, member: zipfile.ZipInfo,
+                 header: NpyHeader, start: int, progress: Progress | None) -> np.ndarray:
+    try:
+        archive.fp.seek(start + header.data_offset)
+    except OSError as exc:
+        raise fail(path, f"cannot read file ({exc.strerror or exc})") from None
+    return read_values(archive.fp, path, f"member {member.filename[:80]!r}",
+                       shape=header.shape, dtype=header.dtype, fortran=header.fortran_order,
+                       as_float32=True, progress=progress)
 
 
 def _read_compressed(path: str | os.PathLike, archive: zipfile.ZipFile,
-                     member: zipfile.ZipInfo, header: NpyHeader) -> np.ndarray:
-    """Decompress one member into a buffer of exactly the size its header declares."""
-    where = f"member {member.filename!r}"
+                     member: zipfile.ZipInfo, header: NpyHeader, as_float32: bool,
+                     progress: Progress | None) -> np.ndarray:
+    """Decompress one member straight into an array of exactly the size its header declares."""
+    where = f"member {member.filename[:80]!r}"
     archive_size = os.fstat(archive.fp.fileno()).st_size
     if member.compress_size > archive_size:
         raise fail(path, f"{where} claims {member.compress_size} compressed bytes, more than "
                          f"the whole {archive_size}-byte archive (truncated or corrupt)")
-    if (member.compress_type == zipfile.ZIP_DEFLATED
-            and member.file_size > member.compress_size * _DEFLATE_MAX_RATIO + _DEFLATE_SLACK):
-        raise fail(path, f"{where} claims {member.file_size} bytes from only "
-                         f"{member.compress_size} compressed bytes, impossible for deflate")
-    check_fits_in_memory(path, header.nbytes, where)
-    buffer = bytearray(header.nbytes)
-    view = memoryview(buffer)
     try:
         with archive.open(member) as stream:
             stream.read(header.data_offset)
-            filled = 0
-            while filled < header.nbytes:
-                got = stream.readinto(view[filled:])
-                if not got:
-                    break
-                filled += got
+            array = read_values(stream, path, where, shape=header.shape, dtype=header.dtype,
+                                fortran=header.fortran_order, as_float32=as_float32,
+                                progress=progress, block=STREAM_BLOCK_BYTES)
             stream.read(1)  # reach the end so zipfile verifies the CRC
     except _ZIP_ERRORS as exc:
         raise fail(path, f"{where} is corrupt ({_reason(exc)})") from None
     except MemoryError:
         raise fail(path, f"{where}: not enough memory to decompress {header.nbytes} "
                          "bytes") from None
-    if filled < header.nbytes:
-        raise fail(path, f"{where} is truncated: {filled} of {header.nbytes} data bytes")
-    array = np.frombuffer(buffer, dtype=header.dtype).reshape(
-        header.shape, order="F" if header.fortran_order else "C")
     array.flags.writeable = False  # same contract as the memory-mapped loaders
     return array
 

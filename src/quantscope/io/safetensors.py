@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantscope.io.checks import (
+    check_numpy_size,
     check_regular_file,
     check_shape,
     data_nbytes,
@@ -26,10 +27,14 @@ from quantscope.io.checks import (
     pick_name,
 )
 from quantscope.io.dtypes import dtype_from_name
-from quantscope.io.tensor_info import TensorInfo
+from quantscope.io.reading import Progress, read_values
+from quantscope.io.tensor_info import TensorInfo, count
 
 #: The reference implementation refuses headers above 100 MB; so do we.
 MAX_HEADER_BYTES = 100_000_000
+#: Tensors one file may describe. The largest real shards hold a few thousand; 1.5M empty
+#: entries in an 86 MB header took 45 s and 1.8 GB to parse before any check could run.
+MAX_TENSORS = 100_000
 
 #: safetensors dtype name -> little-endian NumPy dtype (a name for the ml_dtypes ones, which
 #: :func:`dtype_of` resolves: ml_dtypes is imported only for a checkpoint that holds them).
@@ -100,6 +105,7 @@ def read_header(path: str | os.PathLike) -> SafetensorsHeader:
             if header_len > MAX_HEADER_BYTES:
                 raise fail(path, f"header of {header_len} bytes exceeds the "
                                  f"{MAX_HEADER_BYTES}-byte limit")
+            _check_entry_count(path, fh, header_len)
             raw = fh.read(header_len)
     except OSError as exc:
         raise fail(path, f"cannot read file ({exc.strerror or exc})") from None
@@ -115,9 +121,27 @@ def read_header(path: str | os.PathLike) -> SafetensorsHeader:
         metadata=metadata, data_start=data_start)
 
 
+def _check_entry_count(path: str | os.PathLike, fh, header_len: int) -> None:
+    """Refuse a header describing more than :data:`MAX_TENSORS` tensors, from a streamed count
+    of its braces (every entry is a JSON object, and a brace cannot be escaped): the parser
+    would build Python objects for each -- gigabytes -- before any check could run."""
+    start, objects, left = fh.tell(), 0, header_len
+    while left:
+        chunk = fh.read(min(left, 1 << 20))
+        if not chunk:
+            break
+        objects += chunk.count(b"{")
+        left -= len(chunk)
+    if objects > MAX_TENSORS + 2:
+        raise fail(path, f"header holds {objects:,} JSON objects, more than the {MAX_TENSORS:,} "
+                         "tensors a file may describe; refused")
+    fh.seek(start)
+
+
 def _parse_json(path: str | os.PathLike, raw: bytes) -> dict:
     if not raw.startswith(b"{"):
         raise fail(path, "header does not start with '{'")
+
     try:
         text = raw.decode("utf-8")
         entries = json.loads(text, object_pairs_hook=_refuse_duplicate_keys,
@@ -170,17 +194,20 @@ def _check_entry(path: str | os.PathLike, name: str, entry: object) -> tuple[Ten
                          + (f": {reason}" if reason else ""))
     dtype = dtype_of(dtype_name)
     shape = check_shape(path, entry["shape"], where)
+    check_numpy_size(path, shape, dtype, where)
     offsets = entry["data_offsets"]
     if (not isinstance(offsets, list) or len(offsets) != 2
             or any(isinstance(o, bool) or not isinstance(o, int) or o < 0 for o in offsets)):
         raise fail(path, f"{where}: data_offsets must be two non-negative integers")
     begin, end = offsets
     if end < begin:
-        raise fail(path, f"{where}: data_offsets end {end} is before begin {begin}")
+        raise fail(path, f"{where}: data_offsets end {count(end)} is before begin "
+                         f"{count(begin)}")
     nbytes = data_nbytes(shape, dtype)
     if end - begin != nbytes:
-        raise fail(path, f"{where}: header lies — shape {list(shape)} of {dtype_name} needs "
-                         f"{nbytes} bytes but data_offsets span {end - begin}")
+        raise fail(path, f"{where}: header lies — shape {count(list(shape))} of {dtype_name} "
+                         f"needs {count(nbytes)} bytes but data_offsets span "
+                         f"{count(end - begin)}")
     info = TensorInfo(name=name, shape=shape, dtype=dtype.name, file_dtype=dtype_name,
                       nbytes=nbytes, format="safetensors")
     return info, begin
@@ -193,8 +220,9 @@ def _check_layout(path: str | os.PathLike, tensors: dict[str, tuple[TensorInfo, 
     cursor, previous = 0, None
     for begin, end, name in spans:
         if end > buffer_size:
-            raise fail(path, f"tensor {name[:80]!r}: data_offsets [{begin}, {end}] run past the "
-                             f"{buffer_size}-byte data buffer (truncated file or lying header)")
+            raise fail(path, f"tensor {name[:80]!r}: data_offsets [{count(begin)}, {count(end)}] "
+                             f"run past the {buffer_size}-byte data buffer (truncated file or "
+                             "lying header)")
         if begin < cursor:
             raise fail(path, f"tensor {name[:80]!r}: data overlaps tensor {previous[:80]!r}")
         if begin > cursor:
@@ -216,13 +244,25 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
     return read_header(path).metadata
 
 
-def load_safetensors(path: str | os.PathLike,
-                     name: str | None = None) -> tuple[np.ndarray, TensorInfo]:
-    """Memory-map one tensor of a validated checkpoint, in its stored dtype (read-only)."""
+def load_safetensors(path: str | os.PathLike, name: str | None = None, *,
+                     as_float32: bool = False,
+                     progress: Progress | None = None) -> tuple[np.ndarray, TensorInfo]:
+    """One tensor of a validated checkpoint: memory-mapped in its stored dtype (read-only), or
+    with ``as_float32`` read into memory as float32 (see :mod:`quantscope.io.reading`)."""
     header = read_header(path)
     name = pick_name(path, list(header.tensors), name)
     info, offset = header.tensors[name]
     dtype = dtype_of(info.file_dtype)
+    if as_float32:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                values = read_values(fh, path, f"tensor {name[:80]!r}",
+                                     shape=info.shape, dtype=dtype, as_float32=True,
+                                     progress=progress)
+        except OSError as exc:
+            raise fail(path, f"cannot read file ({exc.strerror or exc})") from None
+        return values, info
     if info.nbytes == 0:
         return np.empty(info.shape, dtype=dtype), info
     try:

@@ -89,6 +89,34 @@ def printable(name: str) -> str:
     return name if name.isprintable() else repr(name)
 
 
+#: Integers longer than this print as their digit count (Python refuses ``str`` of an int over
+#: 4300 digits, and a hostile header can hold such numbers; no real size comes near).
+_MAX_DIGITS_SHOWN = 40
+
+
+def count(value: object) -> str:
+    """An int, or a shape of ints, as text that is safe and short for any size.
+
+    Hostile headers hold integers with thousands of digits: formatting one in an error message
+    would itself raise (``int`` to ``str`` is capped at 4300 digits) or flood the terminal.
+    """
+    if isinstance(value, tuple | list):
+        inner = ", ".join(count(v) for v in value[:8]) + (", ..." if len(value) > 8 else "")
+        if isinstance(value, list):
+            return f"[{inner}]"
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > _MAX_DIGITS_SHOWN * 3:  # cheap: no str() of the whole number
+            digits = int(value.bit_length() * 0.30103) + 1
+            return f"{'-' if value < 0 else ''}<a {digits}-digit number>"
+        return str(value)
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        return f"<{type(value).__name__} too large to print>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def format_bytes(n: int) -> str:
     """Human-readable byte count (binary units), e.g. ``"3.4 MiB"``."""
     value = float(n)

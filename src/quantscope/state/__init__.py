@@ -21,6 +21,7 @@ import numpy as np
 from psygnal import Signal
 
 from quantscope.core import QuantParams, QuantReport
+from quantscope.core.validate import in_memory
 from quantscope.state.axes import ROLES, AxisChoice, choose_axis, units
 from quantscope.state.compute import (
     ComputeRequest,
@@ -159,7 +160,7 @@ class ExplorerState:
         except SettingsError as exc:
             self.error.emit(f"{source.label()}: {exc}")
             return False
-        arr = np.asarray(x, dtype=np.float32).view()
+        arr = in_memory(np.asarray(x, dtype=np.float32)).view()  # a mapping could SIGBUS
         arr.flags.writeable = False  # shared with worker threads: nobody may edit it in place
         self.tensor, self.source = arr, source
         self._ranges, self._reports = {}, {}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from quantscope.core.runtimes import PRESETS
 from quantscope.core.validate import ROUNDING_RULES
-from quantscope.state.errors import SettingsError
+from quantscope.state.errors import SettingsError, short_repr
 
 #: The four panes: symmetric / asymmetric x per tensor / per channel (per group when
 #: ``Settings.group_size`` is set).
@@ -17,6 +17,13 @@ METHODS = ("minmax", "percentile", "mse", "entropy", "manual")
 #: Runtime presets (None: the engine's own rules) and what each reproduces.
 RUNTIME_DESCRIPTIONS = {None: "the engine's own rules (the controls decide)", **PRESETS}
 RUNTIMES = tuple(RUNTIME_DESCRIPTIONS)
+#: Largest group size a setting may hold (the controls' spin box range): longer than any axis
+#: worth grouping, and the engine treats a group longer than its axis as the whole axis.
+MAX_GROUP_SIZE = 1 << 24
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # True is not an axis
 
 
 @dataclass(frozen=True)
@@ -42,27 +49,29 @@ class Settings:
         """Return self if every field is valid (for a tensor of ``ndim`` dims), else raise."""
         if self.method not in METHODS:
             raise SettingsError(f"method must be one of {METHODS}, got {self.method!r}")
-        if not (isinstance(self.percentile, int | float) and 0 < self.percentile <= 100):
+        if not (isinstance(self.percentile, int | float) and not isinstance(self.percentile, bool)
+                and 0 < self.percentile <= 100):
             raise SettingsError(f"percentile must be in (0, 100], got {self.percentile!r}")
         if self.manual_clip is not None:
             lo, hi = self.manual_clip
-            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            if not (all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi))
+                    and math.isfinite(lo) and math.isfinite(hi) and lo < hi):
                 raise SettingsError(f"manual clip needs finite lo < hi, got {self.manual_clip}")
         if self.rounding not in ROUNDING_RULES:
             raise SettingsError(f"rounding must be one of {ROUNDING_RULES}, got {self.rounding!r}")
         if self.narrow_range not in (None, True, False):
             raise SettingsError(f"narrow_range must be None, True or False, "
                                 f"got {self.narrow_range!r}")
-        if not (isinstance(self.bits, int) and 2 <= self.bits <= 8):
+        if not (_is_int(self.bits) and 2 <= self.bits <= 8):
             raise SettingsError(f"bits must be an integer from 2 to 8, got {self.bits!r}")
-        if not isinstance(self.axis, int):
+        if not _is_int(self.axis):
             raise SettingsError(f"axis must be an integer, got {self.axis!r}")
         if ndim is not None and ndim > 0 and not -ndim <= self.axis < ndim:
             raise SettingsError(f"axis {self.axis} is out of range for a {ndim}-d tensor")
-        if self.group_size is not None and not (isinstance(self.group_size, int)
-                                                and self.group_size >= 1):
-            raise SettingsError(f"group size must be None or an integer >= 1, "
-                                f"got {self.group_size!r}")
+        if self.group_size is not None and not (_is_int(self.group_size)
+                                                and 1 <= self.group_size <= MAX_GROUP_SIZE):
+            raise SettingsError(f"group size must be None or an integer from 1 to "
+                                f"{MAX_GROUP_SIZE}, got {short_repr(self.group_size)}")
         if self.runtime not in RUNTIMES:
             raise SettingsError(f"runtime must be one of {RUNTIMES}, got {self.runtime!r}")
         return self
@@ -81,8 +90,11 @@ class Settings:
         if unknown:
             raise SettingsError(f"unknown setting(s) {sorted(unknown)}")
         d = dict(d)
-        if d.get("manual_clip") is not None:
-            d["manual_clip"] = tuple(float(v) for v in d["manual_clip"])
+        clip = d.get("manual_clip")
+        if clip is not None:
+            if not isinstance(clip, list | tuple) or len(clip) != 2:
+                raise SettingsError(f"manual clip must be [lo, hi], got {short_repr(clip)}")
+            d["manual_clip"] = tuple(clip)  # check() refuses what is not a number
         return cls(**d).check()
 
 

@@ -7,13 +7,15 @@ building a generator's tensor, reading a file, validating, summarising, preparin
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from quantscope.state.errors import SettingsError
+from quantscope.core.binning import equal_bins, percentiles
+from quantscope.state.errors import SettingsError, short_repr
 
 # -- where tensors come from ------------------------------------------------------------------
 SOURCE_KINDS = ("generator", "file", "sample", "array")
@@ -66,10 +68,28 @@ class Source:
         d = dict(d)
         if d.get("kind") not in SOURCE_KINDS:
             raise SettingsError(f"source kind must be one of {SOURCE_KINDS}, got "
-                                f"{d.get('kind')!r}")
-        if d.get("shape") is not None:
-            d["shape"] = tuple(int(v) for v in d["shape"])
-        d["params"] = tuple(sorted((str(k), float(v)) for k, v in (d.get("params") or {}).items()))
+                                f"{short_repr(d.get('kind'))}")
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise SettingsError(f"unknown source field(s) {sorted(map(str, unknown))}")
+        _expect(d, "name", str)
+        _expect(d, "tensor", str, optional=True)
+        for key in ("seed", "axis"):
+            if d.get(key) is not None and not _is_int(d[key]):
+                raise SettingsError(f"source {key} must be an integer, got {short_repr(d[key])}")
+        shape = d.get("shape")
+        if shape is not None:  # a list of ints: "64" must not become (6, 4), 1e400 no int
+            if not isinstance(shape, list | tuple) or not all(_is_int(v) for v in shape):
+                raise SettingsError(f"source shape must be a list of integers, got "
+                                    f"{short_repr(shape)}")
+            d["shape"] = tuple(shape)
+        params = d.get("params") or {}
+        if not isinstance(params, dict) or not all(
+                isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)
+                and math.isfinite(v) for k, v in params.items()):
+            raise SettingsError(f"source params must map names to finite numbers, got "
+                                f"{short_repr(params)}")
+        d["params"] = tuple(sorted((k, float(v)) for k, v in params.items()))
         return cls(**d)
 
     @classmethod
@@ -86,6 +106,17 @@ class Source:
 
 
 Progress = Callable[[float, str], None]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _expect(d: dict, key: str, kind: type, optional: bool = False) -> None:
+    value = d.get(key)
+    if (value is None and optional) or isinstance(value, kind):
+        return
+    raise SettingsError(f"source {key} must be a {kind.__name__}, got {short_repr(value)}")
 
 
 def load_source(source: Source, progress: Progress | None = None) -> tuple[np.ndarray, str]:
@@ -109,7 +140,7 @@ def load_source(source: Source, progress: Progress | None = None) -> tuple[np.nd
 
     if source.kind in ("file", "sample"):
         path = source.name if source.kind == "file" else sample_path(source.name)
-        x, info = load_for_analysis(path, source.tensor)
+        x, info = load_for_analysis(path, source.tensor, progress=progress)
         return x, info.dtype
     raise SettingsError(f"a {source.kind!r} source cannot be reloaded")
 
@@ -242,10 +273,11 @@ def _overview_numpy(x: np.ndarray, dtype: str) -> TensorOverview:
     lo, hi = (float(vals.min()), float(vals.max())) if vals.size else (0.0, 0.0)
     mean = float(np.mean(vals, dtype=np.float64)) if vals.size else 0.0
     std = float(np.std(vals, dtype=np.float64)) if vals.size else 0.0
-    pct = (np.percentile(vals, SUMMARY_PERCENTILES) if vals.size
+    pct = (percentiles(vals, SUMMARY_PERCENTILES) if vals.size
            else np.zeros(len(SUMMARY_PERCENTILES)))
-    span = (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
-    counts, edges = np.histogram(vals, bins=HISTOGRAM_BINS, range=span)
+    pad = max(0.5, abs(lo) * 2.0**-20)  # a constant tensor: a narrow range around it
+    span = (lo, hi) if hi > lo else (lo - pad, hi + pad)
+    counts, edges = equal_bins(vals, HISTOGRAM_BINS, *span)
     return TensorOverview(tuple(x.shape), int(x.size), n_nan, n_pos,
                           int(flat.size - vals.size - n_nan - n_pos), lo, hi, mean, std,
                           dict(zip(SUMMARY_PERCENTILES, map(float, pct), strict=True)),

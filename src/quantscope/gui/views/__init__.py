@@ -114,7 +114,8 @@ class ViewsController(QObject):
         """Load and apply a session file; a bad one raises and changes nothing."""
         from quantscope.gui.session import apply_session, load_session
 
-        apply_session(self.window, load_session(path))
+        # the source is listed and checked in the window's worker, as it loads
+        apply_session(self.window, load_session(path, check_source=False))
 
     def _guarded(self, fn, *args) -> None:
         try:

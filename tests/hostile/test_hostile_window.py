@@ -1,0 +1,165 @@
+"""The window under hostile loads: an error in the banner and everything it had kept (tensor,
+settings, theme), with listing and loading off the GUI thread -- or, for odd but valid
+tensors, every pane with its numbers and no traceback on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+from hostile_support import hostile_settings, record
+from hypothesis import given
+from hypothesis import strategies as st
+
+from quantscope.state import ExplorerState, Settings, Source
+
+F = float(np.finfo(np.float32).max)
+
+
+@pytest.fixture
+def window(qtbot):
+    from quantscope.gui import configure_pyqtgraph
+    from quantscope.gui.window import MainWindow
+
+    configure_pyqtgraph()
+    win = MainWindow(ExplorerState(), install_views=True)
+    qtbot.addWidget(win)
+    win.resize(1280, 720)
+    win.show()
+    x = np.random.default_rng(0).standard_normal((16, 32)).astype(np.float32)
+    win.state.set_tensor(x, Source("array", "x"))
+    qtbot.waitUntil(win.all_shown, timeout=60_000)
+    yield win
+    win.shutdown()
+    win.close()
+
+
+def _kept(win, before) -> None:
+    tensor, settings = before
+    assert win.state.tensor is tensor and win.state.settings == settings
+
+
+def _load_and_fail(qtbot, win, source: Source, fragment: str) -> None:
+    before = (win.state.tensor, win.state.settings)
+    with qtbot.waitSignal(win.error_shown, timeout=30_000) as blocker:
+        win.load(source)
+    assert fragment in blocker.args[0] and "\n" not in blocker.args[0], blocker.args[0]
+    qtbot.waitUntil(lambda: win.worker.is_idle(), timeout=30_000)
+    _kept(win, before)
+    record(refused=True)
+
+
+def test_hostile_files_leave_the_window_as_it_was(qtbot, window, tmp_path):
+    import struct
+
+    head = json.dumps({"e": {"dtype": "F32", "shape": [0, 2**64], "data_offsets": [0, 0]}})
+    zero = tmp_path / "zero.safetensors"
+    zero.write_bytes(struct.pack("<Q", len(head)) + head.encode())
+    fifo = tmp_path / "pipe.npy"
+    os.mkfifo(fifo)
+    for path, fragment in ((zero, "too large for any array"), (fifo, "not a regular file"),
+                           (tmp_path / "a\nb.npy", r"a\nb.npy")):
+        _load_and_fail(qtbot, window, Source("file", str(path)), fragment)
+
+
+def test_an_axis_the_tensor_lacks_is_refused_not_replaced(qtbot, window, tmp_path):
+    """``quantscope w.npy --axis 7`` on a 2-D tensor: refused, as ``report`` refuses it."""
+    path = tmp_path / "w.npy"
+    np.save(path, np.ones((4, 4), np.float32))
+    _load_and_fail(qtbot, window, Source("file", str(path), axis=7), "axis 7 is out of range")
+
+
+def test_listing_runs_off_the_gui_thread(qtbot, window, tmp_path, monkeypatch):
+    import quantscope.io as qio
+
+    path = tmp_path / "two.npz"
+    np.savez(path, a=np.ones(3, np.float32), b=np.zeros(3, np.float32))
+    real = qio.list_tensors
+
+    def slow(p):
+        time.sleep(1.0)
+        return real(p)
+
+    monkeypatch.setattr(qio, "list_tensors", slow)
+    start = time.monotonic()
+    window.open_path(path)
+    assert time.monotonic() - start < 0.5  # the window went on at once
+    qtbot.waitUntil(window.model_active, timeout=30_000)  # several tensors: the model view
+
+
+def test_a_fifo_session_does_not_block_and_keeps_everything(qtbot, window, tmp_path):
+    from quantscope.gui.session import SessionError
+
+    fifo = tmp_path / "s.json"
+    os.mkfifo(fifo)
+    before = (window.state.tensor, window.state.settings)
+    start = time.monotonic()
+    with pytest.raises(SessionError, match="not a regular file"):
+        window.views_controller.open_session(fifo)
+    assert time.monotonic() - start < 2
+    _kept(window, before)
+
+
+def test_a_session_whose_source_fails_changes_nothing(qtbot, window, tmp_path):
+    session = {"format": "quantscope-session", "version": 1,
+               "source": {"kind": "file", "name": str(tmp_path / "gone.npy")},
+               "settings": {"bits": 4, "axis": 0}, "view": {"dark": True}}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(session))
+    before = (window.state.tensor, window.state.settings)
+    with qtbot.waitSignal(window.error_shown, timeout=30_000):
+        window.views_controller.open_session(path)
+    qtbot.waitUntil(lambda: window.worker.is_idle(), timeout=30_000)
+    _kept(window, before)
+    assert not window.dark
+
+
+def test_a_remembered_session_gone_hostile_falls_back_to_the_demo(qtbot, window, tmp_path):
+    from quantscope.gui.session import apply_session, parse_session, recall, remember
+
+    fifo = tmp_path / "w.npy"
+    os.mkfifo(fifo)
+    doc = {"format": "quantscope-session", "version": 1,
+           "source": {"kind": "file", "name": str(fifo)}, "settings": {}}
+    remember(parse_session(doc, check_source=False))
+    session = recall()  # at start-up, before any window: must not list or block
+    assert session is not None
+    demo = Source("sample", "gelu_activations", axis=-1)
+    apply_session(window, session, fallback=demo)
+    qtbot.waitUntil(lambda: window.state.source == demo, timeout=60_000)
+
+
+def test_group_size_beyond_the_spin_box_is_refused_by_the_state(window):
+    assert not window.state.update_settings(group_size=10**30)
+    assert window.state.settings.group_size is None
+    assert window.controls.group.maximum() == 1 << 24
+
+
+near_constant = st.sampled_from([
+    1 + np.arange(64) * np.finfo(np.float32).eps, [1e6, 1e6 + 0.0625] * 8,
+    [1e-45, 3e-45, 1e-40, 0.0] * 4, [-F, F] * 8, [F, F * 0.5, 0.0, -F] * 4, [F] * 16,
+    [3.0] * 16, [0.0, 1e-45] * 8])
+
+
+@hostile_settings(ci=8, long=60)
+@given(values=st.one_of(near_constant,
+                        st.lists(st.floats(-F, F, width=32), min_size=2, max_size=64)),
+       method=st.sampled_from(["minmax", "entropy", "mse", "percentile"]))
+def test_odd_valid_tensors_fill_every_pane(qtbot, capfd, window, values, method):
+    """Nearly constant, subnormal and +-FLT_MAX tensors: the summary histogram, the entropy
+    method and every pane work; nothing is printed to stderr (no traceback, no warning)."""
+    x = np.asarray(values, np.float32).reshape(1, -1)
+    window.state.update_settings(method=method)
+    window.state.set_tensor(x, Source("array", "odd"))
+    qtbot.waitUntil(window.all_shown, timeout=60_000)
+    assert window.state.overview is not None
+    assert int(window.state.overview.hist_counts.sum()) == x.size
+    for message in window.state.errors.values():  # entropy is per tensor and symmetric only
+        assert method == "entropy" and "entropy calibration is per tensor" in message, message
+    assert "Traceback" not in capfd.readouterr().err
+    window.state.update_settings(method="minmax")
+    assert isinstance(window.state.settings, Settings)
+    record(refused=False)
