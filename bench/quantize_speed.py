@@ -6,7 +6,9 @@ same load; the median and the range of the pairs are printed, with the goal from
 * quantize / ``np.copyto`` into a preallocated float32 buffer (goal <= 1.2) and against
   ``torch.quantize_per_tensor`` on the same tensor (goal <= 1.0: no slower than torch);
 * dequantize / the naive ``(q.astype(float32) - z) * s`` (goal <= 0.5);
-* direct ``analyze`` (per tensor) / ``np.copyto`` (goal <= 4).
+* direct ``analyze`` (per tensor) / ``np.copyto`` (goal <= 4);
+* what the compiled passes buy: each of quantize, dequantize and analyze against the same call
+  with them switched off (``quantize.COMPILED_MIN`` raised: the blocked NumPy passes).
 
 The engine's compiled passes use every core; so does torch (its default intra-op threads).
 Run: ``python bench/quantize_speed.py [--pairs 9]``.
@@ -21,10 +23,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+import sys
+
 import numpy as np
 
 from _timing import load, ratio, ratio_line
 from quantscope import analyze, choose_qparams, dequantize, quantize
+
+QUANTIZE = sys.modules["quantscope.core.quantize"]
 
 N = 16 * 1024 * 1024
 
@@ -77,7 +83,24 @@ def main() -> None:
                            args.pairs), 0.5, "naive"))
     print(ratio_line("direct analyze (per tensor) / np.copyto",
                      ratio(lambda: analyze(x, p), copy, args.pairs), 4.0, "copyto"))
+    for name, fn in (("quantize", lambda: quantize(x, s, z)),
+                     ("dequantize", lambda: dequantize(q, s, z)),
+                     ("analyze", lambda: analyze(x, p))):
+        print(ratio_line(f"compiled {name} / NumPy passes", ratio(fn, numpy_passes(fn),
+                                                                   args.pairs), None, "NumPy"))
     print(load())
+
+
+def numpy_passes(fn):
+    """``fn`` with the compiled passes switched off (the blocked NumPy passes run instead)."""
+    def run():
+        saved = QUANTIZE.COMPILED_MIN
+        QUANTIZE.COMPILED_MIN = 1 << 62
+        try:
+            return fn()
+        finally:
+            QUANTIZE.COMPILED_MIN = saved
+    return run
 
 
 if __name__ == "__main__":

@@ -4,9 +4,19 @@ thread)."""
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Once a window test is torn down, its Qt objects are collected here, on the main thread:
+    left to a later automatic collection, they could be finalised on the engine's pool thread
+    of another test, and shiboken's deferred deletion of them then crashes the main thread."""
+    yield
+    gc.collect()
 
 
 def _wait_for_results(qtbot, window, timeout: int = 30_000) -> None:

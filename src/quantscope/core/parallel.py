@@ -3,13 +3,23 @@
 One small pool, created on first use, shared by the sort, the prefix sums and the direct passes.
 A job is split in shares (one per thread) and the caller waits for all of them, so a caller
 must never be one of the pool's own threads.
+
+The pool's threads never run the cyclic garbage collector: :func:`parallel` keeps automatic
+collection paused while its jobs run (:func:`collector_paused`). A collection runs on whichever
+thread's allocation trips it; one on a pool thread in a process with Qt would finalise PySide6
+wrappers there, and shiboken hands their C++ deletion to the main thread as a pending call that
+runs at a later GIL hand-off, when Qt may have deleted the object itself -- a segmentation
+fault inside ``Shiboken::BindingManager::runDeletionInMainThread``, met in this very wait.
 """
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 
 #: Threads the engine uses: the cores this process may run on (at most 8).
 THREADS = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
@@ -21,6 +31,10 @@ PARALLEL_MIN = 1 << 17
 THREAD_NAME = "quantscope-engine"
 
 _POOL: ThreadPoolExecutor | None = None
+_PAUSE_LOCK = threading.Lock()
+#: Callers inside :func:`collector_paused`, and whether automatic collection was on before them.
+_pauses = 0
+_was_enabled = False
 
 
 def submit(fn: Callable, *args) -> Future:
@@ -32,10 +46,45 @@ def submit(fn: Callable, *args) -> Future:
 
 
 def parallel(fn: Callable, argsets: list[tuple]) -> list:
-    """``fn(*args)`` for each argument set, on the pool's threads; their results in order."""
+    """``fn(*args)`` for each argument set, on the pool's threads; their results in order.
+    Automatic garbage collection stays paused until every share is done (module docstring)."""
     if len(argsets) == 1:
         return [fn(*argsets[0])]
-    return [f.result() for f in [submit(fn, *a) for a in argsets]]
+    with collector_paused():
+        futures = [submit(fn, *a) for a in argsets]
+        return [f.result() for f in futures]
+
+
+def pause_collector() -> None:
+    """Automatic cyclic collection off, on every thread (the collector is process-wide), until
+    the matching :func:`resume_collector`. Pauses are counted (nested and concurrent callers,
+    the GUI's windows too) and the last one out restores what was there before; explicit
+    ``gc.collect()`` calls still run."""
+    global _pauses, _was_enabled
+    with _PAUSE_LOCK:
+        if _pauses == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _pauses += 1
+
+
+def resume_collector() -> None:
+    """End one :func:`pause_collector`."""
+    global _pauses
+    with _PAUSE_LOCK:
+        _pauses = max(0, _pauses - 1)
+        if _pauses == 0 and _was_enabled:
+            gc.enable()
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """:func:`pause_collector` for the length of the block."""
+    pause_collector()
+    try:
+        yield
+    finally:
+        resume_collector()
 
 
 def shares(n: int, threads: int | None = None) -> list[tuple[int, int]]:

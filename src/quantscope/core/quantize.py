@@ -41,11 +41,8 @@ from quantscope.core.validate import (
 
 #: Elements per block: 256 KiB of float32, small enough to stay in L2 cache.
 BLOCK = 1 << 16
-#: Tensors above this many elements under one scale take the compiled one-pass loops. Off by
-#: default (no tensor is that large): a full suite on a fresh clone crashed twice with a
-#: segmentation fault inside ``direct_kernel.analyze_flat``, not yet explained, while the NumPy
-#: passes give the same codes and counts. The kernels' tests lower it to 0 to exercise them.
-COMPILED_MIN = 1 << 62
+#: Tensors above this many elements under one scale take the compiled one-pass loops.
+COMPILED_MIN = BLOCK
 
 
 def scale_to_float(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, arithmetic: str,

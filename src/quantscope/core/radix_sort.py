@@ -28,7 +28,7 @@ import numba
 import numpy as np
 
 from quantscope.core import parallel as _threads
-from quantscope.core.parallel import parallel, submit
+from quantscope.core.parallel import collector_paused, parallel, submit
 
 #: Key bits that pick the bucket (the top ones).
 BUCKET_BITS = 11
@@ -114,9 +114,10 @@ def sort_finite(x: np.ndarray, progress: Callable[[float], None] | None = None
             if progress:
                 progress(0.4 + 0.6 * done / len(jobs))
     else:
-        futures = [submit(_sort_buckets, *job) for job in jobs]
-        for done, future in enumerate(as_completed(futures), 1):
-            future.result()
-            if progress:
-                progress(0.4 + 0.6 * done / len(jobs))
+        with collector_paused():  # the pool's threads never collect (core.parallel)
+            futures = [submit(_sort_buckets, *job) for job in jobs]
+            for done, future in enumerate(as_completed(futures), 1):
+                future.result()
+                if progress:
+                    progress(0.4 + 0.6 * done / len(jobs))
     return out, n - m

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from quantscope.gui import collector
 from quantscope.gui.loading import Loading
 from quantscope.gui.model_mode import ModelMode
 from quantscope.gui.numbers import metrics_entry
@@ -66,6 +67,8 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
 
     def __init__(self, state: ExplorerState | None = None, *, install_views: bool = True) -> None:
         super().__init__()
+        collector.hold()  # collections on the GUI thread only while the window lives
+        self._holds_collector = True
         self.state = state or ExplorerState()
         self.setWindowTitle("quantscope — int8 quantization explorer")
         self.setAcceptDrops(True)
@@ -422,3 +425,6 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             self.model_view.shutdown()
         self.worker.shutdown()
         gc.unfreeze()  # see _settle_heap
+        if self._holds_collector:
+            self._holds_collector = False
+            collector.release()

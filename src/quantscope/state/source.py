@@ -174,9 +174,12 @@ SUMMARY_BLOCK = 1 << 22
 def _blocks(arr: np.ndarray):
     """``arr`` as float32 blocks of :data:`SUMMARY_BLOCK` elements (converted block by block)."""
     flat = arr.reshape(-1)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for lo in range(0, flat.size, SUMMARY_BLOCK):
-            yield np.asarray(flat[lo:lo + SUMMARY_BLOCK], dtype=np.float32)
+    for lo in range(0, flat.size, SUMMARY_BLOCK):
+        # the error state is set per block, never held across a yield: a generator left
+        # unfinished (``any`` stops early) is closed later, maybe in another thread's context
+        with np.errstate(over="ignore", invalid="ignore"):
+            block = np.asarray(flat[lo:lo + SUMMARY_BLOCK], dtype=np.float32)
+        yield block
 
 
 def working_tensor(x, progress: Progress | None = None) -> np.ndarray:

@@ -1,0 +1,56 @@
+"""The engine's pool threads never run the cyclic garbage collector: in a process with Qt, a
+collection there finalises PySide6 wrappers off the GUI thread, and shiboken's deferred deletion
+of them later crashed the main thread (inside ``runDeletionInMainThread``, in this pool's wait)."""
+
+import gc
+import threading
+
+import pytest
+
+from quantscope.core import parallel as P
+
+
+@pytest.fixture
+def collections():
+    """The names of the threads each automatic or explicit collection started on."""
+    seen: list[str] = []
+
+    def record(phase, info):
+        if phase == "start":
+            seen.append(threading.current_thread().name)
+
+    gc.callbacks.append(record)
+    yield seen
+    gc.callbacks.remove(record)
+
+
+def _allocate(n: int) -> int:
+    """Python work on a pool thread: ``n`` new containers, hundreds of times the collector's
+    first threshold (a collection is due many times over unless it is paused)."""
+    return len([[i] for i in range(n)])
+
+
+def test_the_pool_threads_never_start_a_collection(collections):
+    assert gc.isenabled()
+    n = 200 * gc.get_threshold()[0]
+    assert P.parallel(_allocate, [(n,), (n,)]) == [n, n]
+    assert not [t for t in collections if t.startswith(P.THREAD_NAME)], collections
+    assert gc.isenabled()  # restored
+
+
+def test_pauses_are_counted_and_restore_what_was_there():
+    assert gc.isenabled()
+    with P.collector_paused():
+        P.pause_collector()
+        assert P.parallel(_allocate, [(10,), (10,)]) == [10, 10]
+        assert not gc.isenabled()
+        P.resume_collector()
+        assert not gc.isenabled()  # the outer pause still holds
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with P.collector_paused():
+            pass
+        assert not gc.isenabled()  # off before, off after
+    finally:
+        gc.enable()
