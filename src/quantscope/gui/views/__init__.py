@@ -19,6 +19,7 @@ from quantscope.core.captions import pane_captions
 from quantscope.errors import QuantscopeError
 from quantscope.gui.views.bitwidth import BitwidthView
 from quantscope.gui.views.channels import ChannelsView
+from quantscope.gui.views.mapping import MappingView
 from quantscope.gui.views.matmul import MatmulView
 from quantscope.gui.views.tradeoff import TradeoffView
 from quantscope.state import PANES, pane_title
@@ -243,4 +244,6 @@ def install_views(window) -> ViewsController:
     # the integer matmul lab: its own operands, not the explorer's tensor
     controller.views["Matmul"] = MatmulView(window.state)
     window.add_view("Matmul", controller.views["Matmul"])
+    controller.views["Mapping"] = MappingView()  # the worked example, live
+    window.add_view("Mapping", controller.views["Mapping"])
     return controller
