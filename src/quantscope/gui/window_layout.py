@@ -29,6 +29,7 @@ from quantscope.gui.controls import ControlsPanel
 from quantscope.gui.pane import Pane, link_plots
 from quantscope.gui.source_panel import SourcePanel
 from quantscope.gui.stage import Stage
+from quantscope.gui.talk_player import TalkPlayer
 from quantscope.state import PANES, pane_title
 
 
@@ -49,6 +50,9 @@ class WindowLayout:
         self.headline.setObjectName("headline")
         self.headline.setWordWrap(True)  # one line, unless the controls squeeze it
         outer.addWidget(self.headline)
+        # the scene of an open talk and its caption (hidden without a talk)
+        self.talk_player = TalkPlayer(self)
+        outer.addWidget(self.talk_player.caption)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         grid_host = QWidget()
         grid = QGridLayout(grid_host)

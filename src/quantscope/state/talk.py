@@ -164,16 +164,16 @@ def builtin_talk() -> Talk:
     gelu = Source("sample", "gelu_activations", axis=-1)
     out = Source("sample", "output_activations", axis=-1)
     return Talk("int8 quantization: five follow-up questions", (
-        Scene("1 · Adding a zero point", gelu, Settings(axis=-1), "panes", "1",
+        Scene("Adding a zero point", gelu, Settings(axis=-1), "panes", "1",
               caption="zero_point"),
-        Scene("2 · When symmetric is not enough", out, Settings(axis=-1), "panes", "2",
+        Scene("When symmetric is not enough", out, Settings(axis=-1), "panes", "2",
               caption="symmetric_limits"),
-        Scene("3 · Deriving scale and zero point", gelu, Settings(axis=-1), "Mapping", "1",
+        Scene("Deriving scale and zero point", gelu, Settings(axis=-1), "Mapping", "1",
               caption="derive"),
-        Scene("4 · Clipping and saturation", gelu,
+        Scene("Clipping and saturation", gelu,
               Settings(method="percentile", percentile=99.99, axis=-1), "panes", "1",
               caption="clipping"),
-        Scene("5 · Skewed and outlier-heavy inputs", gelu, Settings(axis=-1), "panes", "3",
+        Scene("Skewed and outlier-heavy inputs", gelu, Settings(axis=-1), "panes", "3",
               caption="outliers"),
     ))
 
