@@ -91,9 +91,11 @@ class ViewsController(QObject):
         save_image(self.window, path)
 
     def export_view(self, path: str | Path, view: QWidget | None = None) -> None:
+        """A view's figure (the current view's by default), or a pane as it is on screen."""
         from quantscope.gui.export import save_image
 
-        save_image(view or self.current_view(), path)
+        view = view or self.current_view()
+        save_image(view, path, figure=any(view is v for v in self.views.values()))
 
     def export_numbers(self, path: str | Path) -> None:
         from quantscope.gui.export import save_numbers

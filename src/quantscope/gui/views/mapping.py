@@ -173,6 +173,11 @@ class MappingView(QWidget):
         self.mappings, self.cast = mappings, cast
         self._draw()
 
+    def figure_widgets(self) -> list[QWidget]:
+        """What an export of this view holds: the sentence, each scheme's numbers and
+        figure (not the fields that set them)."""
+        return [self.summary, *self.info.values(), *self.plots.values()]
+
     def is_ready(self) -> bool:
         return self.mappings is not None
 
