@@ -326,6 +326,18 @@ class Pane(QFrame):
         for value in self.values.values():
             value.setStyleSheet("color: #a0a4ab;" if stale else "")
 
+    def set_short(self, short: bool) -> None:
+        """In a short window (a 720-row laptop) the occupancy strip gives its rows to the
+        histogram, which the table's numbers and the title would otherwise leave a few
+        pixels; "codes used" stays in the table, and the strip returns when there is room."""
+        if not hasattr(self, "_strip_heights"):
+            self._strip_heights = (self.strip.minimumHeight(), self.strip.maximumHeight())
+        lo, hi = (0.0, 0.0) if short else self._strip_heights
+        self.strip.setVisible(not short)
+        self.strip.setMinimumHeight(lo)  # a hidden layout item keeps its room otherwise
+        self.strip.setMaximumHeight(hi)
+        self.graphics.ci.layout.setRowStretchFactor(1, 0 if short else 1)
+
     def set_caption(self, text: str) -> None:
         """A one-sentence explanation under the plot (views may set it; empty hides it)."""
         self.caption.setText(text)

@@ -272,7 +272,7 @@ def stylesheet(theme: Theme) -> str:
     # the last -- one bare handle, no groove, once any theme toggle re-applied the sheet),
     # and a groove and handles drawn here, since the platform's vanish under a style sheet
     handle = 18 if theme.presentation else 14
-    tab_pad = 8 if theme.presentation else 6  # the view tabs fit beside the panes
+    tab_pad = 8 if theme.presentation else 3  # the five view tabs fit beside the panes
     return f"""
 QMainWindow, QWidget {{ background: {panel}; color: {fg}; font-size: {base}pt; }}
 QWidget:disabled {{ color: {disabled}; }}

@@ -60,7 +60,9 @@ class ViewsController(QObject):
     def update_captions(self) -> None:
         state = self.window.state
         texts: dict[str, str] = {}
-        if self.show_captions and state.results:
+        compact = getattr(self.window, "compact", None)
+        room = compact is None or not compact.short  # a short window keeps the plots' height
+        if self.show_captions and state.results and room:
             ov = state.overview
             try:
                 caps = pane_captions(state.results, *((ov.min, ov.max) if ov else ()))
@@ -196,6 +198,9 @@ class ViewsController(QObject):
             total = sum(sizes)
             splitter.setSizes(getattr(self, "_pane_sizes", None)
                               or [int(total * 0.62), total - int(total * 0.62)])
+        compact = getattr(self.window, "compact", None)
+        if compact is not None:
+            compact.fit()  # narrow: the views step back behind their button
 
     def _export_dialog(self, title: str, filters: str, fn) -> None:
         path = self._ask(title, filters)
