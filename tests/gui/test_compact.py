@@ -70,6 +70,7 @@ def test_f11_from_the_small_window_comes_back_to_it(small, qtbot):
     win.presentation_action.trigger()
     settle(win, qtbot)
     assert win.stage.active and not win.compact.button.isVisible()
+    assert all(win.panes[k].strip.isVisible() for k in win.stage.visible_panes())  # in full
     win.presentation_action.trigger()
     settle(win, qtbot)
     assert (win.width(), win.height()) == (1280, 720)

@@ -65,7 +65,11 @@ class Compact(QObject):
     def fit(self) -> None:
         """Decide from the window's size (called on every resize outside presentation)."""
         w = self.window
-        if w.presentation or w.views.count() == 0 or not self.enabled:
+        if w.presentation:  # the stage has its own layout, strips included
+            self.button.hide()
+            self._set_short(False)
+            return
+        if w.views.count() == 0 or not self.enabled:
             return
         controller = getattr(w, "views_controller", None)
         wide = controller is not None and controller.wide_action.isChecked()

@@ -147,6 +147,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         if self.presentation:
             self.setMinimumSize(0, 0)  # what the default constraint had set
         if self.presentation:
+            self.compact.fit()  # gives the stage back what a small window left out
             self.stage.enter()
             self._apply_theme()
         else:
