@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QCheckBox,
     QDoubleSpinBox,
@@ -53,17 +53,21 @@ def _error(e: float, scale: float) -> str:
     return "±0" if abs(e) < scale * 1e-4 else f"{e:+.2g}"
 
 
-def _label_rows(at, texts, *, span, px: float, char_px: float, rows: int = 3) -> list[int]:
+def _label_rows(at, texts, *, span, px: float, char_px: float, rows: int = 3,
+                anchors=None) -> list[int]:
     """A row (0 to ``rows - 1``) for each label so that none overlaps the one before it in
-    its row, or -1 when no row has room (the value then goes unlabelled)."""
+    its row, or -1 when no row has room (the value then goes unlabelled). ``anchors`` says
+    where each label hangs from its position (0 left edge, 0.5 centre, 1 right edge)."""
     per_code = px / max(span[1] - span[0], 1e-9)
+    anchors = [0.5] * len(texts) if anchors is None else anchors
     ends = [-np.inf] * rows
     out = [-1] * len(texts)
     for i in np.argsort(np.asarray(at, np.float64), kind="stable"):
-        half = len(texts[i]) * char_px / 2 / per_code
+        width = len(texts[i]) * char_px / per_code
+        left, right = at[i] - anchors[i] * width, at[i] + (1 - anchors[i]) * width
         for r in range(rows):
-            if at[i] - half > ends[r]:
-                ends[r] = at[i] + half + 6 / per_code
+            if left > ends[r]:
+                ends[r] = right + 8 / per_code
                 out[i] = r
                 break
     return out
@@ -88,9 +92,9 @@ class MappingView(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         self.summary = summary_label(layout, 2)
-        self.summary.setText("each value x goes to the code round(x / s) + z (below it); the "
-                             "arrow leans by the rounding, the code's value comes back as "
-                             "s · (q − z)")
+        self.summary.setText("each value x (on the real axis, top) goes to the int8 code "
+                             "round(x / s) + z (the cells, bottom); the arrow leans by the "
+                             "rounding, and the code comes back as s · (q − z)")
         row = QHBoxLayout()
         row.addWidget(QLabel("values"))
         self.values_edit = QLineEdit(_text(DEFAULT_VALUES))
@@ -138,7 +142,20 @@ class MappingView(QWidget):
         self.mappings: tuple[SchemeMapping, SchemeMapping] | None = None
         self.cast: CastResult | None = None
         self._theme = current_theme()
+        # the labels' rows follow the plots' height in pixels: redrawn once a resize settles
+        self._redraw = QTimer(self)
+        self._redraw.setSingleShot(True)
+        self._redraw.setInterval(0)
+        self._redraw.timeout.connect(lambda: self.mappings is not None and self._draw())
         self.refresh()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._redraw.start()
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self._redraw.start()
 
     # -- model ----------------------------------------------------------------------------------
     def set_values(self, values) -> None:
@@ -287,36 +304,38 @@ class MappingView(QWidget):
             plot.plot(wrapped[bad].astype(float), np.full(int(bad.sum()), 0.38), pen=None,
                       symbol="t", symbolSize=12, symbolBrush=pg.mkBrush(theme.color("clipping")),
                       symbolPen=None)
-        if x.size <= LABELLED:
+        # the labels under the codes go in rows of text measured in pixels: in data units a
+        # short plot (two schemes at 720 rows) stacked them into each other and the axis
+        line_px = 1.25 * (theme.text_px if theme.presentation else 14)
+        height = plot.getViewBox().height() or 150.0
+        rows = max(0, min(3, int((height - 60.0) // line_px))) if x.size <= LABELLED else 0
+        per_unit = max((height - rows * line_px) / 1.2, 1.0)  # px per unit, cells to axis
+        step = line_px / per_unit
+        if rows:
             deq = scale * (np.clip(codes, lo, hi) - zp)
             shown = np.clip(codes, lo, hi)
             texts = [f"{q} → {d:.3g} ({_error(d - v, scale)})"
                      for q, v, d in zip(shown, x, deq, strict=True)]
-            rows = _label_rows(shown, texts, span=(x0, x1), px=plot.width() or 1000,
-                               char_px=0.6 * theme.text_px if theme.presentation else 7)
-            tops = _label_rows(pos, [f"{v:g}" for v in x], span=(x0, x1),
-                               px=plot.width() or 1000,
-                               char_px=0.6 * theme.text_px if theme.presentation else 7)
-            for i, (p, q, v) in enumerate(zip(pos, shown, x, strict=True)):
-                ax = 0.0 if q < x0 + 20 else 1.0 if q > x1 - 20 else 0.5  # edges read inward
-                items = []
-                if tops[i] == 0:  # values too close to label sit unlabelled on the axis
-                    above = pg.TextItem(f"{v:g}", color=theme.foreground, anchor=(ax, 1.0))
-                    above.setPos(p, 1.05)
-                    items.append(above)
-                if rows[i] >= 0:
-                    below = pg.TextItem(texts[i], color=theme.foreground, anchor=(ax, 0.0))
-                    below.setPos(q, -0.02 - 0.4 * rows[i])
-                    items.append(below)
-                for item in items:
-                    font = item.textItem.font()
-                    font.setPointSize(theme.axis_font_pt)
-                    item.setFont(font)
-                    plot.addItem(item)
+            # labels at the ends hang inward, so they stay in the plot
+            anchors = [0.0 if q < x0 + 20 else 1.0 if q > x1 - 20 else 0.5 for q in shown]
+            placed = _label_rows(shown, texts, span=(x0, x1), px=plot.width() or 1000,
+                                 char_px=0.62 * line_px / 1.25, rows=rows, anchors=anchors)
+            for q, text, row, ax in zip(shown, texts, placed, anchors, strict=True):
+                if row < 0:
+                    continue  # no room: the arrow and its code still show it
+                below = pg.TextItem(text, color=theme.foreground, anchor=(ax, 0.0))
+                below.setPos(q, -0.02 - step * row)
+                font = below.textItem.font()
+                font.setPointSize(theme.axis_font_pt)
+                below.setFont(font)
+                plot.addItem(below)
         plot.setXRange(x0, x1, padding=0)
-        plot.setYRange(-1.3 if x.size <= LABELLED else -0.1, 1.5, padding=0)
-        plot.getAxis("top").setTicks([[(v / scale + zp, f"{v:g}") for v in
-                                       _nice_ticks((x0 - zp) * scale, (x1 - zp) * scale)]])
-        plot.getAxis("top").setLabel("value x")
+        plot.setYRange(-0.05 - step * rows, 1.15, padding=0)
+        # the values themselves are the real axis' ticks (too close ones are left out by the
+        # axis); many values get round ticks instead
+        ticks = ([(float(p), f"{v:g}") for p, v in zip(pos, x, strict=True)]
+                 if x.size <= LABELLED else
+                 [(v / scale + zp, f"{v:g}") for v in
+                  _nice_ticks((x0 - zp) * scale, (x1 - zp) * scale)])
+        plot.getAxis("top").setTicks([ticks])
         plot.getAxis("bottom").setTicks([[(c, str(c)) for c in (lo, -64, 0, 64, hi)]])
-        plot.getAxis("bottom").setLabel("int8 code")
