@@ -25,6 +25,16 @@ def _scene_shown(qtbot, window, wait_results, number: int) -> None:
     assert window.state.settings == scene.settings
 
 
+def _whole_histogram_shown(win) -> None:
+    """Every shown pane's plot spans the tensor's values and counts from zero (the stage's
+    pairs without the first pane used to show a range lined up with a hidden pane)."""
+    ov = win.state.overview
+    for key in win.stage.visible_panes():
+        (x0, x1), (y0, y1) = win.panes[key].plot.getViewBox().viewRange()
+        assert x0 <= ov.min and x1 >= ov.max, key
+        assert y0 == pytest.approx(0.0, abs=1e-9) and y1 > 0, key
+
+
 def test_clicker_keys_step_through_the_builtin_talk(qtbot, make_window, wait_results):
     win = make_window(install_views=True)
     win.presentation_action.setChecked(True)
@@ -36,6 +46,7 @@ def test_clicker_keys_step_through_the_builtin_talk(qtbot, make_window, wait_res
     want = scene_caption(talk.scene(1), win.state.results)
     assert want and caption == f"Scene 1 of 5 · Adding a zero point: {want}"
     assert win.stage.visible_panes() == PAIRS["1"][0]
+    _whole_histogram_shown(win)
 
     # the clicker works while a control that knows PageDown itself has the keyboard focus
     win.stage.toggle_controls()
@@ -45,6 +56,7 @@ def test_clicker_keys_step_through_the_builtin_talk(qtbot, make_window, wait_res
     _scene_shown(qtbot, win, wait_results, 2)
     win.stage.toggle_controls()
     assert win.stage.visible_panes() == PAIRS["2"][0]
+    _whole_histogram_shown(win)
     assert win.talk_player.caption.text().startswith("Scene 2 of 5 · When symmetric")
     assert scene_caption(talk.scene(2), win.state.results) in win.talk_player.caption.text()
 
@@ -73,7 +85,7 @@ def test_a_scene_zooms_the_histograms_and_the_next_one_unzooms(qtbot, make_windo
     win = make_window()
     win.talk_player.open(talk)
     _scene_shown(qtbot, win, wait_results, 1)
-    for pane in win.panes.values():  # linked x axes: every pane shows the scene's range
+    for pane in win.panes.values():  # every pane shows the scene's range
         lo, hi = pane.plot.getViewBox().viewRange()[0]
         assert (lo, hi) == pytest.approx((-0.5, 1.5))
     win.talk_player.step(1)
