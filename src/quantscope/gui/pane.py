@@ -119,7 +119,6 @@ class Pane(QFrame):
         self.title.setObjectName("paneTitle")
         self.detail = QLabel("")
         self.detail.setObjectName("paneDetail")
-        self.detail.setStyleSheet("color: #5f6368;")
         self.detail.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.title)
         self.key_label = QLabel("")  # what the marks mean (see apply_theme)

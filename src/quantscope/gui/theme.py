@@ -280,6 +280,7 @@ QFrame#pane {{ border: 1px solid {border}; border-radius: 6px; background: {bg};
 QLabel#paneTitle {{ font-size: {pane_title}pt; font-weight: 600; color: {title};
                     padding: 2px 2px; background: {bg}; }}
 QLabel#paneKey {{ background: {bg}; }}
+QLabel#paneDetail {{ color: {muted}; background: {bg}; }}
 QLabel#paneCaption, QLabel#viewCaption, QLabel#sceneCaption {{ color: {caption};
                                                              font-style: italic; }}
 QLabel#paneCaption {{ background: {bg}; }}
