@@ -12,7 +12,7 @@ runs in presentation mode, which has its own layout (:mod:`quantscope.gui.stage`
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QPushButton
 
 #: Below this many rows of window the panes' captions are left out.
@@ -46,6 +46,12 @@ class Compact(QObject):
         self.button.setToolTip("show the views instead of the panes, and back (F9)")
         self.button.clicked.connect(self._toggle)
         self.button.hide()
+        # the views' room is made once the layout has settled (a resize reaches the window
+        # before its splitter has the new width)
+        self.room_timer = QTimer(self)
+        self.room_timer.setSingleShot(True)
+        self.room_timer.setInterval(0)
+        self.room_timer.timeout.connect(self._make_room)
 
     def install(self) -> None:
         """Let the window be narrower than panes and views together (the views' own minimum
@@ -77,29 +83,32 @@ class Compact(QObject):
         self.narrow = narrow
         w.views.setHidden(narrow and not wide)  # wide: the views instead of the panes
         if not narrow and not wide:
-            self._make_room()
+            self.room_timer.start()
         self.button.setVisible(narrow)
         self.button.setText("◂ Panes" if wide else "Views ▸")
         self._set_short(w.height() < SHORT_ROWS)
 
     def _make_room(self) -> None:
-        """The views beside the panes get their whole minimum width: from the panes' spare
-        width, else from the controls' column down to its minimum (their tabs overflowed
-        into scroll arrows when the splitter gave them less)."""
+        """The views beside the panes get their whole minimum width (their tabs overflowed
+        into scroll arrows when the splitter gave them less), taken from the controls'
+        column down to its minimum if the panes have none to spare; the column gets its
+        natural width back whenever there is room for it."""
         w = self.window
-        room = w.views.minimumSizeHint().width()
         sizes = w.splitter.sizes()
-        if not 0 < sizes[1] < room:
+        if sizes[1] == 0 or w.presentation or self.narrow or not self.enabled:
             return
+        room = w.views.minimumSizeHint().width()
         dock = w.side_dock
-        spare = sizes[0] - w.splitter.widget(0).minimumSizeHint().width()
-        if spare < room - sizes[1] and not dock.isHidden():
-            width = max(dock.minimumSizeHint().width(), dock.width() - (room - sizes[1] - spare))
-            w.resizeDocks([dock], [width], Qt.Orientation.Horizontal)
-            w.layout().activate()
-            sizes = w.splitter.sizes()
-        total = sum(sizes)
-        w.splitter.setSizes([total - room, room])
+        if not dock.isHidden():
+            free = dock.width() + sum(sizes) - w.splitter.widget(0).minimumSizeHint().width()
+            want = max(dock.minimumSizeHint().width(), min(dock.sizeHint().width(),
+                                                           free - room))
+            if want != dock.width():
+                w.resizeDocks([dock], [want], Qt.Orientation.Horizontal)
+                w.layout().activate()
+                sizes = w.splitter.sizes()
+        if sizes[1] < room:
+            w.splitter.setSizes([sum(sizes) - room, room])
 
     def disable(self) -> None:
         """Leave the layout to the caller from now on (a figure sizes the window to its

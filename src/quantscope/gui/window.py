@@ -417,6 +417,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.stale_timer.stop()
         self.pane_timer.stop()
         self.theme_timer.stop()
+        self.compact.room_timer.stop()
         for pane in self.panes.values():
             pane.rebin_timer.stop()
         self._queued_panes.clear()
