@@ -12,7 +12,15 @@ from PySide6.QtCore import Qt
 from quantscope.cli import main
 from quantscope.gui.stage import PAIRS
 from quantscope.state import Settings, Source
-from quantscope.state.talk import Scene, Talk, builtin_talk, save_talk, scene_caption
+from quantscope.state.talk import (
+    Scene,
+    Talk,
+    TalkError,
+    builtin_talk,
+    load_talk,
+    save_talk,
+    scene_caption,
+)
 
 
 def _scene_shown(qtbot, window, wait_results, number: int) -> None:
@@ -121,3 +129,38 @@ def test_talk_file_and_scene_from_the_command_line(qapp, tmp_path):
     doc = json.loads(js.read_text())
     assert doc["source_spec"]["kind"] == "generator" and doc["source_spec"]["seed"] == 4
     assert doc["settings"] == Settings(bits=5, axis=1).to_dict()
+
+
+def test_the_screen_saved_as_scenes_plays_back(qtbot, app_window, wait_results, tmp_path):
+    """File > Add this screen to a talk: each screen appended as a scene (tensor, settings,
+    tab, pair, zoom); the talk file opens again and puts each screen back."""
+    win = app_window(1000)
+    vc = win.views_controller
+    path = tmp_path / "mine.json"
+    win.state.update_settings(bits=6)
+    wait_results(win)
+    win.panes["symmetric/tensor"].plot.setXRange(-1.0, 2.0, padding=0)
+    vc.add_scene(path)
+    win.presentation_action.setChecked(True)
+    win.stage.show_pair("4")
+    win.stage.show_views(True)
+    win.views.setCurrentWidget(vc.views["Bit width"])
+    vc.add_scene(path)
+    talk = load_talk(path)
+    first, second = talk.scenes
+    assert first.source == win.state.source and first.settings.bits == 6
+    assert (first.tab, first.zoom) == ("panes", pytest.approx((-1.0, 2.0)))
+    assert (second.tab, second.pair) == ("Bit width", "4")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(TalkError, match="not valid JSON"):
+        vc.add_scene(bad)
+    assert bad.read_text() == "{not json"  # left as it was
+
+    win.presentation_action.setChecked(False)
+    vc.open_talk(path)
+    _scene_shown(qtbot, win, wait_results, 1)
+    lo, hi = win.panes["asymmetric/channel"].plot.getViewBox().viewRange()[0]
+    assert (lo, hi) == pytest.approx((-1.0, 2.0))
+    win.talk_player.step(1)
+    assert win.views.currentWidget() is vc.views["Bit width"]

@@ -11,13 +11,22 @@ the panes show -- it is rewritten whenever they change, so it never describes ot
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
 from quantscope.errors import QuantscopeError
-from quantscope.state.talk import Scene, Talk, scene_caption
+from quantscope.state import PANES
+from quantscope.state.talk import TABS, Scene, Talk, load_talk, save_talk, scene_caption
+
+
+def _same_tensor(a, b) -> bool:
+    """Two sources of the same tensor (the suggested channel axis aside: the settings
+    carry the axis)."""
+    return a is not None and b is not None and \
+        dataclasses.replace(a, axis=None) == dataclasses.replace(b, axis=None)
 
 
 class TalkPlayer(QObject):
@@ -90,7 +99,7 @@ class TalkPlayer(QObject):
         # the axis travels with the source (as in a session): the scene's tensor may have
         # another number of dimensions than the one shown, which update_settings would refuse
         source = dataclasses.replace(scene.source, axis=axis)
-        if state.tensor is not None and state.source == source:
+        if state.tensor is not None and _same_tensor(state.source, source):
             state.update_settings(**changes, axis=axis)
         else:
             state.update_settings(**changes)
@@ -126,8 +135,7 @@ class TalkPlayer(QObject):
     def _shown(self, scene: Scene) -> bool:
         """True when the window shows the scene's own tensor and settings."""
         state = self.window.state
-        source = dataclasses.replace(scene.source, axis=scene.settings.axis)
-        return state.source == source and state.settings == scene.settings
+        return _same_tensor(state.source, scene.source) and state.settings == scene.settings
 
     def update_caption(self) -> None:
         """Rewrite the scene line from the reports shown now."""
@@ -140,3 +148,32 @@ class TalkPlayer(QObject):
         head = f"Scene {self.number} of {len(self.talk.scenes)} · {scene.title}"
         self.caption.setText(f"{head}: {text}" if text else head)
         self._zoom()
+
+    # -- writing a talk from the window ---------------------------------------------------
+    def capture(self, title: str) -> Scene:
+        """The screen as a scene: its tensor, settings, tab, pane pair and zoom."""
+        w = self.window
+        state = w.state
+        if state.source is None or state.source.kind not in ("sample", "file", "generator"):
+            raise QuantscopeError("a scene needs a tensor from a file, a sample or a generator "
+                                  "(load one first)")
+        views_shown = (w.stage.showing_views if w.presentation
+                       else w.splitter.widget(0).isHidden())
+        tab = w.views.tabText(w.views.currentIndex()) if views_shown else "panes"
+        if tab not in TABS:
+            raise QuantscopeError(f"the {tab} view cannot be a talk's scene (scenes show "
+                                  f"{', '.join(TABS)})")
+        (lo, hi), _ = w.panes[PANES[0]].plot.getViewBox().viewRange()
+        ov = state.overview
+        zoom = None if ov is None or (lo <= ov.min and hi >= ov.max) else (lo, hi)
+        return Scene(title, state.source, state.settings, tab, w.stage.pair, zoom)
+
+    def add_scene(self, path: str | Path, title: str) -> Talk:
+        """Append the screen (:meth:`capture`) to the talk file ``path`` (a new talk when
+        there is none); an unreadable talk file is refused and left as it is."""
+        scene = self.capture(title)
+        path = Path(path)
+        talk = load_talk(path) if path.exists() else Talk(path.stem, ())
+        talk = Talk(talk.title, (*talk.scenes, scene))
+        save_talk(talk, path)
+        return talk

@@ -127,9 +127,10 @@ class ViewsController(QObject):
         except QuantscopeError as exc:
             self.window.show_error(str(exc))
 
-    def _ask(self, title: str, filters: str, save: bool = True) -> str:
+    def _ask(self, title: str, filters: str, save: bool = True, replace: bool = True) -> str:
         ask = QFileDialog.getSaveFileName if save else QFileDialog.getOpenFileName
-        path, _ = ask(self.window, title, "", filters)
+        options = QFileDialog.Option(0) if replace else QFileDialog.Option.DontConfirmOverwrite
+        path, _ = ask(self.window, title, "", filters, options=options)
         return path
 
     # -- menus ----------------------------------------------------------------------------------
@@ -167,6 +168,8 @@ class ViewsController(QObject):
         self._action(file_menu, "Save session…", lambda: self._export_dialog(
             "Save the session", "Session (*.json)", self.save_session))
         self._action(file_menu, "Open session…", self._open_session_dialog)
+        self._action(file_menu, "Open talk…", self._open_talk_dialog)
+        self._action(file_menu, "Add this screen to a talk…", self._add_scene_dialog)
         if first is not None:  # move Quit (the menu's last item) back to the end
             file_menu.removeAction(first)
             file_menu.addSeparator()
@@ -206,6 +209,26 @@ class ViewsController(QObject):
         path = self._ask(title, filters)
         if path:
             self._guarded(fn, path)
+
+    def add_scene(self, path: str | Path) -> None:
+        """Append what the window shows, as a scene titled by its headline, to a talk."""
+        self.window.talk_player.add_scene(path, self.window.headline.text()[:80])
+
+    def open_talk(self, path: str | Path) -> None:
+        from quantscope.state.talk import load_talk
+
+        self.window.talk_player.open(load_talk(path))
+
+    def _add_scene_dialog(self) -> None:
+        # an existing talk is appended to, not replaced: no "replace it?" question
+        path = self._ask("Add this screen to a talk", "Talk (*.json)", replace=False)
+        if path:
+            self._guarded(self.add_scene, path)
+
+    def _open_talk_dialog(self) -> None:
+        path = self._ask("Open a talk", "Talk (*.json)", save=False)
+        if path:
+            self._guarded(self.open_talk, path)
 
     def _open_session_dialog(self) -> None:
         path = self._ask("Open a session", "Session (*.json)", save=False)
