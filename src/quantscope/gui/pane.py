@@ -543,17 +543,17 @@ class Pane(QFrame):
 
 
 def link_plots(panes: list[Pane], hidden: tuple[Pane, ...] = ()) -> None:
-    """Zoom the ``panes`` together (x and y follow the first) and unlink the ``hidden`` ones.
+    """Zoom the ``panes`` together (x follows the first) and unlink the ``hidden`` ones.
 
     pyqtgraph keeps linked views aligned on screen, so a hidden pane squeezed to a few pixels
-    would pull the ranges of the shown ones (a count axis starting at 1.1 instead of 0).
+    would pull the ranges of the shown ones (a count axis starting at 1.1 instead of 0). The
+    count axes are not linked at all: side by side, two plots whose tops differ by a line
+    (one pane's heading wraps) were lined up off zero; each pane sets its own from the same
+    counts (``_set_heights``), and the count axis does not zoom by hand.
     """
-    for pane in hidden:
+    for pane in (*hidden, *panes):
         pane.plot.setXLink(None)
         pane.plot.setYLink(None)
     first = panes[0]
-    first.plot.setXLink(None)
-    first.plot.setYLink(None)
     for pane in panes[1:]:
         pane.plot.setXLink(first.plot)
-        pane.plot.setYLink(first.plot)
