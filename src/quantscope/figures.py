@@ -151,6 +151,7 @@ def _captions(w) -> None:
 
 def _arrange(w, keys: list[str], view: str | None):
     """Leave only what the figure shows; return the widget to render."""
+    w.compact.disable()  # the figure's size is the picture's, not a small screen's
     w.side_dock.hide()
     w.statusBar().hide()
     w.menuBar().hide()

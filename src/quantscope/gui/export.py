@@ -1,13 +1,17 @@
 """Export what the window shows: pictures (PNG at 2x, SVG), the numbers (CSV, JSON) and the
 quantized tensor (.npz).
 
+"Current view" pictures hold the view's figure -- its plots and the labels that carry
+their numbers -- not the combo boxes, fields and scroll bars around them.
+
 pyqtgraph's own exporters have known bugs (black backgrounds, hairline strokes, wrong sizes
 at high DPI), so pictures are made the reliable way: the widget renders itself into a
-``QImage`` with device pixel ratio 2 (PNG), or into a ``QSvgGenerator`` (SVG). The SVG is then
-cleaned for every viewer: a background rectangle first, width/height in pixels, and the data
-transforms that Qt leaves on curve groups (scale factors like 26 x -21, with
-``vector-effect="non-scaling-stroke"``, which Inkscape ignores) folded into the coordinates, so a
-1.6 px line is 1.6 px everywhere; no zero-width (hairline) stroke survives.
+``QImage`` with device pixel ratio 2 (PNG), or, recorded as a ``QPicture``, into an SVG 1.1
+``QSvgGenerator`` whose clip paths keep each plot inside its axes. The SVG is then cleaned for
+every viewer: a background rectangle first, width/height in pixels, font names a browser
+knows, and the data transforms that Qt leaves on curve groups (scale factors like 26 x -21,
+with ``vector-effect="non-scaling-stroke"``, which Inkscape ignores) folded into the
+coordinates, so a 1.6 px line is 1.6 px everywhere; no zero-width (hairline) stroke survives.
 
 Numbers are the engine's: each pane's ``QuantReport.summary()`` with its caption, plus the
 source and the settings. The quantized tensor goes through the ``quantscope export`` command's
@@ -22,10 +26,11 @@ import xml.etree.ElementTree as ET
 from contextlib import contextmanager
 from pathlib import Path
 
+import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QRect, QSize
-from PySide6.QtGui import QColor, QImage, QPainter, QRegion
+from PySide6.QtGui import QColor, QImage, QPainter, QPicture, QRegion
 from PySide6.QtSvg import QSvgGenerator
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QLabel, QWidget
 
 from quantscope.core.captions import pane_captions
 from quantscope.errors import QuantscopeError
@@ -68,7 +73,9 @@ def _vector_items(widget: QWidget):
     if isinstance(widget, QGraphicsView):
         views.append(widget)
     saved = []
-    for view in views:
+    background = [(view, view.cacheMode()) for view in views]
+    for view in views:  # a cached background is a bitmap too (pyqtgraph caches it)
+        view.setCacheMode(QGraphicsView.CacheModeFlag.CacheNone)
         if view.scene() is None:
             continue
         for item in view.scene().items():
@@ -80,6 +87,8 @@ def _vector_items(widget: QWidget):
     finally:
         for item, mode in saved:
             item.setCacheMode(mode)
+        for view, mode in background:
+            view.setCacheMode(mode)
 
 
 def _warm_up(widget: QWidget) -> None:
@@ -99,12 +108,76 @@ def _warm_up(widget: QWidget) -> None:
     QApplication.processEvents()
 
 
-def render_png(widget: QWidget, path: str | Path, ratio: float = PIXEL_RATIO) -> QSize:
-    """Save ``widget`` as a PNG of ``ratio`` x its size in pixels (crisp on slides)."""
+def figure_parts(view: QWidget) -> list[QWidget]:
+    """What a view's picture holds: its figure, without the widgets that drive it (combo
+    boxes, fields, check boxes, scroll bars). A view names its figure with a
+    ``figure_widgets()`` method (plots and the labels that carry their numbers); otherwise
+    the figure is its summary sentence and its plots on screen."""
+    named = getattr(view, "figure_widgets", None)
+    if callable(named):
+        parts = named()
+    else:  # its summary sentence (the numbers in words) and its plots
+        parts = [w for w in view.findChildren(QLabel, "viewCaption") if w.text()]
+        parts += view.findChildren(pg.GraphicsView)
+    parts = [w for w in parts if w.isVisibleTo(view) and not w.size().isEmpty()]
+    # a part inside another part is painted with it
+    return [w for w in parts if not any(o is not w and o.isAncestorOf(w) for o in parts)]
+
+
+def _layout(widget: QWidget, parts: list[QWidget] | None) -> tuple[QSize, list]:
+    """The picture's size and each part with its offset in it: the parts as they sit on
+    screen, cropped to the rectangle around them (the whole widget without ``parts``)."""
+    if parts is None:
+        return widget.size(), [(widget, QPoint(0, 0))]
+    if not parts:
+        raise ExportError("nothing to export: the view shows no plot yet")
+    rects = [QRect(w.mapTo(widget, QPoint(0, 0)), w.size()) for w in parts]
+    box = rects[0]
+    for r in rects[1:]:
+        box = box.united(r)
+    return box.size(), [(w, r.topLeft() - box.topLeft()) for w, r in zip(parts, rects, strict=True)]
+
+
+def _paint(painter: QPainter, placed) -> None:
+    for w, offset in placed:
+        QWidget.render(w, painter, offset, QRegion(),
+                       QWidget.RenderFlag.DrawWindowBackground
+                       | QWidget.RenderFlag.DrawChildren)
+
+
+def _recorded(widget: QWidget) -> QPicture:
+    """``widget`` painted into a QPicture (a list of paint commands, not pixels).
+
+    Qt's SVG engine writes a clip path without the offset that ``render`` gives each child
+    widget, while it moves the child's drawing by it: every label, table and plot was then
+    clipped to a rectangle up and left of where it is drawn (a plot's data vanished, or
+    spilled over the axes when clipping was off). A picture records the clips where they
+    are; played back through the painter's transform, the SVG engine places them right."""
+    picture = QPicture()
+    painter = QPainter(picture)
+    try:
+        _render_widget(widget, painter)
+    finally:
+        painter.end()
+    return picture
+
+
+def _paint_svg(painter: QPainter, placed) -> None:
+    for w, offset in placed:
+        painter.save()
+        painter.translate(offset)
+        _recorded(w).play(painter)
+        painter.restore()
+
+
+def render_png(widget: QWidget, path: str | Path, ratio: float = PIXEL_RATIO,
+               parts: list[QWidget] | None = None) -> QSize:
+    """Save ``widget`` (or only its ``parts``, see :func:`figure_parts`) as a PNG of
+    ``ratio`` x its size in pixels (crisp on slides)."""
     path = Path(path)
     _check_dir(path)
     _warm_up(widget)
-    size = widget.size()
+    size, placed = _layout(widget, parts)
     image = QImage(int(size.width() * ratio), int(size.height() * ratio),
                    QImage.Format.Format_ARGB32_Premultiplied)
     image.setDevicePixelRatio(ratio)
@@ -114,7 +187,7 @@ def render_png(widget: QWidget, path: str | Path, ratio: float = PIXEL_RATIO) ->
     painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
     try:
         with _vector_items(widget):
-            _render_widget(widget, painter)
+            _paint(painter, placed)
     finally:
         painter.end()
     if not image.save(str(path), "PNG"):
@@ -122,17 +195,22 @@ def render_png(widget: QWidget, path: str | Path, ratio: float = PIXEL_RATIO) ->
     return image.size()
 
 
-def render_svg(widget: QWidget, path: str | Path, title: str = "quantscope") -> None:
-    """Save ``widget`` as an SVG that browsers and Inkscape show as on screen."""
+def render_svg(widget: QWidget, path: str | Path, title: str = "quantscope",
+               parts: list[QWidget] | None = None) -> None:
+    """Save ``widget`` (or only its ``parts``) as an SVG that browsers and Inkscape show as
+    on screen, each plot's contents clipped to its plot (SVG 1.1 clip paths: what Qt's
+    default SVG Tiny 1.2 lacks, so a zoomed histogram spilled over its axes)."""
     path = Path(path)
     _check_dir(path)
     _warm_up(widget)
-    w, h = widget.width(), widget.height()
+    size, placed = _layout(widget, parts)
+    w, h = size.width(), size.height()
     tmp = path.with_name(f".{path.name}.tmp")
-    gen = QSvgGenerator()
+    gen = QSvgGenerator(QSvgGenerator.SvgVersion.Svg11)
     gen.setFileName(str(tmp))
     gen.setSize(QSize(w, h))
     gen.setViewBox(QRect(0, 0, w, h))
+    gen.setResolution(QPicture().logicalDpiX())  # the recording's: played back 1:1
     gen.setTitle(title)
     gen.setDescription("exported by quantscope")
     painter = QPainter()
@@ -141,7 +219,7 @@ def render_svg(widget: QWidget, path: str | Path, title: str = "quantscope") -> 
     try:
         painter.fillRect(QRect(0, 0, w, h), _background(widget))
         with _vector_items(widget):
-            _render_widget(widget, painter)
+            _paint_svg(painter, placed)
     finally:
         painter.end()
     try:
@@ -151,13 +229,15 @@ def render_svg(widget: QWidget, path: str | Path, title: str = "quantscope") -> 
         tmp.unlink(missing_ok=True)
 
 
-def save_image(widget: QWidget, path: str | Path) -> None:
-    """PNG (2x) or SVG by the file's suffix; anything else is refused with the choices."""
+def save_image(widget: QWidget, path: str | Path, *, figure: bool = False) -> None:
+    """PNG (2x) or SVG by the file's suffix; anything else is refused with the choices.
+    ``figure=True`` saves only the view's figure (:func:`figure_parts`)."""
     suffix = Path(path).suffix.lower()
+    parts = figure_parts(widget) if figure else None
     if suffix == ".png":
-        render_png(widget, path)
+        render_png(widget, path, parts=parts)
     elif suffix == ".svg":
-        render_svg(widget, path)
+        render_svg(widget, path, parts=parts)
     else:
         raise ExportError(f"{path}: pictures can be saved as {' or '.join(IMAGE_SUFFIXES)}")
 
@@ -216,6 +296,18 @@ def _flatten_group(g: ET.Element) -> None:
     del g.attrib["transform"]
 
 
+def css_fonts(family: str) -> str:
+    """A CSS font list for a Qt family name: the font Qt actually drew with, the name, and
+    the generic family. Qt writes names such as "Sans Serif" that only Qt resolves; a
+    browser fell back to a serif face of other widths, so texts ran into each other."""
+    from PySide6.QtGui import QFont, QFontInfo
+
+    info = QFontInfo(QFont(family))
+    generic = "monospace" if info.fixedPitch() or family == "monospace" else "sans-serif"
+    names = dict.fromkeys(n for n in (info.family(), family) if n and n != generic)
+    return ", ".join([*(f"'{n}'" for n in names), generic])
+
+
 def clean_svg(text: str, width: int, height: int, background: str = "#ffffff") -> str:
     """Make Qt's SVG portable (see the module docstring); returns the new document text."""
     ET.register_namespace("", SVG_NS)
@@ -226,7 +318,11 @@ def clean_svg(text: str, width: int, height: int, background: str = "#ffffff") -
     root.set("viewBox", f"0 0 {width} {height}")
     for g in root.iter(f"{{{SVG_NS}}}g"):
         _flatten_group(g)
+    fonts: dict[str, str] = {}
     for el in root.iter():
+        family = el.get("font-family")
+        if family is not None and "," not in family:
+            el.set("font-family", fonts.setdefault(family, css_fonts(family)))
         sw = el.get("stroke-width")
         if sw is not None and float(sw) <= 0:
             el.set("stroke-width", "1")  # a zero width means "hairline" to Qt only

@@ -4,6 +4,8 @@ With ``--screenshot OUT.png`` (and/or ``--metrics OUT.json``) the window renders
 waits until every pane shows its numbers, writes the picture and the numbers each pane
 displays (JSON keyed by pane), and exits 0 -- for CI checks and slides. Without a source it
 opens on the built-in demo tensor, whose first numbers equal ``quantscope report``'s.
+``--talk [FILE.json]`` opens a talk (the built-in one without a file) on the stage, at scene
+``--scene N``; PageDown / PageUp step through it.
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="presentation mode: large fonts, thick lines (F11 toggles)")
     parser.add_argument("--theme", choices=("light", "dark"),
                         help="light or dark theme (default: the session's, else light)")
+    parser.add_argument("--talk", nargs="?", const="", metavar="FILE.json",
+                        help="open a talk (the built-in one without FILE) in presentation "
+                             "mode; PageDown / PageUp step through its scenes")
+    parser.add_argument("--scene", type=int, metavar="N",
+                        help="with --talk: start at scene N (with --screenshot: render it)")
     parser.add_argument("--size", default="1600x1000", help="window size (default 1600x1000)")
 
 
@@ -72,6 +79,24 @@ def source_from_args(args: argparse.Namespace) -> Source:
     if args.axis is not None or args.role:
         src = Source(**{**src.__dict__, "axis": args.axis, "role": args.role})
     return src
+
+
+def talk_from_args(args: argparse.Namespace):
+    """The talk ``--talk`` asks for (None without it), checked with ``--scene`` before any
+    window opens: a talk brings its own tensors, so it takes no FILE, sample or generator."""
+    from quantscope.state.talk import builtin_talk, load_talk
+
+    talk_arg, scene = getattr(args, "talk", None), getattr(args, "scene", None)
+    if talk_arg is None:
+        if scene is not None:
+            raise UserError("--scene N needs --talk (a talk file, or none for the built-in)")
+        return None
+    given = [n for n in ("file", "sample", "generator", "session") if getattr(args, n, None)]
+    if given:
+        raise UserError(f"--talk brings its own tensors: give it without {', '.join(given)}")
+    talk = load_talk(talk_arg) if talk_arg else builtin_talk()
+    talk.scene(scene or 1)  # a scene the talk lacks is refused now, with the numbers it has
+    return talk
 
 
 def _no_display() -> bool:
@@ -106,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("no display to open the window on (DISPLAY and WAYLAND_DISPLAY are "
                         "unset); run it on a desktop, or render it with --screenshot OUT.png")
     size = _parse_size(args.size)
+    talk = talk_from_args(args)
     source = source_from_args(args)
     settings = settings_from_args(args)
 
@@ -115,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
     from quantscope.gui.session import apply_session, remember_window, startup_session
 
     session = startup_session(getattr(args, "session", None), headless=headless,
-                              explicit_source=bool(args.file or args.sample or args.generator))
+                              explicit_source=bool(args.file or args.sample or args.generator
+                                                   or talk is not None))
 
     global _APP  # the QApplication must outlive every widget, up to interpreter exit
     app = _APP = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else
@@ -130,13 +157,15 @@ def run(args: argparse.Namespace) -> int:
                       fallback=None if getattr(args, "session", None) else source)
     if dark is not None:  # the command line wins over the session's look
         window.dark_action.setChecked(dark)
-    if presentation:
+    if presentation or talk is not None:
         window.presentation_action.setChecked(True)
     window.show()
     # Everything built so far lives as long as the window: move it out of the cyclic GC's
     # reach, so a full collection during a slider drag does not stall the GUI thread.
     gc.freeze()
-    if session is not None and session.source is not None:
+    if talk is not None:
+        window.talk_player.open(talk, args.scene or 1)
+    elif session is not None and session.source is not None:
         pass  # apply_session is loading it
     else:  # several tensors and no --tensor: the picker asks (headless: the error lists them)
         window.load(source, pick=not headless, settings=settings)

@@ -119,7 +119,6 @@ class Pane(QFrame):
         self.title.setObjectName("paneTitle")
         self.detail = QLabel("")
         self.detail.setObjectName("paneDetail")
-        self.detail.setStyleSheet("color: #5f6368;")
         self.detail.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.title)
         self.key_label = QLabel("")  # what the marks mean (see apply_theme)
@@ -325,6 +324,18 @@ class Pane(QFrame):
         self._stale = stale
         for value in self.values.values():
             value.setStyleSheet("color: #a0a4ab;" if stale else "")
+
+    def set_short(self, short: bool) -> None:
+        """In a short window (a 720-row laptop) the occupancy strip gives its rows to the
+        histogram, which the table's numbers and the title would otherwise leave a few
+        pixels; "codes used" stays in the table, and the strip returns when there is room."""
+        if not hasattr(self, "_strip_heights"):
+            self._strip_heights = (self.strip.minimumHeight(), self.strip.maximumHeight())
+        lo, hi = (0.0, 0.0) if short else self._strip_heights
+        self.strip.setVisible(not short)
+        self.strip.setMinimumHeight(lo)  # a hidden layout item keeps its room otherwise
+        self.strip.setMaximumHeight(hi)
+        self.graphics.ci.layout.setRowStretchFactor(1, 0 if short else 1)
 
     def set_caption(self, text: str) -> None:
         """A one-sentence explanation under the plot (views may set it; empty hides it)."""
@@ -532,17 +543,17 @@ class Pane(QFrame):
 
 
 def link_plots(panes: list[Pane], hidden: tuple[Pane, ...] = ()) -> None:
-    """Zoom the ``panes`` together (x and y follow the first) and unlink the ``hidden`` ones.
+    """Zoom the ``panes`` together (x follows the first) and unlink the ``hidden`` ones.
 
     pyqtgraph keeps linked views aligned on screen, so a hidden pane squeezed to a few pixels
-    would pull the ranges of the shown ones (a count axis starting at 1.1 instead of 0).
+    would pull the ranges of the shown ones (a count axis starting at 1.1 instead of 0). The
+    count axes are not linked at all: side by side, two plots whose tops differ by a line
+    (one pane's heading wraps) were lined up off zero; each pane sets its own from the same
+    counts (``_set_heights``), and the count axis does not zoom by hand.
     """
-    for pane in hidden:
+    for pane in (*hidden, *panes):
         pane.plot.setXLink(None)
         pane.plot.setYLink(None)
     first = panes[0]
-    first.plot.setXLink(None)
-    first.plot.setYLink(None)
     for pane in panes[1:]:
         pane.plot.setXLink(first.plot)
-        pane.plot.setYLink(first.plot)

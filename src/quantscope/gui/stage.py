@@ -71,7 +71,7 @@ class Stage(QObject):
         self._action("]", "Next view", lambda: self.step_view(1))
         self._action("[", "Previous view", lambda: self.step_view(-1))
         self._action("C", "Controls", self.toggle_controls)
-        self._update_keys()
+        self.update_keys()
 
     def _action(self, key: str, text: str, slot) -> None:
         act = QAction(text, self.window, shortcut=key, enabled=False)
@@ -198,11 +198,11 @@ class Stage(QObject):
         w.splitter.widget(0).setHidden(self.showing_views)
         w.views.setHidden(not self.showing_views)
         self.fit()
-        self._update_keys()
+        self.update_keys()
         if hasattr(w, "update_headline"):
             w.update_headline()
 
-    def _update_keys(self) -> None:
+    def update_keys(self) -> None:
         parts = ["F11 leave", "1–4 pane pairs", "V views" if not self.showing_views
                  else "V panes", "[ ] view tabs", "C controls"]
         if self.talk_keys:

@@ -272,7 +272,7 @@ def stylesheet(theme: Theme) -> str:
     # the last -- one bare handle, no groove, once any theme toggle re-applied the sheet),
     # and a groove and handles drawn here, since the platform's vanish under a style sheet
     handle = 18 if theme.presentation else 14
-    tab_pad = 8 if theme.presentation else 6  # the view tabs fit beside the panes
+    tab_pad = 8 if theme.presentation else 3  # the five view tabs fit beside the panes
     return f"""
 QMainWindow, QWidget {{ background: {panel}; color: {fg}; font-size: {base}pt; }}
 QWidget:disabled {{ color: {disabled}; }}
@@ -280,7 +280,9 @@ QFrame#pane {{ border: 1px solid {border}; border-radius: 6px; background: {bg};
 QLabel#paneTitle {{ font-size: {pane_title}pt; font-weight: 600; color: {title};
                     padding: 2px 2px; background: {bg}; }}
 QLabel#paneKey {{ background: {bg}; }}
-QLabel#paneCaption, QLabel#viewCaption {{ color: {caption}; font-style: italic; }}
+QLabel#paneDetail {{ color: {muted}; background: {bg}; }}
+QLabel#paneCaption, QLabel#viewCaption, QLabel#sceneCaption {{ color: {caption};
+                                                             font-style: italic; }}
 QLabel#paneCaption {{ background: {bg}; }}
 QLabel#paneError {{ color: {error}; }}
 QLabel#fieldName {{ color: {muted}; font-size: {table}pt; background: {bg}; }}

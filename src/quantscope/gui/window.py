@@ -134,6 +134,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             self.views.show()
             total = max(self.splitter.width(), 1000)
             self.splitter.setSizes([int(total * 0.7), int(total * 0.3)])
+            self.compact.fit()
 
     # -- theme --------------------------------------------------------------------------------
     def set_presentation(self, on: bool) -> None:
@@ -150,11 +151,13 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         if self.presentation:
             self.setMinimumSize(0, 0)  # what the default constraint had set
         if self.presentation:
+            self.compact.fit()  # gives the stage back what a small window left out
             self.stage.enter()
             self._apply_theme()
         else:
             self._apply_theme()
             self.stage.leave()
+            self.compact.fit()
         self.update_headline()
 
     def update_headline(self) -> None:
@@ -180,6 +183,8 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             self.stage.fit()
             if stage_px(self.height()) != current_theme().text_px:
                 self.theme_timer.start()
+        else:
+            self.compact.fit()  # a small screen: the views step behind a button
 
     def set_dark(self, on: bool) -> None:
         """Dark or light theme."""
@@ -204,6 +209,8 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         if not dock.isHidden():
             hint = dock.minimumSizeHint() if self.presentation else dock.sizeHint()
             self.resizeDocks([dock], [hint.width()], Qt.Orientation.Horizontal)
+        if not self.presentation:
+            self.compact.fit()  # the views' room beside the panes, at the new text size
 
     def set_log_counts(self, on: bool) -> None:
         """Histogram counts on a log scale (outliers become visible) or linear."""
@@ -411,6 +418,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.stale_timer.stop()
         self.pane_timer.stop()
         self.theme_timer.stop()
+        self.compact.room_timer.stop()
         for pane in self.panes.values():
             pane.rebin_timer.stop()
         self._queued_panes.clear()

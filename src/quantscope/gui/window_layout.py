@@ -25,10 +25,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from quantscope.gui.compact import Compact
 from quantscope.gui.controls import ControlsPanel
 from quantscope.gui.pane import Pane, link_plots
 from quantscope.gui.source_panel import SourcePanel
 from quantscope.gui.stage import Stage
+from quantscope.gui.talk_player import TalkPlayer
 from quantscope.state import PANES, pane_title
 
 
@@ -49,6 +51,11 @@ class WindowLayout:
         self.headline.setObjectName("headline")
         self.headline.setWordWrap(True)  # one line, unless the controls squeeze it
         outer.addWidget(self.headline)
+        # on a small screen the views step behind a button in the menu bar's corner
+        self.compact = Compact(self)
+        # the scene of an open talk and its caption (hidden without a talk)
+        self.talk_player = TalkPlayer(self)
+        outer.addWidget(self.talk_player.caption)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         grid_host = QWidget()
         grid = QGridLayout(grid_host)
@@ -74,12 +81,14 @@ class WindowLayout:
         self.splitter.setStretchFactor(0, 7)  # the panes are the product; views explain them
         self.splitter.setStretchFactor(1, 3)
         outer.addWidget(self.splitter, 1)
+        self.compact.install()
         self.stage = Stage(self)
         outer.addWidget(self.stage.keys)
         self.setCentralWidget(central)
         self._build_side()
         self._build_status()
         self._build_menus()
+        self.menuBar().setCornerWidget(self.compact.button)
 
     def _build_side(self) -> None:
         self.controls = ControlsPanel(self.state)

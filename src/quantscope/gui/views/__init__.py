@@ -19,6 +19,7 @@ from quantscope.core.captions import pane_captions
 from quantscope.errors import QuantscopeError
 from quantscope.gui.views.bitwidth import BitwidthView
 from quantscope.gui.views.channels import ChannelsView
+from quantscope.gui.views.mapping import MappingView
 from quantscope.gui.views.matmul import MatmulView
 from quantscope.gui.views.tradeoff import TradeoffView
 from quantscope.state import PANES, pane_title
@@ -59,7 +60,9 @@ class ViewsController(QObject):
     def update_captions(self) -> None:
         state = self.window.state
         texts: dict[str, str] = {}
-        if self.show_captions and state.results:
+        compact = getattr(self.window, "compact", None)
+        room = compact is None or not compact.short  # a short window keeps the plots' height
+        if self.show_captions and state.results and room:
             ov = state.overview
             try:
                 caps = pane_captions(state.results, *((ov.min, ov.max) if ov else ()))
@@ -90,9 +93,11 @@ class ViewsController(QObject):
         save_image(self.window, path)
 
     def export_view(self, path: str | Path, view: QWidget | None = None) -> None:
+        """A view's figure (the current view's by default), or a pane as it is on screen."""
         from quantscope.gui.export import save_image
 
-        save_image(view or self.current_view(), path)
+        view = view or self.current_view()
+        save_image(view, path, figure=any(view is v for v in self.views.values()))
 
     def export_numbers(self, path: str | Path) -> None:
         from quantscope.gui.export import save_numbers
@@ -123,9 +128,10 @@ class ViewsController(QObject):
         except QuantscopeError as exc:
             self.window.show_error(str(exc))
 
-    def _ask(self, title: str, filters: str, save: bool = True) -> str:
+    def _ask(self, title: str, filters: str, save: bool = True, replace: bool = True) -> str:
         ask = QFileDialog.getSaveFileName if save else QFileDialog.getOpenFileName
-        path, _ = ask(self.window, title, "", filters)
+        options = QFileDialog.Option(0) if replace else QFileDialog.Option.DontConfirmOverwrite
+        path, _ = ask(self.window, title, "", filters, options=options)
         return path
 
     # -- menus ----------------------------------------------------------------------------------
@@ -163,6 +169,8 @@ class ViewsController(QObject):
         self._action(file_menu, "Save session…", lambda: self._export_dialog(
             "Save the session", "Session (*.json)", self.save_session))
         self._action(file_menu, "Open session…", self._open_session_dialog)
+        self._action(file_menu, "Open talk…", self._open_talk_dialog)
+        self._action(file_menu, "Add this screen to a talk…", self._add_scene_dialog)
         if first is not None:  # move Quit (the menu's last item) back to the end
             file_menu.removeAction(first)
             file_menu.addSeparator()
@@ -194,11 +202,34 @@ class ViewsController(QObject):
             total = sum(sizes)
             splitter.setSizes(getattr(self, "_pane_sizes", None)
                               or [int(total * 0.62), total - int(total * 0.62)])
+        compact = getattr(self.window, "compact", None)
+        if compact is not None:
+            compact.fit()  # narrow: the views step back behind their button
 
     def _export_dialog(self, title: str, filters: str, fn) -> None:
         path = self._ask(title, filters)
         if path:
             self._guarded(fn, path)
+
+    def add_scene(self, path: str | Path) -> None:
+        """Append what the window shows, as a scene titled by its headline, to a talk."""
+        self.window.talk_player.add_scene(path, self.window.headline.text()[:80])
+
+    def open_talk(self, path: str | Path) -> None:
+        from quantscope.state.talk import load_talk
+
+        self.window.talk_player.open(load_talk(path))
+
+    def _add_scene_dialog(self) -> None:
+        # an existing talk is appended to, not replaced: no "replace it?" question
+        path = self._ask("Add this screen to a talk", "Talk (*.json)", replace=False)
+        if path:
+            self._guarded(self.add_scene, path)
+
+    def _open_talk_dialog(self) -> None:
+        path = self._ask("Open a talk", "Talk (*.json)", save=False)
+        if path:
+            self._guarded(self.open_talk, path)
 
     def _open_session_dialog(self) -> None:
         path = self._ask("Open a session", "Session (*.json)", save=False)
@@ -244,4 +275,6 @@ def install_views(window) -> ViewsController:
     # the integer matmul lab: its own operands, not the explorer's tensor
     controller.views["Matmul"] = MatmulView(window.state)
     window.add_view("Matmul", controller.views["Matmul"])
+    controller.views["Mapping"] = MappingView()  # the worked example, live
+    window.add_view("Mapping", controller.views["Mapping"])
     return controller

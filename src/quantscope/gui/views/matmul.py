@@ -341,6 +341,11 @@ class MatmulView(QWidget):
         self.message.hide()
         self.message.setText("")
 
+    def figure_widgets(self) -> list[QWidget]:
+        """What an export of this view holds: the numbers beside the plots and the plots
+        (not the operand controls above them)."""
+        return [self.side, self.graphics]
+
     def export_data(self) -> dict:
         """The shown numbers and texts, for the window's CSV/JSON export (empty before the
         first result)."""

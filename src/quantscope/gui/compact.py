@@ -1,0 +1,135 @@
+"""The ordinary window on a small screen: a 1280x720 laptop or projector.
+
+The controls, four panes and the views side by side need about 1600 px of width, and the
+panes' plots need the height that their captions take. When the window is narrower than that,
+the views step behind a button in the menu bar's corner ("Views ▸", also F9): it swaps the
+panes for the views, full width, and back ("◂ Panes"). When the window is shorter than
+:data:`SHORT_ROWS`, the panes' captions and code-occupancy strips give their rows to the
+histograms (the numbers stay; View ▸ Show captions still says whether captions are on; both
+return when the window is taller). Nothing here
+runs in presentation mode, which has its own layout (:mod:`quantscope.gui.stage`).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtWidgets import QPushButton
+
+#: Below this many rows of window the panes' captions are left out.
+SHORT_ROWS = 900
+
+
+class Compact(QObject):
+    """Fits the ordinary window to its size (see the module docstring).
+
+    Attributes
+    ----------
+    narrow : bool
+        True while the views are behind the button (too little width for them beside the
+        panes).
+    short : bool
+        True while the captions and strips are left out for the histograms' sake.
+    enabled : bool
+        False once :meth:`disable` handed the layout to the caller.
+    button : QPushButton
+        "Views ▸" / "◂ Panes" (shown only while narrow).
+    """
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.window = window
+        self.narrow = False
+        self.short = False
+        self.enabled = True
+        self.button = QPushButton("Views ▸")
+        self.button.setObjectName("viewsButton")
+        self.button.setToolTip("show the views instead of the panes, and back (F9)")
+        self.button.clicked.connect(self._toggle)
+        self.button.hide()
+        # the views' room is made once the layout has settled (a resize reaches the window
+        # before its splitter has the new width)
+        self.room_timer = QTimer(self)
+        self.room_timer.setSingleShot(True)
+        self.room_timer.setInterval(0)
+        self.room_timer.timeout.connect(self._make_room)
+
+    def install(self) -> None:
+        """Let the window be narrower than panes and views together (the views' own minimum
+        no longer holds it wider than a laptop's screen: they step aside instead)."""
+        self.window.views.setMinimumWidth(1)
+
+    def need_width(self) -> int:
+        """The width the dock, the panes and the views need side by side."""
+        w = self.window
+        dock = w.side_dock.minimumSizeHint().width() if not w.side_dock.isHidden() else 0
+        panes = w.splitter.widget(0).minimumSizeHint().width()
+        views = w.views.minimumSizeHint().width()
+        margins = w.centralWidget().layout().contentsMargins()
+        return (dock + panes + views + w.splitter.handleWidth() + margins.left()
+                + margins.right())
+
+    def fit(self) -> None:
+        """Decide from the window's size (called on every resize outside presentation)."""
+        w = self.window
+        if w.presentation:  # the stage has its own layout, strips included
+            self.button.hide()
+            self._set_short(False)
+            return
+        if w.views.count() == 0 or not self.enabled:
+            return
+        controller = getattr(w, "views_controller", None)
+        wide = controller is not None and controller.wide_action.isChecked()
+        narrow = w.width() < self.need_width()
+        self.narrow = narrow
+        w.views.setHidden(narrow and not wide)  # wide: the views instead of the panes
+        if not narrow and not wide:
+            self.room_timer.start()
+        self.button.setVisible(narrow)
+        self.button.setText("◂ Panes" if wide else "Views ▸")
+        self._set_short(w.height() < SHORT_ROWS)
+
+    def _make_room(self) -> None:
+        """The views beside the panes get their whole minimum width (their tabs overflowed
+        into scroll arrows when the splitter gave them less), taken from the controls'
+        column down to its minimum if the panes have none to spare; the column gets its
+        natural width back whenever there is room for it."""
+        w = self.window
+        sizes = w.splitter.sizes()
+        if sizes[1] == 0 or w.presentation or self.narrow or not self.enabled:
+            return
+        room = w.views.minimumSizeHint().width()
+        dock = w.side_dock
+        if not dock.isHidden():
+            free = dock.width() + sum(sizes) - w.splitter.widget(0).minimumSizeHint().width()
+            want = max(dock.minimumSizeHint().width(), min(dock.sizeHint().width(),
+                                                           free - room))
+            if want != dock.width():
+                w.resizeDocks([dock], [want], Qt.Orientation.Horizontal)
+                w.layout().activate()
+                sizes = w.splitter.sizes()
+        if sizes[1] < room:
+            w.splitter.setSizes([sum(sizes) - room, room])
+
+    def disable(self) -> None:
+        """Leave the layout to the caller from now on (a figure sizes the window to its
+        picture): the strips and captions back, the views as the caller shows them."""
+        self.enabled = False
+        self.narrow = False
+        self.button.hide()
+        self._set_short(False)
+
+    def _set_short(self, short: bool) -> None:
+        if short == self.short:
+            return
+        self.short = short
+        for pane in self.window.panes.values():
+            pane.set_short(short)
+        controller = getattr(self.window, "views_controller", None)
+        if controller is not None:
+            controller.update_captions()
+
+    def _toggle(self) -> None:
+        controller = getattr(self.window, "views_controller", None)
+        if controller is not None:
+            controller.set_views_wide(not controller.wide_action.isChecked())
+        self.fit()

@@ -1,0 +1,78 @@
+"""The ordinary window (not presentation) on a 1280x720 laptop: it takes the size, the four
+panes stay side by side with readable histograms, the views are one button (or F9) away, and
+a larger window gets everything back."""
+
+from __future__ import annotations
+
+import pytest
+from gui_measure import axis_labels_cut, cut_labels
+from test_projector import settle
+
+
+@pytest.fixture(params=["light", "dark"])
+def small(request, app_window, qtbot):
+    win = app_window(1000)
+    win.dark_action.setChecked(request.param == "dark")
+    win.resize(1280, 720)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 720), timeout=5000)
+    settle(win, qtbot)
+    return win
+
+
+def _texts_fit(win):
+    assert not cut_labels(win), cut_labels(win)
+    assert not axis_labels_cut(win), axis_labels_cut(win)
+
+
+def test_the_window_fits_a_laptop_screen(small, qtbot):
+    win = small
+    assert win.minimumSizeHint().width() <= 1280 and win.minimumSizeHint().height() <= 720
+    assert all(p.isVisible() for p in win.panes.values())  # all four, as on a desk
+    for key, pane in win.panes.items():
+        box = pane.plot.getViewBox()
+        assert box.height() >= 80, f"{key}: histogram {box.height():.0f} px tall"
+        assert pane.geometry().right() < win.centralWidget().width()
+    assert win.side_dock.isVisible()
+    assert not win.views.isVisible() and win.compact.button.isVisible()
+    assert win.compact.button.text() == "Views ▸"
+    _texts_fit(win)
+
+    win.compact.button.click()  # the views, full width, instead of the panes
+    settle(win, qtbot)
+    assert win.views.isVisible() and not win.splitter.widget(0).isVisible()
+    assert win.compact.button.text() == "◂ Panes"
+    assert win.views.width() > 900
+    assert (win.width(), win.height()) == (1280, 720)
+    _texts_fit(win)
+    win.views_controller.wide_action.trigger()  # F9 does the same, and back
+    settle(win, qtbot)
+    assert win.splitter.widget(0).isVisible() and not win.views.isVisible()
+    assert win.compact.button.text() == "Views ▸"
+
+
+def test_a_larger_window_gets_the_views_strips_and_captions_back(small, qtbot):
+    win = small
+    assert all(not p.strip.isVisible() for p in win.panes.values())
+    assert all(not p.caption.isVisible() for p in win.panes.values())
+    win.resize(1920, 1080)
+    qtbot.waitUntil(lambda: win.width() == 1920, timeout=5000)
+    settle(win, qtbot)
+    assert win.views.isVisible() and not win.compact.button.isVisible()
+    assert all(p.strip.isVisible() for p in win.panes.values())
+    assert any(p.caption.isVisible() for p in win.panes.values())
+    _texts_fit(win)
+
+
+def test_f11_from_the_small_window_comes_back_to_it(small, qtbot):
+    win = small
+    before = (win.views.isVisible(), win.compact.button.isVisible(),
+              [p.strip.isVisible() for p in win.panes.values()])
+    win.presentation_action.trigger()
+    settle(win, qtbot)
+    assert win.stage.active and not win.compact.button.isVisible()
+    assert all(win.panes[k].strip.isVisible() for k in win.stage.visible_panes())  # in full
+    win.presentation_action.trigger()
+    settle(win, qtbot)
+    assert (win.width(), win.height()) == (1280, 720)
+    assert before == (win.views.isVisible(), win.compact.button.isVisible(),
+                      [p.strip.isVisible() for p in win.panes.values()])

@@ -1,0 +1,55 @@
+"""The Mapping view draws the engine's numbers: the seed example's codes, scales and zero
+points beside each scheme, the codes symmetric never uses shaded, and the cast without clamp
+with its count of wrapped values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quantscope.core.mapping import map_values
+from quantscope.gui.views.mapping import MappingView
+
+
+@pytest.fixture
+def view(qtbot):
+    v = MappingView()
+    qtbot.addWidget(v)
+    v.resize(1200, 700)
+    v.show()
+    return v
+
+
+def test_the_seed_example_is_what_the_view_shows(view):
+    data = view.export_data()
+    assert data["symmetric"]["codes"] == [-42, 0, 21, 127]
+    assert data["asymmetric"]["codes"] == [-128, -64, -32, 127]
+    assert data["asymmetric"]["zero_point"] == -64
+    assert data["symmetric"]["unreachable"] == [[-128, -43]]
+    sym, asym = map_values([-1, 0, 0.5, 3])
+    text = view.info["symmetric"].text()
+    assert f"s = {sym.scale:.6g}" in text and "z = 0" in text and "-128 … -43" in text
+    assert f"max |error| = {sym.max_error:.3g}" in text
+    assert f"z = {asym.zero_point}" in view.info["asymmetric"].text()
+
+
+def test_cast_without_clamp_counts_the_wrapped_values(view):
+    view.wrap_box.setChecked(True)
+    cast = view.export_data()["cast_without_clamp"]
+    assert 200 in cast["unclamped"]
+    i = cast["unclamped"].index(200)
+    assert cast["clamped"][i] == 127 and cast["wrapped"][i] == -56
+    assert cast["wrap_count"] == 1
+    text = view.info["cast"].text()
+    assert "→ 200 → clamp 127 (12.7)" in text and "-56 (-5.6)" in text
+    assert "1 of 5 would wrap" in text
+    assert view.plots["cast"].isVisible() and not view.plots["symmetric"].isVisible()
+
+
+def test_bad_values_are_said_and_the_figure_kept(view):
+    before = view.export_data()
+    view.set_values("1, two, 3")
+    assert view.error.isVisible() and "'two' is not a number" in view.error.text()
+    assert view.export_data() == before
+    view.set_values(np.linspace(-2, 2, 64).tolist())
+    assert not view.error.isVisible() and len(view.export_data()["symmetric"]["codes"]) == 64
