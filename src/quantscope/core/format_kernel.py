@@ -22,6 +22,7 @@ import numba
 import numpy as np
 
 from quantscope.core.elements import cast_one, round_element
+from quantscope.core.sorted_kernel import _lower_bound, _upper_bound
 
 _jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 _EPS = float(np.finfo(np.float64).eps)
@@ -37,15 +38,7 @@ def _scaled(xv, s, inv, use_inv):
 @_jit
 def _grid_index(grid, r) -> int:
     """Index of ``r`` in the ascending grid (``r`` is one of its values; ±0 both find 0)."""
-    lo = 0
-    hi = grid.size
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if grid[mid] < r:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return _lower_bound(grid, 0, grid.size, r)
 
 
 @_jit
@@ -132,28 +125,6 @@ def direct_rows(x2d, scale, inv_scale, use_inv, kind, mbits, emin, step, max_fin
         _walk(x2d[r], scale[r], inv_scale[r], use_inv, kind, mbits, emin, step, max_finite,
               overflow, signed_zero, saturate, lut_mid, lut_val, grid, hist, stamp, r, out_f,
               out_i, r)
-
-
-@_jit
-def _lower_bound(values, lo, hi, needle) -> int:
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if values[mid] < needle:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@_jit
-def _upper_bound(values, lo, hi, needle) -> int:
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if values[mid] <= needle:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 @_jit
