@@ -7,7 +7,8 @@ Two ways to the same numbers, both exact by the format's own cast
   NVFP4 or NF4 format) element by element: one compiled pass for a whole block format;
 * :func:`sorted_rows` splits each sorted row of a prepared tensor at the format's boundaries,
   the midpoints of consecutive representable values (times the scale), by binary search,
-  and takes each interval's squared error ``Σx² − 2·x̂·Σx + n·x̂²`` from the prefix sums:
+  and takes each interval's squared error ``Σx² − 2·x̂·Σx + n·x̂²`` from the prefix sums
+  (the row's block records, :mod:`quantscope.core.block_sums`):
   ``O(levels · log n)`` per row. Each searched position is corrected with the cast itself, so
   ties go where the format's tie rule sends them. Rows with few elements per level, and rows
   whose cancellation bound is too loose, are walked instead.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from quantscope.core.block_sums import prefix_at
 from quantscope.core.elements import cast_one, round_element
 from quantscope.core.sorted_kernel import _lower_bound, _upper_bound
 
@@ -128,7 +130,7 @@ def direct_rows(x2d, scale, inv_scale, use_inv, kind, mbits, emin, step, max_fin
 
 
 @_jit
-def _search(values, a, b, r, prefix, b1, b2, s, inv, use_inv, kind, mbits, emin, step,
+def _search(values, a, b, rec, k0, b1, b2, s, inv, use_inv, kind, mbits, emin, step,
             max_finite, lut_mid, lut_val, grid, edges, hist, e, out_f, out_i, rel_tol) -> bool:
     """Split sorted row ``values[a:b]`` at its interval thresholds; False if a threshold would
     not settle or the cancellation bound exceeds ``rel_tol`` (the caller walks the row)."""
@@ -144,6 +146,7 @@ def _search(values, a, b, r, prefix, b1, b2, s, inv, use_inv, kind, mbits, emin,
     sf = np.float32(s)
     step_x = np.float64(s) if not use_inv else 1.0 / np.float64(inv)
     lo_edge = a
+    g = prefix_at(values, a, a, rec, k0)  # the prefix sums at lo_edge
     counts = np.zeros(levels + 2, np.int64)
     for j in range(levels + 2):
         if j <= levels:  # threshold j: the first element whose interval is > j
@@ -174,10 +177,9 @@ def _search(values, a, b, r, prefix, b1, b2, s, inv, use_inv, kind, mbits, emin,
             else:
                 val = grid[j - 1]
             xhat = np.float64(np.float32(np.float32(val) * sf))
-            h = hi_edge + r
-            g = lo_edge + r
-            s1 = (prefix[h, 0] - prefix[g, 0]) + (prefix[h, 1] - prefix[g, 1])
-            s2 = (prefix[h, 2] - prefix[g, 2]) + (prefix[h, 3] - prefix[g, 3])
+            h = prefix_at(values, a, hi_edge, rec, k0)
+            s1 = (h[0] - g[0]) + (h[1] - g[1])
+            s2 = (h[2] - g[2]) + (h[3] - g[3])
             cross = xhat * s1
             nx2 = n * (xhat * xhat)
             err = max(s2 - 2.0 * cross + nx2, 0.0)
@@ -195,6 +197,7 @@ def _search(values, a, b, r, prefix, b1, b2, s, inv, use_inv, kind, mbits, emin,
                 rnd += err
                 rnd_b += bound
             counts[j] += n
+            g = h
         lo_edge = hi_edge
     if rnd_b > rel_tol * rnd or clip_b > rel_tol * clip:
         return False
@@ -208,7 +211,8 @@ def _search(values, a, b, r, prefix, b1, b2, s, inv, use_inv, kind, mbits, emin,
     out_f[e, 0] = rnd
     out_f[e, 1] = clip
     out_f[e, 2] = worst
-    out_f[e, 3] = (prefix[b + r, 2] - prefix[a + r, 2]) + (prefix[b + r, 3] - prefix[a + r, 3])
+    h = prefix_at(values, a, b, rec, k0)
+    out_f[e, 3] = h[2] + h[3]  # the row's prefix sums start from zero
     out_f[e, 4] = values[a]
     out_f[e, 5] = values[b - 1]
     out_i[e, 0] = b - a
@@ -219,9 +223,9 @@ def _search(values, a, b, r, prefix, b1, b2, s, inv, use_inv, kind, mbits, emin,
 
 
 @_jit
-def sorted_rows(values, starts, prefix, bound1, bound2, row, scale, inv_scale, use_inv, kind,
-                mbits, emin, step, max_finite, overflow, signed_zero, saturate, lut_mid,
-                lut_val, grid, edges, walk_below, rel_tol, hist, out_f, out_i) -> None:
+def sorted_rows(values, starts, rec, rec_starts, bound1, bound2, row, scale, inv_scale,
+                use_inv, kind, mbits, emin, step, max_finite, overflow, signed_zero, saturate,
+                lut_mid, lut_val, grid, edges, walk_below, rel_tol, hist, out_f, out_i) -> None:
     """Evaluation ``e``: sorted row ``row[e]`` with ``scale[e]`` (``inv_scale[e]``). Rows
     shorter than ``walk_below`` (and, when not saturating, rows with clipped elements) are
     walked; the others searched (see the module docstring)."""
@@ -240,9 +244,9 @@ def sorted_rows(values, starts, prefix, bound1, bound2, row, scale, inv_scale, u
             continue
         ok = False
         if b - a >= walk_below and saturate:
-            ok = _search(values, a, b, r, prefix, bound1[r], bound2[r], s, inv, use_inv, kind,
-                         mbits, emin, step, max_finite, lut_mid, lut_val, grid, edges, hist, e,
-                         out_f, out_i, rel_tol)
+            ok = _search(values, a, b, rec, rec_starts[r], bound1[r], bound2[r], s, inv,
+                         use_inv, kind, mbits, emin, step, max_finite, lut_mid, lut_val, grid,
+                         edges, hist, e, out_f, out_i, rel_tol)
         if not ok:
             _walk(values[a:b], s, inv, use_inv, kind, mbits, emin, step, max_finite, overflow,
                   signed_zero, saturate, lut_mid, lut_val, grid, hist, stamp, e, out_f, out_i,

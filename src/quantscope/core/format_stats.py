@@ -132,12 +132,13 @@ def evaluate_sorted(rows, scale, inv_scale, params: FormatParams, want_hist: boo
     et = params.element
     walk_below = WALK_PER_LEVEL * (et.levels + 2)
     long_rows = n_rows and int(rows.lengths.max()) >= walk_below
-    prefix, b1, b2 = (rows.prefix, rows.bound1, rows.bound2) if long_rows else (
-        np.empty((0, 4)), np.empty(0), np.empty(0))
+    rec, rec_starts, b1, b2 = (
+        (rows.records, rows.rec_starts, rows.bound1, rows.bound2) if long_rows else
+        (np.empty((0, 4)), np.zeros(n_rows + 1, np.intp), np.zeros(n_rows), np.zeros(n_rows)))
     out_f = np.zeros((n_rows, 6))
     out_i = np.zeros((n_rows, 4), np.int64)
     hist = np.zeros(et.levels, np.int64)
-    sorted_rows(rows.values, rows.starts, prefix, b1, b2, np.arange(n_rows), s, inv,
+    sorted_rows(rows.values, rows.starts, rec, rec_starts, b1, b2, np.arange(n_rows), s, inv,
                 inv_scale is not None, *_kernel_args(params)[:-1], et.values,
                 element_edges(et), walk_below, REL_TOL, hist, out_f, out_i)
     return _totals(params, n_rows, out_f, out_i, hist)
