@@ -120,9 +120,10 @@ class FormatPoint:
 
 
 def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
-                  should_stop=lambda: False) -> list[FormatPoint]:
-    """Every format of ``specs`` on ``x`` under ``settings`` (the panes' own rules), plus the
-    int2..int8 per-channel curve as ``"int{b}/channel"`` points: the Formats view's data.
+                  should_stop=lambda: False, curve: bool = True) -> list[FormatPoint]:
+    """Every format of ``specs`` on ``x`` under ``settings`` (the panes' own rules), plus (if
+    ``curve``) the int2..int7 per-channel curve as ``"int{b}/channel"`` points: the Formats
+    view's data.
     ``should_stop()`` is asked between formats (a background job stops early with
     :class:`~quantscope.core.explain.SweepCancelled`)."""
     from quantscope.core.explain import SweepCancelled
@@ -141,10 +142,50 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
         if x.ndim == 0 and (spec.endswith("/channel") or "/" not in spec):
             continue
         out.append(point(spec, format_pane_params(x, spec, settings, prepared)))
-    if x.ndim:
+    if x.ndim and curve:
         plain = dataclasses.replace(settings, formats=None, group_size=None)
         for b in range(2, 8):
             p = pane_params(x, "symmetric/channel", dataclasses.replace(plain, bits=b),
                             prepared=prepared)
             out.append(point(f"int{b}/channel", p))
     return out
+
+
+def element_bits(name: str) -> int:
+    """Bits of one stored element of format ``name`` (its scales not counted)."""
+    from quantscope.core.elements import ELEMENTS
+    from quantscope.core.formats import FORMAT_TABLE
+
+    if name == "int8":
+        return 8
+    if name.startswith("int4_"):
+        return 4
+    return ELEMENTS[FORMAT_TABLE[name][1]].bits
+
+
+def candidates(bits: int, per_channel: bool = True) -> tuple[str, ...]:
+    """The pane formats whose elements have ``bits`` bits (per-channel ones if asked)."""
+    return tuple(c for c in CHOICES if element_bits(c.partition("/")[0]) == bits
+                 and (per_channel or not c.endswith("/channel")))
+
+
+@dataclasses.dataclass(frozen=True)
+class BestFormats:
+    """A tensor's highest-SQNR format among the 8-bit and among the 4-bit ones."""
+
+    best8: FormatPoint
+    best4: FormatPoint
+
+
+def best_formats(x: np.ndarray, settings, *, per_channel: bool = True, prepared=None
+                 ) -> BestFormats:
+    """Every 8-bit and every 4-bit format of :func:`candidates` on ``x`` under ``settings``
+    (the panes' own rules, so each number is the one its pane shows), the best of each kind
+    by SQNR; a tie goes to fewer bits per element, then to the earlier format. A tensor
+    without channels (``per_channel`` False) is compared per tensor and per block only."""
+    def best(bits: int) -> FormatPoint:
+        points = format_points(x, prepared, settings, candidates(bits, per_channel),
+                               curve=False)
+        return max(points, key=lambda p: (p.sqnr_db, -p.bits_per_element))
+
+    return BestFormats(best(8), best(4))
