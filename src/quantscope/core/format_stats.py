@@ -28,6 +28,7 @@ from quantscope.core.elements import KIND_FLOAT, KIND_INT, ElementType
 from quantscope.core.format_kernel import direct_rows, sorted_rows
 from quantscope.core.formats import FormatParams
 from quantscope.core.layout import normalize_axis, param_rows, param_shape
+from quantscope.core.parallel import parallel, shares
 from quantscope.core.report import QuantReport
 from quantscope.core.validate import EngineValueError, as_float32
 
@@ -86,17 +87,34 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
                           params.group_size)[0]
     out_f = np.zeros((n_units, 6))
     out_i = np.zeros((n_units, 4), np.int64)
-    hist = np.zeros(params.levels, np.int64)
+    hists = []
     args = _kernel_args(params)
     for rs, irs in zip(sets, inv_sets, strict=True):
-        f = np.empty((rs.x2d.shape[0], 6))
-        i = np.empty((rs.x2d.shape[0], 4), np.int64)
-        direct_rows(np.ascontiguousarray(rs.x2d), np.ascontiguousarray(rs.scale),
-                    np.ascontiguousarray(irs.scale), params.inv_scale is not None, *args,
-                    hist, f, i)
+        x2d = np.ascontiguousarray(rs.x2d)
+        n_rows = x2d.shape[0]
+        f = np.empty((n_rows, 6))
+        i = np.empty((n_rows, 4), np.int64)
+        s, inv = np.ascontiguousarray(rs.scale), np.ascontiguousarray(irs.scale)
+
+        def share(lo: int, hi: int, x2d=x2d, s=s, inv=inv, f=f, i=i) -> np.ndarray:
+            h = np.zeros(params.levels, np.int64)
+            direct_rows(x2d[lo:hi], s[lo:hi], inv[lo:hi], params.inv_scale is not None,
+                        *args, h, f[lo:hi], i[lo:hi])
+            return h
+
+        hists += parallel(share, _row_shares(n_rows, x2d.size))
         out_f[rs.index] = f
         out_i[rs.index] = i
+    hist = np.sum(hists, axis=0) if hists else np.zeros(params.levels, np.int64)
     return _report(params, _totals(params, n_units, out_f, out_i, hist), xf.size)
+
+
+def _row_shares(n_rows: int, n_elements: int) -> list[tuple[int, int]]:
+    """Row ranges for the engine's threads: one per thread when the rows hold enough
+    elements (:func:`quantscope.core.parallel.shares`), each range its own rows' totals."""
+    k = len(shares(n_elements))
+    ranges = [(j * n_rows // k, (j + 1) * n_rows // k) for j in range(k)]
+    return [(lo, hi) for lo, hi in ranges if hi > lo] or [(0, n_rows)]
 
 
 def _digest(p: FormatParams) -> tuple:
@@ -137,10 +155,17 @@ def evaluate_sorted(rows, scale, inv_scale, params: FormatParams, want_hist: boo
         (np.empty((0, 4)), np.zeros(n_rows + 1, np.intp), np.zeros(n_rows), np.zeros(n_rows)))
     out_f = np.zeros((n_rows, 6))
     out_i = np.zeros((n_rows, 4), np.int64)
-    hist = np.zeros(et.levels, np.int64)
-    sorted_rows(rows.values, rows.starts, rec, rec_starts, b1, b2, np.arange(n_rows), s, inv,
-                inv_scale is not None, *_kernel_args(params)[:-1], et.values,
-                element_edges(et), walk_below, REL_TOL, hist, out_f, out_i)
+    edges = element_edges(et)
+    args = _kernel_args(params)[:-1]
+
+    def share(lo: int, hi: int) -> np.ndarray:
+        h = np.zeros(et.levels, np.int64)
+        sorted_rows(rows.values, rows.starts, rec, rec_starts, b1, b2,
+                    np.arange(lo, hi), s[lo:hi], inv[lo:hi], inv_scale is not None, *args,
+                    et.values, edges, walk_below, REL_TOL, h, out_f[lo:hi], out_i[lo:hi])
+        return h
+
+    hist = np.sum(parallel(share, _row_shares(n_rows, rows.values.size)), axis=0)
     return _totals(params, n_rows, out_f, out_i, hist)
 
 
