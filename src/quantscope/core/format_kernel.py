@@ -57,10 +57,12 @@ def interval_of(xv, s, inv, use_inv, kind, mbits, emin, step, max_finite, lut_mi
 
 @_jit
 def _walk(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, overflow, signed_zero,
-          saturate, lut_mid, lut_val, grid, hist, stamp, unit, out_f, out_i, e) -> None:
+          saturate, lut_mid, lut_val, grid, hist, stamp, unit, out_f, out_i, e,
+          ascending) -> None:
     """Every element of row ``x`` by the cast; totals into ``out_f[e]`` / ``out_i[e]``:
     (rounding error, clipping error, max |error|, Σx², min, max) and (n, below, above, codes
-    used). Non-finite elements are skipped. ``stamp[k] == unit`` marks codes this unit used."""
+    used). Non-finite elements are skipped. ``stamp[k] == unit`` marks codes this unit used.
+    An ``ascending`` row (sorted) finds each grid value by stepping on from the last one."""
     rnd = 0.0
     clip = 0.0
     worst = 0.0
@@ -71,6 +73,7 @@ def _walk(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, overflow, sig
     below = 0
     above = 0
     used = 0
+    cur = 0
     sf = np.float32(s)
     for k in range(x.size):
         xv = x[k]
@@ -95,7 +98,12 @@ def _walk(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, overflow, sig
             d = np.inf
             idx = 0 if xv < 0 else grid.size - 1
         else:
-            idx = _grid_index(grid, r)
+            if ascending:  # the cast is monotone: the grid value is at or after the last
+                while grid[cur] < r:
+                    cur += 1
+                idx = cur
+            else:
+                idx = _grid_index(grid, r)
             d = x64 - np.float64(np.float32(np.float32(r) * sf))
         if clipped:
             clip += d * d
@@ -126,7 +134,7 @@ def direct_rows(x2d, scale, inv_scale, use_inv, kind, mbits, emin, step, max_fin
     for r in range(x2d.shape[0]):
         _walk(x2d[r], scale[r], inv_scale[r], use_inv, kind, mbits, emin, step, max_finite,
               overflow, signed_zero, saturate, lut_mid, lut_val, grid, hist, stamp, r, out_f,
-              out_i, r)
+              out_i, r, False)
 
 
 @_jit
@@ -250,4 +258,4 @@ def sorted_rows(values, starts, rec, rec_starts, bound1, bound2, row, scale, inv
         if not ok:
             _walk(values[a:b], s, inv, use_inv, kind, mbits, emin, step, max_finite, overflow,
                   signed_zero, saturate, lut_mid, lut_val, grid, hist, stamp, e, out_f, out_i,
-                  e)
+                  e, True)
