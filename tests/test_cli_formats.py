@@ -65,3 +65,35 @@ def test_export_format_loads_without_pickle_and_dequantizes(tmp_path, fmt, query
     p = choose_qparams(query_weight, format=fmt)
     assert np.array_equal(xhat, p.dequantize(p.quantize(query_weight)))
     assert meta["report"]["sqnr_db"] == analyze(query_weight, p).sqnr_db
+
+
+def test_report_formats_are_the_comparison_panes(tmp_path, capsys, query_weight):
+    """report --format and the window's comparison panes share one mapping: the same
+    settings (here the MSE method and a percentile) give the same numbers."""
+    from quantscope.state import ExplorerState, Settings
+
+    path = tmp_path / "w.npy"
+    np.save(path, query_weight)
+    panes = ("fp8_e4m3/channel", "int4_g128", "fp4_e2m1/tensor", "nvfp4")
+    for method, extra in (("mse", []), ("percentile", ["--percentile", "99.9"])):
+        assert main(["report", str(path), "--json", "--method", method, *extra,
+                     *(a for p in panes for a in ("--format", p.split("/")[0]))]) == 0
+        doc = json.loads(capsys.readouterr().out)["formats"]
+        settings = Settings(method=method, formats=panes,
+                            **({"percentile": 99.9} if extra else {}))
+        state = ExplorerState()
+        assert state.set_tensor(query_weight, settings=settings)
+        for pane, report in state.compute().items():
+            spec = panes[["symmetric/tensor", "symmetric/channel", "asymmetric/tensor",
+                          "asymmetric/channel"].index(pane)]
+            assert doc[spec]["sqnr_db"] == report.sqnr_db, (method, spec)
+
+
+def test_report_formats_on_a_1d_tensor_say_why_no_channels(tmp_path, capsys):
+    path = tmp_path / "bias.npy"
+    np.save(path, np.linspace(-1, 1, 96, dtype=np.float32))
+    assert main(["report", str(path), "--json", "--format", "fp8_e4m3", "--format",
+                 "mxfp4"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc["formats"]) == ["fp8_e4m3/tensor", "mxfp4"]
+    assert "1-D" in doc["errors"]["fp8_e4m3/channel"]

@@ -1,9 +1,12 @@
 """``quantscope report --format NAME`` (repeatable): formats beyond int8 side by side.
 
-Each element format and ``int8`` give two rows, one scale per tensor and one per channel along
-``--axis``; block and group formats (MX, NVFP4, NF4, INT4 g32/g64/g128) one row, their blocks
-along the last axis. Every row is an exact engine report with its bits per element (scales
-included), so the table answers "int8 or FP8, and can it go to 4 bits?" for this tensor.
+Each element format and ``int8`` give two rows, one scale per tensor and one per channel (the
+channel axis the tensor's role gives, or ``--axis``); block and group formats (MX, NVFP4, NF4,
+INT4 g32/g64/g128) one row, their blocks along the last axis. The rows come through the
+window's comparison panes' mapping (:func:`quantscope.state.formats.format_pane_params`), so
+``--method``, ``--percentile`` and ``--clip`` apply as they do there, and each row equals the
+pane showing that format. Every row is an exact engine report with its bits per element
+(scales included): the table answers "int8 or FP8, and can it go to 4 bits?" for this tensor.
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ import math
 
 import numpy as np
 
-from quantscope.core import QuantReport, analyze, choose_qparams
-from quantscope.core.formats import FORMATS, bits_per_element, check_format, format_kind
+from quantscope.core import QuantReport
+from quantscope.core.formats import FORMATS, bits_per_element, check_format
 from quantscope.errors import UserError
 
 
@@ -31,21 +34,13 @@ def expand_names(names: list[str]) -> list[str]:
     return out
 
 
-def format_rows(x: np.ndarray, names: list[str], axis: int) -> dict[str, QuantReport]:
-    """Reports keyed ``"NAME/tensor"``, ``"NAME/channel"`` or ``"NAME"`` (block formats)."""
-    out: dict[str, QuantReport] = {}
-    for name in expand_names(names):
-        if name == "int8" or format_kind(name) == "element":
-            for gran in ("tensor", "channel"):
-                if gran == "channel" and x.ndim == 0:
-                    continue
-                p = choose_qparams(x, format=name, granularity=gran, axis=axis)
-                out[f"{name}/{gran}"] = analyze(x, p)
-        else:
-            if x.ndim == 0:
-                raise UserError(f"--format {name}: a 0-d tensor has no blocks")
-            out[name] = analyze(x, choose_qparams(x, format=name))
-    return out
+def format_rows(x: np.ndarray, names: list[str], settings, prepared=None
+                ) -> tuple[dict[str, QuantReport], dict[str, str]]:
+    """Reports keyed ``"NAME/tensor"``, ``"NAME/channel"`` or ``"NAME"`` (block formats),
+    through the comparison panes' mapping; and the rows the tensor cannot have, with why."""
+    from quantscope.state.formats import format_reports, pane_specs
+
+    return format_reports(x, pane_specs(expand_names(names)), settings, prepared)
 
 
 def _fmt(v: float) -> str:
@@ -65,8 +60,9 @@ def summaries(reports: dict[str, QuantReport]) -> dict[str, dict]:
     return out
 
 
-def format_table(label: str, shape: tuple, axis: int, reports: dict[str, QuantReport]) -> str:
-    """A plain-text table, one row per format and granularity."""
+def format_table(label: str, shape: tuple, axis: int, reports: dict[str, QuantReport],
+                 errors: dict[str, str] | None = None) -> str:
+    """A plain-text table, one row per format and granularity, then the rows refused."""
     head = ("format", "bits/elem", "SQNR dB", "rounding MSE", "clipping MSE", "max |err|",
             "codes used", "clipped %")
     rows = [head]
@@ -80,20 +76,22 @@ def format_table(label: str, shape: tuple, axis: int, reports: dict[str, QuantRe
     for i, row in enumerate(rows):
         lines.append("  ".join(c.rjust(w) if i and j else c.ljust(w)
                                for j, (c, w) in enumerate(zip(row, widths, strict=True))))
+    lines += [f"{spec}: {message}" for spec, message in (errors or {}).items()]
     return "\n".join(lines)
 
 
 def run(args, state) -> int:
-    """``report --format``: the loaded tensor of ``state`` (its channel axis chosen by the
-    window's rule) in every format asked for; prints the table or JSON."""
+    """``report --format``: the loaded tensor of ``state`` under its settings (the options,
+    and the channel axis the window's rule chose) in every format asked for."""
     from quantscope.jsonable import dumps
 
     x, axis = state.tensor, state.settings.axis
     label = state.source.label() if state.source is not None else "tensor"
-    reports = format_rows(x, args.format, axis)
+    reports, errors = format_rows(x, args.format, state.settings, state.prepared)
     if args.json:
         print(dumps({"source": label, "shape": list(x.shape), "axis": axis,
-                     "formats": summaries(reports)}, indent=2))
+                     "applied": state.applied(), "formats": summaries(reports),
+                     "errors": errors}, indent=2))
     else:
-        print(format_table(label, x.shape, axis, reports))
+        print(format_table(label, x.shape, axis, reports, errors))
     return 0

@@ -189,3 +189,33 @@ def best_formats(x: np.ndarray, settings, *, per_channel: bool = True, prepared=
         return max(points, key=lambda p: (p.sqnr_db, -p.bits_per_element))
 
     return BestFormats(best(8), best(4))
+
+
+def pane_specs(names) -> list[str]:
+    """Format names as pane formats: int8 and each element format per tensor and per channel,
+    block and group formats as they are (each once, in order)."""
+    out: list[str] = []
+    for name in names:
+        for spec in ((f"{name}/tensor", f"{name}/channel")
+                     if name == "int8" or format_kind(name) == "element" else (name,)):
+            if spec not in out:
+                out.append(spec)
+    return out
+
+
+def format_reports(x: np.ndarray, specs, settings, prepared=None
+                   ) -> tuple[dict, dict[str, str]]:
+    """Each pane format of ``specs`` on ``x`` under ``settings``, through the panes' mapping
+    (:func:`format_pane_params`), so ``quantscope report --format`` prints what a comparison
+    pane shows: (reports by spec, refusals by spec -- a layout the tensor cannot have)."""
+    from quantscope.errors import QuantscopeError
+    from quantscope.state.compute import analyze_with
+
+    reports, errors = {}, {}
+    for spec in specs:
+        try:
+            reports[spec] = analyze_with(x, prepared,
+                                         format_pane_params(x, spec, settings, prepared))
+        except QuantscopeError as exc:
+            errors[spec] = str(exc)
+    return reports, errors
