@@ -430,8 +430,8 @@ class Pane(QFrame):
         self.zero.setValue(g.zero)
         self.zero.label.setFormat(f"zero point {zero_text}")
         self.plot.setToolTip(g.note)
-        self._grid_scale = float(np.median(np.diff(g.boundaries))) if g.boundaries.size > 1 \
-            else 0.0
+        self._grid_scale = g.spacing if g.spacing is not None else (
+            float(np.median(np.diff(g.boundaries))) if g.boundaries.size > 1 else 0.0)
         self._update_grid_pen()
 
     def _rebin(self) -> None:
