@@ -125,14 +125,14 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
     ``curve``) the int2..int7 per-channel curve as ``"int{b}/channel"`` points: the Formats
     view's data.
     ``should_stop()`` is asked between formats (a background job stops early with
-    :class:`~quantscope.core.explain.SweepCancelled`)."""
-    from quantscope.core.explain import SweepCancelled
+    :class:`~quantscope.errors.Cancelled`)."""
     from quantscope.core.formats import bits_per_element
+    from quantscope.errors import Cancelled
     from quantscope.state.compute import analyze_with, pane_params
 
     def point(spec, params) -> FormatPoint:
         if should_stop():
-            raise SweepCancelled
+            raise Cancelled
         r = analyze_with(x, prepared, params)
         return FormatPoint(spec, bits_per_element(params, x.size), r.sqnr_db, r.rounding_mse,
                            r.clipping_mse)

@@ -19,11 +19,13 @@ from quantscope.core.captions import pane_captions
 from quantscope.errors import QuantscopeError
 from quantscope.gui.views.bitwidth import BitwidthView
 from quantscope.gui.views.channels import ChannelsView
+from quantscope.gui.views.formats import FormatsView
 from quantscope.gui.views.matmul import MatmulView
 from quantscope.gui.views.tradeoff import TradeoffView
 from quantscope.state import PANES, pane_title
 
-__all__ = ["BitwidthView", "ChannelsView", "TradeoffView", "ViewsController", "install_views"]
+__all__ = ["BitwidthView", "ChannelsView", "FormatsView", "TradeoffView", "ViewsController",
+           "install_views"]
 
 
 class ViewsController(QObject):
@@ -36,9 +38,11 @@ class ViewsController(QObject):
         self.tradeoff = TradeoffView(state)
         self.channels = ChannelsView(state)
         self.bitwidth = BitwidthView(state)
+        self.formats = FormatsView(state)
         self.views: dict[str, QWidget] = {"Trade-off": self.tradeoff,
                                           "Channels": self.channels,
-                                          "Bit width": self.bitwidth}
+                                          "Bit width": self.bitwidth,
+                                          "Formats": self.formats}
         for title, view in self.views.items():
             window.add_view(title, view)
         self.show_captions = True

@@ -1,0 +1,75 @@
+"""The comparison layout in the window: the Formats tab's controls set a format per pane, each
+pane shows the engine's report and draws its own grid, and the Formats view plots every format
+with the panes' formats ringed."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quantscope.core import analyze, choose_qparams
+from quantscope.gui.numbers import bucket_grid
+from quantscope.state import PANES, Source
+from quantscope.state.formats import CHOICES, DEFAULT_COMPARISON
+
+
+def _load(win, qtbot, wait_results):
+    x = np.random.default_rng(3).standard_t(4, size=(64, 256)).astype(np.float32)
+    win.state.set_tensor(x, Source("array", "t4", axis=0))
+    wait_results(win)
+    return x
+
+
+def test_controls_switch_the_panes_to_formats(make_window, qtbot, wait_results):
+    win = make_window(install_views=True)
+    x = _load(win, qtbot, wait_results)
+    fc = win.format_controls
+    fc.compare.setChecked(True)
+    assert win.state.settings.formats == DEFAULT_COMPARISON
+    wait_results(win)
+    titles = [win.panes[p].title.text() for p in PANES]
+    assert titles[2] == "MXFP4 · blocks of 32, E8M0 scale"
+    mx = win.panes["asymmetric/tensor"].report
+    assert mx.sqnr_db == analyze(x, choose_qparams(x, format="mxfp4")).sqnr_db
+    fc.menus[1].setCurrentIndex(CHOICES.index("nvfp4"))
+    assert win.state.settings.formats[1] == "nvfp4"
+    qtbot.waitUntil(lambda: win.panes["symmetric/channel"].title.text().startswith("NVFP4"))
+    wait_results(win)
+    nv = win.panes["symmetric/channel"].report
+    assert nv.sqnr_db == analyze(x, choose_qparams(x, format="nvfp4")).sqnr_db
+    fc.compare.setChecked(False)
+    assert win.state.settings.formats is None
+    wait_results(win)
+    assert win.panes["symmetric/tensor"].title.text() == "Symmetric · per-tensor"
+
+
+def test_fp8_pane_draws_every_representable_value(make_window, qtbot, wait_results):
+    win = make_window()
+    x = _load(win, qtbot, wait_results)
+    win.state.update_settings(formats=("fp8_e4m3/tensor", *DEFAULT_COMPARISON[1:]))
+    wait_results(win)
+    rep = win.panes["symmetric/tensor"].report
+    g = bucket_grid(rep)
+    scale = float(rep.params.scale)
+    assert g.boundaries.size == 253
+    assert np.allclose(g.boundaries, rep.params.values * scale)
+    gaps = np.diff(g.boundaries)
+    assert gaps.max() / gaps[gaps > 0].min() > 1000  # not uniform: fine near 0, wide at ends
+    assert g.window[1] == (448 + 16) * scale
+    assert np.abs(x).max() <= g.window[1]
+
+
+def test_formats_view_plots_every_format_and_rings_the_panes(make_window, qtbot,
+                                                              wait_results):
+    win = make_window(install_views=True)
+    _load(win, qtbot, wait_results)
+    view = win.views_controller.formats
+    win.views.setCurrentWidget(view)
+    win.state.update_settings(formats=DEFAULT_COMPARISON)
+    wait_results(win)
+    qtbot.waitUntil(view.is_ready, timeout=60_000)
+    specs = {p.spec for p in view.data}
+    assert set(CHOICES) <= specs
+    ringed = view.rings.getData()
+    want = [p for p in view.data if p.spec in DEFAULT_COMPARISON]
+    assert sorted(ringed[0].tolist()) == sorted(p.bits_per_element for p in want)
+    assert "best 4-bit" in view.summary.text()
