@@ -25,20 +25,24 @@ class FormatControls(QGroupBox):
         self.setObjectName("formatControls")
         self.state = state
         form = QFormLayout(self)
-        self.compare = QCheckBox("Compare formats in the four panes")
+        self.compare = QCheckBox("Compare formats")
         self.compare.setToolTip("Each pane shows a number format of its own on the same "
                                 "tensor; off: the four int schemes")
         form.addRow(self.compare)
         self.menus: list[QComboBox] = []
         for pos, default in zip(POSITIONS, DEFAULT_COMPARISON, strict=True):
             box = QComboBox()
+            # the longest title would otherwise set the side panel's minimum width
+            box.setSizeAdjustPolicy(
+                QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            box.setMinimumContentsLength(8)
             for spec in CHOICES:
                 box.addItem(format_title(spec), spec)
             box.setCurrentIndex(CHOICES.index(default))
             box.currentIndexChanged.connect(self._on_menu_changed)
             self.menus.append(box)
             form.addRow(pos, box)
-        self.reset = QPushButton("int8 / FP8 / MXFP4 / INT4 g128")
+        self.reset = QPushButton("int8 · FP8 · MXFP4 · INT4")
         self.reset.setToolTip("The comparison that answers 'int8 or FP8, and can it go to 4 "
                               "bits?'")
         self.reset.clicked.connect(self._on_reset_clicked)

@@ -25,6 +25,8 @@ from quantscope.state.formats import FormatPoint, format_points, format_title
 
 #: Right end of the bits axis: room for the labels of the 8.25-bit MX points.
 X_MAX = 10.0
+#: Points closer than (bits, dB) share one label.
+LABEL_GAP = (0.6, 1.6)
 #: Colour role of each family of formats.
 FAMILY = {"int": "total", "fp": "rounding", "mx": "sqnr", "nv": "clipping", "nf": "optimum"}
 
@@ -157,9 +159,10 @@ class FormatsView(QWidget):
         for label in self.labels:
             self.plot.removeItem(label)
         self.labels = []
-        for p in pts:
-            text = pg.TextItem(_short(p.spec), color=self._theme.color("total"), anchor=(0, 1))
-            text.setPos(p.bits_per_element, p.sqnr_db)
+        for (bx, db), names in _label_groups(pts).items():
+            text = pg.TextItem("\n".join(names), color=self._theme.color("total"),
+                               anchor=(0, 0.5))
+            text.setPos(bx, db)
             self.plot.addItem(text)
             self.labels.append(text)
         anchor = next((p for p in curve if p.spec == "int8/channel"), None)
@@ -190,6 +193,21 @@ class FormatsView(QWidget):
         return {p.spec: {"bits_per_element": p.bits_per_element, "sqnr_db": p.sqnr_db,
                          "rounding_mse": p.rounding_mse, "clipping_mse": p.clipping_mse}
                 for p in self.data}
+
+
+def _label_groups(pts: list[FormatPoint]) -> dict[tuple[float, float], list[str]]:
+    """Labels of points that lie close together (within LABEL_GAP) merged into one, listed
+    top to bottom by SQNR, placed at the group's first point: ten FP8 and MX variants sit
+    within a fraction of a dB at 8 bits, and one label each would print over each other."""
+    groups: dict[tuple[float, float], list[str]] = {}
+    for p in sorted(pts, key=lambda p: -p.sqnr_db):
+        for (bx, db), names in groups.items():
+            if abs(p.bits_per_element - bx) < LABEL_GAP[0] and abs(p.sqnr_db - db) < LABEL_GAP[1]:
+                names.append(_short(p.spec))
+                break
+        else:
+            groups[(p.bits_per_element, p.sqnr_db)] = [_short(p.spec)]
+    return groups
 
 
 def _int_width(spec: str) -> int | None:
