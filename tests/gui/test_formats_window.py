@@ -73,3 +73,11 @@ def test_formats_view_plots_every_format_and_rings_the_panes(make_window, qtbot,
     want = [p for p in view.data if p.spec in DEFAULT_COMPARISON]
     assert sorted(ringed[0].tolist()) == sorted(p.bits_per_element for p in want)
     assert "best 4-bit" in view.summary.text()
+
+
+def test_a_hidden_formats_view_never_holds_up_a_screenshot(make_window, qtbot, wait_results):
+    win = make_window(install_views=True)
+    _load(win, qtbot, wait_results)
+    assert win.views.currentWidget() is not win.views_controller.formats
+    qtbot.waitUntil(win.views_ready, timeout=30_000)
+    assert win.views_controller.formats.data == []  # it computed nothing while hidden

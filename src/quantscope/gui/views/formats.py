@@ -138,7 +138,10 @@ class FormatsView(QWidget):
             self._request()
 
     def is_ready(self) -> bool:
-        """True when the points belong to the current tensor and settings."""
+        """True unless the view is on show with points not yet of the current tensor and
+        settings (hidden, it computes nothing, and has nothing stale to show)."""
+        if not self.isVisible() or self.state is None or self.state.tensor is None:
+            return True
         return not self._dirty and not self.job.busy and bool(self.data)
 
     # -- drawing ------------------------------------------------------------------------------
