@@ -32,7 +32,8 @@ def test_controls_switch_the_panes_to_formats(make_window, qtbot, wait_results):
     assert mx.sqnr_db == analyze(x, choose_qparams(x, format="mxfp4")).sqnr_db
     fc.menus[1].setCurrentIndex(CHOICES.index("nvfp4"))
     assert win.state.settings.formats[1] == "nvfp4"
-    qtbot.waitUntil(lambda: win.panes["symmetric/channel"].title.text().startswith("NVFP4"))
+    qtbot.waitUntil(lambda: win.panes["symmetric/channel"].title.text().startswith("NVFP4"),
+                    timeout=30_000)
     wait_results(win)
     nv = win.panes["symmetric/channel"].report
     assert nv.sqnr_db == analyze(x, choose_qparams(x, format="nvfp4")).sqnr_db
@@ -63,7 +64,7 @@ def test_formats_view_plots_every_format_and_rings_the_panes(make_window, qtbot,
     win = make_window(install_views=True)
     _load(win, qtbot, wait_results)
     view = win.views_controller.formats
-    win.views.setCurrentWidget(view)
+    win.views.setCurrentWidget(win.views_controller.bits_and_formats)
     win.state.update_settings(formats=DEFAULT_COMPARISON)
     wait_results(win)
     qtbot.waitUntil(view.is_ready, timeout=60_000)
@@ -78,6 +79,6 @@ def test_formats_view_plots_every_format_and_rings_the_panes(make_window, qtbot,
 def test_a_hidden_formats_view_never_holds_up_a_screenshot(make_window, qtbot, wait_results):
     win = make_window(install_views=True)
     _load(win, qtbot, wait_results)
-    assert win.views.currentWidget() is not win.views_controller.formats
+    assert not win.views_controller.formats.isVisible()
     qtbot.waitUntil(win.views_ready, timeout=30_000)
     assert win.views_controller.formats.data == []  # it computed nothing while hidden

@@ -112,6 +112,9 @@ class WindowLayout:
         fv.setContentsMargins(4, 4, 4, 4)
         fv.addWidget(self.format_controls)
         fv.addStretch(1)
+        # hidden in presentation, like the tensor summary: its menus at presentation sizes
+        # would widen the side panel (and the window, for good)
+        self.format_controls.setProperty("clutter", True)
         tabs.addTab(fmt, "Formats")
         self.side_tabs = tabs
         dock = QDockWidget("", self)

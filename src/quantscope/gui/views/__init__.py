@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QFileDialog, QSplitter, QWidget
 
 from quantscope.core.captions import pane_captions
 from quantscope.errors import QuantscopeError
@@ -26,6 +26,20 @@ from quantscope.state import PANES, pane_title
 
 __all__ = ["BitwidthView", "ChannelsView", "FormatsView", "TradeoffView", "ViewsController",
            "install_views"]
+
+
+class StackedViews(QSplitter):
+    """Views one above the other in one tab; ready when each of them is."""
+
+    def __init__(self, *views: QWidget) -> None:
+        super().__init__(Qt.Orientation.Vertical)
+        self.setChildrenCollapsible(False)
+        for view in views:
+            self.addWidget(view)
+
+    def is_ready(self) -> bool:
+        return all(getattr(self.widget(i), "is_ready", lambda: True)()
+                   for i in range(self.count()))
 
 
 class ViewsController(QObject):
@@ -43,8 +57,12 @@ class ViewsController(QObject):
                                           "Channels": self.channels,
                                           "Bit width": self.bitwidth,
                                           "Formats": self.formats}
-        for title, view in self.views.items():
-            window.add_view(title, view)
+        # the Bit width tab grows into bits and formats: SQNR against bits for the int
+        # schemes above, against bits per element for every format below
+        self.bits_and_formats = StackedViews(self.bitwidth, self.formats)
+        for title, tab in (("Trade-off", self.tradeoff), ("Channels", self.channels),
+                           ("Bit width", self.bits_and_formats)):
+            window.add_view(title, tab)
         self.show_captions = True
         state.results_changed.connect(self.update_captions)
         window.installEventFilter(self)
