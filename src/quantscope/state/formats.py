@@ -108,6 +108,19 @@ def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
                           prepared=prepared, **options)
 
 
+def tensor_window(params) -> tuple[float, float] | None:
+    """The values a per-tensor pane represents without clipping: an int pane's clip window,
+    an element format's ``±max_finite · scale``; None for per-channel and block panes."""
+    from quantscope.core.explain import clip_window
+
+    if params.granularity != "tensor":
+        return None
+    if isinstance(params, FormatParams):
+        t = float(params.element.max_finite) * float(params.scale)
+        return -t, t
+    return clip_window(params)
+
+
 @dataclasses.dataclass(frozen=True)
 class FormatPoint:
     """One format on one tensor: where it sits in SQNR against storage."""
