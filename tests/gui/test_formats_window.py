@@ -82,3 +82,36 @@ def test_a_hidden_formats_view_never_holds_up_a_screenshot(make_window, qtbot, w
     assert not win.views_controller.formats.isVisible()
     qtbot.waitUntil(win.views_ready, timeout=30_000)
     assert win.views_controller.formats.data == []  # it computed nothing while hidden
+
+
+def test_keys_and_headline_name_what_the_lines_are(make_window, qtbot, wait_results):
+    win = make_window()
+    _load(win, qtbot, wait_results)
+    assert "code grid" in win.panes["symmetric/tensor"].key_label.text()
+    assert "quantized to int8 four ways" in win.headline.text()
+    win.state.update_settings(formats=("fp8_e4m3/tensor", "int8/channel", "mxfp4",
+                                       "fp8_e5m2/channel"))
+    wait_results(win)
+    keys = [win.panes[p].key_label.text() for p in PANES]
+    assert keys[0].endswith("representable values")
+    assert keys[1].endswith("median channel's grid")
+    assert keys[2].endswith("median block's values")
+    assert keys[3].endswith("median channel's values")
+    assert "four number formats" in win.headline.text()
+
+
+def test_window_fits_1280x720_and_shows_the_views_when_wider(app_window, qtbot):
+    """At 1280x720 (a laptop, a projector) the window is no wider than the screen: the
+    views give way to the panes, and come back when the window is wide enough for both."""
+    win = app_window(1000)
+    win.state.update_settings(formats=DEFAULT_COMPARISON)
+    qtbot.waitUntil(win.all_shown, timeout=30_000)
+    for width, height in ((1280, 720), (1920, 1080), (1280, 720)):
+        win.resize(width, height)
+        qtbot.waitUntil(lambda w=width, h=height: (win.width(), win.height()) == (w, h),
+                        timeout=5_000)
+        wide = width >= 1600
+        qtbot.waitUntil(lambda wide=wide: win.views.isVisible() == wide, timeout=5_000)
+        assert win.minimumSizeHint().width() <= 1280
+        if wide:
+            assert win.views.width() >= win.views.minimumSizeHint().width()

@@ -130,6 +130,38 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             self.views.show()
             total = max(self.splitter.width(), 1000)
             self.splitter.setSizes([int(total * 0.7), int(total * 0.3)])
+        self._fit_views()
+
+    def _fit_views(self) -> None:
+        """Beside the panes the views get what the panes leave (the side panel giving up any
+        width beyond its minimum), or, in a window too narrow for both at their smallest
+        (1280 px), no room at all: hidden until the window is wider. The window's minimum
+        never counts them, so it fits any common screen."""
+        if self.presentation or self.views.count() == 0:
+            return
+        dock = self.side_dock
+        spare = max(dock.width() - dock.minimumWidth(), 0) if dock.isVisible() else 0
+        panes = self.splitter.widget(0).minimumSizeHint().width()
+        need = self.views.minimumSizeHint().width()
+        room = self.splitter.width() - panes - self.splitter.handleWidth()
+        fits = room + spare >= need
+        if fits != self.views.isVisible():
+            self.views.setVisible(fits)
+        if not fits or self.views.width() >= need:
+            return
+        if room < need:  # the side panel makes up the difference, then the splitter shares
+            self.resizeDocks([dock], [dock.width() - (need - room)], Qt.Orientation.Horizontal)
+            QTimer.singleShot(0, lambda: self._share_splitter(need))
+        else:
+            self._share_splitter(need)
+
+    def _share_splitter(self, need: int) -> None:
+        """The panes' 7:3 share of the splitter, the views at least ``need`` wide, the panes
+        at least their minimum."""
+        total = self.splitter.width() - self.splitter.handleWidth()
+        room = total - self.splitter.widget(0).minimumSizeHint().width()
+        views = max(min(room, max(need, int(total * 0.3))), 0)
+        self.splitter.setSizes([total - views, views])
 
     # -- theme --------------------------------------------------------------------------------
     def set_presentation(self, on: bool) -> None:
@@ -162,6 +194,9 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         bits = st.settings.bits
         if self.presentation:
             text = f"{what} · {self.stage.describe()} · int{bits}"
+        elif st.settings.formats is not None:
+            text = (f"{what} in four number formats: each pane shows the values' histogram, "
+                    "the format's representable values over it, and the error")
         else:
             text = (f"{what} quantized to int{bits} four ways: each pane shows the values' "
                     f"histogram, the code grid over it, and the error")
@@ -170,6 +205,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
+        QTimer.singleShot(0, self._fit_views)  # once the splitter has its new width
         if self.presentation:
             from quantscope.gui.theme import current_theme, stage_px
 

@@ -70,6 +70,7 @@ class WindowLayout:
         self.splitter.addWidget(grid_host)
         self.views = QTabWidget()
         self.views.setDocumentMode(True)
+        self.views.setMinimumWidth(1)  # not the window's minimum: see MainWindow._fit_views
         self.views.hide()
         self.splitter.addWidget(self.views)
         self.splitter.setStretchFactor(0, 7)  # the panes are the product; views explain them
