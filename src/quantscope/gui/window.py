@@ -183,6 +183,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         else:
             self._apply_theme()
             self.stage.leave()
+            QTimer.singleShot(0, self._fit_views)  # the side panel is back at its own width
         self.update_headline()
 
     def update_headline(self) -> None:

@@ -60,6 +60,9 @@ class ViewsController(QObject):
         # the Bit width tab grows into bits and formats: SQNR against bits for the int
         # schemes above, against bits per element for every format below
         self.bits_and_formats = StackedViews(self.bitwidth, self.formats)
+        # presenting, the tab's height goes to the bit-width curves alone: at 720 rows and
+        # 18 px text two plots stacked are too short for their axis labels
+        self.formats.setProperty("clutter", True)
         for title, tab in (("Trade-off", self.tradeoff), ("Channels", self.channels),
                            ("Bit width", self.bits_and_formats)):
             window.add_view(title, tab)
