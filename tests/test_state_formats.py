@@ -29,7 +29,7 @@ def test_settings_take_four_known_formats_and_round_trip():
 def test_titles_name_the_formats():
     s = Settings(formats=DEFAULT_COMPARISON)
     assert [pane_title(p, s) for p in PANES] == [
-        "int8 · per-channel", "FP8 E4M3 · per-tensor", "MXFP4 · blocks of 32, E8M0 scale",
+        "int8 · per-channel", "FP8 E4M3 · per-tensor", "MXFP4 · blocks of 32 · E8M0 scales",
         "INT4 g128 · fp16 scales"]
 
 

@@ -27,7 +27,8 @@ def test_controls_switch_the_panes_to_formats(make_window, qtbot, wait_results):
     assert win.state.settings.formats == DEFAULT_COMPARISON
     wait_results(win)
     titles = [win.panes[p].title.text() for p in PANES]
-    assert titles[2] == "MXFP4 · blocks of 32, E8M0 scale"
+    assert titles[2] == "MXFP4 · blocks of 32"
+    assert win.panes[PANES[2]].heading() == "MXFP4 · blocks of 32 · E8M0 scales"
     mx = win.panes["asymmetric/tensor"].report
     assert mx.sqnr_db == analyze(x, choose_qparams(x, format="mxfp4")).sqnr_db
     fc.menus[1].setCurrentIndex(CHOICES.index("nvfp4"))
@@ -95,8 +96,9 @@ def test_keys_and_headline_name_what_the_lines_are(make_window, qtbot, wait_resu
     keys = [win.panes[p].key_label.text() for p in PANES]
     assert keys[0].endswith("representable values")
     assert keys[1].endswith("median channel's grid")
-    assert keys[2].endswith("median block's values")
-    assert keys[3].endswith("median channel's values")
+    assert keys[2].endswith("median block's grid")
+    assert keys[3].endswith("median channel's grid")
+    assert "representable values" in win.panes[PANES[3]].key_label.toolTip()
     assert "four number formats" in win.headline.text()
 
 

@@ -71,14 +71,17 @@ def theme_brush(color: str, alpha: int) -> QBrush:
 
 
 def grid_words(params) -> str:
-    """What the pane's grid lines are, for its key: an int scheme's rounding boundaries (of
-    the median-scale channel or group when there are several), a format's representable
-    values (of its median-scale channel or block)."""
-    unit = {"tensor": "", "channel": "median channel's ", "group": "median group's "}.get(
+    """What the pane's grid lines are, for its key: an int scheme's rounding boundaries, a
+    format's representable values (the tooltip says which); of the median-scale channel,
+    group or block when there are several (no longer than the int panes' words: the key
+    sets the pane's smallest width)."""
+    fmt = getattr(params, "format", None) is not None
+    unit = {"tensor": "", "channel": "median channel's ",
+            "group": "median block's " if fmt else "median group's "}.get(
         params.granularity, "median unit's ")
-    if getattr(params, "format", None) is not None:  # a format's groups are its blocks
-        return f"{unit.replace('group', 'block')}values" if unit else "representable values"
-    return f"{unit}grid" if unit else "code grid"
+    if not unit:
+        return "representable values" if fmt else "code grid"
+    return f"{unit}grid"
 
 
 def pane_key(theme, per_unit: bool, grid: str | None = None) -> str:
@@ -391,9 +394,9 @@ class Pane(QFrame):
         """Show a report: the numbers, the bucket grid, the window and the occupancy."""
         self.report = report
         self.set_error("")
-        words = grid_words(report.params)
-        if words != getattr(self, "_grid_words", None) and hasattr(self, "_theme"):
-            self._grid_words = words
+        words = (grid_words(report.params), getattr(report.params, "format", None) is not None)
+        if words != getattr(self, "_key_words", None) and hasattr(self, "_theme"):
+            self._key_words = words
             self._write_key()
         texts = display_values(report)
         for key, value in self.values.items():
@@ -537,10 +540,10 @@ class Pane(QFrame):
 
     def _write_key(self) -> None:
         """The key and its tooltip for what the grid lines of the scheme on show are."""
-        words = getattr(self, "_grid_words", None)
+        words, fmt = getattr(self, "_key_words", (None, False))
         per_unit = not self.key.endswith("/tensor") if words is None else "median" in words
         self.key_label.setText(pane_key(self._theme, per_unit, words))
-        lines = ("grey lines: the representable values" if words and "values" in words else
+        lines = ("grey lines: the representable values" if fmt else
                  "grey lines: rounding boundaries between neighbouring codes")
         self.key_label.setToolTip(
             "shaded, between the green edges: the window of values the codes represent · "

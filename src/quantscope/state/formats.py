@@ -31,8 +31,9 @@ _LABELS = {
     "mxfp6_e2m3": "MXFP6 E2M3", "mxfp6_e3m2": "MXFP6 E3M2", "mxfp4": "MXFP4",
     "mxint8": "MXINT8", "nvfp4": "NVFP4", "nf4": "NF4",
 }
-_BLOCK_NOTE = {"mx": "blocks of 32, E8M0 scale", "nvfp4": "blocks of 16, E4M3 + FP32 scale",
-               "nf4": "blocks of 64, absmax", "int": "fp16 scales"}
+#: After the name: the blocks (the pane's heading), then their scales (its detail line).
+_BLOCK_NOTE = {"mx": "blocks of 32 · E8M0 scales", "nvfp4": "blocks of 16 · E4M3 + FP32 scales",
+               "nf4": "blocks of 64 · absmax scales", "int": "fp16 scales"}
 
 
 def format_choices() -> tuple[str, ...]:
@@ -61,7 +62,7 @@ def check_formats(formats) -> None:
 
 
 def format_title(spec: str, settings=None, shape: tuple[int, ...] | None = None) -> str:
-    """``"FP8 E4M3 · per-tensor"``, ``"MXFP4 · blocks of 32, E8M0 scale"``...; a per-channel
+    """``"FP8 E4M3 · per-tensor"``, ``"MXFP4 · blocks of 32 · E8M0 scales"``...; a per-channel
     format with the tensor's ``shape`` says its axis and channels, as the int panes do."""
     name, _, gran = spec.partition("/")
     if gran == "channel" and settings is not None and shape is not None:
