@@ -137,17 +137,22 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         width beyond its minimum), or, in a window too narrow for both at their smallest
         (1280 px), no room at all: hidden until the window is wider. The window's minimum
         never counts them, so it fits any common screen."""
-        if self.presentation or self.views.count() == 0:
-            return
+        if self.presentation or self.views.count() == 0 or self.splitter.widget(0).isHidden():
+            return  # presenting, or the views alone (a figure of one view): laid out elsewhere
         dock = self.side_dock
         spare = max(dock.width() - dock.minimumWidth(), 0) if dock.isVisible() else 0
         panes = self.splitter.widget(0).minimumSizeHint().width()
         need = self.views.minimumSizeHint().width()
         room = self.splitter.width() - panes - self.splitter.handleWidth()
         fits = room + spare >= need
-        if fits != self.views.isVisible():
-            self.views.setVisible(fits)
-        if not fits or self.views.width() >= need:
+        squeezed = getattr(self, "_views_squeezed", False)
+        if not fits and self.views.isVisible():
+            self.views.hide()
+            self._views_squeezed = True
+        elif fits and squeezed:  # only views hidden here come back (a figure hides its own)
+            self.views.show()
+            self._views_squeezed = False
+        if not fits or not self.views.isVisible() or self.views.width() >= need:
             return
         if room < need:  # the side panel makes up the difference, then the splitter shares
             self.resizeDocks([dock], [dock.width() - (need - room)], Qt.Orientation.Horizontal)

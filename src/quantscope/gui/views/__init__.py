@@ -62,7 +62,8 @@ class ViewsController(QObject):
         self.bits_and_formats = StackedViews(self.bitwidth, self.formats)
         # presenting, the tab's height goes to the bit-width curves alone: at 720 rows and
         # 18 px text two plots stacked are too short for their axis labels
-        self.formats.setProperty("clutter", True)
+        for part in (self.formats, self.bits_and_formats.handle(1)):  # the view, its handle
+            part.setProperty("clutter", True)
         for title, tab in (("Trade-off", self.tradeoff), ("Channels", self.channels),
                            ("Bit width", self.bits_and_formats)):
             window.add_view(title, tab)
