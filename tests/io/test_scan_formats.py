@@ -52,8 +52,9 @@ def test_scan_names_the_best_of_report_formats(capsys, checkpoint):
                                         "--json")["tensors"]}
     assert len(scan) == 4
     for name, row in scan.items():
-        shown = _json(capsys, "report", str(checkpoint), "--tensor", name, "--axis", "0",
-                      "--json", *(a for f in EIGHT + FOUR for a in ("--format", f)))["formats"]
+        # the channel axis by the window's rule in both (weights 0, activations -1)
+        shown = _json(capsys, "report", str(checkpoint), "--tensor", name, "--json",
+                      *(a for f in EIGHT + FOUR for a in ("--format", f)))["formats"]
         if name == "norm.weight":  # 1-D: scan compares per tensor and per block only
             shown = {k: v for k, v in shown.items() if not k.endswith("/channel")}
         for key, names in (("best_8bit", EIGHT), ("best_4bit", FOUR)):

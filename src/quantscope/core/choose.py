@@ -66,7 +66,7 @@ def choose_qparams(
     """
     xf = as_float32(x)
     if format != "int8":
-        from quantscope.core.formats import choose_format_params
+        from quantscope.core.format_choose import choose_format_params
 
         return choose_format_params(xf, format, symmetric=symmetric, granularity=granularity,
                                     axis=axis, method=method, prepared=prepared,

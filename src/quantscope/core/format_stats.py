@@ -23,13 +23,12 @@ import hashlib
 
 import numpy as np
 
-from quantscope.core.analyze import _report, _Totals
 from quantscope.core.elements import KIND_FLOAT, KIND_INT, ElementType
 from quantscope.core.format_kernel import direct_rows, sorted_rows
 from quantscope.core.formats import FormatParams
 from quantscope.core.layout import normalize_axis, param_rows, param_shape
 from quantscope.core.parallel import parallel, shares
-from quantscope.core.report import QuantReport
+from quantscope.core.report import QuantReport, UnitTotals, build_report
 from quantscope.core.validate import EngineValueError, as_float32
 
 #: Relative accuracy of the searched error sums (as :mod:`quantscope.core.sorted_stats`).
@@ -59,8 +58,8 @@ def _kernel_args(p: FormatParams) -> tuple:
             lut_val, et.values)
 
 
-def _totals(p: FormatParams, n_units: int, out_f, out_i, hist) -> _Totals:
-    tot = _Totals(n_units, p.levels)
+def _totals(p: FormatParams, n_units: int, out_f, out_i, hist) -> UnitTotals:
+    tot = UnitTotals(n_units, p.levels)
     tot.round_err[:] = out_f[:, 0]
     tot.clip_err[:] = out_f[:, 1]
     tot.max_abs[:] = out_f[:, 2]
@@ -106,7 +105,7 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
         out_f[rs.index] = f
         out_i[rs.index] = i
     hist = np.sum(hists, axis=0) if hists else np.zeros(params.levels, np.int64)
-    return _report(params, _totals(params, n_units, out_f, out_i, hist), xf.size)
+    return build_report(params, _totals(params, n_units, out_f, out_i, hist), xf.size)
 
 
 def _row_shares(n_rows: int, n_elements: int) -> list[tuple[int, int]]:
@@ -136,11 +135,11 @@ def prepared_format_report(prepared, params: FormatParams) -> QuantReport:
         return cache[key]
     rows = prepared.layout(params.axis, None)
     stats = evaluate_sorted(rows, params.scale, params.inv_scale, params)
-    return _report(params, stats, prepared.size)
+    return build_report(params, stats, prepared.size)
 
 
 def evaluate_sorted(rows, scale, inv_scale, params: FormatParams, want_hist: bool = True
-                    ) -> _Totals:
+                    ) -> UnitTotals:
     """Totals of every sorted row of ``rows`` under ``scale`` (one per row, or a scalar)."""
     n_rows = rows.n_rows
     s = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, np.float32).reshape(-1),
@@ -169,15 +168,13 @@ def evaluate_sorted(rows, scale, inv_scale, params: FormatParams, want_hist: boo
     return _totals(params, n_rows, out_f, out_i, hist)
 
 
-def mse_optimal_amax(xf: np.ndarray, name: str, *, axis: int | None, saturate: bool = True,
-                     prepared=None) -> np.ndarray:
+def mse_optimal_amax(xf: np.ndarray, name: str, *, axis: int | None, prepared,
+                     saturate: bool = True) -> np.ndarray:
     """Per unit (tensor or channel), the ``amax`` whose scale ``amax / max_finite`` gives the
     smallest exact total squared error: every candidate is an exact evaluation on the sorted
     rows (the min/max amax is one, so the result is never worse than min/max); the best of
     :data:`MSE_FRACTIONS` is refined on a finer grid around it."""
-    from quantscope.core.fast import prepare
-
-    prep = prepared if prepared is not None else prepare(xf)
+    prep = prepared
     ax = None if axis is None else normalize_axis(axis, xf.ndim)
     rows = prep.layout(ax, None)
     lo, hi = prep.min_max(ax, None)
