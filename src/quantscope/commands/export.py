@@ -64,6 +64,9 @@ def add_parser(subparsers) -> None:
                              "percentile / mse / entropy")
     scheme.add_argument("--runtime", help="copy a runtime's rules (pytorch, pytorch-fake, "
                                           "onnxruntime, tflite, tflite-xnnpack, tensorrt)")
+    scheme.add_argument("--format", default="int8",
+                        help="number format (default int8 with --bits): fp8_e4m3, mxfp4, "
+                             "nvfp4, nf4, int4_g128... (see quantscope report --help)")
     scheme.add_argument("--nonfinite", choices=("raise", "saturate"), default="raise",
                         help="NaN/inf elements: refuse (default) or saturate to the range ends")
 
@@ -92,7 +95,8 @@ def choose_from_args(x: np.ndarray, args: argparse.Namespace) -> QuantParams:
         x, symmetric=not args.asymmetric, granularity=args.granularity, axis=args.axis,
         group_size=args.group_size, bits=args.bits, narrow_range=args.narrow_range,
         signed=False if args.unsigned else None, method=args.method, rounding=args.rounding,
-        arithmetic=args.arithmetic, runtime=args.runtime)
+        arithmetic=args.arithmetic, runtime=args.runtime,
+        **({"format": args.format} if getattr(args, "format", "int8") != "int8" else {}))
 
 
 def _finite_or_text(value: float) -> float | str:
@@ -135,19 +139,21 @@ def build_metadata(params: QuantParams, *, source: str, tensor: str, source_dtyp
     }
 
 
-def write_archive(out: Path, codes: np.ndarray, params: QuantParams, metadata: dict) -> None:
+def write_archive(out: Path, codes: np.ndarray, params: QuantParams, metadata: dict,
+                  members: dict | None = None) -> None:
     """Write the .npz atomically (see :func:`quantscope.commands.output.write_atomically`: only
-    over a regular file or at a new path, with the user's umask).
+    over a regular file or at a new path, with the user's umask). ``members`` replaces codes,
+    scale and zero point for a number format's archive.
 
     The file handle is passed to ``np.savez`` so the name is used exactly as given (with a
     path, NumPy would append ``.npz`` to names lacking it).
     """
-    members = {
+    members = dict(members or {
         "codes": codes,
         "scale": np.asarray(params.scale, dtype=np.float32),
         "zero_point": np.asarray(params.zero_point, dtype=np.int32),
-        "metadata": np.array(json.dumps(metadata, allow_nan=False)),  # 0-d '<U': no pickle
-    }
+    })
+    members["metadata"] = np.array(json.dumps(metadata, allow_nan=False))  # 0-d '<U': no pickle
     write_atomically(out, lambda fh: np.savez(fh, allow_pickle=False, **members))
 
 
@@ -171,8 +177,18 @@ def run(args: argparse.Namespace) -> int:
     report = analyze(x, params)
     metadata = build_metadata(params, source=label, tensor=info.name, source_dtype=info.dtype,
                               shape=x.shape, report=report)
-    write_archive(out, codes, params, metadata)
+    members = None
+    name = f"int{params.bits}"
+    if not isinstance(params, QuantParams):
+        from quantscope.commands.export_format import format_members, format_scheme
+
+        metadata["scheme"] = format_scheme(params, x.size)
+        metadata["dequantize"] = metadata["scheme"].pop("dequantize")
+        members, name = format_members(params, codes), params.format
+    elif "format" in params.extra:
+        metadata["scheme"]["format"] = name = params.extra["format"]
+    write_archive(out, codes, params, metadata, members)
     print(f"wrote {show_path(out)}: {printable(info.name)} {list(x.shape)} -> {codes.dtype} codes, "
           f"{params.granularity} {'symmetric' if params.symmetric else 'asymmetric'} "
-          f"int{params.bits}, SQNR {report.sqnr_db:.2f} dB")
+          f"{name}, SQNR {report.sqnr_db:.2f} dB")
     return 0

@@ -45,6 +45,11 @@ def add_parser(subparsers) -> None:
                    help="a saved session of the window: its source and settings (options "
                         "given here override them)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--format", action="append", metavar="NAME",
+                   help="compare number formats instead (repeatable; 'all' for every one): "
+                        "int8, int4_g32/64/128, fp8_e4m3, fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz, "
+                        "fp6_e2m3, fp6_e3m2, fp4_e2m1, mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, "
+                        "mxfp6_e3m2, mxfp4, mxint8, nvfp4, nf4")
 
 
 def add_source_arguments(p: argparse.ArgumentParser) -> None:
@@ -203,6 +208,10 @@ def format_table(doc: dict, reports: dict[str, QuantReport]) -> str:
 def run(args: argparse.Namespace) -> int:
     """Print the report; returns the exit code."""
     state = explore(args)
+    if getattr(args, "format", None):
+        from quantscope.commands import format_report
+
+        return format_report.run(args, state)
     doc = state.describe()
     if args.json:
         print(dumps(doc, indent=2))

@@ -9,6 +9,12 @@ marks a layer whose channels have very different ranges: per-tensor scaling wast
 codes on it. The numbers are those of `quantscope report` for each tensor, computed in one
 read of the stored bytes on every core (see quantscope.state.model_scan).
 
+With --formats each row also names the tensor's best 8-bit format (int8, FP8 E4M3 / E5M2 and
+their FNUZ variants per tensor and per channel, MXFP8, MXINT8) and best 4-bit format (INT4
+g32/g64/g128, FP4 E2M1, MXFP4, NVFP4, NF4) by SQNR, as `quantscope report --format` and the
+window's comparison panes compute them; it loads every tensor and analyses some twenty
+formats, so it takes far longer than the int8 figures alone.
+
 Tensors that cannot be read (a missing or truncated shard, a lying header) are reported and
 the others scanned: the exit status is 1 then, 2 when nothing at all could be read.
 """
@@ -51,6 +57,8 @@ def add_parser(subparsers) -> None:
                    default="minmax", help="range method (default minmax: the fast pass)")
     p.add_argument("--preset", choices=("pytorch", "onnxruntime", "tflite", "tensorrt"),
                    help="a runtime's parameter rules and arithmetic")
+    p.add_argument("--formats", action="store_true",
+                   help="also name each tensor's best 8-bit and 4-bit number format (slow)")
     p.add_argument("--outlier", type=float, default=6.0, metavar="T",
                    help="a channel with any |x| >= T is an outlier channel (default 6)")
     bar = p.add_mutually_exclusive_group()
@@ -142,22 +150,28 @@ def format_table(label: str, rows, shown, settings, seconds: float, sharded: boo
              f"{sum(r.params for r in analysed):,} parameters; symmetric int{settings.bits} "
              f"({settings.runtime or settings.method}), per-tensor vs per-channel "
              f"({'each tensor’s own axis' if axis is None else f'axis {axis}'}), worst first"]
+    with_formats = any(r.formats is not None for r in shown)
     head = ("#", "tensor", "shape", "dtype", "per-tensor dB", "per-channel dB", "axis", "gap dB",
-            "clip %", "max |x|", "outliers", "suggested")
+            "clip %", "max |x|", "outliers") + (
+            ("best 8-bit", "dB", "best 4-bit", "dB") if with_formats else ()) + ("suggested",)
     table = [head]
     for i, r in enumerate(shown, 1):
         f = r.figures
         outliers = "-" if f.outlier_channels is None else f"{f.outlier_channels}/{f.channels}"
+        best = () if not with_formats else ("-", "-", "-", "-") if r.formats is None else (
+            r.formats.best8.spec, _db(r.formats.best8.sqnr_db), r.formats.best4.spec,
+            _db(r.formats.best4.sqnr_db))
         table.append((
             str(i), printable(r.name), "x".join(map(str, r.info.shape)), r.info.dtype,
             _db(f.per_tensor_db), _db(f.per_channel_db),
             "-" if r.axis is None else str(r.axis), _db(f.gain_db),
-            f"{100 * f.clipped_fraction:.3f}", f"{f.max_abs:.4g}", outliers,
+            f"{100 * f.clipped_fraction:.3f}", f"{f.max_abs:.4g}", outliers, *best,
             f.suggested + (f"  ({f.n_nonfinite} non-finite ignored)" if f.n_nonfinite else "")
             + (f"  [{printable(r.file)}]" if sharded else "")))
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    right = {0, 4, 5, 6, 7, 8, 9, 10} | ({12, 14} if with_formats else set())
     for row in table:
-        lines.append("  ".join(c.rjust(w) if j in (0, 4, 5, 6, 7, 8, 9, 10) else c.ljust(w)
+        lines.append("  ".join(c.rjust(w) if j in right else c.ljust(w)
                                for j, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())
     if not analysed:
         lines.append("no floating-point tensors to scan")
@@ -198,7 +212,8 @@ def run(args: argparse.Namespace) -> int:
     bar = ProgressBar(sys.stderr if show_bar else None, sum(r.nbytes for r in pending),
                       len(pending))
     start = time.perf_counter()
-    rows = ModelScan(rows, settings, axis=args.axis, threshold=args.outlier).run(
+    rows = ModelScan(rows, settings, axis=args.axis, threshold=args.outlier,
+                     formats=args.formats).run(
         on_row=lambda r: bar.tensor(r.name), on_progress=bar.chunk)
     seconds = time.perf_counter() - start
     bar.finish()

@@ -113,6 +113,12 @@ def analyze(x, params: QuantParams) -> QuantReport:
     finite elements.
     """
     if not isinstance(params, QuantParams):
+        from quantscope.core.formats import FormatParams
+
+        if isinstance(params, FormatParams):
+            from quantscope.core.format_stats import analyze_format
+
+            return analyze_format(x, params)
         raise EngineValueError(f"params must be a QuantParams, got {type(params).__name__}")
     xf = as_float32(x)
     if params.granularity != "tensor" and xf.ndim == 0:

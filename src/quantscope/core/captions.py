@@ -123,11 +123,12 @@ def _one_sided(report: QuantReport, x_min: float, x_max: float) -> Caption | Non
     p = report.params
     if not p.symmetric or (x_min < 0 < x_max) or (x_min == 0 and x_max == 0):
         return None
+    grid = getattr(p, "values", None)  # a format's representable values (ascending)
     if x_min >= 0:
-        usable = p.qmax + 1  # codes 0..qmax
+        usable = p.qmax + 1 if grid is None else int(np.count_nonzero(grid >= 0))
         return Caption("one_sided", f"all values ≥ 0: symmetric can use only {usable} of "
                                     f"{p.levels} codes")
-    usable = -p.qmin + 1  # codes qmin..0
+    usable = -p.qmin + 1 if grid is None else int(np.count_nonzero(grid <= 0))
     return Caption("one_sided", f"all values ≤ 0: symmetric can use only {usable} of "
                                 f"{p.levels} codes")
 
@@ -211,6 +212,13 @@ def _clipped_tail(report: QuantReport) -> str:
 
 def _rounding(report: QuantReport) -> Caption:
     p = report.params
+    if getattr(p, "format", None) is not None:  # a float grid: the step grows with |x|
+        clipped = ""
+        if report.clipping_mse > 0:
+            clipped = (f"; {fmt_percent(report.clipped_fraction)} clipped cause "
+                       f"{fmt_percent(report.clipping_mse / report.mse)} of the error")
+        return Caption("rounding", f"rounding dominates: values use {report.codes_used} of "
+                                   f"{p.levels} representable values{clipped}")
     step = np.asarray(p.scale, np.float64)
     if step.ndim == 0:
         tail = f"each error ≤ half a step ({fmt_value(float(step) / 2)})"

@@ -31,6 +31,7 @@ def choose_qparams(
     arithmetic: str | None = None,
     runtime: str | None = None,
     prepared=None,
+    format: str = "int8",
     **method_options,
 ) -> QuantParams:
     """Choose parameters for ``x``: find each unit's range by ``method``, then apply the rules.
@@ -58,8 +59,18 @@ def choose_qparams(
     prepared : quantscope.core.fast.Prepared, optional
         ``prepare(x)``, reused by the percentile and MSE searches: without it each call sorts
         the tensor again, which costs seconds at 10^7 elements on every slider move.
+    format : str
+        ``"int8"`` (the integer rules above, with ``bits``), or a format of
+        :mod:`quantscope.core.formats` (``"fp8_e4m3"``, ``"mxfp4"``, ``"int4_g128"``...), which
+        returns that format's parameters (``saturate=False`` names the non-saturating cast).
     """
     xf = as_float32(x)
+    if format != "int8":
+        from quantscope.core.format_choose import choose_format_params
+
+        return choose_format_params(xf, format, symmetric=symmetric, granularity=granularity,
+                                    axis=axis, method=method, prepared=prepared,
+                                    **method_options)
     if prepared is not None:
         if prepared.shape != xf.shape:
             raise EngineValueError(f"prepared is of a tensor of shape {prepared.shape}, "

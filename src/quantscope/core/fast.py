@@ -111,6 +111,12 @@ class Prepared:
     def analyze(self, params: QuantParams) -> QuantReport:
         """The report :func:`~quantscope.core.analyze.analyze` gives for ``(x, params)``."""
         if not isinstance(params, QuantParams):
+            from quantscope.core.formats import FormatParams
+
+            if isinstance(params, FormatParams):
+                from quantscope.core.format_stats import prepared_format_report
+
+                return prepared_format_report(self, params)
             raise EngineValueError(f"params must be a QuantParams, got {type(params).__name__}")
         if params.granularity != "tensor" and self.x.ndim == 0:
             raise EngineValueError("a 0-d tensor cannot be quantized per channel or per group")

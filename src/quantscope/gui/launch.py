@@ -11,6 +11,7 @@ opens on the built-in demo tensor, whose first numbers equal ``quantscope report
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import os
 import sys
@@ -26,7 +27,7 @@ from quantscope.commands.report import (
 from quantscope.core.generators import GENERATORS
 from quantscope.errors import UserError, one_line
 from quantscope.jsonable import dumps
-from quantscope.state import ExplorerState, Source
+from quantscope.state import ExplorerState, SettingsError, Source
 
 #: How long ``--screenshot`` waits for the panes before giving up (a 10^8-element file may
 #: take a while to prepare on a slow machine).
@@ -59,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scene", type=int, metavar="N",
                         help="with --talk: start at scene N (with --screenshot: render it)")
     parser.add_argument("--size", default="1600x1000", help="window size (default 1600x1000)")
+    parser.add_argument("--compare", nargs="?", const="int8/channel,fp8_e4m3/tensor,mxfp4,"
+                        "int4_g128", metavar="F1,F2,F3,F4",
+                        help="the four panes show these number formats (default int8/channel,"
+                             "fp8_e4m3/tensor,mxfp4,int4_g128), e.g. nvfp4 or fp8_e5m2/channel")
 
 
 def source_from_args(args: argparse.Namespace) -> Source:
@@ -134,6 +139,12 @@ def run(args: argparse.Namespace) -> int:
     talk = talk_from_args(args)
     source = source_from_args(args)
     settings = settings_from_args(args)
+    if getattr(args, "compare", None):
+        try:
+            settings = dataclasses.replace(settings, formats=tuple(args.compare.split(","))
+                                           ).check()
+        except SettingsError as exc:
+            raise UserError(f"--compare: {exc}") from None
 
     from PySide6.QtWidgets import QApplication
 

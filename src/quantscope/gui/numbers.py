@@ -123,6 +123,9 @@ class Grid:
     window: tuple[float, float]
     zero: float
     note: str
+    #: The spacing the grid's pen fades by (None: the median gap). A format's grid is dense
+    #: near zero and sparse at the ends, and faded by its median gap its wide buckets vanish.
+    spacing: float | None = None
 
 
 def bucket_grid(report: QuantReport) -> Grid:
@@ -133,6 +136,8 @@ def bucket_grid(report: QuantReport) -> Grid:
     ``(qmax - z + 1/2) s``.
     """
     p = report.params
+    if getattr(p, "format", None) is not None:
+        return format_grid(p)
     scale = np.asarray(p.scale, np.float64).reshape(-1)
     zp = np.asarray(p.zero_point, np.int64).reshape(-1)
     lo_all = (p.qmin - zp - 0.5) * scale
@@ -145,3 +150,25 @@ def bucket_grid(report: QuantReport) -> Grid:
         note = f"grid of the median-scale unit #{i}; window spans all units"
     q = np.arange(p.qmin, p.qmax, dtype=np.float64)
     return Grid((q - z + 0.5) * s, (float(lo_all.min()), float(hi_all.max())), 0.0, note)
+
+
+def format_grid(p) -> Grid:
+    """A format's grid: a line at every representable value times the scale (FP8's values
+    crowd near zero and spread out towards the ends, so its buckets are not uniform), the
+    window out to where values start to clip. Per channel or per block: the grid of the
+    median-scale unit, the window of the largest scale."""
+    from quantscope.core.format_stats import element_edges
+
+    scale = np.asarray(p.scale, np.float64).reshape(-1)
+    over = float(element_edges(p.element)[-1])
+    if scale.size == 1:
+        s, note = float(scale[0]), ""
+    else:
+        i = int(np.argsort(scale, kind="stable")[scale.size // 2])
+        s = float(scale[i])
+        unit = "block" if p.group_size else "channel"
+        note = f"grid of the median-scale {unit} #{i}; window spans all {unit}s"
+    note = (note + "\n" if note else "") + "lines: the representable values"
+    top = over * float(scale.max())
+    lines = p.values * s
+    return Grid(lines, (-top, top), 0.0, note, float(np.percentile(np.diff(lines), 90)))

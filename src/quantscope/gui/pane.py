@@ -70,12 +70,26 @@ def theme_brush(color: str, alpha: int) -> QBrush:
     return QBrush(c)
 
 
-def pane_key(theme, per_unit: bool) -> str:
+def grid_words(params) -> str:
+    """What the pane's grid lines are, for its key: an int scheme's rounding boundaries, a
+    format's representable values (the tooltip says which); of the median-scale channel,
+    group or block when there are several (no longer than the int panes' words: the key
+    sets the pane's smallest width)."""
+    fmt = getattr(params, "format", None) is not None
+    unit = {"tensor": "", "channel": "median channel's ",
+            "group": "median block's " if fmt else "median group's "}.get(
+        params.granularity, "median unit's ")
+    if not unit:
+        return "representable values" if fmt else "code grid"
+    return f"{unit}grid"
+
+
+def pane_key(theme, per_unit: bool, grid: str | None = None) -> str:
     """The one-line key under a pane's title: a swatch in each mark's colour and its name."""
     def swatch(role: str, glyph: str) -> str:
         return f'<span style="color:{theme.mark(role)}; font-weight:700">{glyph}</span>'
 
-    grid = "median channel's grid" if per_unit else "code grid"
+    grid = grid or ("median channel's grid" if per_unit else "code grid")
     return (f"{swatch('window', '[ ]')} window &nbsp;{swatch('clipped', '▀')} clipped "
             f"&nbsp;{swatch('zero', '┆')} zero point &nbsp;{swatch('grid', '│')} {grid}")
 
@@ -391,6 +405,10 @@ class Pane(QFrame):
         """Show a report: the numbers, the bucket grid, the window and the occupancy."""
         self.report = report
         self.set_error("")
+        words = (grid_words(report.params), getattr(report.params, "format", None) is not None)
+        if words != getattr(self, "_key_words", None) and hasattr(self, "_theme"):
+            self._key_words = words
+            self._write_key()
         texts = display_values(report)
         for key, value in self.values.items():
             text = texts[key]
@@ -441,8 +459,8 @@ class Pane(QFrame):
         self.zero.setValue(g.zero)
         self.zero.label.setFormat(f"zero point {zero_text}")
         self.plot.setToolTip(g.note)
-        self._grid_scale = float(np.median(np.diff(g.boundaries))) if g.boundaries.size > 1 \
-            else 0.0
+        self._grid_scale = g.spacing if g.spacing is not None else (
+            float(np.median(np.diff(g.boundaries))) if g.boundaries.size > 1 else 0.0)
         self._update_grid_pen()
 
     def _rebin(self) -> None:
@@ -528,13 +546,21 @@ class Pane(QFrame):
         self._grid_color = QColor(mark("grid"))
         self._grid_alpha = -1
         self._update_grid_pen()
-        self.key_label.setText(pane_key(theme, per_unit=not self.key.endswith("/tensor")))
+        self._theme = theme
+        self._write_key()
+
+    def _write_key(self) -> None:
+        """The key and its tooltip for what the grid lines of the scheme on show are."""
+        words, fmt = getattr(self, "_key_words", (None, False))
+        per_unit = not self.key.endswith("/tensor") if words is None else "median" in words
+        self.key_label.setText(pane_key(self._theme, per_unit, words))
+        lines = ("grey lines: the representable values" if fmt else
+                 "grey lines: rounding boundaries between neighbouring codes")
         self.key_label.setToolTip(
             "shaded, between the green edges: the window of values the codes represent · "
             "red band: values beyond it, clipped to the end codes · dashed line: the value "
-            "the zero point code stands for · grey lines: rounding boundaries between "
-            "neighbouring codes" + (" (of the median-scale channel)" if not
-                                    self.key.endswith("/tensor") else ""))
+            "the zero point code stands for · " + lines +
+            (" (of the median-scale unit)" if per_unit else ""))
 
     def displayed(self) -> dict[str, str]:
         """Field key -> the text shown (what ``--metrics`` records)."""

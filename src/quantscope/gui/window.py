@@ -169,6 +169,9 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         bits = st.settings.bits
         if self.presentation:
             text = f"{what} · {self.stage.describe()} · int{bits}"
+        elif st.settings.formats is not None:
+            text = (f"{what} in four number formats: each pane shows the values' histogram, "
+                    "the format's representable values over it, and the error")
         else:
             text = (f"{what} quantized to int{bits} four ways: each pane shows the values' "
                     f"histogram, the code grid over it, and the error")
@@ -177,6 +180,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
+        QTimer.singleShot(0, self._fit_views)  # once the splitter has its new width
         if self.presentation:
             from quantscope.gui.theme import current_theme, stage_px
 

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from quantscope.gui.compact import Compact
 from quantscope.gui.controls import ControlsPanel
+from quantscope.gui.format_controls import FormatControls
 from quantscope.gui.pane import Pane, link_plots
 from quantscope.gui.source_panel import SourcePanel
 from quantscope.gui.stage import Stage
@@ -114,6 +115,16 @@ class WindowLayout:
         scroll.setWidgetResizable(True)
         scroll.setWidget(self.source_panel)
         tabs.addTab(scroll, "Source")
+        self.format_controls = FormatControls(self.state)
+        fmt = QWidget()
+        fv = QVBoxLayout(fmt)
+        fv.setContentsMargins(4, 4, 4, 4)
+        fv.addWidget(self.format_controls)
+        fv.addStretch(1)
+        # hidden in presentation, like the tensor summary: its menus at presentation sizes
+        # would widen the side panel (and the window, for good)
+        self.format_controls.setProperty("clutter", True)
+        tabs.addTab(fmt, "Formats")
         self.side_tabs = tabs
         dock = QDockWidget("", self)
         dock.setObjectName("sideDock")

@@ -211,6 +211,11 @@ class ExplorerState:
         s = self.settings
         if s.method == "manual" and s.manual_clip is not None:
             return s.manual_clip
+        if s.formats is not None:  # the comparison layout: the first per-tensor format's
+            from quantscope.state.formats import tensor_window
+
+            windows = (tensor_window(self.results[p].params) for p in PANES if p in self.results)
+            return next((w for w in windows if w is not None), None)
         for pane in ("asymmetric/tensor", "symmetric/tensor"):
             rep = self.results.get(pane)
             if rep is not None:

@@ -60,6 +60,10 @@ def pane_params(x: np.ndarray, pane: str, settings: Settings,
     """
     if pane not in PANES:
         raise SettingsError(f"unknown pane {pane!r}; panes are {PANES}")
+    if settings.formats is not None:  # the comparison layout: a format per pane
+        from quantscope.state.formats import format_pane_params
+
+        return format_pane_params(x, settings.formats[PANES.index(pane)], settings, prepared)
     sym, gran = pane.split("/")
     symmetric = sym == "symmetric"
     axis = group = None

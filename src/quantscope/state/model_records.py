@@ -16,6 +16,9 @@ from quantscope.state.settings import Settings
 COLUMNS = ("name", "shape", "dtype", "params", "per_tensor_sqnr_db", "per_channel_sqnr_db",
            "gain_db", "axis", "clipped_percent", "max_abs", "outlier_channels", "channels",
            "suggested", "n_nonfinite", "layer", "kind", "file", "status", "reason")
+#: The columns ``scan --formats`` adds: each tensor's best 8-bit and 4-bit format.
+FORMAT_COLUMNS = ("best_8bit", "best_8bit_sqnr_db", "best_8bit_bits", "best_4bit",
+                  "best_4bit_sqnr_db", "best_4bit_bits")
 
 
 def _json_number(value: float | None) -> float | str | None:
@@ -53,6 +56,10 @@ def row_record(row: ModelRow, rank_: int | None = None, sharded: bool = False) -
             "suggested": f.suggested,
             "n_nonfinite": f.n_nonfinite,
         })
+        if row.formats is not None:
+            for key, p in (("best_8bit", row.formats.best8), ("best_4bit", row.formats.best4)):
+                record[key] = {"format": p.spec, "sqnr_db": _json_number(p.sqnr_db),
+                               "bits_per_element": p.bits_per_element}
     else:
         record["reason"] = row.reason
     if sharded:
@@ -84,11 +91,18 @@ def to_json(label: str, rows: list[ModelRow], shown: list[ModelRow], settings: S
 def to_csv(rows: list[ModelRow]) -> str:
     """Every row (analysed ones ranked first, then the others), one CSV line each."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    with_formats = any(r.formats is not None for r in rows)
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS + (FORMAT_COLUMNS if with_formats else ()),
+                            extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for r in rows:
         rec = row_record(r, sharded=True)
         rec["shape"] = "x".join(map(str, rec["shape"])) if rec["shape"] else ""
         rec["gain_db"] = rec.get("gap_db")
+        for key in ("best_8bit", "best_4bit"):
+            if key in rec:
+                best = rec.pop(key)
+                rec[key], rec[key + "_sqnr_db"] = best["format"], best["sqnr_db"]
+                rec[key + "_bits"] = best["bits_per_element"]
         writer.writerow(rec)
     return buf.getvalue()

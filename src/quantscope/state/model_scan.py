@@ -11,7 +11,10 @@ pending, the others marked with why -- and :class:`ModelScan` fills them in:
   speed the disk or page cache delivers it, in the memory of a few chunks;
 * under any other settings (percentile, MSE, entropy, a preset, groups) the tensor is loaded
   as float32 and the panes' own mapping (:func:`quantscope.state.compute.pane_params`, then
-  :func:`quantscope.core.analyze`) gives the same figures, slower.
+  :func:`quantscope.core.analyze`) gives the same figures, slower;
+* with ``formats=True`` every tensor is loaded so, and its best 8-bit and best 4-bit number
+  format (:func:`quantscope.state.formats.best_formats`, the comparison panes' own rules) join
+  its figures.
 
 Either way a row's numbers equal ``quantscope report``'s symmetric schemes for that tensor.
 A tensor that cannot be read gets its message; the others carry on.
@@ -45,6 +48,7 @@ from quantscope.io.checkpoint import Checkpoint, RawTensor
 from quantscope.io.tensor_info import TensorInfo
 from quantscope.state.axes import choose_axis
 from quantscope.state.compute import lower_thread_priority, pane_params
+from quantscope.state.formats import BestFormats, best_formats
 from quantscope.state.settings import Settings
 from quantscope.state.source import Source
 
@@ -80,6 +84,7 @@ class ModelRow:
     path: str = ""
     #: The per-channel axis its figures used (None below two dimensions or before the scan).
     axis: int | None = None
+    formats: BestFormats | None = None
 
     @property
     def params(self) -> int:
@@ -118,7 +123,7 @@ def model_rows(checkpoint: Checkpoint) -> list[ModelRow]:
 
 def reset(rows: list[ModelRow]) -> list[ModelRow]:
     """The rows with every computed figure forgotten (new settings): pending again."""
-    return [dataclasses.replace(r, status=PENDING, reason="", figures=None)
+    return [dataclasses.replace(r, status=PENDING, reason="", figures=None, formats=None)
             if r.status in (OK, PENDING) or (r.status == SKIPPED and r.info is not None
                                                and skip_reason(r.info) is None) else r
             for r in rows]
@@ -181,6 +186,7 @@ class _Work:
     out: int = 0
     failed: str | None = None
     result: TensorFigures | None = None
+    formats: BestFormats | None = None
 
 
 class ModelScan:
@@ -201,16 +207,20 @@ class ModelScan:
         Threads (the caller's included); default one per core.
     background : bool
         Run the extra threads at a lower priority (the window's thread comes first).
+    formats : bool
+        Also find each tensor's best 8-bit and 4-bit number format (loads every tensor as
+        float32 and analyses each candidate format: many times the work of the int8 figures).
     """
 
     def __init__(self, rows: list[ModelRow], settings: Settings, *, axis: int | None = None,
                  workers: int | None = None, threshold: float = OUTLIER_THRESHOLD,
-                 background: bool = False) -> None:
+                 background: bool = False, formats: bool = False) -> None:
         self.rows = list(rows)
         self.axis = axis
         self.settings = settings.check()
         self.threshold = threshold
-        self.rules = fused_rules(self.settings, threshold)
+        self.formats = formats
+        self.rules = None if formats else fused_rules(self.settings, threshold)
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.background = background
         self.total_bytes = sum(r.nbytes for r in self.rows if r.status == PENDING)
@@ -359,8 +369,11 @@ class ModelScan:
     def _engine(self, work: _Work) -> None:
         row = work.row
         x, _ = load_for_analysis(_path(row), row.name)
-        work.result = engine_figures(x, channel_axis(row, self.axis), self.settings,
-                                     self.threshold)
+        axis = channel_axis(row, self.axis)
+        work.result = engine_figures(x, axis, self.settings, self.threshold)
+        if self.formats and work.result.n:
+            at = self.settings if axis is None else dataclasses.replace(self.settings, axis=axis)
+            work.formats = best_formats(x, at, per_channel=axis is not None)
 
     def _finish(self, work: _Work) -> None:
         """Complete a tensor's row and hand it on (any thread)."""
@@ -381,7 +394,8 @@ class ModelScan:
                         reason=f"all {row.params} values are NaN or infinite")
                 else:
                     done = dataclasses.replace(row, status=OK, figures=figures,
-                                               axis=channel_axis(row, self.axis))
+                                               axis=channel_axis(row, self.axis),
+                                               formats=work.formats)
         with self._lock:
             self.rows[row.index] = done
         if self._on_row is not None:

@@ -44,6 +44,9 @@ class Settings:
     axis: int = 0
     group_size: int | None = None
     runtime: str | None = None
+    #: One number format per pane (the comparison layout, see :mod:`quantscope.state.formats`),
+    #: or None for the four int schemes.
+    formats: tuple[str, str, str, str] | None = None
 
     def check(self, ndim: int | None = None) -> Settings:
         """Return self if every field is valid (for a tensor of ``ndim`` dims), else raise."""
@@ -74,12 +77,17 @@ class Settings:
                                 f"{MAX_GROUP_SIZE}, got {short_repr(self.group_size)}")
         if self.runtime not in RUNTIMES:
             raise SettingsError(f"runtime must be one of {RUNTIMES}, got {self.runtime!r}")
+        if self.formats is not None:
+            from quantscope.state.formats import check_formats
+
+            check_formats(self.formats)
         return self
 
     def to_dict(self) -> dict:
         """JSON-ready form (for sessions and the metrics file)."""
         d = dataclasses.asdict(self)
         d["manual_clip"] = list(self.manual_clip) if self.manual_clip else None
+        d["formats"] = list(self.formats) if self.formats else None
         return d
 
     @classmethod
@@ -95,6 +103,8 @@ class Settings:
             if not isinstance(clip, list | tuple) or len(clip) != 2:
                 raise SettingsError(f"manual clip must be [lo, hi], got {short_repr(clip)}")
             d["manual_clip"] = tuple(clip)  # check() refuses what is not a number
+        if d.get("formats") is not None:
+            d["formats"] = tuple(d["formats"])
         return cls(**d).check()
 
 
@@ -102,9 +112,14 @@ def pane_title(pane: str, settings: Settings | None = None,
                shape: tuple[int, ...] | None = None) -> str:
     """``"Symmetric · per-tensor"`` ...; per-channel panes say per-group when groups are on,
     and with the tensor's ``shape`` which axis holds the channels and how many there are
-    (``"Asymmetric · per-channel · axis -1: 1,536 channels"``)."""
+    (``"Asymmetric · per-channel · axis -1: 1,536 channels"``); in the comparison layout,
+    the pane's format."""
     from quantscope.state.axes import units
 
+    if settings is not None and settings.formats is not None:
+        from quantscope.state.formats import format_title
+
+        return format_title(settings.formats[PANES.index(pane)], settings, shape)
     sym, gran = pane.split("/")
     if gran == "channel" and settings is not None and shape is not None:
         gran_text = units(tuple(shape), settings.axis, settings.group_size).title()

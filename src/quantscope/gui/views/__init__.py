@@ -11,20 +11,36 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QFileDialog, QSplitter, QWidget
 
 from quantscope.core.captions import pane_captions
 from quantscope.errors import QuantscopeError
 from quantscope.gui.views.bitwidth import BitwidthView
 from quantscope.gui.views.channels import ChannelsView
+from quantscope.gui.views.formats import FormatsView
 from quantscope.gui.views.mapping import MappingView
 from quantscope.gui.views.matmul import MatmulView
 from quantscope.gui.views.tradeoff import TradeoffView
 from quantscope.state import PANES, pane_title
 
-__all__ = ["BitwidthView", "ChannelsView", "TradeoffView", "ViewsController", "install_views"]
+__all__ = ["BitwidthView", "ChannelsView", "FormatsView", "TradeoffView", "ViewsController",
+           "install_views"]
+
+
+class StackedViews(QSplitter):
+    """Views one above the other in one tab; ready when each of them is."""
+
+    def __init__(self, *views: QWidget) -> None:
+        super().__init__(Qt.Orientation.Vertical)
+        self.setChildrenCollapsible(False)
+        for view in views:
+            self.addWidget(view)
+
+    def is_ready(self) -> bool:
+        return all(getattr(self.widget(i), "is_ready", lambda: True)()
+                   for i in range(self.count()))
 
 
 class ViewsController(QObject):
@@ -37,11 +53,21 @@ class ViewsController(QObject):
         self.tradeoff = TradeoffView(state)
         self.channels = ChannelsView(state)
         self.bitwidth = BitwidthView(state)
+        self.formats = FormatsView(state)
         self.views: dict[str, QWidget] = {"Trade-off": self.tradeoff,
                                           "Channels": self.channels,
-                                          "Bit width": self.bitwidth}
-        for title, view in self.views.items():
-            window.add_view(title, view)
+                                          "Bit width": self.bitwidth,
+                                          "Formats": self.formats}
+        # the Bit width tab grows into bits and formats: SQNR against bits for the int
+        # schemes above, against bits per element for every format below
+        self.bits_and_formats = StackedViews(self.bitwidth, self.formats)
+        # presenting, the tab's height goes to the bit-width curves alone: at 720 rows and
+        # 18 px text two plots stacked are too short for their axis labels
+        for part in (self.formats, self.bits_and_formats.handle(1)):  # the view, its handle
+            part.setProperty("clutter", True)
+        for title, tab in (("Trade-off", self.tradeoff), ("Channels", self.channels),
+                           ("Bit width", self.bits_and_formats)):
+            window.add_view(title, tab)
         self.show_captions = True
         state.results_changed.connect(self.update_captions)
         window.installEventFilter(self)

@@ -44,7 +44,8 @@ def _curves_for(x: np.ndarray, prepared, settings: Settings,
             time.sleep(0)  # let the GUI thread run between reports
             if should_stop():
                 raise Cancelled
-            return pane_params(x, pane, dataclasses.replace(settings, bits=b),
+            # the int schemes at every width, also while the panes compare formats
+            return pane_params(x, pane, dataclasses.replace(settings, bits=b, formats=None),
                                prepared=prepared)
 
         curves[pane] = bitwidth_curve(params_for_bits, lambda p: analyze_with(x, prepared, p))
@@ -141,7 +142,8 @@ class BitwidthView(QWidget):
 
     @staticmethod
     def _curve_key(settings: Settings) -> Settings:
-        return dataclasses.replace(settings, bits=8)  # the curves span every width
+        # the curves span every width, and stay the int schemes' in the comparison layout
+        return dataclasses.replace(settings, bits=8, formats=None)
 
     def _on_state_settings_changed(self) -> None:
         if self.state is None:

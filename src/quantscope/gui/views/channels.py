@@ -79,10 +79,12 @@ class ChannelsView(QWidget):
         self.scheme = QComboBox()
         self.scheme.addItems(["symmetric", "asymmetric"])
         self.threshold = QDoubleSpinBox()
-        self.threshold.setRange(0.0, 1e6)
         self.threshold.setDecimals(2)
         self.threshold.setValue(OUTLIER_THRESHOLD)
-        self.threshold.setPrefix("outlier |x| ≥ ")
+        self.threshold.setPrefix("outliers |x| ≥ ")
+        self.threshold.setRange(0.0, 1e4)  # a shorter box: the views fit beside the panes
+        self.threshold.setToolTip("a channel holding any |x| at or above this is an outlier "
+                                  "channel (LLM.int8()'s threshold is 6)")
         self.threshold.setProperty("clutter", True)
         self.scheme.currentTextChanged.connect(self.refresh)
         self.threshold.valueChanged.connect(self.refresh)

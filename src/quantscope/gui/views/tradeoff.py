@@ -391,7 +391,7 @@ class TradeoffView(QWidget):
         self._syncing = True
         try:
             for name, _ in SCHEMES:
-                rep = self.state.results.get(f"{name}/tensor")
+                rep = self._scheme_report(name)
                 plot = self.plots[name]
                 if rep is None:
                     continue
@@ -401,6 +401,13 @@ class TradeoffView(QWidget):
             self._syncing = False
         self._update_summary()
 
+    def _scheme_report(self, name: str):
+        """The per-tensor pane's report of scheme ``name`` (None in the comparison layout,
+        where the panes show other formats)."""
+        if self.state is None or self.state.settings.formats is not None:
+            return None
+        return self.state.results.get(f"{name}/tensor")
+
     def _update_summary(self) -> None:
         """Current and best clip per scheme, in a label that wraps (plot titles would force
         a minimum width and get cut off in a narrow tab)."""
@@ -409,7 +416,7 @@ class TradeoffView(QWidget):
             if self._vertical and name != self.scheme.currentText():
                 continue  # narrow: only the scheme on show
             sweep = self.plots[name].sweep
-            rep = self.state.results.get(f"{name}/tensor") if self.state else None
+            rep = self._scheme_report(name)
             parts = []
             if rep is not None:
                 parts.append(f"clip |x| ≤ {fmt_value(clip_threshold(rep.params))} gives "

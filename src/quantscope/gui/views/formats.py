@@ -1,0 +1,232 @@
+"""SQNR against bits per element for every number format on the current tensor.
+
+Each format is one point at its storage cost, scale overhead included (MXFP4 at 4.25, NVFP4 at
+4.5, INT4 g128 at 4.125...); int2..int8 per channel are joined as a curve, and the dotted
+6.02 dB-per-bit line through int8 per channel is the guide: a point above it buys more than
+a bit's worth of SQNR for its storage, a point below less. The formats the panes show are
+ringed (in the classic layout: the symmetric per-channel int scheme at the current width).
+
+The points come from :func:`quantscope.state.formats.format_points` (the panes' own rules),
+computed in a background job while the view is visible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from quantscope.core.bitwidth import DB_PER_BIT
+from quantscope.gui.style import summary_label
+from quantscope.gui.theme import Theme, current_theme, style_plot
+from quantscope.gui.views._jobs import LatestJob
+from quantscope.state import ExplorerState
+from quantscope.state.formats import FormatPoint, format_points, format_title
+
+#: Right end of the bits axis: room for the labels of the 8.25-bit MX points.
+X_MAX = 10.0
+#: Points closer than (bits, dB) share one label.
+LABEL_GAP = (0.6, 1.6)
+#: Colour role of each family of formats.
+FAMILY = {"int": "total", "fp": "rounding", "mx": "sqnr", "nv": "clipping", "nf": "optimum"}
+
+
+def family(spec: str) -> str:
+    """``"int"``, ``"fp"``, ``"mx"``, ``"nv"`` or ``"nf"``."""
+    return spec[:2] if spec[:2] in FAMILY else ("int" if spec.startswith("int") else "fp")
+
+
+def marked_specs(settings) -> list[str]:
+    """The formats the panes show, as format specs."""
+    if settings.formats is not None:
+        return list(settings.formats)
+    return [f"int{settings.bits}/channel"]
+
+
+class FormatsView(QWidget):
+    """Every format's SQNR against its bits per element, the panes' formats ringed."""
+
+    themed = True
+
+    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("formatsView")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        self.summary = summary_label(layout, 3)
+        self.widget = pg.PlotWidget()
+        layout.addWidget(self.widget, 1)
+        self.plot = self.widget.getPlotItem()
+        self.plot.setLabel("bottom", "bits per element (scales included)")
+        self.plot.setLabel("left", "SQNR (dB)")
+        self.plot.showGrid(x=True, y=True, alpha=0.15)
+        self.plot.getViewBox().setMouseEnabled(x=False, y=False)
+        self.guide = pg.PlotDataItem([], [])
+        self.int_curve = pg.PlotDataItem([], [], symbol="o")
+        self.points = {f: pg.ScatterPlotItem() for f in FAMILY}
+        self.rings = pg.ScatterPlotItem(symbol="o", brush=None)
+        for item in (self.guide, self.int_curve, *self.points.values(), self.rings):
+            self.plot.addItem(item)
+        self.labels: list[pg.TextItem] = []
+        self.data: list[FormatPoint] = []
+        self.state: ExplorerState | None = None
+        self.job = LatestJob(self)
+        self.job.finished.connect(self._on_points_ready)
+        self.job.failed.connect(lambda msg: self.summary.setText(f"failed: {msg}"))
+        self._dirty = True
+        self._theme = current_theme()
+        self.apply_theme(self._theme)
+        if state is not None:
+            self.bind(state)
+
+    def apply_theme(self, theme: Theme) -> None:
+        self._theme = theme
+        self.widget.setBackground(theme.background)
+        style_plot(self.plot, theme)
+        size = 14 if theme.presentation else 9
+        for fam, item in self.points.items():
+            item.setBrush(theme.brush(FAMILY[fam]))
+            item.setPen(pg.mkPen(theme.background, width=1))
+            item.setSize(size)
+        self.int_curve.setPen(theme.pen("total"))
+        self.int_curve.setSymbolBrush(theme.brush("total"))
+        self.int_curve.setSymbolSize(size - 2)
+        self.guide.setPen(pg.mkPen(theme.color("histogram"), width=max(1.0, theme.line_width / 2),
+                                   style=pg.QtCore.Qt.PenStyle.DotLine))
+        self.rings.setPen(pg.mkPen(theme.color("current"), width=theme.marker_width))
+        self.rings.setSize(size * 2.2)
+        if self.data:
+            self._draw()
+
+    # -- binding ------------------------------------------------------------------------------
+    def bind(self, state: ExplorerState) -> None:
+        self.state = state
+        state.tensor_changed.connect(self._on_state_tensor_changed)
+        state.prepared_changed.connect(self._on_state_tensor_changed)
+        state.settings_changed.connect(self._on_state_settings_changed)
+        state.results_changed.connect(self._on_state_results_changed)
+
+    def _on_state_tensor_changed(self) -> None:
+        self.job.cancel()
+        self._dirty = True
+        self.data = []
+
+    def _on_state_settings_changed(self) -> None:
+        self.job.cancel()  # the panes compute first; the points follow their results
+        self._dirty = True
+
+    def _on_state_results_changed(self) -> None:
+        if self._dirty:
+            self._request(delay_ms=250)
+
+    def _request(self, delay_ms: int = 0) -> None:
+        st = self.state
+        if st is None or st.tensor is None or not st.results:
+            return
+        if not self.isVisible():
+            return
+        self._dirty = False
+        x, prepared, settings = st.tensor, st.prepared, st.settings
+        job = self.job
+        self.summary.setText("computing every format…")
+        job.submit(lambda: (settings, format_points(x, prepared, settings,
+                                                    should_stop=job.stale)), delay_ms=delay_ms)
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self._dirty:
+            self._request()
+
+    def is_ready(self) -> bool:
+        """True unless the view is on show with points not yet of the current tensor and
+        settings (hidden, it computes nothing, and has nothing stale to show)."""
+        if not self.isVisible() or self.state is None or self.state.tensor is None:
+            return True
+        return not self._dirty and not self.job.busy and bool(self.data)
+
+    # -- drawing ------------------------------------------------------------------------------
+    def _on_points_ready(self, result) -> None:
+        self._settings, self.data = result
+        self._draw()
+
+    def _draw(self) -> None:
+        pts = [p for p in self.data if np.isfinite(p.sqnr_db)]
+        curve = [p for p in pts if _int_width(p.spec) is not None]
+        curve.sort(key=lambda p: p.bits_per_element)
+        others = [p for p in pts if _int_width(p.spec) is None]
+        self.int_curve.setData([p.bits_per_element for p in curve], [p.sqnr_db for p in curve])
+        for fam, item in self.points.items():
+            mine = [p for p in others if family(p.spec) == fam]
+            item.setData([p.bits_per_element for p in mine], [p.sqnr_db for p in mine],
+                         data=[p.spec for p in mine])
+        for label in self.labels:
+            self.plot.removeItem(label)
+        self.labels = []
+        for (bx, db), names in _label_groups(pts).items():
+            text = pg.TextItem("\n".join(names), color=self._theme.color("total"),
+                               anchor=(0, 0.5))
+            text.setPos(bx, db)
+            self.plot.addItem(text)
+            self.labels.append(text)
+        anchor = next((p for p in curve if p.spec == "int8/channel"), None)
+        if anchor is not None:
+            xs = np.array([1.5, X_MAX])
+            self.guide.setData(xs, anchor.sqnr_db + DB_PER_BIT * (xs - anchor.bits_per_element))
+        marked = [p for p in pts if p.spec in marked_specs(self._settings)]
+        self.rings.setData([p.bits_per_element for p in marked], [p.sqnr_db for p in marked])
+        self.plot.setXRange(1.5, X_MAX, padding=0)
+        self.plot.enableAutoRange(axis=pg.ViewBox.YAxis)
+        best = {}
+        for p in others + curve:
+            tier = "8-bit" if p.bits_per_element >= 6.5 else (
+                "4-bit" if p.bits_per_element < 5 else None)
+            if tier and (tier not in best or p.sqnr_db > best[tier].sqnr_db):
+                best[tier] = p
+        lines = [f"best {tier}: {_title(p.spec)} {p.sqnr_db:.2f} dB at "
+                 f"{p.bits_per_element:.3f} bits" for tier, p in best.items()]
+        lines.append("ringed: the panes' formats · dotted: 6.02 dB per bit through int8 "
+                     "per channel")
+        self.summary.setText("\n".join(lines))
+
+    def closeEvent(self, event) -> None:
+        self.job.shutdown()
+        super().closeEvent(event)
+
+    def export_data(self) -> dict:
+        return {p.spec: {"bits_per_element": p.bits_per_element, "sqnr_db": p.sqnr_db,
+                         "rounding_mse": p.rounding_mse, "clipping_mse": p.clipping_mse}
+                for p in self.data}
+
+
+def _label_groups(pts: list[FormatPoint]) -> dict[tuple[float, float], list[str]]:
+    """Labels of points that lie close together (within LABEL_GAP) merged into one, listed
+    top to bottom by SQNR, placed at the group's first point: ten FP8 and MX variants sit
+    within a fraction of a dB at 8 bits, and one label each would print over each other."""
+    groups: dict[tuple[float, float], list[str]] = {}
+    for p in sorted(pts, key=lambda p: -p.sqnr_db):
+        for (bx, db), names in groups.items():
+            if abs(p.bits_per_element - bx) < LABEL_GAP[0] and abs(p.sqnr_db - db) < LABEL_GAP[1]:
+                names.append(_short(p.spec))
+                break
+        else:
+            groups[(p.bits_per_element, p.sqnr_db)] = [_short(p.spec)]
+    return groups
+
+
+def _int_width(spec: str) -> int | None:
+    """``b`` for the int curve's ``"int{b}/channel"`` points, else None."""
+    name, _, gran = spec.partition("/")
+    if gran == "channel" and name.startswith("int") and name[3:].isdigit():
+        return int(name[3:])
+    return None
+
+
+def _title(spec: str) -> str:
+    b = _int_width(spec)
+    return f"int{b} · per-channel" if b is not None else format_title(spec)
+
+
+def _short(spec: str) -> str:
+    name, _, gran = spec.partition("/")
+    return name + ("" if gran in ("", "channel") and _int_width(spec) else
+                   {"tensor": "·t", "channel": "·c", "": ""}[gran])

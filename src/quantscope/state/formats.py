@@ -1,0 +1,235 @@
+"""The comparison layout: each of the four panes shows a number format of its own.
+
+``Settings.formats`` names one format per pane (in the order of :data:`PANES`), each
+``"NAME"`` for a block or group format (``"mxfp4"``, ``"nvfp4"``, ``"int4_g128"``...) or
+``"NAME/tensor"`` / ``"NAME/channel"`` for int8 and the element formats (``"fp8_e4m3/tensor"``,
+``"int8/channel"``); None is the classic layout of four int schemes. The method applies where a
+format has a calibrated scale (int8 and the element formats; a manual clip caps each unit's
+amax); block formats take their scales from each block's amax, as their specifications say.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from quantscope.core import QuantParams, choose_qparams
+from quantscope.core.formats import FORMATS, FormatParams, format_kind
+from quantscope.state.axes import units
+from quantscope.state.errors import SettingsError
+
+#: The comparison the issue asks for first: int8 per channel, FP8 E4M3 per tensor, MXFP4 and
+#: INT4 g128 on the same tensor.
+DEFAULT_COMPARISON = ("int8/channel", "fp8_e4m3/tensor", "mxfp4", "int4_g128")
+
+_LABELS = {
+    "int8": "int8", "int4_g32": "INT4 g32", "int4_g64": "INT4 g64", "int4_g128": "INT4 g128",
+    "fp8_e4m3": "FP8 E4M3", "fp8_e5m2": "FP8 E5M2", "fp8_e4m3fnuz": "FP8 E4M3FNUZ",
+    "fp8_e5m2fnuz": "FP8 E5M2FNUZ", "fp6_e2m3": "FP6 E2M3", "fp6_e3m2": "FP6 E3M2",
+    "fp4_e2m1": "FP4 E2M1", "mxfp8_e4m3": "MXFP8 E4M3", "mxfp8_e5m2": "MXFP8 E5M2",
+    "mxfp6_e2m3": "MXFP6 E2M3", "mxfp6_e3m2": "MXFP6 E3M2", "mxfp4": "MXFP4",
+    "mxint8": "MXINT8", "nvfp4": "NVFP4", "nf4": "NF4",
+}
+#: After the name: the blocks (the pane's heading), then their scales (its detail line).
+_BLOCK_NOTE = {"mx": "blocks of 32 · E8M0 scales", "nvfp4": "blocks of 16 · E4M3 + FP32 scales",
+               "nf4": "blocks of 64 · absmax scales", "int": "fp16 scales"}
+
+
+def format_choices() -> tuple[str, ...]:
+    """Every pane format the window offers, in the engine's order."""
+    out = []
+    for name in FORMATS:
+        if name == "int8" or format_kind(name) == "element":
+            out += [f"{name}/tensor", f"{name}/channel"]
+        else:
+            out.append(name)
+    return tuple(out)
+
+
+CHOICES = format_choices()
+
+
+def check_formats(formats) -> None:
+    """Refuse anything but None or four known pane formats."""
+    if formats is None:
+        return
+    if not (isinstance(formats, tuple) and len(formats) == 4):
+        raise SettingsError(f"formats must be None or four pane formats, got {formats!r}")
+    bad = [f for f in formats if f not in CHOICES]
+    if bad:
+        raise SettingsError(f"unknown pane format(s) {bad}; choose from {', '.join(CHOICES)}")
+
+
+def format_title(spec: str, settings=None, shape: tuple[int, ...] | None = None) -> str:
+    """``"FP8 E4M3 · per-tensor"``, ``"MXFP4 · blocks of 32 · E8M0 scales"``...; a per-channel
+    format with the tensor's ``shape`` says its axis and channels, as the int panes do."""
+    name, _, gran = spec.partition("/")
+    if gran == "channel" and settings is not None and shape is not None:
+        return f"{_LABELS[name]} · {units(tuple(shape), settings.axis, None).title()}"
+    if gran:
+        return f"{_LABELS[name]} · per-{gran}"
+    return f"{_LABELS[name]} · {_BLOCK_NOTE[format_kind(name)]}"
+
+
+def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
+                       ) -> QuantParams | FormatParams:
+    """The parameters of one comparison pane (see the module docstring)."""
+    name, _, gran = spec.partition("/")
+    kind = format_kind(name)
+    method = settings.method
+    options = {"percentile": settings.percentile} if method == "percentile" else {}
+    if name != "int8" and kind != "element":
+        if kind == "int":  # INT4 groups: the integer calibration methods apply
+            m = "minmax" if method == "manual" else method
+            opts = options if m == "percentile" else {}
+            return choose_qparams(x, format=name, method=m, prepared=prepared, **opts)
+        return choose_qparams(x, format=name, prepared=prepared)
+    if name == "int8":  # the classic symmetric pane's rules, at 8 bits
+        from quantscope.state.compute import pane_params
+
+        pane = "symmetric/tensor" if gran == "tensor" else "symmetric/channel"
+        plain = dataclasses.replace(settings, formats=None, bits=8, group_size=None)
+        return pane_params(x, pane, plain, prepared=prepared)
+    axis = None
+    if gran == "channel":  # the channel axis exactly as the int panes take it
+        u = units(x.shape, settings.axis, None)
+        if u.refusal:
+            raise SettingsError(u.refusal)
+        axis = u.engine_axis
+    if method == "manual":
+        p = choose_qparams(x, format=name, granularity=gran, axis=axis, prepared=prepared)
+        if settings.manual_clip is None:
+            return p
+        cap = max(abs(settings.manual_clip[0]), abs(settings.manual_clip[1]))
+        scale = np.minimum(p.scale, np.float32(cap / p.element.max_finite))
+        scale = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+        return FormatParams(name, scale, axis=p.axis, method="manual")
+    return choose_qparams(x, format=name, granularity=gran, axis=axis, method=method,
+                          prepared=prepared, **options)
+
+
+def tensor_window(params) -> tuple[float, float] | None:
+    """The values a per-tensor pane represents without clipping: an int pane's clip window,
+    an element format's ``±max_finite · scale``; None for per-channel and block panes."""
+    from quantscope.core.explain import clip_window
+
+    if params.granularity != "tensor":
+        return None
+    if isinstance(params, FormatParams):
+        t = float(params.element.max_finite) * float(params.scale)
+        return -t, t
+    return clip_window(params)
+
+
+@dataclasses.dataclass(frozen=True)
+class FormatPoint:
+    """One format on one tensor: where it sits in SQNR against storage."""
+
+    spec: str
+    bits_per_element: float
+    sqnr_db: float
+    rounding_mse: float
+    clipping_mse: float
+
+
+def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
+                  should_stop=lambda: False, curve: bool = True) -> list[FormatPoint]:
+    """Every format of ``specs`` on ``x`` under ``settings`` (the panes' own rules), plus (if
+    ``curve``) the int2..int7 per-channel curve as ``"int{b}/channel"`` points: the Formats
+    view's data.
+    ``should_stop()`` is asked between formats (a background job stops early with
+    :class:`~quantscope.errors.Cancelled`)."""
+    from quantscope.core.formats import bits_per_element
+    from quantscope.errors import Cancelled
+    from quantscope.state.compute import analyze_with, pane_params
+
+    def point(spec, params) -> FormatPoint:
+        if should_stop():
+            raise Cancelled
+        r = analyze_with(x, prepared, params)
+        return FormatPoint(spec, bits_per_element(params, x.size), r.sqnr_db, r.rounding_mse,
+                           r.clipping_mse)
+
+    out = []
+    for spec in specs:
+        if x.ndim == 0 and (spec.endswith("/channel") or "/" not in spec):
+            continue
+        out.append(point(spec, format_pane_params(x, spec, settings, prepared)))
+    if x.ndim and curve:
+        plain = dataclasses.replace(settings, formats=None, group_size=None)
+        for b in range(2, 8):
+            p = pane_params(x, "symmetric/channel", dataclasses.replace(plain, bits=b),
+                            prepared=prepared)
+            out.append(point(f"int{b}/channel", p))
+    return out
+
+
+def element_bits(name: str) -> int:
+    """Bits of one stored element of format ``name`` (its scales not counted)."""
+    from quantscope.core.elements import ELEMENTS
+    from quantscope.core.formats import FORMAT_TABLE
+
+    if name == "int8":
+        return 8
+    if name.startswith("int4_"):
+        return 4
+    return ELEMENTS[FORMAT_TABLE[name][1]].bits
+
+
+def candidates(bits: int, per_channel: bool = True) -> tuple[str, ...]:
+    """The pane formats whose elements have ``bits`` bits (per-channel ones if asked)."""
+    return tuple(c for c in CHOICES if element_bits(c.partition("/")[0]) == bits
+                 and (per_channel or not c.endswith("/channel")))
+
+
+@dataclasses.dataclass(frozen=True)
+class BestFormats:
+    """A tensor's highest-SQNR format among the 8-bit and among the 4-bit ones."""
+
+    best8: FormatPoint
+    best4: FormatPoint
+
+
+def best_formats(x: np.ndarray, settings, *, per_channel: bool = True, prepared=None
+                 ) -> BestFormats:
+    """Every 8-bit and every 4-bit format of :func:`candidates` on ``x`` under ``settings``
+    (the panes' own rules, so each number is the one its pane shows), the best of each kind
+    by SQNR; a tie goes to fewer bits per element, then to the earlier format. A tensor
+    without channels (``per_channel`` False) is compared per tensor and per block only."""
+    def best(bits: int) -> FormatPoint:
+        points = format_points(x, prepared, settings, candidates(bits, per_channel),
+                               curve=False)
+        return max(points, key=lambda p: (p.sqnr_db, -p.bits_per_element))
+
+    return BestFormats(best(8), best(4))
+
+
+def pane_specs(names) -> list[str]:
+    """Format names as pane formats: int8 and each element format per tensor and per channel,
+    block and group formats as they are (each once, in order)."""
+    out: list[str] = []
+    for name in names:
+        for spec in ((f"{name}/tensor", f"{name}/channel")
+                     if name == "int8" or format_kind(name) == "element" else (name,)):
+            if spec not in out:
+                out.append(spec)
+    return out
+
+
+def format_reports(x: np.ndarray, specs, settings, prepared=None
+                   ) -> tuple[dict, dict[str, str]]:
+    """Each pane format of ``specs`` on ``x`` under ``settings``, through the panes' mapping
+    (:func:`format_pane_params`), so ``quantscope report --format`` prints what a comparison
+    pane shows: (reports by spec, refusals by spec -- a layout the tensor cannot have)."""
+    from quantscope.errors import QuantscopeError
+    from quantscope.state.compute import analyze_with
+
+    reports, errors = {}, {}
+    for spec in specs:
+        try:
+            reports[spec] = analyze_with(x, prepared,
+                                         format_pane_params(x, spec, settings, prepared))
+        except QuantscopeError as exc:
+            errors[spec] = str(exc)
+    return reports, errors

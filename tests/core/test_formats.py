@@ -1,0 +1,173 @@
+"""Formats beyond int8: names, parameters, codes, and exact reports (direct pass, prepared
+statistics and a plain NumPy recomputation agree)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from quantscope.core import EngineValueError, QuantParams, analyze, choose_qparams, prepare
+from quantscope.core.formats import FORMATS, FormatParams, bits_per_element, format_kind
+
+SAMPLES = Path(__file__).resolve().parents[2] / "src" / "quantscope" / "resources" / "samples"
+ISSUE_NAMES = ("int8 int4_g32 int4_g64 int4_g128 fp8_e4m3 fp8_e5m2 fp8_e4m3fnuz fp8_e5m2fnuz "
+               "fp6_e2m3 fp6_e3m2 fp4_e2m1 mxfp8_e4m3 mxfp8_e5m2 mxfp6_e2m3 mxfp6_e3m2 mxfp4 "
+               "mxint8 nvfp4 nf4").split()
+
+
+def numpy_report(x: np.ndarray, p) -> dict:
+    """The report's numbers recomputed in NumPy from quantize/dequantize."""
+    codes = p.quantize(x)
+    xhat = p.dequantize(codes).astype(np.float64)
+    err = (x.astype(np.float64) - xhat) ** 2
+    return {"sse": err.sum(), "max_abs": float(np.sqrt(err.max()))}
+
+
+@pytest.fixture(scope="module")
+def weight():
+    return np.load(SAMPLES / "layer0_query_weight.npy")
+
+
+@pytest.fixture(scope="module")
+def gelu():
+    return np.load(SAMPLES / "layer0_ffn_gelu_activations.npy")
+
+
+def test_every_name_of_the_issue_is_a_format():
+    assert tuple(ISSUE_NAMES) == FORMATS
+
+
+def test_unknown_format_is_refused_with_the_list():
+    with pytest.raises(EngineValueError, match="mxfp4"):
+        choose_qparams(np.ones(4, np.float32), format="fp3")
+
+
+@pytest.mark.parametrize("name", FORMATS[1:])
+@pytest.mark.parametrize("tensor", ["weight", "gelu"])
+def test_direct_prepared_and_numpy_agree(name, tensor, request):
+    x = request.getfixturevalue(tensor)
+    grans = ("tensor", "channel") if format_kind(name) == "element" else ("tensor",)
+    prep = prepare(x)
+    for gran in grans:
+        p = choose_qparams(x, format=name, granularity=gran, axis=0)
+        direct, fast, ref = analyze(x, p), prep.analyze(p), numpy_report(x, p)
+        assert direct.mse * direct.n == pytest.approx(ref["sse"], rel=1e-9)
+        assert fast.mse * fast.n == pytest.approx(ref["sse"], rel=1e-9)
+        assert fast.rounding_mse == pytest.approx(direct.rounding_mse, rel=1e-9)
+        assert fast.clipping_mse == pytest.approx(direct.clipping_mse, rel=1e-9, abs=1e-300)
+        assert np.array_equal(fast.code_histogram, direct.code_histogram)
+        assert (fast.codes_used, fast.clipped_below, fast.clipped_above) == (
+            direct.codes_used, direct.clipped_below, direct.clipped_above)
+        assert direct.max_abs_error == ref["max_abs"] == fast.max_abs_error
+        assert direct.code_histogram.sum() == x.size
+
+
+def test_codes_used_counts_representable_values_hit():
+    x = np.array([0.0, -0.0, 1.0, 1.0, -448.0, 2.0], np.float32)
+    p = FormatParams("fp8_e4m3", np.float32(1.0))
+    r = analyze(x, p)
+    assert r.codes_used == 4  # 0 (both signs), 1, 2, -448
+    assert p.values[np.flatnonzero(r.code_histogram)].tolist() == [-448.0, 0.0, 1.0, 2.0]
+
+
+def test_clipping_is_rounding_beyond_the_largest_finite_value():
+    # scale 1: 464 is the e4m3 tie that rounds down to 448 (not clipped); 465 rounds beyond
+    x = np.array([464.0, 465.0, -1000.0, 3.0], np.float32)
+    p = FormatParams("fp8_e4m3", np.float32(1.0))
+    for r in (analyze(x, p), prepare(x).analyze(p)):
+        assert (r.clipped_below, r.clipped_above) == (1, 1)
+        assert r.clipping_mse * r.n == pytest.approx((465 - 448) ** 2 + (1000 - 448) ** 2)
+        assert r.rounding_mse * r.n == pytest.approx(16.0 ** 2)
+
+
+def test_non_saturating_cast_is_named_and_reports_infinite_error():
+    x = np.array([1e4, 1.0], np.float32)
+    sat = FormatParams("fp8_e5m2", np.float32(0.01))
+    raw = FormatParams("fp8_e5m2", np.float32(0.01), saturate=False)
+    assert np.isinf(raw.quantize(x).astype(np.float32)[0])
+    assert sat.quantize(x).astype(np.float32)[0] == 57344.0
+    assert analyze(x, raw).sqnr_db == -np.inf
+    assert np.isfinite(analyze(x, sat).sqnr_db)
+    assert choose_qparams(x, format="fp8_e5m2", saturate=False).saturate is False
+
+
+def test_quantize_returns_the_element_bits(weight):
+    p = choose_qparams(weight, format="fp8_e4m3")
+    codes = p.quantize(weight)
+    assert codes.dtype == ml_dtypes.float8_e4m3fn
+    assert np.array_equal(p.dequantize(codes),
+                          codes.astype(np.float32) * np.float32(p.scale))
+    assert choose_qparams(weight, format="mxint8").quantize(weight).dtype == np.int8
+    assert choose_qparams(weight, format="nf4").quantize(weight).max() <= 15
+    assert choose_qparams(weight, format="mxfp4").block_scales.dtype == ml_dtypes.float8_e8m0fnu
+    assert choose_qparams(weight, format="nvfp4").block_scales.dtype == ml_dtypes.float8_e4m3fn
+
+
+def test_element_scale_is_amax_over_max_finite(weight):
+    amax = float(np.abs(weight).max())
+    assert float(choose_qparams(weight, format="fp8_e4m3").scale) == np.float32(amax / 448)
+    ch = choose_qparams(weight, format="fp4_e2m1", granularity="channel", axis=0)
+    assert np.array_equal(ch.scale, (np.abs(weight).max(axis=1) / 6.0).astype(np.float32))
+    with pytest.raises(EngineValueError, match="symmetric"):
+        choose_qparams(weight, format="fp8_e4m3", symmetric=False)
+
+
+def test_mx_scale_is_the_spec_power_of_two():
+    x = np.zeros((1, 64), np.float32)
+    x[0, :32] = np.linspace(-3.0, 5.0, 32)  # amax 5: floor(log2 5) = 2; e2m1 emax 2 -> 2^0
+    p = choose_qparams(x, format="mxfp4")
+    assert p.scale.tolist() == [[1.0, 2.0 ** -127]]  # the zero block: the smallest scale
+    assert analyze(x, p).clipped_above == 0
+    p8 = choose_qparams(x, format="mxfp8_e4m3")  # emax 8: 2^(2-8)
+    assert p8.scale[0, 0] == 2.0 ** -6
+
+
+@pytest.mark.parametrize("method", ["percentile", "mse", "entropy"])
+def test_element_calibration_methods(gelu, method):
+    base = analyze(gelu, choose_qparams(gelu, format="fp8_e4m3"))
+    p = choose_qparams(gelu, format="fp8_e4m3", method=method)
+    assert p.method == method
+    r = analyze(gelu, p)
+    if method == "mse":  # never worse than min/max (one of its candidates)
+        assert r.mse <= base.mse
+    assert np.isfinite(r.sqnr_db)
+
+
+def test_mse_is_exact_minimum_of_its_candidates(weight):
+    from quantscope.core.format_stats import MSE_FRACTIONS
+
+    p = choose_qparams(weight, format="fp4_e2m1", method="mse")
+    amax = float(np.abs(weight).max())
+    best = analyze(weight, p).mse
+    for f in MSE_FRACTIONS[::8]:
+        q = FormatParams("fp4_e2m1", np.float32(amax * f / 6.0))
+        assert analyze(weight, q).mse >= best
+
+
+def test_int4_groups_as_gptq_stores_them(weight):
+    p = choose_qparams(weight, format="int4_g128")
+    assert isinstance(p, QuantParams)
+    assert p.group_size == 128 and p.axis == -1 and p.bits == 4
+    assert p.scale.shape == (384, 3)
+    assert np.array_equal(p.scale, p.scale.astype(np.float16).astype(np.float32))
+    asym = choose_qparams(weight, format="int4_g32", symmetric=False)
+    assert (asym.qmin, asym.qmax) == (0, 15)
+    xhat = asym.dequantize(asym.quantize(weight))
+    assert np.abs(xhat - weight).max() <= asym.scale.max() * 0.5 * (1 + 1e-6)
+
+
+def test_bits_per_element(weight):
+    def bpe(name, **kw):
+        x = np.zeros((4096, 4096), np.float32)
+        return bits_per_element(choose_qparams(x, format=name, **kw), x.size)
+
+    assert bpe("mxfp4") == 4.25
+    assert bpe("mxfp8_e4m3") == 8.25
+    assert bpe("nvfp4") == pytest.approx(4.5, abs=1e-5)
+    assert bpe("int4_g128") == 4.125
+    assert bpe("int4_g128", symmetric=False) == 4.125 + 4 / 128
+    assert bpe("nf4") == 4.5
+    assert bpe("fp8_e4m3") == pytest.approx(8.0, abs=1e-5)

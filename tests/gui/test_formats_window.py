@@ -1,0 +1,119 @@
+"""The comparison layout in the window: the Formats tab's controls set a format per pane, each
+pane shows the engine's report and draws its own grid, and the Formats view plots every format
+with the panes' formats ringed."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quantscope.core import analyze, choose_qparams
+from quantscope.gui.numbers import bucket_grid
+from quantscope.state import PANES, Source
+from quantscope.state.formats import CHOICES, DEFAULT_COMPARISON
+
+
+def _load(win, qtbot, wait_results):
+    x = np.random.default_rng(3).standard_t(4, size=(64, 256)).astype(np.float32)
+    win.state.set_tensor(x, Source("array", "t4", axis=0))
+    wait_results(win)
+    return x
+
+
+def test_controls_switch_the_panes_to_formats(make_window, qtbot, wait_results):
+    win = make_window(install_views=True)
+    x = _load(win, qtbot, wait_results)
+    fc = win.format_controls
+    fc.compare.setChecked(True)
+    assert win.state.settings.formats == DEFAULT_COMPARISON
+    wait_results(win)
+    titles = [win.panes[p].title.text() for p in PANES]
+    assert titles[2] == "MXFP4 · blocks of 32"
+    assert win.panes[PANES[2]].heading() == "MXFP4 · blocks of 32 · E8M0 scales"
+    mx = win.panes["asymmetric/tensor"].report
+    assert mx.sqnr_db == analyze(x, choose_qparams(x, format="mxfp4")).sqnr_db
+    fc.menus[1].setCurrentIndex(CHOICES.index("nvfp4"))
+    assert win.state.settings.formats[1] == "nvfp4"
+    qtbot.waitUntil(lambda: win.panes["symmetric/channel"].title.text().startswith("NVFP4"),
+                    timeout=30_000)
+    wait_results(win)
+    nv = win.panes["symmetric/channel"].report
+    assert nv.sqnr_db == analyze(x, choose_qparams(x, format="nvfp4")).sqnr_db
+    fc.compare.setChecked(False)
+    assert win.state.settings.formats is None
+    wait_results(win)
+    assert win.panes["symmetric/tensor"].title.text() == "Symmetric · per-tensor"
+
+
+def test_fp8_pane_draws_every_representable_value(make_window, qtbot, wait_results):
+    win = make_window()
+    x = _load(win, qtbot, wait_results)
+    win.state.update_settings(formats=("fp8_e4m3/tensor", *DEFAULT_COMPARISON[1:]))
+    wait_results(win)
+    rep = win.panes["symmetric/tensor"].report
+    g = bucket_grid(rep)
+    scale = float(rep.params.scale)
+    assert g.boundaries.size == 253
+    assert np.allclose(g.boundaries, rep.params.values * scale)
+    gaps = np.diff(g.boundaries)
+    assert gaps.max() / gaps[gaps > 0].min() > 1000  # not uniform: fine near 0, wide at ends
+    assert g.window[1] == (448 + 16) * scale
+    assert np.abs(x).max() <= g.window[1]
+
+
+def test_formats_view_plots_every_format_and_rings_the_panes(make_window, qtbot,
+                                                              wait_results):
+    win = make_window(install_views=True)
+    _load(win, qtbot, wait_results)
+    view = win.views_controller.formats
+    win.views.setCurrentWidget(win.views_controller.bits_and_formats)
+    win.state.update_settings(formats=DEFAULT_COMPARISON)
+    wait_results(win)
+    qtbot.waitUntil(view.is_ready, timeout=60_000)
+    specs = {p.spec for p in view.data}
+    assert set(CHOICES) <= specs
+    ringed = view.rings.getData()
+    want = [p for p in view.data if p.spec in DEFAULT_COMPARISON]
+    assert sorted(ringed[0].tolist()) == sorted(p.bits_per_element for p in want)
+    assert "best 4-bit" in view.summary.text()
+
+
+def test_a_hidden_formats_view_never_holds_up_a_screenshot(make_window, qtbot, wait_results):
+    win = make_window(install_views=True)
+    _load(win, qtbot, wait_results)
+    assert not win.views_controller.formats.isVisible()
+    qtbot.waitUntil(win.views_ready, timeout=30_000)
+    assert win.views_controller.formats.data == []  # it computed nothing while hidden
+
+
+def test_keys_and_headline_name_what_the_lines_are(make_window, qtbot, wait_results):
+    win = make_window()
+    _load(win, qtbot, wait_results)
+    assert "code grid" in win.panes["symmetric/tensor"].key_label.text()
+    assert "quantized to int8 four ways" in win.headline.text()
+    win.state.update_settings(formats=("fp8_e4m3/tensor", "int8/channel", "mxfp4",
+                                       "fp8_e5m2/channel"))
+    wait_results(win)
+    keys = [win.panes[p].key_label.text() for p in PANES]
+    assert keys[0].endswith("representable values")
+    assert keys[1].endswith("median channel's grid")
+    assert keys[2].endswith("median block's grid")
+    assert keys[3].endswith("median channel's grid")
+    assert "representable values" in win.panes[PANES[3]].key_label.toolTip()
+    assert "four number formats" in win.headline.text()
+
+
+def test_window_fits_1280x720_and_shows_the_views_when_wider(app_window, qtbot):
+    """At 1280x720 (a laptop, a projector) the window is no wider than the screen: the
+    views give way to the panes, and come back when the window is wide enough for both."""
+    win = app_window(1000)
+    win.state.update_settings(formats=DEFAULT_COMPARISON)
+    qtbot.waitUntil(win.all_shown, timeout=30_000)
+    for width, height in ((1280, 720), (1920, 1080), (1280, 720)):
+        win.resize(width, height)
+        qtbot.waitUntil(lambda w=width, h=height: (win.width(), win.height()) == (w, h),
+                        timeout=5_000)
+        wide = width >= 1600
+        qtbot.waitUntil(lambda wide=wide: win.views.isVisible() == wide, timeout=5_000)
+        assert win.minimumSizeHint().width() <= 1280
+        if wide:
+            assert win.views.width() >= win.views.minimumSizeHint().width()

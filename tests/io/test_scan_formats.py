@@ -1,0 +1,87 @@
+"""``quantscope scan --formats``: each tensor's best 8-bit and 4-bit format, as report has it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import ml_dtypes
+import numpy as np
+import pytest
+from io_file_builders import safetensors_bytes, write
+
+from quantscope.cli import main
+from quantscope.state.formats import candidates, element_bits
+
+RNG = np.random.default_rng(2020)
+EIGHT = ("int8", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "mxfp8_e4m3",
+         "mxfp8_e5m2", "mxint8")
+FOUR = ("int4_g32", "int4_g64", "int4_g128", "fp4_e2m1", "mxfp4", "nvfp4", "nf4")
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    """A weight with loud channels (int8 per tensor starves), a calm bf16 weight, heavy-tailed
+    activations (FP8's territory) and a 1-D norm (no channels)."""
+    loud = RNG.standard_normal((64, 256)).astype(np.float32) * 0.02
+    loud[:3] *= 100
+    tensors = {
+        "loud.weight": loud,
+        "calm.weight": (RNG.standard_normal((32, 128)) * 0.05).astype(ml_dtypes.bfloat16),
+        "ffn.activations": (RNG.standard_t(2, (40, 96)) * 0.5).astype(np.float32),
+        "norm.weight": (1 + 0.1 * RNG.standard_normal(96)).astype(np.float16),
+    }
+    return write(tmp_path / "model.safetensors", safetensors_bytes(tensors))
+
+
+def _json(capsys, *argv) -> dict:
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_candidates_are_the_formats_of_each_width():
+    assert {c.partition("/")[0] for c in candidates(8)} == set(EIGHT)
+    assert {c.partition("/")[0] for c in candidates(4)} == set(FOUR)
+    assert not any(c.endswith("/channel") for c in candidates(8, per_channel=False))
+    assert {element_bits(n) for n in ("fp6_e2m3", "mxfp6_e3m2")} == {6}
+
+
+def test_scan_names_the_best_of_report_formats(capsys, checkpoint):
+    scan = {t["name"]: t for t in _json(capsys, "scan", str(checkpoint), "--formats",
+                                        "--json")["tensors"]}
+    assert len(scan) == 4
+    for name, row in scan.items():
+        # the channel axis by the window's rule in both (weights 0, activations -1)
+        shown = _json(capsys, "report", str(checkpoint), "--tensor", name, "--json",
+                      *(a for f in EIGHT + FOUR for a in ("--format", f)))["formats"]
+        if name == "norm.weight":  # 1-D: scan compares per tensor and per block only
+            shown = {k: v for k, v in shown.items() if not k.endswith("/channel")}
+        for key, names in (("best_8bit", EIGHT), ("best_4bit", FOUR)):
+            pool = {k: v for k, v in shown.items() if k.partition("/")[0] in names}
+            want = max(pool, key=lambda k: (pool[k]["sqnr_db"], -pool[k]["bits_per_element"]))
+            best = row[key]
+            assert best["format"] == want, (name, key, best, pool)
+            assert best["sqnr_db"] == pytest.approx(pool[want]["sqnr_db"], abs=1e-9)
+            assert best["bits_per_element"] == pool[want]["bits_per_element"]
+    # the cases the fixture was built for: per-channel int8 rescues the loud weight; a 4-bit
+    # format with small blocks (NVFP4's 16, or groups of 32) beats INT4 g128's wide groups
+    assert scan["loud.weight"]["best_8bit"]["format"] == "int8/channel"
+    assert scan["loud.weight"]["best_4bit"]["format"] != "int4_g128"
+
+
+def test_scan_formats_in_table_and_csv(capsys, checkpoint):
+    assert main(["scan", str(checkpoint), "--formats"]) == 0
+    table = capsys.readouterr().out
+    assert "best 8-bit" in table and "best 4-bit" in table
+    assert main(["scan", str(checkpoint), "--formats", "--csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    doc = {t["name"]: t for t in _json(capsys, "scan", str(checkpoint), "--formats",
+                                       "--json")["tensors"]}
+    for r in rows:
+        for key in ("best_8bit", "best_4bit"):
+            assert r[key] == doc[r["name"]][key]["format"]
+            assert float(r[key + "_sqnr_db"]) == doc[r["name"]][key]["sqnr_db"]
+            assert float(r[key + "_bits"]) == doc[r["name"]][key]["bits_per_element"]
+    assert main(["scan", str(checkpoint), "--csv"]) == 0  # without --formats: no such columns
+    assert "best_8bit" not in capsys.readouterr().out.splitlines()[0]

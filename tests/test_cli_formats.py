@@ -1,0 +1,99 @@
+"""``quantscope report --format`` and ``export --format``: the engine's numbers for formats
+beyond int8, as a table, as JSON, and as an archive that loads without pickle."""
+
+from __future__ import annotations
+
+import json
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from quantscope import analyze, choose_qparams
+from quantscope.cli import main
+
+
+def test_report_formats_json_equals_engine(tmp_path, capsys, query_weight):
+    path = tmp_path / "w.npy"
+    np.save(path, query_weight)
+    assert main(["report", str(path), "--json", "--format", "fp8_e4m3", "--format", "mxfp4",
+                 "--format", "int4_g128", "--format", "int8"]) == 0
+    doc = json.loads(capsys.readouterr().out)["formats"]
+    assert list(doc) == ["fp8_e4m3/tensor", "fp8_e4m3/channel", "mxfp4", "int4_g128",
+                         "int8/tensor", "int8/channel"]
+    r = analyze(query_weight, choose_qparams(query_weight, format="mxfp4"))
+    assert doc["mxfp4"]["sqnr_db"] == r.sqnr_db
+    assert doc["mxfp4"]["bits_per_element"] == 4.25
+    assert doc["int4_g128"]["bits_per_element"] == 4.125
+    rc = analyze(query_weight, choose_qparams(query_weight, format="fp8_e4m3",
+                                              granularity="channel", axis=0))
+    assert doc["fp8_e4m3/channel"]["rounding_mse"] == rc.rounding_mse
+
+
+def test_report_formats_table_and_all(capsys):
+    assert main(["report", "--sample", "query_weight", "--format", "all"]) == 0
+    out = capsys.readouterr().out
+    for name in ("nvfp4", "nf4", "mxint8", "fp6_e3m2/channel", "fp8_e5m2fnuz/tensor"):
+        assert name in out
+
+
+def test_report_unknown_format_is_a_clear_error(capsys):
+    assert main(["report", "--format", "fp7"]) == 2
+    assert "mxfp4" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["fp8_e4m3", "mxfp4", "nvfp4", "nf4", "mxint8"])
+def test_export_format_loads_without_pickle_and_dequantizes(tmp_path, fmt, query_weight):
+    src, out = tmp_path / "w.npy", tmp_path / "out.npz"
+    np.save(src, query_weight)
+    assert main(["export", str(src), "--format", fmt, "-o", str(out)]) == 0
+    z = np.load(out, allow_pickle=False)
+    meta = json.loads(str(z["metadata"]))
+    scheme = meta["scheme"]
+    assert scheme["format"] == fmt
+    codes = z["codes"]
+    if scheme["element_dtype"]:
+        values = codes.view(getattr(ml_dtypes, scheme["element_dtype"])).astype(np.float32)
+    elif fmt == "mxint8":
+        values = codes.astype(np.float32) / np.float32(64)
+    else:
+        values = z["values"][codes]
+    scale = z["scale"]
+    if scheme["block_size"]:
+        scale = np.repeat(scale, scheme["block_size"], axis=-1)[:, : query_weight.shape[1]]
+    xhat = values * scale
+    p = choose_qparams(query_weight, format=fmt)
+    assert np.array_equal(xhat, p.dequantize(p.quantize(query_weight)))
+    assert meta["report"]["sqnr_db"] == analyze(query_weight, p).sqnr_db
+
+
+def test_report_formats_are_the_comparison_panes(tmp_path, capsys, query_weight):
+    """report --format and the window's comparison panes share one mapping: the same
+    settings (here the MSE method and a percentile) give the same numbers."""
+    from quantscope.state import ExplorerState, Settings
+
+    path = tmp_path / "w.npy"
+    np.save(path, query_weight)
+    panes = ("fp8_e4m3/channel", "int4_g128", "fp4_e2m1/tensor", "nvfp4")
+    for method, extra in (("mse", []), ("percentile", ["--percentile", "99.9"])):
+        assert main(["report", str(path), "--json", "--method", method, *extra,
+                     *(a for p in panes for a in ("--format", p.split("/")[0]))]) == 0
+        doc = json.loads(capsys.readouterr().out)["formats"]
+        settings = Settings(method=method, formats=panes,
+                            **({"percentile": 99.9} if extra else {}))
+        state = ExplorerState()
+        assert state.set_tensor(query_weight, settings=settings)
+        for pane, report in state.compute().items():
+            spec = panes[["symmetric/tensor", "symmetric/channel", "asymmetric/tensor",
+                          "asymmetric/channel"].index(pane)]
+            assert doc[spec]["sqnr_db"] == report.sqnr_db, (method, spec)
+
+
+def test_report_formats_on_a_1d_tensor_say_why_no_channels(tmp_path, capsys):
+    path = tmp_path / "bias.npy"
+    np.save(path, np.linspace(-1, 1, 96, dtype=np.float32))
+    assert main(["report", str(path), "--json", "--format", "fp8_e4m3", "--format",
+                 "mxfp4"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc["formats"]) == ["fp8_e4m3/tensor", "mxfp4"]
+    assert "1-D" in doc["errors"]["fp8_e4m3/channel"]
