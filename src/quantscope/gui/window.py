@@ -180,7 +180,6 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
-        QTimer.singleShot(0, self._fit_views)  # once the splitter has its new width
         if self.presentation:
             from quantscope.gui.theme import current_theme, stage_px
 
