@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -152,9 +153,13 @@ def test_odd_valid_tensors_fill_every_pane(qtbot, capfd, window, values, method)
     """Nearly constant, subnormal and +-FLT_MAX tensors: the summary histogram, the entropy
     method and every pane work; nothing is printed to stderr (no traceback, no warning)."""
     x = np.asarray(values, np.float32).reshape(1, -1)
-    window.state.update_settings(method=method)
-    window.state.set_tensor(x, Source("array", "odd"))
-    qtbot.waitUntil(window.all_shown, timeout=60_000)
+    with warnings.catch_warnings(record=True) as caught:  # every thread's, while it holds
+        warnings.simplefilter("always")
+        window.state.update_settings(method=method)
+        window.state.set_tensor(x, Source("array", "odd"))
+        qtbot.waitUntil(window.all_shown, timeout=60_000)
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], \
+        [str(w.message) for w in caught]
     assert window.state.overview is not None
     assert int(window.state.overview.hist_counts.sum()) == x.size
     for message in window.state.errors.values():  # entropy is per tensor and symmetric only

@@ -489,7 +489,9 @@ class Pane(QFrame):
         # a re-binning on new buckets or a zoom leaves the shared count axis where it was
         # (moving it repainted all four linked panes several times per change)
         unit = (ov.hist_edges[-1] - ov.hist_edges[0]) / max(ov.hist_counts.size, 1)
-        heights = counts * (unit / np.diff(edges))
+        widths = np.diff(edges)  # near ±FLT_MAX adjacent edges can coincide (no values)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            heights = np.where(widths > 0, counts * (unit / widths), 0.0)
         if self._log:
             heights = np.log10(heights + 1.0)
         self._set_heights(edges, heights)

@@ -67,8 +67,11 @@ def pane_histogram(sorted_values: np.ndarray, boundaries: np.ndarray,
     grid = representable_values(dtype) if dtype in COARSE_DTYPES else None
     if grid is not None:
         edges = _merge_empty(edges, grid)
-    # float32 needles: float64 ones would convert the whole float32 array on every call
-    cuts = np.searchsorted(sorted_values, edges.astype(sorted_values.dtype), side="left")
+    # float32 needles: float64 ones would convert the whole float32 array on every call; an
+    # edge beyond float32's range becomes inf, which every finite value lies below
+    with np.errstate(over="ignore"):
+        needles = edges.astype(sorted_values.dtype)
+    cuts = np.searchsorted(sorted_values, needles, side="left")
     return edges, np.diff(cuts).astype(np.int64)
 
 
