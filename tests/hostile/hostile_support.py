@@ -49,14 +49,45 @@ class Outcome:
         return f"{what} after {self.seconds:.1f} s, peak {self.peak_rss >> 20} MiB\n{self.err}"
 
 
+#: Prepended to every isolated snippet: at exit the child writes its own peak RSS (VmHWM,
+#: which belongs to the interpreter exec'd, not to the forked test process).
+_PEAK_PRELUDE = """
+import atexit as _qs_atexit, os as _qs_os
+def _qs_peak():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                with open(_qs_os.environ["QS_PEAK_FILE"], "w") as out:
+                    out.write(line.split()[1])
+_qs_atexit.register(_qs_peak)
+"""
+
+
+def _vm_hwm_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def run_isolated(code: str, *, timeout: float = 60, env: dict | None = None,
                  memory_limit: int | None = None) -> Outcome:
-    """Run ``code`` in a fresh interpreter; its peak RSS comes from ``wait4``.
+    """Run ``code`` in a fresh interpreter and measure its peak RSS.
 
+    The peak is the child's own VmHWM, written at exit (and polled while it runs, for a
+    child that dies): ``wait4``'s ``ru_maxrss`` would include the high-water mark of the
+    test process the child was forked from, which a full suite grows past a gigabyte.
     ``memory_limit`` (bytes of address space) makes a blowup fail fast as a MemoryError
     instead of eating the machine. A run past ``timeout`` is killed and reported as a hang.
     """
-    full_env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", **(env or {})}
+    peak_file = tempfile.NamedTemporaryFile(prefix="qs-peak-", delete=False)
+    peak_file.close()
+    full_env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "QS_PEAK_FILE": peak_file.name,
+                **(env or {})}
 
     def limit() -> None:  # in the child, before exec
         if memory_limit is not None:
@@ -65,26 +96,33 @@ def run_isolated(code: str, *, timeout: float = 60, env: dict | None = None,
             resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
 
     start = time.monotonic()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT,
-                                env=full_env, stdout=out, stderr=err, text=True,
-                                preexec_fn=limit)
-        while True:  # wait4, not Popen.wait: it also gives the child's own peak RSS
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() - start > timeout:
-                proc.kill()
-                os.wait4(proc.pid, 0)
-                proc.returncode = -9
-                err.seek(0)
-                pytest.fail(f"hang: still running after {timeout} s\n{err.read()[-2000:]}")
-            time.sleep(0.02)
-        proc.returncode = code_ = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return Outcome(code_, out.read(), err.read(), usage.ru_maxrss * 1024,
-                       time.monotonic() - start)
+    polled = 0
+    try:
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _PEAK_PRELUDE + textwrap.dedent(code)], cwd=ROOT,
+                env=full_env, stdout=out, stderr=err, text=True, preexec_fn=limit)
+            while True:
+                pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                polled = max(polled, _vm_hwm_kib(proc.pid))
+                if time.monotonic() - start > timeout:
+                    proc.kill()
+                    os.wait4(proc.pid, 0)
+                    proc.returncode = -9
+                    err.seek(0)
+                    pytest.fail(f"hang: still running after {timeout} s\n{err.read()[-2000:]}")
+                time.sleep(0.02)
+            proc.returncode = code_ = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            with open(peak_file.name) as f:
+                text = f.read().strip()
+            peak = max(polled, int(text) if text.isdigit() else 0) * 1024
+            return Outcome(code_, out.read(), err.read(), peak, time.monotonic() - start)
+    finally:
+        os.unlink(peak_file.name)
 
 
 def assert_one_line_error(code: int, out: str, err: str, *fragments: str) -> None:
