@@ -144,7 +144,8 @@ def test_the_screen_saved_as_scenes_plays_back(qtbot, app_window, wait_results, 
     win.presentation_action.setChecked(True)
     win.stage.show_pair("4")
     win.stage.show_views(True)
-    win.views.setCurrentWidget(vc.views["Bit width"])
+    win.views.setCurrentIndex([win.views.tabText(i) for i in range(win.views.count())]
+                              .index("Bit width"))
     vc.add_scene(path)
     talk = load_talk(path)
     first, second = talk.scenes
@@ -163,4 +164,4 @@ def test_the_screen_saved_as_scenes_plays_back(qtbot, app_window, wait_results, 
     lo, hi = win.panes["asymmetric/channel"].plot.getViewBox().viewRange()[0]
     assert (lo, hi) == pytest.approx((-1.0, 2.0))
     win.talk_player.step(1)
-    assert win.views.currentWidget() is vc.views["Bit width"]
+    assert win.views.tabText(win.views.currentIndex()) == "Bit width"

@@ -110,9 +110,10 @@ class TalkPlayer(QObject):
 
     def _show_tab(self, scene: Scene) -> None:
         w = self.window
-        views = getattr(getattr(w, "views_controller", None), "views", {})
-        if scene.tab != "panes" and scene.tab in views:
-            w.views.setCurrentWidget(views[scene.tab])
+        # by the tab's title: a tab may hold more than its view (Bit width holds Formats)
+        titles = [w.views.tabText(i) for i in range(w.views.count())]
+        if scene.tab != "panes" and scene.tab in titles:
+            w.views.setCurrentIndex(titles.index(scene.tab))
         if w.presentation:
             w.stage.show_pair(scene.pair)
             w.stage.show_views(scene.tab != "panes")
