@@ -163,3 +163,24 @@ def test_best_marks_the_mse_optimum_the_panes_use(view, state, scheme):
     assert sweep.best_mse <= sweep.mse.min() * (1 + 1e-9)
     assert view.plots[scheme].best_line.value() == pytest.approx(sweep.best_threshold)
     assert sym == sweep.optimum.symmetric
+
+
+@pytest.mark.parametrize("where", [0.02, 0.3, 0.7, 0.98])
+def test_line_labels_stay_in_view_wherever_the_lines_are(view, qtbot, where):
+    """A label sits on the side of its line with room, after the line moves, the x range moves
+    and the plot resizes: each of those alone once left "best" half outside the plot."""
+    scheme = view.plots["asymmetric"]
+    box = scheme.plot.getViewBox()
+    for width in (1000, 640):
+        view.resize(width, 450)
+        qtbot.wait(20)
+        for x0, x1 in ((0.0, 10.0), (5.0, 25.0)):
+            box.setXRange(x0, x1, padding=0)
+            for line in (scheme.best_line, scheme.current):
+                line.setValue(x0 + where * (x1 - x0))
+            qtbot.wait(20)
+            rect = box.sceneBoundingRect()
+            for line in (scheme.best_line, scheme.current):
+                label = line.label.sceneBoundingRect()
+                assert rect.left() - 1 <= label.left() and label.right() <= rect.right() + 1, (
+                    width, (x0, x1), where, line.label.toPlainText())

@@ -111,33 +111,23 @@ class _SchemePlot:
         if with_legend:
             plot.legend.addItem(self.sqnr, "SQNR")
         plot.getViewBox().sigResized.connect(self._sync_boxes)
-        # labelled lines: the audience reads "best" and "clip" without a legend
+        # labelled lines: the audience reads "best" and "clip" without a legend. Two anchors:
+        # pyqtgraph puts a label on the side of its line nearer the view's centre, whenever the
+        # view moves or resizes, so a line near either edge keeps its label in view
         self.best_line = pg.InfiniteLine(angle=90, movable=False, label="best",
-                                         labelOpts={"position": 0.08, "anchors": [(0, 1), (0, 1)]})
+                                         labelOpts={"position": 0.08, "anchors": [(0, 1), (1, 1)]})
         self.best_dot = pg.PlotDataItem([], [], pen=None, symbol="o", symbolSize=11)
         self.current = pg.InfiniteLine(angle=90, movable=True, label="clip {value:.3g}",
                                        labelOpts={"position": 0.94,
-                                                  "anchors": [(1, 0), (1, 0)]})
+                                                  "anchors": [(0, 0), (1, 0)]})
         self.current.setHoverPen(pg.mkPen("#E69F00", width=6))
         self.current.setZValue(20)
         self.best_line.setZValue(10)
         for item in (self.best_line, self.current):
             plot.addItem(item, ignoreBounds=True)
-            item.sigPositionChanged.connect(self._place_labels)
-        plot.getViewBox().sigXRangeChanged.connect(self._place_labels)
         plot.addItem(self.best_dot)
         self.name = title
         self.sweep: ClipSweep | None = None
-
-    def _place_labels(self, *_) -> None:
-        """Put each line's label on the side of the line with more room, so a line near the
-        right edge ("best" at the largest thresholds) does not push its label out of view."""
-        (x0, x1), _ = self.plot.getViewBox().viewRange()
-        for line, ay in ((self.best_line, 1), (self.current, 0)):
-            ax = 1 if line.value() > (x0 + x1) / 2 else 0
-            if line.label.anchors[0] != (ax, ay):
-                line.label.anchors = [(ax, ay), (ax, ay)]
-                line.label.updatePosition()
 
     def _sync_boxes(self) -> None:
         self.sqnr_box.setGeometry(self.plot.getViewBox().sceneBoundingRect())
@@ -366,7 +356,6 @@ class TradeoffView(QWidget):
         for plot in self.plots.values():
             plot.current.label.valueChanged()
             plot.best_line.label.valueChanged()
-            plot._place_labels()
         if self._dirty:
             self._request_sweep()
 
