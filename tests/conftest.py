@@ -4,6 +4,7 @@ bundled with the package are available as fixtures."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -55,3 +56,38 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     if config.getoption("--hostile-long"):
         os.environ["QUANTSCOPE_HOSTILE_LONG"] = "1"  # read by tests/hostile/hostile_support.py
+
+
+# The hostile-input tally (tests/hostile/hostile_support.py) is kept per process; under
+# pytest-xdist each worker hands its own to the controller, which prints the sum.
+_WORKERS_TALLY = {"accepted": 0, "refused": 0}
+
+
+def _own_tally() -> dict[str, int]:
+    support = sys.modules.get("hostile_support")
+    return dict(support.TALLY) if support else {"accepted": 0, "refused": 0}
+
+
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker
+        workeroutput["hostile_tally"] = _own_tally()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    for key, count in getattr(node, "workeroutput", {}).get("hostile_tally", {}).items():
+        _WORKERS_TALLY[key] += count
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    tally = _own_tally()
+    refused = tally["refused"] + _WORKERS_TALLY["refused"]
+    accepted = tally["accepted"] + _WORKERS_TALLY["accepted"]
+    if not refused + accepted:
+        return
+    failed = len(terminalreporter.stats.get("failed", []))
+    terminalreporter.write_line(
+        f"hostile inputs: {refused + accepted} tried, {refused} clear errors, "
+        f"{accepted} accepted, {failed} failing tests (crash, traceback, hang, "
+        "memory blowup or code executed would each fail one)")

@@ -52,9 +52,9 @@ def npz(members: dict[str, bytes], compression=zipfile.ZIP_STORED, **kw) -> byte
 
 
 def _bomb(compression: int) -> bytes:
-    """A member of 512 MiB of zeros in a few hundred bytes (bzip2/lzma go far beyond
-    deflate's 1032:1)."""
-    n = (512 << 20) // 4
+    """A member of 256 MiB of zeros -- four times the 64 MiB the refusal may cost -- in a few
+    hundred bytes (bzip2/lzma go far beyond deflate's 1032:1)."""
+    n = (256 << 20) // 4
     head = npy_header(f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({n},), }}")
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression) as zf, zf.open("x.npy", "w",
