@@ -16,7 +16,7 @@ from quantscope.core import analyze
 from quantscope.core.bitwidth import bitwidth_curve
 from quantscope.core.captions import pane_captions
 from quantscope.core.explain import clip_sweep_curve
-from quantscope.core.fast import prepare
+from quantscope.core.prepared import prepare
 from quantscope.state import PANES, ExplorerState, pane_params
 
 

@@ -111,7 +111,7 @@ def unit_ranges(rows: SortedRows, symmetric: bool) -> tuple[np.ndarray, np.ndarr
 def sweep_prepared(prepared, *, symmetric: bool, points: int = 200, fractions=None,
                    bits: int = 8, narrow_range: bool | None = None, signed: bool = True,
                    rounding: str = "half_even", arithmetic: str = "divide") -> ClipSweep:
-    """The per-tensor clip sweep of a :class:`~quantscope.core.fast.Prepared` tensor."""
+    """The per-tensor clip sweep of a :class:`~quantscope.core.prepared.Prepared` tensor."""
     check_choice(rounding, ROUNDING_RULES, "rounding")
     if fractions is None:
         points = check_points(points)

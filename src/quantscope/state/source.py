@@ -185,7 +185,7 @@ def _blocks(arr: np.ndarray):
 def working_tensor(x, progress: Progress | None = None) -> np.ndarray:
     """``x`` as the float32 array the engine works on: itself when float32 (a memory-mapped
     file stays mapped), else converted once, in blocks, with ``progress`` (any thread)."""
-    from quantscope.core.fast import working_copy
+    from quantscope.core.prepared import working_copy
 
     return working_copy(x, progress)
 
@@ -297,7 +297,7 @@ def prepare_tensor(x: np.ndarray, settings=None, axis: int | None = None,
     the tensor cannot have is simply skipped. ``progress(fraction, stage)`` follows the
     preparation (raise to cancel).
     """
-    from quantscope.core.fast import prepare, warm_up
+    from quantscope.core.prepared import prepare, warm_up
     from quantscope.errors import QuantscopeError
     from quantscope.state.axes import units
 

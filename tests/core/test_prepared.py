@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quantscope.core import analyze, choose_qparams, params_from_range, sorted_stats
-from quantscope.core.fast import clip_sweep, prepare
+from quantscope.core.prepared import clip_sweep, prepare
 from quantscope.core.qparams import QuantParams
 from quantscope.core.runtimes import RUNTIMES
 from quantscope.core.sweep import mse_optimal_windows
@@ -265,10 +265,10 @@ def test_runtime_presets_give_the_same_params_with_a_prepared_tensor(runtime):
 
 def test_warm_up_loads_every_compiled_loop_the_reports_use():
     """A session's first percentile or per-channel report must not stall loading one."""
-    from quantscope.core import block_sums, fast, radix_sort, sorted_kernel
+    from quantscope.core import block_sums, prepared, radix_sort, sorted_kernel
 
-    fast.warm_up.cache_clear()
-    fast.warm_up()
+    prepared.warm_up.cache_clear()
+    prepared.warm_up()
     for loop in (sorted_kernel.evaluate_rows, sorted_kernel.abs_order_stats,
                  sorted_kernel.row_sums_of_squares, radix_sort._count, radix_sort._scatter,
                  block_sums.build_range, block_sums.build_rows):
