@@ -19,6 +19,12 @@ from quantscope.state.errors import SettingsError, short_repr
 
 # -- where tensors come from ------------------------------------------------------------------
 SOURCE_KINDS = ("generator", "file", "sample", "array")
+#: The built-in demo: real GELU activations of a BERT-family FFN, with one feature at 24.8 while
+#: 99.9% of |x| stays under 2.8 -- the case where per-tensor min/max scaling wastes the buckets.
+DEMO_SAMPLE = "gelu_activations"
+#: Channel axis of the demo tensor ([tokens, features]: features are the channels); its name
+#: says "activations", so the axis rule picks it.
+DEMO_AXIS = -1
 
 
 @dataclass(frozen=True)
