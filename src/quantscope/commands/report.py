@@ -11,11 +11,11 @@ half to even, narrow-range symmetric) and the channel axis the tensor's role imp
 from __future__ import annotations
 
 import argparse
-import math
 
 import numpy as np
 
 from quantscope.core import QuantReport
+from quantscope.core.formatting import fmt_cell
 from quantscope.errors import UserError
 from quantscope.jsonable import dumps
 from quantscope.state.options import (
@@ -104,12 +104,6 @@ def explore(args: argparse.Namespace):
     return state
 
 
-def _fmt(v: float) -> str:
-    if isinstance(v, float) and math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return f"{v:.4g}"
-
-
 def format_table(doc: dict, reports: dict[str, QuantReport]) -> str:
     """A plain-text table, one row per scheme, under a line of the settings applied."""
     head = ("scheme", "scale", "zero point", "rounding MSE", "clipping MSE", "SQNR dB",
@@ -118,13 +112,13 @@ def format_table(doc: dict, reports: dict[str, QuantReport]) -> str:
     for key, r in reports.items():
         s = r.summary()
         if s["scale"] is not None:
-            scale = _fmt(s["scale"])
+            scale = fmt_cell(s["scale"])
             zp = str(s["zero_point"])
         else:
-            scale = f"{_fmt(s['scale_min'])}..{_fmt(s['scale_max'])}"
+            scale = f"{fmt_cell(s['scale_min'])}..{fmt_cell(s['scale_max'])}"
             zp = (str(s["zero_point_min"]) if s["zero_point_min"] == s["zero_point_max"]
                   else f"{s['zero_point_min']}..{s['zero_point_max']}")
-        rows.append((key, scale, zp, _fmt(r.rounding_mse), _fmt(r.clipping_mse),
+        rows.append((key, scale, zp, fmt_cell(r.rounding_mse), fmt_cell(r.clipping_mse),
                      f"{r.sqnr_db:.2f}", f"{r.codes_used}/{r.params.levels}",
                      f"{100 * r.clipped_fraction:.3f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from quantscope.core.captions import fmt_value
+from quantscope.core.formatting import fmt_value
 from quantscope.core.generators import GENERATORS, generate
 from quantscope.core.outliers import (
     DEFAULT_ACTIVATION_SCHEME,

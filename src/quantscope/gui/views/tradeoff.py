@@ -31,8 +31,9 @@ from PySide6.QtWidgets import (
 )
 
 from quantscope.core import choose_qparams
-from quantscope.core.captions import finite_range, fmt_db, fmt_value
+from quantscope.core.captions import finite_range
 from quantscope.core.explain import clip_threshold, threshold_sides
+from quantscope.core.formatting import fmt_db, fmt_value
 from quantscope.core.sweep import ClipSweep, clip_sweep_curve
 from quantscope.gui.style import reserve_lines, summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
