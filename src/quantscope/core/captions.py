@@ -30,6 +30,7 @@ import numpy as np
 
 from quantscope.core.formatting import fmt_percent, fmt_value
 from quantscope.core.report import QuantReport
+from quantscope.errors import EngineValueError
 
 #: Share of the values whose code span the ``outlier`` rule measures.
 BULK_SHARE = 0.99
@@ -249,5 +250,6 @@ def pane_captions(results: dict[str, QuantReport], x_min: float | None = None,
                 x_max = float(np.max(rep.per_channel.x_max[has]))
                 break
         else:
-            raise ValueError("pane_captions needs x_min/x_max when no per-channel report exists")
+            raise EngineValueError("pane_captions needs x_min/x_max when no per-channel report "
+                                   "exists")
     return {pane: caption(rep, x_min=x_min, x_max=x_max) for pane, rep in results.items()}
