@@ -1,8 +1,8 @@
 """Exact statistics at interactive speed: prepared reports against the direct pass and the naive
 NumPy way, on 16M float32 elements, in one process.
 
-Run: ``PYTHONPATH=src python bench/fast_stats.py``. Prints each figure, its target (issues 3
-and 16) and PASS/MISS. Ratios to a baseline (``np.sort``, ``np.copyto``) come from interleaved
+Run: ``PYTHONPATH=src python bench/fast_stats.py``. Prints each figure, its target and
+PASS/MISS. Ratios to a baseline (``np.sort``, ``np.copyto``) come from interleaved
 pairs, median and range; other times are the best of several runs (the machine is shared).
 The engine's sort, prefix sums and direct passes use every core.
 """
@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 
 from _timing import best_of, load, ratio, ratio_line  # noqa: E402
 from quantscope.core import analyze, choose_qparams  # noqa: E402
-from quantscope.core.fast import prepare  # noqa: E402
+from quantscope.core.prepared import prepare  # noqa: E402
 
 N_SIDE = 4096  # 4096 x 4096 = 16M elements
 

@@ -1,7 +1,7 @@
 """Reports for every format beyond int8 on 16M float32 elements (the engine's threads).
 
 Run: ``PYTHONPATH=src python bench/format_speed.py [--side 4096] [--only NAME ...]``. For
-each format it prints, against the issue's goal of a prepared report <= 2 ms:
+each format it prints, against the goal of a prepared report <= 2 ms:
 
 * element formats, per tensor and per channel: ``prepared`` (the sorted statistics of the
   prepared tensor) and ``compiled`` (one compiled pass,
@@ -32,7 +32,7 @@ from quantscope.core.formats import FORMATS, format_kind  # noqa: E402
 from quantscope.core.layout import expand_params  # noqa: E402
 
 PAIRS = 5
-#: The issue's target for a prepared report at 16M elements.
+#: The target for a prepared report at 16M elements.
 GOAL_S = 2e-3
 
 

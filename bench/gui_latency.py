@@ -9,12 +9,12 @@ for. (Under Qt's GLib event loop, the
 default on Linux, a timer that has fired runs again only once the loop is idle, so the
 heartbeat measures the longest stretch of back-to-back GUI work, not just the longest event.)
 
-Targets (issue 4): p95 <= 100 ms at 16M elements; GUI thread blocked <= 50 ms.
+Targets: p95 <= 100 ms at 16M elements; GUI thread blocked <= 50 ms.
 
 Run: ``QT_QPA_PLATFORM=offscreen python bench/gui_latency.py [--sizes 1,16] [--repeat 3]
 [--views] [--load]``; ``--load`` runs one competing busy process (a spinning interpreter: a core's
-worth of other work) for the whole measurement, as issue 16's table asks. Each figure is printed
-with its ratio to the target (< 1.0 meets it).
+worth of other work) for the whole measurement (the targets hold on a loaded machine). Each
+figure is printed with its ratio to the target (< 1.0 meets it).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from quantscope.core import analyze, choose_qparams
-from quantscope.core.fast import prepare
+from quantscope.core.prepared import prepare
 from quantscope.core.sorted_stats import SortedRows
 from quantscope.core.sweep import _errors, unit_ranges
 

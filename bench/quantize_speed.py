@@ -1,7 +1,7 @@
 """Direct-pass speed on 16M float32 elements, as ratios measured in this one process.
 
 Each row is a ratio to its baseline from interleaved pairs (baseline, candidate) so both see the
-same load; the median and the range of the pairs are printed, with the goal from issue 16:
+same load; the median and the range of the pairs are printed, with its goal:
 
 * quantize / ``np.copyto`` into a preallocated float32 buffer (goal <= 1.2) and against
   ``torch.quantize_per_tensor`` on the same tensor (goal <= 1.0: no slower than torch);

@@ -6,7 +6,7 @@ times what the window does on it: a per-tensor report, a 200-point clip sweep an
 Prints each figure, the bytes the preparation keeps per element, and the process's peak RSS per
 element (the tensor itself included: 4 bytes of it are the tensor).
 
-Run: ``python bench/scale.py [--elements 1e9] [--repeat 20]``. Goals (issue 16): 10^9 elements
+Run: ``python bench/scale.py [--elements 1e9] [--repeat 20]``. Goals: 10^9 elements
 prepared in <= 60 s within <= 16 GB peak; a prepared per-tensor report <= 1 ms.
 """
 
@@ -24,7 +24,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 from quantscope.core import choose_qparams  # noqa: E402
-from quantscope.core.fast import prepare, warm_up  # noqa: E402
+from quantscope.core.prepared import prepare, warm_up  # noqa: E402
 
 BLOCK = 1 << 24
 

@@ -15,8 +15,8 @@ import numpy as np
 from quantscope.core import analyze
 from quantscope.core.bitwidth import bitwidth_curve
 from quantscope.core.captions import pane_captions
-from quantscope.core.explain import clip_sweep_curve
-from quantscope.core.fast import prepare
+from quantscope.core.prepared import prepare
+from quantscope.core.sweep import clip_sweep_curve
 from quantscope.state import PANES, ExplorerState, pane_params
 
 

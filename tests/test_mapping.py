@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from quantscope.cli import main
-from quantscope.commands.report import DEMO_SAMPLE
 from quantscope.core import analyze, choose_qparams
 from quantscope.core.generators import generate
 from quantscope.state import (
@@ -23,6 +22,7 @@ from quantscope.state import (
     pane_title,
     params_key,
 )
+from quantscope.state.source import DEMO_SAMPLE
 
 
 def load(state: ExplorerState, source: Source) -> None:

@@ -4,7 +4,7 @@ summary from the preparation equals NumPy's, and the GUI thread's install is O(1
 import numpy as np
 import pytest
 
-from quantscope.core.fast import prepare
+from quantscope.core.prepared import prepare
 from quantscope.core.sorted_stats import SortedRows
 from quantscope.state import ExplorerState, Source, source
 
@@ -46,6 +46,6 @@ def test_a_checked_tensor_is_installed_without_a_pass_over_it(monkeypatch):
     def no_pass(_):
         raise AssertionError("set_tensor(checked=True) must not look at every element")
 
-    monkeypatch.setattr("quantscope.state.tensor_problem", no_pass)
+    monkeypatch.setattr("quantscope.state.explorer.tensor_problem", no_pass)
     assert state.set_tensor(x, Source("array", "x"), checked=True)
     assert np.shares_memory(state.tensor, x)

@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 
-from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE
 from quantscope.core import analyze, choose_qparams, params_from_range
 from quantscope.core.generators import generate
 from quantscope.state import (
@@ -23,6 +22,7 @@ from quantscope.state import (
     pane_params,
     pane_title,
 )
+from quantscope.state.source import DEMO_AXIS, DEMO_SAMPLE
 
 
 class Recorder:

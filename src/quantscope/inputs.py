@@ -12,16 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
-from quantscope.commands.report import DEMO_SAMPLE
 from quantscope.core.frameworks import as_numpy, framework_of, quantized_scheme
 from quantscope.core.validate import EngineTypeError
 from quantscope.errors import UserError
 from quantscope.state import Settings, SettingsError, Source
+from quantscope.state.settings import CODE_RANGES
+from quantscope.state.source import DEMO_SAMPLE
 
 #: ``quantscope report``'s option names that differ from the Settings fields.
 ALIASES = ("clip", "code_range")
-#: ``code_range`` values -> ``Settings.narrow_range``.
-CODE_RANGES = {"default": None, "narrow": True, "full": False}
 
 Read = Callable[[], tuple[np.ndarray, str]]
 

@@ -166,18 +166,18 @@ def test_mse_never_worse_than_pytorch_histogram_observer(dist):
 
 def test_prepared_tensor_is_reused_not_sorted_again(monkeypatch):
     """choose_qparams(prepared=...) gives the same parameters without preparing again."""
-    from quantscope.core import fast
+    from quantscope.core import prepared
 
     rng = np.random.default_rng(5)
     x = rng.standard_t(3, size=(64, 300)).astype(np.float32)
-    prep = fast.prepare(x)
+    prep = prepared.prepare(x)
     expected = {m: choose_qparams(x, method=m, symmetric=False, granularity="channel", axis=0)
                 for m in ("percentile", "mse")}
 
     def refuse(_x):
         raise AssertionError("prepare() called although a Prepared was given")
 
-    monkeypatch.setattr(fast, "prepare", refuse)
+    monkeypatch.setattr(prepared, "prepare", refuse)
     for method, want in expected.items():
         got = choose_qparams(x, method=method, symmetric=False, granularity="channel", axis=0,
                              prepared=prep)

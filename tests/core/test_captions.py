@@ -12,10 +12,9 @@ from quantscope.core.captions import (
     bulk_code_span,
     caption,
     finite_range,
-    fmt_percent,
-    fmt_value,
     pane_captions,
 )
+from quantscope.core.formatting import fmt_percent, fmt_value
 
 
 def _cap(x, params) -> Caption:

@@ -8,14 +8,13 @@ import pytest
 from quantscope.core import analyze, choose_qparams, params_from_range
 from quantscope.core.explain import (
     channel_table,
-    clip_sweep_curve,
     clip_threshold,
     clip_window,
     threshold_sides,
     unit_histogram,
     unit_values,
-    window_for_threshold,
 )
+from quantscope.core.sweep import clip_sweep_curve, window_for_threshold
 from quantscope.core.validate import EngineValueError
 
 

@@ -13,9 +13,9 @@ from quantscope.core import EngineValueError, QuantParams, analyze, choose_qpara
 from quantscope.core.formats import FORMATS, FormatParams, bits_per_element, format_kind
 
 SAMPLES = Path(__file__).resolve().parents[2] / "src" / "quantscope" / "resources" / "samples"
-ISSUE_NAMES = ("int8 int4_g32 int4_g64 int4_g128 fp8_e4m3 fp8_e5m2 fp8_e4m3fnuz fp8_e5m2fnuz "
-               "fp6_e2m3 fp6_e3m2 fp4_e2m1 mxfp8_e4m3 mxfp8_e5m2 mxfp6_e2m3 mxfp6_e3m2 mxfp4 "
-               "mxint8 nvfp4 nf4").split()
+FORMAT_NAMES = ("int8 int4_g32 int4_g64 int4_g128 fp8_e4m3 fp8_e5m2 fp8_e4m3fnuz fp8_e5m2fnuz "
+                "fp6_e2m3 fp6_e3m2 fp4_e2m1 mxfp8_e4m3 mxfp8_e5m2 mxfp6_e2m3 mxfp6_e3m2 mxfp4 "
+                "mxint8 nvfp4 nf4").split()
 
 
 def numpy_report(x: np.ndarray, p) -> dict:
@@ -36,8 +36,8 @@ def gelu():
     return np.load(SAMPLES / "layer0_ffn_gelu_activations.npy")
 
 
-def test_every_name_of_the_issue_is_a_format():
-    assert tuple(ISSUE_NAMES) == FORMATS
+def test_every_documented_name_is_a_format():
+    assert tuple(FORMAT_NAMES) == FORMATS
 
 
 def test_unknown_format_is_refused_with_the_list():

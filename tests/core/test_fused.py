@@ -10,7 +10,7 @@ from quantscope.core.fused import FusedPass, FusedRules, figures_of, suggest
 from quantscope.core.fused_kernel import symmetric_scale
 from quantscope.core.validate import EngineValueError
 
-SQNR_DB = 10 * np.log10(1 + 2e-9)  # 1e-9 relative on the sums (as tests/core/test_fast.py)
+SQNR_DB = 10 * np.log10(1 + 2e-9)  # 1e-9 relative on the sums (as tests/core/test_prepared.py)
 RNG = np.random.default_rng(17)
 DTYPES = [np.float32, ml_dtypes.bfloat16, np.float16, ml_dtypes.float8_e4m3fn,
           ml_dtypes.float8_e5m2]

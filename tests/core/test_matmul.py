@@ -501,7 +501,7 @@ def test_requantization_matches_the_litert_interpreter(rule: str, resolver: str)
           f"0 mismatches (double rounding: {double_diffs})")
 
 
-def test_default_requantization_is_litert_reference_on_the_issue_case() -> None:
+def test_default_requantization_is_litert_reference_on_a_double_rounding_case() -> None:
     """s_a = 0.02, s_w = 0.0137, s_out = 0.05, acc = -22901: every LiteRT path gives -125,
     gemmlowp's double rounding -126."""
     a_q = np.zeros((1, 1), np.int8)

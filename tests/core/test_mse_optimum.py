@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from quantscope.core import analyze, choose_qparams, params_from_range
-from quantscope.core.fast import prepare
+from quantscope.core.prepared import prepare
 from quantscope.core.sweep import mse_optimal_params
 
 _BENCH = Path(__file__).resolve().parents[2] / "bench" / "mse_optimum.py"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from quantscope.core import analyze, choose_qparams, parallel, radix_sort, sorted_stats
 from quantscope.core.block_sums import BLOCK
-from quantscope.core.fast import prepare, working_copy
+from quantscope.core.prepared import prepare, working_copy
 from quantscope.core.sorted_stats import SortedRows
 
 
@@ -113,7 +113,7 @@ def test_reports_through_the_parallel_sort_equal_the_direct_pass(gran, monkeypat
 def test_progress_rises_to_one_and_raising_cancels(monkeypatch):
     monkeypatch.setattr(sorted_stats, "RADIX_ROWS", 0)
     x = np.random.default_rng(0).standard_normal(300_000).astype(ml_dtypes.bfloat16)
-    monkeypatch.setattr("quantscope.core.fast.CONVERT_BLOCK", 50_000)
+    monkeypatch.setattr("quantscope.core.prepared.CONVERT_BLOCK", 50_000)
     seen = []
     prep = prepare(x, progress=lambda f, stage: seen.append((f, stage)))
     fractions = [f for f, _ in seen]

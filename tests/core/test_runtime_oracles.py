@@ -162,7 +162,7 @@ def test_pytorch_eager_fake_and_pt2e(symmetric, signed, granularity):
         same(f"pytorch-fake quantized_decomposed, {label}", fake_codes, pt2e.numpy())
 
 
-def test_pytorch_reproducers_from_the_issue():
+def test_pytorch_reproducers():
     """Per-channel affine rounds twice; fake quant adds the zero point after rounding."""
     x = np.array([[-0.5], [2.0], [-0.49509802]], F32)
     p = choose_qparams(x, symmetric=False, granularity="channel", axis=1, runtime="pytorch")
@@ -228,7 +228,7 @@ def test_onnxruntime(symmetric, signed, granularity):
             same(f"onnxruntime quantize_nparray, {label}", p.quantize(xq), tool)
 
 
-def test_onnxruntime_reproducers_from_the_issue():
+def test_onnxruntime_reproducers():
     """1.32 subtracts the range in float64; QuantizeLinear saturates at int8's -128."""
     x = np.array([-0.13251084, 0.15858345], F32)
     assert choose_qparams(x, symmetric=False, runtime="onnxruntime").scale == F32(0.0011415462)
@@ -290,7 +290,7 @@ def test_tflite_quantize_op(runtime, resolver):
              got)
 
 
-def test_tflite_reproducer_from_the_issue():
+def test_tflite_reproducer():
     models = need("litert_models")
     x = np.array([1.25], F32)
     p = QuantParams(F32(0.5), 0, -128, 127, rounding="half_away")

@@ -5,7 +5,7 @@ import pytest
 
 from oracles import need
 from quantscope.core import analyze, choose_qparams
-from quantscope.core.fast import prepare
+from quantscope.core.prepared import prepare
 from quantscope.core.qparams import QuantParams
 from quantscope.core.runtimes import PRESETS, RUNTIMES
 from quantscope.core.validate import EngineValueError

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quantscope.core import analyze, choose_qparams, sorted_stats
-from quantscope.core.fast import prepare
+from quantscope.core.prepared import prepare
 from quantscope.core.qparams import QuantParams
 from quantscope.core.quantize import quantize_codes_float
 from quantscope.core.sorted_kernel import ARITHMETIC_CODES, code_of

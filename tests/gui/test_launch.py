@@ -14,13 +14,13 @@ import pytest
 from PySide6.QtGui import QImage
 
 from quantscope.cli import main
-from quantscope.commands.report import DEMO_AXIS
 from quantscope.core import analyze
 from quantscope.core.generators import generate
 from quantscope.gui.numbers import display_values
 from quantscope.io.samples import sample_path
 from quantscope.jsonable import to_jsonable
 from quantscope.state import PANES, Settings, pane_params
+from quantscope.state.source import DEMO_AXIS
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

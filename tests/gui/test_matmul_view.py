@@ -190,7 +190,7 @@ def test_good_file_and_generated_operands(view, pair, qtbot, tmp_path):
     c = view.controls
     c.dims["N"].setValue(96)
     c.sources["W"].setCurrentIndex(c.sources["W"].findText("generated: Weight [out, in]"))
-    qtbot.waitUntil(lambda: view.outcome.request.w.kind == "generated", timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: view.outcome.request.w.kind == "generator", timeout=TIMEOUT)
     assert view.outcome.w_shape == (384, 96)
 
 

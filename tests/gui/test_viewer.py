@@ -77,9 +77,9 @@ def test_a_script_drives_view_load_set_wait_numbers_against_the_engine(engine_re
         print(json.dumps({"demo": demo, "numbers": numbers, "clipped": clipped,
                           "closed_after_run": v.closed}))
         """, QT_QPA_PLATFORM="offscreen")
-    from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE
     from quantscope.io.samples import sample_path
     from quantscope.state import Settings
+    from quantscope.state.source import DEMO_AXIS, DEMO_SAMPLE
 
     demo_x, demo_axis = np.load(sample_path(DEMO_SAMPLE)), DEMO_AXIS
     demo_reports = engine_reports(demo_x, demo_axis)

@@ -8,7 +8,7 @@ import pytest
 
 from quantscope.core import analyze
 from quantscope.core.explain import clip_threshold
-from quantscope.core.fast import prepare
+from quantscope.core.prepared import prepare
 from quantscope.gui.views.tradeoff import TradeoffView, sweep_points
 from quantscope.state import ExplorerState
 

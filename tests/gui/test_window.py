@@ -10,7 +10,6 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QLabel
 
-from quantscope.commands.report import DEMO_AXIS, DEMO_SAMPLE
 from quantscope.core import analyze
 from quantscope.core.generators import generate
 from quantscope.gui.numbers import display_values
@@ -22,6 +21,7 @@ from quantscope.state import (
     params_key,
     prepare_tensor,
 )
+from quantscope.state.source import DEMO_AXIS, DEMO_SAMPLE
 
 
 def engine_texts(state) -> dict[str, dict[str, str]]:

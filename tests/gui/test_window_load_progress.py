@@ -7,7 +7,7 @@ from quantscope.state import Source
 
 
 def test_load_shows_the_preparation_percentage(make_window, qtbot, monkeypatch):
-    import quantscope.state as state_module
+    import quantscope.state.explorer as state_module
 
     win = make_window()
     texts = []

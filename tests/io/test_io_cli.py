@@ -18,7 +18,7 @@ from quantscope.io.samples import sample_path
 RNG = np.random.default_rng(60)
 #: The scan sums each tensor's errors in its own order (rows as they are read, the per-tensor
 #: error over distinct values): the prepared path's standard applies, sums within 1e-9
-#: relative, so SQNRs within this many dB (see tests/core/test_fast.py).
+#: relative, so SQNRs within this many dB (see tests/core/test_prepared.py).
 SQNR_DB = 10 * np.log10(1 + 2e-9)
 
 

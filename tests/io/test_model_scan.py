@@ -29,7 +29,7 @@ from quantscope.state.model_scan import (
 )
 
 REAL = "/work/shared/data/minilm/layer0_bf16.safetensors"
-SQNR_DB = 10 * np.log10(1 + 2e-9)  # the prepared path's standard (tests/core/test_fast.py)
+SQNR_DB = 10 * np.log10(1 + 2e-9)  # the prepared path's standard (tests/core/test_prepared.py)
 RNG = np.random.default_rng(1717)
 
 

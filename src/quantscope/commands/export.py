@@ -13,24 +13,19 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
-import math
 from pathlib import Path
 
 import numpy as np
 
-from quantscope.commands.output import check_output, write_atomically
 from quantscope.commands.source import add_file_or_sample, resolve_file_or_sample
 from quantscope.core import QuantParams, analyze, choose_qparams
 from quantscope.core.validate import ARITHMETIC_RULES, ROUNDING_RULES
 from quantscope.errors import UserError
 from quantscope.io import load_for_analysis
+from quantscope.io.archive import build_metadata, write_archive
 from quantscope.io.checks import show_path
 from quantscope.io.tensor_info import printable
-
-#: Identifies the archive layout; bump when the members or metadata change meaning.
-EXPORT_FORMAT = "quantscope-export"
-EXPORT_VERSION = 1
+from quantscope.io.writing import check_output
 
 
 def add_parser(subparsers) -> None:
@@ -97,64 +92,6 @@ def choose_from_args(x: np.ndarray, args: argparse.Namespace) -> QuantParams:
         signed=False if args.unsigned else None, method=args.method, rounding=args.rounding,
         arithmetic=args.arithmetic, runtime=args.runtime,
         **({"format": args.format} if getattr(args, "format", "int8") != "int8" else {}))
-
-
-def _finite_or_text(value: float) -> float | str:
-    value = float(value)
-    if math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-
-
-def build_metadata(params: QuantParams, *, source: str, tensor: str, source_dtype: str,
-                   shape: tuple[int, ...], report) -> dict:
-    """Everything needed to interpret the codes without quantscope, as plain JSON types."""
-    from quantscope import __version__
-
-    return {
-        "format": EXPORT_FORMAT,
-        "format_version": EXPORT_VERSION,
-        "quantscope_version": __version__,
-        "source": source,
-        "tensor": tensor,
-        "source_dtype": source_dtype,
-        "shape": list(shape),
-        "scheme": {
-            "bits": params.bits, "qmin": params.qmin, "qmax": params.qmax,
-            "symmetric": params.symmetric, "granularity": params.granularity,
-            "axis": params.axis, "group_size": params.group_size,
-            "rounding": params.rounding, "arithmetic": params.arithmetic,
-            "method": params.method, "runtime": params.runtime,
-        },
-        "dequantize": "x = (codes - zero_point) * scale, scale/zero_point broadcast per "
-                      "tensor, per index along axis (channel), or per block of group_size "
-                      "along axis (group)",
-        "report": {
-            "sqnr_db": _finite_or_text(report.sqnr_db), "mse": _finite_or_text(report.mse),
-            "rounding_mse": _finite_or_text(report.rounding_mse),
-            "clipping_mse": _finite_or_text(report.clipping_mse),
-            "clipped_fraction": _finite_or_text(report.clipped_fraction),
-            "n_nonfinite": int(report.n_nonfinite),
-        },
-    }
-
-
-def write_archive(out: Path, codes: np.ndarray, params: QuantParams, metadata: dict,
-                  members: dict | None = None) -> None:
-    """Write the .npz atomically (see :func:`quantscope.commands.output.write_atomically`: only
-    over a regular file or at a new path, with the user's umask). ``members`` replaces codes,
-    scale and zero point for a number format's archive.
-
-    The file handle is passed to ``np.savez`` so the name is used exactly as given (with a
-    path, NumPy would append ``.npz`` to names lacking it).
-    """
-    members = dict(members or {
-        "codes": codes,
-        "scale": np.asarray(params.scale, dtype=np.float32),
-        "zero_point": np.asarray(params.zero_point, dtype=np.int32),
-    })
-    members["metadata"] = np.array(json.dumps(metadata, allow_nan=False))  # 0-d '<U': no pickle
-    write_atomically(out, lambda fh: np.savez(fh, allow_pickle=False, **members))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,12 +11,11 @@ pane showing that format. Every row is an exact engine report with its bits per 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from quantscope.core import QuantReport
 from quantscope.core.formats import FORMATS, bits_per_element, check_format
+from quantscope.core.formatting import fmt_cell
 from quantscope.errors import UserError
 
 
@@ -43,12 +42,6 @@ def format_rows(x: np.ndarray, names: list[str], settings, prepared=None
     return format_reports(x, pane_specs(expand_names(names)), settings, prepared)
 
 
-def _fmt(v: float) -> str:
-    if isinstance(v, float) and math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return f"{v:.4g}"
-
-
 def summaries(reports: dict[str, QuantReport]) -> dict[str, dict]:
     """JSON-ready numbers per row: the report summary, the format and bits per element."""
     out = {}
@@ -68,7 +61,8 @@ def format_table(label: str, shape: tuple, axis: int, reports: dict[str, QuantRe
     rows = [head]
     for key, s in summaries(reports).items():
         rows.append((key, f"{s['bits_per_element']:.3f}", f"{s['sqnr_db']:.2f}",
-                     _fmt(s["rounding_mse"]), _fmt(s["clipping_mse"]), _fmt(s["max_abs_error"]),
+                     fmt_cell(s["rounding_mse"]), fmt_cell(s["clipping_mse"]),
+                     fmt_cell(s["max_abs_error"]),
                      f"{s['codes_used']}/{s['levels']}", f"{100 * s['clipped_fraction']:.3f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = [f"{label}: shape {tuple(shape)}, per-channel axis {axis}, blocks along the last "

@@ -11,20 +11,19 @@ half to even, narrow-range symmetric) and the channel axis the tensor's role imp
 from __future__ import annotations
 
 import argparse
-import math
 
 import numpy as np
 
 from quantscope.core import QuantReport
+from quantscope.core.formatting import fmt_cell
 from quantscope.errors import UserError
 from quantscope.jsonable import dumps
-
-#: The built-in demo: real GELU activations of a BERT-family FFN, with one feature at 24.8 while
-#: 99.9% of |x| stays under 2.8 -- the case where per-tensor min/max scaling wastes the buckets.
-DEMO_SAMPLE = "gelu_activations"
-#: Channel axis of the demo tensor ([tokens, features]: features are the channels); its name
-#: says "activations", so the axis rule picks it.
-DEMO_AXIS = -1
+from quantscope.state.options import (
+    add_settings_arguments,
+    add_source_arguments,
+    settings_from_args,
+)
+from quantscope.state.source import DEMO_SAMPLE
 
 SCHEMES = (
     ("symmetric", "tensor"),
@@ -32,7 +31,6 @@ SCHEMES = (
     ("asymmetric", "tensor"),
     ("asymmetric", "channel"),
 )
-CODE_RANGES = {"default": None, "narrow": True, "full": False}
 
 
 def add_parser(subparsers) -> None:
@@ -50,69 +48,6 @@ def add_parser(subparsers) -> None:
                         "int8, int4_g32/64/128, fp8_e4m3, fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz, "
                         "fp6_e2m3, fp6_e3m2, fp4_e2m1, mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, "
                         "mxfp6_e3m2, mxfp4, mxint8, nvfp4, nf4")
-
-
-def add_source_arguments(p: argparse.ArgumentParser) -> None:
-    """FILE, --tensor, --sample, --axis and --role: where the tensor comes from and what it is
-    (shared with the window)."""
-    from quantscope.state import ROLES
-
-    p.add_argument("file", nargs="?", help=".npy, .npz or .safetensors (default: the demo tensor)")
-    p.add_argument("--tensor", help="tensor name inside a multi-tensor file")
-    p.add_argument("--sample", help="a bundled sample tensor by name")
-    p.add_argument("--axis", type=int, default=None,
-                   help="channel axis (default: from the tensor's role: 0 for weights "
-                        "[out, in, ...], -1 for activations [..., features])")
-    p.add_argument("--role", choices=[r for r in ROLES if r],
-                   help="what the tensor is, when its name does not say (sets the axis)")
-
-
-def add_settings_arguments(p: argparse.ArgumentParser) -> None:
-    """The quantization settings, one option per control of the window."""
-    from quantscope.state import METHODS, RUNTIMES
-    from quantscope.state.settings import ROUNDING_RULES
-
-    p.add_argument("--method", choices=METHODS, help="range method (default minmax)")
-    p.add_argument("--percentile", type=float, help="percentile for --method percentile "
-                                                    "(default 99.99)")
-    p.add_argument("--clip", nargs=2, type=float, metavar=("LO", "HI"),
-                   help="manual clip window (implies --method manual)")
-    p.add_argument("--rounding", choices=ROUNDING_RULES, help="rounding rule (default "
-                                                              "half_even)")
-    p.add_argument("--code-range", choices=list(CODE_RANGES),
-                   help="narrow drops the most negative code; default: narrow for symmetric, "
-                        "full for asymmetric")
-    p.add_argument("--bits", type=int, help="bit width, 2 to 8 (default 8)")
-    p.add_argument("--group-size", type=int,
-                   help="per-group panes: groups of this many consecutive elements along the "
-                        "reduction (input) dimension (0: per channel)")
-    p.add_argument("--runtime", choices=[r for r in RUNTIMES if r],
-                   help="reproduce a runtime's parameter rules and arithmetic")
-
-
-def settings_from_args(args: argparse.Namespace, base=None):
-    """The :class:`~quantscope.state.Settings` the options ask for, over ``base`` (a
-    session's settings, or the defaults); refused values raise UserError."""
-    import dataclasses
-
-    from quantscope.state import Settings, SettingsError
-
-    changes = {}
-    for name in ("method", "percentile", "rounding", "bits", "runtime"):
-        value = getattr(args, name, None)
-        if value is not None:
-            changes[name] = value
-    if getattr(args, "code_range", None) is not None:
-        changes["narrow_range"] = CODE_RANGES[args.code_range]
-    if getattr(args, "group_size", None) is not None:
-        changes["group_size"] = args.group_size or None
-    if getattr(args, "clip", None) is not None:
-        changes["manual_clip"] = (float(args.clip[0]), float(args.clip[1]))
-        changes.setdefault("method", "manual")
-    try:
-        return dataclasses.replace(base or Settings(), **changes).check()
-    except SettingsError as exc:
-        raise UserError(str(exc)) from None
 
 
 def source_from_args(args: argparse.Namespace):
@@ -169,12 +104,6 @@ def explore(args: argparse.Namespace):
     return state
 
 
-def _fmt(v: float) -> str:
-    if isinstance(v, float) and math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return f"{v:.4g}"
-
-
 def format_table(doc: dict, reports: dict[str, QuantReport]) -> str:
     """A plain-text table, one row per scheme, under a line of the settings applied."""
     head = ("scheme", "scale", "zero point", "rounding MSE", "clipping MSE", "SQNR dB",
@@ -183,13 +112,13 @@ def format_table(doc: dict, reports: dict[str, QuantReport]) -> str:
     for key, r in reports.items():
         s = r.summary()
         if s["scale"] is not None:
-            scale = _fmt(s["scale"])
+            scale = fmt_cell(s["scale"])
             zp = str(s["zero_point"])
         else:
-            scale = f"{_fmt(s['scale_min'])}..{_fmt(s['scale_max'])}"
+            scale = f"{fmt_cell(s['scale_min'])}..{fmt_cell(s['scale_max'])}"
             zp = (str(s["zero_point_min"]) if s["zero_point_min"] == s["zero_point_max"]
                   else f"{s['zero_point_min']}..{s['zero_point_max']}")
-        rows.append((key, scale, zp, _fmt(r.rounding_mse), _fmt(r.clipping_mse),
+        rows.append((key, scale, zp, fmt_cell(r.rounding_mse), fmt_cell(r.clipping_mse),
                      f"{r.sqnr_db:.2f}", f"{r.codes_used}/{r.params.levels}",
                      f"{100 * r.clipped_fraction:.3f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]

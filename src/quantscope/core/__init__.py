@@ -8,7 +8,6 @@ Modules: :mod:`~quantscope.core.quantize` (codes and values), :mod:`~quantscope.
 
 from quantscope.core.analyze import analyze
 from quantscope.core.choose import choose_qparams
-from quantscope.core.fast import Prepared, clip_sweep, prepare
 from quantscope.core.matmul import MatmulReport, int8_matmul
 from quantscope.core.outliers import (
     MatmulLabResult,
@@ -16,6 +15,7 @@ from quantscope.core.outliers import (
     quantized_matmul,
     smoothquant_scales,
 )
+from quantscope.core.prepared import Prepared, clip_sweep, prepare
 from quantscope.core.qparams import QuantParams, code_range, params_from_range
 from quantscope.core.quantize import dequantize, quantize, quantize_fp32_to_int8
 from quantscope.core.report import QuantReport, UnitStats

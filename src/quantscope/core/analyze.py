@@ -1,6 +1,6 @@
 """The direct pass: quantize, dequantize and split the error, exactly, in cache-sized blocks.
 
-This is the reference the fast prepared path (:mod:`quantscope.core.fast`) is tested against.
+This is the reference the fast prepared path (:mod:`quantscope.core.prepared`) is tested against.
 It walks the tensor as rows that share one scale (:func:`quantscope.core.layout.param_rows`), a
 block of about 64K elements at a time, so even 10^8 elements need no full-size temporary; every
 sum is taken in float64. A large tensor under one scale takes one compiled pass on every core

@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from quantscope.core.binning import equal_bins
-from quantscope.core.fast import prepare
 from quantscope.core.layout import param_shape
+from quantscope.core.prepared import prepare
 from quantscope.core.qparams import QuantParams, params_from_range, unit_min_max
 from quantscope.core.sweep import mse_optimal_windows
 from quantscope.core.validate import EngineValueError

@@ -28,7 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from quantscope.core.formatting import fmt_percent, fmt_value
 from quantscope.core.report import QuantReport
+from quantscope.errors import EngineValueError
 
 #: Share of the values whose code span the ``outlier`` rule measures.
 BULK_SHARE = 0.99
@@ -48,36 +50,6 @@ class Caption:
 
     def __str__(self) -> str:
         return self.text
-
-
-def fmt_value(v: float) -> str:
-    """A tensor value for a sentence: three significant digits, no exponent when avoidable."""
-    v = float(v)
-    if v == 0:
-        return "0"
-    if 1e-3 <= abs(v) < 1e5:
-        return f"{v:.3g}" if abs(v) >= 1 else f"{v:.3f}".rstrip("0")
-    return f"{v:.2e}"
-
-
-def fmt_db(db: float, digits: int = 1) -> str:
-    """An SQNR for a sentence: ``"∞ dB (exact)"`` for a lossless quantization."""
-    db = float(db)
-    if np.isnan(db):
-        return "n/a"
-    if np.isinf(db):
-        return "∞ dB (exact)" if db > 0 else "-∞ dB"
-    return f"{db:.{digits}f} dB"
-
-
-def fmt_percent(fraction: float) -> str:
-    """A share as a percentage with just enough digits to be non-zero when it is non-zero."""
-    p = 100.0 * float(fraction)
-    if p == 0 or p >= 10:
-        return f"{p:.0f}%"
-    if p >= 0.1:
-        return f"{p:.1f}%".replace(".0%", "%")
-    return f"{p:.2g}%"
 
 
 #: Below this share (0.001%) a count is clearer than a percentage ("1 value", not "0.000%").
@@ -278,5 +250,6 @@ def pane_captions(results: dict[str, QuantReport], x_min: float | None = None,
                 x_max = float(np.max(rep.per_channel.x_max[has]))
                 break
         else:
-            raise ValueError("pane_captions needs x_min/x_max when no per-channel report exists")
+            raise EngineValueError("pane_captions needs x_min/x_max when no per-channel report "
+                                   "exists")
     return {pane: caption(rep, x_min=x_min, x_max=x_max) for pane, rep in results.items()}

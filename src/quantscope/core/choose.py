@@ -56,7 +56,7 @@ def choose_qparams(
         Reproduce that runtime's parameter rules and arithmetic bit for bit: one of
         :data:`quantscope.core.runtimes.RUNTIMES` (``"pytorch"``, ``"pytorch-fake"``,
         ``"onnxruntime"``, ``"tflite"``, ``"tflite-xnnpack"``, ``"tensorrt"``).
-    prepared : quantscope.core.fast.Prepared, optional
+    prepared : quantscope.core.prepared.Prepared, optional
         ``prepare(x)``, reused by the percentile and MSE searches: without it each call sorts
         the tensor again, which costs seconds at 10^7 elements on every slider move.
     format : str

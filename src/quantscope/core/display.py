@@ -66,7 +66,7 @@ def report_html(report) -> str:
 
 
 def prepared_html(prepared) -> str:
-    """A :class:`~quantscope.core.fast.Prepared` tensor: its shape and what is built."""
+    """A :class:`~quantscope.core.prepared.Prepared` tensor: its shape and what is built."""
     layouts = ", ".join("per tensor" if axis is None else
                         (f"axis {axis}" + (f" groups of {group}" if group else ""))
                         for axis, group in prepared._layouts)

@@ -2,8 +2,10 @@
 
 The GUI does no arithmetic (every number on screen comes from the engine), so the small
 derivations the trade-off, per-channel and bit-width views need live here, Qt-free and tested:
-the clip window a pane's parameters imply, the per-channel table (ranges, scales, SQNR, worst
-and outlier channels) and one channel's own histogram over its own code buckets.
+the clip window a pane's parameters imply, which side(s) a clip threshold cuts, the per-channel
+table (ranges, scales, SQNR, worst and outlier channels) and one channel's own histogram over
+its own code buckets. The trade-off's curve itself is :mod:`quantscope.core.sweep`'s (the one
+the library's ``clip_sweep`` gives).
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantscope.core.layout import normalize_axis, param_rows
-from quantscope.core.qparams import QuantParams, params_from_range
+from quantscope.core.qparams import QuantParams
 from quantscope.core.quantize import quantize_codes_float
 from quantscope.core.report import QuantReport
 from quantscope.core.validate import EngineValueError, as_float32
-from quantscope.errors import Cancelled
 
 #: LLM.int8()'s outlier threshold: a feature with any |x| >= 6.0 is an outlier feature.
 OUTLIER_THRESHOLD = 6.0
@@ -175,23 +176,6 @@ def unit_histogram(x, params: QuantParams, unit: int = 0) -> UnitHistogram:
     )
 
 
-def window_for_threshold(t: float, x_min: float, x_max: float) -> tuple[float, float]:
-    """The manual clip window that a clip threshold ``t`` stands for: values with
-    ``|x| > t`` are clipped, on whichever side they lie, and nothing else moves.
-
-    That is ``[max(min(x_min, 0), -t), min(max(x_max, 0), t)]`` (the engine's range always
-    holds 0): a symmetric pane clips at ``t`` as before, and an asymmetric pane keeps its real
-    minimum until ``t`` reaches it. (Scaling both ends by ``t / max|x|`` instead cut into a
-    skewed tensor's short side: 44% of the GELU demo's values clipped below at ``t = 9``.)
-    """
-    t = abs(float(t))
-    lo = max(min(float(x_min), 0.0), -t)
-    hi = min(max(float(x_max), 0.0), t)
-    if not lo < hi:  # an all-zero tensor, or t == 0
-        return -t, t
-    return lo, hi
-
-
 def threshold_sides(x_min: float, x_max: float) -> str:
     """Which side(s) a clip threshold ``t`` cuts, for the trade-off's axis label."""
     lo, hi = float(x_min), float(x_max)
@@ -203,145 +187,6 @@ def threshold_sides(x_min: float, x_max: float) -> str:
     side = "x<−t" if hi > -lo else "x>t"
     long_side = "x>t" if hi > -lo else "x<−t"
     return f"clips {long_side}, {side} if t<{short:.3g}"
-
-
-@dataclass(frozen=True, eq=False)
-class ClipSweep:
-    """Error split against the clip threshold for one scheme (see :func:`clip_sweep_curve`).
-
-    ``best`` indexes the threshold with the least total MSE on the curve. ``optimum``, when
-    given, is the MSE-optimal scale and zero point (``method="mse"``, the optimum over the
-    whole (scale, zero point) space) and ``optimum_report`` its report: the ``best_*``
-    properties then describe it, so "best" is the same optimum the panes show for
-    ``method="mse"``. An asymmetric optimum need not lie on the curve (the curve moves both
-    window ends together, the optimum places them freely): it is drawn at the larger of its
-    window ends, with its own MSE, at or below the curve.
-    """
-
-    symmetric: bool
-    thresholds: np.ndarray
-    rounding_mse: np.ndarray
-    clipping_mse: np.ndarray
-    mse: np.ndarray
-    sqnr_db: np.ndarray
-    best: int
-    x_min: float
-    x_max: float
-    optimum: QuantParams | None = None
-    optimum_report: QuantReport | None = None
-
-    @property
-    def best_threshold(self) -> float:
-        if self.optimum is None:
-            return float(self.thresholds[self.best])
-        p = self.optimum
-        s, z = float(p.scale), int(p.zero_point)
-        if p.symmetric:  # the threshold whose window the range rules turn into this scale
-            return s * ((1 << (p.bits - 1)) - 1)
-        return max(abs(s * (p.qmin - z)), abs(s * (p.qmax - z)))
-
-    @property
-    def best_mse(self) -> float:
-        """Total MSE at the best point (the optimum's when known)."""
-        if self.optimum_report is None:
-            return float(self.mse[self.best])
-        return float(self.optimum_report.mse)
-
-    @property
-    def best_sqnr_db(self) -> float:
-        if self.optimum_report is None:
-            return float(self.sqnr_db[self.best])
-        return float(self.optimum_report.sqnr_db)
-
-    def mse_decades(self) -> list[int]:
-        """Powers of ten spanning the positive MSE values (ticks for a log axis)."""
-        values = np.concatenate([self.rounding_mse, self.clipping_mse, self.mse])
-        values = values[np.isfinite(values) & (values > 0)]
-        if values.size == 0:
-            return []
-        lo = int(np.floor(np.log10(values.min())))
-        hi = int(np.ceil(np.log10(values.max())))
-        return list(range(lo, hi + 1))
-
-    def window(self, t: float) -> tuple[float, float]:
-        """The manual clip window for threshold ``t`` (see :func:`window_for_threshold`)."""
-        return window_for_threshold(t, self.x_min, self.x_max)
-
-    def to_dict(self) -> dict:
-        return {"symmetric": self.symmetric, "threshold": self.thresholds.tolist(),
-                "rounding_mse": self.rounding_mse.tolist(),
-                "clipping_mse": self.clipping_mse.tolist(), "mse": self.mse.tolist(),
-                "sqnr_db": self.sqnr_db.tolist(), "best_threshold": self.best_threshold}
-
-
-def clip_sweep_curve(
-    analyze_params,
-    *,
-    x_min: float,
-    x_max: float,
-    symmetric: bool,
-    bits: int = 8,
-    narrow_range: bool | None = None,
-    rounding: str = "half_even",
-    points: int = 200,
-    refine: int = 24,
-    should_stop=None,
-    progress=None,
-    optimum: QuantParams | None = None,
-) -> ClipSweep:
-    """Exact rounding / clipping / total MSE and SQNR at ``points`` clip thresholds.
-
-    Thresholds run evenly over ``(0, max|x|]``; at each, the window of
-    :func:`window_for_threshold` goes through the engine's range rules
-    (:func:`~quantscope.core.qparams.params_from_range`) and ``analyze_params`` (the prepared
-    path or the direct pass), so every point is what the panes show for that manual clip.
-    ``refine`` more points around the grid's best narrow the optimum to a tenth of a step.
-    ``should_stop()`` is polled between points (raise :class:`Cancelled` when true) and
-    ``progress(fraction)`` told how far the grid is, so a caller can abandon or show long work.
-    ``optimum`` (``choose_qparams(..., method="mse")`` under the same rules) becomes the
-    sweep's "best" (see :class:`ClipSweep`).
-    """
-    if points < 2:
-        raise EngineValueError(f"a sweep needs at least 2 points, got {points}")
-    amax = max(abs(float(x_min)), abs(float(x_max)))
-
-    total = points + refine
-
-    def evaluate(ts: np.ndarray, done: int = 0) -> list[QuantReport]:
-        out = []
-        for i, t in enumerate(ts):
-            if should_stop is not None and should_stop():
-                raise Cancelled
-            if progress is not None and i % 8 == 0:
-                progress((done + i) / total)
-            lo, hi = window_for_threshold(float(t), x_min, x_max)
-            out.append(analyze_params(params_from_range(
-                lo, hi, symmetric=symmetric, bits=bits, narrow_range=narrow_range,
-                rounding=rounding, method="manual")))
-        return out
-
-    ts = amax * np.arange(1, points + 1) / points if amax > 0 else np.zeros(1)
-    reports = evaluate(ts)
-    mse = np.array([r.mse for r in reports])
-    i = int(np.argmin(mse))
-    if refine and amax > 0:
-        step = amax / points
-        fine = ts[i] + step * np.linspace(-1, 1, refine + 2)[1:-1]
-        fine = fine[(fine > 0) & (fine <= amax)]
-        ts = np.concatenate([ts, fine])
-        reports += evaluate(fine, ts.size - fine.size)
-        order = np.argsort(ts, kind="stable")
-        ts = ts[order]
-        reports = [reports[k] for k in order]
-    mse = np.array([r.mse for r in reports])
-    return ClipSweep(
-        symmetric=symmetric, thresholds=ts.astype(np.float64),
-        rounding_mse=np.array([r.rounding_mse for r in reports]),
-        clipping_mse=np.array([r.clipping_mse for r in reports]), mse=mse,
-        sqnr_db=np.array([r.sqnr_db for r in reports], np.float64),
-        best=int(np.argmin(mse)), x_min=float(x_min), x_max=float(x_max), optimum=optimum,
-        optimum_report=None if optimum is None else analyze_params(optimum),
-    )
 
 
 def range_segments(table: ChannelTable, units: np.ndarray | None = None

@@ -40,8 +40,8 @@ def element_params(xf: np.ndarray, name: str, *, axis: int | None, method: str,
     format, ``amax`` by ``method`` (see :mod:`quantscope.core.calibration`)."""
     et = ELEMENTS[FORMAT_TABLE[name][1]]
     if method == "mse":
-        from quantscope.core.fast import prepare
         from quantscope.core.format_stats import mse_optimal_amax
+        from quantscope.core.prepared import prepare
 
         if options:
             raise EngineValueError(f"method 'mse' takes no options, got {sorted(options)}")

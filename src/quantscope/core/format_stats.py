@@ -124,7 +124,8 @@ def _digest(p: FormatParams) -> tuple:
 
 
 def prepared_format_report(prepared, params: FormatParams) -> QuantReport:
-    """The report :func:`analyze_format` gives, from a :class:`~quantscope.core.fast.Prepared`."""
+    """The report :func:`analyze_format` gives, from a prepared tensor
+    (:class:`~quantscope.core.prepared.Prepared`)."""
     if params.group_size is not None:  # block formats: one pass, kept for these scales
         cache = prepared.__dict__.setdefault("_format_reports", {})
         key = _digest(params)

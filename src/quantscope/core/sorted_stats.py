@@ -1,4 +1,4 @@
-"""Exact quantization statistics from sorted values (the engine of :mod:`quantscope.core.fast`).
+"""Exact quantization statistics from sorted values (the engine of :mod:`quantscope.core.prepared`).
 
 For a fixed tensor, an element gets code ``k`` exactly when it lies between two thresholds, so
 in a sorted row the elements of one code are one interval. A long row (the whole tensor, or a

@@ -1,31 +1,30 @@
 """The rounding-versus-clipping trade-off, and the exact MSE-optimal clip, from prepared data.
 
-A clip window ``[lo, hi]`` fixes the scale (and zero point). Narrow it and rounding error falls
-(finer steps) while clipping error rises (more values beyond the window); the sweep evaluates
-that exactly for a grid of windows, and :func:`mse_optimal_params` finds the scale and zero
-point with the smallest total error over the whole (scale, zero point) space, by exact
-evaluations (each one ``levels + 1`` binary searches on the sorted data, or a walk of a short
-row, see :mod:`quantscope.core.sorted_stats`).
+A clip window fixes the scale (and zero point). Narrow it and rounding error falls (finer
+steps) while clipping error rises (more values beyond the window); :func:`clip_sweep_curve`
+evaluates that exactly along a line of windows -- the one sweep, used by the library's
+``quantscope.clip_sweep`` and by the window's Trade-off tab alike -- and
+:func:`mse_optimal_params` finds the scale and zero point with the smallest total error over
+the whole (scale, zero point) space, by exact evaluations (each one ``levels + 1`` binary
+searches on the sorted data, or a walk of a short row, see :mod:`quantscope.core.sorted_stats`).
 
-The x-axis of a sweep is the *window fraction* ``f`` in ``(0, 1]``:
-
-* symmetric: the clip threshold is ``f · max|x|`` (the window ``[-f·max|x|, f·max|x|]``);
-* asymmetric: the window is the min/max window shrunk toward zero, ``[f·lo, f·hi]`` with
-  ``lo = min(x_min, 0)``, ``hi = max(x_max, 0)`` -- both ends move together, so the zero point
-  stays (almost) put and the curve is one-dimensional.
-
-``f = 1`` is the min/max choice; the sweep also reports each window's ends (``lower``,
-``upper``) so a plot can label its axis in the tensor's units.
+The x-axis of a sweep is the *clip threshold* ``t`` in ``(0, max|x|]``: the values with
+``|x| > t`` are clipped, on whichever side they lie, and nothing else moves
+(:func:`window_for_threshold`). A symmetric scheme's window is then ``[-t, t]``; an asymmetric
+one keeps its real minimum (or maximum) until ``t`` reaches it. Both schemes thus share one
+axis, and a threshold means the same thing in either plot and as the panes' manual clip.
+``t = max|x|`` is the min/max choice (nothing clipped).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from quantscope.core.qparams import code_range, params_from_range
-from quantscope.core.report import sqnr_db
+from quantscope.core.qparams import QuantParams, code_range, params_from_range
+from quantscope.core.report import QuantReport, sqnr_db
 from quantscope.core.sorted_stats import SortedRows, evaluate
 from quantscope.core.validate import (
     MAX_SWEEP_POINTS,
@@ -34,6 +33,7 @@ from quantscope.core.validate import (
     check_choice,
     check_points,
 )
+from quantscope.errors import Cancelled
 
 #: MSE-optimal search: coarse log grid of scales, local minima kept, then refinement rounds.
 SEARCH_TENSOR = (160, 3, 17, 17, 17, 17)
@@ -46,43 +46,112 @@ S_MAX = 2.0
 _TINY32 = float(np.finfo(np.float32).tiny)
 
 
+def window_for_threshold(t: float, x_min: float, x_max: float) -> tuple[float, float]:
+    """The manual clip window that a clip threshold ``t`` stands for: values with
+    ``|x| > t`` are clipped, on whichever side they lie, and nothing else moves.
+
+    That is ``[max(min(x_min, 0), -t), min(max(x_max, 0), t)]`` (the engine's range always
+    holds 0): a symmetric pane clips at ``t`` as before, and an asymmetric pane keeps its real
+    minimum until ``t`` reaches it. (Scaling both ends by ``t / max|x|`` instead cut into a
+    skewed tensor's short side: 44% of the GELU demo's values clipped below at ``t = 9``.)
+    """
+    t = abs(float(t))
+    lo = max(min(float(x_min), 0.0), -t)
+    hi = min(max(float(x_max), 0.0), t)
+    if not lo < hi:  # an all-zero tensor, or t == 0
+        return -t, t
+    return lo, hi
+
+
 @dataclass(frozen=True, eq=False)
 class ClipSweep:
-    """Exact error split over a grid of clip windows (see the module docstring for the x-axis).
+    """Exact error split against the clip threshold for one scheme (see
+    :func:`clip_sweep_curve` and the module docstring for the x-axis).
 
-    All arrays have one entry per window, in the order of ``fraction`` (ascending).
+    All arrays have one entry per threshold, ascending: ``lower``/``upper`` the manual clip
+    window it stands for (:func:`window_for_threshold`; a symmetric scheme's own window is
+    ``[-t, t]``), ``scale``/``zero_point`` what the range rules make of it, then the exact
+    rounding, clipping and total MSE, SQNR and the clipped share of the finite elements.
+
+    ``best`` indexes the threshold with the least total MSE on the curve. ``optimum``, when
+    given, is the MSE-optimal scale and zero point (``method="mse"``, the optimum over the
+    whole (scale, zero point) space) and ``optimum_report`` its report: the ``best_*``
+    properties then describe it, so "best" is the same optimum the panes show for
+    ``method="mse"``. An asymmetric optimum need not lie on the curve (the curve moves both
+    window ends together, the optimum places them freely): it is drawn at the larger of its
+    window ends, with its own MSE, at or below the curve.
     """
 
     symmetric: bool
-    fraction: np.ndarray
+    thresholds: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
     scale: np.ndarray
     zero_point: np.ndarray
     rounding_mse: np.ndarray
     clipping_mse: np.ndarray
-    total_mse: np.ndarray
+    mse: np.ndarray
     sqnr_db: np.ndarray
     clipped_fraction: np.ndarray
     best: int
+    x_min: float
+    x_max: float
+    optimum: QuantParams | None = None
+    optimum_report: QuantReport | None = None
 
     @property
-    def threshold(self) -> np.ndarray:
-        """Symmetric clip thresholds (``upper``); for asymmetric sweeps the window's upper end."""
-        return self.upper
-
-    @property
-    def best_fraction(self) -> float:
-        return float(self.fraction[self.best])
-
-    @property
-    def best_window(self) -> tuple[float, float]:
-        """``(lower, upper)`` of the window with the smallest total MSE."""
-        return float(self.lower[self.best]), float(self.upper[self.best])
+    def fraction(self) -> np.ndarray:
+        """The thresholds as fractions of ``max|x|`` (1 is the min/max choice)."""
+        amax = max(abs(self.x_min), abs(self.x_max))
+        return self.thresholds / amax if amax > 0 else np.ones_like(self.thresholds)
 
     @property
     def best_threshold(self) -> float:
-        return float(self.upper[self.best])
+        if self.optimum is None:
+            return float(self.thresholds[self.best])
+        p = self.optimum
+        s, z = float(p.scale), int(p.zero_point)
+        if p.symmetric:  # the threshold whose window the range rules turn into this scale
+            return s * ((1 << (p.bits - 1)) - 1)
+        return max(abs(s * (p.qmin - z)), abs(s * (p.qmax - z)))
+
+    @property
+    def best_window(self) -> tuple[float, float]:
+        """The manual clip window of the best threshold (see :attr:`best_threshold`)."""
+        return self.window(self.best_threshold)
+
+    @property
+    def best_mse(self) -> float:
+        """Total MSE at the best point (the optimum's when known)."""
+        if self.optimum_report is None:
+            return float(self.mse[self.best])
+        return float(self.optimum_report.mse)
+
+    @property
+    def best_sqnr_db(self) -> float:
+        if self.optimum_report is None:
+            return float(self.sqnr_db[self.best])
+        return float(self.optimum_report.sqnr_db)
+
+    def mse_decades(self) -> list[int]:
+        """Powers of ten spanning the positive MSE values (ticks for a log axis)."""
+        values = np.concatenate([self.rounding_mse, self.clipping_mse, self.mse])
+        values = values[np.isfinite(values) & (values > 0)]
+        if values.size == 0:
+            return []
+        lo = int(np.floor(np.log10(values.min())))
+        hi = int(np.ceil(np.log10(values.max())))
+        return list(range(lo, hi + 1))
+
+    def window(self, t: float) -> tuple[float, float]:
+        """The manual clip window for threshold ``t`` (see :func:`window_for_threshold`)."""
+        return window_for_threshold(t, self.x_min, self.x_max)
+
+    def to_dict(self) -> dict:
+        return {"symmetric": self.symmetric, "threshold": self.thresholds.tolist(),
+                "rounding_mse": self.rounding_mse.tolist(),
+                "clipping_mse": self.clipping_mse.tolist(), "mse": self.mse.tolist(),
+                "sqnr_db": self.sqnr_db.tolist(), "best_threshold": self.best_threshold}
 
 
 def _rule(bits: int, symmetric: bool, narrow_range, signed: bool, rounding: str,
@@ -108,36 +177,154 @@ def unit_ranges(rows: SortedRows, symmetric: bool) -> tuple[np.ndarray, np.ndarr
     return lo, hi
 
 
-def sweep_prepared(prepared, *, symmetric: bool, points: int = 200, fractions=None,
-                   bits: int = 8, narrow_range: bool | None = None, signed: bool = True,
-                   rounding: str = "half_even", arithmetic: str = "divide") -> ClipSweep:
-    """The per-tensor clip sweep of a :class:`~quantscope.core.fast.Prepared` tensor."""
+#: ``analyze_params(params) -> QuantReport``: the prepared path or the direct pass.
+Analyze = Callable[[QuantParams], QuantReport]
+
+
+def clip_sweep_curve(
+    analyze_params: Analyze | None = None,
+    *,
+    rows: SortedRows | None = None,
+    x_min: float,
+    x_max: float,
+    symmetric: bool,
+    bits: int = 8,
+    narrow_range: bool | None = None,
+    signed: bool = True,
+    rounding: str = "half_even",
+    arithmetic: str = "divide",
+    points: int = 200,
+    thresholds=None,
+    refine: int = 24,
+    should_stop: Callable[[], bool] | None = None,
+    progress: Callable[[float], None] | None = None,
+    optimum: QuantParams | None = None,
+) -> ClipSweep:
+    """Exact rounding / clipping / total MSE and SQNR of one scheme along the clip threshold.
+
+    The thresholds, and why they are these:
+
+    * ``points`` thresholds evenly over ``(0, max|x|]``, ``t_k = max|x| · k / points``: the
+      last is the min/max choice, so the curve always shows what min/max costs; ``t = 0``
+      (scale 0) is left out; even in ``t`` because a tensor's features (the edge of its bulk,
+      its outliers) sit at values, and the plot's axis is the value. ``thresholds`` (each in
+      ``[0, max|x|]``) replaces that grid.
+    * each threshold becomes the manual clip window of :func:`window_for_threshold` (values with
+      ``|x| > t`` clip, nothing else moves), then the engine's range rules
+      (:func:`~quantscope.core.qparams.params_from_range`, ``method="manual"``): every point is
+      exactly what the panes show for that manual clip.
+    * ``refine`` more thresholds evenly inside the two grid steps around the grid's best
+      narrow the optimum to ``2 · step / (refine + 1)`` (24: about a twelfth of a step), where
+      the curve bends most; the whole grid is computed first, so "best" is the best of all.
+
+    The points are evaluated either one by one through ``analyze_params`` (the prepared path or
+    the direct pass: exactly the panes' numbers; ``should_stop()`` is polled between points --
+    raise :class:`~quantscope.errors.Cancelled` when true -- and ``progress(fraction)`` told how
+    far the sweep is), or, given the tensor's sorted ``rows`` instead (per tensor,
+    ``Prepared.layout(None, None)``), all at once in one batched exact evaluation: the same
+    statistics per window without a report each. ``optimum`` (``choose_qparams(...,
+    method="mse")`` under the same rules, evaluated through ``analyze_params``) becomes the
+    sweep's "best" (see :class:`ClipSweep`).
+    """
+    if (analyze_params is None) == (rows is None):
+        raise EngineValueError("a sweep evaluates through analyze_params or rows: give one")
+    if optimum is not None and analyze_params is None:
+        raise EngineValueError("an optimum is evaluated through analyze_params")
     check_choice(rounding, ROUNDING_RULES, "rounding")
-    if fractions is None:
+    amax = max(abs(float(x_min)), abs(float(x_max)))
+    if thresholds is None:
         points = check_points(points)
-        fractions = np.arange(1, points + 1) / points
-    f = np.sort(np.asarray(fractions, np.float64).ravel())
-    if f.size > MAX_SWEEP_POINTS:
-        raise EngineValueError(f"fractions holds {f.size} windows; at most {MAX_SWEEP_POINTS}")
-    if f.size == 0 or not np.isfinite(f).all() or (f <= 0).any() or (f > 1).any():
-        raise EngineValueError("window fractions must lie in (0, 1]")
-    rows = prepared.layout(None, None)
-    lo, hi = unit_ranges(rows, symmetric)
-    lower, upper = f * lo[0], f * hi[0]
-    scale, zp, rule = _rule(bits, symmetric, narrow_range, signed, rounding, arithmetic,
-                            lower, upper)
-    st = evaluate(rows, np.zeros(f.size, np.intp), scale, zp, rule, want_counts=False)
-    n = int(rows.lengths[0])
-    total = st.round_err + st.clip_err
-    denom = max(n, 1)
+        ts = amax * np.arange(1, points + 1) / points if amax > 0 else np.zeros(1)
+    else:
+        if refine:
+            raise EngineValueError("refine applies to the even grid of points, not to "
+                                   "explicit thresholds")
+        ts = np.sort(np.asarray(thresholds, np.float64).ravel())
+        if ts.size > MAX_SWEEP_POINTS:
+            raise EngineValueError(f"thresholds holds {ts.size} points; at most "
+                                   f"{MAX_SWEEP_POINTS}")
+        if ts.size == 0 or not np.isfinite(ts).all() or (ts < 0).any() or (ts > amax).any():
+            raise EngineValueError(f"thresholds must lie in [0, max|x|] = [0, {amax}]")
+        points = ts.size
+    rules = dict(symmetric=symmetric, bits=bits, narrow_range=narrow_range, signed=signed,
+                 rounding=rounding, arithmetic=arithmetic)
+    total = points + refine
+
+    def windows(ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ends = [window_for_threshold(float(t), x_min, x_max) for t in ts]
+        return (np.array([e[0] for e in ends], np.float64),
+                np.array([e[1] for e in ends], np.float64))
+
+    def measure(ts: np.ndarray, done: int = 0) -> dict[str, np.ndarray]:
+        lower, upper = windows(ts)
+        if rows is not None:
+            if should_stop is not None and should_stop():
+                raise Cancelled
+            if progress is not None:
+                progress(done / total)
+            return _measure_rows(rows, lower, upper, rules)
+        reports = []
+        for i, (lo, hi) in enumerate(zip(lower, upper, strict=True)):
+            if should_stop is not None and should_stop():
+                raise Cancelled
+            if progress is not None and i % 8 == 0:
+                progress((done + i) / total)
+            reports.append(analyze_params(params_from_range(lo, hi, method="manual", **rules)))
+        return _columns(reports, lower, upper)
+
+    cols = measure(ts)
+    if refine and amax > 0:
+        i = int(np.argmin(cols["mse"]))
+        step = amax / points
+        fine = ts[i] + step * np.linspace(-1, 1, refine + 2)[1:-1]
+        fine = fine[(fine > 0) & (fine <= amax)]
+        more = measure(fine, ts.size)
+        ts = np.concatenate([ts, fine])
+        order = np.argsort(ts, kind="stable")
+        ts = ts[order]
+        cols = {k: np.concatenate([v, more[k]])[order] for k, v in cols.items()}
     return ClipSweep(
-        symmetric=symmetric, fraction=f, lower=lower, upper=upper,
-        scale=np.asarray(scale), zero_point=np.asarray(zp),
-        rounding_mse=st.round_err / denom, clipping_mse=st.clip_err / denom,
-        total_mse=total / denom, sqnr_db=np.asarray(sqnr_db(st.sig, total), np.float64)
-        if n else np.full(f.size, np.nan),
-        clipped_fraction=(st.below + st.above) / denom, best=int(np.argmin(total)),
+        symmetric=symmetric, thresholds=ts.astype(np.float64), **cols,
+        best=int(np.argmin(cols["mse"])), x_min=float(x_min), x_max=float(x_max),
+        optimum=optimum,
+        optimum_report=None if optimum is None else analyze_params(optimum),
     )
+
+
+def _columns(reports: list[QuantReport], lower: np.ndarray, upper: np.ndarray
+             ) -> dict[str, np.ndarray]:
+    """The sweep's per-point arrays from one report per window."""
+    return {
+        "lower": lower, "upper": upper,
+        "scale": np.array([float(r.params.scale) for r in reports], np.float32),
+        "zero_point": np.array([int(r.params.zero_point) for r in reports], np.int32),
+        "rounding_mse": np.array([r.rounding_mse for r in reports], np.float64),
+        "clipping_mse": np.array([r.clipping_mse for r in reports], np.float64),
+        "mse": np.array([r.mse for r in reports], np.float64),
+        "sqnr_db": np.array([r.sqnr_db for r in reports], np.float64),
+        "clipped_fraction": np.array([r.clipped_fraction for r in reports], np.float64),
+    }
+
+
+def _measure_rows(rows: SortedRows, lower: np.ndarray, upper: np.ndarray, rules: dict
+                  ) -> dict[str, np.ndarray]:
+    """The same per-point arrays as :func:`_columns`, for every window in one batched exact
+    evaluation of the per-tensor sorted ``rows`` (the sums a report's would be, per window)."""
+    scale, zp, rule = _rule(rules["bits"], rules["symmetric"], rules["narrow_range"],
+                            rules["signed"], rules["rounding"], rules["arithmetic"],
+                            lower, upper)
+    st = evaluate(rows, np.zeros(lower.size, np.intp), scale, zp, rule, want_counts=False)
+    n = int(rows.lengths[0])
+    denom = max(n, 1)
+    err = st.round_err + st.clip_err
+    return {
+        "lower": lower, "upper": upper, "scale": np.asarray(scale, np.float32),
+        "zero_point": np.asarray(zp, np.int32), "rounding_mse": st.round_err / denom,
+        "clipping_mse": st.clip_err / denom, "mse": err / denom,
+        "sqnr_db": (np.asarray(sqnr_db(st.sig, err), np.float64) if n
+                    else np.full(lower.size, np.nan)),
+        "clipped_fraction": (st.below + st.above) / denom,
+    }
 
 
 def _best_zero_points(rows: SortedRows, row: np.ndarray, scale: np.ndarray, lo: np.ndarray,

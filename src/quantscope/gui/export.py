@@ -408,7 +408,7 @@ def save_numbers(state: ExplorerState, path: str | Path,
 def save_quantized(state: ExplorerState, pane: str, path: str | Path) -> None:
     """Codes, scales, zero points and the scheme of ``pane`` to .npz (``quantscope export``'s
     format: ``np.load(path, allow_pickle=False)`` reads it)."""
-    from quantscope.commands.export import build_metadata, write_archive
+    from quantscope.io.archive import build_metadata, write_archive
     from quantscope.state import analyze_with
 
     if state.tensor is None:

@@ -17,17 +17,17 @@ import os
 import sys
 from pathlib import Path
 
-from quantscope.commands.output import check_output, write_text
-from quantscope.commands.report import (
-    DEMO_SAMPLE,
+from quantscope.core.generators import GENERATORS
+from quantscope.errors import UserError, one_line
+from quantscope.io.writing import check_output, write_text
+from quantscope.jsonable import dumps
+from quantscope.state import ExplorerState, SettingsError, Source
+from quantscope.state.options import (
     add_settings_arguments,
     add_source_arguments,
     settings_from_args,
 )
-from quantscope.core.generators import GENERATORS
-from quantscope.errors import UserError, one_line
-from quantscope.jsonable import dumps
-from quantscope.state import ExplorerState, SettingsError, Source
+from quantscope.state.source import DEMO_SAMPLE
 
 #: How long ``--screenshot`` waits for the panes before giving up (a 10^8-element file may
 #: take a while to prepare on a slow machine).

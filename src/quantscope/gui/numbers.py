@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantscope.core import QuantReport
+from quantscope.core.formatting import fmt_count_percent, fmt_float
 
 #: (key, label) of each number in a pane's table, in reading order. The scale has a row of its
 #: own (per channel it is three numbers); the others go two per row.
@@ -51,24 +52,6 @@ WIDE: dict[str, str] = {
 WIDE_UNIT_SCALES = "0.000888 … 0.000888 (median 0.000888)"
 
 
-def fmt_float(v: float, digits: int = 4) -> str:
-    """``1.234e-05`` style with ``digits`` significant digits; infinities as ∞."""
-    if math.isnan(v):
-        return "n/a"
-    if math.isinf(v):
-        return "∞" if v > 0 else "-∞"
-    return f"{v:.{digits}g}"
-
-
-def fmt_percent(count: int, n: int) -> str:
-    """A clipped count as a percentage of the finite elements (3 decimals), or below 0.001%
-    -- where 3 decimals would print a non-zero count as "0.000%" -- the count itself."""
-    share = 100.0 * count / n if n else 0.0
-    if count and share < 0.001:
-        return "1 value" if count == 1 else f"{count:,} values"
-    return f"{share:.3f}%"
-
-
 def display_values(report: QuantReport) -> dict[str, str]:
     """The text of every field of :data:`FIELDS` for one pane's report."""
     s = report.summary()
@@ -91,8 +74,8 @@ def display_values(report: QuantReport) -> dict[str, str]:
         "max_abs_error": fmt_float(s["max_abs_error"]),
         "codes_used": f"{s['codes_used']} of {s['levels']}",
         "clipped_fraction": f"{s['clipped_below'] + s['clipped_above']:,}",
-        "clipped_below": fmt_percent(s["clipped_below"], s["n"]),
-        "clipped_above": fmt_percent(s["clipped_above"], s["n"]),
+        "clipped_below": fmt_count_percent(s["clipped_below"], s["n"]),
+        "clipped_above": fmt_count_percent(s["clipped_above"], s["n"]),
     }
 
 

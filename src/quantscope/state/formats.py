@@ -19,8 +19,8 @@ from quantscope.core.formats import FORMATS, FormatParams, format_kind
 from quantscope.state.axes import units
 from quantscope.state.errors import SettingsError
 
-#: The comparison the issue asks for first: int8 per channel, FP8 E4M3 per tensor, MXFP4 and
-#: INT4 g128 on the same tensor.
+#: The comparison shown first (``--compare`` without a list): int8 per channel, FP8 E4M3 per
+#: tensor, MXFP4 and INT4 g128 on the same tensor.
 DEFAULT_COMPARISON = ("int8/channel", "fp8_e4m3/tensor", "mxfp4", "int4_g128")
 
 _LABELS = {

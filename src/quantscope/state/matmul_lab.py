@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from quantscope.core.captions import fmt_value
+from quantscope.core.formatting import fmt_value
 from quantscope.core.generators import GENERATORS, generate
 from quantscope.core.outliers import (
     DEFAULT_ACTIVATION_SCHEME,
@@ -56,7 +56,7 @@ class OperandError(QuantscopeError, ValueError):
 class Operand:
     """Where one side of the matmul comes from (hashable: it keys the cache).
 
-    ``kind`` is ``"sample"`` (``name`` a bundled sample), ``"generated"`` (``name`` a generator,
+    ``kind`` is ``"sample"`` (``name`` a bundled sample), ``"generator"`` (``name`` a generator,
     ``shape`` the [rows, cols] of the operand as used, ``seed``) or ``"file"`` (``name`` a path,
     ``tensor`` the tensor in it). ``transpose`` uses the stored matrix transposed: weights are
     stored [out, in] by PyTorch's Linear (and the ``weights`` generator), the matmul takes
@@ -75,7 +75,7 @@ class Operand:
         if self.kind == "sample":
             return f"MiniLM {self.name.replace('_', ' ')}" + (" (transposed)" if self.transpose
                                                               else "")
-        if self.kind == "generated":
+        if self.kind == "generator":
             return f"{GENERATORS[self.name].label}, seed {self.seed}"
         base = self.name.replace("\\", "/").rsplit("/", 1)[-1]
         return base + (f":{self.tensor}" if self.tensor else "") + (
@@ -89,8 +89,8 @@ REAL_W = Operand("sample", "ffn_weight", transpose=True)
 def generated(side: str, name: str, m: int, k: int, n: int, seed: int = 0) -> Operand:
     """A generated operand of the shape the side needs: A [M, K], W [K, N]."""
     if side == "A":
-        return Operand("generated", name, shape=(m, k), seed=seed)
-    return Operand("generated", name, shape=(k, n), seed=seed, transpose=name == "weights")
+        return Operand("generator", name, shape=(m, k), seed=seed)
+    return Operand("generator", name, shape=(k, n), seed=seed, transpose=name == "weights")
 
 
 def scheme_a(symmetric: bool, per_row: bool, rounding: str) -> dict:
@@ -168,7 +168,7 @@ def load_operand(spec: Operand) -> np.ndarray:
             x, _ = load_for_analysis(samples.sample_path(spec.name))
         elif spec.kind == "file":
             x, _ = load_for_analysis(spec.name, spec.tensor)
-        elif spec.kind == "generated":
+        elif spec.kind == "generator":
             rows, cols = spec.shape
             shape = (cols, rows) if spec.transpose else (rows, cols)
             x = generate(spec.name, shape, seed=spec.seed)
@@ -220,15 +220,15 @@ class LabCache:
     def pair(self, a: Operand, w: Operand) -> tuple[np.ndarray, np.ndarray]:
         """Both operands, checked to multiply: generated sides adopt the fixed side's K."""
         fixed_k = None
-        if a.kind != "generated":
+        if a.kind != "generator":
             x_a = self._load(a, "A")
             fixed_k = x_a.shape[1]
-        if w.kind != "generated":
+        if w.kind != "generator":
             x_w = self._load(w, "W")
             fixed_k = x_w.shape[0] if fixed_k is None else fixed_k
-        if a.kind == "generated":
+        if a.kind == "generator":
             x_a = self._load(_with_k(a, "A", fixed_k), "A")
-        if w.kind == "generated":
+        if w.kind == "generator":
             x_w = self._load(_with_k(w, "W", fixed_k if fixed_k is not None else x_a.shape[1]),
                              "W")
         macs = x_a.shape[0] * x_a.shape[1] * x_w.shape[1]

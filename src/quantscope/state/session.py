@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quantscope.errors import QuantscopeError, one_line
-from quantscope.state import ExplorerState, Settings, Source
 from quantscope.state.errors import short_repr
+from quantscope.state.explorer import ExplorerState
+from quantscope.state.settings import Settings
+from quantscope.state.source import Source
 
 SESSION_FORMAT = "quantscope-session"
 SESSION_VERSION = 1

@@ -17,6 +17,9 @@ METHODS = ("minmax", "percentile", "mse", "entropy", "manual")
 #: Runtime presets (None: the engine's own rules) and what each reproduces.
 RUNTIME_DESCRIPTIONS = {None: "the engine's own rules (the controls decide)", **PRESETS}
 RUNTIMES = tuple(RUNTIME_DESCRIPTIONS)
+#: ``code_range`` option values (command line, ``view(code_range=...)``) ->
+#: ``Settings.narrow_range`` (None: narrow for symmetric, full for asymmetric).
+CODE_RANGES = {"default": None, "narrow": True, "full": False}
 #: Largest group size a setting may hold (the controls' spin box range): longer than any axis
 #: worth grouping, and the engine treats a group longer than its axis as the whole axis.
 MAX_GROUP_SIZE = 1 << 24

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from quantscope.core.captions import fmt_db
+from quantscope.core.formatting import fmt_db
 from quantscope.core.mapping import DEFAULT_VALUES, map_values
 from quantscope.errors import QuantscopeError
 from quantscope.io.samples import sample_path

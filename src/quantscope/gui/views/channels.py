@@ -30,7 +30,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from quantscope.core.captions import fmt_db, fmt_value
 from quantscope.core.explain import (
     OUTLIER_THRESHOLD,
     ChannelTable,
@@ -39,6 +38,7 @@ from quantscope.core.explain import (
     range_segments,
     unit_histogram,
 )
+from quantscope.core.formatting import fmt_db, fmt_value
 from quantscope.core.qparams import QuantParams
 from quantscope.core.report import QuantReport
 from quantscope.gui.style import summary_label

@@ -103,7 +103,7 @@ class LabControls(QWidget):
             name.setToolTip(what)
             grid.addWidget(name, row, 0)
             box = _combo([(real, REAL_A if side == "A" else REAL_W)]
-                         + [(f"generated: {GENERATORS[g].label}", ("gen", g)) for g in gens])
+                         + [(f"generated: {GENERATORS[g].label}", ("generator", g)) for g in gens])
             self.sources[side] = box
             grid.addWidget(box, row, 1)
             load = QPushButton(f"Load {side}…")
@@ -236,7 +236,7 @@ class LabControls(QWidget):
         box = self.sources[side]
         box.blockSignals(True)
         try:
-            want = spec if spec.kind != "generated" else ("gen", spec.name)
+            want = spec if spec.kind != "generator" else ("generator", spec.name)
             box.setCurrentIndex(max(_find(box, want), 0))
             for i in reversed(range(box.count())):
                 data = box.itemData(i)

@@ -7,10 +7,10 @@ axis, SQNR on a second axis, the optimum (least total MSE) and the current thres
 the current-threshold line sets a manual clip (``state.update_settings(method="manual",
 manual_clip=...)``) and every pane follows live; when the panes change by any other control,
 the lines follow the panes. A threshold ``t`` clips the values with ``|x| > t`` and nothing
-else, in both schemes (:func:`quantscope.core.explain.window_for_threshold`; the axis label
+else, in both schemes (:func:`quantscope.core.sweep.window_for_threshold`; the axis label
 says which side(s) that cuts), so both lines always agree.
 
-All numbers come from :func:`quantscope.core.explain.clip_sweep_curve` (exact reports, run in
+All numbers come from :func:`quantscope.core.sweep.clip_sweep_curve` (exact reports, run in
 a background job that starts once the panes have their numbers and the controls rest, and
 stops early when superseded) and from the panes' reports.
 """
@@ -31,13 +31,10 @@ from PySide6.QtWidgets import (
 )
 
 from quantscope.core import choose_qparams
-from quantscope.core.captions import finite_range, fmt_db, fmt_value
-from quantscope.core.explain import (
-    ClipSweep,
-    clip_sweep_curve,
-    clip_threshold,
-    threshold_sides,
-)
+from quantscope.core.captions import finite_range
+from quantscope.core.explain import clip_threshold, threshold_sides
+from quantscope.core.formatting import fmt_db, fmt_value
+from quantscope.core.sweep import ClipSweep, clip_sweep_curve
 from quantscope.gui.style import reserve_lines, summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._jobs import LatestJob

@@ -32,8 +32,14 @@ from quantscope.core.layout import granularity_of, normalize_axis, param_rows, p
 from quantscope.core.qparams import QuantParams
 from quantscope.core.report import QuantReport, UnitTotals, build_report
 from quantscope.core.sorted_stats import SortedRows, evaluate
-from quantscope.core.sweep import ClipSweep, sweep_prepared
-from quantscope.core.validate import EngineValueError, as_float32, check_params_fit
+from quantscope.core.sweep import ClipSweep, clip_sweep_curve
+from quantscope.core.validate import (
+    MAX_SWEEP_POINTS,
+    EngineValueError,
+    as_float32,
+    check_params_fit,
+    check_points,
+)
 
 #: ``progress(fraction, stage)``: how far a preparation is (0 to 1) and what it does now. An
 #: exception raised by it stops the preparation (that is how a caller cancels).
@@ -183,9 +189,9 @@ class Prepared:
         shape = param_shape(self.x.shape, normalize_axis(axis, self.x.ndim), group_size)
         return out.reshape(shape + qa.shape)
 
-    def clip_sweep(self, *, symmetric: bool, **options):
+    def clip_sweep(self, *, symmetric: bool, **options) -> ClipSweep:
         """Rounding/clipping trade-off (see :func:`clip_sweep`)."""
-        return sweep_prepared(self, symmetric=symmetric, **options)
+        return clip_sweep(self, symmetric=symmetric, **options)
 
 
 def prepare(x, progress: Progress | None = None) -> Prepared:
@@ -198,30 +204,47 @@ def prepare(x, progress: Progress | None = None) -> Prepared:
 def clip_sweep(x, *, symmetric: bool, points: int = 200, fractions=None, bits: int = 8,
                narrow_range: bool | None = None, signed: bool = True,
                rounding: str = "half_even", arithmetic: str = "divide") -> ClipSweep:
-    """Rounding, clipping and total MSE (and SQNR) of ``x`` over a grid of clip windows.
+    """Rounding, clipping and total MSE (and SQNR) of ``x`` along the clip threshold.
+
+    The sweep the window's Trade-off tab draws (:func:`~quantscope.core.sweep.clip_sweep_curve`,
+    whose docstring says why the thresholds are these), evaluated in one batched pass over the
+    prepared statistics: a threshold ``t`` clips the values with ``|x| > t`` and nothing else.
 
     Parameters
     ----------
     x : array_like or Prepared
         The tensor (prepared once if it is not already; NaN/inf excluded).
     symmetric : bool
-        Symmetric thresholds ``[-T, T]`` or asymmetric windows (see the module docstring).
+        Symmetric window ``[-t, t]``, or an asymmetric one that keeps the real minimum (or
+        maximum) until ``t`` reaches it (see :mod:`quantscope.core.sweep`).
     points : int
-        Number of windows, at fractions ``1/points, 2/points, ..., 1`` of the min/max window.
+        Number of thresholds, at fractions ``1/points, 2/points, ..., 1`` of ``max|x|``.
     fractions : array_like, optional
-        Explicit window fractions in ``(0, 1]`` instead of the even grid.
+        Explicit threshold fractions of ``max|x|`` in ``(0, 1]`` instead of the even grid.
     bits, narrow_range, signed, rounding, arithmetic
         The quantization rule, as for :func:`~quantscope.core.qparams.params_from_range`.
 
     Returns
     -------
     ClipSweep
-        Per window: its ends, scale, zero point, the exact rounding/clipping/total MSE, SQNR and
-        clipped fraction; ``best`` indexes the smallest total MSE.
+        Per threshold: its manual clip window, scale, zero point, the exact
+        rounding/clipping/total MSE, SQNR and clipped fraction; ``best`` indexes the smallest
+        total MSE.
     """
-    return sweep_prepared(prepare(x), symmetric=symmetric, points=points, fractions=fractions,
-                          bits=bits, narrow_range=narrow_range, signed=signed,
-                          rounding=rounding, arithmetic=arithmetic)
+    if fractions is None:
+        points = check_points(points)
+        fractions = np.arange(1, points + 1) / points
+    f = np.sort(np.asarray(fractions, np.float64).ravel())
+    if f.size > MAX_SWEEP_POINTS:
+        raise EngineValueError(f"fractions holds {f.size} windows; at most {MAX_SWEEP_POINTS}")
+    if f.size == 0 or not np.isfinite(f).all() or (f <= 0).any() or (f > 1).any():
+        raise EngineValueError("window fractions must lie in (0, 1]")
+    prepared = prepare(x)
+    lo, hi = (float(v) for v in prepared.min_max())
+    return clip_sweep_curve(
+        rows=prepared.layout(None, None), x_min=lo, x_max=hi, symmetric=symmetric, bits=bits,
+        narrow_range=narrow_range, signed=signed, rounding=rounding, arithmetic=arithmetic,
+        thresholds=f * max(abs(lo), abs(hi)), refine=0)
 
 
 def working_copy(x, progress: Progress | None = None) -> np.ndarray:

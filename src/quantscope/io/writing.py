@@ -1,5 +1,5 @@
-"""Writing the files a command produces: only to a regular file or a new path, atomically,
-with the user's umask, and every failure as a one-line error.
+"""Writing the files a command or the window produces: only to a regular file or a new path,
+atomically, with the user's umask, and every failure as a one-line error.
 
 ``-o /dev/null`` run as root must not replace the device with a regular file, and ``-o`` a
 FIFO must not swap the pipe for a file its reader never sees; a missing directory, a

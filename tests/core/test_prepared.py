@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quantscope.core import analyze, choose_qparams, params_from_range, sorted_stats
-from quantscope.core.fast import clip_sweep, prepare
+from quantscope.core.prepared import clip_sweep, prepare
 from quantscope.core.qparams import QuantParams
 from quantscope.core.runtimes import RUNTIMES
 from quantscope.core.sweep import mse_optimal_windows
@@ -194,14 +194,14 @@ def test_clip_sweep_points_are_exact_reports(symmetric):
     rng = np.random.default_rng(3)
     x = (rng.standard_normal(5000) + (0 if symmetric else 1.5)).astype(np.float32)
     sw = clip_sweep(x, symmetric=symmetric, points=25)
-    assert sw.fraction[-1] == 1.0 and sw.total_mse.shape == (25,)
+    assert sw.fraction[-1] == 1.0 and sw.mse.shape == (25,)
     for i in (0, 7, 24):
         p = params_from_range(sw.lower[i], sw.upper[i], symmetric=symmetric)
         rep = analyze(x, p)
         np.testing.assert_allclose(sw.rounding_mse[i], rep.rounding_mse, rtol=REL, atol=0)
         np.testing.assert_allclose(sw.clipping_mse[i], rep.clipping_mse, rtol=REL, atol=0)
         np.testing.assert_allclose(sw.sqnr_db[i], rep.sqnr_db, rtol=0, atol=SQNR_DB)
-    assert sw.best == int(np.argmin(sw.total_mse))
+    assert sw.best == int(np.argmin(sw.mse))
     # the trade-off: clipping error shrinks and rounding error grows as the window widens
     assert sw.clipping_mse[0] > sw.clipping_mse[-1] == 0.0
     assert sw.rounding_mse[0] < sw.rounding_mse[-1]
@@ -233,7 +233,7 @@ def test_sweeps_of_degenerate_tensors_do_not_crash():
     for x in (np.zeros(0, np.float32), np.full(5, np.nan, np.float32), np.ones(7, np.float32)):
         for symmetric in (True, False):
             sw = clip_sweep(x, symmetric=symmetric, points=5)
-            assert np.isfinite(sw.total_mse).all() and (sw.total_mse >= 0).all()
+            assert np.isfinite(sw.mse).all() and (sw.mse >= 0).all()
             assert np.isfinite(sw.scale).all() and (sw.scale > 0).all()
     assert np.isnan(clip_sweep(np.zeros(0, np.float32), symmetric=True).sqnr_db).all()
 
@@ -265,10 +265,10 @@ def test_runtime_presets_give_the_same_params_with_a_prepared_tensor(runtime):
 
 def test_warm_up_loads_every_compiled_loop_the_reports_use():
     """A session's first percentile or per-channel report must not stall loading one."""
-    from quantscope.core import block_sums, fast, radix_sort, sorted_kernel
+    from quantscope.core import block_sums, prepared, radix_sort, sorted_kernel
 
-    fast.warm_up.cache_clear()
-    fast.warm_up()
+    prepared.warm_up.cache_clear()
+    prepared.warm_up()
     for loop in (sorted_kernel.evaluate_rows, sorted_kernel.abs_order_stats,
                  sorted_kernel.row_sums_of_squares, radix_sort._count, radix_sort._scatter,
                  block_sums.build_range, block_sums.build_rows):

@@ -1,0 +1,304 @@
+"""The views' window integration: :class:`ViewsController` and :func:`install_views`.
+
+The window calls ``install_views(window)`` once while it is built. It adds three tabs -- the
+rounding-vs-clipping trade-off, per-channel detail and SQNR against bit width -- plus the
+Matmul lab and the Mapping example, puts a one-sentence caption under each pane (View ▸ Show
+captions), and adds the export and session commands to the File menu. Everything is reachable
+from Python through ``window.views_controller`` (a :class:`ViewsController`), which is what the
+tests drive.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QFileDialog, QSplitter, QWidget
+
+from quantscope.core.captions import pane_captions
+from quantscope.errors import QuantscopeError
+from quantscope.gui.views.bitwidth import BitwidthView
+from quantscope.gui.views.channels import ChannelsView
+from quantscope.gui.views.formats import FormatsView
+from quantscope.gui.views.mapping import MappingView
+from quantscope.gui.views.matmul import MatmulView
+from quantscope.gui.views.tradeoff import TradeoffView
+from quantscope.state import PANES, pane_title
+
+
+class StackedViews(QSplitter):
+    """Views one above the other in one tab; ready when each of them is."""
+
+    def __init__(self, *views: QWidget) -> None:
+        super().__init__(Qt.Orientation.Vertical)
+        self.setChildrenCollapsible(False)
+        for view in views:
+            self.addWidget(view)
+
+    def is_ready(self) -> bool:
+        return all(getattr(self.widget(i), "is_ready", lambda: True)()
+                   for i in range(self.count()))
+
+
+class ViewsController(QObject):
+    """Owns the views of one window: captions, exports, sessions, shutdown."""
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.window = window
+        state = window.state
+        self.tradeoff = TradeoffView(state)
+        self.channels = ChannelsView(state)
+        self.bitwidth = BitwidthView(state)
+        self.formats = FormatsView(state)
+        self.views: dict[str, QWidget] = {"Trade-off": self.tradeoff,
+                                          "Channels": self.channels,
+                                          "Bit width": self.bitwidth,
+                                          "Formats": self.formats}
+        # the Bit width tab grows into bits and formats: SQNR against bits for the int
+        # schemes above, against bits per element for every format below
+        self.bits_and_formats = StackedViews(self.bitwidth, self.formats)
+        # presenting, the tab's height goes to the bit-width curves alone: at 720 rows and
+        # 18 px text two plots stacked are too short for their axis labels
+        for part in (self.formats, self.bits_and_formats.handle(1)):  # the view, its handle
+            part.setProperty("clutter", True)
+        for title, tab in (("Trade-off", self.tradeoff), ("Channels", self.channels),
+                           ("Bit width", self.bits_and_formats)):
+            window.add_view(title, tab)
+        self.show_captions = True
+        state.results_changed.connect(self.update_captions)
+        window.installEventFilter(self)
+        self._build_menus()
+        self.update_captions()
+
+    # -- captions ---------------------------------------------------------------------------------
+    def set_show_captions(self, on: bool) -> None:
+        """Show or hide the panes' captions (speakers choose)."""
+        if hasattr(self, "captions_action") and self.captions_action.isChecked() != bool(on):
+            self.captions_action.setChecked(bool(on))  # its toggled signal calls us back
+            return
+        self.show_captions = bool(on)
+        self.update_captions()
+
+    def update_captions(self) -> None:
+        state = self.window.state
+        texts: dict[str, str] = {}
+        compact = getattr(self.window, "compact", None)
+        room = compact is None or not compact.short  # a short window keeps the plots' height
+        if self.show_captions and state.results and room:
+            ov = state.overview
+            try:
+                caps = pane_captions(state.results, *((ov.min, ov.max) if ov else ()))
+                texts = {pane: cap.text for pane, cap in caps.items()}
+            except ValueError:  # per-tensor results only and no overview yet
+                texts = {}
+        for pane, widget in self.window.panes.items():
+            text = texts.get(pane, "")
+            label = getattr(widget, "caption", None)
+            if label is not None and label.text() == text and label.isHidden() == (not text):
+                continue  # unchanged: spare the window a relayout on every slider step
+            if hasattr(widget, "set_caption"):
+                widget.set_caption(text)
+
+    # -- exports and sessions (menu actions call these after a file dialog) ---------------------
+    def current_view(self) -> QWidget:
+        tabs = getattr(self.window, "views", None)
+        widget = tabs.currentWidget() if tabs is not None else None
+        return widget if widget is not None else self.tradeoff
+
+    def view_data(self) -> dict[str, dict]:
+        return {title: view.export_data() for title, view in self.views.items()
+                if view.export_data()}
+
+    def export_window(self, path: str | Path) -> None:
+        from quantscope.gui.export import save_image
+
+        save_image(self.window, path)
+
+    def export_view(self, path: str | Path, view: QWidget | None = None) -> None:
+        """A view's figure (the current view's by default), or a pane as it is on screen."""
+        from quantscope.gui.export import save_image
+
+        view = view or self.current_view()
+        save_image(view, path, figure=any(view is v for v in self.views.values()))
+
+    def export_numbers(self, path: str | Path) -> None:
+        from quantscope.gui.export import save_numbers
+
+        save_numbers(self.window.state, path, self.view_data())
+
+    def export_quantized(self, pane: str, path: str | Path) -> None:
+        from quantscope.gui.export import save_quantized
+
+        save_quantized(self.window.state, pane, path)
+
+    def save_session(self, path: str | Path) -> None:
+        from quantscope.gui.session import capture, save_session
+
+        save_session(capture(self.window.state, dark=getattr(self.window, "dark", False),
+                             presentation=getattr(self.window, "presentation", False)), path)
+
+    def open_session(self, path: str | Path) -> None:
+        """Load and apply a session file; a bad one raises and changes nothing."""
+        from quantscope.gui.session import apply_session, load_session
+
+        # the source is listed and checked in the window's worker, as it loads
+        apply_session(self.window, load_session(path, check_source=False))
+
+    def _guarded(self, fn, *args) -> None:
+        try:
+            fn(*args)
+        except QuantscopeError as exc:
+            self.window.show_error(str(exc))
+
+    def _ask(self, title: str, filters: str, save: bool = True, replace: bool = True) -> str:
+        ask = QFileDialog.getSaveFileName if save else QFileDialog.getOpenFileName
+        options = QFileDialog.Option(0) if replace else QFileDialog.Option.DontConfirmOverwrite
+        path, _ = ask(self.window, title, "", filters, options=options)
+        return path
+
+    # -- menus ----------------------------------------------------------------------------------
+    def _action(self, menu, text: str, slot, **kw) -> QAction:
+        act = QAction(text, self.window, **kw)
+        # checkable actions follow setChecked too (menus, shortcuts and code alike)
+        (act.toggled if act.isCheckable() else act.triggered).connect(slot)
+        menu.addAction(act)
+        return act
+
+    def _build_menus(self) -> None:
+        bar = self.window.menuBar()
+        menus = {a.text().replace("&", ""): a.menu() for a in bar.actions() if a.menu()}
+        file_menu = menus.get("File") or bar.addMenu("&File")
+        view_menu = menus.get("View") or bar.addMenu("&View")
+        first = file_menu.actions()[-1] if file_menu.actions() else None  # keep Quit last
+        export = file_menu.addMenu("&Export")
+        pics = "Pictures (*.png *.svg)"
+        self._action(export, "Window as PNG/SVG…", lambda: self._export_dialog(
+            "Export the window", pics, self.export_window))
+        self._action(export, "Current view as PNG/SVG…", lambda: self._export_dialog(
+            "Export the current view", pics, self.export_view))
+        panes = export.addMenu("Pane as PNG/SVG")
+        for pane in PANES:
+            self._action(panes, pane_title(pane) + "…", lambda _=False, p=pane: (
+                self._export_dialog("Export a pane", pics,
+                                    lambda path: self.export_view(path, self.window.panes[p]))))
+        self._action(export, "Numbers as CSV/JSON…", lambda: self._export_dialog(
+            "Export the numbers", "Numbers (*.json *.csv)", self.export_numbers))
+        quant = export.addMenu("Quantized tensor (.npz)")
+        for pane in PANES:
+            self._action(quant, pane_title(pane) + "…", lambda _=False, p=pane: (
+                self._export_dialog("Export the quantized tensor", "NumPy archive (*.npz)",
+                                    lambda path: self.export_quantized(p, path))))
+        self._action(file_menu, "Save session…", lambda: self._export_dialog(
+            "Save the session", "Session (*.json)", self.save_session))
+        self._action(file_menu, "Open session…", self._open_session_dialog)
+        self._action(file_menu, "Open talk…", self._open_talk_dialog)
+        self._action(file_menu, "Add this screen to a talk…", self._add_scene_dialog)
+        if first is not None:  # move Quit (the menu's last item) back to the end
+            file_menu.removeAction(first)
+            file_menu.addSeparator()
+            file_menu.addAction(first)
+        self.captions_action = self._action(view_menu, "Show &captions", self.set_show_captions,
+                                            checkable=True)
+        self.captions_action.setChecked(True)
+        self.wide_action = self._action(view_menu, "&Views full width", self.set_views_wide,
+                                        checkable=True, shortcut="F9")
+
+    def set_views_wide(self, on: bool) -> None:
+        """Give the explanatory views the whole width (for a talk) or restore the panes."""
+        if self.wide_action.isChecked() != bool(on):
+            self.wide_action.setChecked(bool(on))  # its toggled signal calls us back
+            return
+        splitter = getattr(self.window, "splitter", None)
+        if splitter is None:
+            return
+        panes = splitter.widget(0)
+        sizes = splitter.sizes()
+        if on:
+            if sizes[0] > 0:
+                self._pane_sizes = sizes
+            # hidden, not just squeezed to 0 px: a hidden widget's minimum width no longer
+            # holds the window wider than a projector
+            panes.hide()
+        else:
+            panes.show()
+            total = sum(sizes)
+            splitter.setSizes(getattr(self, "_pane_sizes", None)
+                              or [int(total * 0.62), total - int(total * 0.62)])
+        compact = getattr(self.window, "compact", None)
+        if compact is not None:
+            compact.fit()  # narrow: the views step back behind their button
+
+    def _export_dialog(self, title: str, filters: str, fn) -> None:
+        path = self._ask(title, filters)
+        if path:
+            self._guarded(fn, path)
+
+    def add_scene(self, path: str | Path) -> None:
+        """Append what the window shows, as a scene titled by its headline, to a talk."""
+        self.window.talk_player.add_scene(path, self.window.headline.text()[:80])
+
+    def open_talk(self, path: str | Path) -> None:
+        from quantscope.state.talk import load_talk
+
+        self.window.talk_player.open(load_talk(path))
+
+    def _add_scene_dialog(self) -> None:
+        # an existing talk is appended to, not replaced: no "replace it?" question
+        path = self._ask("Add this screen to a talk", "Talk (*.json)", replace=False)
+        if path:
+            self._guarded(self.add_scene, path)
+
+    def _open_talk_dialog(self) -> None:
+        path = self._ask("Open a talk", "Talk (*.json)", save=False)
+        if path:
+            self._guarded(self.open_talk, path)
+
+    def _open_session_dialog(self) -> None:
+        path = self._ask("Open a session", "Session (*.json)", save=False)
+        if path:
+            self._guarded(self.open_session, path)
+
+    # -- lifetime ---------------------------------------------------------------------------------
+    def settle(self, timeout_s: float = 120.0) -> None:
+        """Wait until every visible view has drawn its data (``--screenshot`` calls this after
+        the panes are ready, so a saved picture never shows an empty view)."""
+        import time
+
+        from PySide6.QtWidgets import QApplication
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            QApplication.processEvents()
+            jobs = [getattr(v, "job", None) for v in self.views.values()]
+            busy = [j for j in jobs if j is not None and j.busy]
+            if not busy:
+                QApplication.processEvents()  # deliver the last queued results
+                return
+            for job in busy:
+                job.wait(0.05)
+
+    def shutdown(self) -> None:
+        """Join the views' background jobs (no thread outlives the window)."""
+        for view in self.views.values():
+            job = getattr(view, "job", None)
+            if job is not None:
+                job.shutdown()
+
+    def eventFilter(self, obj, event) -> bool:
+        if obj is self.window and event.type() == QEvent.Type.Close:
+            self.shutdown()
+        return False
+
+
+def install_views(window) -> ViewsController:
+    """Add the explanatory views, captions, exports and sessions to ``window``."""
+    controller = ViewsController(window)
+    window.views_controller = controller
+    # the integer matmul lab: its own operands, not the explorer's tensor
+    controller.views["Matmul"] = MatmulView(window.state)
+    window.add_view("Matmul", controller.views["Matmul"])
+    controller.views["Mapping"] = MappingView()  # the worked example, live
+    window.add_view("Mapping", controller.views["Mapping"])
+    return controller

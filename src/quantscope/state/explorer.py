@@ -1,0 +1,264 @@
+"""The explorer's state: one tensor, the settings, and the four panes' reports. Qt-free.
+
+The window and every view only *subscribe* to this object (psygnal signals, as napari's models
+do) and call its methods; none of them computes a number. That keeps three promises:
+
+* the numbers on screen are the engine's, for exactly the settings shown (tests drive the state
+  without a window and compare with :mod:`quantscope.core` directly);
+* work can move off the GUI thread safely: :meth:`ExplorerState.request` takes an immutable
+  snapshot, :func:`compute_reports` is a pure function of it (run it in any thread), and
+  :meth:`ExplorerState.accept` installs the result on the owning thread, dropping it if the
+  tensor or settings changed meanwhile (its generation stamp is stale);
+* defaults are the engine's (min/max range, half to even, narrow-range symmetric), so the first
+  numbers equal ``quantscope report``'s for the same tensor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from psygnal import Signal
+
+from quantscope.core import QuantParams, QuantReport
+from quantscope.core.validate import in_memory
+from quantscope.state.axes import ROLES, AxisChoice, choose_axis
+from quantscope.state.compute import (
+    ComputeRequest,
+    ComputeResult,
+    applied_settings,
+    compute_reports,
+    pane_params,
+)
+from quantscope.state.errors import SettingsError
+from quantscope.state.settings import PANES, Settings
+from quantscope.state.source import Source, TensorOverview, tensor_problem
+
+
+class ExplorerState:
+    """The evented model behind the window (see the module docstring for the contract).
+
+    Signals
+    -------
+    tensor_changed()
+        A new tensor (and source) is in place; results are cleared until recomputed.
+    settings_changed()
+        ``settings`` changed; results are cleared until recomputed.
+    results_changed()
+        ``results`` now hold reports for the current tensor and settings.
+    partial_results()
+        Some panes' reports for the current settings arrived ahead of the others (the
+        per-tensor ones, while the per-channel ones are still computing).
+    prepared_changed()
+        ``prepared`` / ``overview`` (the one-time preparation of the tensor) became available.
+    error(str)
+        A refused input or setting, as one readable sentence; the state did not change.
+    """
+
+    tensor_changed = Signal()
+    settings_changed = Signal()
+    results_changed = Signal()
+    partial_results = Signal()
+    prepared_changed = Signal()
+    error = Signal(str)
+
+    def __init__(self, settings: Settings | None = None, *, cache_reports: bool = True) -> None:
+        self.tensor: np.ndarray | None = None
+        self.source: Source | None = None
+        self.settings: Settings = (settings or Settings()).check()
+        self.results: dict[str, QuantReport] = {}
+        self.errors: dict[str, str] = {}
+        self.prepared: object | None = None
+        self.overview: TensorOverview | None = None
+        self.generation = 0
+        #: The channel axis of the current tensor and the rule that chose it (shown).
+        self.axis_choice = AxisChoice(self.settings.axis, "default")
+        self._ranges: dict = {}
+        self._reports: dict = {}
+        #: Reuse reports for identical parameters (off: every change runs the engine, as the
+        #: latency benchmark needs to measure).
+        self.cache_reports = cache_reports
+
+    # -- inputs ---------------------------------------------------------------------------
+    def set_tensor(self, x, source: Source | None = None, *, prepared: object | None = None,
+                   overview: TensorOverview | None = None, checked: bool = False,
+                   settings: Settings | None = None) -> bool:
+        """Install a new tensor; refuse empty, 0-d, non-numeric or all-NaN/inf input.
+
+        On refusal ``error`` is emitted with the reason, the previous tensor and settings
+        stay, and False is returned. The settings that depend on the tensor are derived for
+        it: the channel axis from its role (:func:`quantscope.state.axes.choose_axis`; an
+        explicit ``source.axis`` wins) and the manual clip window reset (the old one is the old
+        tensor's range); the others (method, bits, rounding, preset...) stay. ``settings``
+        (a saved session's, or the command line's) replace the current ones, window included.
+        ``prepared``/``overview`` may be passed when a worker already computed them for this
+        very array; ``checked=True`` says a worker also ran :func:`tensor_problem` on it and
+        made it float32, so nothing here is O(N) (the GUI thread installs a 10^9-element
+        tensor in microseconds).
+        """
+        source = source or Source("array", "array")
+        problem = None if checked else tensor_problem(x)
+        if problem is not None:
+            self.error.emit(f"{source.label()}: {problem}")
+            return False
+        choice = choose_axis(np.shape(x), source)
+        base = settings if settings is not None else dataclasses.replace(self.settings,
+                                                                         manual_clip=None)
+        new = dataclasses.replace(base, axis=choice.axis)
+        try:
+            new.check(np.ndim(x))
+        except SettingsError as exc:
+            self.error.emit(f"{source.label()}: {exc}")
+            return False
+        arr = in_memory(np.asarray(x, dtype=np.float32)).view()  # a mapping could SIGBUS
+        arr.flags.writeable = False  # shared with worker threads: nobody may edit it in place
+        self.tensor, self.source = arr, source
+        self._ranges, self._reports = {}, {}
+        self.settings = new
+        self.axis_choice = choice
+        self.prepared, self.overview = prepared, overview
+        self._invalidate()
+        self.tensor_changed.emit()
+        if prepared is not None or overview is not None:
+            self.prepared_changed.emit()
+        return True
+
+    def set_role(self, role: str | None) -> bool:
+        """Say what the tensor is (``"weight"``, ``"activation"``, or None to let its name and
+        shape decide): the channel axis follows. Returns True when the settings changed."""
+        if self.tensor is None:
+            return False
+        if role not in ROLES:
+            self.error.emit(f"role must be one of {ROLES}, got {role!r}")
+            return False
+        self.source = dataclasses.replace(self.source or Source("array", "array"), axis=None,
+                                          role=role)
+        choice = choose_axis(self.tensor.shape, self.source)
+        self.axis_choice = choice
+        changed = self._apply(dataclasses.replace(self.settings, axis=choice.axis))
+        if not changed:
+            self.settings_changed.emit()  # the rule shown changed even if the axis did not
+        return True
+
+    def histogram(self, boundaries: np.ndarray, view: tuple[float, float], max_bins: int):
+        """(edges, counts) of the tensor binned on a pane's code ``boundaries`` over ``view``
+        (:func:`quantscope.state.histogram.pane_histogram`), or None before the tensor is
+        prepared (its sorted values are what the bins count)."""
+        from quantscope.state.histogram import pane_histogram
+
+        if self.prepared is None or self.tensor is None:
+            return None
+        values = self.prepared.layout(None, None).values
+        dtype = self.overview.dtype if self.overview is not None else "float32"
+        return pane_histogram(values, boundaries, view, max_bins, dtype)
+
+    def window_in_use(self) -> tuple[float, float] | None:
+        """The per-tensor clip window the panes use now: the manual window, else the
+        asymmetric per-tensor pane's ``[scale (qmin - zp), scale (qmax - zp)]`` (the
+        symmetric pane's when asymmetric is refused); None before any result."""
+        from quantscope.core.explain import clip_window
+
+        s = self.settings
+        if s.method == "manual" and s.manual_clip is not None:
+            return s.manual_clip
+        if s.formats is not None:  # the comparison layout: the first per-tensor format's
+            from quantscope.state.formats import tensor_window
+
+            windows = (tensor_window(self.results[p].params) for p in PANES if p in self.results)
+            return next((w for w in windows if w is not None), None)
+        for pane in ("asymmetric/tensor", "symmetric/tensor"):
+            rep = self.results.get(pane)
+            if rep is not None:
+                return clip_window(rep.params)
+        return None
+
+    def applied(self) -> dict:
+        """The settings the panes actually compute (see :func:`applied_settings`)."""
+        shape = self.tensor.shape if self.tensor is not None else (0,)
+        return applied_settings(shape, self.settings, self.axis_choice.rule)
+
+    def set_prepared(self, tensor: np.ndarray, prepared: object | None,
+                     overview: TensorOverview | None) -> bool:
+        """Install the preparation computed (off-thread) for ``tensor``; ignored if stale."""
+        if tensor is not self.tensor:
+            return False
+        self.prepared = prepared if prepared is not None else self.prepared
+        self.overview = overview if overview is not None else self.overview
+        self.prepared_changed.emit()
+        return True
+
+    def update_settings(self, **changes) -> bool:
+        """Change some settings; invalid values emit ``error`` and change nothing.
+
+        Returns True when the settings changed (False when refused or already equal), so a
+        control that echoes a value back does not trigger a recomputation.
+        """
+        try:
+            new = dataclasses.replace(self.settings, **changes)
+            new.check(None if self.tensor is None else self.tensor.ndim)
+        except (TypeError, SettingsError) as exc:
+            self.error.emit(str(exc))
+            return False
+        if "axis" in changes and new.axis != self.axis_choice.axis:
+            self.axis_choice = AxisChoice(new.axis, f"axis {new.axis} set by you")
+        return self._apply(new)
+
+    def _apply(self, new: Settings) -> bool:
+        if new == self.settings:
+            return False
+        self.settings = new
+        self._invalidate()
+        self.settings_changed.emit()
+        return True
+
+    def _invalidate(self) -> None:
+        self.generation += 1
+        self.results, self.errors = {}, {}
+
+    # -- computing ------------------------------------------------------------------------
+    def params_for(self, pane: str) -> QuantParams:
+        """The parameters ``pane`` uses for the current tensor and settings."""
+        if self.tensor is None:
+            raise SettingsError("no tensor loaded")
+        return pane_params(self.tensor, pane, self.settings, self._ranges, self.prepared)
+
+    def request(self) -> ComputeRequest:
+        """Snapshot the current tensor and settings for :func:`compute_reports`."""
+        if self.tensor is None:
+            raise SettingsError("no tensor loaded")
+        return ComputeRequest(self.generation, self.tensor, self.settings, self.prepared,
+                              ranges=self._ranges,
+                              reports=self._reports if self.cache_reports else None)
+
+    def accept(self, result: ComputeResult) -> bool:
+        """Install a result if it is still current (same generation); drop it otherwise.
+
+        A partial result (``result.complete`` False: the panes that were ready first) is
+        added to the current results and announced by ``partial_results``; a complete one
+        replaces them and is announced by ``results_changed``."""
+        if result.generation != self.generation:
+            return False
+        if not result.complete:
+            self.results.update(result.reports)
+            self.errors.update(result.errors)
+            self.partial_results.emit()
+            return True
+        self.results, self.errors = dict(result.reports), dict(result.errors)
+        self.results_changed.emit()
+        return True
+
+    def compute(self) -> dict[str, QuantReport]:
+        """Compute and install the results synchronously (tests, scripts, the command line)."""
+        self.accept(compute_reports(self.request()))
+        return self.results
+
+    def describe(self) -> dict:
+        """The numbers of every pane and the settings applied, JSON-ready: what
+        ``quantscope report --json`` prints and ``--metrics`` writes (same keys)."""
+        src = self.source
+        return {"source": src.label() if src else None,
+                "shape": list(self.tensor.shape) if self.tensor is not None else None,
+                "axis": self.settings.axis, "applied": self.applied(),
+                "settings": self.settings.to_dict(),
+                "schemes": {p: self.results[p].summary() for p in PANES if p in self.results},
+                "errors": {p: self.errors[p] for p in PANES if p in self.errors}}
