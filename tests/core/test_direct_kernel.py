@@ -2,6 +2,7 @@
 results: the same codes, counts, clips and maximum error bit for bit, the same error sums to
 float64 roundoff, under every rounding rule and arithmetic."""
 
+import itertools
 import sys
 
 import numpy as np
@@ -95,3 +96,51 @@ def test_a_large_tensor_takes_the_compiled_pass_on_every_core():
     np.testing.assert_array_equal(q, ref)
     np.testing.assert_array_equal(dequantize(q, np.float32(0.02), 3),
                                   (q.astype(np.int32) - 3).astype(np.float32) * np.float32(0.02))
+
+
+def _shares_of(n: int) -> list[tuple[int, int]]:
+    """Unaligned shares: a loop's block starts off every multiple of its block size."""
+    cuts = sorted({0, n, 1, 1023, 1025, n // 3, n // 3 + 7, n - 5})
+    return [(a, b) for a, b in itertools.pairwise(cuts) if a < b]
+
+
+@pytest.mark.parametrize("source", ["random", "gelu", "weight"])
+def test_every_share_of_the_compiled_loops_equals_the_numpy_pass_on_it(source, gelu_activations,
+                                                                       query_weight):
+    """The loops index each share from its own start (``lo`` > 0, not a block multiple):
+    codes, the non-finite flag, dequantized values and the analysis of every share equal the
+    NumPy passes on that share alone."""
+    from quantscope.core import direct_kernel as dk
+
+    rng = np.random.default_rng(5)
+    x = {"random": rng.standard_normal(5000).astype(np.float32) * 3,
+         "gelu": gelu_activations.reshape(-1)[:5000].copy(),
+         "weight": query_weight.reshape(-1)[:5000].copy()}[source]
+    x[4000] = np.nan  # non-finite values in a later share only
+    x[4321] = -np.inf
+    s = np.float32(np.abs(x[np.isfinite(x)]).max() / 100)  # some elements clip
+    z = np.int32(-7)
+    p = QuantParams(s, z, -128, 127)
+    q = np.empty(x.size, np.int8)
+    deq = np.empty(x.size, np.float32)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(QUANTIZE, "COMPILED_MIN", 1 << 62)
+        for lo, hi in _shares_of(x.size):
+            inv = np.float32(np.float32(1) / s)
+            bad = dk.quantize_range(x, lo, hi, s, inv, z, -128, 127, 0, False, q)
+            part = x[lo:hi]
+            np.testing.assert_array_equal(q[lo:hi], quantize(part, s, z, nonfinite="saturate"))
+            assert bool(bad) == (not np.isfinite(part).all()), (lo, hi)
+            dk.dequantize_range(q, lo, hi, s, z, deq)
+            np.testing.assert_array_equal(deq[lo:hi], dequantize(q[lo:hi], s, z))
+            hist = np.zeros(256, np.int64)
+            out_f, out_i = np.zeros(4), np.zeros(3, np.int64)
+            dk.analyze_range(x, lo, hi, s, inv, z, -128, 127, 0, False, hist, out_f, out_i)
+            ref = analyze(part, p)
+            np.testing.assert_array_equal(hist, ref.code_histogram)
+            assert (out_i[0], out_i[1], out_i[2]) == (ref.n, ref.clipped_below,
+                                                      ref.clipped_above)
+            assert out_f[3] == ref.max_abs_error
+            n = max(ref.n, 1)
+            np.testing.assert_allclose(out_f[:3] / n, [ref.rounding_mse, ref.clipping_mse,
+                                                       ref.signal_power], rtol=1e-12, atol=0)

@@ -171,3 +171,25 @@ def test_bits_per_element(weight):
     assert bpe("int4_g128", symmetric=False) == 4.125 + 4 / 128
     assert bpe("nf4") == 4.5
     assert bpe("fp8_e4m3") == pytest.approx(8.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("name", ["mxfp4", "nvfp4"])
+def test_a_block_report_is_kept_for_its_exact_scales_only(name, weight):
+    """A repeat with the same scales returns the kept report; a scale array changed in place
+    (same object, one bit different) or an equal copy are told apart by their bytes."""
+    prep = prepare(weight)
+    p = choose_qparams(weight, format=name)
+    first = prep.analyze(p)
+    assert prep.analyze(p) is first
+    same = FormatParams(p.format, p.scale.copy(), axis=p.axis, group_size=p.group_size,
+                        inv_scale=None if p.inv_scale is None else p.inv_scale.copy(),
+                        block_scales=p.block_scales, tensor_scale=p.tensor_scale)
+    assert prep.analyze(same) is first
+    p.scale.reshape(-1)[3] = np.nextafter(p.scale.reshape(-1)[3], np.float32(np.inf))
+    if p.inv_scale is not None:
+        p.inv_scale.reshape(-1)[3] = np.float32(1) / p.scale.reshape(-1)[3]
+    changed = prep.analyze(p)
+    assert changed is not first
+    direct = analyze(weight, p)
+    assert changed.mse == direct.mse and changed.max_abs_error == direct.max_abs_error
+    assert np.array_equal(changed.code_histogram, direct.code_histogram)

@@ -89,6 +89,26 @@ def test_block_prefix_sums_are_the_full_tables_bit_for_bit(lengths):
         assert layout.bound2[r] == u * np.abs(table[:, 3]).max()
 
 
+def test_a_prefix_carried_from_an_earlier_one_is_the_full_table_bit_for_bit():
+    """``prefix_from`` (a threshold's sums carried on from the previous threshold's) gives,
+    for every pair of positions, the full running sum: in or across blocks, from the row's
+    start, at block starts and at the row's end."""
+    from quantscope.core.block_sums import prefix_at, prefix_from
+
+    rng = np.random.default_rng(11)
+    v = np.sort(rng.standard_t(2, 3 * BLOCK + 17).astype(np.float32) * np.float32(3.7))
+    values = np.concatenate([np.zeros(5, np.float32), v])  # the row starts at 5
+    layout = SortedRows(values, np.array([0, 5, values.size], np.intp), 0).build_sums()
+    rec, k0 = layout.records, int(layout.rec_starts[1])
+    table = _full_table(v)
+    pos = np.unique(np.concatenate([np.arange(0, v.size + 1, 7), [0, 1, BLOCK - 1, BLOCK,
+                                    BLOCK + 1, 2 * BLOCK, v.size - 1, v.size]]))
+    for p0 in pos:
+        g = prefix_at(values, 5, 5 + p0, rec, k0)
+        for p in pos[pos >= p0]:
+            assert prefix_from(values, 5, 5 + p0, g, 5 + p, rec, k0) == tuple(table[p]), (p0, p)
+
+
 @pytest.mark.parametrize("gran", ["tensor", "channel"])
 def test_reports_through_the_parallel_sort_equal_the_direct_pass(gran, monkeypatch):
     monkeypatch.setattr(sorted_stats, "RADIX_ROWS", 0)

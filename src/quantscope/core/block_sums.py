@@ -101,6 +101,24 @@ def prefix_at(values, a, p, rec, k0):
 
 
 @_jit
+def prefix_from(values, a, p0, g, p, rec, k0):
+    """:func:`prefix_at` of position ``p`` given ``g``, the prefix at ``p0 <= p`` of the same
+    row: ``g`` carried on from ``p0`` when ``p0`` lies in ``p``'s block (the record of that
+    block carried to ``p0`` is ``g`` itself, so the steps from ``p0`` are the last steps
+    :func:`prefix_at` would take: the same value bit for bit, in fewer steps), else
+    :func:`prefix_at` itself. Consecutive code thresholds a few elements apart (a channel at 8
+    bits, an FP8 grid) then cost their distance, not half a block each."""
+    if p0 < a + (p - a) // BLOCK * BLOCK:
+        return prefix_at(values, a, p, rec, k0)
+    h1, l1, h2, l2 = g
+    for i in range(p0, p):
+        v = np.float64(values[i])
+        h1, l1 = _step(h1, l1, v)
+        h2, l2 = _step(h2, l2, v * v)
+    return h1, l1, h2, l2
+
+
+@_jit
 def interval_sums(values, starts, rec, rec_starts, lo, hi, row, out) -> None:
     """``out[e] = (Σx, Σx²)`` over sorted positions ``[lo[e], hi[e])`` (global) of row
     ``row[e]``, from the prefix sums as the reports take them."""

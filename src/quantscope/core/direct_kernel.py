@@ -36,19 +36,29 @@ def _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out)
     cmin = np.float32(qmin)
     cmax = np.float32(qmax)
     bad = 0
-    for i in range(lo, hi):
-        v = code_of(x[i], s, inv, z, arithmetic, half_away)
-        c = cmin if v < cmin else (cmax if v > cmax else v)  # inf saturates
-        c = zf if v != v else c  # NaN goes to the zero point
-        out[i] = c
-        bad += np.int64(x[i] - x[i] != 0)  # NaN and inf
+    for b0 in range(lo, hi, SUM_BLOCK):
+        # the block's own slices, indexed from 0: an index the compiler cannot prove
+        # non-negative gets Numba's wraparound select, which turns every load and store of
+        # the loop into one lane at a time
+        xb = x[b0:min(b0 + SUM_BLOCK, hi)]
+        ob = out[b0:min(b0 + SUM_BLOCK, hi)]
+        bits = xb.view(np.int32)
+        top = np.int32(0)  # the largest |x| bit pattern: NaN and inf have all exponent bits
+        for k in range(xb.size):
+            v = code_of(xb[k], s, inv, z, arithmetic, half_away)
+            c = cmin if v < cmin else (cmax if v > cmax else v)  # inf saturates
+            c = zf if v != v else c  # NaN goes to the zero point
+            ob[k] = c
+            top = max(top, bits[k] & np.int32(0x7FFFFFFF))
+        bad += np.int64(top >= np.int32(0x7F800000))
     return bad
 
 
 @_jit
 def quantize_range(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out) -> int:
     """Codes of ``x[lo:hi]`` (float32, one scale) into ``out[lo:hi]`` (int8 or uint8),
-    saturated, NaN to the zero point; returns how many elements were NaN or inf."""
+    saturated, NaN to the zero point; returns how many blocks of :data:`SUM_BLOCK` elements
+    held NaN or inf (0 when every element is finite)."""
     if half_away:
         if arithmetic == 0:
             return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 0, True, out)
@@ -70,8 +80,10 @@ def quantize_range(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out)
 def dequantize_range(q, lo, hi, s, z, out) -> None:
     """``out[i] = float32(float32(q[i] − z) · s)`` for ``i`` in ``[lo, hi)``: the codes widened
     before the zero point is subtracted, one float32 multiplication (ONNX DequantizeLinear)."""
-    for i in range(lo, hi):
-        out[i] = np.float32(np.float32(np.int32(q[i]) - z) * s)
+    qs = q[lo:hi]  # indexed from 0 (see _quantize_loop)
+    os_ = out[lo:hi]
+    for i in range(qs.size):
+        os_[i] = np.float32(np.float32(np.int32(qs[i]) - z) * s)
 
 
 @_inline
@@ -88,9 +100,10 @@ def _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, codes
     below = 0
     above = 0
     for b0 in range(lo, hi, SUM_BLOCK):
-        m = min(b0 + SUM_BLOCK, hi) - b0
+        xb = x[b0:min(b0 + SUM_BLOCK, hi)]  # indexed from 0 (see _quantize_loop)
+        m = xb.size
         for k in range(m):  # no branch, no floating-point reduction: this loop vectorises
-            xi = x[b0 + k]
+            xi = xb[k]
             fin = xi - xi == 0  # non-finite elements weigh 0 and count nowhere
             v = code_of(xi, s, inv, z, arithmetic, half_away)
             lo_c = v < cmin
@@ -174,7 +187,8 @@ def _rule(s, inv, arithmetic: str) -> tuple[np.float32, np.float32, int]:
 def quantize_flat(x: np.ndarray, s, z, qmin: int, qmax: int, rounding: str, arithmetic: str,
                   inv, out: np.ndarray) -> int:
     """Codes of contiguous float32 ``x`` under one scale into ``out`` (same size), on every
-    core; returns the count of NaN and inf elements (saturated / sent to the zero point)."""
+    core; returns non-zero when some element is NaN or inf (saturated / sent to the zero
+    point)."""
     from quantscope.core.parallel import parallel, shares
 
     s32, inv32, code = _rule(s, inv, arithmetic)

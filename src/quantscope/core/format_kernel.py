@@ -22,7 +22,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from quantscope.core.block_sums import prefix_at
+from quantscope.core.block_sums import prefix_at, prefix_from
 from quantscope.core.elements import (
     KIND_FLOAT,
     KIND_INT,
@@ -31,7 +31,7 @@ from quantscope.core.elements import (
     pow2,
     round_element,
 )
-from quantscope.core.sorted_kernel import _lower_bound, _upper_bound
+from quantscope.core.sorted_kernel import _gallop, _lower_bound, _upper_bound
 
 _jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 _EPS = float(np.finfo(np.float64).eps)
@@ -178,7 +178,7 @@ def _search(values, a, b, rec, k0, b1, b2, s, inv, use_inv, kind, mbits, emin, s
     counts = np.zeros(levels + 2, np.int64)
     for j in range(levels + 2):
         if j <= levels:  # threshold j: the first element whose interval is > j
-            p = _lower_bound(values, lo_edge, b, np.float32(edges[j] * step_x))
+            p = _gallop(values, lo_edge, b, np.float32(edges[j] * step_x))
             moves = 0
             while True:
                 if p > a and interval_of(values[p - 1], s, inv, use_inv, kind, mbits, emin,
@@ -205,7 +205,7 @@ def _search(values, a, b, rec, k0, b1, b2, s, inv, use_inv, kind, mbits, emin, s
             else:
                 val = grid[j - 1]
             xhat = np.float64(np.float32(np.float32(val) * sf))
-            h = prefix_at(values, a, hi_edge, rec, k0)
+            h = prefix_from(values, a, lo_edge, g, hi_edge, rec, k0)
             s1 = (h[0] - g[0]) + (h[1] - g[1])
             s2 = (h[2] - g[2]) + (h[3] - g[3])
             cross = xhat * s1
@@ -239,7 +239,7 @@ def _search(values, a, b, rec, k0, b1, b2, s, inv, use_inv, kind, mbits, emin, s
     out_f[e, 0] = rnd
     out_f[e, 1] = clip
     out_f[e, 2] = worst
-    h = prefix_at(values, a, b, rec, k0)
+    h = prefix_from(values, a, lo_edge, g, b, rec, k0)  # lo_edge is b: g itself
     out_f[e, 3] = h[2] + h[3]  # the row's prefix sums start from zero
     out_f[e, 4] = values[a]
     out_f[e, 5] = values[b - 1]

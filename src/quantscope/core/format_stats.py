@@ -19,8 +19,6 @@ the data alone, take the one compiled pass once and keep the report for those sc
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 from quantscope.core.elements import KIND_FLOAT, KIND_INT, ElementType
@@ -116,24 +114,43 @@ def _row_shares(n_rows: int, n_elements: int) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in ranges if hi > lo] or [(0, n_rows)]
 
 
-def _digest(p: FormatParams) -> tuple:
-    h = hashlib.blake2b(np.ascontiguousarray(p.scale).view(np.uint8), digest_size=16)
-    if p.inv_scale is not None:
-        h.update(np.ascontiguousarray(p.inv_scale).view(np.uint8))
-    return (p.format, p.axis, p.group_size, p.saturate, h.hexdigest())
+#: Block-format reports a prepared tensor keeps (oldest dropped first).
+KEPT_REPORTS = 16
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two contiguous arrays of one dtype and shape hold the same bytes (a memcmp:
+    hashing the 512K scales of a 16M-element block format took milliseconds)."""
+    return memoryview(a).cast("B") == memoryview(b).cast("B")
+
+
+def _kept_report(prepared, params: FormatParams) -> QuantReport:
+    """A block format's report for these exact scales: computed once by one pass over the
+    tensor, then kept beside private copies of the scales it was computed for, so a repeat
+    costs a comparison of the scales' bytes (a caller changing its scale array in place gets
+    a new report, never a stale one)."""
+    cache = prepared.__dict__.setdefault("_format_reports", {})
+    scale = np.ascontiguousarray(params.scale)
+    inv = None if params.inv_scale is None else np.ascontiguousarray(params.inv_scale)
+    key = (params.format, params.axis, params.group_size, params.saturate, scale.shape,
+           None if inv is None else inv.shape)
+    for k, (kept_scale, kept_inv, report) in cache.items():
+        if k[0] == key and _same_bits(kept_scale, scale) and (
+                inv is None or _same_bits(kept_inv, inv)):
+            return report
+    while len(cache) >= KEPT_REPORTS:
+        cache.pop(next(iter(cache)))
+    report = analyze_format(prepared.x, params)
+    cache[(key, len(cache), id(report))] = (scale.copy(), None if inv is None else inv.copy(),
+                                            report)
+    return report
 
 
 def prepared_format_report(prepared, params: FormatParams) -> QuantReport:
     """The report :func:`analyze_format` gives, from a prepared tensor
     (:class:`~quantscope.core.prepared.Prepared`)."""
     if params.group_size is not None:  # block formats: one pass, kept for these scales
-        cache = prepared.__dict__.setdefault("_format_reports", {})
-        key = _digest(params)
-        if key not in cache:
-            if len(cache) >= 16:
-                cache.pop(next(iter(cache)))
-            cache[key] = analyze_format(prepared.x, params)
-        return cache[key]
+        return _kept_report(prepared, params)
     rows = prepared.layout(params.axis, None)
     stats = evaluate_sorted(rows, params.scale, params.inv_scale, params)
     return build_report(params, stats, prepared.size)

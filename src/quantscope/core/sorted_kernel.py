@@ -29,7 +29,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from quantscope.core.block_sums import prefix_at
+from quantscope.core.block_sums import prefix_at, prefix_from
 
 #: ``arithmetic`` names as the kernel's integer codes.
 ARITHMETIC_CODES = {"divide": 0, "multiply": 1, "fma": 2, "multiply_add": 3}
@@ -417,7 +417,7 @@ def _search_row(values, a, b, rec, k0, b1, b2, s, inv, z, step, qmin, qmax, arit
         n = hi_edge - lo_edge
         if n > 0:
             xhat = _xhat(j, levels, qmin, qmax, s, z)
-            h = prefix_at(values, a, hi_edge, rec, k0)
+            h = prefix_from(values, a, lo_edge, g, hi_edge, rec, k0)
             s1 = (h[0] - g[0]) + (h[1] - g[1])
             s2 = (h[2] - g[2]) + (h[3] - g[3])
             cross = xhat * s1
@@ -430,7 +430,7 @@ def _search_row(values, a, b, rec, k0, b1, b2, s, inv, z, step, qmin, qmax, arit
             totals = _close(j, n, err, bound, worst, levels, want_counts, hist, totals)
             g = h
         lo_edge = hi_edge
-    h = prefix_at(values, a, b, rec, k0)
+    h = prefix_from(values, a, lo_edge, g, b, rec, k0)  # lo_edge is b: g itself
     sig = h[2] + h[3]  # the row's prefix sums start from zero
     _store(totals, sig, settled, e, out_f, out_i)
 
