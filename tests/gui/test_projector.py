@@ -99,5 +99,8 @@ def test_controls_a_key_away_and_the_window_still_fits(app_window, qtbot):
     settle(win, qtbot)
     assert win.side_dock.isVisible()
     assert win.stage.visible_panes() == ("symmetric/tensor",)  # no room for its partner
-    assert win.minimumSizeHint().width() <= 1280 and win.minimumSizeHint().height() <= 720
+    # the controls re-wrap for the stage over a few turns of the event loop (on a loaded
+    # machine more than the two paints of settle): the window's layout catches up by itself
+    qtbot.waitUntil(lambda: win.minimumSizeHint().width() <= 1280, timeout=5000)
+    assert win.minimumSizeHint().height() <= 720
     assert (win.width(), win.height()) == (1280, 720)
