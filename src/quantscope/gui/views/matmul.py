@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._jobs import LatestJob
+from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.gui.views.matmul_controls import LabControls
 from quantscope.state.matmul_lab import (
     REAL_A,
@@ -140,9 +141,16 @@ class MatmulView(QWidget):
         panel.addStretch(1)
         side = QWidget()
         side.setLayout(panel)
-        side.setMaximumWidth(720)
-        body.addWidget(side, 3)
         self.side = side
+        # beside the plots the numbers scroll on their own, so the plots keep the tab's height
+        # (at 1280x720 in a talk a column of big numbers pushed the per-channel plot out of view)
+        self.side_area = QScrollArea()
+        self.side_area.setWidget(side)
+        self.side_area.setWidgetResizable(True)
+        self.side_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.side_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.side_area.setMaximumWidth(720)
+        body.addWidget(self.side_area, 3)
         self.graphics = pg.GraphicsLayoutWidget()
         self.hist_plot = self.graphics.addPlot(row=0, col=0)
         self.chan_plot = self.graphics.addPlot(row=1, col=0)
@@ -152,14 +160,12 @@ class MatmulView(QWidget):
         self.hist_plot.setLogMode(x=False, y=True)
         self.chan_plot.setTitle("SQNR per output channel")  # the dashed line: the total
         self.chan_plot.setLabel("bottom", "output channel n")
-        self.chan_plot.setLabel("left", "SQNR (dB)")
-        # legends where the curves are not: top right of the bell, bottom right of the
-        # ascending worst-first curve
-        for plot, corner in ((self.hist_plot, (1, 0)), (self.chan_plot, (1, 1))):
+        self.chan_plot.setLabel("left", "dB")  # the title says SQNR: a short label fits 720 rows
+        for plot in (self.hist_plot, self.chan_plot):
             plot.showGrid(x=True, y=True, alpha=0.15)
-            legend = plot.addLegend()
-            legend.anchor(itemPos=corner, parentPos=corner,
-                          offset=(-10, 10 if corner[1] == 0 else -10))
+        # both plots draw the same two paths in the same colours: one legend, under the lower
+        # plot's axis (floating in a corner it covered the bell's tail and the curve's end)
+        legend_below(self.chan_plot, labelTextSize="9pt")
         # dots as well as lines: a lone tail bin (a saturated output) has no neighbour to join
         self.hist_plain = self.hist_plot.plot([], [], name="without fixes", connect="finite",
                                               symbol="o")
@@ -267,6 +273,7 @@ class MatmulView(QWidget):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._fit_controls()
+        fit_columns(self.chan_plot, self.graphics.width())
 
     def _fit_controls(self) -> None:
         """The controls' own height, plus the sideways scroll bar when they do not fit; in a
@@ -277,8 +284,13 @@ class MatmulView(QWidget):
         narrow = self.width() < NARROW_PX
         self.body.setDirection(QBoxLayout.Direction.TopToBottom if narrow
                                else QBoxLayout.Direction.LeftToRight)
-        self.body.setStretchFactor(self.side, 0 if narrow else 3)
+        self.body.setStretchFactor(self.side_area, 0 if narrow else 3)
         self.graphics.setMinimumHeight(560 if narrow else 0)
+        # above the plots the whole body scrolls: the numbers show in full there
+        policy = Qt.ScrollBarPolicy
+        self.side_area.setVerticalScrollBarPolicy(
+            policy.ScrollBarAlwaysOff if narrow else policy.ScrollBarAsNeeded)
+        self.side_area.setMinimumHeight(self.side.minimumSizeHint().height() if narrow else 0)
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
@@ -298,6 +310,7 @@ class MatmulView(QWidget):
             label.setText(text[key])
         self.path.setText(text["path"])
         self.side.layout().activate()  # line counts changed: lay out now, not on next event
+        self._fit_controls()
         self.hist_plain.setData(outcome.hist_centres, outcome.plain_counts)
         self.hist_now.setData(outcome.hist_centres, outcome.hist_counts)
         self._draw_channels()
