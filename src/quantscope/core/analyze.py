@@ -9,9 +9,11 @@ instead (:mod:`quantscope.core.direct_kernel`; the same codes and counts, bit fo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from quantscope.core.layout import param_rows
+from quantscope.core.layout import RowSet, param_rows
 from quantscope.core.qparams import QuantParams
 from quantscope.core.quantize import BLOCK, quantize_codes_float, use_compiled
 from quantscope.core.report import QuantReport, UnitTotals, build_report
@@ -129,7 +131,7 @@ def analyze(x, params: QuantParams) -> QuantReport:
                                params.group_size)
     tot = UnitTotals(n_units, params.levels)
     work = _Work()
-    inv_sets = [None] * len(sets)
+    inv_sets: Sequence[RowSet | None] = [None] * len(sets)
     if params.inv_scale is not None:  # the runtime's own multiplier, laid out like the scale
         inv_sets = param_rows(xf, params.inv_scale, params.zero_point, params.axis,
                               params.group_size)[0]

@@ -97,9 +97,9 @@ def method_range(xf: np.ndarray, *, method: str, symmetric: bool, axis: int | No
     if not symmetric or axis is not None:
         raise EngineValueError("entropy calibration is per tensor and symmetric (as in "
                                "ModelOpt's HistogramCalibrator, which works on |x|)")
-    amax = entropy_amax(xf, bits=bits, num_bins=int(options.get("num_bins", ENTROPY_BINS)),
-                        start_bin=int(options.get("start_bin", ENTROPY_START_BIN)))
-    return np.float64(-amax), np.float64(amax)
+    t = entropy_amax(xf, bits=bits, num_bins=int(options.get("num_bins", ENTROPY_BINS)),
+                     start_bin=int(options.get("start_bin", ENTROPY_START_BIN)))
+    return np.asarray(-t, np.float64), np.asarray(t, np.float64)  # the per-tensor shape, ()
 
 
 def calibrated_qparams(xf: np.ndarray, *, method: str, symmetric: bool, bits: int,

@@ -78,6 +78,7 @@ class ElementType:
             return NF4_LEVELS.astype(np.float64)
         if self.kind == KIND_INT:
             return np.arange(-127, 128) * self.step
+        assert self.dtype is not None  # every floating-point kind names its ml_dtypes type
         patterns = np.arange(1 << self.bits, dtype=np.uint8)
         vals = patterns.view(self.dtype).astype(np.float64)
         return np.unique(vals[np.isfinite(vals)] + 0.0)  # + 0.0 turns -0 into 0

@@ -108,7 +108,7 @@ def unit_values(x, params: QuantParams, unit: int) -> np.ndarray:
     n_units = int(np.asarray(params.scale).size)
     if not 0 <= int(unit) < n_units:
         raise EngineValueError(f"unit {unit} is out of range: there are {n_units}")
-    if params.granularity == "channel":
+    if params.axis is not None and params.group_size is None:  # per channel
         return np.take(xf, int(unit), axis=normalize_axis(params.axis, xf.ndim)).reshape(-1)
     sets, _ = param_rows(xf, params.scale, params.zero_point, params.axis, params.group_size)
     for rs in sets:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from quantscope.core.elements import ELEMENTS
 from quantscope.core.formats import (
     _E2M1_MAX,
     _E4M3_MAX,
@@ -23,6 +22,7 @@ from quantscope.core.formats import (
     FORMAT_TABLE,
     FormatParams,
     block_amax,
+    element_of,
     format_kind,
     mx_exponents,
 )
@@ -38,7 +38,7 @@ def element_params(xf: np.ndarray, name: str, *, axis: int | None, method: str,
                    saturate: bool, prepared=None, **options) -> FormatParams:
     """Per-tensor (``axis=None``) or per-channel scale ``amax / max_finite`` for an element
     format, ``amax`` by ``method`` (see :mod:`quantscope.core.calibration`)."""
-    et = ELEMENTS[FORMAT_TABLE[name][1]]
+    et = element_of(name)
     if method == "mse":
         from quantscope.core.format_stats import mse_optimal_amax
         from quantscope.core.prepared import prepare
@@ -63,8 +63,10 @@ def element_params(xf: np.ndarray, name: str, *, axis: int | None, method: str,
 
 def block_params(xf: np.ndarray, name: str, *, axis: int, saturate: bool = True) -> FormatParams:
     """The block scales of an MX, NVFP4 or NF4 format (their rules: see the module doc)."""
-    kind, elem, block, _ = FORMAT_TABLE[name]
-    et = ELEMENTS[elem]
+    kind, _, block, _ = FORMAT_TABLE[name]
+    et = element_of(name)
+    if block is None:
+        raise EngineValueError(f"format {name!r} has no blocks")
     if xf.ndim == 0:
         raise EngineValueError(f"format {name!r} needs at least one axis for its blocks")
     amax = block_amax(xf, axis, block)

@@ -76,6 +76,14 @@ def format_kind(name: str) -> str:
     return FORMAT_TABLE[check_format(name)][0]
 
 
+def element_of(name: str) -> ElementType:
+    """The element type of format ``name`` (the integer formats have none: refused)."""
+    element = FORMAT_TABLE[check_format(name)][1]
+    if element is None:
+        raise EngineValueError(f"format {name!r} is an integer format: it has no element type")
+    return ELEMENTS[element]
+
+
 @dataclass(frozen=True, eq=False)
 class FormatParams:
     """A quantization to a non-integer format: the element type, the scales and the rule.
@@ -112,7 +120,7 @@ class FormatParams:
 
     @property
     def element(self) -> ElementType:
-        return ELEMENTS[FORMAT_TABLE[self.format][1]]
+        return element_of(self.format)
 
     @property
     def kind(self) -> str:

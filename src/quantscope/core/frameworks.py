@@ -20,10 +20,18 @@ once torch is imported, so nothing here ever imports torch, JAX or CuPy itself.
 from __future__ import annotations
 
 import sys
+from typing import Protocol, cast
 
 import numpy as np
 
 from quantscope.errors import EngineTypeError
+
+
+class _DeviceArray(Protocol):
+    """A CuPy array, as far as it is read here: ``get()`` copies it to the host."""
+
+    def get(self) -> np.ndarray: ...
+
 
 #: torch float formats NumPy lacks -> (ml_dtypes name, integer dtype of the same width).
 _TORCH_ML_DTYPES = {
@@ -69,7 +77,7 @@ def as_numpy(x: object, what: str = "x") -> np.ndarray:
     if framework == "torch":
         return _from_torch(x, what)
     if framework == "cupy":
-        return np.asarray(x.get())
+        return np.asarray(cast(_DeviceArray, x).get())
     if framework is None:
         _refuse_sparse(x, what)
         if hasattr(x, "__dlpack__") and not hasattr(x, "__array__"):

@@ -41,7 +41,7 @@ SUGGEST_FLOOR_DB = 20.0
 
 _KINDS = {"float32": fk.KIND_F32, "bfloat16": fk.KIND_BF16, "float16": fk.KIND_TABLE,
           "float8_e4m3fn": fk.KIND_TABLE, "float8_e5m2": fk.KIND_TABLE}
-_RAW = {4: np.dtype("<u4"), 2: np.dtype("<u2"), 1: np.dtype("u1")}
+_RAW: dict[int, np.dtype] = {4: np.dtype("<u4"), 2: np.dtype("<u2"), 1: np.dtype("u1")}
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ class FusedPass:
                  rules: FusedRules = FusedRules()) -> None:
         self.rules = rules.check()
         self.kind = _KINDS[dtype_name]
-        self.raw_dtype = raw_dtype(dtype_name)
+        self.raw_dtype = _RAW[_dtype(dtype_name).itemsize]  # raw_dtype(), known to be handled
         self.table = (_values(dtype_name) if self.kind != fk.KIND_F32
                       else np.zeros(1, np.float32))
         self.shape = tuple(shape)
@@ -197,7 +197,7 @@ class FusedPass:
         self.tensor_out = np.zeros(3)  # per-tensor error, below, above (second pass)
         # float partial sums by chunk, so the totals do not depend on which thread ran first
         self._sig_parts: list[np.ndarray | None] = [None] * len(self.chunks)
-        self._err_parts: list[tuple | None] = [None] * len(self.chunks)
+        self._err_parts: list[tuple[float, np.ndarray | None] | None] = [None] * len(self.chunks)
         self.tensor_scale: np.float32 | None = None
 
     @property
@@ -246,9 +246,9 @@ class FusedPass:
         for part in self._sig_parts:
             if part is not None:
                 self.col_sig += part
-        for part in self._err_parts:
-            if part is not None and part[1] is not None:
-                self.col_err += part[1]
+        for chunk in self._err_parts:
+            if chunk is not None and chunk[1] is not None:
+                self.col_err += chunk[1]
 
     def _amax(self) -> np.ndarray:
         """Each channel's (or the tensor's one row's) finite max |x|, 0 when empty."""
@@ -306,6 +306,7 @@ class FusedPass:
             self._add_parts()
             sig_u, n_u, err_u, big_u = self.col_sig, self.col_n, self.col_err, self.col_big
         s = self.tensor_scale
+        assert s is not None  # prepare_second() above sets it
         if not self.want_hist:
             self.tensor_out[0] = sum(p[0] for p in self._err_parts if p is not None)
         if self.want_hist:

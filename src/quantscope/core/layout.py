@@ -42,10 +42,10 @@ def granularity_of(axis: int | None, group_size: int | None) -> str:
 def param_shape(x_shape: tuple[int, ...], axis: int | None, group_size: int | None) -> tuple:
     """The shape that scale and zero point must have for this granularity (see module doc)."""
     kind = granularity_of(axis, group_size)
-    if kind == "tensor":
+    if axis is None:  # per tensor
         return ()
     ax = normalize_axis(axis, len(x_shape))
-    if kind == "channel":
+    if group_size is None:  # per channel
         return check_unit_count((x_shape[ax],), kind, len(x_shape))
     if group_size < 1:
         raise EngineValueError(f"group_size must be >= 1, got {group_size}")
@@ -67,7 +67,7 @@ def expand_params(
 ) -> np.ndarray:
     """Return ``p`` in a shape that broadcasts element by element against ``x``."""
     want = param_shape(x_shape, axis, group_size)
-    if want == ():
+    if axis is None:  # per tensor: the shape is ()
         if p.size != 1:
             raise EngineValueError(f"{what} must be a scalar without an axis, got shape {p.shape}")
         return p.reshape(())
@@ -105,8 +105,8 @@ def param_rows(
     A unit is the tensor, one channel, or one group (groups numbered in C order of the
     per-group parameter array). A ragged last group becomes a second row set.
     """
-    kind = granularity_of(axis, group_size)
-    if kind == "tensor":
+    granularity_of(axis, group_size)
+    if axis is None:  # per tensor
         s = np.asarray(scale, np.float32).reshape(1)
         z = np.asarray(zero_point, np.int32).reshape(1)
         return [RowSet(x.reshape(1, -1), s, z, np.zeros(1, np.intp))], 1
@@ -114,7 +114,7 @@ def param_rows(
     s = np.ascontiguousarray(_check_shape(np.asarray(scale, np.float32), want, "scale"))
     z = np.ascontiguousarray(_check_shape(np.asarray(zero_point, np.int32), want, "zero_point"))
     ax = normalize_axis(axis, x.ndim)
-    if kind == "channel":
+    if group_size is None:  # per channel
         x2d = np.moveaxis(x, ax, 0).reshape(x.shape[ax], -1)
         return [RowSet(x2d, s, z, np.arange(x.shape[ax]))], x.shape[ax]
     n = x.shape[ax]

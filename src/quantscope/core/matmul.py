@@ -174,6 +174,7 @@ def _exact_gemm(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, str]:
     amax = int(np.abs(a.astype(np.int32)).max()) if a.size else 0
     bmax = int(np.abs(b.astype(np.int32)).max()) if b.size else 0
     bound = k * amax * bmax
+    prod: np.ndarray  # float32, float64 or int64: whichever GEMM is exact
     if bound <= _F32_EXACT:
         prod = a.astype(np.float32) @ b.astype(np.float32)
         path = f"float32 GEMM, exact: K·max|a|·max|b| = {bound} <= 2^24"
@@ -326,7 +327,7 @@ def int8_matmul(
     za_nonzero = bool(np.any(za))
     terms = int(zb_nonzero) + int(za_nonzero) + int(zb_nonzero and za_nonzero)
 
-    empty = np.zeros(0)
+    empty: np.ndarray = np.zeros(0)
     if out_params is None:  # what the device dequantizes is the wrapped accumulator
         output = acc32.astype(np.float64) * product_scale
         real = mult = shifts = empty

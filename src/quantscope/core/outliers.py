@@ -230,7 +230,7 @@ def quantized_matmul(
     saturated = report.saturated
     if whole:  # the integer kernel requantized the whole product
         codes = out
-        output = (codes.astype(np.float64) - out_params.zero_point) * so
+        output = (codes.astype(np.float64) - zo) * so
     else:
         output = out if cols.size == 0 else out + _float16_part(a32[:, cols], w32[cols])
         if out_params is not None:  # the float sum is quantized to int8 for the next layer
@@ -242,7 +242,8 @@ def quantized_matmul(
     return MatmulLabResult(
         output=output,
         codes=codes,
-        vs_float=report.vs_float if whole else error_stats(output, y_float),
+        vs_float=(report.vs_float if whole and report.vs_float is not None
+                  else error_stats(output, y_float)),
         int8=report,
         a_params=a_params,
         w_params=w_params,

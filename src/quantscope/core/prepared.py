@@ -147,6 +147,7 @@ class Prepared:
         tot.codes[:] = st.codes_used
         tot.x_min[:] = np.where(st.n > 0, st.x_min, np.inf)
         tot.x_max[:] = np.where(st.n > 0, st.x_max, -np.inf)
+        assert st.hist is not None  # evaluate counts the codes unless told not to
         tot.hist[:] = st.hist
         return build_report(params, tot, self.x.size)
 

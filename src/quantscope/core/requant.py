@@ -33,6 +33,8 @@ the tests re-derive each rule with Python ints from the C++ text.
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
 
 from quantscope.core.validate import EngineTypeError, EngineValueError
@@ -75,6 +77,12 @@ def wrap_int32(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, dtype=np.int64).astype(np.int32)
 
 
+@overload
+def quantize_multiplier(real_multiplier: float, *,
+                        single_rounding: bool = False) -> tuple[int, int]: ...
+@overload
+def quantize_multiplier(real_multiplier: np.ndarray, *,
+                        single_rounding: bool = False) -> tuple[np.ndarray, np.ndarray]: ...
 def quantize_multiplier(
     real_multiplier: float | np.ndarray, *, single_rounding: bool = False
 ) -> tuple[int, int] | tuple[np.ndarray, np.ndarray]:

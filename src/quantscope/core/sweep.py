@@ -154,14 +154,6 @@ class ClipSweep:
                 "sqnr_db": self.sqnr_db.tolist(), "best_threshold": self.best_threshold}
 
 
-def _rule(bits: int, symmetric: bool, narrow_range, signed: bool, rounding: str,
-          arithmetic: str, lo, hi):
-    """Parameters for windows ``[lo, hi]`` (arrays) under the engine's range rules."""
-    p = params_from_range(lo, hi, symmetric=symmetric, bits=bits, narrow_range=narrow_range,
-                          signed=signed, rounding=rounding, arithmetic=arithmetic)
-    return p.scale, p.zero_point, (p.qmin, p.qmax, p.rounding, p.arithmetic)
-
-
 def unit_ranges(rows: SortedRows, symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
     """The min/max window of each row (widened to include 0; symmetric about 0 if asked)."""
     n = rows.lengths
@@ -246,9 +238,13 @@ def clip_sweep_curve(
         if ts.size == 0 or not np.isfinite(ts).all() or (ts < 0).any() or (ts > amax).any():
             raise EngineValueError(f"thresholds must lie in [0, max|x|] = [0, {amax}]")
         points = ts.size
-    rules = dict(symmetric=symmetric, bits=bits, narrow_range=narrow_range, signed=signed,
-                 rounding=rounding, arithmetic=arithmetic)
     total = points + refine
+
+    def params_at(lower, upper) -> QuantParams:
+        """The range rules' parameters for windows ``[lower, upper]`` (scalars or arrays)."""
+        return params_from_range(lower, upper, symmetric=symmetric, bits=bits,
+                                 narrow_range=narrow_range, signed=signed, rounding=rounding,
+                                 arithmetic=arithmetic, method="manual")
 
     def windows(ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ends = [window_for_threshold(float(t), x_min, x_max) for t in ts]
@@ -262,14 +258,15 @@ def clip_sweep_curve(
                 raise Cancelled
             if progress is not None:
                 progress(done / total)
-            return _measure_rows(rows, lower, upper, rules)
+            return _measure_rows(rows, lower, upper, params_at(lower, upper))
+        assert analyze_params is not None  # checked above: one way to evaluate is given
         reports = []
         for i, (lo, hi) in enumerate(zip(lower, upper, strict=True)):
             if should_stop is not None and should_stop():
                 raise Cancelled
             if progress is not None and i % 8 == 0:
                 progress((done + i) / total)
-            reports.append(analyze_params(params_from_range(lo, hi, method="manual", **rules)))
+            reports.append(analyze_params(params_at(lo, hi)))
         return _columns(reports, lower, upper)
 
     cols = measure(ts)
@@ -287,7 +284,8 @@ def clip_sweep_curve(
         symmetric=symmetric, thresholds=ts.astype(np.float64), **cols,
         best=int(np.argmin(cols["mse"])), x_min=float(x_min), x_max=float(x_max),
         optimum=optimum,
-        optimum_report=None if optimum is None else analyze_params(optimum),
+        optimum_report=(None if optimum is None or analyze_params is None
+                        else analyze_params(optimum)),
     )
 
 
@@ -306,13 +304,13 @@ def _columns(reports: list[QuantReport], lower: np.ndarray, upper: np.ndarray
     }
 
 
-def _measure_rows(rows: SortedRows, lower: np.ndarray, upper: np.ndarray, rules: dict
+def _measure_rows(rows: SortedRows, lower: np.ndarray, upper: np.ndarray, p: QuantParams
                   ) -> dict[str, np.ndarray]:
     """The same per-point arrays as :func:`_columns`, for every window in one batched exact
-    evaluation of the per-tensor sorted ``rows`` (the sums a report's would be, per window)."""
-    scale, zp, rule = _rule(rules["bits"], rules["symmetric"], rules["narrow_range"],
-                            rules["signed"], rules["rounding"], rules["arithmetic"],
-                            lower, upper)
+    evaluation of the per-tensor sorted ``rows`` (the sums a report's would be, per window);
+    ``p`` holds one scale and zero point per window."""
+    scale, zp = p.scale, p.zero_point
+    rule = (p.qmin, p.qmax, p.rounding, p.arithmetic)
     st = evaluate(rows, np.zeros(lower.size, np.intp), scale, zp, rule, want_counts=False)
     n = int(rows.lengths[0])
     denom = max(n, 1)
@@ -448,7 +446,6 @@ def mse_optimal_params(rows: SortedRows, *, qmin: int, qmax: int, symmetric: boo
             scale[:, j], zp[:, j], err[:, j] = errors_at(
                 units, np.full(n_rows, np.exp(log_f[j])), hint)
             hint = zp[:, j]
-    scale, zp = scale.ravel(), zp.ravel()
     best = np.argmin(err, axis=1)
     out_s = scale.reshape(n_rows, coarse)[np.arange(n_rows), best]
     out_z = zp.reshape(n_rows, coarse)[np.arange(n_rows), best]

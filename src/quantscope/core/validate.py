@@ -197,7 +197,7 @@ def in_memory(x: np.ndarray) -> np.ndarray:
     state): a mapped file that is rewritten in place loses its pages, and the next read kills
     the process with SIGBUS. A copy costs one pass; the crash costs the session.
     """
-    base = x
+    base: object = x  # an array, a memory map, or whatever object an array views
     while base is not None:
         if isinstance(base, np.memmap | mmap.mmap):
             return np.array(x, copy=True)

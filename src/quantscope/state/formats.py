@@ -167,14 +167,13 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
 
 def element_bits(name: str) -> int:
     """Bits of one stored element of format ``name`` (its scales not counted)."""
-    from quantscope.core.elements import ELEMENTS
-    from quantscope.core.formats import FORMAT_TABLE
+    from quantscope.core.formats import element_of
 
     if name == "int8":
         return 8
     if name.startswith("int4_"):
         return 4
-    return ELEMENTS[FORMAT_TABLE[name][1]].bits
+    return element_of(name).bits
 
 
 def candidates(bits: int, per_channel: bool = True) -> tuple[str, ...]:
