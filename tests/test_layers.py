@@ -1,6 +1,6 @@
 """The engine is a library: ``import quantscope`` must not pull in Qt, and the code base keeps
-its one direction of imports and its lint rules (checked here so the README's single test
-command covers them)."""
+its one direction of imports, its lint rules and its types (checked here so the README's single
+test command covers them)."""
 
 from __future__ import annotations
 
@@ -61,4 +61,10 @@ def test_ruff_is_clean():
 
 def test_import_layers_contract():
     out = subprocess.run([_tool("lint-imports")], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_core_and_state_type_check():
+    """mypy over the engine and the explorer's state ([tool.mypy] in pyproject.toml)."""
+    out = subprocess.run([_tool("mypy")], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -10,6 +10,7 @@ instead (:mod:`quantscope.core.direct_kernel`; the same codes and counts, bit fo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from quantscope.core.qparams import QuantParams
 from quantscope.core.quantize import BLOCK, quantize_codes_float, use_compiled
 from quantscope.core.report import QuantReport, UnitTotals, build_report
 from quantscope.core.validate import EngineValueError, as_float32
+
+if TYPE_CHECKING:  # for the annotations only: formats loads Numba, `import quantscope` must not
+    from quantscope.core.formats import FormatParams
 
 
 class _Work:
@@ -107,7 +111,7 @@ def _block(xb: np.ndarray, s: np.ndarray, z: np.ndarray, p: QuantParams, hist: n
     return out
 
 
-def analyze(x, params: QuantParams) -> QuantReport:
+def analyze(x, params: QuantParams | FormatParams) -> QuantReport:
     """Quantize ``x`` with ``params`` and report the exact error split and code usage.
 
     See :mod:`quantscope.core.report` for the definitions. NaN/inf elements are excluded and

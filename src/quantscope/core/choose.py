@@ -8,20 +8,62 @@ It sits above all three, so none of them imports back up.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from quantscope.core.calibration import calibrated_qparams
 from quantscope.core.qparams import QuantParams, params_from_range, resolve_axis, unit_min_max
 from quantscope.core.runtimes import runtime_qparams
 from quantscope.core.validate import EngineValueError, as_float32
 
+if TYPE_CHECKING:  # for the annotations only: formats loads Numba, `import quantscope` must not
+    from quantscope.core.formats import FormatParams
+    from quantscope.core.prepared import Prepared
 
+
+@overload
+def choose_qparams(
+    x,
+    *,
+    symmetric: bool = ...,
+    granularity: str = ...,
+    axis: int | None = ...,
+    group_size: int | None = ...,
+    bits: int = ...,
+    narrow_range: bool | None = ...,
+    signed: bool | None = ...,
+    method: str = ...,
+    rounding: str | None = ...,
+    arithmetic: str | None = ...,
+    runtime: str | None = ...,
+    prepared: Prepared | None = ...,
+    format: Literal["int8"] = ...,
+    **method_options: Any,
+) -> QuantParams: ...
+@overload
+def choose_qparams(
+    x,
+    *,
+    symmetric: bool = ...,
+    granularity: str = ...,
+    axis: int | None = ...,
+    group_size: int | None = ...,
+    bits: int = ...,
+    narrow_range: bool | None = ...,
+    signed: bool | None = ...,
+    method: str = ...,
+    rounding: str | None = ...,
+    arithmetic: str | None = ...,
+    runtime: str | None = ...,
+    prepared: Prepared | None = ...,
+    format: str,
+    **method_options: Any,
+) -> QuantParams | FormatParams: ...
 def choose_qparams(
     x,
     *,
     symmetric: bool = True,
     granularity: str = "tensor",
-    axis: int = 0,
+    axis: int | None = 0,
     group_size: int | None = None,
     bits: int = 8,
     narrow_range: bool | None = None,
@@ -30,10 +72,10 @@ def choose_qparams(
     rounding: str | None = None,
     arithmetic: str | None = None,
     runtime: str | None = None,
-    prepared=None,
+    prepared: Prepared | None = None,
     format: str = "int8",
-    **method_options,
-) -> QuantParams:
+    **method_options: Any,
+) -> QuantParams | FormatParams:
     """Choose parameters for ``x``: find each unit's range by ``method``, then apply the rules.
 
     Parameters

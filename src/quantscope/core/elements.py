@@ -46,6 +46,11 @@ NF4_LEVELS = np.array([
     0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0], np.float32)
 
 
+#: What the compiled loops take for an element type: kind, mbits, emin, step, max_finite,
+#: overflow, signed_zero, the lookup table's midpoints and values.
+KernelElement = tuple[int, int, int, float, float, int, bool, np.ndarray, np.ndarray]
+
+
 @dataclass(frozen=True)
 class ElementType:
     """One element type: its grid, its rounding and its overflow behaviour.
@@ -93,7 +98,7 @@ class ElementType:
     def levels(self) -> int:
         return int(self.values.size)
 
-    def params(self) -> tuple:
+    def params(self) -> KernelElement:
         """The arguments the compiled loops take for this type."""
         return (self.kind, self.mbits, self.emin, self.step, self.max_finite, self.overflow,
                 self.signed_zero, _lut_mid(self), _lut_val(self))

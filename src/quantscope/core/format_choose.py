@@ -27,6 +27,7 @@ from quantscope.core.formats import (
     mx_exponents,
 )
 from quantscope.core.layout import param_shape
+from quantscope.core.qparams import QuantParams
 from quantscope.core.validate import EngineValueError
 
 
@@ -121,8 +122,8 @@ def int_group_params(xf: np.ndarray, name: str, *, symmetric: bool, axis: int, m
 
 
 def choose_format_params(xf: np.ndarray, name: str, *, symmetric: bool, granularity: str,
-                         axis: int, method: str, saturate: bool = True, prepared=None,
-                         **options):
+                         axis: int | None, method: str, saturate: bool = True, prepared=None,
+                         **options) -> QuantParams | FormatParams:
     """Parameters for format ``name`` (not ``int8``, which stays in ``choose_qparams``).
 
     Element formats take ``granularity`` "tensor" or "channel" (along ``axis``); block and group

@@ -49,7 +49,10 @@ def element_edges(et: ElementType) -> np.ndarray:
     return np.concatenate([[-over], et.midpoints, [over]])
 
 
-def _kernel_args(p: FormatParams) -> tuple:
+def _kernel_args(p: FormatParams) -> tuple[int, int, int, float, float, int, bool, bool,
+                                           np.ndarray, np.ndarray, np.ndarray]:
+    """The element type's kernel arguments (:meth:`ElementType.params`), the saturation flag
+    and the grid of representable values, in the compiled loops' order."""
     et = p.element
     kind, mbits, emin, step, mx, overflow, signed_zero, lut_mid, lut_val = et.params()
     return (kind, mbits, emin, step, mx, overflow, signed_zero, bool(p.saturate), lut_mid,
@@ -121,7 +124,7 @@ KEPT_REPORTS = 16
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether two contiguous arrays of one dtype and shape hold the same bytes (a memcmp:
     hashing the 512K scales of a 16M-element block format took milliseconds)."""
-    return memoryview(a).cast("B") == memoryview(b).cast("B")
+    return a.data.cast("B") == b.data.cast("B")
 
 
 def _kept_report(prepared, params: FormatParams) -> QuantReport:
@@ -197,7 +200,7 @@ def mse_optimal_amax(xf: np.ndarray, name: str, *, axis: int | None, prepared,
     rows = prep.layout(ax, None)
     lo, hi = prep.min_max(ax, None)
     amax = np.maximum(-np.asarray(lo, np.float64), np.asarray(hi, np.float64)).reshape(-1)
-    probe = FormatParams(name, np.float32(1.0), saturate=saturate)
+    probe = FormatParams(name, np.ones((), np.float32), saturate=saturate)
     mx = probe.element.max_finite
 
     def errors(fractions: np.ndarray) -> np.ndarray:  # [candidates, rows]

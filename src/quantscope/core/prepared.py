@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,6 +41,9 @@ from quantscope.core.validate import (
     check_params_fit,
     check_points,
 )
+
+if TYPE_CHECKING:  # for the annotations only: formats loads Numba, `import quantscope` must not
+    from quantscope.core.formats import FormatParams
 
 #: ``progress(fraction, stage)``: how far a preparation is (0 to 1) and what it does now. An
 #: exception raised by it stops the preparation (that is how a caller cancels).
@@ -114,7 +118,7 @@ class Prepared:
                                                       n_units, progress)
         return self._layouts[key]
 
-    def analyze(self, params: QuantParams) -> QuantReport:
+    def analyze(self, params: QuantParams | FormatParams) -> QuantReport:
         """The report :func:`~quantscope.core.analyze.analyze` gives for ``(x, params)``."""
         if not isinstance(params, QuantParams):
             from quantscope.core.formats import FormatParams

@@ -209,7 +209,7 @@ def unit_min_max(x: np.ndarray, axis: int | None, group_size: int | None
     return lo.reshape(shape), hi.reshape(shape), n_bad
 
 
-def resolve_axis(granularity: str, axis: int, group_size: int | None
+def resolve_axis(granularity: str, axis: int | None, group_size: int | None
                  ) -> tuple[int | None, int | None]:
     """Map the user-facing granularity name to the (axis, group_size) pair the engine uses."""
     check_choice(granularity, GRANULARITIES, "granularity")

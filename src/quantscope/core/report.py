@@ -15,10 +15,14 @@ Definitions (shared by the direct pass and the fast prepared path, which must ag
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from quantscope.core.qparams import QuantParams
+
+if TYPE_CHECKING:  # for the annotations only: formats loads Numba, `import quantscope` must not
+    from quantscope.core.formats import FormatParams
 
 
 def sqnr_db(signal_sum_sq, error_sum_sq):
@@ -58,7 +62,7 @@ class UnitStats:
 class QuantReport:
     """Exact error split and code usage of one quantization of one tensor (see module doc)."""
 
-    params: QuantParams
+    params: QuantParams | FormatParams
     n: int
     n_nonfinite: int
     mse: float
@@ -142,7 +146,8 @@ class UnitTotals:
         self.hist = np.zeros(levels, np.int64)
 
 
-def build_report(params: QuantParams, tot: UnitTotals, size: int) -> QuantReport:
+def build_report(params: QuantParams | FormatParams, tot: UnitTotals, size: int
+                 ) -> QuantReport:
     """The report of ``params`` over a tensor of ``size`` elements from its unit totals (NaN and
     infinities are the elements the totals did not count)."""
     n = int(tot.n.sum())

@@ -15,16 +15,19 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quantscope.core import QuantParams, QuantReport, choose_qparams, params_from_range
+from quantscope.core import Prepared, QuantParams, QuantReport, choose_qparams, params_from_range
 from quantscope.core.qparams import unit_min_max
 from quantscope.errors import QuantscopeError
 from quantscope.state.axes import units
 from quantscope.state.errors import SettingsError
 from quantscope.state.settings import PANES, Settings
+
+if TYPE_CHECKING:  # for the annotations only: formats loads Numba, a report must not
+    from quantscope.core.formats import FormatParams
 
 
 def unit_range(x: np.ndarray, axis: int | None, group_size: int | None,
@@ -42,7 +45,8 @@ def unit_range(x: np.ndarray, axis: int | None, group_size: int | None,
 
 
 def pane_params(x: np.ndarray, pane: str, settings: Settings,
-                ranges: dict | None = None, prepared=None) -> QuantParams:
+                ranges: dict | None = None, prepared: Prepared | None = None
+                ) -> QuantParams | FormatParams:
     """The parameters of one pane: the one mapping from (tensor, settings) to numbers.
 
     The window's panes, its views and ``quantscope report`` all come through here. Ranges go
@@ -92,8 +96,8 @@ def pane_params(x: np.ndarray, pane: str, settings: Settings,
                                  **common)
     method = "minmax" if settings.method == "manual" else settings.method
     if method == "minmax" and settings.runtime is None:
-        lo, hi = unit_range(x, axis, group, ranges)
-        return params_from_range(lo, hi, axis=axis, group_size=group,
+        mins, maxs = unit_range(x, axis, group, ranges)
+        return params_from_range(mins, maxs, axis=axis, group_size=group,
                                  rounding=settings.rounding, method="minmax", **common)
     options = {"percentile": settings.percentile} if method == "percentile" else {}
     kw = dict(granularity=granularity, axis=0 if axis is None else axis, group_size=group,
@@ -127,7 +131,8 @@ def applied_settings(shape: tuple[int, ...], settings: Settings,
         "groups": u.n_units if u.kind == "group" and not u.refusal else None,
         "last_group": u.last_group, "method": method,
         "percentile": settings.percentile if method == "percentile" else None,
-        "manual_clip": list(settings.manual_clip) if manual else None,
+        "manual_clip": (list(settings.manual_clip)
+                        if manual and settings.manual_clip is not None else None),
         "preset": preset, "bits": settings.bits,
         "rounding": settings.rounding if preset is None else "by preset",
         "narrow_range": settings.narrow_range, "notes": notes,
@@ -174,7 +179,8 @@ def _rounding_of(params) -> str | None:
     return p.rounding if p is not None else None
 
 
-def analyze_with(x: np.ndarray, prepared, params: QuantParams) -> QuantReport:
+def analyze_with(x: np.ndarray, prepared: Prepared | None, params: QuantParams | FormatParams
+                 ) -> QuantReport:
     """The one place that picks the fast exact path or the direct pass (same numbers)."""
     if prepared is not None:
         return prepared.analyze(params)
@@ -190,7 +196,7 @@ class ComputeRequest:
     generation: int
     tensor: np.ndarray
     settings: Settings
-    prepared: object | None = None
+    prepared: Prepared | None = None
     panes: tuple[str, ...] = PANES
     ranges: dict | None = None  # per-unit min/max memo shared by requests on this tensor
     reports: dict | None = None  # params fingerprint -> report, shared likewise
@@ -227,9 +233,9 @@ def compute_reports(request: ComputeRequest,
             params = pane_params(request.tensor, pane, request.settings, request.ranges,
                                  request.prepared)
             key = params_key(params) if cache is not None else None
-            hit = cache.get(key) if key is not None else None
+            hit = cache.get(key) if cache is not None and key is not None else None
             reports[pane] = hit or analyze_with(request.tensor, request.prepared, params)
-            if key is not None and hit is None:
+            if cache is not None and key is not None and hit is None:
                 if len(cache) >= REPORT_CACHE_SIZE:
                     cache.pop(next(iter(cache)))  # oldest first (dicts keep insertion order)
                 cache[key] = reports[pane]
@@ -269,7 +275,7 @@ def compute_reports(request: ComputeRequest,
 REPORT_CACHE_SIZE = 64
 
 
-def params_key(params: QuantParams):
+def params_key(params: QuantParams | FormatParams) -> tuple | None:
     """A hashable fingerprint of every field of ``params`` (arrays by shape, dtype and bytes),
     or None when a field cannot be fingerprinted (then the report is simply not cached)."""
     def freeze(v):
@@ -324,6 +330,8 @@ def _warm_layout(request: ComputeRequest) -> bool:
     s = request.settings
     u = units(request.tensor.shape, s.axis, s.group_size)
     if u.refusal:
+        return False
+    if request.prepared is None:
         return False
     try:
         request.prepared.layout(u.engine_axis, u.group_size)

@@ -16,11 +16,12 @@ do) and call its methods; none of them computes a number. That keeps three promi
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 from psygnal import Signal
 
-from quantscope.core import QuantParams, QuantReport
+from quantscope.core import Prepared, QuantParams, QuantReport
 from quantscope.core.validate import in_memory
 from quantscope.state.axes import ROLES, AxisChoice, choose_axis
 from quantscope.state.compute import (
@@ -33,6 +34,9 @@ from quantscope.state.compute import (
 from quantscope.state.errors import SettingsError
 from quantscope.state.settings import PANES, Settings
 from quantscope.state.source import Source, TensorOverview, tensor_problem
+
+if TYPE_CHECKING:  # for the annotations only: formats loads Numba, a report must not
+    from quantscope.core.formats import FormatParams
 
 
 class ExplorerState:
@@ -68,7 +72,7 @@ class ExplorerState:
         self.settings: Settings = (settings or Settings()).check()
         self.results: dict[str, QuantReport] = {}
         self.errors: dict[str, str] = {}
-        self.prepared: object | None = None
+        self.prepared: Prepared | None = None
         self.overview: TensorOverview | None = None
         self.generation = 0
         #: The channel axis of the current tensor and the rule that chose it (shown).
@@ -80,7 +84,7 @@ class ExplorerState:
         self.cache_reports = cache_reports
 
     # -- inputs ---------------------------------------------------------------------------
-    def set_tensor(self, x, source: Source | None = None, *, prepared: object | None = None,
+    def set_tensor(self, x, source: Source | None = None, *, prepared: Prepared | None = None,
                    overview: TensorOverview | None = None, checked: bool = False,
                    settings: Settings | None = None) -> bool:
         """Install a new tensor; refuse empty, 0-d, non-numeric or all-NaN/inf input.
@@ -168,7 +172,7 @@ class ExplorerState:
             return next((w for w in windows if w is not None), None)
         for pane in ("asymmetric/tensor", "symmetric/tensor"):
             rep = self.results.get(pane)
-            if rep is not None:
+            if rep is not None and isinstance(rep.params, QuantParams):  # the int panes'
                 return clip_window(rep.params)
         return None
 
@@ -177,7 +181,7 @@ class ExplorerState:
         shape = self.tensor.shape if self.tensor is not None else (0,)
         return applied_settings(shape, self.settings, self.axis_choice.rule)
 
-    def set_prepared(self, tensor: np.ndarray, prepared: object | None,
+    def set_prepared(self, tensor: np.ndarray, prepared: Prepared | None,
                      overview: TensorOverview | None) -> bool:
         """Install the preparation computed (off-thread) for ``tensor``; ignored if stale."""
         if tensor is not self.tensor:
@@ -216,7 +220,7 @@ class ExplorerState:
         self.results, self.errors = {}, {}
 
     # -- computing ------------------------------------------------------------------------
-    def params_for(self, pane: str) -> QuantParams:
+    def params_for(self, pane: str) -> QuantParams | FormatParams:
         """The parameters ``pane`` uses for the current tensor and settings."""
         if self.tensor is None:
             raise SettingsError("no tensor loaded")

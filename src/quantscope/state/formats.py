@@ -99,6 +99,7 @@ def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
         axis = u.engine_axis
     if method == "manual":
         p = choose_qparams(x, format=name, granularity=gran, axis=axis, prepared=prepared)
+        assert isinstance(p, FormatParams)  # an element format's parameters
         if settings.manual_clip is None:
             return p
         cap = max(abs(settings.manual_clip[0]), abs(settings.manual_clip[1]))

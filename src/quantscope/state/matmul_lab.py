@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
@@ -109,8 +110,19 @@ def scheme_w(symmetric: bool, per_channel: bool, rounding: str) -> dict:
     return s
 
 
+@overload
+def _frozen(scheme: dict) -> tuple: ...
+@overload
+def _frozen(scheme: None) -> None: ...
 def _frozen(scheme: dict | None) -> tuple | None:
     return None if scheme is None else tuple(sorted(scheme.items()))
+
+
+def _shape(spec: Operand) -> tuple[int, int]:
+    """A generated operand's [rows, cols] (refused for an operand built without one)."""
+    if spec.shape is None:
+        raise OperandError(f"generated operand {spec.name!r} has no shape")
+    return spec.shape
 
 
 @dataclass(frozen=True)
@@ -119,8 +131,8 @@ class LabRequest:
 
     a: Operand = REAL_A
     w: Operand = REAL_W
-    a_scheme: tuple | None = _frozen(dict(DEFAULT_ACTIVATION_SCHEME))
-    w_scheme: tuple | None = _frozen(dict(DEFAULT_WEIGHT_SCHEME))
+    a_scheme: tuple = _frozen(dict(DEFAULT_ACTIVATION_SCHEME))
+    w_scheme: tuple = _frozen(dict(DEFAULT_WEIGHT_SCHEME))
     out_scheme: tuple | None = _frozen(dict(DEFAULT_OUTPUT_SCHEME))
     alpha: float | None = None
     threshold: float | None = None
@@ -169,7 +181,7 @@ def load_operand(spec: Operand) -> np.ndarray:
         elif spec.kind == "file":
             x, _ = load_for_analysis(spec.name, spec.tensor)
         elif spec.kind == "generator":
-            rows, cols = spec.shape
+            rows, cols = _shape(spec)
             shape = (cols, rows) if spec.transpose else (rows, cols)
             x = generate(spec.name, shape, seed=spec.seed)
         else:
@@ -276,7 +288,8 @@ def _finite(values: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(values), values, np.nan)
 
 
-def _per_channel(result: MatmulLabResult, plain: MatmulLabResult) -> tuple[np.ndarray, ...]:
+def _per_channel(result: MatmulLabResult, plain: MatmulLabResult
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per-channel SQNR of both results, in channel order and sorted (worst first)."""
     now = _finite(result.vs_float.sqnr_db_per_channel)
     before = _finite(plain.vs_float.sqnr_db_per_channel)
@@ -287,7 +300,7 @@ def _with_k(spec: Operand, side: str, k: int | None) -> Operand:
     """The generated spec with its K replaced by the fixed side's (A: columns, W: rows)."""
     if k is None:
         return spec
-    rows, cols = spec.shape
+    rows, cols = _shape(spec)
     return Operand(spec.kind, spec.name, spec.tensor,
                    (rows, k) if side == "A" else (k, cols), spec.seed, spec.transpose)
 

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import math
+from typing import Any
 
 from quantscope.state.model_scan import ModelRow
 from quantscope.state.settings import Settings
@@ -28,10 +29,11 @@ def _json_number(value: float | None) -> float | str | None:
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
-def row_record(row: ModelRow, rank_: int | None = None, sharded: bool = False) -> dict:
+def row_record(row: ModelRow, rank_: int | None = None, sharded: bool = False
+               ) -> dict[str, Any]:
     """One row as the JSON/CSV record (also what the window exports)."""
     f, info = row.figures, row.info
-    record = {
+    record: dict[str, Any] = {  # JSON values: numbers, strings, lists, objects or null
         "name": row.name,
         "shape": list(info.shape) if info else None,
         "dtype": info.dtype if info else None,

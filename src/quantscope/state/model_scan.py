@@ -256,6 +256,7 @@ class ModelScan:
     # -- planning -------------------------------------------------------------------------------
     def _fused_for(self, row: ModelRow) -> FusedPass | None:
         info = row.info
+        assert info is not None  # a pending row was listed with its tensor's info
         if self.rules is None or raw_dtype(info.dtype) is None:
             return None
         axis = channel_axis(row, self.axis)
@@ -266,6 +267,7 @@ class ModelScan:
     def _passes(self, row: ModelRow) -> int:
         """Reads of the data a row takes (for the progress), without building its pass."""
         info = row.info
+        assert info is not None  # a pending row was listed with its tensor's info
         if self.rules is None or raw_dtype(info.dtype) is None:
             return 1
         axis = fused_axis(info.shape, channel_axis(row, self.axis))
@@ -277,6 +279,7 @@ class ModelScan:
             fused = self._fused_for(row)
             reader = None
             if fused is not None:
+                assert row.info is not None  # _fused_for read it
                 reader = RawTensor(_path(row), row.info, self._headers)
                 if not reader.layout_ok:
                     reader.close()
@@ -340,11 +343,14 @@ class ModelScan:
                     self._engine(work)
                     nbytes = row.nbytes * work.passes
                 elif chunk >= 0:
-                    a, b = work.fused.chunks[chunk]
-                    raw = self._buffer(work.fused.raw_dtype, b - a)
-                    work.reader.read_into(a, raw)
-                    (work.fused.first if phase == 0 else work.fused.second)(chunk, raw)
-                    nbytes = (b - a) * row.info.numpy_dtype.itemsize
+                    fused, reader, info = work.fused, work.reader, row.info
+                    # chunks are queued only for a tensor read by a fused pass
+                    assert fused is not None and reader is not None and info is not None
+                    a, b = fused.chunks[chunk]
+                    raw = self._buffer(fused.raw_dtype, b - a)
+                    reader.read_into(a, raw)
+                    (fused.first if phase == 0 else fused.second)(chunk, raw)
+                    nbytes = (b - a) * info.numpy_dtype.itemsize
             except QuantscopeError as exc:
                 work.failed = str(exc)
             except MemoryError:
@@ -354,10 +360,11 @@ class ModelScan:
             work.out -= 1
             last = work.out == 0
             if last and work.failed is None and phase == 0 and work.passes == 2:
-                work.fused.prepare_second()
-                self._tasks.extendleft((work, 1, i) for i in
-                                       reversed(range(len(work.fused.chunks))))
-                work.out = len(work.fused.chunks)
+                fused = work.fused
+                assert fused is not None  # two passes are a fused pass's
+                fused.prepare_second()
+                self._tasks.extendleft((work, 1, i) for i in reversed(range(len(fused.chunks))))
+                work.out = len(fused.chunks)
                 last = False
             done = self._work_done
         if self._on_progress is not None and nbytes:
@@ -384,7 +391,11 @@ class ModelScan:
             done = dataclasses.replace(row, status=ERROR, reason=work.failed)
         else:
             try:
-                figures = work.result or work.fused.result()
+                if work.result is not None:  # the engine's pass
+                    figures = work.result
+                else:  # a fused pass's chunks are all in
+                    assert work.fused is not None
+                    figures = work.fused.result()
             except QuantscopeError as exc:
                 figures, done = None, dataclasses.replace(row, status=ERROR, reason=str(exc))
             if figures is not None:

@@ -15,7 +15,8 @@ from quantscope.state.errors import SettingsError, short_repr
 PANES = ("symmetric/tensor", "symmetric/channel", "asymmetric/tensor", "asymmetric/channel")
 METHODS = ("minmax", "percentile", "mse", "entropy", "manual")
 #: Runtime presets (None: the engine's own rules) and what each reproduces.
-RUNTIME_DESCRIPTIONS = {None: "the engine's own rules (the controls decide)", **PRESETS}
+RUNTIME_DESCRIPTIONS: dict[str | None, str] = {None: "the engine's own rules (the controls decide)"}
+RUNTIME_DESCRIPTIONS.update(PRESETS)
 RUNTIMES = tuple(RUNTIME_DESCRIPTIONS)
 #: ``code_range`` option values (command line, ``view(code_range=...)``) ->
 #: ``Settings.narrow_range`` (None: narrow for symmetric, full for asymmetric).
