@@ -153,7 +153,7 @@ def bits_float32(typingctx, u):
 
     def codegen(context, builder, signature, args):
         low = args[0]
-        if u.bitwidth > 32:
+        if u.bitwidth > 32:  # type: ignore[attr-defined]  # Numba's stubs lack Integer.bitwidth
             low = builder.trunc(low, ir.IntType(32))
         return builder.bitcast(low, ir.FloatType())
 
