@@ -1,4 +1,5 @@
-"""Loading real tensor files safely: ``.npy``, ``.npz`` and ``.safetensors``.
+"""Loading real tensor files safely: ``.npy``, ``.npz`` and ``.safetensors`` (and writing what
+the front ends save: :mod:`~quantscope.io.writing`, :mod:`~quantscope.io.archive`).
 
 Every loader validates the whole header before touching data, never unpickles, and reports any
 problem as a one-line ``TensorFileError`` naming the file. Data for analysis is read into
