@@ -1,6 +1,6 @@
 """Turning a tensor and settings into the four panes' reports: pure functions, any thread.
 
-:func:`compute_reports` is what the window's worker runs on an immutable
+:func:`compute_reports` is what the window's compute job runs on an immutable
 :class:`ComputeRequest`; memo dictionaries travel with the request (one per tensor) so unit
 ranges and reports already computed are not recomputed on the next slider step.
 """
@@ -208,14 +208,18 @@ class ComputeResult:
 
 
 def compute_reports(request: ComputeRequest,
-                    on_partial: Callable[[ComputeResult], None] | None = None) -> ComputeResult:
+                    on_partial: Callable[[ComputeResult], None] | None = None,
+                    beside: Beside | None = None) -> ComputeResult:
     """Run the engine for every pane of ``request``: a pure function, callable from any thread.
 
     A pane whose settings the engine refuses (e.g. per-channel on a 1-element axis with a
     runtime that forbids it) gets an error message instead of a report; the others still
     compute, so one odd pane never blanks the window. When the per-channel panes run on their
     own threads, ``on_partial`` receives the per-tensor panes (ready in about a millisecond)
-    while they do, so the window can draw those meanwhile.
+    while they do, so the window can draw those meanwhile. ``beside(fns)`` starts those
+    threads' work and returns the function that waits for it: the scheduler's helpers
+    (:meth:`quantscope.state.scheduler.JobContext.beside`) in the window; without it, threads
+    made for this call and joined before it returns.
     """
     reports: dict[str, QuantReport] = {}
     errors: dict[str, str] = {}
@@ -241,9 +245,8 @@ def compute_reports(request: ComputeRequest,
     if big and len(units) > 1 and PARALLEL_CORES and _warm_layout(request):
         # the per-channel reports dominate (60+ ms each at 16M); the engine's kernel releases
         # the GIL, so the two run side by side while this thread does the rest
-        with ThreadPoolExecutor(len(units), thread_name_prefix="quantscope-pane",
-                                initializer=lower_thread_priority) as pool:
-            futures = [pool.submit(one, p) for p in units]
+        wait = (beside or _threads_beside)([functools.partial(one, p) for p in units])
+        try:
             for pane in request.panes:
                 if pane not in units:
                     one(pane)
@@ -253,14 +256,34 @@ def compute_reports(request: ComputeRequest,
                     request.generation, request.settings,
                     {p: reports[p] for p in ready if p in reports},
                     {p: errors[p] for p in ready if p in errors}, complete=False))
-            for f in futures:
-                f.result()
+        finally:
+            wait()  # never return (or raise) while the unit panes still run
     else:
         for pane in request.panes:
             one(pane)
     order = {p: i for i, p in enumerate(request.panes)}
     return ComputeResult(request.generation, request.settings,
                          dict(sorted(reports.items(), key=lambda kv: order[kv[0]])), errors)
+
+
+#: ``beside(fns) -> wait``: run ``fns`` on other threads; ``wait()`` gives their results.
+Beside = Callable[[list[Callable[[], object]]], Callable[[], list]]
+
+
+def _threads_beside(fns: list[Callable[[], object]]) -> Callable[[], list]:
+    """``beside`` for a caller without a scheduler: a thread per function, joined by
+    ``wait()``."""
+    pool = ThreadPoolExecutor(len(fns), thread_name_prefix="quantscope-pane",
+                              initializer=lower_thread_priority)
+    futures = [pool.submit(fn) for fn in fns]
+
+    def wait() -> list:
+        try:
+            return [f.result() for f in futures]
+        finally:
+            pool.shutdown(wait=True)
+
+    return wait
 
 
 #: Reports remembered per tensor: dragging a slider back over positions already seen, or a

@@ -20,9 +20,9 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from quantscope.core.bitwidth import BIT_WIDTHS, BitwidthCurve, bitwidth_curve, ideal_line
 from quantscope.errors import Cancelled
+from quantscope.gui.jobs import Jobs, Lane
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
-from quantscope.gui.views._jobs import LatestJob
 from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.state import PANES, ExplorerState, Settings, analyze_with, pane_params, pane_title
 
@@ -60,7 +60,8 @@ class BitwidthView(QWidget):
 
     themed = True
 
-    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None):
+    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None, *,
+                 jobs: Jobs | None = None):
         super().__init__(parent)
         self.setObjectName("bitwidthView")
         layout = QVBoxLayout(self)
@@ -89,7 +90,7 @@ class BitwidthView(QWidget):
         self.plot.addItem(self.current, ignoreBounds=True)
         self.data: dict[str, BitwidthCurve] = {}
         self.state: ExplorerState | None = None
-        self.job = LatestJob(self)
+        self.job = Lane("view:bitwidth", jobs, self)
         self.job.finished.connect(self._on_curves_ready)
         self.job.failed.connect(lambda msg: self.summary.setText(f"failed: {msg}"))
         self._key: Settings | None = None
@@ -138,7 +139,7 @@ class BitwidthView(QWidget):
 
     def _on_state_results_changed(self) -> None:
         if self._stale and self.state is not None and self.state.results:
-            self._request(delay_ms=250)  # when the hand rests (see LatestJob.submit)
+            self._request(delay_ms=250)  # when the hand rests (see Lane.submit)
 
     @staticmethod
     def _curve_key(settings: Settings) -> Settings:
@@ -166,8 +167,7 @@ class BitwidthView(QWidget):
         x, prepared, settings = self.state.tensor, self.state.prepared, self.state.settings
         key = self._curve_key(settings)
         self.summary.setText("computing SQNR at 2–8 bits…")
-        job = self.job
-        self.job.submit(lambda: (key, _curves_for(x, prepared, settings, job.stale)),
+        self.job.submit(lambda ctx: (key, _curves_for(x, prepared, settings, ctx.stale)),
                         delay_ms=delay_ms)
 
     def showEvent(self, event) -> None:

@@ -48,10 +48,11 @@ class ViewsController(QObject):
         super().__init__(window)
         self.window = window
         state = window.state
-        self.tradeoff = TradeoffView(state)
+        jobs = window.jobs  # one scheduler: the window's
+        self.tradeoff = TradeoffView(state, jobs=jobs)
         self.channels = ChannelsView(state)
-        self.bitwidth = BitwidthView(state)
-        self.formats = FormatsView(state)
+        self.bitwidth = BitwidthView(state, jobs=jobs)
+        self.formats = FormatsView(state, jobs=jobs)
         self.views: dict[str, QWidget] = {"Trade-off": self.tradeoff,
                                           "Channels": self.channels,
                                           "Bit width": self.bitwidth,
@@ -143,7 +144,7 @@ class ViewsController(QObject):
         """Load and apply a session file; a bad one raises and changes nothing."""
         from quantscope.gui.session import apply_session, load_session
 
-        # the source is listed and checked in the window's worker, as it loads
+        # the source is listed and checked in the window's load job, as it loads
         apply_session(self.window, load_session(path, check_source=False))
 
     def _guarded(self, fn, *args) -> None:
@@ -297,7 +298,7 @@ def install_views(window) -> ViewsController:
     controller = ViewsController(window)
     window.views_controller = controller
     # the integer matmul lab: its own operands, not the explorer's tensor
-    controller.views["Matmul"] = MatmulView(window.state)
+    controller.views["Matmul"] = MatmulView(window.state, jobs=window.jobs)
     window.add_view("Matmul", controller.views["Matmul"])
     controller.views["Mapping"] = MappingView()  # the worked example, live
     window.add_view("Mapping", controller.views["Mapping"])

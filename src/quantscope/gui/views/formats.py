@@ -17,9 +17,9 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from quantscope.core.bitwidth import DB_PER_BIT
+from quantscope.gui.jobs import Jobs, Lane
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
-from quantscope.gui.views._jobs import LatestJob
 from quantscope.state import ExplorerState
 from quantscope.state.formats import FormatPoint, format_points, format_title
 
@@ -48,7 +48,8 @@ class FormatsView(QWidget):
 
     themed = True
 
-    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None):
+    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None, *,
+                 jobs: Jobs | None = None):
         super().__init__(parent)
         self.setObjectName("formatsView")
         layout = QVBoxLayout(self)
@@ -70,7 +71,7 @@ class FormatsView(QWidget):
         self.labels: list[pg.TextItem] = []
         self.data: list[FormatPoint] = []
         self.state: ExplorerState | None = None
-        self.job = LatestJob(self)
+        self.job = Lane("view:formats", jobs, self)
         self.job.finished.connect(self._on_points_ready)
         self.job.failed.connect(lambda msg: self.summary.setText(f"failed: {msg}"))
         self._dirty = True
@@ -127,10 +128,10 @@ class FormatsView(QWidget):
             return
         self._dirty = False
         x, prepared, settings = st.tensor, st.prepared, st.settings
-        job = self.job
         self.summary.setText("computing every format…")
-        job.submit(lambda: (settings, format_points(x, prepared, settings,
-                                                    should_stop=job.stale)), delay_ms=delay_ms)
+        self.job.submit(lambda ctx: (settings, format_points(x, prepared, settings,
+                                                             should_stop=ctx.stale)),
+                        delay_ms=delay_ms)
 
     def showEvent(self, event) -> None:
         super().showEvent(event)

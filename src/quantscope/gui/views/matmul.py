@@ -5,7 +5,8 @@ generator, or a file --, each side's scheme, the output and the requantization (
 reference single rounding, XNNPACK's float32 path or gemmlowp's double rounding), then drag
 SmoothQuant's α and LLM.int8()'s threshold. Every control change becomes one immutable
 :class:`~quantscope.state.matmul_lab.LabRequest`, coalesced over 40 ms and run in the view's
-one :class:`~quantscope.gui.views._jobs.LatestJob` (generation stamps; stale results dropped).
+one :class:`~quantscope.gui.jobs.Lane` of the window's scheduler (generation stamps; stale
+results dropped).
 The result of :func:`quantscope.core.outliers.quantized_matmul` is drawn as it is: the big
 numbers are :func:`~quantscope.state.matmul_lab.display_text` of it, the plots its error
 array and per-channel SQNR, with the plain path (no fix) as a grey ghost for comparison.
@@ -32,8 +33,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from quantscope.gui.jobs import Jobs, Lane
 from quantscope.gui.theme import Theme, current_theme, style_plot
-from quantscope.gui.views._jobs import LatestJob
 from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.gui.views.matmul_controls import LabControls
 from quantscope.state.matmul_lab import (
@@ -65,12 +66,13 @@ class MatmulView(QWidget):
     outcome_changed = Signal(object)
     error_shown = Signal(str)
 
-    def __init__(self, state=None, parent: QWidget | None = None) -> None:
+    def __init__(self, state=None, parent: QWidget | None = None, *,
+                 jobs: Jobs | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("matmulView")
         self.outcome: LabOutcome | None = None
         self.cache = LabCache()
-        self.job = LatestJob(self)
+        self.job = Lane("view:matmul", jobs, self)
         self.job.finished.connect(self._on_outcome)
         self.job.failed.connect(self._on_failed)
         self.timer = QTimer(self)
@@ -245,7 +247,7 @@ class MatmulView(QWidget):
         Not restarted on every change: a slider dragged continuously emits every few ms, and
         a restarted timer would only fire once the hand stops. Armed once, it fires 40 ms
         after the first change and reads the controls *then*, so a burst of changes becomes
-        one request and a drag updates ~25 times a second (the LatestJob drops stale ones).
+        one request and a drag updates ~25 times a second (the lane drops stale ones).
         """
         if user:
             self._clear_error()
@@ -268,7 +270,7 @@ class MatmulView(QWidget):
         self._dirty = False
         req = self._pending_request = self.request()
         cache = self.cache
-        self.job.submit(lambda: cache.run(req))
+        self.job.submit(lambda ctx: cache.run(req))
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -383,7 +385,7 @@ class MatmulView(QWidget):
 
     # -- lifetime -----------------------------------------------------------------------------
     def shutdown(self) -> None:
-        """Stop the debounce timer and join the worker (no thread outlives the view)."""
+        """Stop the debounce timer and join the view's job (no work outlives the view)."""
         self.timer.stop()
         self.job.shutdown()
 

@@ -35,9 +35,9 @@ from quantscope.core.captions import finite_range
 from quantscope.core.explain import clip_threshold, threshold_sides
 from quantscope.core.formatting import fmt_db, fmt_value
 from quantscope.core.sweep import ClipSweep, clip_sweep_curve
+from quantscope.gui.jobs import Jobs, Lane
 from quantscope.gui.style import reserve_lines, summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
-from quantscope.gui.views._jobs import LatestJob
 from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.state import ExplorerState, Settings, analyze_with
 
@@ -45,7 +45,7 @@ SCHEMES = (("symmetric", True), ("asymmetric", False))
 #: Sweep resolution with the fast prepared path; the direct pass gets fewer points on big
 #: tensors so a sweep stays around a second.
 POINTS_PREPARED = 128
-#: Quiet time after the panes' last update before a sweep starts (see LatestJob.submit).
+#: Quiet time after the panes' last update before a sweep starts (see Lane.submit).
 SETTLE_MS = 250
 DIRECT_BUDGET = 40_000_000  # elements x points
 
@@ -187,7 +187,8 @@ class TradeoffView(QWidget):
 
     themed = True
 
-    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None):
+    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None, *,
+                 jobs: Jobs | None = None):
         super().__init__(parent)
         self.setObjectName("tradeoffView")
         layout = QVBoxLayout(self)
@@ -220,7 +221,7 @@ class TradeoffView(QWidget):
             self.plots[name].current.sigDragged.connect(
                 lambda line, n=name: self._on_marker_moved(n, line))
         self.state: ExplorerState | None = None
-        self.job = LatestJob(self)
+        self.job = Lane("view:tradeoff", jobs, self)
         self.job.finished.connect(self._on_sweeps_ready)
         self.job.failed.connect(self._on_sweeps_failed)
         self.job.progress.connect(
@@ -294,13 +295,11 @@ class TradeoffView(QWidget):
         key = self._key(settings)
         points = sweep_points(x.size, prepared is not None)
 
-        job = self.job
+        def work(ctx) -> tuple[tuple, dict[str, ClipSweep]]:
+            def yield_and_check() -> bool:
+                time.sleep(0)  # hand the interpreter to the GUI thread between sweep points
+                return ctx.stale()
 
-        def yield_and_check() -> bool:
-            time.sleep(0)  # hand the interpreter to the GUI thread between sweep points
-            return job.stale()
-
-        def work() -> tuple[tuple, dict[str, ClipSweep]]:
             lo, hi = (ov.min, ov.max) if ov is not None else finite_range(x)
             sweeps = {}
             for k, (name, sym) in enumerate(SCHEMES):
@@ -314,7 +313,7 @@ class TradeoffView(QWidget):
                     bits=settings.bits, narrow_range=settings.narrow_range,
                     rounding=settings.rounding, points=points, should_stop=yield_and_check,
                     refine=24 if prepared is not None else 6,
-                    progress=lambda f, k=k: job.report_progress((k + f) / len(SCHEMES)),
+                    progress=lambda f, k=k: ctx.progress((k + f) / len(SCHEMES)),
                     optimum=optimum)
             return key, sweeps
 
