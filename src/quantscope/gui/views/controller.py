@@ -37,8 +37,7 @@ class StackedViews(QSplitter):
             self.addWidget(view)
 
     def is_ready(self) -> bool:
-        return all(getattr(self.widget(i), "is_ready", lambda: True)()
-                   for i in range(self.count()))
+        return all(self.widget(i).is_ready() for i in range(self.count()))
 
 
 class ViewsController(QObject):
@@ -272,8 +271,7 @@ class ViewsController(QObject):
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             QApplication.processEvents()
-            jobs = [getattr(v, "job", None) for v in self.views.values()]
-            busy = [j for j in jobs if j is not None and j.busy]
+            busy = [v.job for v in self.views.values() if v.job is not None and v.job.busy]
             if not busy:
                 QApplication.processEvents()  # deliver the last queued results
                 return
@@ -281,11 +279,9 @@ class ViewsController(QObject):
                 job.wait(0.05)
 
     def shutdown(self) -> None:
-        """Join the views' background jobs (no thread outlives the window)."""
+        """Stop the views' work (no job outlives the window)."""
         for view in self.views.values():
-            job = getattr(view, "job", None)
-            if job is not None:
-                job.shutdown()
+            view.shutdown()
 
     def eventFilter(self, obj, event) -> bool:
         if obj is self.window and event.type() == QEvent.Type.Close:

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 from quantscope.gui.jobs import Jobs, Lane
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._legend import fit_columns, legend_below
+from quantscope.gui.views.lifecycle import View
 from quantscope.gui.views.matmul_controls import LabControls
 from quantscope.state.matmul_lab import (
     REAL_A,
@@ -59,10 +60,12 @@ DETAILS = {"sqnr": ("sqnr_plain", "max_error"), "headroom": ("accumulator", "saf
            "outliers": ("outliers_detail",)}
 
 
-class MatmulView(QWidget):
-    """The Matmul lab (see the module docstring). ``outcome`` is the last result shown."""
+class MatmulView(View):
+    """The Matmul lab (see the module docstring). ``outcome`` is the last result shown.
 
-    themed = True
+    It follows its own controls, not the explorer's state: a control change arms the
+    debounce timer, which builds the :class:`LabRequest` and submits it (when on screen)."""
+
     outcome_changed = Signal(object)
     error_shown = Signal(str)
 
@@ -81,7 +84,6 @@ class MatmulView(QWidget):
         self.timer.timeout.connect(self._submit)
         self._good: tuple[Operand, Operand] = (REAL_A, REAL_W)
         self._pending_request: LabRequest | None = None
-        self._dirty = True
         self._chan_pens: dict = {}
         self._build()
         self.apply_theme(current_theme())
@@ -263,11 +265,13 @@ class MatmulView(QWidget):
         and shows the reason."""
         self.controls.load_file(side, path, tensor)
 
+    def refresh(self) -> None:
+        """Compute what the controls say, 40 ms from now (see :meth:`_schedule`)."""
+        self.timer.start()
+
     def _submit(self) -> None:
-        if not self.isVisible():
-            self._dirty = True  # computed when first shown: a hidden tab costs nothing
-            return
-        self._dirty = False
+        if not self.on_screen():
+            return  # computed when first shown: a hidden tab costs nothing
         req = self._pending_request = self.request()
         cache = self.cache
         self.job.submit(lambda ctx: cache.run(req))
@@ -293,11 +297,6 @@ class MatmulView(QWidget):
         self.side_area.setVerticalScrollBarPolicy(
             policy.ScrollBarAlwaysOff if narrow else policy.ScrollBarAsNeeded)
         self.side_area.setMinimumHeight(self.side.minimumSizeHint().height() if narrow else 0)
-
-    def showEvent(self, event) -> None:
-        super().showEvent(event)
-        if self._dirty:
-            self.timer.start()
 
     # -- results ------------------------------------------------------------------------------
     def _on_outcome(self, outcome: LabOutcome) -> None:
@@ -387,11 +386,7 @@ class MatmulView(QWidget):
     def shutdown(self) -> None:
         """Stop the debounce timer and join the view's job (no work outlives the view)."""
         self.timer.stop()
-        self.job.shutdown()
-
-    def closeEvent(self, event) -> None:
-        self.shutdown()
-        super().closeEvent(event)
+        super().shutdown()
 
 
 __all__ = ["DEBOUNCE_MS", "MatmulView"]
