@@ -246,3 +246,49 @@ def test_shutdown_joins_every_thread_and_a_new_request_starts_afresh(heard):
     s.submit("compute", lambda ctx: "again", priority=COMPUTE)
     heard.until(lambda: len(heard.of("done")) == 2)
     assert s.shutdown(TIMEOUT) and not s.is_running()
+
+
+def test_a_tensors_memos_have_one_owner_that_evicts_under_its_lock():
+    """The state's ReportCache owns the memos its requests carry; its memo keeps the newest
+    entries and stays whole when threads insert and evict at once."""
+    import numpy as np
+
+    from quantscope.state import ExplorerState
+    from quantscope.state.compute import REPORT_CACHE_SIZE, Memo
+
+    state = ExplorerState()
+    state.set_tensor(np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8))
+    first, second = state.request(), state.request()
+    assert first.reports is second.reports and first.ranges is second.ranges
+    assert isinstance(first.reports, Memo) and first.reports.size == REPORT_CACHE_SIZE
+    state.set_tensor(np.ones((4, 4), np.float32))
+    assert state.request().reports is not first.reports  # a new tensor, a new owner
+
+    memo = Memo(size=8)
+    for i in range(20):
+        assert memo.setdefault(i, str(i)) == str(i)
+    assert len(memo) == 8 and memo.get(11) is None and memo.get(12) == "12"
+    assert memo.setdefault(19, "other") == "19"  # the stored value stays
+
+    errors = []
+
+    def insert(base):
+        try:
+            for i in range(5000):
+                memo.setdefault((base, i), i)
+        except Exception as exc:  # any race shows up here
+            errors.append(exc)
+
+    import sys
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch between any two steps: a plain dict's
+    try:  # pop(next(iter(d))) eviction then raises KeyError or RuntimeError here
+        threads = [threading.Thread(target=insert, args=(b,)) for b in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == [] and len(memo) == 8

@@ -1,8 +1,9 @@
 """Turning a tensor and settings into the four panes' reports: pure functions, any thread.
 
 :func:`compute_reports` is what the window's compute job runs on an immutable
-:class:`ComputeRequest`; memo dictionaries travel with the request (one per tensor) so unit
-ranges and reports already computed are not recomputed on the next slider step.
+:class:`ComputeRequest`. What is memoised per tensor (unit ranges, reports by parameters) has
+one owner, a :class:`ReportCache`: requests carry its memos, so what one slider step computed
+is not recomputed on the next, and only the cache's own locked methods change them.
 """
 
 from __future__ import annotations
@@ -30,15 +31,15 @@ from quantscope.state.settings import PANES, Settings
 def unit_range(x: np.ndarray, axis: int | None, group_size: int | None,
                ranges: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each unit's finite (min, max) by the engine's :func:`unit_min_max`, memoised in
-    ``ranges`` (one dict per tensor): a 16M-element pass costs ~20 ms, and a slider drag
-    would otherwise repeat it for every pane on every step."""
+    ``ranges`` (a :class:`ReportCache`'s memo, or any dict; one per tensor): a 16M-element
+    pass costs ~20 ms, and a slider drag would otherwise repeat it for every pane on every
+    step."""
     key = (axis, group_size)
-    if ranges is not None and key in ranges:
-        return ranges[key]
+    hit = ranges.get(key) if ranges is not None else None
+    if hit is not None:
+        return hit
     lo, hi, _ = unit_min_max(x, axis, group_size)
-    if ranges is not None:
-        ranges[key] = (lo, hi)
-    return lo, hi
+    return (lo, hi) if ranges is None else ranges.setdefault(key, (lo, hi))
 
 
 def pane_params(x: np.ndarray, pane: str, settings: Settings,
@@ -192,8 +193,8 @@ class ComputeRequest:
     settings: Settings
     prepared: object | None = None
     panes: tuple[str, ...] = PANES
-    ranges: dict | None = None  # per-unit min/max memo shared by requests on this tensor
-    reports: dict | None = None  # params fingerprint -> report, shared likewise
+    ranges: Memo | None = None  # per-unit min/max, a ReportCache's: shared on this tensor
+    reports: Memo | None = None  # params fingerprint -> report, shared likewise
 
 
 @dataclass(frozen=True, eq=False)
@@ -234,9 +235,7 @@ def compute_reports(request: ComputeRequest,
             hit = cache.get(key) if key is not None else None
             reports[pane] = hit or analyze_with(request.tensor, request.prepared, params)
             if key is not None and hit is None:
-                if len(cache) >= REPORT_CACHE_SIZE:
-                    cache.pop(next(iter(cache)))  # oldest first (dicts keep insertion order)
-                cache[key] = reports[pane]
+                cache.setdefault(key, reports[pane])
         except QuantscopeError as exc:
             errors[pane] = str(exc)
 
@@ -290,6 +289,47 @@ def _threads_beside(fns: list[Callable[[], object]]) -> Callable[[], list]:
 #: change that leaves a pane's parameters as they were (narrow range and the asymmetric panes),
 #: then costs a dictionary look-up instead of an engine pass.
 REPORT_CACHE_SIZE = 64
+
+
+class Memo:
+    """A dictionary whose every look-up and insertion holds one lock; past ``size`` entries
+    the oldest goes first. The compute job, its helper threads and the GUI thread share a
+    tensor's memos: a plain dict's eviction (``pop(next(iter(d)))``) could meet another
+    thread's insertion half-way."""
+
+    def __init__(self, size: int | None = None) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._items: dict = {}
+
+    def get(self, key, default=None):
+        with self._lock:
+            return self._items.get(key, default)
+
+    def setdefault(self, key, value):
+        """``value`` stored under ``key`` unless one is already there; the stored one."""
+        with self._lock:
+            if key not in self._items:
+                if self.size is not None and len(self._items) >= self.size:
+                    self._items.pop(next(iter(self._items)))  # oldest (insertion order)
+                self._items[key] = value
+            return self._items[key]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+class ReportCache:
+    """The one owner of a tensor's memos: each unit layout's finite (min, max) and, unless
+    ``reports`` is False, the reports by their parameters' fingerprint
+    (:data:`REPORT_CACHE_SIZE` of them). The explorer's state makes one per tensor; requests
+    carry its memos, never a memo of their own, and change them only through
+    :class:`Memo`'s locked methods (the engine call itself runs outside the lock)."""
+
+    def __init__(self, reports: bool = True) -> None:
+        self.ranges = Memo()
+        self.reports = Memo(REPORT_CACHE_SIZE) if reports else None
 
 
 def params_key(params: QuantParams):
