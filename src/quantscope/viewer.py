@@ -8,7 +8,7 @@ last window closes. The QApplication is made on first use and kept for the proce
 
 The handle and the window's controls are one thing: both change :class:`ExplorerState`, the
 panes follow its signals, and :meth:`Viewer.numbers` reads what the panes display. Loads and
-reports run in the window's worker; :meth:`Viewer.wait` turns the event loop until every pane
+reports run in the window's scheduler; :meth:`Viewer.wait` turns the event loop until every pane
 shows the numbers of the current tensor and settings. Nothing here imports Qt until a window
 is asked for, so ``import quantscope`` stays a pure engine.
 """
@@ -117,7 +117,7 @@ class Viewer:
     """The explorer window on a tensor, scriptable (see the module docstring).
 
     Build it with :func:`view`. Every method returns quickly: loads and reports run in the
-    window's worker, and :meth:`wait` is the one call that waits for them.
+    window's scheduler, and :meth:`wait` is the one call that waits for them.
 
     Attributes
     ----------
@@ -144,8 +144,8 @@ class Viewer:
         self._failure: str | None = None
         w = self.window
         w.closed.connect(self._on_closed)
-        w.worker.done.connect(self._on_job_done)
-        w.worker.failed.connect(self._on_job_failed)
+        w.jobs.done.connect(self._on_job_done)
+        w.jobs.failed.connect(self._on_job_failed)
         _VIEWERS.add(self)
         if settings:
             self.set(**settings)
@@ -154,7 +154,7 @@ class Viewer:
             w.show()
             w.raise_()
 
-    # -- the worker's outcomes --------------------------------------------------------------
+    # -- the background jobs' outcomes ------------------------------------------------------
     def _on_closed(self) -> None:
         self.closed = True
         _VIEWERS.discard(self)
@@ -174,8 +174,8 @@ class Viewer:
             raise ViewerClosedError("the window was closed; quantscope.view(x) opens a new one")
 
     def _load_pending(self) -> bool:
-        worker = self.window.worker
-        return not self._load_done and worker.is_current("load", self._load_ticket)
+        jobs = self.window.jobs
+        return not self._load_done and jobs.is_current("load", self._load_ticket)
 
     # -- commands ---------------------------------------------------------------------------
     def load(self, data=None, *, tensor: str | None = None, name: str | None = None) -> Viewer:
@@ -195,7 +195,7 @@ class Viewer:
         given = dataclasses.replace(self.state.settings, **hint) if hint else None
         if read is None:
             self.window.load(source, pick=False, settings=given)
-            self._load_ticket = self.window.worker.latest("load")
+            self._load_ticket = self.window.jobs.latest("load")
         else:
             self._load_ticket = self.window.load_from(source, read, settings=given)
         self._load_done = False

@@ -1,6 +1,6 @@
 """Fixtures for the window tests: a window factory that, at teardown, closes every window it
-made and fails on anything left behind (a running worker thread, an active timer, a new Python
-thread)."""
+made and fails on anything left behind (a running scheduler thread, an active timer, a new
+Python thread)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def make_window(qtbot):
     from PySide6.QtCore import QTimer
 
     from quantscope.gui import configure_pyqtgraph
+    from quantscope.gui.jobs import Jobs
     from quantscope.gui.window import MainWindow
-    from quantscope.gui.worker import Worker
     from quantscope.state import ExplorerState
 
     threads_before = set(threading.enumerate())
@@ -58,11 +58,11 @@ def make_window(qtbot):
         win.close()
         timers = [t for t in win.findChildren(QTimer) if t.isActive()]
         assert not timers, f"active timers left after close: {timers}"
-    # A deleted worker was stopped first (Qt aborts when a running QThread is destroyed).
-    running = [w for w in list(Worker.instances) if shiboken6.isValid(w) and w.isRunning()]
-    assert not running, f"worker threads still running after close: {running}"
-    # A _DummyThread is Python's record of a foreign thread (here the worker QThread, once it
-    # has started a thread pool): Python never removes it. The QThread itself was checked above.
+    # Every window's scheduler was stopped (its threads joined) when the window closed.
+    running = [j for j in list(Jobs.instances) if shiboken6.isValid(j) and j.is_running()]
+    assert not running, f"scheduler threads still running after close: {running}"
+    # A _DummyThread is Python's record of a foreign thread (one of Qt's): Python never
+    # removes it.
     # The engine's worker pool (quantscope.core.parallel) is made once and kept for the process.
     leaked = {t for t in set(threading.enumerate()) - threads_before
               if not isinstance(t, threading._DummyThread)
@@ -73,10 +73,11 @@ def make_window(qtbot):
 @pytest.fixture
 def app_window(qtbot):
     """``app_window(height)`` -> the window as ``quantscope`` builds it (views installed),
-    1600 x ``height``, showing a 128x256 outlier tensor; closed at teardown, where no view
-    job's thread may be left."""
+    1600 x ``height``, showing a 128x256 outlier tensor; closed at teardown, where no thread
+    of its scheduler (the views' jobs run there) may be left."""
     from quantscope.gui import create_window
     from quantscope.state import Source
+    from quantscope.state.scheduler import THREAD_NAME
 
     windows = []
 
@@ -93,4 +94,4 @@ def app_window(qtbot):
     yield make
     for win in windows:
         win.close()
-    assert not any(t.name == "quantscope-view-job" for t in threading.enumerate())
+    assert not any(t.name.startswith(THREAD_NAME) for t in threading.enumerate())

@@ -297,9 +297,9 @@ def test_a_result_queued_before_shutdown_does_not_restart_the_worker(make_window
 
     w = make_window()
     arrived = threading.Event()
-    w.worker.done.connect(lambda *_: arrived.set(), Qt.ConnectionType.DirectConnection)
+    w.jobs.done.connect(lambda *_: arrived.set(), Qt.ConnectionType.DirectConnection)
     w.load(Source.generator("normal", (64, 64), 0))
     assert arrived.wait(60)  # the result waits in the GUI thread's queue, not delivered yet
     w.shutdown()
     QApplication.processEvents()
-    assert w.state.tensor is None and not w.worker.isRunning()
+    assert w.state.tensor is None and not w.jobs.is_running()

@@ -71,7 +71,7 @@ def test_other_settings_recompute_the_curves(view, state, qtbot):
 def test_legend_says_per_group_when_groups_are_on(view, state, qtbot):
     state.update_settings(group_size=128, axis=1)
     state.compute()
-    qtbot.waitUntil(lambda: view._key is not None and view._key.group_size == 128,
+    qtbot.waitUntil(lambda: view.shown_key is not None and view.shown_key.group_size == 128,
                     timeout=20_000)
     names = [label.text for _, label in view.legend.items]
     assert "Symmetric · per-group (128)" in names and "Asymmetric · per-tensor" in names

@@ -328,12 +328,12 @@ def test_cancel_keeps_the_previous_tensor(outlier_window, qtbot):
         raise AssertionError("released without cancel")
 
     win._start_progress("loading something big")
-    win.worker.submit("load", slow)
+    win.jobs.submit("load", slow)
     qtbot.waitUntil(started.is_set, timeout=5000)
     assert win.progress_box.isVisible()
     win.cancel_button.click()
     assert not win.progress_box.isVisible()
-    qtbot.waitUntil(win.worker.is_idle, timeout=5000)
+    qtbot.waitUntil(win.jobs.is_idle, timeout=5000)
     assert win.state.tensor is tensor and "cancelled" in win.statusBar().currentMessage()
 
 
@@ -351,12 +351,12 @@ def test_numbers_that_lag_the_controls_are_marked(outlier_window, wait_results, 
 
     win = outlier_window
     gate = threading.Event()
-    win.worker.submit("load", lambda ctx: gate.wait(10) and None)  # keeps the worker busy
+    win.jobs.submit("load", lambda ctx: gate.wait(10) and None)  # keeps the worker busy
     win.state.update_settings(bits=5)
     qtbot.waitUntil(win.computing_label.isVisible, timeout=5000)
     value = win.panes["symmetric/tensor"].values["sqnr_db"]
     assert "color" in value.styleSheet()
-    win.worker.cancel("load")  # its (dummy) result is dropped
+    win.jobs.cancel("load")  # its (dummy) result is dropped
     gate.set()
     wait_results(win)
     assert not win.computing_label.isVisible() and value.styleSheet() == ""

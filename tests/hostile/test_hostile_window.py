@@ -48,7 +48,7 @@ def _load_and_fail(qtbot, win, source: Source, fragment: str) -> None:
     with qtbot.waitSignal(win.error_shown, timeout=30_000) as blocker:
         win.load(source)
     assert fragment in blocker.args[0] and "\n" not in blocker.args[0], blocker.args[0]
-    qtbot.waitUntil(lambda: win.worker.is_idle(), timeout=30_000)
+    qtbot.waitUntil(lambda: win.jobs.is_idle(), timeout=30_000)
     _kept(win, before)
     record(refused=True)
 
@@ -113,7 +113,7 @@ def test_a_session_whose_source_fails_changes_nothing(qtbot, window, tmp_path):
     before = (window.state.tensor, window.state.settings)
     with qtbot.waitSignal(window.error_shown, timeout=30_000):
         window.views_controller.open_session(path)
-    qtbot.waitUntil(lambda: window.worker.is_idle(), timeout=30_000)
+    qtbot.waitUntil(lambda: window.jobs.is_idle(), timeout=30_000)
     _kept(window, before)
     assert not window.dark
 

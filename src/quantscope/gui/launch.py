@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dispose(app, window) -> None:
-    """Stop the worker and delete the window while Qt is fully alive: leaving it to the
+    """Stop the background work and delete the window while Qt is fully alive: leaving it to the
     interpreter's final garbage collection crashes PySide6 + pyqtgraph on some versions."""
     window.shutdown()
     window.close()

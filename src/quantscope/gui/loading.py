@@ -1,5 +1,5 @@
 """Getting a tensor into the window: sources, files, the picker, drag-and-drop, progress and
-cancel. A mixin of :class:`quantscope.gui.window.MainWindow`; all heavy work runs in its worker.
+cancel. A mixin of :class:`quantscope.gui.window.MainWindow`; all heavy work runs in its scheduler.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QFileDialog
 
 from quantscope.errors import QuantscopeError
+from quantscope.gui.jobs import JobContext
 from quantscope.gui.picker import TensorPicker
-from quantscope.gui.worker import JobContext
 from quantscope.state import (
     Settings,
     SettingsError,
@@ -31,7 +31,7 @@ FILE_FILTER = ("Tensor files and checkpoints (*.npy *.npz *.safetensors *.index.
                "All files (*)")
 
 
-class _PickFirst(Exception):  # a signal from the worker, not an error
+class _PickFirst(Exception):  # a signal from the load job, not an error
     """Raised in a load job for a file or sample with several tensors and none named."""
 
     def __init__(self, path, infos) -> None:
@@ -45,13 +45,13 @@ class Loading:
     def load(self, source: Source, *, pick: bool = True, settings: Settings | None = None,
              on_loaded: Callable[[], None] | None = None,
              fallback: Source | None = None) -> None:
-        """Build or read ``source`` in the worker; the tensor changes when it is ready.
+        """Build or read ``source`` in the background; the tensor changes when it is ready.
 
         A checkpoint -- a folder, an index, a file holding several tensors -- with no tensor
         named opens the model view; a sample holding several opens the (non-modal) picker
         when ``pick`` is true, otherwise the loader's error lists the names. Files are listed
-        in the worker too (a huge header must not freeze the window). ``settings`` (a
-        session's, the command line's) are checked against the tensor in the worker and
+        in the background too (a huge header must not freeze the window). ``settings`` (a
+        session's, the command line's) are checked against the tensor in the background and
         arrive with it, then ``on_loaded()`` runs; without them the tensor-dependent ones
         are derived for it (``ExplorerState.set_tensor``). If the load fails nothing
         changes, or ``fallback`` is loaded instead.
@@ -87,7 +87,7 @@ class Loading:
                   progress: bool = False, on_loaded: Callable[[], None] | None = None,
                   fallback: Source | None = None) -> int:
         """Load what ``read()`` returns, ``(array, stored dtype name)``, labelled ``source``:
-        ``read``, the checks, the summary and the preparation run in the worker, as for a
+        ``read``, the checks, the summary and the preparation run in the background, as for a
         file (Python callers hand in-memory tensors this way). With ``progress``, ``read``
         is called with the job's ``progress(fraction, text)`` (which also raises on a
         cancel). Returns the job's ticket. ``settings``, ``on_loaded`` and ``fallback`` as
@@ -115,7 +115,7 @@ class Loading:
                     dataclasses.replace(given, axis=axis).check(x.ndim)
                 except SettingsError as exc:
                     raise SettingsError(f"{source.label()}: {exc}") from None
-            # every O(N) step here, in the worker: the GUI thread only installs the result
+            # every O(N) step here, in the background: the GUI thread only installs the result
             x = working_tensor(x, lambda f, stage: ctx.progress(f, stage))
             prepared = prepare_tensor(
                 x, settings, axis,
@@ -124,7 +124,7 @@ class Loading:
             return source, x, prepared, overview(x, dtype, prepared), given
 
         self._start_progress(f"loading {source.label()}")
-        return self.worker.submit("load", job)
+        return self.jobs.submit("load", job)
 
     def _loaded(self, result) -> None:
         """A load job's result on the GUI thread: the model view or a picker to show, or
@@ -187,8 +187,8 @@ class Loading:
 
     def cancel_long_work(self) -> None:
         """Cancel a load or preparation; the previous tensor and settings stay."""
-        self.worker.cancel("load")
-        self.worker.cancel("prepare")
+        self.jobs.cancel("load")
+        self.jobs.cancel("prepare")
         self._preparing_for = None
         self._stop_progress()
         self.statusBar().showMessage("cancelled; the previous tensor stays", 8000)
@@ -197,7 +197,7 @@ class Loading:
 
     @Slot(str, int, float, str)
     def _job_progress(self, kind: str, ticket: int, fraction: float, text: str) -> None:
-        if kind in ("load", "prepare") and ticket == self.worker.latest(kind):
+        if kind in ("load", "prepare") and ticket == self.jobs.latest(kind):
             self._start_progress(text, fraction)
 
     def _start_progress(self, text: str, fraction: float = -1) -> None:

@@ -72,7 +72,7 @@ class ModelMode:
             return self.model_view
         from quantscope.gui.model_view import ModelView
 
-        view = self.model_view = ModelView()
+        view = self.model_view = ModelView(jobs=self.jobs)
         view.hide()
         view.tensor_chosen.connect(self._open_model_tensor)
         view.failed.connect(self.show_error)

@@ -1,8 +1,8 @@
 """The model view: a whole checkpoint's int8 figures, a table and a per-layer chart.
 
 Opening a checkpoint lists it and scans it in one background job (a
-:class:`~quantscope.gui.views._jobs.LatestJob`, the views' mechanism: latest request wins,
-results delivered on the GUI thread); :class:`~quantscope.state.model_scan.ModelScan` runs
+:class:`~quantscope.gui.jobs.Lane` of the window's scheduler, as every view's: latest request
+wins, results delivered on the GUI thread); :class:`~quantscope.state.model_scan.ModelScan` runs
 inside it on every core. Finished rows and progress come back through queued signals stamped
 with the scan's generation, and the GUI thread applies them in batches (:data:`FLUSH_MS`), so
 a checkpoint of thousands of tensors never holds it up. Cancel stops the scan where it is;
@@ -31,9 +31,9 @@ from PySide6.QtWidgets import (
 )
 
 from quantscope.errors import QuantscopeError
+from quantscope.gui.jobs import Jobs, Lane
 from quantscope.gui.model_chart import ModelChart
 from quantscope.gui.model_table import ModelTable
-from quantscope.gui.views._jobs import LatestJob
 from quantscope.io.tensor_info import format_bytes, printable
 from quantscope.state import Settings
 from quantscope.state.model_scan import OK, PENDING, ModelRow
@@ -95,14 +95,14 @@ class ModelView(QWidget):
     scan_finished = Signal()
     failed = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, jobs: Jobs | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("modelView")
         self.path: Path | None = None
         self.settings = Settings()
         self.problems: list[str] = []
         self.rows: list[ModelRow] = []
-        self.job = LatestJob(self)
+        self.job = Lane("view:model", jobs, self)
         self.job.finished.connect(self._on_job_finished)
         self.job.failed.connect(self._on_job_failed)
         self.relay = _Relay(self)
@@ -272,12 +272,12 @@ class ModelView(QWidget):
         self.generation += 1
         gen, path, settings = self.generation, self.path, self.settings
         rows = None if listing else list(self.rows)
-        relay, job = self.relay, self.job
+        relay = self.relay
         self.settings_label.setText(settings_text(settings))
         self._arrived.clear()
         self._started = time.perf_counter()
 
-        def work():
+        def work(ctx):
             nonlocal rows
             problems = []
             if rows is None:
@@ -294,7 +294,7 @@ class ModelView(QWidget):
 
             return gen, ModelScan(rows, settings, background=True).run(
                 on_row=lambda r: relay.row.emit(gen, r), on_progress=progress,
-                should_stop=job.stale)
+                should_stop=ctx.stale)
 
         self._set_running(True)
         self.job.submit(work)

@@ -1,8 +1,9 @@
 """The explorer window: controls and source on the left, the four panes in a 2x2 grid, extra
 views in tabs beside them, errors in an inline banner, progress and cancel in the status bar.
 
-The window owns the worker thread and is the only place that moves data between it and the
-state: it snapshots the state into jobs, and installs the jobs' results on the GUI thread
+The window owns the one scheduler of its background work (:class:`~quantscope.gui.jobs.Jobs`,
+shared with its views) and is the only place that moves data between it and the state: it
+snapshots the state into jobs, and installs the jobs' results on the GUI thread
 (``ExplorerState.set_tensor`` / ``set_prepared`` / ``accept``), where stale ones are dropped.
 """
 
@@ -19,13 +20,13 @@ from PySide6.QtWidgets import (
 )
 
 from quantscope.gui import collector
+from quantscope.gui.jobs import JobContext, Jobs
 from quantscope.gui.loading import Loading
 from quantscope.gui.model_mode import ModelMode
 from quantscope.gui.numbers import metrics_entry
 from quantscope.gui.picker import TensorPicker
 from quantscope.gui.style import STYLE, base_font, light_palette
 from quantscope.gui.window_layout import WindowLayout
-from quantscope.gui.worker import JobContext, Worker
 from quantscope.state import (
     PANES,
     ExplorerState,
@@ -94,11 +95,11 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.pane_timer.setSingleShot(True)
         self.pane_timer.setInterval(0)
         self.pane_timer.timeout.connect(self._show_next_pane)
-        self.worker = Worker(self)
-        self.worker.done.connect(self._job_done)
-        self.worker.partial.connect(self._job_partial)
-        self.worker.failed.connect(self._job_failed)
-        self.worker.progress.connect(self._job_progress)
+        self.jobs = Jobs(self)
+        self.jobs.done.connect(self._job_done)
+        self.jobs.partial.connect(self._job_partial)
+        self.jobs.failed.connect(self._job_failed)
+        self.jobs.progress.connect(self._job_progress)
         self._build()
         self._build_model_menu()
         st = self.state
@@ -241,7 +242,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.source_status.setText(st.source.label() if st.source else "")
         self.update_headline()
         self._show_titles()
-        if st.overview is None:  # set directly (tests, views): prepare it in the worker
+        if st.overview is None:  # set directly (tests, views): prepare it in the background
             tensor, settings = st.tensor, st.settings
             self._preparing_for = tensor
 
@@ -252,7 +253,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
                 return tensor, prepared, overview(tensor, prepared=prepared)
 
             self._start_progress("preparing")
-            self.worker.submit("prepare", job)
+            self.jobs.submit("prepare", job)
         self._request_compute()
 
     def _settings_changed(self) -> None:
@@ -272,14 +273,15 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         if st.tensor is None or self._preparing_for is st.tensor:
             return  # computed when the preparation arrives
         request = st.request()
-        self.worker.submit("compute", lambda ctx: compute_reports(request, ctx.partial))
+        self.jobs.submit("compute",
+                         lambda ctx: compute_reports(request, ctx.partial, ctx.beside))
         if not self.stale_timer.isActive() and not self.computing_label.isVisible():
             self.stale_timer.start()
 
     @Slot(str, int, object)
     def _job_done(self, kind: str, ticket: int, result) -> None:
-        if not self.worker.is_current(kind, ticket):  # superseded, cancelled or shut down
-            return  # (a result queued just before shutdown would restart the worker)
+        if not self.jobs.is_current(kind, ticket):  # superseded, cancelled or shut down
+            return  # (a result queued just before shutdown would restart the scheduler)
         if kind == "load":
             self._loaded(result)  # see Loading
         elif kind == "prepare":
@@ -303,7 +305,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
 
     @Slot(str, int, object)
     def _job_partial(self, kind: str, ticket: int, result) -> None:
-        if kind == "compute" and self.worker.is_current(kind, ticket):
+        if kind == "compute" and self.jobs.is_current(kind, ticket):
             self.state.accept(result)
 
     @Slot(str, int, str)
@@ -316,7 +318,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
                 self._preparing_for = None
                 self._request_compute()
         self.show_error(message)
-        if kind == "load" and self.worker.is_current(kind, ticket):  # not a superseded one
+        if kind == "load" and self.jobs.is_current(kind, ticket):  # not a superseded one
             self._load_failed()
 
     def _show_overview(self) -> None:
@@ -416,7 +418,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.closed.emit()
 
     def shutdown(self) -> None:
-        """Stop the worker thread and every timer (idempotent)."""
+        """Stop the background work and every timer (idempotent)."""
         self.controls.throttle.timer.stop()
         self.stale_timer.stop()
         self.pane_timer.stop()
@@ -434,7 +436,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             controller.shutdown()
         if self.model_view is not None:
             self.model_view.shutdown()
-        self.worker.shutdown()
+        self.jobs.shutdown()
         gc.unfreeze()  # see _settle_heap
         if self._holds_collector:
             self._holds_collector = False

@@ -1,8 +1,9 @@
 """Turning a tensor and settings into the four panes' reports: pure functions, any thread.
 
-:func:`compute_reports` is what the window's worker runs on an immutable
-:class:`ComputeRequest`; memo dictionaries travel with the request (one per tensor) so unit
-ranges and reports already computed are not recomputed on the next slider step.
+:func:`compute_reports` is what the window's compute job runs on an immutable
+:class:`ComputeRequest`. What is memoised per tensor (unit ranges, reports by parameters) has
+one owner, a :class:`ReportCache`: requests carry its memos, so what one slider step computed
+is not recomputed on the next, and only the cache's own locked methods change them.
 """
 
 from __future__ import annotations
@@ -33,15 +34,15 @@ if TYPE_CHECKING:  # for the annotations only: formats loads Numba, a report mus
 def unit_range(x: np.ndarray, axis: int | None, group_size: int | None,
                ranges: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each unit's finite (min, max) by the engine's :func:`unit_min_max`, memoised in
-    ``ranges`` (one dict per tensor): a 16M-element pass costs ~20 ms, and a slider drag
-    would otherwise repeat it for every pane on every step."""
+    ``ranges`` (a :class:`ReportCache`'s memo, or any dict; one per tensor): a 16M-element
+    pass costs ~20 ms, and a slider drag would otherwise repeat it for every pane on every
+    step."""
     key = (axis, group_size)
-    if ranges is not None and key in ranges:
-        return ranges[key]
+    hit = ranges.get(key) if ranges is not None else None
+    if hit is not None:
+        return hit
     lo, hi, _ = unit_min_max(x, axis, group_size)
-    if ranges is not None:
-        ranges[key] = (lo, hi)
-    return lo, hi
+    return (lo, hi) if ranges is None else ranges.setdefault(key, (lo, hi))
 
 
 def pane_params(x: np.ndarray, pane: str, settings: Settings,
@@ -198,8 +199,8 @@ class ComputeRequest:
     settings: Settings
     prepared: Prepared | None = None
     panes: tuple[str, ...] = PANES
-    ranges: dict | None = None  # per-unit min/max memo shared by requests on this tensor
-    reports: dict | None = None  # params fingerprint -> report, shared likewise
+    ranges: Memo | None = None  # per-unit min/max, a ReportCache's: shared on this tensor
+    reports: Memo | None = None  # params fingerprint -> report, shared likewise
 
 
 @dataclass(frozen=True, eq=False)
@@ -214,14 +215,18 @@ class ComputeResult:
 
 
 def compute_reports(request: ComputeRequest,
-                    on_partial: Callable[[ComputeResult], None] | None = None) -> ComputeResult:
+                    on_partial: Callable[[ComputeResult], None] | None = None,
+                    beside: Beside | None = None) -> ComputeResult:
     """Run the engine for every pane of ``request``: a pure function, callable from any thread.
 
     A pane whose settings the engine refuses (e.g. per-channel on a 1-element axis with a
     runtime that forbids it) gets an error message instead of a report; the others still
     compute, so one odd pane never blanks the window. When the per-channel panes run on their
     own threads, ``on_partial`` receives the per-tensor panes (ready in about a millisecond)
-    while they do, so the window can draw those meanwhile.
+    while they do, so the window can draw those meanwhile. ``beside(fns)`` starts those
+    threads' work and returns the function that waits for it: the scheduler's helpers
+    (:meth:`quantscope.state.scheduler.JobContext.beside`) in the window; without it, threads
+    made for this call and joined before it returns.
     """
     reports: dict[str, QuantReport] = {}
     errors: dict[str, str] = {}
@@ -236,9 +241,7 @@ def compute_reports(request: ComputeRequest,
             hit = cache.get(key) if cache is not None and key is not None else None
             reports[pane] = hit or analyze_with(request.tensor, request.prepared, params)
             if cache is not None and key is not None and hit is None:
-                if len(cache) >= REPORT_CACHE_SIZE:
-                    cache.pop(next(iter(cache)))  # oldest first (dicts keep insertion order)
-                cache[key] = reports[pane]
+                cache.setdefault(key, reports[pane])
         except QuantscopeError as exc:
             errors[pane] = str(exc)
 
@@ -247,9 +250,8 @@ def compute_reports(request: ComputeRequest,
     if big and len(units) > 1 and PARALLEL_CORES and _warm_layout(request):
         # the per-channel reports dominate (60+ ms each at 16M); the engine's kernel releases
         # the GIL, so the two run side by side while this thread does the rest
-        with ThreadPoolExecutor(len(units), thread_name_prefix="quantscope-pane",
-                                initializer=lower_thread_priority) as pool:
-            futures = [pool.submit(one, p) for p in units]
+        wait = (beside or _threads_beside)([functools.partial(one, p) for p in units])
+        try:
             for pane in request.panes:
                 if pane not in units:
                     one(pane)
@@ -259,8 +261,8 @@ def compute_reports(request: ComputeRequest,
                     request.generation, request.settings,
                     {p: reports[p] for p in ready if p in reports},
                     {p: errors[p] for p in ready if p in errors}, complete=False))
-            for f in futures:
-                f.result()
+        finally:
+            wait()  # never return (or raise) while the unit panes still run
     else:
         for pane in request.panes:
             one(pane)
@@ -269,10 +271,71 @@ def compute_reports(request: ComputeRequest,
                          dict(sorted(reports.items(), key=lambda kv: order[kv[0]])), errors)
 
 
+#: ``beside(fns) -> wait``: run ``fns`` on other threads; ``wait()`` gives their results.
+Beside = Callable[[list[Callable[[], object]]], Callable[[], list]]
+
+
+def _threads_beside(fns: list[Callable[[], object]]) -> Callable[[], list]:
+    """``beside`` for a caller without a scheduler: a thread per function, joined by
+    ``wait()``."""
+    pool = ThreadPoolExecutor(len(fns), thread_name_prefix="quantscope-pane",
+                              initializer=lower_thread_priority)
+    futures = [pool.submit(fn) for fn in fns]
+
+    def wait() -> list:
+        try:
+            return [f.result() for f in futures]
+        finally:
+            pool.shutdown(wait=True)
+
+    return wait
+
+
 #: Reports remembered per tensor: dragging a slider back over positions already seen, or a
 #: change that leaves a pane's parameters as they were (narrow range and the asymmetric panes),
 #: then costs a dictionary look-up instead of an engine pass.
 REPORT_CACHE_SIZE = 64
+
+
+class Memo:
+    """A dictionary whose every look-up and insertion holds one lock; past ``size`` entries
+    the oldest goes first. The compute job, its helper threads and the GUI thread share a
+    tensor's memos: a plain dict's eviction (``pop(next(iter(d)))``) could meet another
+    thread's insertion half-way."""
+
+    def __init__(self, size: int | None = None) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._items: dict = {}
+
+    def get(self, key, default=None):
+        with self._lock:
+            return self._items.get(key, default)
+
+    def setdefault(self, key, value):
+        """``value`` stored under ``key`` unless one is already there; the stored one."""
+        with self._lock:
+            if key not in self._items:
+                if self.size is not None and len(self._items) >= self.size:
+                    self._items.pop(next(iter(self._items)))  # oldest (insertion order)
+                self._items[key] = value
+            return self._items[key]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+class ReportCache:
+    """The one owner of a tensor's memos: each unit layout's finite (min, max) and, unless
+    ``reports`` is False, the reports by their parameters' fingerprint
+    (:data:`REPORT_CACHE_SIZE` of them). The explorer's state makes one per tensor; requests
+    carry its memos, never a memo of their own, and change them only through
+    :class:`Memo`'s locked methods (the engine call itself runs outside the lock)."""
+
+    def __init__(self, reports: bool = True) -> None:
+        self.ranges = Memo()
+        self.reports = Memo(REPORT_CACHE_SIZE) if reports else None
 
 
 def params_key(params: QuantParams | FormatParams) -> tuple | None:

@@ -27,6 +27,7 @@ from quantscope.state.axes import ROLES, AxisChoice, choose_axis
 from quantscope.state.compute import (
     ComputeRequest,
     ComputeResult,
+    ReportCache,
     applied_settings,
     compute_reports,
     pane_params,
@@ -77,8 +78,7 @@ class ExplorerState:
         self.generation = 0
         #: The channel axis of the current tensor and the rule that chose it (shown).
         self.axis_choice = AxisChoice(self.settings.axis, "default")
-        self._ranges: dict = {}
-        self._reports: dict = {}
+        self._cache = ReportCache()  # the one owner of this tensor's memos
         #: Reuse reports for identical parameters (off: every change runs the engine, as the
         #: latency benchmark needs to measure).
         self.cache_reports = cache_reports
@@ -117,7 +117,7 @@ class ExplorerState:
         arr = in_memory(np.asarray(x, dtype=np.float32)).view()  # a mapping could SIGBUS
         arr.flags.writeable = False  # shared with worker threads: nobody may edit it in place
         self.tensor, self.source = arr, source
-        self._ranges, self._reports = {}, {}
+        self._cache = ReportCache()
         self.settings = new
         self.axis_choice = choice
         self.prepared, self.overview = prepared, overview
@@ -224,15 +224,15 @@ class ExplorerState:
         """The parameters ``pane`` uses for the current tensor and settings."""
         if self.tensor is None:
             raise SettingsError("no tensor loaded")
-        return pane_params(self.tensor, pane, self.settings, self._ranges, self.prepared)
+        return pane_params(self.tensor, pane, self.settings, self._cache.ranges, self.prepared)
 
     def request(self) -> ComputeRequest:
         """Snapshot the current tensor and settings for :func:`compute_reports`."""
         if self.tensor is None:
             raise SettingsError("no tensor loaded")
         return ComputeRequest(self.generation, self.tensor, self.settings, self.prepared,
-                              ranges=self._ranges,
-                              reports=self._reports if self.cache_reports else None)
+                              ranges=self._cache.ranges,
+                              reports=self._cache.reports if self.cache_reports else None)
 
     def accept(self, result: ComputeResult) -> bool:
         """Install a result if it is still current (same generation); drop it otherwise.

@@ -233,3 +233,28 @@ def format_reports(x: np.ndarray, specs, settings, prepared=None
         except QuantscopeError as exc:
             errors[spec] = str(exc)
     return reports, errors
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PointsRequest:
+    """What the Formats view computes: an immutable snapshot of the tensor, its preparation
+    and the settings; :meth:`run` gives every format's point (:func:`format_points`)."""
+
+    tensor: np.ndarray
+    prepared: object | None
+    settings: object
+
+    @classmethod
+    def of(cls, state) -> PointsRequest:
+        return cls(state.tensor, state.prepared, state.settings)
+
+    @property
+    def key(self):
+        """The points depend on every setting (the ringed formats too)."""
+        return self.settings
+
+    def run(self, ctx) -> tuple[object, list[FormatPoint]]:
+        """``(settings, points)``; ``ctx`` is the job's context (its ``stale`` stops the work
+        between formats)."""
+        return self.settings, format_points(self.tensor, self.prepared, self.settings,
+                                            should_stop=ctx.stale)

@@ -5,26 +5,25 @@ bit (the dotted guide); outliers and clipping bend it down, and the gap between 
 per-channel shows what finer scales buy at each width. Dragging the marker sets the bit width.
 
 Each curve is :func:`quantscope.core.bitwidth.bitwidth_curve` over the pane's own parameter
-rules (:func:`quantscope.state.pane_params` with ``bits`` changed), computed in a background
-job, only while the view is visible.
+rules (:func:`quantscope.state.pane_params` with ``bits`` changed), computed by
+:class:`quantscope.state.bitwidth.CurvesRequest` in the view's lane of the scheduler, only while
+the view is visible.
 """
 
 from __future__ import annotations
-
-import dataclasses
-import time
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from quantscope.core.bitwidth import BIT_WIDTHS, BitwidthCurve, bitwidth_curve, ideal_line
-from quantscope.errors import Cancelled
+from quantscope.core.bitwidth import BIT_WIDTHS, BitwidthCurve, ideal_line
+from quantscope.gui.jobs import Jobs
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
-from quantscope.gui.views._jobs import LatestJob
 from quantscope.gui.views._legend import fit_columns, legend_below
-from quantscope.state import PANES, ExplorerState, Settings, analyze_with, pane_params, pane_title
+from quantscope.gui.views.lifecycle import StateView
+from quantscope.state import PANES, ExplorerState, Settings, pane_title
+from quantscope.state.bitwidth import CurvesRequest, curve_key
 
 #: Colour role and dash per pane: per-tensor blue, per-channel green; asymmetric dashed.
 STYLE = {"symmetric/tensor": ("rounding", False), "asymmetric/tensor": ("rounding", True),
@@ -34,34 +33,17 @@ SHORT = {"symmetric/tensor": "sym/tensor", "symmetric/channel": "sym/channel",
          "asymmetric/tensor": "asym/tensor", "asymmetric/channel": "asym/channel"}
 
 
-def _curves_for(x: np.ndarray, prepared, settings: Settings,
-                should_stop=lambda: False) -> dict[str, BitwidthCurve]:
-    """The four curves for one tensor and settings (runs in the background job; stops early
-    with Cancelled when ``should_stop()`` says the result is no longer wanted)."""
-    curves = {}
-    for pane in PANES:
-        def params_for_bits(b: int, pane: str = pane):
-            time.sleep(0)  # let the GUI thread run between reports
-            if should_stop():
-                raise Cancelled
-            # the int schemes at every width, also while the panes compare formats
-            return pane_params(x, pane, dataclasses.replace(settings, bits=b, formats=None),
-                               prepared=prepared)
-
-        curves[pane] = bitwidth_curve(params_for_bits, lambda p: analyze_with(x, prepared, p))
-    return curves
-
-
 #: Lines the summary keeps room for (its text wraps in a tab beside the panes).
 SUMMARY_LINES = 3
 
-class BitwidthView(QWidget):
+class BitwidthView(StateView):
     """SQNR (dB) against bits for the four panes' schemes."""
 
-    themed = True
+    lane = "view:bitwidth"
 
-    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None):
-        super().__init__(parent)
+    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None, *,
+                 jobs: Jobs | None = None):
+        super().__init__(parent=parent, jobs=jobs)
         self.setObjectName("bitwidthView")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
@@ -88,13 +70,6 @@ class BitwidthView(QWidget):
         self.current.sigPositionChangeFinished.connect(self._on_marker_released)
         self.plot.addItem(self.current, ignoreBounds=True)
         self.data: dict[str, BitwidthCurve] = {}
-        self.state: ExplorerState | None = None
-        self.job = LatestJob(self)
-        self.job.finished.connect(self._on_curves_ready)
-        self.job.failed.connect(lambda msg: self.summary.setText(f"failed: {msg}"))
-        self._key: Settings | None = None
-        self._dirty = True
-        self._stale = True
         self.apply_theme(current_theme())
         if state is not None:
             self.bind(state)
@@ -117,67 +92,25 @@ class BitwidthView(QWidget):
         super().resizeEvent(event)
         fit_columns(self.plot, self.widget.width())
 
-    # -- binding ------------------------------------------------------------------------------
-    def bind(self, state: ExplorerState) -> None:
-        self.state = state
-        state.tensor_changed.connect(self._on_state_tensor_changed)
-        state.prepared_changed.connect(self._on_state_tensor_changed)
-        state.settings_changed.connect(self._on_state_settings_changed)
-        state.results_changed.connect(self._on_state_results_changed)
-        self._on_state_tensor_changed()
+    # -- the work (quantscope.state.bitwidth) -----------------------------------------------
+    def depends(self, settings: Settings) -> Settings:
+        return curve_key(settings)
 
-    # Curves are requested once the panes have their numbers, so they never compete with the
-    # panes' own computation for a control change.
-    def _on_state_tensor_changed(self) -> None:
-        self._stale = True
-        self.job.cancel()
-        if self.state is not None and self.state.tensor is not None:
-            self.current.setValue(self.state.settings.bits)
-            if self.state.results:
-                self._request()
+    def request(self, state: ExplorerState) -> CurvesRequest:
+        return CurvesRequest.of(state)
 
-    def _on_state_results_changed(self) -> None:
-        if self._stale and self.state is not None and self.state.results:
-            self._request(delay_ms=250)  # when the hand rests (see LatestJob.submit)
+    def follow(self) -> None:
+        self.current.setValue(self.state.settings.bits)  # the width in use, marked at once
 
-    @staticmethod
-    def _curve_key(settings: Settings) -> Settings:
-        # the curves span every width, and stay the int schemes' in the comparison layout
-        return dataclasses.replace(settings, bits=8, formats=None)
-
-    def _on_state_settings_changed(self) -> None:
-        if self.state is None:
-            return
-        self.current.setValue(self.state.settings.bits)
-        if self.job.busy:  # the panes are about to compute: step aside, resume afterwards
-            self.job.cancel()
-            self._stale = True
-        if self._curve_key(self.state.settings) != self._key:
-            self._stale = True
-
-    def _request(self, delay_ms: int = 0) -> None:
-        if self.state is None or self.state.tensor is None:
-            return
-        self.current.setValue(self.state.settings.bits)
-        if not self.isVisible():
-            self._dirty = True
-            return
-        self._dirty = self._stale = False
-        x, prepared, settings = self.state.tensor, self.state.prepared, self.state.settings
-        key = self._curve_key(settings)
+    def show_computing(self) -> None:
         self.summary.setText("computing SQNR at 2–8 bits…")
-        job = self.job
-        self.job.submit(lambda: (key, _curves_for(x, prepared, settings, job.stale)),
-                        delay_ms=delay_ms)
 
-    def showEvent(self, event) -> None:
-        super().showEvent(event)
-        if self._dirty:
-            self._request()
+    def show_failure(self, message: str) -> None:
+        self.summary.setText(f"failed: {message}")
 
-    def _on_curves_ready(self, result) -> None:
-        key, curves = result
-        self._key, self.data = key, curves
+    def show_result(self, curves: dict[str, BitwidthCurve]) -> None:
+        key = self.shown_key
+        self.data = curves
         best_pane, best = None, -np.inf
         for pane, curve in curves.items():
             ok = np.isfinite(curve.sqnr_db)  # an exact width (inf dB) has no point to draw
@@ -207,10 +140,6 @@ class BitwidthView(QWidget):
         self.current.setValue(bits)
         if bits != self.state.settings.bits:
             self.state.update_settings(bits=bits)
-
-    def closeEvent(self, event) -> None:
-        self.job.shutdown()
-        super().closeEvent(event)
 
     def export_data(self) -> dict:
         return {pane: curve.to_dict() for pane, curve in self.data.items()}

@@ -43,6 +43,7 @@ from quantscope.core.qparams import QuantParams
 from quantscope.core.report import QuantReport
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
+from quantscope.gui.views.lifecycle import View
 from quantscope.state import ExplorerState
 
 #: Rows in the worst-channels table.
@@ -53,10 +54,11 @@ COLUMNS = ("unit", "SQNR dB", "min", "max", "scale", "codes", "outlier")
 #: Lines the summary keeps room for (its text wraps in a tab beside the panes).
 SUMMARY_LINES = 3
 
-class ChannelsView(QWidget):
-    """Per-channel / per-group ranges, scales, SQNR, worst units and one unit's histogram."""
+class ChannelsView(View):
+    """Per-channel / per-group ranges, scales, SQNR, worst units and one unit's histogram.
 
-    themed = True
+    Its numbers are the per-channel pane's report, drawn on the GUI thread when the panes'
+    results change (no work of its own to schedule)."""
 
     def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None):
         super().__init__(parent)
@@ -170,11 +172,6 @@ class ChannelsView(QWidget):
         split.setStretchFactor(1, 2)
         layout.addWidget(split, 1)
 
-    def showEvent(self, event) -> None:
-        super().showEvent(event)
-        if getattr(self, "_dirty", True):
-            self.refresh()
-
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         # plots beside the table when there is room; above it in a narrow tab
@@ -230,10 +227,8 @@ class ChannelsView(QWidget):
     def refresh(self) -> None:
         """Redraw everything from the current per-channel report (when visible: a hidden
         view defers the work to its next show, keeping slider drags light)."""
-        if not self.isVisible():
-            self._dirty = True
+        if not self.on_screen():
             return
-        self._dirty = False
         rep = self.report()
         if rep is None:
             return

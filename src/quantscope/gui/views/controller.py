@@ -37,8 +37,7 @@ class StackedViews(QSplitter):
             self.addWidget(view)
 
     def is_ready(self) -> bool:
-        return all(getattr(self.widget(i), "is_ready", lambda: True)()
-                   for i in range(self.count()))
+        return all(self.widget(i).is_ready() for i in range(self.count()))
 
 
 class ViewsController(QObject):
@@ -48,10 +47,11 @@ class ViewsController(QObject):
         super().__init__(window)
         self.window = window
         state = window.state
-        self.tradeoff = TradeoffView(state)
+        jobs = window.jobs  # one scheduler: the window's
+        self.tradeoff = TradeoffView(state, jobs=jobs)
         self.channels = ChannelsView(state)
-        self.bitwidth = BitwidthView(state)
-        self.formats = FormatsView(state)
+        self.bitwidth = BitwidthView(state, jobs=jobs)
+        self.formats = FormatsView(state, jobs=jobs)
         self.views: dict[str, QWidget] = {"Trade-off": self.tradeoff,
                                           "Channels": self.channels,
                                           "Bit width": self.bitwidth,
@@ -143,7 +143,7 @@ class ViewsController(QObject):
         """Load and apply a session file; a bad one raises and changes nothing."""
         from quantscope.gui.session import apply_session, load_session
 
-        # the source is listed and checked in the window's worker, as it loads
+        # the source is listed and checked in the window's load job, as it loads
         apply_session(self.window, load_session(path, check_source=False))
 
     def _guarded(self, fn, *args) -> None:
@@ -271,8 +271,7 @@ class ViewsController(QObject):
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             QApplication.processEvents()
-            jobs = [getattr(v, "job", None) for v in self.views.values()]
-            busy = [j for j in jobs if j is not None and j.busy]
+            busy = [v.job for v in self.views.values() if v.job is not None and v.job.busy]
             if not busy:
                 QApplication.processEvents()  # deliver the last queued results
                 return
@@ -280,11 +279,9 @@ class ViewsController(QObject):
                 job.wait(0.05)
 
     def shutdown(self) -> None:
-        """Join the views' background jobs (no thread outlives the window)."""
+        """Stop the views' work (no job outlives the window)."""
         for view in self.views.values():
-            job = getattr(view, "job", None)
-            if job is not None:
-                job.shutdown()
+            view.shutdown()
 
     def eventFilter(self, obj, event) -> bool:
         if obj is self.window and event.type() == QEvent.Type.Close:
@@ -297,7 +294,7 @@ def install_views(window) -> ViewsController:
     controller = ViewsController(window)
     window.views_controller = controller
     # the integer matmul lab: its own operands, not the explorer's tensor
-    controller.views["Matmul"] = MatmulView(window.state)
+    controller.views["Matmul"] = MatmulView(window.state, jobs=window.jobs)
     window.add_view("Matmul", controller.views["Matmul"])
     controller.views["Mapping"] = MappingView()  # the worked example, live
     window.add_view("Mapping", controller.views["Mapping"])

@@ -7,7 +7,8 @@ a bit's worth of SQNR for its storage, a point below less. The formats the panes
 ringed (in the classic layout: the symmetric per-channel int scheme at the current width).
 
 The points come from :func:`quantscope.state.formats.format_points` (the panes' own rules),
-computed in a background job while the view is visible.
+computed by :class:`quantscope.state.formats.PointsRequest` in the view's lane of the
+scheduler while the view is visible.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from quantscope.core.bitwidth import DB_PER_BIT
+from quantscope.gui.jobs import Jobs
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
-from quantscope.gui.views._jobs import LatestJob
+from quantscope.gui.views.lifecycle import StateView
 from quantscope.state import ExplorerState
-from quantscope.state.formats import FormatPoint, format_points, format_title
+from quantscope.state.formats import FormatPoint, PointsRequest, format_title
 
 #: Right end of the bits axis: room for the labels of the 8.25-bit MX points.
 X_MAX = 10.0
@@ -43,13 +45,15 @@ def marked_specs(settings) -> list[str]:
     return [f"int{settings.bits}/channel"]
 
 
-class FormatsView(QWidget):
+class FormatsView(StateView):
     """Every format's SQNR against its bits per element, the panes' formats ringed."""
 
-    themed = True
+    lane = "view:formats"
+    needs_results = True  # the points follow the panes' results
 
-    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None):
-        super().__init__(parent)
+    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None, *,
+                 jobs: Jobs | None = None):
+        super().__init__(parent=parent, jobs=jobs)
         self.setObjectName("formatsView")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
@@ -69,11 +73,6 @@ class FormatsView(QWidget):
             self.plot.addItem(item)
         self.labels: list[pg.TextItem] = []
         self.data: list[FormatPoint] = []
-        self.state: ExplorerState | None = None
-        self.job = LatestJob(self)
-        self.job.finished.connect(self._on_points_ready)
-        self.job.failed.connect(lambda msg: self.summary.setText(f"failed: {msg}"))
-        self._dirty = True
         self._theme = current_theme()
         self.apply_theme(self._theme)
         if state is not None:
@@ -98,55 +97,29 @@ class FormatsView(QWidget):
         if self.data:
             self._draw()
 
-    # -- binding ------------------------------------------------------------------------------
-    def bind(self, state: ExplorerState) -> None:
-        self.state = state
-        state.tensor_changed.connect(self._on_state_tensor_changed)
-        state.prepared_changed.connect(self._on_state_tensor_changed)
-        state.settings_changed.connect(self._on_state_settings_changed)
-        state.results_changed.connect(self._on_state_results_changed)
+    # -- the work (quantscope.state.formats) ------------------------------------------------
+    def request(self, state: ExplorerState) -> PointsRequest:
+        return PointsRequest.of(state)  # depends on every setting (the default)
 
-    def _on_state_tensor_changed(self) -> None:
-        self.job.cancel()
-        self._dirty = True
+    def on_tensor_changed(self) -> None:
         self.data = []
 
-    def _on_state_settings_changed(self) -> None:
-        self.job.cancel()  # the panes compute first; the points follow their results
-        self._dirty = True
-
-    def _on_state_results_changed(self) -> None:
-        if self._dirty:
-            self._request(delay_ms=250)
-
-    def _request(self, delay_ms: int = 0) -> None:
-        st = self.state
-        if st is None or st.tensor is None or not st.results:
-            return
-        if not self.isVisible():
-            return
-        self._dirty = False
-        x, prepared, settings = st.tensor, st.prepared, st.settings
-        job = self.job
+    def show_computing(self) -> None:
         self.summary.setText("computing every format…")
-        job.submit(lambda: (settings, format_points(x, prepared, settings,
-                                                    should_stop=job.stale)), delay_ms=delay_ms)
 
-    def showEvent(self, event) -> None:
-        super().showEvent(event)
-        if self._dirty:
-            self._request()
+    def show_failure(self, message: str) -> None:
+        self.summary.setText(f"failed: {message}")
 
     def is_ready(self) -> bool:
         """True unless the view is on show with points not yet of the current tensor and
         settings (hidden, it computes nothing, and has nothing stale to show)."""
         if not self.isVisible() or self.state is None or self.state.tensor is None:
             return True
-        return not self._dirty and not self.job.busy and bool(self.data)
+        return not self.is_stale() and not self.job.busy and bool(self.data)
 
     # -- drawing ------------------------------------------------------------------------------
-    def _on_points_ready(self, result) -> None:
-        self._settings, self.data = result
+    def show_result(self, points: list[FormatPoint]) -> None:
+        self.data = points
         self._draw()
 
     def _draw(self) -> None:
@@ -172,7 +145,7 @@ class FormatsView(QWidget):
         if anchor is not None:
             xs = np.array([1.5, X_MAX])
             self.guide.setData(xs, anchor.sqnr_db + DB_PER_BIT * (xs - anchor.bits_per_element))
-        marked = [p for p in pts if p.spec in marked_specs(self._settings)]
+        marked = [p for p in pts if p.spec in marked_specs(self.shown_key)]
         self.rings.setData([p.bits_per_element for p in marked], [p.sqnr_db for p in marked])
         self.plot.setXRange(1.5, X_MAX, padding=0)
         self.plot.enableAutoRange(axis=pg.ViewBox.YAxis)
@@ -187,10 +160,6 @@ class FormatsView(QWidget):
         lines.append("ringed: the panes' formats · dotted: 6.02 dB per bit through int8 "
                      "per channel")
         self.summary.setText("\n".join(lines))
-
-    def closeEvent(self, event) -> None:
-        self.job.shutdown()
-        super().closeEvent(event)
 
     def export_data(self) -> dict:
         return {p.spec: {"bits_per_element": p.bits_per_element, "sqnr_db": p.sqnr_db,

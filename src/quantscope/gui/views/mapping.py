@@ -36,6 +36,7 @@ from quantscope.core.mapping import (
 from quantscope.core.validate import EngineValueError
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
+from quantscope.gui.views.lifecycle import View
 
 #: Values shown with their own labels (more would overlap; the arrows still show them all).
 LABELLED = 8
@@ -83,10 +84,10 @@ def _nice_ticks(a: float, b: float, count: int = 5) -> list[float]:
             * step if a <= v <= b]
 
 
-class MappingView(QWidget):
+class MappingView(View):
     """See the module docstring."""
 
-    themed = True
+    defers_while_hidden = False  # a few values: it redraws at once, shown or not
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)

@@ -5,7 +5,8 @@ generator, or a file --, each side's scheme, the output and the requantization (
 reference single rounding, XNNPACK's float32 path or gemmlowp's double rounding), then drag
 SmoothQuant's α and LLM.int8()'s threshold. Every control change becomes one immutable
 :class:`~quantscope.state.matmul_lab.LabRequest`, coalesced over 40 ms and run in the view's
-one :class:`~quantscope.gui.views._jobs.LatestJob` (generation stamps; stale results dropped).
+one :class:`~quantscope.gui.jobs.Lane` of the window's scheduler (generation stamps; stale
+results dropped).
 The result of :func:`quantscope.core.outliers.quantized_matmul` is drawn as it is: the big
 numbers are :func:`~quantscope.state.matmul_lab.display_text` of it, the plots its error
 array and per-channel SQNR, with the plain path (no fix) as a grey ghost for comparison.
@@ -32,9 +33,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from quantscope.gui.jobs import Jobs, Lane
 from quantscope.gui.theme import Theme, current_theme, style_plot
-from quantscope.gui.views._jobs import LatestJob
 from quantscope.gui.views._legend import fit_columns, legend_below
+from quantscope.gui.views.lifecycle import View
 from quantscope.gui.views.matmul_controls import LabControls
 from quantscope.state.matmul_lab import (
     REAL_A,
@@ -58,19 +60,22 @@ DETAILS = {"sqnr": ("sqnr_plain", "max_error"), "headroom": ("accumulator", "saf
            "outliers": ("outliers_detail",)}
 
 
-class MatmulView(QWidget):
-    """The Matmul lab (see the module docstring). ``outcome`` is the last result shown."""
+class MatmulView(View):
+    """The Matmul lab (see the module docstring). ``outcome`` is the last result shown.
 
-    themed = True
+    It follows its own controls, not the explorer's state: a control change arms the
+    debounce timer, which builds the :class:`LabRequest` and submits it (when on screen)."""
+
     outcome_changed = Signal(object)
     error_shown = Signal(str)
 
-    def __init__(self, state=None, parent: QWidget | None = None) -> None:
+    def __init__(self, state=None, parent: QWidget | None = None, *,
+                 jobs: Jobs | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("matmulView")
         self.outcome: LabOutcome | None = None
         self.cache = LabCache()
-        self.job = LatestJob(self)
+        self.job = Lane("view:matmul", jobs, self)
         self.job.finished.connect(self._on_outcome)
         self.job.failed.connect(self._on_failed)
         self.timer = QTimer(self)
@@ -79,7 +84,6 @@ class MatmulView(QWidget):
         self.timer.timeout.connect(self._submit)
         self._good: tuple[Operand, Operand] = (REAL_A, REAL_W)
         self._pending_request: LabRequest | None = None
-        self._dirty = True
         self._chan_pens: dict = {}
         self._build()
         self.apply_theme(current_theme())
@@ -245,7 +249,7 @@ class MatmulView(QWidget):
         Not restarted on every change: a slider dragged continuously emits every few ms, and
         a restarted timer would only fire once the hand stops. Armed once, it fires 40 ms
         after the first change and reads the controls *then*, so a burst of changes becomes
-        one request and a drag updates ~25 times a second (the LatestJob drops stale ones).
+        one request and a drag updates ~25 times a second (the lane drops stale ones).
         """
         if user:
             self._clear_error()
@@ -261,14 +265,16 @@ class MatmulView(QWidget):
         and shows the reason."""
         self.controls.load_file(side, path, tensor)
 
+    def refresh(self) -> None:
+        """Compute what the controls say, 40 ms from now (see :meth:`_schedule`)."""
+        self.timer.start()
+
     def _submit(self) -> None:
-        if not self.isVisible():
-            self._dirty = True  # computed when first shown: a hidden tab costs nothing
-            return
-        self._dirty = False
+        if not self.on_screen():
+            return  # computed when first shown: a hidden tab costs nothing
         req = self._pending_request = self.request()
         cache = self.cache
-        self.job.submit(lambda: cache.run(req))
+        self.job.submit(lambda ctx: cache.run(req))
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -291,11 +297,6 @@ class MatmulView(QWidget):
         self.side_area.setVerticalScrollBarPolicy(
             policy.ScrollBarAlwaysOff if narrow else policy.ScrollBarAsNeeded)
         self.side_area.setMinimumHeight(self.side.minimumSizeHint().height() if narrow else 0)
-
-    def showEvent(self, event) -> None:
-        super().showEvent(event)
-        if self._dirty:
-            self.timer.start()
 
     # -- results ------------------------------------------------------------------------------
     def _on_outcome(self, outcome: LabOutcome) -> None:
@@ -383,13 +384,9 @@ class MatmulView(QWidget):
 
     # -- lifetime -----------------------------------------------------------------------------
     def shutdown(self) -> None:
-        """Stop the debounce timer and join the worker (no thread outlives the view)."""
+        """Stop the debounce timer and join the view's job (no work outlives the view)."""
         self.timer.stop()
-        self.job.shutdown()
-
-    def closeEvent(self, event) -> None:
-        self.shutdown()
-        super().closeEvent(event)
+        super().shutdown()
 
 
 __all__ = ["DEBOUNCE_MS", "MatmulView"]

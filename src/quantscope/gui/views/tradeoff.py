@@ -10,14 +10,13 @@ the lines follow the panes. A threshold ``t`` clips the values with ``|x| > t`` 
 else, in both schemes (:func:`quantscope.core.sweep.window_for_threshold`; the axis label
 says which side(s) that cuts), so both lines always agree.
 
-All numbers come from :func:`quantscope.core.sweep.clip_sweep_curve` (exact reports, run in
-a background job that starts once the panes have their numbers and the controls rest, and
-stops early when superseded) and from the panes' reports.
+All numbers come from :func:`quantscope.core.sweep.clip_sweep_curve` (exact reports, run by
+:class:`quantscope.state.tradeoff.SweepRequest` in the view's lane of the scheduler, once the
+panes have their numbers and the controls rest, stopping early when superseded) and from the
+panes' reports.
 """
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 import pyqtgraph as pg
@@ -30,31 +29,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from quantscope.core import choose_qparams
-from quantscope.core.captions import finite_range
 from quantscope.core.explain import clip_threshold, threshold_sides
 from quantscope.core.formatting import fmt_db, fmt_value
-from quantscope.core.sweep import ClipSweep, clip_sweep_curve
+from quantscope.core.sweep import ClipSweep
+from quantscope.gui.jobs import Jobs
 from quantscope.gui.style import reserve_lines, summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
-from quantscope.gui.views._jobs import LatestJob
 from quantscope.gui.views._legend import fit_columns, legend_below
-from quantscope.state import ExplorerState, Settings, analyze_with
+from quantscope.gui.views.lifecycle import StateView
+from quantscope.state import ExplorerState, Settings
+from quantscope.state.tradeoff import SCHEMES, SweepRequest, sweep_key, sweep_points
 
-SCHEMES = (("symmetric", True), ("asymmetric", False))
-#: Sweep resolution with the fast prepared path; the direct pass gets fewer points on big
-#: tensors so a sweep stays around a second.
-POINTS_PREPARED = 128
-#: Quiet time after the panes' last update before a sweep starts (see LatestJob.submit).
+#: Quiet time after the panes' last update before a sweep starts (see Lane.submit).
 SETTLE_MS = 250
-DIRECT_BUDGET = 40_000_000  # elements x points
-
-
-def sweep_points(size: int, prepared: bool) -> int:
-    """How many thresholds to evaluate for a tensor of ``size`` elements."""
-    if prepared:
-        return POINTS_PREPARED
-    return int(min(POINTS_PREPARED, max(24, DIRECT_BUDGET // max(size, 1))))
 
 
 def _positive(a: np.ndarray) -> np.ndarray:
@@ -182,13 +169,15 @@ class _SchemePlot:
         self.sqnr_box.enableAutoRange(axis=pg.ViewBox.YAxis)
 
 
-class TradeoffView(QWidget):
+class TradeoffView(StateView):
     """Rounding vs clipping error against the clip threshold (see the module docstring)."""
 
-    themed = True
+    lane = "view:tradeoff"
+    settle_ms = SETTLE_MS
 
-    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None):
-        super().__init__(parent)
+    def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None, *,
+                 jobs: Jobs | None = None):
+        super().__init__(parent=parent, jobs=jobs)
         self.setObjectName("tradeoffView")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
@@ -219,16 +208,7 @@ class TradeoffView(QWidget):
             # panes, clamping to new bounds) must never turn into a manual clip
             self.plots[name].current.sigDragged.connect(
                 lambda line, n=name: self._on_marker_moved(n, line))
-        self.state: ExplorerState | None = None
-        self.job = LatestJob(self)
-        self.job.finished.connect(self._on_sweeps_ready)
-        self.job.failed.connect(self._on_sweeps_failed)
-        self.job.progress.connect(
-            lambda f: self.summary.setText(f"computing the sweep… {100 * f:.0f}%"))
-        self._sweep_key: tuple | None = None
         self._arrange(force=True)
-        self._dirty = True
-        self._stale = True
         self._syncing = False
         self.apply_theme(current_theme())
         if state is not None:
@@ -238,14 +218,9 @@ class TradeoffView(QWidget):
     def bind(self, state: ExplorerState) -> None:
         """Follow ``state``: recompute the sweep when the tensor or the rules change, move the
         markers when the panes' results change."""
-        self.state = state
-        state.tensor_changed.connect(self._on_state_tensor_changed)
-        state.prepared_changed.connect(self._on_state_tensor_changed)
-        state.settings_changed.connect(self._on_state_settings_changed)
-        state.results_changed.connect(self._on_state_results_changed)
-        self._on_state_tensor_changed()
+        super().bind(state)
         if state.results:
-            self._on_state_results_changed()
+            self._on_results_changed()
 
     def _reserve_summary_height(self) -> None:
         """Room for the summary's longest text, so "computing the sweep…" and back never
@@ -260,66 +235,21 @@ class TradeoffView(QWidget):
             plot.style(theme)
         self._fit_legends()
 
-    @staticmethod
-    def _key(settings: Settings) -> tuple:
-        """The settings a sweep depends on (method and manual clip are what it varies)."""
-        return (settings.bits, settings.narrow_range, settings.rounding)
+    # -- the work (quantscope.state.tradeoff) ------------------------------------------------
+    def depends(self, settings: Settings) -> tuple:
+        return sweep_key(settings)
 
-    # -- state -> view --------------------------------------------------------------------------
-    # The sweep is requested once the panes have their new numbers, never alongside: the
-    # panes' latency is what a dragging user feels, the sweep can follow a moment later.
-    def _on_state_tensor_changed(self) -> None:
-        self._sweep_key = None
-        self._stale = True
-        self.job.cancel()
-        if self.state is not None and self.state.results:
-            self._request_sweep()
+    def request(self, state: ExplorerState) -> SweepRequest:
+        return SweepRequest.of(state)
 
-    def _on_state_settings_changed(self) -> None:
-        if self.job.busy:  # the panes are about to compute: step aside, resume afterwards
-            self.job.cancel()
-            self._stale = True
-        if self.state is not None and self._key(self.state.settings) != self._sweep_key:
-            self._stale = True
-
-    def _request_sweep(self, delay_ms: int = 0) -> None:
-        if self.state is None or self.state.tensor is None:
-            return
-        if not self.isVisible():
-            self._dirty = True  # computed when first shown: hidden views cost nothing
-            return
-        self._dirty = self._stale = False
-        x, prepared, settings = self.state.tensor, self.state.prepared, self.state.settings
-        ov = self.state.overview
-        key = self._key(settings)
-        points = sweep_points(x.size, prepared is not None)
-
-        job = self.job
-
-        def yield_and_check() -> bool:
-            time.sleep(0)  # hand the interpreter to the GUI thread between sweep points
-            return job.stale()
-
-        def work() -> tuple[tuple, dict[str, ClipSweep]]:
-            lo, hi = (ov.min, ov.max) if ov is not None else finite_range(x)
-            sweeps = {}
-            for k, (name, sym) in enumerate(SCHEMES):
-                # "best" is the MSE optimum the panes show for method="mse" (needs the
-                # prepared statistics; without them the curve's own least point)
-                optimum = None if prepared is None else choose_qparams(
-                    x, symmetric=sym, bits=settings.bits, narrow_range=settings.narrow_range,
-                    rounding=settings.rounding, method="mse", prepared=prepared)
-                sweeps[name] = clip_sweep_curve(
-                    lambda p: analyze_with(x, prepared, p), x_min=lo, x_max=hi, symmetric=sym,
-                    bits=settings.bits, narrow_range=settings.narrow_range,
-                    rounding=settings.rounding, points=points, should_stop=yield_and_check,
-                    refine=24 if prepared is not None else 6,
-                    progress=lambda f, k=k: job.report_progress((k + f) / len(SCHEMES)),
-                    optimum=optimum)
-            return key, sweeps
-
+    def show_computing(self) -> None:
         self.summary.setText("computing the sweep…")
-        self.job.submit(work, delay_ms=delay_ms)
+
+    def show_progress(self, fraction: float) -> None:
+        self.summary.setText(f"computing the sweep… {100 * fraction:.0f}%")
+
+    def show_failure(self, message: str) -> None:
+        self.summary.setText(f"sweep failed: {message}")
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -346,34 +276,21 @@ class TradeoffView(QWidget):
             # one legend is enough side by side
             self.plots[name].plot.legend.setVisible(narrow or k == 0)
 
-    def showEvent(self, event) -> None:
-        super().showEvent(event)
+    def on_show(self) -> None:
         # pyqtgraph re-renders a line's label only while it is visible: values set while
         # another tab was showing would leave the old text
         for plot in self.plots.values():
             plot.current.label.valueChanged()
             plot.best_line.label.valueChanged()
-        if self._dirty:
-            self._request_sweep()
 
-    def _on_sweeps_ready(self, result: tuple[tuple, dict[str, ClipSweep]]) -> None:
-        key, sweeps = result
-        self._sweep_key = key
+    def show_result(self, sweeps: dict[str, ClipSweep]) -> None:
         for name, sweep in sweeps.items():
             self.plots[name].set_sweep(sweep)
         self._update_summary()
-        self._on_state_results_changed()
+        self._on_results_changed()
 
-    def _on_sweeps_failed(self, message: str) -> None:
-        self.summary.setText(f"sweep failed: {message}")
-
-    def _on_state_results_changed(self) -> None:
-        """Put each marker on its pane's current threshold (without echoing it back); start
-        a pending sweep now that the panes are served."""
-        if self.state is None:
-            return
-        if self._stale and self.state.results:
-            self._request_sweep(delay_ms=SETTLE_MS)
+    def on_results_changed(self) -> None:
+        """Put each marker on its pane's current threshold (without echoing it back)."""
         self._syncing = True
         try:
             for name, _ in SCHEMES:
@@ -441,10 +358,6 @@ class TradeoffView(QWidget):
         line = self.plots[scheme].current
         line.setValue(float(t))
         self._on_marker_moved(scheme, line)
-
-    def closeEvent(self, event) -> None:
-        self.job.shutdown()
-        super().closeEvent(event)
 
     def export_data(self) -> dict:
         """The sweeps' numbers (for CSV/JSON export)."""
