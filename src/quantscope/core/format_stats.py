@@ -119,9 +119,13 @@ KEPT_REPORTS = 16
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two contiguous arrays of one dtype and shape hold the same bytes (a memcmp:
-    hashing the 512K scales of a 16M-element block format took milliseconds)."""
-    return memoryview(a).cast("B") == memoryview(b).cast("B")
+    """Whether two arrays of one dtype and shape hold the same bits: compared as unsigned
+    integers of their item size, one vectorised pass (a blake2b digest of the 512K scales of
+    a 16M-element block format took milliseconds, a memoryview comparison, item by item in
+    Python's struct unpacking, 20 ms)."""
+    bits = np.dtype(f"u{a.itemsize}")
+    return a.dtype == b.dtype and a.shape == b.shape and bool(
+        np.array_equal(a.view(bits), b.view(bits)))
 
 
 def _kept_report(prepared, params: FormatParams) -> QuantReport:
