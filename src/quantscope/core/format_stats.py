@@ -94,10 +94,10 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
         s, inv = np.ascontiguousarray(rs.scale), np.ascontiguousarray(irs.scale)
 
         def share(lo: int, hi: int, x2d=x2d, s=s, inv=inv, f=f, i=i) -> np.ndarray:
-            h = np.zeros(params.levels, np.int64)
+            h = np.zeros(params.levels + 1, np.int64)  # the last slot: non-finite elements
             direct_rows(x2d[lo:hi], s[lo:hi], inv[lo:hi], params.inv_scale is not None,
                         *args, h, f[lo:hi], i[lo:hi])
-            return h
+            return h[:-1]
 
         hists += parallel(share, _row_shares(n_rows, x2d.size))
         out_f[rs.index] = f
