@@ -193,3 +193,57 @@ def test_a_block_report_is_kept_for_its_exact_scales_only(name, weight):
     direct = analyze(weight, p)
     assert changed.mse == direct.mse and changed.max_abs_error == direct.max_abs_error
     assert np.array_equal(changed.code_histogram, direct.code_histogram)
+
+
+def _walk_rows_by_the_reference(x2d, s, inv, use_inv, args):
+    """Every row through ``format_kernel._walk``, the one-loop element walk (saturating)."""
+    from quantscope.core.format_kernel import _walk
+
+    kind, mbits, emin, step, mx, overflow, signed_zero, _, lut_mid, lut_val, grid = args
+    hist = np.zeros(grid.size, np.int64)
+    stamp = np.full(grid.size, -1, np.int64)
+    out_f = np.zeros((x2d.shape[0], 6))
+    out_i = np.zeros((x2d.shape[0], 4), np.int64)
+    for r in range(x2d.shape[0]):
+        _walk(x2d[r], s[r], inv[r], use_inv, kind, mbits, emin, step, mx, overflow,
+              signed_zero, True, lut_mid, lut_val, grid, hist, stamp, r, out_f, out_i, r)
+    return hist, out_f, out_i
+
+
+@pytest.mark.parametrize("name", [n for n in FORMATS[1:] if format_kind(n) != "int"])
+@pytest.mark.parametrize("source", ["edge", "gelu", "weight"])
+def test_the_split_saturating_walk_equals_the_one_loop_walk_bit_for_bit(name, source, gelu,
+                                                                        weight):
+    """The direct pass of a saturating cast (three short loops per chunk of a row, one copy
+    per element kind) gives every total of the one-loop walk exactly: sums in the same order,
+    counts, codes used, min/max, on ties, subnormals, overflow, ±0, NaN and inf, with rows
+    longer than a chunk and a scale that clips."""
+    from quantscope.core.format_kernel import CHUNK, direct_rows
+    from quantscope.core.format_stats import _kernel_args
+
+    rng = np.random.default_rng(7)
+    if source == "edge":
+        x = rng.standard_t(2, (6, CHUNK + 320)).astype(np.float32)
+        x.reshape(-1)[:30] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-40, 3e38, -3e38,
+                              448, 464, 465, -465, 6, 7, -7, 5, 0.25, 0.75, 1.25, -0.25, 240,
+                              57344, 61440, 1.5, 2.5, -3.5, 1 / 128, 3 / 256, 127 / 64]
+    else:
+        x = {"gelu": gelu, "weight": weight}[source][:, :256].copy()
+    p = choose_qparams(np.nan_to_num(x, nan=0, posinf=0, neginf=0), format=name,
+                       granularity="channel" if format_kind(name) == "element" else "tensor",
+                       axis=0)
+    args = _kernel_args(p)
+    rows = x.reshape(-1, 64) if p.group_size else x  # blocks or channels as rows
+    for shrink in (1.0, 0.3):  # the second: many clipped elements
+        s = np.resize(np.asarray(p.scale, np.float32) * np.float32(shrink), rows.shape[0])
+        inv = s if p.inv_scale is None else np.resize(
+            np.asarray(p.inv_scale, np.float32) / np.float32(shrink), rows.shape[0])
+        use_inv = p.inv_scale is not None
+        hist = np.zeros(p.levels + 1, np.int64)
+        out_f = np.zeros((rows.shape[0], 6))
+        out_i = np.zeros((rows.shape[0], 4), np.int64)
+        direct_rows(rows, s, inv, use_inv, *args[:7], True, *args[8:], hist, out_f, out_i)
+        ref_hist, ref_f, ref_i = _walk_rows_by_the_reference(rows, s, inv, use_inv, args)
+        np.testing.assert_array_equal(hist[:-1], ref_hist)
+        np.testing.assert_array_equal(out_i, ref_i)
+        assert np.array_equal(out_f, ref_f, equal_nan=True), np.argwhere(out_f != ref_f)[:5]

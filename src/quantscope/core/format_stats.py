@@ -97,10 +97,10 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
         s, inv = np.ascontiguousarray(rs.scale), np.ascontiguousarray(irs.scale)
 
         def share(lo: int, hi: int, x2d=x2d, s=s, inv=inv, f=f, i=i) -> np.ndarray:
-            h = np.zeros(params.levels, np.int64)
+            h = np.zeros(params.levels + 1, np.int64)  # the last slot: non-finite elements
             direct_rows(x2d[lo:hi], s[lo:hi], inv[lo:hi], params.inv_scale is not None,
                         *args, h, f[lo:hi], i[lo:hi])
-            return h
+            return h[:-1]
 
         hists += parallel(share, _row_shares(n_rows, x2d.size))
         out_f[rs.index] = f
@@ -122,9 +122,13 @@ KEPT_REPORTS = 16
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two contiguous arrays of one dtype and shape hold the same bytes (a memcmp:
-    hashing the 512K scales of a 16M-element block format took milliseconds)."""
-    return a.data.cast("B") == b.data.cast("B")
+    """Whether two arrays of one dtype and shape hold the same bits: compared as unsigned
+    integers of their item size, one vectorised pass (a blake2b digest of the 512K scales of
+    a 16M-element block format took milliseconds, a memoryview comparison, item by item in
+    Python's struct unpacking, 20 ms)."""
+    bits = np.dtype(f"u{a.itemsize}")
+    return a.dtype == b.dtype and a.shape == b.shape and bool(
+        np.array_equal(a.view(bits), b.view(bits)))
 
 
 def _kept_report(prepared, params: FormatParams) -> QuantReport:

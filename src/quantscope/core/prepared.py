@@ -140,19 +140,11 @@ class Prepared:
         if params.inv_scale is not None:
             inv = np.broadcast_to(np.asarray(params.inv_scale, np.float32), shape).reshape(-1)
         st = evaluate(rows, np.arange(rows.n_rows), scale, zero_point, rule, inv_scale=inv)
-        tot = UnitTotals(rows.n_rows, params.levels)
-        tot.n[:] = st.n
-        tot.round_err[:] = st.round_err
-        tot.clip_err[:] = st.clip_err
-        tot.max_abs[:] = st.max_abs
-        tot.below[:] = st.below
-        tot.above[:] = st.above
-        tot.sig[:] = st.sig
-        tot.codes[:] = st.codes_used
-        tot.x_min[:] = np.where(st.n > 0, st.x_min, np.inf)
-        tot.x_max[:] = np.where(st.n > 0, st.x_max, -np.inf)
         assert st.hist is not None  # evaluate counts the codes unless told not to
-        tot.hist[:] = st.hist
+        tot = UnitTotals.of(n=st.n, round_err=st.round_err, clip_err=st.clip_err,
+                            max_abs=st.max_abs, below=st.below, above=st.above, sig=st.sig,
+                            codes=st.codes_used, x_min=np.where(st.n > 0, st.x_min, np.inf),
+                            x_max=np.where(st.n > 0, st.x_max, -np.inf), hist=st.hist)
         return build_report(params, tot, self.x.size)
 
     def min_max(self, axis: int | None = None, group_size: int | None = None

@@ -283,8 +283,10 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
         inv = np.ascontiguousarray(np.broadcast_to(
             np.asarray(inv_scale, np.float32).reshape(-1), row.shape))
     hist = np.zeros(qmax - qmin + 1, np.int64)
-    out_f = np.empty((row.size, 8))
-    out_i = np.empty((row.size, 5), np.int64)
+    # column-major: each statistic of all evaluations is one contiguous column, read as it is
+    # by the report (half a million groups' columns copied out of rows cost a third of it)
+    out_f = np.empty((8, row.size)).T
+    out_i = np.empty((5, row.size), np.int64).T
     walk_below = WALK_PER_LEVEL * (qmax - qmin + 2)
     if row.size and rows.lengths[row].max() < walk_below:  # every row walked: no sums needed
         rec, rec_starts = np.empty((0, 4)), np.zeros(rows.n_rows + 1, np.intp)
