@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # for the annotations only: formats loads Numba, a report mus
 
 
 def unit_range(x: np.ndarray, axis: int | None, group_size: int | None,
-               ranges: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+               ranges: dict | Memo | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each unit's finite (min, max) by the engine's :func:`unit_min_max`, memoised in
     ``ranges`` (a :class:`ReportCache`'s memo, or any dict; one per tensor): a 16M-element
     pass costs ~20 ms, and a slider drag would otherwise repeat it for every pane on every
@@ -46,7 +46,7 @@ def unit_range(x: np.ndarray, axis: int | None, group_size: int | None,
 
 
 def pane_params(x: np.ndarray, pane: str, settings: Settings,
-                ranges: dict | None = None, prepared: Prepared | None = None
+                ranges: dict | Memo | None = None, prepared: Prepared | None = None
                 ) -> QuantParams | FormatParams:
     """The parameters of one pane: the one mapping from (tensor, settings) to numbers.
 

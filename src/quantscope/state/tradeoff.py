@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from quantscope.core import choose_qparams
 from quantscope.core.captions import finite_range
+from quantscope.core.prepared import Prepared
 from quantscope.core.sweep import ClipSweep, clip_sweep_curve
 from quantscope.state.compute import analyze_with
 from quantscope.state.settings import Settings
@@ -43,7 +45,7 @@ class SweepRequest:
     """An immutable snapshot of what one sweep needs; safe to hand to another thread."""
 
     tensor: np.ndarray
-    prepared: object | None
+    prepared: Prepared | None
     settings: Settings
     #: The tensor's finite range when the overview knows it (else computed in :meth:`run`).
     x_range: tuple[float, float] | None = None
@@ -81,9 +83,14 @@ class SweepRequest:
                 lambda p: analyze_with(x, prepared, p), x_min=lo, x_max=hi, symmetric=sym,
                 bits=s.bits, narrow_range=s.narrow_range, rounding=s.rounding, points=points,
                 should_stop=yield_and_check, refine=24 if prepared is not None else 6,
-                progress=lambda f, k=k: ctx.progress((k + f) / len(SCHEMES)),
+                progress=partial(_overall, ctx, k),
                 optimum=optimum)
         return self.key, sweeps
+
+
+def _overall(ctx, scheme: int, fraction: float) -> None:
+    """Progress of one scheme's sweep as a share of both."""
+    ctx.progress((scheme + fraction) / len(SCHEMES))
 
 
 __all__ = ["SCHEMES", "SweepRequest", "sweep_key", "sweep_points"]
