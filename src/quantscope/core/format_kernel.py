@@ -297,13 +297,13 @@ def direct_rows(x2d, scale, inv_scale, use_inv, kind, mbits, emin, step, max_fin
             else:
                 _rows_saturating(x2d, scale, inv_scale, False, KIND_FLOAT, mbits, emin, step,
                                  max_finite, lut_mid, lut_val, grid, hist, stamp, out_f, out_i)
-        elif kind == KIND_INT:
+            return
+        if kind == KIND_INT:
             _rows_saturating(x2d, scale, inv_scale, use_inv, KIND_INT, mbits, emin, step,
                              max_finite, lut_mid, lut_val, grid, hist, stamp, out_f, out_i)
-        else:
-            _rows_saturating(x2d, scale, inv_scale, use_inv, kind, mbits, emin, step,
-                             max_finite, lut_mid, lut_val, grid, hist, stamp, out_f, out_i)
-        return
+            return
+    # non-saturating casts, and a lookup table (NF4): its search per element does not
+    # vectorise, and split in three loops it was slower than this one loop
     for r in range(x2d.shape[0]):
         _walk(x2d[r], scale[r], inv_scale[r], use_inv, kind, mbits, emin, step, max_finite,
               overflow, signed_zero, saturate, lut_mid, lut_val, grid, hist, stamp, r, out_f,

@@ -60,19 +60,13 @@ def _kernel_args(p: FormatParams) -> tuple[int, int, int, float, float, int, boo
 
 
 def _totals(p: FormatParams, n_units: int, out_f, out_i, hist) -> UnitTotals:
-    tot = UnitTotals(n_units, p.levels)
-    tot.round_err[:] = out_f[:, 0]
-    tot.clip_err[:] = out_f[:, 1]
-    tot.max_abs[:] = out_f[:, 2]
-    tot.sig[:] = out_f[:, 3]
-    tot.n[:] = out_i[:, 0]
-    tot.x_min[:] = np.where(tot.n > 0, out_f[:, 4], np.inf)
-    tot.x_max[:] = np.where(tot.n > 0, out_f[:, 5], -np.inf)
-    tot.below[:] = out_i[:, 1]
-    tot.above[:] = out_i[:, 2]
-    tot.codes[:] = out_i[:, 3]
-    tot.hist[:] = hist
-    return tot
+    """The unit totals holding ``out_f``'s and ``out_i``'s columns themselves (no copies;
+    made column-major by the caller, a column is contiguous)."""
+    n = out_i[:, 0]
+    return UnitTotals.of(round_err=out_f[:, 0], clip_err=out_f[:, 1], max_abs=out_f[:, 2],
+                         sig=out_f[:, 3], n=n, x_min=np.where(n > 0, out_f[:, 4], np.inf),
+                         x_max=np.where(n > 0, out_f[:, 5], -np.inf), below=out_i[:, 1],
+                         above=out_i[:, 2], codes=out_i[:, 3], hist=hist)
 
 
 def analyze_format(x, params: FormatParams) -> QuantReport:
@@ -85,8 +79,8 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
                                params.axis, params.group_size)
     inv_sets = param_rows(xf, inv, np.zeros(params.scale.shape, np.int32), params.axis,
                           params.group_size)[0]
-    out_f = np.zeros((n_units, 6))
-    out_i = np.zeros((n_units, 4), np.int64)
+    out_f = np.zeros((6, n_units)).T  # column-major: see _totals
+    out_i = np.zeros((4, n_units), np.int64).T
     hists = []
     args = _kernel_args(params)
     for rs, irs in zip(sets, inv_sets, strict=True):
@@ -177,7 +171,7 @@ def evaluate_sorted(rows, scale, inv_scale, params: FormatParams, want_hist: boo
     rec, rec_starts, b1, b2 = (
         (rows.records, rows.rec_starts, rows.bound1, rows.bound2) if long_rows else
         (np.empty((0, 4)), np.zeros(n_rows + 1, np.intp), np.zeros(n_rows), np.zeros(n_rows)))
-    out_f = np.zeros((n_rows, 6))
+    out_f = np.zeros((n_rows, 6))  # the kernel's own layout; _totals reads strided columns
     out_i = np.zeros((n_rows, 4), np.int64)
     edges = element_edges(et)
     args = _kernel_args(params)[:-1]
