@@ -114,3 +114,24 @@ def test_failures_arrive_as_messages_and_the_thread_survives(jobs, qtbot):
 def test_unknown_kind_is_refused(jobs):
     with pytest.raises(ValueError, match="kind"):
         jobs.submit("render", lambda ctx: None)
+
+
+def test_the_scheduler_holds_its_adapter_weakly(qtbot):
+    """No reference cycle through a Qt wrapper: the adapter goes with its last reference,
+    not at some later cyclic collection on whichever thread trips it."""
+    import gc
+    import weakref
+
+    jobs = Jobs()
+    jobs.submit("compute", lambda ctx: "done")
+    assert jobs.scheduler.wait(timeout=5)
+    assert jobs.shutdown()
+    ref = weakref.ref(jobs)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del jobs
+        assert ref() is None
+    finally:
+        if enabled:
+            gc.enable()

@@ -56,7 +56,16 @@ class Jobs(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.scheduler = Scheduler(self._heard)
+        # the scheduler holds this adapter weakly: no reference cycle through a Qt wrapper
+        # for the cyclic collector to finalise (on whichever thread it runs)
+        heard = weakref.WeakMethod(self._heard)
+
+        def listener(event: Event) -> None:
+            method = heard()
+            if method is not None:
+                method(event)
+
+        self.scheduler = Scheduler(listener)
         self._lanes: dict[str, Lane] = {}
         self._to_lane.connect(self._deliver)  # queued: emitted from the scheduler's threads
         Jobs.instances.add(self)

@@ -107,7 +107,8 @@ class StateView(View):
     lane: ClassVar[str]
     #: Quiet time after the panes' last update before the work starts.
     settle_ms: ClassVar[int] = 250
-    #: The work needs the panes' results (not only the tensor) before it can start.
+    #: The work follows the panes' results (not only the tensor): it starts once they arrive
+    #: (never at once on a new tensor or its preparation).
     needs_results: ClassVar[bool] = False
 
     def __init__(self, parent: QWidget | None = None, *, jobs: Jobs | None = None) -> None:
@@ -185,7 +186,7 @@ class StateView(View):
         if self.state is not None and self.state.tensor is not None:
             self.follow()
         self.on_tensor_changed()
-        if self.state is not None and self.state.results:
+        if self.state is not None and self.state.results and not self.needs_results:
             self.refresh()
 
     def _on_settings_changed(self) -> None:
