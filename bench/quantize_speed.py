@@ -5,7 +5,10 @@ same load; the median and the range of the pairs are printed, with its goal:
 
 * quantize / ``np.copyto`` into a preallocated float32 buffer (goal <= 1.2) and against
   ``torch.quantize_per_tensor`` on the same tensor (goal <= 1.0: no slower than torch);
-* dequantize / the naive ``(q.astype(float32) - z) * s`` (goal <= 0.5);
+* dequantize / the naive ``(q.astype(float32) - z) * s`` (goal <= 0.5), with a fresh output
+  and into a reused ``out=`` buffer, beside what touching a fresh 64 MB output alone costs
+  (the kernel zeroes each new page on first touch: a floor no pass over fresh memory avoids),
+  and the reused buffer against the best NumPy does into a buffer of its own;
 * direct ``analyze`` (per tensor) / ``np.copyto`` (goal <= 4);
 * what the compiled passes buy: each of quantize, dequantize and analyze against the same call
   with them switched off (``quantize.COMPILED_MIN`` raised: the blocked NumPy passes).
@@ -78,9 +81,24 @@ def main() -> None:
                      ratio(lambda: naive(x, s, z), copy, max(3, args.pairs // 3)), None,
                      "copyto"))
     zf = np.float32(z)
+    naive_dq = lambda: (q.astype(np.float32) - zf) * s  # noqa: E731
     print(ratio_line("dequantize / naive (q.astype(f32) - z) * s",
-                     ratio(lambda: dequantize(q, s, z), lambda: (q.astype(np.float32) - zf) * s,
-                           args.pairs), 0.5, "naive"))
+                     ratio(lambda: dequantize(q, s, z), naive_dq, args.pairs), 0.5, "naive"))
+    print(ratio_line("  first touch of a fresh 64 MB output / naive",
+                     ratio(lambda: np.empty(N, np.float32)[::1024].fill(0), naive_dq,
+                           args.pairs), None, "naive"))
+    out, out_np = np.empty(N, np.float32), np.empty(N, np.float32)
+    print(ratio_line("dequantize(out=buffer) / naive",
+                     ratio(lambda: dequantize(q, s, z, out=out), naive_dq, args.pairs), 0.5,
+                     "naive"))
+
+    def numpy_into() -> None:
+        np.subtract(q, zf, out=out_np, dtype=np.float32)
+        np.multiply(out_np, s, out=out_np)
+
+    print(ratio_line("dequantize(out=buffer) / NumPy into a buffer",
+                     ratio(lambda: dequantize(q, s, z, out=out), numpy_into, args.pairs), None,
+                     "NumPy"))
     print(ratio_line("direct analyze (per tensor) / np.copyto",
                      ratio(lambda: analyze(x, p), copy, args.pairs), 4.0, "copyto"))
     for name, fn in (("quantize", lambda: quantize(x, s, z)),

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from quantscope.core import analyze, dequantize, quantize
 from quantscope.core.qparams import QuantParams
 from quantscope.core.sorted_kernel import ARITHMETIC_CODES
-from quantscope.core.validate import EngineValueError
+from quantscope.core.validate import EngineTypeError, EngineValueError
 
 QUANTIZE = sys.modules["quantscope.core.quantize"]
 
@@ -144,3 +144,44 @@ def test_every_share_of_the_compiled_loops_equals_the_numpy_pass_on_it(source, g
             n = max(ref.n, 1)
             np.testing.assert_allclose(out_f[:3] / n, [ref.rounding_mse, ref.clipping_mse,
                                                        ref.signal_power], rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("shape", [(), (5,), (3, 70_001)])
+def test_dequantize_into_a_buffer_equals_a_fresh_output(monkeypatch, compiled, shape):
+    monkeypatch.setattr(QUANTIZE, "COMPILED_MIN", 0 if compiled else 1 << 62)
+    rng = np.random.default_rng(7)
+    q = rng.integers(-128, 128, shape).astype(np.int8)
+    buf = np.full(shape, np.nan, np.float32)
+    fresh = dequantize(q, np.float32(0.0173), -5)
+    got = dequantize(q, np.float32(0.0173), -5, out=buf)
+    assert got is buf
+    assert np.array_equal(fresh.view(np.int32), buf.view(np.int32))
+
+
+def test_dequantize_into_a_buffer_per_channel_equals_a_fresh_output():
+    q = np.arange(-60, 60, dtype=np.int8).reshape(4, 30)
+    scale = np.array([0.5, 0.25, 3.0, 1e-3], np.float32)
+    zp = np.array([0, 1, -2, 3], np.int8)
+    buf = np.empty(q.shape, np.float32)
+    p = QuantParams(scale, zp, -128, 127, axis=0)
+    assert p.dequantize(q, out=buf) is buf
+    assert np.array_equal(dequantize(q, scale, zp, axis=0), buf)
+
+
+@pytest.mark.parametrize("out, message", [
+    ([0.0] * 6, "out must be a NumPy array"),
+    (np.zeros(6, np.float64), "out must be float32"),
+    (np.zeros(5, np.float32), r"out has shape \(5,\), the codes \(6,\)"),
+    (np.zeros(12, np.float32)[::2], "writeable C-contiguous"),
+])
+def test_dequantize_refuses_an_unusable_out(out, message):
+    with pytest.raises((EngineValueError, EngineTypeError), match=message):
+        dequantize(np.zeros(6, np.int8), 1.0, out=out)
+
+
+def test_dequantize_refuses_an_out_that_overlaps_the_codes():
+    raw = np.zeros(24, np.uint8)
+    with pytest.raises(EngineValueError, match="overlaps the codes"):
+        dequantize(raw[:6].view(np.int8), 1.0, out=raw.view(np.float32))
+

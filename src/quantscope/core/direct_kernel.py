@@ -198,11 +198,10 @@ def quantize_flat(x: np.ndarray, s, z, qmin: int, qmax: int, rounding: str, arit
         for lo, hi in shares(flat.size)]))
 
 
-def dequantize_flat(q: np.ndarray, s, z) -> np.ndarray:
-    """``float32(float32(q − z) · s)`` of contiguous integer codes under one scale."""
+def dequantize_into(q: np.ndarray, s, z, out: np.ndarray) -> np.ndarray:
+    """``out = float32(float32(q − z) · s)`` of contiguous integer codes under one scale."""
     from quantscope.core.parallel import parallel, shares
 
-    out = np.empty(q.shape, np.float32)
     flat, dst = q.reshape(-1), out.reshape(-1)
     parallel(dequantize_range, [(flat, lo, hi, np.float32(s), np.int32(z), dst)
                                 for lo, hi in shares(flat.size)])

@@ -110,10 +110,10 @@ class QuantParams:
                         nonfinite=nonfinite, arithmetic=self.arithmetic,
                         inv_scale=self.inv_scale)
 
-    def dequantize(self, q) -> np.ndarray:
-        """Float32 values that the codes ``q`` stand for."""
+    def dequantize(self, q, *, out: np.ndarray | None = None) -> np.ndarray:
+        """Float32 values that the codes ``q`` stand for (into ``out`` if given)."""
         return dequantize(q, self.scale, self.zero_point, axis=self.axis,
-                          group_size=self.group_size)
+                          group_size=self.group_size, out=out)
 
     def with_(self, **changes) -> QuantParams:
         """A copy with some fields changed (the dataclass is frozen)."""

@@ -111,6 +111,22 @@ def check_integer_zero_point(zero_point: object) -> np.ndarray:
     raise EngineTypeError(f"zero_point must be an integer, got dtype {zp.dtype}")
 
 
+def check_output(out: object, q: np.ndarray) -> np.ndarray:
+    """An ``out`` buffer for dequantize: float32, ``q``'s shape, C-contiguous, writeable, and
+    not overlapping the codes (the compiled pass reads each code after writing other values)."""
+    if not isinstance(out, np.ndarray):
+        raise EngineTypeError(f"out must be a NumPy array, got {type(out).__name__}")
+    if out.dtype != np.float32:
+        raise EngineTypeError(f"out must be float32, got dtype {out.dtype}")
+    if out.shape != q.shape:
+        raise EngineValueError(f"out has shape {out.shape}, the codes {q.shape}")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise EngineValueError("out must be a writeable C-contiguous array")
+    if np.shares_memory(out, q):
+        raise EngineValueError("out overlaps the codes")
+    return out
+
+
 def check_code_difference(q: np.ndarray, zero_point: np.ndarray) -> None:
     """Refuse codes and zero points whose difference leaves int32 (dequantize subtracts in
     int32): it would wrap to a value of the other sign. The dtypes' ranges settle it
