@@ -185,3 +185,16 @@ def test_dequantize_refuses_an_out_that_overlaps_the_codes():
     with pytest.raises(EngineValueError, match="overlaps the codes"):
         dequantize(raw[:6].view(np.int8), 1.0, out=raw.view(np.float32))
 
+
+@pytest.mark.parametrize("dtype, zero_point", [
+    (np.int8, -128), (np.uint8, 255), (np.int16, -32768), (np.uint16, 0),
+    (np.int32, 200), (np.int32, -200), (np.uint32, 100)])
+def test_compiled_dequantize_equals_the_numpy_pass_at_the_ends_of_int32(monkeypatch, dtype,
+                                                                         zero_point):
+    info = np.iinfo(dtype)
+    lo, hi = max(int(info.min), -(2**31) + 256), min(int(info.max), 2**31 - 1 - 256)
+    q = np.linspace(lo, hi, 5000).astype(dtype)
+    q[:4] = [lo, hi, lo + 1, hi - 1]
+    scale = np.float32(3.0517578e-05)
+    slow, fast = both(monkeypatch, lambda: dequantize(q, scale, zero_point))
+    assert np.array_equal(slow.view(np.int32), fast.view(np.int32))

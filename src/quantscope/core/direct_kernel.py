@@ -79,11 +79,15 @@ def quantize_range(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out)
 @_jit
 def dequantize_range(q, lo, hi, s, z, out) -> None:
     """``out[i] = float32(float32(q[i] − z) · s)`` for ``i`` in ``[lo, hi)``: the codes widened
-    before the zero point is subtracted, one float32 multiplication (ONNX DequantizeLinear)."""
+    before the zero point is subtracted, one float32 multiplication (ONNX DequantizeLinear).
+
+    The difference is narrowed back to int32 (the callers refuse codes and zero points whose
+    difference leaves it): Numba forms int32 − int32 in int64, and int64 → float32 has no
+    vector instruction before AVX-512, which kept the loop scalar."""
     qs = q[lo:hi]  # indexed from 0 (see _quantize_loop)
     os_ = out[lo:hi]
     for i in range(qs.size):
-        os_[i] = np.float32(np.float32(np.int32(qs[i]) - z) * s)
+        os_[i] = np.float32(np.float32(np.int32(np.int32(qs[i]) - z)) * s)
 
 
 @_inline
