@@ -65,15 +65,26 @@ def as_float(abits: np.uint32) -> np.float32:
 @_jit
 def _widen(raw, a: int, n: int, kind: int, table, bits, f) -> None:
     """``raw[a:a+n]`` as float32 into ``f`` (``bits`` is the same buffer seen as uint32)."""
+    # the row as its own slice, indexed from 0: ``raw[a + j]`` is an index the compiler cannot
+    # prove non-negative, and Numba's wraparound select on it keeps the loop one lane at a time
+    row = raw[a:a + n]
     if kind == 0:
         for j in range(n):
-            bits[j] = raw[a + j]
+            bits[j] = row[j]
     elif kind == 1:
         for j in range(n):
-            bits[j] = np.uint32(raw[a + j]) << np.uint32(16)
+            bits[j] = np.uint32(row[j]) << np.uint32(16)
     else:
         for j in range(n):
-            f[j] = table[raw[a + j]]
+            f[j] = table[row[j]]
+
+
+@_jit
+def _count_patterns(raw, a: int, n: int, hist) -> None:
+    """Count each bit pattern of ``raw[a:a+n]`` in ``hist`` (indexed from 0, as :func:`_widen`)."""
+    row = raw[a:a + n]
+    for j in range(n):
+        hist[row[j]] += 1
 
 
 @_jit
@@ -162,8 +173,7 @@ def row_pass(raw, kind: int, table, cols: int, per_row: bool, qsym: int, qmin: i
         a = r * cols
         _widen(raw, a, cols, kind, table, bits, f)
         if want_hist:
-            for j in range(cols):
-                hist[raw[a + j]] += 1
+            _count_patterns(raw, a, cols, hist)
         m, sig, n, big = _row_stats(bits, f, cols, tbits)
         amax = as_float(m)
         err = 0.0
@@ -192,8 +202,7 @@ def column_ranges(raw, kind: int, table, cols: int, rows: int, tbits: np.uint32,
         a = r * cols
         _widen(raw, a, cols, kind, table, bits, f)
         if want_hist:
-            for j in range(cols):
-                hist[raw[a + j]] += 1
+            _count_patterns(raw, a, cols, hist)
         for j in range(cols):
             m = bits[j] & _ABS
             if m < _INF_BITS:
