@@ -73,6 +73,23 @@ def test_an_axis_the_tensor_lacks_is_refused_not_replaced(qtbot, window, tmp_pat
     _load_and_fail(qtbot, window, Source("file", str(path), axis=7), "axis 7 is out of range")
 
 
+@pytest.mark.parametrize(("shape", "axis"), [((4, 4), 7), ((4, 4), -3), ((8,), 1)])
+def test_the_state_refuses_an_axis_the_tensor_lacks(shape, axis):
+    """The Qt-free state, where a source's axis enters: an axis the tensor lacks is refused
+    with the reason and the previous tensor kept -- not silently replaced by the default."""
+    state = ExplorerState()
+    errors: list[str] = []
+    state.error.connect(errors.append)
+    before = np.ones((2, 3), np.float32)
+    assert state.set_tensor(before, Source("array", "before"))
+    settings = state.settings
+    assert not state.set_tensor(np.ones(shape, np.float32), Source("array", "w", axis=axis))
+    assert len(errors) == 1 and f"channel axis {axis} is out of range" in errors[0], errors
+    assert state.tensor is not None and state.tensor.shape == (2, 3)
+    assert state.settings == settings and state.source == Source("array", "before")
+    record(refused=True)
+
+
 def test_listing_runs_off_the_gui_thread(qtbot, window, tmp_path, monkeypatch):
     import quantscope.io as qio
 
