@@ -156,6 +156,22 @@ sys.exit(main(["--generator", "normal", "--shape", "8x8", {option!r}, {out!r}]))
     assert_one_line_error(outcome.code, outcome.out, outcome.err)
 
 
+@pytest.mark.parametrize("shape", ["3x", "x4", "3xx4"])
+def test_window_shape_typos_are_refused_not_guessed(tmp_path, shape):
+    """``quantscope --generator normal --shape 3x``: a separator without a number on both
+    sides is a typo, refused in one line before any window opens -- not the shape (3,)
+    rendered as if asked for (in a child: a window that did open would start Qt)."""
+    out = str(tmp_path / "m.json")
+    outcome = run_isolated(f"""
+import sys
+from quantscope.cli import main
+sys.exit(main(["--generator", "normal", "--shape", {shape!r}, "--metrics", {out!r}]))
+""", timeout=120)
+    assert_one_line_error(outcome.code, outcome.out, outcome.err, f"shape {shape!r}")
+    assert not os.path.exists(out)
+    record(refused=True)
+
+
 def test_a_full_disk_is_one_line(capsys, tmp_path, monkeypatch):
     """ENOSPC while the archive is written: one line, and no temporary file left behind."""
     import quantscope.commands.export as export

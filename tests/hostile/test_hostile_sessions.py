@@ -100,6 +100,40 @@ def test_a_source_file_from_the_loader_findings_is_a_session_error(tmp_path):
         parse_session(session)
 
 
+REMEMBERED = [
+    ("5000-digit version", CORPUS[0][1]),
+    ("100k-deep nesting", '{"format": "quantscope-session", "version": 1, "source": '
+     + "[" * 100_000 + "]" * 100_000 + "}"),
+    ('"params": [1, 2]', CORPUS[2][1]),
+    ('"shape": [1e400]', CORPUS[3][1]),
+    ("not JSON", "{broken"),
+    ("2 MiB of spaces", " " * (2 << 20)),
+]
+
+
+@pytest.mark.parametrize(("name", "text"), REMEMBERED, ids=[r[0] for r in REMEMBERED])
+def test_a_remembered_session_gone_hostile_is_a_fresh_start(tmp_path, name, text):
+    """The session kept between runs is read at start-up, before any window: whatever it has
+    become, the start-up sees no session and the app starts fresh -- it must not fail to start
+    (in a child: the deep document meets a RecursionError, and the store is a temporary one,
+    never the user's profile)."""
+    (tmp_path / "text.json").write_text(json.dumps(text))
+    outcome = run_isolated(f"""
+        import json
+        from PySide6.QtCore import QSettings
+        QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope,
+                          {str(tmp_path / "cfg")!r})
+        from quantscope.gui.session import SETTINGS_KEY, startup_session, user_settings
+        store = user_settings()
+        store.setValue(SETTINGS_KEY, json.load(open({str(tmp_path / "text.json")!r})))
+        store.sync()
+        print(repr(startup_session(None, explicit_source=False, headless=False)))
+        """, timeout=60)
+    assert outcome.code == 0 and not outcome.err, outcome.describe()
+    assert outcome.out.strip() == "None", outcome.out
+    record(refused=True)
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**80), 2**80) | st.floats() | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,

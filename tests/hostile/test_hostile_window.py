@@ -73,6 +73,23 @@ def test_an_axis_the_tensor_lacks_is_refused_not_replaced(qtbot, window, tmp_pat
     _load_and_fail(qtbot, window, Source("file", str(path), axis=7), "axis 7 is out of range")
 
 
+@pytest.mark.parametrize(("shape", "axis"), [((4, 4), 7), ((4, 4), -3), ((8,), 1)])
+def test_the_state_refuses_an_axis_the_tensor_lacks(shape, axis):
+    """The Qt-free state, where a source's axis enters: an axis the tensor lacks is refused
+    with the reason and the previous tensor kept -- not silently replaced by the default."""
+    state = ExplorerState()
+    errors: list[str] = []
+    state.error.connect(errors.append)
+    before = np.ones((2, 3), np.float32)
+    assert state.set_tensor(before, Source("array", "before"))
+    settings = state.settings
+    assert not state.set_tensor(np.ones(shape, np.float32), Source("array", "w", axis=axis))
+    assert len(errors) == 1 and f"channel axis {axis} is out of range" in errors[0], errors
+    assert state.tensor is not None and state.tensor.shape == (2, 3)
+    assert state.settings == settings and state.source == Source("array", "before")
+    record(refused=True)
+
+
 def test_listing_runs_off_the_gui_thread(qtbot, window, tmp_path, monkeypatch):
     import quantscope.io as qio
 
@@ -119,8 +136,12 @@ def test_a_session_whose_source_fails_changes_nothing(qtbot, window, tmp_path):
 
 
 def test_a_remembered_session_gone_hostile_falls_back_to_the_demo(qtbot, window, tmp_path):
+    from PySide6.QtCore import QSettings
+
     from quantscope.gui.session import apply_session, parse_session, recall, remember
 
+    # a temporary store: the user's profile keeps its own remembered session
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "cfg"))
     fifo = tmp_path / "w.npy"
     os.mkfifo(fifo)
     doc = {"format": "quantscope-session", "version": 1,
@@ -139,10 +160,40 @@ def test_group_size_beyond_the_spin_box_is_refused_by_the_state(window):
     assert window.controls.group.maximum() == 1 << 24
 
 
-near_constant = st.sampled_from([
-    1 + np.arange(64) * np.finfo(np.float32).eps, [1e6, 1e6 + 0.0625] * 8,
-    [1e-45, 3e-45, 1e-40, 0.0] * 4, [-F, F] * 8, [F, F * 0.5, 0.0, -F] * 4, [F] * 16,
-    [3.0] * 16, [0.0, 1e-45] * 8])
+#: Valid tensors that are hard to bin: nearly constant, subnormal, spanning +-FLT_MAX.
+ODD_VALID = [
+    ("1+k*eps", 1 + np.arange(64) * np.finfo(np.float32).eps),
+    ("1e6 and 1e6+0.0625", [1e6, 1e6 + 0.0625] * 8),
+    ("subnormal", [1e-45, 3e-45, 1e-40, 0.0] * 4), ("-F..F", [-F, F] * 8),
+    ("F, F/2, 0, -F", [F, F * 0.5, 0.0, -F] * 4), ("F only", [F] * 16), ("constant", [3.0] * 16),
+    ("0 and 1e-45", [0.0, 1e-45] * 8)]
+near_constant = st.sampled_from([values for _, values in ODD_VALID])
+
+
+@pytest.mark.parametrize("method", ["minmax", "entropy"])
+@pytest.mark.parametrize(("name", "values"), ODD_VALID, ids=[v[0] for v in ODD_VALID])
+def test_odd_valid_tensors_are_summarised_and_computed(name, values, method):
+    """What the window's worker does with a new tensor -- prepare it, summarise it (the
+    overview's histogram), compute the panes -- for every odd valid tensor: no exception, no
+    RuntimeWarning, every value counted; entropy refuses only the schemes it does not have."""
+    from quantscope.state import overview, prepare_tensor
+
+    x = np.asarray(values, np.float32).reshape(1, -1)
+    state = ExplorerState()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert state.update_settings(method=method) or method == "minmax"
+        assert state.set_tensor(x, Source("array", "odd"))
+        prepared = prepare_tensor(state.tensor, state.settings)
+        summary = overview(state.tensor, prepared=prepared)
+        state.set_prepared(state.tensor, prepared, summary)
+        reports = state.compute()
+    assert int(summary.hist_counts.sum()) == x.size
+    assert summary.min == float(x.min()) and summary.max == float(x.max())
+    assert "symmetric/tensor" in reports and reports["symmetric/tensor"].n == x.size
+    for message in state.errors.values():
+        assert method == "entropy" and "entropy calibration is per tensor" in message, message
+    record(refused=False)
 
 
 @hostile_settings(ci=8, long=60)

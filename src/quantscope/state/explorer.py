@@ -87,7 +87,8 @@ class ExplorerState:
     def set_tensor(self, x, source: Source | None = None, *, prepared: Prepared | None = None,
                    overview: TensorOverview | None = None, checked: bool = False,
                    settings: Settings | None = None) -> bool:
-        """Install a new tensor; refuse empty, 0-d, non-numeric or all-NaN/inf input.
+        """Install a new tensor; refuse empty, 0-d, non-numeric or all-NaN/inf input, and an
+        explicit ``source.axis`` the tensor lacks.
 
         On refusal ``error`` is emitted with the reason, the previous tensor and settings
         stay, and False is returned. The settings that depend on the tensor are derived for
@@ -102,6 +103,11 @@ class ExplorerState:
         """
         source = source or Source("array", "array")
         problem = None if checked else tensor_problem(x)
+        ndim = np.ndim(x)
+        if problem is None and source.axis is not None and not -ndim <= source.axis < ndim:
+            # an explicit axis is the user's word: one the tensor lacks is refused, as the
+            # window's loader and ``report --axis`` refuse it, never replaced by the default
+            problem = f"channel axis {source.axis} is out of range for shape {np.shape(x)}"
         if problem is not None:
             self.error.emit(f"{source.label()}: {problem}")
             return False
