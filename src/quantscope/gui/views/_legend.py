@@ -41,17 +41,18 @@ def legend_below(plot: pg.PlotItem, **kwargs) -> LayoutLegend:
     return plot.legend
 
 
-def fit_columns(plot: pg.PlotItem, width: float) -> None:
-    """Fit the legend of a plot ``width`` pixels wide between its axes: two columns, else one,
-    else one in a smaller font. The legend row sets the plot's minimum width, and one wider
-    than its widget cut off the right-hand axis and the labels themselves."""
+def fit_columns(plot: pg.PlotItem, width: float, columns: tuple[int, ...] = (2, 1)) -> None:
+    """Fit the legend of a plot ``width`` pixels wide between its axes: the first of
+    ``columns`` that fits (two columns, else one), else the last in a smaller font. The legend
+    row sets the plot's minimum width, and one wider than its widget cut off the right-hand
+    axis and the labels themselves."""
     legend = plot.legend
     room = width - _SLACK - sum(plot.getAxis(side).width() for side in ("left", "right")
                        if plot.getAxis(side).isVisible())
     full = current_theme().axis_font_pt
     _label_size(legend, full)
-    for columns in (2, 1):
-        legend.setColumnCount(columns)
+    for count in columns:
+        legend.setColumnCount(count)
         need = legend.layout.preferredWidth()
         if need <= room:
             return
