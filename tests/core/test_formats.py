@@ -247,3 +247,41 @@ def test_the_split_saturating_walk_equals_the_one_loop_walk_bit_for_bit(name, so
         np.testing.assert_array_equal(hist[:-1], ref_hist)
         np.testing.assert_array_equal(out_i, ref_i)
         assert np.array_equal(out_f, ref_f, equal_nan=True), np.argwhere(out_f != ref_f)[:5]
+
+
+@pytest.mark.parametrize("name", [n for n in FORMATS[1:] if format_kind(n) == "element"])
+def test_a_searched_row_places_values_on_and_beside_each_boundary_as_the_cast_does(name):
+    """A searched sorted row is split where the cast changes interval: with scaled values on
+    every boundary (the midpoints between representable values, where ties are decided, and
+    the overflow thresholds) and on both float32 neighbours of each, the searched split
+    counts exactly what walking the row element by element counts."""
+    from quantscope.core.format_kernel import sorted_rows
+    from quantscope.core.format_stats import _kernel_args, element_edges
+    from quantscope.core.sorted_stats import SortedRows
+
+    p = FormatParams(name, np.float32(1.0))
+    et = p.element
+    edges = element_edges(et).astype(np.float32)
+    near = np.concatenate([edges, np.nextafter(edges, np.float32(np.inf)),
+                           np.nextafter(edges, np.float32(-np.inf)), et.values.astype(np.float32)])
+    rng = np.random.default_rng(11)
+    fill = rng.uniform(-1.2, 1.2, 8 * (et.levels + 2)).astype(np.float32) * np.float32(
+        et.max_finite)
+    base = np.sort(np.concatenate([near, fill]))
+    powers = np.float32(2.0) ** np.arange(-3, 3, dtype=np.float32)
+    rows = SortedRows.from_rows([(np.arange(powers.size), base[None, :] * powers[:, None])],
+                                powers.size)
+    args = _kernel_args(p)[:-1]
+    counts = []
+    for walk_below in (0, 1 << 30):  # every row searched, then every row walked
+        hist = np.zeros(et.levels, np.int64)
+        out_f = np.zeros((powers.size, 6))
+        out_i = np.zeros((powers.size, 4), np.int64)
+        sorted_rows(rows.values, rows.starts, rows.records, rows.rec_starts, rows.bound1,
+                    rows.bound2, np.arange(powers.size), powers, powers, False, *args,
+                    et.values, element_edges(et), walk_below, np.inf, hist, out_f, out_i)
+        counts.append((hist, out_i.copy(), out_f[:, 2].copy()))
+    (h_s, i_s, worst_s), (h_w, i_w, worst_w) = counts
+    np.testing.assert_array_equal(h_s, h_w)
+    np.testing.assert_array_equal(i_s, i_w)  # elements, clipped below / above, codes used
+    np.testing.assert_array_equal(worst_s, worst_w)
