@@ -100,7 +100,7 @@ def test_deliveries_update_the_one_series_item_in_place(chart, qtbot):
     for (sample, _), color in zip(chart.legend.items, chart._colors, strict=False):
         # each entry in its kind's colour: line and symbol
         assert sample.item.opts["pen"].color() == QColor(color)
-        assert sample.item.scatter.opts["brush"].color() == QColor(color)
+        assert sample.item.opts["brush"].color() == QColor(color)
     shown = list(listed)
     for end in range(5, len(done) + 1, 5):
         shown[end - 5:end] = done[end - 5:end]

@@ -180,6 +180,14 @@ def dash_segments(px: np.ndarray, py: np.ndarray, on: float,
     return x + t0 * ddx, y + t0 * ddy, x + t1 * ddx, y + t1 * ddy
 
 
+def _figure(r: ModelRow, scheme: str) -> float:
+    """A row's figure for a chart scheme; NaN when it has none."""
+    f = r.figures
+    v = f.per_tensor_db if scheme == "tensor" else f.per_channel_db if scheme == "channel" \
+        else f.gain_db
+    return math.nan if v is None else v
+
+
 class SeriesItem(pg.GraphicsObject):
     """Every series of the chart in one item (see the module docstring for why).
 
@@ -282,6 +290,23 @@ class SeriesItem(pg.GraphicsObject):
                                                                pen, brush)
 
 
+class LegendEntry:
+    """What a legend sample draws (a line and a dot in a kind's colour) and toggles when
+    clicked: the few attributes pyqtgraph's ItemSample reads, without a plot item behind it
+    (a PlotDataItem per entry cost a few milliseconds each)."""
+
+    def __init__(self, color: str, line_width: float, symbol_size: float) -> None:
+        self.opts = {"pen": pg.mkPen(color, width=line_width), "symbol": "o",
+                     "size": symbol_size, "brush": pg.mkBrush(color), "antialias": True}
+        self._visible = True
+
+    def isVisible(self) -> bool:  # the names ItemSample calls
+        return self._visible
+
+    def setVisible(self, on: bool) -> None:
+        self._visible = bool(on)
+
+
 class ModelChart(QWidget):
     """SQNR per layer and tensor kind (see the module docstring)."""
 
@@ -340,9 +365,8 @@ class ModelChart(QWidget):
         scene.sigMouseClicked.connect(self._clicked)
         self.rows: list[ModelRow] = []
         self.points: dict[str, list[tuple[float, ModelRow]]] = {}
-        #: Legend entries by kind: a PlotDataItem outside the plot, which the legend's
-        #: sample draws (and hides, when clicked).
-        self.entries: dict[str, pg.PlotDataItem] = {}
+        #: Legend entries by kind, which the legend's samples draw (and hide, when clicked).
+        self.entries: dict[str, LegendEntry] = {}
         self.hidden: set[str] = set()
         self._colors = series_colors(current_theme())
         self._hit_x = self._hit_y = np.zeros(0)
@@ -357,16 +381,11 @@ class ModelChart(QWidget):
         self.rows = rows
         self.redraw()
 
-    def _y(self, r: ModelRow, which: str) -> float | None:
-        f = r.figures
-        v = {"tensor": f.per_tensor_db, "channel": f.per_channel_db, "gain": f.gain_db}[which]
-        return None if v is None or math.isnan(v) else v
-
     def redraw(self) -> None:
         """Bring the series up to date with the rows: new arrays for the one series item, the
-        legend touched only when kinds come or go, the ranges only when they change."""
+        legend touched only when kinds come or go, the ranges only when they change. One
+        pass over the rows in Python, the rest in NumPy: it runs on every delivery."""
         placed, layered = _placed(self.rows)
-        self.points, _ = chart_points(self.rows)
         mode = self.mode.currentData()
         schemes = ("tensor", "channel") if mode == "both" else (mode,)
         self._label("bottom", "layer" if layered else "tensor (file order)")
@@ -375,28 +394,38 @@ class ModelChart(QWidget):
         # every kind the listing holds, analysed yet or not: colours and legend are settled
         # when the checkpoint is listed and do not change while its figures stream in
         kinds = sorted({kind for _, kind, _ in placed})
-        ys: dict[tuple[str, str], list[tuple[float, float | None, ModelRow]]] = {}
-        finite = []
-        for kind in kinds:
-            pts = sorted(self.points.get(kind, ()), key=lambda p: p[0])
-            for scheme in schemes:
-                col = [(x, self._y(r, scheme), r) for x, r in pts]
-                ys[(kind, scheme)] = col
-                finite += [y for _, y, _ in col if y is not None and math.isfinite(y)]
-        top = (max(finite) if finite else 0.0) + EXACT_HEADROOM_DB
+        number = {kind: k for k, kind in enumerate(kinds)}
+        done = [(x, kind, r) for x, kind, r in placed if r.status == OK]
+        self.points = {}
+        for x, kind, r in done:
+            self.points.setdefault(kind, []).append((x, r))
+        rows = np.empty(len(done), dtype=object)
+        rows[:] = [r for _, _, r in done]
+        xs = np.array([x for x, _, _ in done], dtype=float)
+        ks = np.array([number[kind] for _, kind, _ in done], dtype=np.int64)
+        order = np.lexsort((xs, ks))  # by kind, then x (stable: file order among equals)
+        xs, ks, rows = xs[order], ks[order], rows[order]
+        values = {scheme: np.array([_figure(r, scheme) for r in rows], dtype=float)
+                  for scheme in schemes}
+        finite = np.concatenate([v[np.isfinite(v)] for v in values.values()]) \
+            if len(rows) else np.zeros(0)
+        top = (float(finite.max()) if len(finite) else 0.0) + EXACT_HEADROOM_DB
+        bounds = np.searchsorted(ks, np.arange(len(kinds) + 1))
         series = []
         for k, kind in enumerate(kinds):
+            lo, hi = bounds[k], bounds[k + 1]
+            if lo == hi:
+                continue
             color = self._colors[k % len(self._colors)]
             for scheme in schemes:
-                col = [(x, top if math.isinf(y) else y, r) for x, y, r in ys[(kind, scheme)]
-                       if y is not None]
-                if not col:
+                y = values[scheme][lo:hi]
+                keep = ~np.isnan(y)  # no figure (or NaN): no point
+                if not keep.any():
                     continue
                 dashed = scheme == "channel" and mode == "both"
                 series.append(Series(kind, scheme, color, dashed, "t" if dashed else "o",
-                                     np.array([c[0] for c in col]),
-                                     np.array([c[1] for c in col]),
-                                     tuple(c[2] for c in col)))
+                                     xs[lo:hi][keep], np.where(np.isinf(y[keep]), top, y[keep]),
+                                     tuple(rows[lo:hi][keep])))
         self._update_legend(kinds)
         shown = [s for s in series if s.kind not in self.hidden]
         self.item.set_series(shown, theme.line_width, 7 + 2 * theme.presentation)
@@ -404,15 +433,16 @@ class ModelChart(QWidget):
         self._hit_y = np.concatenate([s.y for s in shown]) if shown else np.zeros(0)
         self._hit_rows = [r for s in shown for r in s.rows]
         self._set_hover(None)
-        xs = [x for x, _, _ in placed]
-        if xs:
+        if placed:
+            every = [x for x, _, _ in placed]
             last = max((r.layer for r in self.rows if r.layer is not None), default=0)
-            span = (min(xs), max(xs), layered and min(xs) < 0, layered and max(xs) > last)
+            lo, hi = min(every), max(every)
+            span = (lo, hi, layered and lo < 0, layered and hi > last)
             if span != self._x_span:
                 self._x_span = span
                 self._set_x_axis()
-        if finite:  # rounded outward: the axes (and their cached pixmaps) rarely change
-            low = math.floor(min(finite) / Y_STEP_DB) * Y_STEP_DB
+        if len(finite):  # rounded outward: the axes (and their cached pixmaps) rarely change
+            low = math.floor(float(finite.min()) / Y_STEP_DB) * Y_STEP_DB
             high = math.ceil(top / Y_STEP_DB) * Y_STEP_DB
             if (low, high) != self._y_range:
                 self._y_range = (low, high)
@@ -471,10 +501,7 @@ class ModelChart(QWidget):
         known = set(kinds)
         for k, kind in enumerate(kinds):
             color = self._colors[k % len(self._colors)]
-            entry = pg.PlotDataItem(pen=pg.mkPen(color, width=theme.line_width), symbol="o",
-                                    symbolSize=7 + 2 * theme.presentation, symbolBrush=color,
-                                    symbolPen=pg.mkPen(color))
-            entry.setData([0.0], [0.0])  # (pyqtgraph styles its symbol only once it has data)
+            entry = LegendEntry(color, theme.line_width, 7 + 2 * theme.presentation)
             entry.setVisible(kind not in self.hidden)
             self.entries[kind] = entry
             self.legend.addItem(entry, legend_label(kind, known))
