@@ -38,12 +38,10 @@ from quantscope.io.tensor_info import format_bytes, printable
 from quantscope.state import Settings
 from quantscope.state.model_scan import OK, PENDING, ModelRow
 
-#: Finished rows and progress reach the table and chart at most this often.
+#: Finished rows and progress reach the table and chart at most this often (a chart update
+#: with its paint takes about 10-35 ms with 800 tensors, 30-40 ms with 3,000:
+#: ``bench/model_chart.py``).
 FLUSH_MS = 150
-#: While a scan runs the chart is redrawn at most this often (an update and its paint take
-#: tens of milliseconds with hundreds of tensors: ``bench/model_chart.py``); the last rows
-#: always draw it.
-CHART_EVERY_S = 0.5
 #: Settings changes are scanned once the controls rest this long.
 RESCAN_DELAY_MS = 300
 
@@ -113,7 +111,6 @@ class ModelView(QWidget):
         self._arrived: list[ModelRow] = []
         self._done = self._total = 0
         self._started = 0.0
-        self._chart_drawn = 0.0
         self.flush_timer = QTimer(self)
         self.flush_timer.setInterval(FLUSH_MS)
         self.flush_timer.timeout.connect(self._flush)
@@ -348,10 +345,7 @@ class ModelView(QWidget):
             for r in batch:
                 self.rows[r.index] = r
             self.model.update_rows(batch)
-            now = time.perf_counter()
-            if now - self._chart_drawn >= CHART_EVERY_S:  # the chart's paint is the dear part
-                self._chart_drawn = now
-                self.chart.set_rows(self.rows)
+            self.chart.set_rows(self.rows)
         self._show_progress()
 
     def _show_progress(self) -> None:
