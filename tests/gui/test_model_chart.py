@@ -95,9 +95,10 @@ def test_deliveries_update_the_one_series_item_in_place(chart, qtbot):
     samples = [sample for sample, _ in chart.legend.items]
     # the listing settles the legend: every charted kind, none of the 1-D norms
     assert [label.text for _, label in chart.legend.items] == [
-        "mlp.down_proj", "model.embed_tokens", "self_attn.o_proj", "self_attn.q_proj"]
+        "mlp.down_proj", "model.embed_tokens", "self_attn.o_proj", "self_attn.q_proj",
+        "int8 floor (20 dB)"]
     assert chart.item.series == []
-    for (sample, _), color in zip(chart.legend.items, chart._colors, strict=False):
+    for (sample, _), color in zip(chart.legend.items[:-1], chart._colors, strict=False):
         # each entry in its kind's colour: line and symbol
         assert sample.item.opts["pen"].color() == QColor(color)
         assert sample.item.opts["brush"].color() == QColor(color)
@@ -332,3 +333,23 @@ def test_the_axis_draws_emb_and_the_layers(chart, qtbot):
     assert drawn[0] == "emb" and "5" in drawn and "30" in drawn
     rects = [rect for rect, _, _ in texts]
     assert all(a.right() <= b.left() for a, b in itertools.pairwise(rects))  # none overlap
+
+
+def test_a_band_marks_where_the_engine_gives_up_on_int8(chart, qtbot):
+    from quantscope.core.fused import suggest_floor_db
+    from quantscope.gui.model_chart import MODES
+
+    rows = _rows()
+    chart.set_rows(rows)
+    assert chart.floor.isVisible() and chart.floor.getRegion()[1] == suggest_floor_db(8) == 20.0
+    below = {r.name for r in _charted(rows) if max(r.figures.per_tensor_db,
+                                                     r.figures.per_channel_db) < 20.0}
+    assert below == {r.name for r in _charted(rows) if r.figures.suggested in
+                     ("keep 16-bit", "fp16 outliers")}  # what the band says: the table's word
+    chart.bits = 4
+    chart.set_rows(list(rows))
+    assert chart.floor.getRegion()[1] == suggest_floor_db(4)
+    assert chart.legend.items[-1][1].text == f"int4 floor ({suggest_floor_db(4):.0f} dB)"
+    chart.mode.setCurrentIndex(list(MODES).index("gain"))  # gains have no floor
+    assert not chart.floor.isVisible()
+    assert all(lab.text != "int4 floor (8 dB)" for _, lab in chart.legend.items)

@@ -102,6 +102,13 @@ class TensorFigures:
         return suggest(self.per_tensor_db, self.per_channel_db, self.outlier_channels, self.bits)
 
 
+def suggest_floor_db(bits: int = 8) -> float:
+    """The SQNR under which :func:`suggest` gives up on the integer grid at ``bits`` (the
+    model chart shades below it): :data:`SUGGEST_FLOOR_DB` at 8 bits, 6.02 dB less per bit
+    below."""
+    return SUGGEST_FLOOR_DB - 6.02 * (8 - bits)
+
+
 def suggest(per_tensor_db: float, per_channel_db: float | None,
             outlier_channels: int | None, bits: int = 8) -> str:
     """The simplest scheme that serves: per-tensor unless per-channel buys half a bit
@@ -111,7 +118,7 @@ def suggest(per_tensor_db: float, per_channel_db: float | None,
     best = per_tensor_db if per_channel_db is None else max(per_tensor_db, per_channel_db)
     if math.isnan(best):
         return "-"
-    if best < SUGGEST_FLOOR_DB - 6.02 * (8 - bits):
+    if best < suggest_floor_db(bits):
         return "fp16 outliers" if outlier_channels else "keep 16-bit"
     if per_channel_db is not None and per_channel_db - per_tensor_db >= SUGGEST_GAIN_DB:
         return "per-channel"

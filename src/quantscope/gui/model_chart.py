@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
+from pyqtgraph.graphicsItems.LegendItem import ItemSample
 from pyqtgraph.graphicsItems.ScatterPlotItem import renderSymbol
 from pyqtgraph.Qt.internals import PrimitiveArray
 from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, Signal
@@ -41,6 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from quantscope.core.fused import suggest_floor_db
 from quantscope.gui.theme import Theme, contrast_ratio, current_theme, style_plot
 from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.io.tensor_info import printable
@@ -61,6 +63,10 @@ Y_STEP_DB = 5.0
 MARK_CONTRAST = 3.0
 #: Hover and click find the nearest point within its symbol's radius plus this, in pixels.
 HIT_SLACK_PX = 4.0
+#: What the hover line says while no point is under the mouse.
+HOVER_HINT = "point at a tensor to name it; click it to open it"
+#: Opacity (0-255) of the band under the int8 floor, light and dark.
+FLOOR_ALPHA = {False: 44, True: 48}
 #: Qt's dash pattern (DashLine): dash and gap in pen widths.
 DASH, GAP = 4.0, 2.0
 
@@ -290,6 +296,26 @@ class SeriesItem(pg.GraphicsObject):
                                                                pen, brush)
 
 
+class BandSample(ItemSample):
+    """The legend's swatch for the floor band: a filled square in its colour (clicking it
+    hides or shows the band, as any legend sample does its item)."""
+
+    def __init__(self, item, brush: QColor) -> None:
+        super().__init__(item)
+        self.brush = QColor(brush)
+        solid = QColor(brush)
+        solid.setAlpha(min(255, brush.alpha() * 3))
+        self.edge = solid
+
+    def paint(self, p: QPainter, *args) -> None:
+        if not self.item.isVisible():
+            super().paint(p, *args)  # the crossed-out eye
+            return
+        p.setPen(pg.mkPen(self.edge, width=1))
+        p.setBrush(self.brush)
+        p.drawRect(QRectF(2, 4, 16, 14))
+
+
 class LegendEntry:
     """What a legend sample draws (a line and a dot in a kind's colour) and toggles when
     clicked: the few attributes pyqtgraph's ItemSample reads, without a plot item behind it
@@ -326,14 +352,14 @@ class ModelChart(QWidget):
         top.addWidget(self.mode)
         top.addStretch(1)
         layout.addLayout(top)
-        self.hover = QLabel(" ")
+        self.hover = QLabel(HOVER_HINT)
         self.hover.setObjectName("hint")
         self.hover.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         # a long tensor name must not widen the chart (and push the table aside): the line
         # takes the room there is and elides in the middle (see _show_hover_text)
         self.hover.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         #: The whole hover line (the label shows it elided when the chart is narrow).
-        self.hover_line = " "
+        self.hover_line = HOVER_HINT
         layout.addWidget(self.hover)
         self.widget = pg.PlotWidget()
         layout.addWidget(self.widget, 1)
@@ -352,6 +378,18 @@ class ModelChart(QWidget):
         self.plot.disableAutoRange()  # redraw sets both ranges from the rows
         self.legend = legend_below(self.plot, labelTextSize="9pt")
         self.legend.sigSampleClicked.connect(self._legend_clicked)
+        # below the engine's floor int8 does not serve (``suggest`` keeps such tensors in
+        # 16-bit): a band there makes the layers that break it stand out
+        self.floor = pg.LinearRegionItem(orientation="horizontal", movable=False,
+                                         pen=pg.mkPen(None))
+        self.floor.setZValue(-10)
+        self.floor.hide()
+        self.plot.addItem(self.floor, ignoreBounds=True)
+        #: The bit width the rows' figures are computed at (the model view sets it from its
+        #: settings, before their rows arrive): where the floor band ends.
+        self.bits = 8
+        self.floor_db: float | None = None
+        self.floor_bits: int | None = None
         self.item = SeriesItem()
         self.plot.addItem(self.item)
         self.marker = pg.ScatterPlotItem(size=16, pen=pg.mkPen(current_theme().foreground,
@@ -426,6 +464,7 @@ class ModelChart(QWidget):
                 series.append(Series(kind, scheme, color, dashed, "t" if dashed else "o",
                                      xs[lo:hi][keep], np.where(np.isinf(y[keep]), top, y[keep]),
                                      tuple(rows[lo:hi][keep])))
+        self._set_floor(None if mode == "gain" or not placed else suggest_floor_db(self.bits))
         self._update_legend(kinds)
         shown = [s for s in series if s.kind not in self.hidden]
         self.item.set_series(shown, theme.line_width, 7 + 2 * theme.presentation)
@@ -490,6 +529,24 @@ class ModelChart(QWidget):
             self._ticks = tuple(ticks)
             axis.setTicks([ticks])
 
+    def _set_floor(self, db: float | None) -> None:
+        """Shade below ``db`` (None: no band, as in gain mode or with nothing listed)."""
+        if (db, self.bits) == (self.floor_db, self.floor_bits):
+            return
+        self.floor_db, self.floor_bits = db, self.bits
+        if db is None:
+            self.floor.hide()
+        else:
+            self.floor.setRegion((db - 1e4, db))
+            self.floor.show()
+        self.entries = {}  # the legend names the band: rebuild it
+
+    def _floor_brush(self) -> QColor:
+        theme = current_theme()
+        c = QColor(theme.color("clipping"))
+        c.setAlpha(FLOOR_ALPHA[theme.dark])
+        return c
+
     def _update_legend(self, kinds: list[str]) -> None:
         """One entry per kind in its colour; rebuilt (and refitted) only when the kinds or the
         look change: relaying the legend out is dear."""
@@ -506,9 +563,15 @@ class ModelChart(QWidget):
             self.entries[kind] = entry
             self.legend.addItem(entry, legend_label(kind, known))
         self.hidden &= known
+        if self.floor_db is not None:
+            self.floor.setBrush(self._floor_brush())
+            self.legend.addItem(BandSample(self.floor, self._floor_brush()),
+                                f"int{self.floor_bits} floor ({self.floor_db:.0f} dB)")
         fit_columns(self.plot, max(self.widget.width(), 200), columns=(4, 3, 2, 1))
 
     def _legend_clicked(self, entry) -> None:
+        if entry is self.floor:  # the band's sample hid or showed it
+            return
         self.hidden = {kind for kind, e in self.entries.items() if not e.isVisible()}
         self.redraw()
 
@@ -543,6 +606,8 @@ class ModelChart(QWidget):
             if self._hovered is not None:
                 self._hovered = None
                 self.marker.hide()
+                self.hover_line = HOVER_HINT
+                self._show_hover_text()
             return
         if row is self._hovered:
             return
