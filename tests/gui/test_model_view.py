@@ -108,12 +108,14 @@ def test_sorting_filter_and_click_through_and_back(make_window, qtbot, wait_resu
     wait_results(win)
     assert not win.model_active() and win.splitter.isVisible()
     assert win.model_back_bar.isVisible()
+    assert "four ways" in win.headline.text()  # the headline says what is on screen
     np.testing.assert_array_equal(win.state.tensor, np.asarray(tensors[first.name], np.float32))
     assert win.state.source.tensor == first.name
     report = win.state.results["symmetric/tensor"]
     assert abs(report.sqnr_db - first.figures.per_tensor_db) <= 10 * np.log10(1 + 2e-9)
     win.model_back_button.click()
     assert win.model_active() and view.model.row_at(0).name == first.name  # kept its place
+    assert win.headline.text().startswith("every tensor of the checkpoint quantized to int8")
     # a chart point opens its tensor too
     name = "model.layers.3.mlp.down_proj.weight"
     view.chart.tensor_clicked.emit(name)

@@ -34,6 +34,14 @@ class ModelMode:
         """True while the model view is on screen (instead of the panes)."""
         return self.model_view is not None and not self.model_view.isHidden()
 
+    def model_headline(self) -> str:
+        """The window's headline while the model view is on screen: what it shows."""
+        bits = self.model_view.settings.bits
+        if self.presentation:
+            return f"every tensor at int{bits} · per tensor and per channel"
+        return (f"every tensor of the checkpoint quantized to int{bits}, per tensor and per "
+                "channel: click a row or a point of the chart to open that tensor")
+
     def show_model_view(self) -> None:
         if self.model_view is None:
             self.model_action.setChecked(False)
@@ -42,6 +50,7 @@ class ModelMode:
         self.model_back_bar.hide()
         self.model_view.show()
         self.model_action.setChecked(True)
+        self.update_headline()
 
     def show_panes(self) -> None:
         if self.model_view is None:
@@ -50,6 +59,7 @@ class ModelMode:
         self.splitter.show()
         self.model_back_bar.setVisible(self.model_view.path is not None)
         self.model_action.setChecked(False)
+        self.update_headline()
 
     def ready_to_render(self) -> bool:
         """What ``--screenshot`` waits for: the model view complete, or every pane and view."""

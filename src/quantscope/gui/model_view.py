@@ -216,6 +216,7 @@ class ModelView(QWidget):
         settings = _scan_settings(settings)
         self.path = Path(path)
         self.settings = settings
+        self.chart.bits = settings.bits
         self.rows, self.problems = [], []
         self.model.set_rows([])
         self.chart.set_rows([])
@@ -231,6 +232,7 @@ class ModelView(QWidget):
         from quantscope.state.model_scan import reset
 
         self.settings = settings
+        self.chart.bits = settings.bits
         self.settings_label.setText(settings_text(settings))
         # the old numbers belong to the old settings: blank them now, scan when they rest
         self.generation += 1

@@ -163,6 +163,11 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
 
     def update_headline(self) -> None:
         """One line saying what the screen shows, for whoever sees it first."""
+        if self.model_active():  # the panes' line would describe what is not on screen
+            text = self.model_headline()
+            self.headline.setText(text)
+            self.headline.setToolTip(text)
+            return
         st = self.state
         what = st.source.label() if st.source is not None else "no tensor yet"
         if st.tensor is not None and (st.source is None or st.source.kind != "generator"):
