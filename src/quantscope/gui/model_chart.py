@@ -67,6 +67,8 @@ HIT_SLACK_PX = 4.0
 HOVER_HINT = "point at a tensor to name it; click it to open it"
 #: Opacity (0-255) of the band under the int8 floor, light and dark.
 FLOOR_ALPHA = {False: 44, True: 48}
+#: Lines are antialiased while their points are at least this far apart on x, in pixels.
+AA_MIN_STEP_PX = 2.0
 #: Qt's dash pattern (DashLine): dash and gap in pen widths.
 DASH, GAP = 4.0, 2.0
 
@@ -266,6 +268,10 @@ class SeriesItem(pg.GraphicsObject):
             placed.append((s, px, py))
             if len(px) < 2:
                 continue
+            # closer than this, a series is a band of strokes where antialiasing shows
+            # nothing and costs most of the paint (3,000 tensors: 375 layers in 500 px)
+            p.setRenderHint(QPainter.RenderHint.Antialiasing,
+                            bool(np.median(np.abs(np.diff(px))) >= AA_MIN_STEP_PX))
             width = self.line_width
             if s.dashed:
                 x0, y0, x1, y1 = dash_segments(px, py, DASH * width, GAP * width)
@@ -278,6 +284,7 @@ class SeriesItem(pg.GraphicsObject):
             pen.setCapStyle(Qt.PenCapStyle.FlatCap if s.dashed else Qt.PenCapStyle.SquareCap)
             p.setPen(pen)
             p.drawLines(*self._lines.drawargs())
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
         for s, px, py in placed:  # symbols over every line
             if raster:
                 pix = self._sprite(s.symbol, s.color, dpr)
