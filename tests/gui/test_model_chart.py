@@ -136,6 +136,9 @@ def test_series_per_kind_and_scheme(chart):
         attr = "per_tensor_db" if scheme == "tensor" else "per_channel_db"
         assert list(s.y) == [getattr(by_name[n].figures, attr) for _, n in want]
     assert len({s.color for s in chart.item.series}) == len(matrices)
+    # no exact point, no headroom for one: the y range ends at the next 5 dB above the top
+    top = max(float(s.y.max()) for s in chart.item.series)
+    assert chart._y_range[1] == 5 * math.ceil(top / 5)
     assert list(chart.points["self_attn.q_proj.weight"][i][0] for i in range(6)) == list(
         map(float, range(6)))
     chart.mode.setCurrentIndex(list(MODES).index("gain"))
@@ -159,6 +162,7 @@ def test_exact_points_sit_above_the_finite_ones(chart):
     exact = [y for s in chart.item.series for y, row in zip(s.y, s.rows, strict=True)
              if row.name == rows[1].name]
     assert exact == [max(finite) + EXACT_HEADROOM_DB] * 2
+    assert chart._y_range[1] >= exact[0]  # in view
     nan_row = [row.name for s in chart.item.series if s.scheme == "channel" for row in s.rows]
     assert rows[2].name not in nan_row  # no figure, no point
 

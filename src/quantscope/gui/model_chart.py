@@ -489,7 +489,9 @@ class ModelChart(QWidget):
                 self._set_x_axis()
         if len(finite):  # rounded outward: the axes (and their cached pixmaps) rarely change
             low = math.floor(float(finite.min()) / Y_STEP_DB) * Y_STEP_DB
-            high = math.ceil(top / Y_STEP_DB) * Y_STEP_DB
+            exact = any(np.isinf(v).any() for v in values.values())
+            # headroom only for exact points drawn up there: on a projector the room counts
+            high = math.ceil((top if exact else float(finite.max())) / Y_STEP_DB) * Y_STEP_DB
             if (low, high) != self._y_range:
                 self._y_range = (low, high)
                 self.plot.setYRange(low, high, padding=0.03)
