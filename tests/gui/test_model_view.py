@@ -115,7 +115,7 @@ def test_sorting_filter_and_click_through_and_back(make_window, qtbot, wait_resu
     assert abs(report.sqnr_db - first.figures.per_tensor_db) <= 10 * np.log10(1 + 2e-9)
     win.model_back_button.click()
     assert win.model_active() and view.model.row_at(0).name == first.name  # kept its place
-    assert win.headline.text().startswith("every tensor of the checkpoint quantized to int8")
+    assert win.headline.text().startswith("every tensor quantized to int8")
     # a chart point opens its tensor too
     name = "model.layers.3.mlp.down_proj.weight"
     view.chart.tensor_clicked.emit(name)

@@ -66,7 +66,7 @@ HIT_SLACK_PX = 4.0
 #: What the hover line says while no point is under the mouse.
 HOVER_HINT = "point at a tensor to name it; click it to open it"
 #: Opacity (0-255) of the band under the int8 floor, light and dark.
-FLOOR_ALPHA = {False: 44, True: 48}
+FLOOR_ALPHA = {False: 44, True: 34}
 #: Lines are antialiased while their points are at least this far apart on x, in pixels.
 AA_MIN_STEP_PX = 2.0
 #: Qt's dash pattern (DashLine): dash and gap in pen widths.

@@ -39,8 +39,8 @@ class ModelMode:
         bits = self.model_view.settings.bits
         if self.presentation:
             return f"every tensor at int{bits} · per tensor and per channel"
-        return (f"every tensor of the checkpoint quantized to int{bits}, per tensor and per "
-                "channel: click a row or a point of the chart to open that tensor")
+        return (f"every tensor quantized to int{bits}, per tensor and per channel: click a "
+                "row or a chart point to open it")
 
     def show_model_view(self) -> None:
         if self.model_view is None:
