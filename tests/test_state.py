@@ -226,7 +226,7 @@ def test_overview_counts_nonfinite_and_summarises_the_rest():
     assert ov.mean == pytest.approx(2 / 3)
     assert ov.hist_counts.sum() == 3
     rows = dict(ov.rows())
-    assert rows["shape"] == "2x3" and rows["NaN / +inf / -inf"] == "1 / 1 / 1"
+    assert rows["shape"] == "2x3" and rows["NaN/+∞/−∞"] == "1 / 1 / 1"
 
 
 def test_tensor_is_read_only_for_the_workers(state):

@@ -227,7 +227,7 @@ class TensorOverview:
                 ("min", f"{self.min:.6g}"), ("max", f"{self.max:.6g}"),
                 ("mean", f"{self.mean:.6g}"), ("std", f"{self.std:.6g}")]
         rows += [(f"p{p:g}", f"{v:.6g}") for p, v in self.percentiles.items()]
-        rows.append(("NaN / +inf / -inf", f"{self.n_nan} / {self.n_posinf} / {self.n_neginf}"))
+        rows.append(("NaN/+∞/−∞", f"{self.n_nan} / {self.n_posinf} / {self.n_neginf}"))
         return rows
 
 
