@@ -207,3 +207,39 @@ def test_command_line_renders_the_model_view(qapp, tmp_path, flag):
     if flag == "--metrics":
         doc = json.loads(out.read_text())
         assert len(doc["tensors"]) == 16 and all(t["status"] == "ok" for t in doc["tensors"])
+
+
+def test_shared_prefix_is_the_dotted_start_every_name_has():
+    from quantscope.gui.model_table import shared_prefix
+
+    assert shared_prefix(["encoder.layer.0.a.weight", "encoder.layer.0.b.bias"]) == (
+        "encoder.layer.0.")
+    assert shared_prefix(["encoder.layer.0.a", "encoder.layer.01.b"]) == "encoder.layer."
+    assert shared_prefix(["model.x", "position_ids"]) == ""
+    assert shared_prefix(["layer.a", "layer.a"]) == "layer."
+    assert shared_prefix(["only.one"]) == ""
+
+
+def test_at_1280x720_the_figures_sit_beside_the_names_in_view(make_window, qtbot):
+    from PySide6.QtCore import Qt
+
+    from quantscope.gui.model_table import COLUMNS
+
+    win = make_window()
+    win.resize(1280, 720)
+    view = _open(win, qtbot, REAL)
+    qtbot.wait(50)
+    header, model = view.table.horizontalHeader(), view.model
+    names = [model.data(model.index(i, 0)) for i in range(model.rowCount())]
+    assert "attention.self.query.weight" in names  # shown without "encoder.layer.0."
+    assert model.headerData(0, Qt.Orientation.Horizontal) == "tensor\nencoder.layer.0.…"
+    row = next(i for i, n in enumerate(names) if n == "attention.self.query.weight")
+    assert model.data(model.index(row, 0), Qt.ItemDataRole.ToolTipRole).startswith(
+        "encoder.layer.0.attention.self.query.weight")
+    visible = view.table.viewport().width()
+    for title in ("tensor dB", "channel dB", "gain dB"):
+        col = COLUMNS.index(title)
+        assert header.visualIndex(col) <= 3
+        assert header.sectionViewportPosition(col) + header.sectionSize(col) <= visible, title
+    view.filter.setText("encoder attention")  # the filter still sees the whole name
+    assert model.rowCount() == 10

@@ -21,6 +21,11 @@ from quantscope.state.model_scan import ERROR, OK, PENDING, SKIPPED, ModelRow
 COLUMNS = ("tensor", "shape", "dtype", "params", "tensor dB", "channel dB", "gain dB",
            "clip %", "max |x|", "outliers", "suggested")
 NUMERIC = frozenset(range(3, 10))
+#: The order the columns are shown in: the figures a user reads first right after the name,
+#: the descriptive columns last (the model keeps COLUMNS' order; the header moves sections).
+VISUAL_ORDER = (0, 4, 5, 6, 10, 7, 8, 9, 3, 1, 2)
+#: The name and the columns that must stay in view on a narrow window.
+FIRST_SEEN = VISUAL_ORDER[:5]
 TIPS = {
     "tensor dB": "SQNR with one symmetric scale for the whole tensor (per-tensor)",
     "channel dB": "SQNR with one symmetric scale per channel, along each tensor's own axis "
@@ -31,6 +36,12 @@ TIPS = {
     "suggested": "per-tensor unless per-channel buys 3 dB; below 20 dB int8 alone does not "
                  "serve",
 }
+
+
+def header_text(section: int) -> str:
+    """A column's title on two lines ("channel" over "dB"), so the column is as narrow as
+    its numbers."""
+    return COLUMNS[section].replace(" ", "\n", 1)
 
 
 def _db(v: float | None) -> str:
@@ -50,13 +61,26 @@ def _key(v):
     return (0, float(v))
 
 
-def row_cells(row: ModelRow) -> tuple[tuple[str, ...], tuple]:
-    """The texts of one row and the values it sorts by."""
+def shared_prefix(names: list[str]) -> str:
+    """The dotted prefix every name starts with ("encoder.layer.0." for one layer's file):
+    the table shows the names without it, so a narrow column shows what tells them apart."""
+    if len(names) < 2:
+        return ""
+    first, last = min(names), max(names)
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return first[:first.rfind(".", 0, n) + 1]
+
+
+def row_cells(row: ModelRow, prefix: str = "") -> tuple[tuple[str, ...], tuple]:
+    """The texts of one row (its name without the table's shared ``prefix``) and the values
+    it sorts by."""
     info = row.info
     shape = "x".join(map(str, info.shape)) if info is not None else "?"
     dtype = info.dtype if info is not None else "?"
     params = f"{row.params:,}" if info is not None else ""
-    base_text = (printable(row.name), shape, dtype, params)
+    base_text = (printable(row.name[len(prefix):]), shape, dtype, params)
     base_key = (row.name, row.params, dtype, row.params)
     f = row.figures
     if f is None:
@@ -80,6 +104,7 @@ class ModelTable(QAbstractTableModel):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.rows: list[ModelRow] = []
+        self.prefix = ""
         self._cells: list[tuple[tuple[str, ...], tuple]] = []
         self.visible: list[int] = []
         self.sort_column, self.sort_order = -1, Qt.SortOrder.AscendingOrder
@@ -93,7 +118,8 @@ class ModelTable(QAbstractTableModel):
     def set_rows(self, rows: list[ModelRow]) -> None:
         self.beginResetModel()
         self.rows = list(rows)
-        self._cells = [row_cells(r) for r in self.rows]
+        self.prefix = shared_prefix([r.name for r in self.rows])
+        self._cells = [row_cells(r, self.prefix) for r in self.rows]
         self._visible_locked()
         self.endResetModel()
 
@@ -104,7 +130,7 @@ class ModelTable(QAbstractTableModel):
         self.layoutAboutToBeChanged.emit()
         for r in rows:
             self.rows[r.index] = r
-            self._cells[r.index] = row_cells(r)
+            self._cells[r.index] = row_cells(r, self.prefix)
         self._relayout()
 
     def _relayout(self) -> None:
@@ -127,8 +153,8 @@ class ModelTable(QAbstractTableModel):
     def _visible_locked(self) -> None:
         words = self.filter_text.split()
         idx = [i for i, c in enumerate(self._cells)
-               if all(w in " ".join(c[0]).lower() for w in words)] if words else list(
-            range(len(self.rows)))
+               if all(w in " ".join((self.rows[i].name, *c[0])).lower() for w in words)
+               ] if words else list(range(len(self.rows)))
         if self.sort_column >= 0:
             col = self.sort_column
             reverse = self.sort_order == Qt.SortOrder.DescendingOrder
@@ -158,7 +184,9 @@ class ModelTable(QAbstractTableModel):
         if orientation != Qt.Orientation.Horizontal:
             return None
         if role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
+            if section == 0 and self.prefix:
+                return f"tensor\n{printable(self.prefix)}…"
+            return header_text(section)
         if role == Qt.ItemDataRole.ToolTipRole:
             return TIPS.get(COLUMNS[section])
         return None

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 from quantscope.errors import QuantscopeError
 from quantscope.gui.jobs import Jobs, Lane
 from quantscope.gui.model_chart import ModelChart
-from quantscope.gui.model_table import ModelTable
+from quantscope.gui.model_table import FIRST_SEEN, VISUAL_ORDER, ModelTable, header_text
 from quantscope.io.tensor_info import format_bytes, printable
 from quantscope.state import Settings
 from quantscope.state.model_scan import OK, PENDING, ModelRow
@@ -178,6 +178,9 @@ class ModelView(QWidget):
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setSectionsMovable(True)
+        for visual, logical in enumerate(VISUAL_ORDER):  # the figures beside the names
+            header.moveSection(header.visualIndex(logical), visual)
         header.setStretchLastSection(True)
         self.table.clicked.connect(self._on_table_clicked)
         self.table.activated.connect(self._on_table_clicked)
@@ -196,19 +199,26 @@ class ModelView(QWidget):
     def _size_columns(self) -> None:
         """Each column as wide as its header or its widest typical value, the names up to
         40 characters (longer ones elide in the middle, where layer numbers are)."""
-        from quantscope.gui.model_table import COLUMNS
-
         fm = self.table.fontMetrics()
         chars = [38, 11, 8, 11, 6, 6, 5, 5, 6, 7, 13]
-        chars[0] = min(max((len(printable(r.name)) for r in self.rows), default=20), 40)
+        cut = len(self.model.prefix)
+        chars[0] = min(max((len(printable(r.name[cut:])) for r in self.rows), default=20), 40)
         for col, n in enumerate(chars):
-            width = max(fm.horizontalAdvance("0" * n), fm.horizontalAdvance(COLUMNS[col]) + 18)
+            title = max(map(fm.horizontalAdvance, header_text(col).split("\n")))
+            width = max(fm.horizontalAdvance("0" * n), title + 18)
             self.table.setColumnWidth(col, width + 12)
         total = self.splitter.width()
         if total > 0:  # the table its columns' width (up to 2/3), the chart the rest
             want = sum(self.table.columnWidth(c) for c in range(len(chars))) + 24
             left = min(want, int(total * 0.67))
             self.splitter.setSizes([left, total - left])
+            # On a narrow window the names give way (down to 16 characters) before the
+            # figures that come next to them scroll out of sight.
+            figures = sum(self.table.columnWidth(c) for c in FIRST_SEEN[1:]) + 24
+            floor = fm.horizontalAdvance("0" * 16) + 12
+            fit = max(floor, left - figures)
+            if fit < self.table.columnWidth(0):
+                self.table.setColumnWidth(0, fit)
 
     # -- opening and scanning -----------------------------------------------------------------
     def open(self, path: str | Path, settings: Settings) -> None:
