@@ -11,6 +11,13 @@ heartbeat measures the longest stretch of back-to-back GUI work, not just the lo
 
 Targets: p95 <= 100 ms at 16M elements; GUI thread blocked <= 50 ms.
 
+Where the time goes: the CPU each group of the process's threads used per change (Linux:
+``/proc/self/task/*/schedstat``) -- the GUI thread, the engine's pool, the scheduler's job and
+helper threads, Qt's own -- against the change's wall time; a change whose CPU about equals
+its wall time is waiting for nothing but a core. "The engine alone" runs the same changes
+through :func:`compute_reports` on a state of its own once the window is shut down (on the
+window's state, each change would also start the window's own compute job beside it).
+
 Run: ``QT_QPA_PLATFORM=offscreen python bench/gui_latency.py [--sizes 1,16] [--repeat 3]
 [--views] [--load]``; ``--load`` runs one competing busy process (a spinning interpreter: a core's
 worth of other work) for the whole measurement (the targets hold on a loaded machine). Each
@@ -79,6 +86,34 @@ class Heartbeat:
         return max(0.0, self.longest * 1e3 - HEARTBEAT_MS)
 
 
+def thread_cpu_ms() -> dict[str, float]:
+    """CPU time used so far by each group of this process's threads, in ms (Linux; empty
+    elsewhere). Threads are grouped by name without their number: ``MainThread`` (the GUI),
+    ``quantscope-engine`` (the engine's pool), ``quantscope-job`` / ``quantscope-job-helper``
+    (the scheduler's), anything else under its own name (Qt's threads)."""
+    import re
+    import threading
+
+    task = "/proc/self/task"
+    if not os.path.isdir(task):
+        return {}
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[str, float] = {}
+    for tid in os.listdir(task):
+        try:
+            with open(f"{task}/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+            name = names.get(int(tid))
+            if name is None:
+                with open(f"{task}/{tid}/comm") as f:
+                    name = f.read().strip()
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+        group = re.sub(r"[-_ ]?\d+$", "", name)
+        out[group] = out.get(group, 0.0) + ns / 1e6
+    return out
+
+
 def drain(app) -> None:
     """Process everything pending -- the paints the new reports asked for, and whatever they
     post in turn -- until the event loop has nothing left to do."""
@@ -127,8 +162,10 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
     load_s = time.perf_counter() - t0
     latencies: dict[str, list[float]] = {}
     blocks: list[float] = []  # the longest block of each change, the target's figure their max
+    cpu: list[dict[str, float]] = []  # CPU ms per thread group, one dict per change
     for _ in range(repeat):
         for name, changes in CHANGES:
+            before = thread_cpu_ms()
             beat.start()
             start = time.perf_counter()
             window.state.update_settings(**changes)
@@ -136,22 +173,29 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
             drain(app)
             latencies.setdefault(name, []).append((time.perf_counter() - start) * 1e3)
             blocks.append(beat.stop())
-    # the same changes through the engine alone (no window, no thread): what the panes wait for
+            after = thread_cpu_ms()
+            cpu.append({k: v - before.get(k, 0.0) for k, v in after.items()})
+    # the same changes through the engine alone (no window; the window's own jobs stopped
+    # first, or each change would start one beside): what the panes wait for
     from quantscope.state import compute_reports
 
+    ws = window.state
+    tensor, prepared, ov, settings = ws.tensor, ws.prepared, ws.overview, ws.settings
+    window.shutdown()
+    window.close()
+    window.deleteLater()
+    app.processEvents()
+    st = ExplorerState(cache_reports=False)
+    st.set_tensor(tensor, ws.source, prepared=prepared, overview=ov, checked=True,
+                  settings=settings)
     engine: list[float] = []
-    st = window.state
     for _name, changes in CHANGES:
         st.update_settings(**changes)
         start = time.perf_counter()
         compute_reports(st.request())
         engine.append((time.perf_counter() - start) * 1e3)
-    window.shutdown()
-    window.close()
-    window.deleteLater()
-    app.processEvents()
     return {"n": rows * cols, "load_s": load_s, "load_block": load_block,
-            "latencies": latencies, "blocks": blocks, "engine": engine}
+            "latencies": latencies, "blocks": blocks, "engine": engine, "cpu": cpu}
 
 
 def report(res: dict) -> None:
@@ -169,6 +213,13 @@ def report(res: dict) -> None:
     for name, ms in res["latencies"].items():
         a = np.asarray(ms)
         print(f"      {name:12s} p50 {np.percentile(a, 50):7.1f} ms   max {a.max():7.1f} ms")
+    if res["cpu"] and any(res["cpu"]):
+        groups = sorted({k for c in res["cpu"] for k in c},
+                        key=lambda k: -np.median([c.get(k, 0.0) for c in res["cpu"]]))
+        med = {k: float(np.median([c.get(k, 0.0) for c in res["cpu"]])) for k in groups}
+        total = float(np.median([sum(c.values()) for c in res["cpu"]]))
+        print(f"    CPU per change (medians): {total:.1f} ms in all = {total / p50:.2f} of the "
+              "p50 wall time; " + ", ".join(f"{k} {v:.1f}" for k, v in med.items() if v >= 0.1))
     blocks = np.asarray(res["blocks"])
     b50, b95 = np.percentile(blocks, [50, 95])
     print(f"  longest GUI-thread block during the changes: {blocks.max():.1f} ms = "

@@ -146,6 +146,11 @@ def run(args: argparse.Namespace) -> int:
         except SettingsError as exc:
             raise UserError(f"--compare: {exc}") from None
 
+    # the engine's compiled loops loaded now, before Qt (imported first, it doubles Numba's
+    # start-up): a load in the window then never stalls the GUI thread loading one
+    from quantscope.state.source import warm_up_engine
+
+    warm_up_engine()
     from PySide6.QtWidgets import QApplication
 
     from quantscope.gui import create_window
