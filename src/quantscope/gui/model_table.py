@@ -185,7 +185,7 @@ class ModelTable(QAbstractTableModel):
             return None
         if role == Qt.ItemDataRole.DisplayRole:
             if section == 0 and self.prefix:
-                return f"tensor\n{printable(self.prefix)}…"
+                return f"{COLUMNS[0]}\n{printable(self.prefix)}…"
             return header_text(section)
         if role == Qt.ItemDataRole.ToolTipRole:
             return TIPS.get(COLUMNS[section])
