@@ -200,7 +200,7 @@ class ModelView(QWidget):
         """Each column as wide as its header or its widest typical value, the names up to
         40 characters (longer ones elide in the middle, where layer numbers are)."""
         fm = self.table.fontMetrics()
-        chars = [38, 11, 8, 11, 6, 6, 5, 5, 6, 7, 13]
+        chars = [38, 11, 8, 11, 6, 6, 5, 5, 7, 7, 13]
         cut = len(self.model.prefix)
         chars[0] = min(max((len(printable(r.name[cut:])) for r in self.rows), default=20), 40)
         for col, n in enumerate(chars):
