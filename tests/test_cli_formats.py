@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from quantscope import analyze, choose_qparams
+from quantscope import analyze, choose_qparams, prepare
 from quantscope.cli import main
 
 
@@ -21,13 +21,18 @@ def test_report_formats_json_equals_engine(tmp_path, capsys, query_weight):
     doc = json.loads(capsys.readouterr().out)["formats"]
     assert list(doc) == ["fp8_e4m3/tensor", "fp8_e4m3/channel", "mxfp4", "int4_g128",
                          "int8/tensor", "int8/channel"]
+    # the direct pass to 1e-9; the prepared path (the window's) to the last bit
+    prepared = prepare(query_weight)
     r = analyze(query_weight, choose_qparams(query_weight, format="mxfp4"))
-    assert doc["mxfp4"]["sqnr_db"] == r.sqnr_db
+    assert doc["mxfp4"]["sqnr_db"] == pytest.approx(r.sqnr_db, rel=1e-9)
+    assert doc["mxfp4"]["sqnr_db"] == prepared.analyze(r.params).sqnr_db
     assert doc["mxfp4"]["bits_per_element"] == 4.25
     assert doc["int4_g128"]["bits_per_element"] == 4.125
     rc = analyze(query_weight, choose_qparams(query_weight, format="fp8_e4m3",
                                               granularity="channel", axis=0))
-    assert doc["fp8_e4m3/channel"]["rounding_mse"] == rc.rounding_mse
+    got = doc["fp8_e4m3/channel"]["rounding_mse"]
+    assert got == pytest.approx(rc.rounding_mse, rel=1e-9)
+    assert got == prepared.analyze(rc.params).rounding_mse
 
 
 def test_report_formats_table_and_all(capsys):
@@ -83,6 +88,7 @@ def test_report_formats_are_the_comparison_panes(tmp_path, capsys, query_weight)
                             **({"percentile": 99.9} if extra else {}))
         state = ExplorerState()
         assert state.set_tensor(query_weight, settings=settings)
+        state.prepare()  # as the window's loader prepares it: its panes' engine path
         for pane, report in state.compute().items():
             spec = panes[["symmetric/tensor", "symmetric/channel", "asymmetric/tensor",
                           "asymmetric/channel"].index(pane)]

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from quantscope import analyze, choose_qparams
+from quantscope import analyze, choose_qparams, prepare
 from quantscope.cli import main
 
 
@@ -20,12 +20,17 @@ def test_report_json_equals_engine(tmp_path, capsys, query_weight):
     doc = json.loads(capsys.readouterr().out)
     assert set(doc["schemes"]) == {"symmetric/tensor", "symmetric/channel",
                                    "asymmetric/tensor", "asymmetric/channel"}
+    # the direct pass to 1e-9; the prepared path (the window's) to the last bit
+    prepared = prepare(query_weight)
     r = analyze(query_weight, choose_qparams(query_weight, symmetric=False))
     s = doc["schemes"]["asymmetric/tensor"]
-    assert s["sqnr_db"] == r.sqnr_db and s["codes_used"] == r.codes_used
-    assert s["zero_point"] == int(r.params.zero_point)
+    assert s["sqnr_db"] == pytest.approx(r.sqnr_db, rel=1e-9)
+    assert s["sqnr_db"] == prepared.analyze(r.params).sqnr_db
+    assert s["codes_used"] == r.codes_used and s["zero_point"] == int(r.params.zero_point)
     rc = analyze(query_weight, choose_qparams(query_weight, granularity="channel", axis=0))
-    assert doc["schemes"]["symmetric/channel"]["rounding_mse"] == rc.rounding_mse
+    got = doc["schemes"]["symmetric/channel"]["rounding_mse"]
+    assert got == pytest.approx(rc.rounding_mse, rel=1e-9)
+    assert got == prepared.analyze(rc.params).rounding_mse
 
 
 def test_report_demo_table(capsys, gelu_activations):
