@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from quantscope.cli import main
 from quantscope.core.generators import generate
 from quantscope.io.samples import sample_path
+from quantscope.state import PANES
+from quantscope.state.formats import CHOICES
 
 #: The tensors the settings are tried on: two real ones (a weight, skewed activations with an
 #: outlier feature) and a generated outlier-heavy weight of a shape whose groups do not divide.
@@ -90,7 +92,7 @@ def assert_same_numbers(window: dict, report: dict) -> None:
         assert window["panes"][pane]["values"] == want
 
 
-@settings(max_examples=12, deadline=None, derandomize=True,
+@settings(max_examples=10, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=cases())
 @example(case=("query_weight", ["--bits", "6", "--method", "percentile", "--percentile",
@@ -101,3 +103,35 @@ def test_report_json_equals_window_metrics(qapp, tmp_path_factory, tensor_files,
     out = tmp_path_factory.mktemp("metrics") / "w.json"
     assert_same_numbers(window_metrics(tensor_files[name], options, out),
                         report_json(tensor_files[name], options))
+
+
+@st.composite
+def format_cases(draw) -> tuple[str, list[str], list[str]]:
+    """A tensor, four comparison pane formats and a range method."""
+    formats = draw(st.lists(st.sampled_from(CHOICES), min_size=4, max_size=4))
+    method = draw(st.sampled_from((["--method", "minmax"], ["--method", "mse"],
+                                   ["--method", "percentile", "--percentile", "99.9"],
+                                   ["--clip", "-0.2", "0.3"])))
+    return draw(st.sampled_from(TENSORS)), formats, method
+
+
+@settings(max_examples=5, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=format_cases())
+@example(case=("query_weight", ["fp8_e4m3/channel", "int4_g128", "fp4_e2m1/tensor", "nvfp4"],
+               ["--method", "percentile", "--percentile", "99.9"]))
+def test_report_formats_equal_the_windows_comparison_panes(qapp, tmp_path_factory,
+                                                            tensor_files, case):
+    """``report --format`` rows and the window's ``--compare`` panes, with ``==``."""
+    name, formats, method = case
+    out = tmp_path_factory.mktemp("metrics") / "w.json"
+    window = window_metrics(tensor_files[name], ["--compare", ",".join(formats), *method], out)
+    report = report_json(tensor_files[name],
+                         [*method, *(a for f in formats for a in ("--format", f.split("/")[0]))])
+    assert window["applied"] == report["applied"]
+    for pane, spec in zip(PANES, formats, strict=True):
+        if spec in report["errors"]:
+            assert pane in window["errors"] and pane not in window["schemes"]
+            continue
+        got, want = window["schemes"][pane], report["formats"][spec]
+        assert got == {k: want[k] for k in got}, (pane, spec)
