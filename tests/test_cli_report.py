@@ -11,6 +11,7 @@ import pytest
 
 from quantscope import analyze, choose_qparams, prepare
 from quantscope.cli import main
+from quantscope.jsonable import dumps
 
 
 def test_report_json_equals_engine(tmp_path, capsys, query_weight):
@@ -75,3 +76,48 @@ def test_python_dash_m_runs_the_same_entry_point():
     out = subprocess.run([sys.executable, "-m", "quantscope", "report", "--json"],
                          capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["shape"] == [197, 1536]
+
+
+@pytest.mark.parametrize("options", [
+    [],
+    ["--bits", "6", "--method", "percentile", "--percentile", "99.9"],
+    ["--method", "mse", "--bits", "4", "--axis", "1"],
+    ["--clip", "-0.2", "0.3", "--rounding", "half_away", "--group-size", "64"],
+    ["--runtime", "tflite", "--method", "entropy", "--code-range", "full"],
+])
+def test_report_json_is_the_windows_path_bit_for_bit(tmp_path, capsys, query_weight, options):
+    """What the window's loader and compute job run, without Qt (read, float32, prepare with
+    the settings, install, compute the request), gives the report's numbers with ``==``."""
+    import argparse
+
+    from quantscope.state import ExplorerState, Source, compute_reports, load_source
+    from quantscope.state.axes import choose_axis
+    from quantscope.state.options import (
+        add_settings_arguments,
+        add_source_arguments,
+        settings_from_args,
+    )
+    from quantscope.state.source import prepare_tensor, working_tensor
+
+    x = query_weight.copy()
+    x[3, 5], x[7, 11] = np.nan, np.inf  # left out of every statistic, on both paths alike
+    path = tmp_path / "layer0_query_weight.npy"
+    np.save(path, x)
+    assert main(["report", str(path), *options, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+
+    parser = argparse.ArgumentParser()
+    add_source_arguments(parser)
+    add_settings_arguments(parser)
+    args = parser.parse_args([str(path), *options])  # the options as the window reads them
+    source = Source("file", str(path), axis=args.axis)
+    settings = settings_from_args(args)
+    data, _ = load_source(source)
+    data = working_tensor(data)
+    prepared = prepare_tensor(data, settings, choose_axis(data.shape, source).axis)
+    state = ExplorerState()
+    assert state.set_tensor(data, source, prepared=prepared, checked=True, settings=settings)
+    assert state.accept(compute_reports(state.request()))
+    want = json.loads(dumps(state.describe()))
+    assert doc["schemes"] == want["schemes"] and doc["errors"] == want["errors"]
+    assert doc["applied"] == want["applied"]
