@@ -234,6 +234,20 @@ def test_tensor_is_read_only_for_the_workers(state):
         state.tensor[0, 0] = 1.0
 
 
+def test_prepare_puts_every_pane_on_the_windows_engine_path(state):
+    """``prepare()`` (what ``quantscope report`` calls) prepares the tensor as the window's
+    loader does, once; the reports are then the prepared path's, bit for bit."""
+    with pytest.raises(SettingsError):
+        ExplorerState().prepare()
+    rec = Recorder(state)
+    assert state.update_settings(method="percentile", percentile=99.9, bits=6)
+    prepared = state.prepare()
+    assert state.prepared is prepared and state.prepare() is prepared  # once
+    assert rec.counts["prepared_changed"] == 1
+    for report in state.compute().values():
+        same_numbers(report, prepared.analyze(report.params))
+
+
 def test_parallel_channel_panes_give_the_same_reports(state, monkeypatch):
     import threading
 
