@@ -151,7 +151,12 @@ def _captions(w) -> None:
 
 def _arrange(w, keys: list[str], view: str | None):
     """Leave only what the figure shows; return the widget to render."""
+    from quantscope.gui.style import reserve_lines
+
     w.compact.disable()  # the figure's size is the picture's, not a small screen's
+    # laid out again once the numbers are in (see figure): no room kept for a second line
+    # of headline that a later load might need
+    reserve_lines(w.headline, 1, slack=0)
     w.side_dock.hide()
     w.statusBar().hide()
     w.menuBar().hide()

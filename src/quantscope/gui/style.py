@@ -57,9 +57,9 @@ class _Reserved(QObject):
     whenever a style sheet or theme changes that font."""
 
     def __init__(self, label: QLabel, lines: float | None = None,
-                 template: str | None = None) -> None:
+                 template: str | None = None, slack: float = 0.5) -> None:
         super().__init__(label)
-        self.lines, self.template = lines, template
+        self.lines, self.template, self.slack = lines, template, slack
         for child in label.findChildren(_Reserved):  # one reservation of each kind
             if child is not self and (child.lines is None) == (lines is None):
                 child.setParent(None)
@@ -71,7 +71,7 @@ class _Reserved(QObject):
         metrics = label.fontMetrics()
         if self.lines is not None:
             spacing = metrics.lineSpacing()
-            label.setMinimumHeight(int(self.lines * spacing + spacing / 2))  # + margin slack
+            label.setMinimumHeight(int((self.lines + self.slack) * spacing))
         else:
             label.setMinimumWidth(metrics.horizontalAdvance(self.template))
 
@@ -82,15 +82,16 @@ class _Reserved(QObject):
         return False
 
 
-def reserve_lines(label: QLabel, lines: float) -> None:
+def reserve_lines(label: QLabel, lines: float, *, slack: float = 0.5) -> None:
     """Give a word-wrapped ``label`` room for ``lines`` lines whatever it says.
 
     A label whose text wraps to a different number of lines resizes the plots beside it, and
     a pyqtgraph resize regenerates every axis and repaints the plot: 100-200 ms of GUI thread
     for a caption that went from one line to two. The reservation follows the label's own
-    font, which its style sheet may set after construction. Set ``lines`` again by calling
-    this again."""
-    _Reserved(label, lines=lines)
+    font, which its style sheet may set after construction, plus ``slack`` lines for the
+    margins (0 where every pixel of height counts). Set ``lines`` again by calling this
+    again."""
+    _Reserved(label, lines=lines, slack=slack)
 
 
 def reserve_width(label: QLabel, template: str) -> None:

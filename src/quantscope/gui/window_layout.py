@@ -31,8 +31,12 @@ from quantscope.gui.format_controls import FormatControls
 from quantscope.gui.pane import Pane, link_plots
 from quantscope.gui.source_panel import SourcePanel
 from quantscope.gui.stage import Stage
+from quantscope.gui.style import reserve_lines
 from quantscope.gui.talk_player import TalkPlayer
 from quantscope.state import PANES, pane_title
+
+#: Lines the headline keeps room for outside a talk (see ``reserve_lines``).
+HEADLINE_LINES = 2
 
 
 class WindowLayout:
@@ -51,6 +55,9 @@ class WindowLayout:
         self.headline = QLabel("")
         self.headline.setObjectName("headline")
         self.headline.setWordWrap(True)  # one line, unless the controls squeeze it
+        # room for two lines: a headline that wraps on a load would resize every pane
+        # (MainWindow.set_presentation keeps one for the shorter headline of a talk)
+        reserve_lines(self.headline, HEADLINE_LINES, slack=0)
         outer.addWidget(self.headline)
         # on a small screen the views step behind a button in the menu bar's corner
         self.compact = Compact(self)
