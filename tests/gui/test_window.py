@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtCore import QEvent, QMimeData, QObject, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QApplication, QLabel
 
 from quantscope.core import analyze
 from quantscope.core.generators import generate
@@ -146,7 +146,7 @@ def test_a_slider_drag_is_throttled_and_release_applies_at_once(outlier_window, 
     assert shown(win) == engine_texts(win.state)
 
 
-def test_log_counts_toggle(outlier_window):
+def test_log_counts_toggle(outlier_window, qtbot):
     pane = outlier_window.panes["symmetric/tensor"]
     n = outlier_window.state.tensor.size
     ov = outlier_window.state.overview
@@ -156,16 +156,18 @@ def test_log_counts_toggle(outlier_window):
     np.testing.assert_allclose(np.sum((10 ** log - 1.0) * per), n, rtol=1e-9)
     assert outlier_window.log_action.isChecked()
     outlier_window.controls.log_counts.setChecked(False)
+    qtbot.waitUntil(outlier_window.all_shown)  # the panes redraw a pane per turn
     counts = np.asarray(pane.hist.yData)
     np.testing.assert_allclose(np.sum(counts * per), n, rtol=1e-9)
     np.testing.assert_allclose(log, np.log10(counts + 1.0))
     assert not outlier_window.log_action.isChecked()
     outlier_window.log_action.setChecked(True)
     assert outlier_window.controls.log_counts.isChecked()
+    qtbot.waitUntil(outlier_window.all_shown)
     np.testing.assert_allclose(pane.hist.yData, log)
 
 
-def test_bucket_grid_window_and_occupancy_are_drawn(outlier_window):
+def test_bucket_grid_window_and_occupancy_are_drawn(outlier_window, wait_results):
     pane = outlier_window.panes["symmetric/tensor"]
     r = pane.report
     s = float(r.params.scale)
@@ -180,6 +182,7 @@ def test_bucket_grid_window_and_occupancy_are_drawn(outlier_window):
     assert outline.boundingRect().width() == r.qmax - r.qmin + 1
     outlier_window.state.update_settings(method="manual", manual_clip=(-1.0, 1.0))
     outlier_window.state.compute()
+    wait_results(outlier_window)
     assert pane.clip_lo.isVisible() and pane.clip_hi.isVisible()
     assert pane.clip_hi.getRegion() == pytest.approx((1.0 + 0.5 * float(pane.report.params.scale),
                                                       outlier_window.state.overview.max))
@@ -537,15 +540,60 @@ def test_numbers_are_selectable_under_the_mouse(outlier_window, qtbot):
     assert not label.textInteractionFlags() & selectable
 
 
-def test_new_reports_reach_the_panes_a_pair_per_turn_of_the_event_loop(outlier_window,
-                                                                       wait_results):
+def test_new_reports_reach_the_panes_one_per_turn_of_the_event_loop(outlier_window,
+                                                                     wait_results):
     """Four pane updates and repaints in a row kept the loop from timers and input for
-    30-100 ms; two panes get a turn, and all_shown waits for the last."""
+    100-300 ms on a load; each pane gets a turn of its own, and all_shown waits for the
+    last."""
     win, st = outlier_window, outlier_window.state
     st.update_settings(bits=5)
     st.compute()  # all four reports at once, as at 1M elements
-    fresh = [key for key, pane in win.panes.items() if pane.report is st.results[key]]
-    assert fresh == list(PANES[:2]) and not win.all_shown()
+    fresh_per_turn: list[int] = []
+    win.pane_timer.timeout.connect(lambda: fresh_per_turn.append(
+        sum(pane.report is st.results[key] for key, pane in win.panes.items())))
+    assert not any(pane.report is st.results[key] for key, pane in win.panes.items())
+    assert not win.all_shown()
     wait_results(win)
-    assert all(pane.report is st.results[key] for key, pane in win.panes.items())
+    assert fresh_per_turn == [1, 2, 3, 4]
     assert shown(win) == engine_texts(st)
+
+
+class _Paints(QObject):
+    """Counts the paints of each pane's plots."""
+
+    def __init__(self, win) -> None:
+        super().__init__()
+        self.counts = dict.fromkeys(win.panes, 0)
+        self._keys = {}
+        for key, pane in win.panes.items():
+            viewport = pane.graphics.viewport()
+            self._keys[viewport] = key
+            viewport.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Type.Paint and obj in self._keys:
+            self.counts[self._keys[obj]] += 1
+        return False
+
+    def take(self) -> dict[str, int]:
+        counts, self.counts = self.counts, dict.fromkeys(self.counts, 0)
+        return counts
+
+
+def test_each_pane_paints_once_per_change_and_twice_per_load(outlier_window, wait_results):
+    """A pane's repaint is its turn's work: a pyqtgraph range or axis width applied mid-paint,
+    or a linked pane that moved every other one, painted panes two to seven times each."""
+    win, st = outlier_window, outlier_window.state
+    paints = _Paints(win)
+    x = generate("outliers", (64, 1000), seed=7, count=5, magnitude=40.0)
+    assert st.set_tensor(x, Source.generator("outliers", (64, 1000), 7, count=5,
+                                             magnitude=40.0))
+    wait_results(win)
+    QApplication.processEvents()
+    assert all(1 <= n <= 2 for n in paints.take().values())  # the histogram, then the numbers
+    for changes in ({"bits": 6}, {"method": "percentile", "percentile": 99.9},
+                    {"rounding": "half_away"}):
+        st.update_settings(**changes)
+        wait_results(win)
+        QApplication.processEvents()
+        assert paints.take() == dict.fromkeys(win.panes, 1), changes

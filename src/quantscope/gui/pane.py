@@ -10,8 +10,18 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, QTimer
-from PySide6.QtGui import QBrush, QColor, QFont, QFontDatabase, QPainterPath, QPen
+from PySide6.QtCore import QCoreApplication, QEvent, QRectF, Qt, QTimer
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFont,
+    QFontDatabase,
+    QFontMetricsF,
+    QPainter,
+    QPainterPath,
+    QPen,
+    QPicture,
+)
 from PySide6.QtWidgets import (
     QFrame,
     QGraphicsItem,
@@ -384,12 +394,19 @@ class Pane(QFrame):
         # ranges set here, not followed automatically: a histogram re-binned on new buckets
         # would otherwise move them and paint every pane twice per change
         self.plot.getViewBox().disableAutoRange()
-        self.plot.setXRange(ov.min, ov.max, padding=0.02)
+        self.show_range(ov)
         self._ytop = None
         self._set_heights(ov.hist_edges, counts)
         self._overview, self._log = ov, log
         self._binned = ()
         self._draw_regions()
+
+    def show_range(self, ov: TensorOverview) -> None:
+        """Show the tensor's finite range, unless the pane follows another's zoom (then the
+        other sets it: each linked pane setting it too moved all of them again, since links
+        align the views' pixels, and repainted every pane once per pane)."""
+        if self.plot.getViewBox().linkedView(0) is None:
+            self.plot.setXRange(ov.min, ov.max, padding=0.02)
 
     def _set_heights(self, edges: np.ndarray, heights: np.ndarray) -> None:
         """New histogram data; the count axis moves only when the bars outgrow it or shrink
@@ -550,6 +567,9 @@ class Pane(QFrame):
         self._update_grid_pen()
         self._theme = theme
         self._write_key()
+        _reserve_tick_text(self.plot.getAxis("left"))
+        self.strip.getAxis("left").setWidth(self.plot.getAxis("left").width())  # aligned
+
 
     def _write_key(self) -> None:
         """The key and its tooltip for what the grid lines of the scheme on show are."""
@@ -564,10 +584,72 @@ class Pane(QFrame):
             "the zero point code stands for · " + lines +
             (" (of the median-scale unit)" if per_unit else ""))
 
+    # -- paint pacing (the window gives each pane its own turn of the event loop) -------------
+    def hold_paint(self) -> None:
+        """Stop repainting until :meth:`paint_now`: the pane keeps its old picture while its
+        new numbers and plots are set, and while panes it follows change their zoom."""
+        self.setUpdatesEnabled(False)
+
+    def paint_now(self) -> None:
+        """Repaint at once, exactly once. What pyqtgraph would apply in the middle of the
+        paint -- a pending view range, the axes' new tick text and the width it needs --
+        is applied first: applied mid-paint, either dirties the scene again and the pane
+        paints a second time in the next turn."""
+        held = not self.updatesEnabled()
+        self.graphics.scene().prepareForPaint()  # pending ranges -> transforms
+        for plot in (self.plot, self.strip):
+            for side in ("left", "bottom"):
+                _draw_axis(plot.getAxis(side))
+        self.graphics.ci.layout.activate()  # an axis that grew moves the plots now
+        scene = self.graphics.scene()
+        for item in scene.items():  # lines and regions size themselves lazily, to the view
+            item.boundingRect()
+        # the scene's queued dirty-item pass, now, while updates are off: run after the
+        # paint, it would ask for a second one
+        for _ in range(2):  # the pass posts the scene's "changed" in turn
+            QCoreApplication.sendPostedEvents(scene, QEvent.Type.MetaCall)
+        if held:
+            self.setUpdatesEnabled(True)
+            self.repaint()
+
     def displayed(self) -> dict[str, str]:
         """Field key -> the text shown (what ``--metrics`` records)."""
         return {key: label.text() for key, label in self.values.items()}
 
+
+
+#: The count axis keeps room for tick labels this wide (``log₁₀(1+n)`` ticks such as "2.5"
+#: and linear counts such as "800" under their SI prefix fit).
+COUNT_TICKS = "0.00"
+
+
+def _reserve_tick_text(axis: pg.AxisItem) -> None:
+    """Keep the count axis as wide as :data:`COUNT_TICKS` in its tick font (wider only for
+    wider labels, never narrower): an axis that resized to its labels moved its view box,
+    and panes whose views are linked line up on screen, so one pane's new tick labels
+    changed every pane's range and repainted all four."""
+    font = axis.style["tickFont"] or axis.font()
+    axis.setStyle(autoReduceTextSpace=False)
+    axis.textWidth = QFontMetricsF(font).horizontalAdvance(COUNT_TICKS)
+    axis._updateWidth()
+
+
+def _draw_axis(axis: pg.AxisItem) -> None:
+    """Build the axis's picture as its ``paint`` would (``AxisItem.paint``), outside a paint:
+    building it sizes the axis for its tick text, which mid-paint re-lays out the plot."""
+    if axis.picture is not None or not axis.isVisible():
+        return
+    picture = QPicture()
+    painter = QPainter(picture)
+    try:
+        if axis.style["tickFont"]:
+            painter.setFont(axis.style["tickFont"])
+        specs = axis.generateDrawSpecs(painter)
+        if specs is not None:
+            axis.drawPicture(painter, *specs)
+    finally:
+        painter.end()
+    axis.picture = picture
 
 
 def link_plots(panes: list[Pane], hidden: tuple[Pane, ...] = ()) -> None:

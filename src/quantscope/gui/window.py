@@ -25,8 +25,8 @@ from quantscope.gui.loading import Loading
 from quantscope.gui.model_mode import ModelMode
 from quantscope.gui.numbers import metrics_entry
 from quantscope.gui.picker import TensorPicker
-from quantscope.gui.style import STYLE, base_font, light_palette
-from quantscope.gui.window_layout import WindowLayout
+from quantscope.gui.style import STYLE, base_font, light_palette, reserve_lines
+from quantscope.gui.window_layout import HEADLINE_LINES, WindowLayout
 from quantscope.state import (
     PANES,
     ExplorerState,
@@ -39,10 +39,6 @@ from quantscope.state import (
 
 #: How long the panes may lag the controls before they are marked as showing old numbers.
 STALE_MS = 200
-#: Panes updated per turn of the event loop: the per-tensor pair and the per-channel pair
-#: arrive together on large tensors (each pair is one turn, no latency added), all four at
-#: once on small ones (two turns).
-PANES_PER_TURN = 2
 
 
 class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
@@ -89,8 +85,11 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.stale_timer.setSingleShot(True)
         self.stale_timer.setInterval(STALE_MS)
         self.stale_timer.timeout.connect(lambda: self._mark_stale(True))
-        # New reports reach the panes a pair per turn of the event loop (see _show_panes).
-        self._queued_panes: list[str] = []
+        # New reports and histograms reach the panes one pane per turn of the event loop
+        # (see _show_panes).
+        self._queued_panes: list[str] = []  # in turn order
+        self._queued_overviews: set[str] = set()  # of those, the ones with a new histogram
+        self._queued_reports: set[str] = set()  # and with new results
         self.pane_timer = QTimer(self)
         self.pane_timer.setSingleShot(True)
         self.pane_timer.setInterval(0)
@@ -143,6 +142,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         pair of panes full width with the rest a key away (the stage module does the layout).
         Off restores the window exactly as it was before."""
         self.presentation = bool(on)
+        reserve_lines(self.headline, 1 if self.presentation else HEADLINE_LINES, slack=0)
         # presenting, the text follows the window's height (resizeEvent), so the window takes
         # any size it is given and the text then fits it; the layout's minimum at the text
         # size of the moment would refuse a projector's 720 rows
@@ -327,8 +327,14 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             self._load_failed()
 
     def _show_overview(self) -> None:
-        for pane in self.panes.values():
-            pane.set_overview(self.state.overview, self.log_counts)
+        """The tensor's histogram in every pane, a pane per turn (see :meth:`_show_panes`);
+        the new range at once, while all are held (a range set on a later turn would move the
+        linked panes that were painted already)."""
+        self._queued_overviews.update(self.panes)
+        self._queue_panes(self.panes)
+        if self.state.overview is not None:
+            for pane in self.panes.values():
+                pane.show_range(self.state.overview)
 
     def _mark_stale(self, on: bool) -> None:
         """Grey the numbers (and say so) while they belong to the previous settings."""
@@ -352,27 +358,45 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             self.panes[key].set_stale(False)
 
     def _show_panes(self, keys) -> None:
-        """Queue ``keys`` for display, ``PANES_PER_TURN`` panes per turn of the event loop: a
-        pane's update and its repaint take 4-8 ms, and four in a row (as at 1M elements, where
-        all reports arrive together) kept the loop from timers and input for 30-100 ms. Each
-        pane shows the newest report when its turn comes."""
+        """Queue ``keys`` for display, one pane per turn of the event loop: a pane's update
+        and repaint take 10-35 ms (a first paint, with new axes, the most), and four in one
+        repaint -- as on a load, or at 1M elements, where all reports arrive together -- kept
+        the loop from timers and input for 100-300 ms. A queued pane stops repainting at once
+        and keeps its old picture (its numbers and plots change together, on its turn, and a
+        pane that follows another's zoom does not repaint early); each shows the newest
+        report when its turn comes; a pane that shows it already (a partial result's)
+        is left alone."""
+        st = self.state
+        keys = [k for k in keys if not (k in st.results and self.panes[k].report is st.results[k])]
+        self._queued_reports.update(keys)
+        self._queue_panes(keys)
+
+    def _queue_panes(self, keys) -> None:
         for key in keys:
             if key not in self._queued_panes:
                 self._queued_panes.append(key)
-        self._show_next_pane()
+                self.panes[key].hold_paint()
+        if not self.pane_timer.isActive():
+            self.pane_timer.start()  # a zero timer: the turn that queued them ends first
 
     def _show_next_pane(self) -> None:
         st = self.state
-        for _ in range(min(PANES_PER_TURN, len(self._queued_panes))):
+        if self._queued_panes:
             key = self._queued_panes.pop(0)
             pane = self.panes[key]
-            if key in st.results:
-                if pane.report is not st.results[key]:  # a partial result showed it already
-                    pane.set_report(st.results[key])
-            else:
-                pane.set_error(st.errors.get(key, ""))
+            if key in self._queued_overviews:
+                self._queued_overviews.discard(key)
+                pane.set_overview(st.overview, self.log_counts)
+            if key in self._queued_reports:
+                self._queued_reports.discard(key)
+                if key in st.results:
+                    if pane.report is not st.results[key]:
+                        pane.set_report(st.results[key])
+                else:
+                    pane.set_error(st.errors.get(key, ""))
+            pane.paint_now()
         if self._queued_panes:
-            self.pane_timer.start()  # a zero timer: it fires once the repaint is done
+            self.pane_timer.start()  # fires once the loop has handled what is pending
         elif self.all_shown():
             self.results_shown.emit()
 
@@ -432,6 +456,10 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         for pane in self.panes.values():
             pane.rebin_timer.stop()
         self._queued_panes.clear()
+        self._queued_overviews.clear()
+        self._queued_reports.clear()
+        for pane in self.panes.values():
+            pane.paint_now()  # a held pane paints again (a window shown after shutdown)
         self.statusBar().clearMessage()  # stops the status bar's message timeout timer
         self._stop_progress()
         if self.picker is not None:
