@@ -14,7 +14,9 @@ Targets: p95 <= 100 ms at 16M elements; GUI thread blocked <= 50 ms.
 Where the time goes: the CPU each group of the process's threads used per change (Linux:
 ``/proc/self/task/*/schedstat``) -- the GUI thread, the engine's pool, the scheduler's job and
 helper threads, Qt's own -- against the change's wall time; a change whose CPU about equals
-its wall time is waiting for nothing but a core. "The engine alone" runs the same changes
+its wall time is waiting for nothing but a core. The nice value each group runs at is printed
+too (the work the panes wait for must not be niced: beside a busy process a nice-5 thread gets
+a quarter of a shared core). "The engine alone" runs the same changes
 through :func:`compute_reports` on a state of its own once the window is shut down (on the
 window's state, each change would also start the window's own compute job beside it).
 
@@ -86,31 +88,51 @@ class Heartbeat:
         return max(0.0, self.longest * 1e3 - HEARTBEAT_MS)
 
 
-def thread_cpu_ms() -> dict[str, float]:
-    """CPU time used so far by each group of this process's threads, in ms (Linux; empty
-    elsewhere). Threads are grouped by name without their number: ``MainThread`` (the GUI),
-    ``quantscope-engine`` (the engine's pool), ``quantscope-job`` / ``quantscope-job-helper``
-    (the scheduler's), anything else under its own name (Qt's threads)."""
+def _threads(field: str):
+    """``(group, value)`` for each of this process's threads (Linux; none elsewhere): ``field``
+    ``"cpu"`` is the CPU time used so far in ms, ``"nice"`` the nice value. Threads are grouped
+    by name without their number: ``MainThread`` (the GUI), ``quantscope-engine`` (the engine's
+    pool; ``-niceN`` for a niced caller's), ``quantscope-job`` / ``quantscope-job-helper`` (the
+    scheduler's), anything else under its own name (Qt's threads)."""
     import re
     import threading
 
     task = "/proc/self/task"
     if not os.path.isdir(task):
-        return {}
+        return
     names = {t.native_id: t.name for t in threading.enumerate()}
-    out: dict[str, float] = {}
     for tid in os.listdir(task):
         try:
-            with open(f"{task}/{tid}/schedstat") as f:
-                ns = int(f.read().split()[0])
+            if field == "cpu":
+                with open(f"{task}/{tid}/schedstat") as f:
+                    value = int(f.read().split()[0]) / 1e6
+            else:
+                value = os.getpriority(os.PRIO_PROCESS, int(tid))
             name = names.get(int(tid))
             if name is None:
                 with open(f"{task}/{tid}/comm") as f:
                     name = f.read().strip()
         except (OSError, ValueError, IndexError):
             continue  # a thread that ended meanwhile
-        group = re.sub(r"[-_ ]?\d+$", "", name)
-        out[group] = out.get(group, 0.0) + ns / 1e6
+        yield re.sub(r"[-_ ]?\d+$", "", name), value
+
+
+def thread_cpu_ms() -> dict[str, float]:
+    """CPU time used so far by each group of this process's threads, in ms (:func:`_threads`;
+    empty where there is no ``/proc``)."""
+    out: dict[str, float] = {}
+    for group, ms in _threads("cpu"):
+        out[group] = out.get(group, 0.0) + ms
+    return out
+
+
+def thread_nice() -> dict[str, list[int]]:
+    """The nice values each group of this process's threads runs at (:func:`_threads`)."""
+    out: dict[str, list[int]] = {}
+    for group, nice in _threads("nice"):
+        out.setdefault(group, [])
+        if nice not in out[group]:
+            out[group].append(nice)
     return out
 
 
@@ -175,6 +197,7 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
             blocks.append(beat.stop())
             after = thread_cpu_ms()
             cpu.append({k: v - before.get(k, 0.0) for k, v in after.items()})
+    nice = thread_nice()  # while the window's threads all live
     # the same changes through the engine alone (no window; the window's own jobs stopped
     # first, or each change would start one beside): what the panes wait for
     from quantscope.state import compute_reports
@@ -195,7 +218,8 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
         compute_reports(st.request())
         engine.append((time.perf_counter() - start) * 1e3)
     return {"n": rows * cols, "load_s": load_s, "load_block": load_block,
-            "latencies": latencies, "blocks": blocks, "engine": engine, "cpu": cpu}
+            "latencies": latencies, "blocks": blocks, "engine": engine, "cpu": cpu,
+            "nice": nice}
 
 
 def report(res: dict) -> None:
@@ -220,6 +244,9 @@ def report(res: dict) -> None:
         total = float(np.median([sum(c.values()) for c in res["cpu"]]))
         print(f"    CPU per change (medians): {total:.1f} ms in all = {total / p50:.2f} of the "
               "p50 wall time; " + ", ".join(f"{k} {v:.1f}" for k, v in med.items() if v >= 0.1))
+    if res["nice"]:
+        print("    nice values by thread group: " + ", ".join(
+            f"{k} {'/'.join(map(str, sorted(v)))}" for k, v in sorted(res["nice"].items())))
     blocks = np.asarray(res["blocks"])
     b50, b95 = np.percentile(blocks, [50, 95])
     print(f"  longest GUI-thread block during the changes: {blocks.max():.1f} ms = "
