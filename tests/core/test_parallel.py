@@ -77,13 +77,3 @@ def test_shares_run_at_the_callers_priority():
     assert shares == [caller, caller] and caller == min(P.process_niceness() + 5, 19)
     own = P.thread_niceness()
     assert P.parallel(_nice, [(0,), (1,)]) == [own, own]
-
-
-def _name(_: int) -> str:
-    return threading.current_thread().name
-
-
-def test_the_caller_runs_the_first_share_and_the_pool_the_others():
-    names = P.parallel(_name, [(0,), (1,), (2,)])
-    assert names[0] == threading.current_thread().name
-    assert all(n.startswith(P.THREAD_NAME) for n in names[1:])

@@ -1,8 +1,8 @@
 """The engine's worker threads: compiled loops that release the GIL, run on every core.
 
 One small pool per priority, created on first use, shared by the sort, the prefix sums and the
-direct passes. A job is split in shares (one per thread); the caller runs one and waits for the
-others, so a caller must never be one of the pool's own threads.
+direct passes. A job is split in shares (one per thread) and the caller waits for all of them, so
+a caller must never be one of the pool's own threads.
 
 The shares run at the caller's priority. Linux keeps a nice value per thread, and a thread is
 born with its creator's: a single pool took whatever nice value the thread that happened to use
@@ -106,21 +106,13 @@ def submit(fn: Callable, *args) -> Future:
 
 
 def parallel(fn: Callable, argsets: list[tuple]) -> list:
-    """``fn(*args)`` for each argument set, their results in order: the first on the calling
-    thread, the others on the pool's threads meanwhile. (The caller would only wait otherwise:
-    running a share itself saves a thread's wake-up per call and keeps the core it holds,
-    which under a competing busy process cut a 16M change's reports by about a sixth.)
-    Automatic garbage collection stays paused until every share is done (module docstring),
-    on the calling thread too."""
+    """``fn(*args)`` for each argument set, on the pool's threads; their results in order.
+    Automatic garbage collection stays paused until every share is done (module docstring)."""
     if len(argsets) == 1:
         return [fn(*argsets[0])]
     with collector_paused():
-        futures = [submit(fn, *a) for a in argsets[1:]]
-        try:
-            first = fn(*argsets[0])
-        finally:
-            done = [f.result() for f in futures]
-        return [first, *done]
+        futures = [submit(fn, *a) for a in argsets]
+        return [f.result() for f in futures]
 
 
 def pause_collector() -> None:
