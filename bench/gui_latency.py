@@ -18,7 +18,8 @@ its wall time is waiting for nothing but a core. The nice value each group runs 
 too (the work the panes wait for must not be niced: beside a busy process a nice-5 thread gets
 a quarter of a shared core). "The engine alone" runs the same changes
 through :func:`compute_reports` on a state of its own once the window is shut down (on the
-window's state, each change would also start the window's own compute job beside it).
+window's state, each change would also start the window's own compute job beside it), from the
+main thread with a scheduler's helpers as the window's reports thread has them.
 
 Run: ``QT_QPA_PLATFORM=offscreen python bench/gui_latency.py [--sizes 1,16] [--repeat 3]
 [--views] [--load]``; ``--load`` runs one competing busy process (a spinning interpreter: a core's
@@ -199,8 +200,10 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
             cpu.append({k: v - before.get(k, 0.0) for k, v in after.items()})
     nice = thread_nice()  # while the window's threads all live
     # the same changes through the engine alone (no window; the window's own jobs stopped
-    # first, or each change would start one beside): what the panes wait for
+    # first, or each change would start one beside): what the panes wait for, with the parts
+    # of each on a scheduler's helper threads as in the window (not threads made per call)
     from quantscope.state import compute_reports
+    from quantscope.state.scheduler import Scheduler
 
     ws = window.state
     tensor, prepared, ov, settings = ws.tensor, ws.prepared, ws.overview, ws.settings
@@ -212,11 +215,15 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
     st.set_tensor(tensor, ws.source, prepared=prepared, overview=ov, checked=True,
                   settings=settings)
     engine: list[float] = []
-    for _name, changes in CHANGES:
-        st.update_settings(**changes)
-        start = time.perf_counter()
-        compute_reports(st.request())
-        engine.append((time.perf_counter() - start) * 1e3)
+    helpers = Scheduler()
+    try:
+        for _name, changes in CHANGES:
+            st.update_settings(**changes)
+            start = time.perf_counter()
+            compute_reports(st.request(), None, helpers.beside)
+            engine.append((time.perf_counter() - start) * 1e3)
+    finally:
+        helpers.shutdown()
     return {"n": rows * cols, "load_s": load_s, "load_block": load_block,
             "latencies": latencies, "blocks": blocks, "engine": engine, "cpu": cpu,
             "nice": nice}
