@@ -270,6 +270,12 @@ def main() -> None:
     parser.add_argument("--load", action="store_true",
                         help="with one competing busy process for the whole run")
     args = parser.parse_args()
+    # as ``quantscope`` starts: the engine's compiled loops loaded before Qt and the window, so
+    # the first load does not load them on a worker thread holding the GIL (the GUI thread
+    # blocked for that long, longer still when that thread is niced beside a busy process)
+    from quantscope.state.source import warm_up_engine
+
+    warm_up_engine()
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
