@@ -297,9 +297,8 @@ def test_a_tensors_memos_have_one_owner_that_evicts_under_its_lock():
 @pytest.mark.skipif(not __import__("sys").platform.startswith("linux"),
                     reason="per-thread nice values are Linux's")
 def test_pane_work_keeps_the_owners_priority_and_views_are_niced(sched, heard):
-    """The reports a user waits for after a change run (with their parts and the engine's
-    shares) at the priority of the thread that submitted them; loads, preparations and views'
-    work are niced once, never twice."""
+    """The pane work a user waits for runs (with its parts and the engine's shares) at the
+    priority of the thread that submitted it; views' work is niced once, never twice."""
     from quantscope.core.parallel import parallel, process_niceness, thread_niceness
     from quantscope.state.compute import BACKGROUND_NICENESS
 
@@ -318,4 +317,4 @@ def test_pane_work_keeps_the_owners_priority_and_views_are_niced(sched, heard):
     assert heard.of("done", "view:v")[0].value == (niced, [niced] * 2, [niced] * 2)
     sched.submit("load", niceness, priority=LOAD)
     heard.until(lambda: bool(heard.of("done", "load")))
-    assert heard.of("done", "load")[0].value == (niced, [niced] * 2, [niced] * 2)
+    assert heard.of("done", "load")[0].value == (owner, [owner] * 2, [owner] * 2)

@@ -377,8 +377,9 @@ def lower_thread_priority() -> None:
     (Linux keeps a nice value per thread) keeps the window responsive and costs them nothing
     when it is idle. The level counts from the main thread, not from the caller's own value:
     a thread made by a lowered thread is born lowered, and lowering it again compounded (nice
-    10, a tenth of a core's share beside one busy process). The work a user waits for -- the
-    panes' reports after a change -- is not lowered (:mod:`quantscope.state.scheduler`).
+    10, a tenth of a core's share beside one busy process). The work a user waits for -- a
+    load, its preparation, the panes' reports after a change -- is not lowered
+    (:mod:`quantscope.state.scheduler`).
     Elsewhere, or when not permitted, it does nothing.
     """
     target = min(process_niceness() + BACKGROUND_NICENESS, 19)

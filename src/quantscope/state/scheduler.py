@@ -13,16 +13,14 @@ owns one :class:`Scheduler` and the window and every view submit to it. The rule
 * **Panes before views.** Requests carry a priority (:data:`LOAD` < :data:`PREPARE` <
   :data:`COMPUTE` < :data:`VIEW`); a free thread takes the most urgent due request. Pane work
   (every priority below :data:`VIEW`) runs one request at a time, most urgent first, as one
-  worker did: a load never runs beside the reports it makes moot. Each kind of work has
-  threads of its own (:data:`LANES`): the panes' reports one, loads and preparations one, views
-  the others, so a pane request always finds its thread at once, however long a sweep or a
-  scan runs.
-* **What the user waits for is not niced.** The reports' thread keeps the priority of the
-  thread that made it (the window's): the numbers a setting change asks for are a few tens of
-  milliseconds of work, and with them niced one unrelated busy process took three quarters of
-  a shared core from them (nice 5; 10 for the parts of a job, made by a niced thread and niced
-  again). Loads, preparations and views -- seconds of work, the window meanwhile shows progress
-  and must answer -- run :data:`~quantscope.state.compute.BACKGROUND_NICENESS` nicer
+  worker did: a load never runs beside the reports it makes moot. Pane work has a thread of
+  its own and views' work the others (:data:`LANES`), so a pane request always finds its thread
+  at once, however long a sweep or a scan runs.
+* **What the user waits for is not niced.** The panes' thread keeps the priority of the
+  thread that made it (the window's): with the panes' reports niced, one unrelated busy
+  process took three quarters of a shared core from them (nice 5; 10 for the parts of a job,
+  made by a niced thread and niced again), and a load took half as long again. Views' work
+  runs :data:`~quantscope.state.compute.BACKGROUND_NICENESS` nicer
   (:func:`~quantscope.state.compute.lower_thread_priority`). A job's parts
   (:meth:`JobContext.beside`) and the engine's pool (:mod:`quantscope.core.parallel`) run at
   the priority of the thread that hands them over.
@@ -53,10 +51,10 @@ from quantscope.state.compute import lower_thread_priority
 LOAD, PREPARE, COMPUTE, VIEW = 0, 1, 2, 10
 
 #: What each of a scheduler's threads runs, by its index (the last lane for every further one):
-#: the panes' reports, at the owner's priority; loads and preparations; views' work.
-LANES = ("reports", "bulk", "views")
-#: Threads a scheduler runs: one per lane, and a second for views.
-THREADS = 4
+#: pane work (loads, preparations, the panes' reports) at the owner's priority; views' work.
+LANES = ("panes", "views")
+#: Threads a scheduler runs: one for pane work, the others for views.
+THREADS = 3
 #: Threads that run the parts of one job side by side (:meth:`JobContext.beside`).
 HELPERS = 2
 #: Name prefix of the scheduler's threads (they end with :meth:`Scheduler.shutdown`).
@@ -146,8 +144,7 @@ class Scheduler:
     listener : callable, optional
         ``listener(event)`` for every :class:`Event`, called on the job's thread.
     threads : int
-        Threads for jobs (at least 3: one per lane of :data:`LANES`, the further ones for
-        views).
+        Threads for jobs (at least 2: the first runs pane work, the others views').
     """
 
     def __init__(self, listener: Callable[[Event], None] | None = None, *,
@@ -292,7 +289,7 @@ class Scheduler:
 
     def _start_threads_locked(self) -> None:
         """Every thread that is not running yet, made on the owner's thread (so born at its
-        priority; :meth:`_loop` lowers all but the reports' thread)."""
+        priority; :meth:`_loop` lowers the views')."""
         for i in range(self._size):
             if i < len(self._threads) and self._threads[i].is_alive():
                 continue
@@ -314,9 +311,7 @@ class Scheduler:
                 self._enqueue_locked(job)  # now the key's latest: a running one goes stale
             else:
                 wake = job.due - now if wake is None else min(wake, job.due - now)
-        views = lane == "views"
-        if not views and any(j.priority < VIEW for j in self._running.values()):
-            return None, wake  # pane work one request at a time
+        views = lane == "views"  # pane work has one thread: one request at a time
         best = None
         for key, job in self._pending.items():
             if key in self._running:
@@ -325,16 +320,14 @@ class Scheduler:
                 continue
             if best is None or (job.priority, job.ticket) < (best.priority, best.ticket):
                 best = job
-        if best is not None and _lane(best.priority) != lane:
-            best = None  # the most urgent pane work is the other pane lane's: its thread's
         if best is not None:
             del self._pending[best.key]
             self._running[best.key] = best
         return best, wake
 
     def _loop(self, lane: str) -> None:
-        if lane != "reports":
-            lower_thread_priority()  # the window's own thread and the panes' reports first
+        if lane == "views":
+            lower_thread_priority()  # the window's own thread and the panes' work first
         while True:
             with self._cond:
                 while True:
@@ -370,11 +363,6 @@ class Scheduler:
         listener = self.listener
         if listener is not None:
             listener(event)
-
-
-def _lane(priority: int) -> str:
-    """The lane of :data:`LANES` whose threads run work of ``priority``."""
-    return "views" if priority >= VIEW else "reports" if priority >= COMPUTE else "bulk"
 
 
 class _Helpers:
