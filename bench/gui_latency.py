@@ -14,9 +14,12 @@ Targets: p95 <= 100 ms at 16M elements; GUI thread blocked <= 50 ms.
 Where the time goes: the CPU each group of the process's threads used per change (Linux:
 ``/proc/self/task/*/schedstat``) -- the GUI thread, the engine's pool, the scheduler's job and
 helper threads, Qt's own -- against the change's wall time; a change whose CPU about equals
-its wall time is waiting for nothing but a core. "The engine alone" runs the same changes
+its wall time is waiting for nothing but a core. The nice value each group runs at is printed
+too (the work the panes wait for must not be niced: beside a busy process a nice-5 thread gets
+a quarter of a shared core). "The engine alone" runs the same changes
 through :func:`compute_reports` on a state of its own once the window is shut down (on the
-window's state, each change would also start the window's own compute job beside it).
+window's state, each change would also start the window's own compute job beside it), from the
+main thread with a scheduler's helpers as the window's reports thread has them.
 
 Run: ``QT_QPA_PLATFORM=offscreen python bench/gui_latency.py [--sizes 1,16] [--repeat 3]
 [--views] [--load]``; ``--load`` runs one competing busy process (a spinning interpreter: a core's
@@ -86,31 +89,51 @@ class Heartbeat:
         return max(0.0, self.longest * 1e3 - HEARTBEAT_MS)
 
 
-def thread_cpu_ms() -> dict[str, float]:
-    """CPU time used so far by each group of this process's threads, in ms (Linux; empty
-    elsewhere). Threads are grouped by name without their number: ``MainThread`` (the GUI),
-    ``quantscope-engine`` (the engine's pool), ``quantscope-job`` / ``quantscope-job-helper``
-    (the scheduler's), anything else under its own name (Qt's threads)."""
+def _threads(field: str):
+    """``(group, value)`` for each of this process's threads (Linux; none elsewhere): ``field``
+    ``"cpu"`` is the CPU time used so far in ms, ``"nice"`` the nice value. Threads are grouped
+    by name without their number: ``MainThread`` (the GUI), ``quantscope-engine`` (the engine's
+    pool; ``-niceN`` for a niced caller's), ``quantscope-job`` / ``quantscope-job-helper`` (the
+    scheduler's), anything else under its own name (Qt's threads)."""
     import re
     import threading
 
     task = "/proc/self/task"
     if not os.path.isdir(task):
-        return {}
+        return
     names = {t.native_id: t.name for t in threading.enumerate()}
-    out: dict[str, float] = {}
     for tid in os.listdir(task):
         try:
-            with open(f"{task}/{tid}/schedstat") as f:
-                ns = int(f.read().split()[0])
+            if field == "cpu":
+                with open(f"{task}/{tid}/schedstat") as f:
+                    value = int(f.read().split()[0]) / 1e6
+            else:
+                value = os.getpriority(os.PRIO_PROCESS, int(tid))
             name = names.get(int(tid))
             if name is None:
                 with open(f"{task}/{tid}/comm") as f:
                     name = f.read().strip()
         except (OSError, ValueError, IndexError):
             continue  # a thread that ended meanwhile
-        group = re.sub(r"[-_ ]?\d+$", "", name)
-        out[group] = out.get(group, 0.0) + ns / 1e6
+        yield re.sub(r"[-_ ]?\d+$", "", name), value
+
+
+def thread_cpu_ms() -> dict[str, float]:
+    """CPU time used so far by each group of this process's threads, in ms (:func:`_threads`;
+    empty where there is no ``/proc``)."""
+    out: dict[str, float] = {}
+    for group, ms in _threads("cpu"):
+        out[group] = out.get(group, 0.0) + ms
+    return out
+
+
+def thread_nice() -> dict[str, list[int]]:
+    """The nice values each group of this process's threads runs at (:func:`_threads`)."""
+    out: dict[str, list[int]] = {}
+    for group, nice in _threads("nice"):
+        out.setdefault(group, [])
+        if nice not in out[group]:
+            out[group].append(nice)
     return out
 
 
@@ -175,9 +198,12 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
             blocks.append(beat.stop())
             after = thread_cpu_ms()
             cpu.append({k: v - before.get(k, 0.0) for k, v in after.items()})
+    nice = thread_nice()  # while the window's threads all live
     # the same changes through the engine alone (no window; the window's own jobs stopped
-    # first, or each change would start one beside): what the panes wait for
+    # first, or each change would start one beside): what the panes wait for, with the parts
+    # of each on a scheduler's helper threads as in the window (not threads made per call)
     from quantscope.state import compute_reports
+    from quantscope.state.scheduler import Scheduler
 
     ws = window.state
     tensor, prepared, ov, settings = ws.tensor, ws.prepared, ws.overview, ws.settings
@@ -189,13 +215,18 @@ def measure(app, n_million: int, repeat: int, views: bool) -> dict:
     st.set_tensor(tensor, ws.source, prepared=prepared, overview=ov, checked=True,
                   settings=settings)
     engine: list[float] = []
-    for _name, changes in CHANGES:
-        st.update_settings(**changes)
-        start = time.perf_counter()
-        compute_reports(st.request())
-        engine.append((time.perf_counter() - start) * 1e3)
+    helpers = Scheduler()
+    try:
+        for _name, changes in CHANGES:
+            st.update_settings(**changes)
+            start = time.perf_counter()
+            compute_reports(st.request(), None, helpers.beside)
+            engine.append((time.perf_counter() - start) * 1e3)
+    finally:
+        helpers.shutdown()
     return {"n": rows * cols, "load_s": load_s, "load_block": load_block,
-            "latencies": latencies, "blocks": blocks, "engine": engine, "cpu": cpu}
+            "latencies": latencies, "blocks": blocks, "engine": engine, "cpu": cpu,
+            "nice": nice}
 
 
 def report(res: dict) -> None:
@@ -220,6 +251,9 @@ def report(res: dict) -> None:
         total = float(np.median([sum(c.values()) for c in res["cpu"]]))
         print(f"    CPU per change (medians): {total:.1f} ms in all = {total / p50:.2f} of the "
               "p50 wall time; " + ", ".join(f"{k} {v:.1f}" for k, v in med.items() if v >= 0.1))
+    if res["nice"]:
+        print("    nice values by thread group: " + ", ".join(
+            f"{k} {'/'.join(map(str, sorted(v)))}" for k, v in sorted(res["nice"].items())))
     blocks = np.asarray(res["blocks"])
     b50, b95 = np.percentile(blocks, [50, 95])
     print(f"  longest GUI-thread block during the changes: {blocks.max():.1f} ms = "
@@ -236,6 +270,12 @@ def main() -> None:
     parser.add_argument("--load", action="store_true",
                         help="with one competing busy process for the whole run")
     args = parser.parse_args()
+    # as ``quantscope`` starts: the engine's compiled loops loaded before Qt and the window, so
+    # the first load does not load them on a worker thread holding the GIL (the GUI thread
+    # blocked for that long, longer still when that thread is niced beside a busy process)
+    from quantscope.state.source import warm_up_engine
+
+    warm_up_engine()
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])

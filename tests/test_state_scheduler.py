@@ -292,3 +292,29 @@ def test_a_tensors_memos_have_one_owner_that_evicts_under_its_lock():
     finally:
         sys.setswitchinterval(interval)
     assert errors == [] and len(memo) == 8
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"),
+                    reason="per-thread nice values are Linux's")
+def test_pane_work_keeps_the_owners_priority_and_views_are_niced(sched, heard):
+    """The pane work a user waits for runs (with its parts and the engine's shares) at the
+    priority of the thread that submitted it; views' work is niced once, never twice."""
+    from quantscope.core.parallel import parallel, process_niceness, thread_niceness
+    from quantscope.state.compute import BACKGROUND_NICENESS
+
+    def niceness(ctx):
+        parts = ctx.beside([thread_niceness, thread_niceness])()
+        shares = parallel(lambda _: thread_niceness(), [(0,), (1,)])
+        return thread_niceness(), parts, shares
+
+    owner = thread_niceness()
+    niced = min(process_niceness() + BACKGROUND_NICENESS, 19)
+    sched.submit("view:v", niceness, priority=VIEW)  # the view first: it makes its helpers
+    heard.until(lambda: bool(heard.of("done", "view:v")))
+    sched.submit("compute", niceness, priority=COMPUTE)
+    heard.until(lambda: bool(heard.of("done", "compute")))
+    assert heard.of("done", "compute")[0].value == (owner, [owner] * 2, [owner] * 2)
+    assert heard.of("done", "view:v")[0].value == (niced, [niced] * 2, [niced] * 2)
+    sched.submit("load", niceness, priority=LOAD)
+    heard.until(lambda: bool(heard.of("done", "load")))
+    assert heard.of("done", "load")[0].value == (owner, [owner] * 2, [owner] * 2)

@@ -54,3 +54,26 @@ def test_pauses_are_counted_and_restore_what_was_there():
         assert not gc.isenabled()  # off before, off after
     finally:
         gc.enable()
+
+
+def _nice(_: int = 0) -> int:
+    return P.thread_niceness()
+
+
+@pytest.mark.skipif(not P.PER_THREAD_NICE, reason="per-thread nice values are Linux's")
+def test_shares_run_at_the_callers_priority():
+    """A niced caller's shares run niced, and a caller at the window's priority is never served
+    by the threads a niced caller made (a lowered thread cannot come back unprivileged)."""
+    seen = {}
+
+    def niced():
+        P.set_thread_niceness(P.process_niceness() + 5)
+        seen["niced"] = (P.thread_niceness(), P.parallel(_nice, [(0,), (1,)]))
+
+    t = threading.Thread(target=niced)
+    t.start()
+    t.join()
+    caller, shares = seen["niced"]
+    assert shares == [caller, caller] and caller == min(P.process_niceness() + 5, 19)
+    own = P.thread_niceness()
+    assert P.parallel(_nice, [(0,), (1,)]) == [own, own]

@@ -1,8 +1,16 @@
 """The engine's worker threads: compiled loops that release the GIL, run on every core.
 
-One small pool, created on first use, shared by the sort, the prefix sums and the direct passes.
-A job is split in shares (one per thread) and the caller waits for all of them, so a caller
-must never be one of the pool's own threads.
+One small pool per priority, created on first use, shared by the sort, the prefix sums and the
+direct passes. A job is split in shares (one per thread) and the caller waits for all of them, so
+a caller must never be one of the pool's own threads.
+
+The shares run at the caller's priority. Linux keeps a nice value per thread, and a thread is
+born with its creator's: a single pool took whatever nice value the thread that happened to use
+it first had (a niced background thread's), and every later caller's work ran at that priority
+-- the reports a user waits for as nicely as a view's background sweep, starved by any busy
+process on the machine. So each nice value has its own pool (:func:`submit` picks the caller's),
+made by a caller of that value; a lowered thread can never raise its priority again without
+privilege, so one pool could not serve both.
 
 The pool's threads never run the cyclic garbage collector: :func:`parallel` keeps automatic
 collection paused while its jobs run (:func:`collector_paused`). A collection runs on whichever
@@ -16,6 +24,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,19 +39,70 @@ PARALLEL_MIN = 1 << 17
 #: Name prefix of the pool's threads (they live as long as the process).
 THREAD_NAME = "quantscope-engine"
 
-_POOL: ThreadPoolExecutor | None = None
+#: The pools by the nice value of the threads that use them (see the module docstring).
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
 _PAUSE_LOCK = threading.Lock()
 #: Callers inside :func:`collector_paused`, and whether automatic collection was on before them.
 _pauses = 0
 _was_enabled = False
 
 
+#: Linux keeps a nice value per thread; elsewhere a thread id is not a process id to renice.
+PER_THREAD_NICE = sys.platform.startswith("linux")
+
+
+def thread_niceness() -> int:
+    """The calling thread's nice value (Linux; 0 elsewhere)."""
+    if not PER_THREAD_NICE:
+        return 0
+    try:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    except OSError:
+        return 0
+
+
+def process_niceness() -> int:
+    """The nice value of the process's main thread (Linux; 0 elsewhere): the priority the
+    window's own thread runs at, from which background threads count."""
+    if not PER_THREAD_NICE:
+        return 0
+    try:
+        return os.getpriority(os.PRIO_PROCESS, os.getpid())  # the main thread's id is the pid
+    except OSError:
+        return 0
+
+
+def set_thread_niceness(nice: int) -> int:
+    """Give the calling thread the nice value ``nice`` (at most 19) where it can; returns the
+    value it has afterwards. Raising one's nice value is always allowed; lowering it needs
+    privilege (``RLIMIT_NICE`` or ``CAP_SYS_NICE``) and otherwise quietly does nothing."""
+    nice = min(int(nice), 19)
+    current = thread_niceness()
+    if not PER_THREAD_NICE or nice == current:
+        return current
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except OSError:
+        pass
+    return thread_niceness()
+
+
 def submit(fn: Callable, *args) -> Future:
-    """Run ``fn(*args)`` on the pool."""
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(THREADS, thread_name_prefix=THREAD_NAME)
-    return _POOL.submit(fn, *args)
+    """Run ``fn(*args)`` on the pool of the caller's priority (module docstring)."""
+    nice = thread_niceness()
+    pool = _POOLS.get(nice)
+    if pool is None:
+        with _POOLS_LOCK:
+            pool = _POOLS.get(nice)
+            if pool is None:
+                # the pool makes its threads in submit(), on this thread: born at its nice
+                # value; the initializer only makes sure of it
+                name = THREAD_NAME if nice == process_niceness() else f"{THREAD_NAME}-nice{nice}"
+                pool = _POOLS[nice] = ThreadPoolExecutor(
+                    THREADS, thread_name_prefix=name, initializer=set_thread_niceness,
+                    initargs=(nice,))
+    return pool.submit(fn, *args)
 
 
 def parallel(fn: Callable, argsets: list[tuple]) -> list:

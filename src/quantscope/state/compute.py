@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from quantscope.core import Prepared, QuantParams, QuantReport, choose_qparams, params_from_range
+from quantscope.core.parallel import process_niceness, set_thread_niceness, thread_niceness
 from quantscope.core.qparams import unit_min_max
 from quantscope.errors import QuantscopeError
 from quantscope.state.axes import units
@@ -277,9 +277,8 @@ Beside = Callable[[list[Callable[[], object]]], Callable[[], list]]
 
 def _threads_beside(fns: list[Callable[[], object]]) -> Callable[[], list]:
     """``beside`` for a caller without a scheduler: a thread per function, joined by
-    ``wait()``."""
-    pool = ThreadPoolExecutor(len(fns), thread_name_prefix="quantscope-pane",
-                              initializer=lower_thread_priority)
+    ``wait()``. The threads keep the caller's priority: the caller waits for them."""
+    pool = ThreadPoolExecutor(len(fns), thread_name_prefix="quantscope-pane")
     futures = [pool.submit(fn) for fn in fns]
 
     def wait() -> list:
@@ -361,31 +360,31 @@ def params_key(params: QuantParams | FormatParams) -> tuple | None:
 #: Below this many elements every pane is computed on one thread (threads would cost more).
 PARALLEL_MIN_SIZE = 1 << 20
 #: The per-channel panes on threads of their own wherever there are two cores: the kernel
-#: releases the GIL, and the threads run at a lower priority than the GUI thread.
+#: releases the GIL.
 PARALLEL_CORES = (os.cpu_count() or 1) >= 2
 
 
-#: How much nicer than the rest of the process the engine's threads run (Linux: per thread).
+#: How much nicer than the window's thread background threads run (Linux: per thread).
 BACKGROUND_NICENESS = 5
 
 
 def lower_thread_priority() -> None:
-    """Make the calling thread yield the CPU to the window's thread.
+    """Make the calling thread background work: :data:`BACKGROUND_NICENESS` nicer than the
+    process's main thread (the window's), whatever the thread was born with.
 
-    The engine's threads keep both cores busy for the length of a report; at equal priority
-    the GUI thread queued behind them for its paints and timers. Lowering only these threads
-    (Linux keeps a nice value per thread) keeps the window responsive and costs the engine
-    nothing when the GUI thread is idle. Elsewhere (another system reads the id as a process's)
-    or when not permitted, it does nothing.
+    A view's sweep or a model scan can keep both cores busy for seconds; at equal priority the
+    GUI thread queued behind them for its paints and timers. Lowering only these threads
+    (Linux keeps a nice value per thread) keeps the window responsive and costs them nothing
+    when it is idle. The level counts from the main thread, not from the caller's own value:
+    a thread made by a lowered thread is born lowered, and lowering it again compounded (nice
+    10, a tenth of a core's share beside one busy process). The work a user waits for -- a
+    load, its preparation, the panes' reports after a change -- is not lowered
+    (:mod:`quantscope.state.scheduler`).
+    Elsewhere, or when not permitted, it does nothing.
     """
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        tid = threading.get_native_id()
-        current = os.getpriority(os.PRIO_PROCESS, tid)
-        os.setpriority(os.PRIO_PROCESS, tid, min(current + BACKGROUND_NICENESS, 19))
-    except OSError:
-        pass
+    target = min(process_niceness() + BACKGROUND_NICENESS, 19)
+    if thread_niceness() < target:
+        set_thread_niceness(target)
 
 
 def _warm_layout(request: ComputeRequest) -> bool:

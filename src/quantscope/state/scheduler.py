@@ -12,9 +12,18 @@ owns one :class:`Scheduler` and the window and every view submit to it. The rule
   A stale job's result is dropped even if it runs to completion.
 * **Panes before views.** Requests carry a priority (:data:`LOAD` < :data:`PREPARE` <
   :data:`COMPUTE` < :data:`VIEW`); a free thread takes the most urgent due request. Pane work
-  (every priority below :data:`VIEW`) runs one request at a time, as one worker did: a load
-  never runs beside the reports it makes moot. Views' work never takes the last free thread,
-  so a pane request always finds one at once, however long a sweep or a scan runs.
+  (every priority below :data:`VIEW`) runs one request at a time, most urgent first, as one
+  worker did: a load never runs beside the reports it makes moot. Pane work has a thread of
+  its own and views' work the others (:data:`LANES`), so a pane request always finds its thread
+  at once, however long a sweep or a scan runs.
+* **What the user waits for is not niced.** The panes' thread keeps the priority of the
+  thread that made it (the window's): with the panes' reports niced, one unrelated busy
+  process took three quarters of a shared core from them (nice 5; 10 for the parts of a job,
+  made by a niced thread and niced again), and a load took half as long again. Views' work
+  runs :data:`~quantscope.state.compute.BACKGROUND_NICENESS` nicer
+  (:func:`~quantscope.state.compute.lower_thread_priority`). A job's parts
+  (:meth:`JobContext.beside`) and the engine's pool (:mod:`quantscope.core.parallel`) run at
+  the priority of the thread that hands them over.
 * **Debounce without a timer.** ``submit(..., delay_s=d)`` holds the request until no other
   request of its key came for ``d`` seconds; it becomes the key's latest only then.
 
@@ -34,13 +43,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from quantscope.core.parallel import thread_niceness
 from quantscope.errors import Cancelled, QuantscopeError
 from quantscope.state.compute import lower_thread_priority
 
 #: Priorities, most urgent first (a smaller number runs first).
 LOAD, PREPARE, COMPUTE, VIEW = 0, 1, 2, 10
 
-#: Threads a scheduler runs: one always free for pane work, the others for views.
+#: What each of a scheduler's threads runs, by its index (the last lane for every further one):
+#: pane work (loads, preparations, the panes' reports) at the owner's priority; views' work.
+LANES = ("panes", "views")
+#: Threads a scheduler runs: one for pane work, the others for views.
 THREADS = 3
 #: Threads that run the parts of one job side by side (:meth:`JobContext.beside`).
 HELPERS = 2
@@ -131,14 +144,14 @@ class Scheduler:
     listener : callable, optional
         ``listener(event)`` for every :class:`Event`, called on the job's thread.
     threads : int
-        Threads for jobs (at least 2: one is kept for pane work).
+        Threads for jobs (at least 2: the first runs pane work, the others views').
     """
 
     def __init__(self, listener: Callable[[Event], None] | None = None, *,
                  threads: int = THREADS, name: str = THREAD_NAME) -> None:
         self.listener = listener
         self.name = name
-        self._size = max(2, int(threads))
+        self._size = max(len(LANES), int(threads))
         self._cond = threading.Condition()
         self._ticket = 0
         self._latest: dict[str, int] = {}
@@ -146,9 +159,9 @@ class Scheduler:
         self._deferred: dict[str, _Job] = {}  # debounced: not the key's latest yet
         self._pending: dict[str, _Job] = {}
         self._running: dict[str, _Job] = {}
-        self._threads: list[threading.Thread] = []
+        self._threads: list[threading.Thread] = []  # by index: the lanes of LANES
         self._stop = False
-        self._helpers: _Helpers | None = None
+        self._helpers: dict[int, _Helpers] = {}  # by the nice value of the jobs they serve
 
     # -- the owner's side (any thread; the GUI thread in the window) -------------------------
     def submit(self, key: str, fn: Callable[[JobContext], object], *, priority: int = VIEW,
@@ -228,8 +241,8 @@ class Scheduler:
 
     def is_running(self) -> bool:
         """True while any of the scheduler's threads is alive."""
-        return any(t.is_alive() for t in self._threads) or (
-            self._helpers is not None and self._helpers.is_running())
+        return any(t.is_alive() for t in self._threads) or any(
+            h.is_running() for h in list(self._helpers.values()))
 
     def shutdown(self, timeout: float = 30.0) -> bool:
         """Cancel everything, let the running jobs reach their next check, join every thread.
@@ -244,16 +257,20 @@ class Scheduler:
         deadline = time.monotonic() + timeout
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
-        helpers, self._helpers = self._helpers, None
-        joined = helpers.shutdown(max(0.0, deadline - time.monotonic())) if helpers else True
+        with self._cond:
+            helpers, self._helpers = list(self._helpers.values()), {}
+        joined = all([h.shutdown(max(0.0, deadline - time.monotonic())) for h in helpers])
         return joined and not any(t.is_alive() for t in threads)
 
     def beside(self, fns: list[Callable[[], object]]) -> Callable[[], list]:
-        """Run ``fns`` on the helper threads (see :meth:`JobContext.beside`)."""
+        """Run ``fns`` on the helper threads (see :meth:`JobContext.beside`) of the caller's
+        priority: made by a caller of that nice value, they are born with it (a pane job's
+        parts are not niced, a view's are)."""
+        nice = thread_niceness()
         with self._cond:
-            if self._helpers is None:
-                self._helpers = _Helpers(f"{self.name}-helper", HELPERS)
-            helpers = self._helpers
+            helpers = self._helpers.get(nice)
+            if helpers is None:
+                helpers = self._helpers[nice] = _Helpers(f"{self.name}-helper", HELPERS)
         return helpers.run(fns)
 
     # -- the threads ----------------------------------------------------------------------------
@@ -271,16 +288,22 @@ class Scheduler:
         return not any(k in self._pending or k in self._running for k in keys)
 
     def _start_threads_locked(self) -> None:
-        self._threads = [t for t in self._threads if t.is_alive()]
-        while len(self._threads) < self._size:
-            t = threading.Thread(target=self._loop, daemon=True,
-                                 name=f"{self.name}-{len(self._threads)}")
-            self._threads.append(t)
+        """Every thread that is not running yet, made on the owner's thread (so born at its
+        priority; :meth:`_loop` lowers the views')."""
+        for i in range(self._size):
+            if i < len(self._threads) and self._threads[i].is_alive():
+                continue
+            t = threading.Thread(target=self._loop, args=(LANES[min(i, len(LANES) - 1)],),
+                                 daemon=True, name=f"{self.name}-{i}")
+            if i < len(self._threads):
+                self._threads[i] = t
+            else:
+                self._threads.append(t)
             t.start()
 
-    def _next_locked(self, now: float) -> tuple[_Job | None, float | None]:
-        """The request a free thread takes now, and else how long until a deferred one is
-        due (None: nothing to wait for)."""
+    def _next_locked(self, now: float, lane: str) -> tuple[_Job | None, float | None]:
+        """The request a free thread of ``lane`` takes now, and else how long until a
+        deferred one is due (None: nothing to wait for)."""
         wake = None
         for key, job in list(self._deferred.items()):
             if job.due <= now:
@@ -288,16 +311,13 @@ class Scheduler:
                 self._enqueue_locked(job)  # now the key's latest: a running one goes stale
             else:
                 wake = job.due - now if wake is None else min(wake, job.due - now)
-        panes_busy = any(j.priority < VIEW for j in self._running.values())
-        views_running = sum(j.priority >= VIEW for j in self._running.values())
+        views = lane == "views"  # pane work has one thread: one request at a time
         best = None
         for key, job in self._pending.items():
             if key in self._running:
                 continue  # one request of a key at a time: the newer waits for the older
-            if job.priority < VIEW and panes_busy:
+            if (job.priority >= VIEW) != views:
                 continue
-            if job.priority >= VIEW and views_running >= self._size - 1:
-                continue  # the last free thread stays for the panes
             if best is None or (job.priority, job.ticket) < (best.priority, best.ticket):
                 best = job
         if best is not None:
@@ -305,14 +325,15 @@ class Scheduler:
             self._running[best.key] = best
         return best, wake
 
-    def _loop(self) -> None:
-        lower_thread_priority()  # the window's own thread comes first
+    def _loop(self, lane: str) -> None:
+        if lane == "views":
+            lower_thread_priority()  # the window's own thread and the panes' work first
         while True:
             with self._cond:
                 while True:
                     if self._stop:
                         return
-                    job, wake = self._next_locked(time.monotonic())
+                    job, wake = self._next_locked(time.monotonic(), lane)
                     if job is not None:
                         break
                     self._cond.wait(wake)
@@ -376,8 +397,7 @@ class _Helpers:
         return wait
 
     def _loop(self) -> None:
-        lower_thread_priority()
-        while True:
+        while True:  # at the priority of the job thread that made these (Scheduler.beside)
             with self._cond:
                 while not self._queue and not self._stop:
                     self._cond.wait()
