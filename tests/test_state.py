@@ -3,6 +3,7 @@ results dropped by generation, and every pane's numbers equal to the engine's.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -22,6 +23,7 @@ from quantscope.state import (
     pane_params,
     pane_title,
 )
+from quantscope.state.compute import DIRECT_MAX, needs_preparation
 from quantscope.state.source import DEMO_AXIS, DEMO_SAMPLE
 
 
@@ -244,8 +246,30 @@ def test_prepare_puts_every_pane_on_the_windows_engine_path(state):
     prepared = state.prepare()
     assert state.prepared is prepared and state.prepare() is prepared  # once
     assert rec.counts["prepared_changed"] == 1
-    for report in state.compute().values():
+    for report in state.compute().values():  # small: the direct pass, prepared or not
+        same_numbers(report, analyze(state.tensor, report.params))
+    big = ExplorerState()
+    assert big.set_tensor(generate("outliers", (96, DIRECT_MAX // 64), seed=3),
+                          Source.generator("outliers", (96, DIRECT_MAX // 64), 3))
+    assert big.update_settings(method="percentile", percentile=99.9, bits=6)
+    prepared = big.prepare()
+    for report in big.compute().values():  # above DIRECT_MAX: the prepared path
         same_numbers(report, prepared.analyze(report.params))
+
+
+def test_a_report_prepares_only_what_takes_the_prepared_path(state):
+    """A small tensor under min/max or a manual window gets the same numbers unprepared
+    (``quantscope report`` then loads no compiled loop); everything else needs it."""
+    x = state.tensor
+    assert not needs_preparation(x, state.settings)
+    assert not needs_preparation(x, dataclasses.replace(state.settings, method="manual",
+                                                        manual_clip=(-1.0, 1.0)))
+    assert needs_preparation(x, dataclasses.replace(state.settings, method="mse"))
+    assert needs_preparation(np.zeros(DIRECT_MAX + 1, np.float32), state.settings)
+    unprepared = state.compute()
+    state.prepare()
+    for key, report in state.compute().items():
+        same_numbers(report, unprepared[key])
 
 
 def test_parallel_channel_panes_give_the_same_reports(state, monkeypatch):

@@ -83,6 +83,7 @@ def explore(args: argparse.Namespace):
     import dataclasses
 
     from quantscope.state import ExplorerState, Settings, load_source
+    from quantscope.state.compute import needs_preparation
 
     session_source, session_settings = (read_session(args.session)
                                         if getattr(args, "session", None) else (None, None))
@@ -101,7 +102,8 @@ def explore(args: argparse.Namespace):
     state.error.connect(errors.append)
     if not state.set_tensor(x, source, settings=settings):
         raise UserError(errors[-1])
-    state.prepare()  # the window's engine path, so the numbers are the window's to the bit
+    if getattr(args, "format", None) or needs_preparation(x, state.settings):
+        state.prepare()  # the window's engine path, so the numbers are the window's to the bit
     state.compute()
     return state
 

@@ -22,6 +22,7 @@ import numpy as np
 from quantscope.core import Prepared, QuantParams, QuantReport, choose_qparams, params_from_range
 from quantscope.core.parallel import process_niceness, set_thread_niceness, thread_niceness
 from quantscope.core.qparams import unit_min_max
+from quantscope.core.quantize import COMPILED_MIN
 from quantscope.errors import QuantscopeError
 from quantscope.state.axes import units
 from quantscope.state.errors import SettingsError
@@ -182,12 +183,25 @@ def _rounding_of(params) -> str | None:
 
 def analyze_with(x: np.ndarray, prepared: Prepared | None, params: QuantParams | FormatParams
                  ) -> QuantReport:
-    """The one place that picks the fast exact path or the direct pass (same numbers)."""
-    if prepared is not None:
+    """The one place that picks the fast exact path or the direct pass. Both are exact to
+    1e-9 but sum in different orders, so the window and ``quantscope report`` must take the
+    same one to agree to the last digit: the prepared path when the tensor is prepared, except
+    for a tensor of at most ``DIRECT_MAX`` elements, which takes the direct pass either way
+    (NumPy alone, about a millisecond; a one-shot report on it then needs no preparation and
+    loads no compiled loop, see :func:`needs_preparation`)."""
+    if prepared is not None and x.size > DIRECT_MAX:
         return prepared.analyze(params)
     from quantscope.core import analyze
 
     return analyze(x, params)
+
+
+def needs_preparation(x: np.ndarray, settings: Settings) -> bool:
+    """Whether reports on ``x`` under ``settings`` come out of the prepared path, so a caller
+    that computes once (``quantscope report``) must prepare ``x`` to get the window's numbers:
+    a tensor above ``DIRECT_MAX`` elements, or a calibration that searches the sorted values
+    (min/max and a manual window need none)."""
+    return x.size > DIRECT_MAX or settings.method not in ("minmax", "manual")
 
 
 @dataclass(frozen=True, eq=False)
@@ -359,6 +373,9 @@ def params_key(params: QuantParams | FormatParams) -> tuple | None:
 
 #: Below this many elements every pane is computed on one thread (threads would cost more).
 PARALLEL_MIN_SIZE = 1 << 20
+#: At most this many elements, reports take the direct pass (see :func:`analyze_with`): the
+#: size below which that pass is NumPy alone (``quantscope.core.quantize.COMPILED_MIN``).
+DIRECT_MAX = COMPILED_MIN
 #: The per-channel panes on threads of their own wherever there are two cores: the kernel
 #: releases the GIL.
 PARALLEL_CORES = (os.cpu_count() or 1) >= 2

@@ -205,13 +205,15 @@ class ExplorerState:
         From then on every report comes through the engine's prepared path, the one the window
         computes with: ``quantscope report`` calls this so its numbers equal the window's bit
         for bit (the direct pass agrees with that path to 1e-9, its sums taken in another
-        order, not to the last digit)."""
+        order, not to the last digit). Only the compiled loops it runs are loaded: a
+        one-shot report has no later change to warm up for."""
         if self.tensor is None:
             raise SettingsError("no tensor loaded")
         if self.prepared is None:
             from quantscope.state.source import prepare_tensor
 
-            self.set_prepared(self.tensor, prepare_tensor(self.tensor, self.settings), None)
+            self.set_prepared(self.tensor, prepare_tensor(self.tensor, self.settings, warm=False),
+                              None)
         assert self.prepared is not None
         return self.prepared
 

@@ -294,20 +294,23 @@ def _overview_numpy(x: np.ndarray, dtype: str) -> TensorOverview:
 
 
 def prepare_tensor(x: np.ndarray, settings=None, axis: int | None = None,
-                   progress: Progress | None = None):
+                   progress: Progress | None = None, *, warm: bool = True):
     """The engine's one-time preparation for fast exact reports (any thread).
 
     With ``settings``, the per-channel (or per-group) layout the panes will ask for is built
     now too, prefix sums included (for the channel axis ``axis`` when given, else
     ``settings.axis``), so the first report after a load is as fast as the next ones; a layout
     the tensor cannot have is simply skipped. ``progress(fraction, stage)`` follows the
-    preparation (raise to cancel).
+    preparation (raise to cancel). With ``warm`` every compiled loop a later report may need
+    is loaded now too (a session's first percentile then does not stall); a one-shot report
+    loads only the ones it runs.
     """
     from quantscope.core.prepared import prepare, warm_up
     from quantscope.errors import QuantscopeError
     from quantscope.state.axes import units
 
-    warm_up()
+    if warm:
+        warm_up()
     prepared = prepare(x, progress)
     if settings is not None and x.ndim > 0:
         u = units(x.shape, settings.axis if axis is None else axis, settings.group_size)
