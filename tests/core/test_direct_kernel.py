@@ -198,3 +198,25 @@ def test_compiled_dequantize_equals_the_numpy_pass_at_the_ends_of_int32(monkeypa
     scale = np.float32(3.0517578e-05)
     slow, fast = both(monkeypatch, lambda: dequantize(q, scale, zero_point))
     assert np.array_equal(slow.view(np.int32), fast.view(np.int32))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32])
+def test_dequantize_range_by_lines_equals_the_plain_rule_at_any_alignment(dtype):
+    """The 64-byte lines written by non-temporal stores, and the elements before and after
+    them, give ``float32(float32(int32(q) − z) · s)`` bit for bit, and nothing outside."""
+    from quantscope.core import direct_kernel as dk
+
+    rng = np.random.default_rng(11)
+    info = np.iinfo(dtype)
+    q = rng.integers(max(info.min, -2**30), min(info.max, 2**30), 1000,
+                     dtype=np.int64).astype(dtype)
+    s = np.float32(0.0173)
+    for z in (0, -5, 77):
+        for lo, hi in ((0, 1000), (3, 997), (5, 9), (0, 0), (17, 500)):
+            ref = s * (q[lo:hi].astype(np.int32) - np.int32(z)).astype(np.float32)
+            for offset in (0, 1, 3):
+                out = np.empty(1003, np.float32)[offset:offset + 1000]
+                out[:] = np.nan
+                dk.dequantize_range(q, lo, hi, s, np.int32(z), out)
+                assert np.array_equal(out[lo:hi].view(np.int32), ref.view(np.int32))
+                assert np.isnan(out[:lo]).all() and np.isnan(out[hi:]).all()

@@ -16,8 +16,13 @@ float64, summed per block of :data:`SUM_BLOCK` elements and then across blocks (
 
 from __future__ import annotations
 
+import platform
+
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from quantscope.core.sorted_kernel import ARITHMETIC_CODES, _largest, _sum_in_any_order, code_of
 
@@ -76,6 +81,69 @@ def quantize_range(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out)
     return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 3, False, out)
 
 
+#: Elements per non-temporal store of the dequantization: one 64-byte line of float32.
+NT_LINE = 16
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+@intrinsic
+def _dequantize_line_nt(typingctx, q, out, i, s, z):
+    """``out[i:i + 16] = float32(float32(int32(q[i:i + 16]) − z) · s)`` as one vector: the codes
+    widened to int32 (sign- or zero-extended as their dtype says), the zero point subtracted in
+    int32, converted, one float32 product -- the operations of :func:`dequantize_range`'s plain
+    loop, lane for lane -- and written by one non-temporal store of the line at ``out + i``
+    (which must be 64-byte aligned). Numba cannot mark a store non-temporal, so the vector is
+    written out in LLVM IR."""
+    if not (isinstance(q, types.Array) and isinstance(q.dtype, types.Integer)
+            and q.dtype.bitwidth <= 32 and isinstance(out, types.Array)
+            and out.dtype == types.float32):
+        return None
+    sig = types.void(q, out, i, s, z)
+    signed = q.dtype.signed
+
+    def codegen(context, builder, signature, args):
+        qty, oty = signature.args[0], signature.args[1]
+        qa = context.make_array(qty)(context, builder, args[0])
+        oa = context.make_array(oty)(context, builder, args[1])
+        qp = cgutils.get_item_pointer(context, builder, qty, qa, [args[2]], wraparound=False)
+        op = cgutils.get_item_pointer(context, builder, oty, oa, [args[2]], wraparound=False)
+        i32 = ir.IntType(32)
+        vi = ir.VectorType(i32, NT_LINE)
+        vf = ir.VectorType(ir.FloatType(), NT_LINE)
+        lanes0 = ir.Constant(vi, [0] * NT_LINE)
+        codes = builder.load(builder.bitcast(qp, ir.VectorType(qp.type.pointee, NT_LINE)
+                                             .as_pointer()), align=1)
+        if qp.type.pointee.width < 32:
+            codes = builder.sext(codes, vi) if signed else builder.zext(codes, vi)
+        zs = builder.insert_element(ir.Constant(vi, ir.Undefined), args[4], ir.Constant(i32, 0))
+        zs = builder.shuffle_vector(zs, ir.Constant(vi, ir.Undefined), lanes0)
+        ss = builder.insert_element(ir.Constant(vf, ir.Undefined), args[3], ir.Constant(i32, 0))
+        ss = builder.shuffle_vector(ss, ir.Constant(vf, ir.Undefined), lanes0)
+        value = builder.fmul(builder.sitofp(builder.sub(codes, zs), vf), ss)
+        store = builder.store(value, builder.bitcast(op, vf.as_pointer()), align=64)
+        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(i32, 1)]))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _store_fence(typingctx):
+    """A store fence: non-temporal stores are weakly ordered, so a share ends with one before
+    another thread reads what it wrote (``sfence`` on x86, where a locked instruction, LLVM's
+    fence there, does not order them; a full fence elsewhere)."""
+    def codegen(context, builder, signature, args):
+        if _X86:
+            fence = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse.sfence")
+            builder.call(fence, [])
+        else:
+            builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
 @_jit
 def dequantize_range(q, lo, hi, s, z, out) -> None:
     """``out[i] = float32(float32(q[i] − z) · s)`` for ``i`` in ``[lo, hi)``: the codes widened
@@ -83,11 +151,25 @@ def dequantize_range(q, lo, hi, s, z, out) -> None:
 
     The difference is narrowed back to int32 (the callers refuse codes and zero points whose
     difference leaves it): Numba forms int32 − int32 in int64, and int64 → float32 has no
-    vector instruction before AVX-512, which kept the loop scalar."""
-    qs = q[lo:hi]  # indexed from 0 (see _quantize_loop)
-    os_ = out[lo:hi]
+    vector instruction before AVX-512, which kept the loop scalar. The 64-byte lines of
+    ``out`` inside the range are written by non-temporal stores
+    (:func:`_dequantize_line_nt`): the output is four times the codes' size and is not read
+    back here, so a store that bypasses the cache spares the read of each line a plain store
+    makes first (into a reused 64 MB buffer: 0.16 of the naive NumPy time instead of 0.23)."""
+    head = min(((-(out.ctypes.data + 4 * lo)) & 63) >> 2, hi - lo)  # up to the first line
+    qs = q[lo:lo + head]  # indexed from 0 (see _quantize_loop)
+    os_ = out[lo:lo + head]
     for i in range(qs.size):
         os_[i] = np.float32(np.float32(np.int32(np.int32(qs[i]) - z)) * s)
+    i = lo + head
+    while i + NT_LINE <= hi:
+        _dequantize_line_nt(q, out, i, s, z)
+        i += NT_LINE
+    qs = q[i:hi]
+    os_ = out[i:hi]
+    for k in range(qs.size):
+        os_[k] = np.float32(np.float32(np.int32(np.int32(qs[k]) - z)) * s)
+    _store_fence()
 
 
 @_inline
