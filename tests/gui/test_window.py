@@ -554,7 +554,10 @@ def test_new_reports_reach_the_panes_one_per_turn_of_the_event_loop(outlier_wind
     assert not any(pane.report is st.results[key] for key, pane in win.panes.items())
     assert not win.all_shown()
     wait_results(win)
-    assert fresh_per_turn == [1, 2, 3, 4]
+    # one more pane per turn at most (the window's own compute job may land meanwhile with
+    # equal reports, which the panes then show again), all four at the end
+    steps = np.diff([0, *fresh_per_turn])
+    assert fresh_per_turn[-1] == 4 and steps.max() == 1, fresh_per_turn
     assert shown(win) == engine_texts(st)
 
 

@@ -591,16 +591,25 @@ class Pane(QFrame):
         self.setUpdatesEnabled(False)
 
     def paint_now(self) -> None:
-        """Repaint at once, exactly once. What pyqtgraph would apply in the middle of the
-        paint -- a pending view range, the axes' new tick text and the width it needs --
-        is applied first: applied mid-paint, either dirties the scene again and the pane
-        paints a second time in the next turn."""
+        """Repaint at once, exactly once (after :meth:`prepare_paint`)."""
         held = not self.updatesEnabled()
+        self.prepare_paint()
+        if held:
+            self.setUpdatesEnabled(True)
+            self.repaint()
+
+    def prepare_paint(self) -> None:
+        """Apply what pyqtgraph would apply in the middle of the next paint -- a pending view
+        range, the axes' new tick text and the width it needs, the bins of a moved view:
+        applied mid-paint, each dirties the scene again and the pane paints a second time
+        in the next turn. Cheap when nothing is pending."""
         self.graphics.scene().prepareForPaint()  # pending ranges -> transforms
         for plot in (self.plot, self.strip):
             for side in ("left", "bottom"):
                 _draw_axis(plot.getAxis(side))
         self.graphics.ci.layout.activate()  # an axis that grew moves the plots now
+        if self.rebin_timer.isActive():  # the view moved (a zoom, a resize): bin it now
+            self._rebin()
         scene = self.graphics.scene()
         for item in scene.items():  # lines and regions size themselves lazily, to the view
             item.boundingRect()
@@ -608,9 +617,6 @@ class Pane(QFrame):
         # paint, it would ask for a second one
         for _ in range(2):  # the pass posts the scene's "changed" in turn
             QCoreApplication.sendPostedEvents(scene, QEvent.Type.MetaCall)
-        if held:
-            self.setUpdatesEnabled(True)
-            self.repaint()
 
     def displayed(self) -> dict[str, str]:
         """Field key -> the text shown (what ``--metrics`` records)."""

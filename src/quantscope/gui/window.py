@@ -384,7 +384,8 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         if self._queued_panes:
             key = self._queued_panes.pop(0)
             pane = self.panes[key]
-            if key in self._queued_overviews:
+            new_tensor = key in self._queued_overviews
+            if new_tensor:
                 self._queued_overviews.discard(key)
                 pane.set_overview(st.overview, self.log_counts)
             if key in self._queued_reports:
@@ -394,7 +395,11 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
                         pane.set_report(st.results[key])
                 else:
                     pane.set_error(st.errors.get(key, ""))
-            pane.paint_now()
+            if new_tensor:  # new axes and histogram: the paint gets a turn of its own
+                pane.prepare_paint()
+                self._queued_panes.insert(0, key)
+            else:
+                pane.paint_now()
         if self._queued_panes:
             self.pane_timer.start()  # fires once the loop has handled what is pending
         elif self.all_shown():
