@@ -9,11 +9,11 @@ thread keeps painting while it runs). A row is treated one of two ways:
 * long rows (many elements per code, e.g. a whole tensor) are split by binary search for each
   code threshold, and each interval's error comes from the row's prefix sums: O(levels · log n);
 * shorter rows (a channel, a group) are walked: every element's code and squared error
-  (summed without cancellation; the largest gives the max |error|) in one pass, compiled once
-  per rounding rule and arithmetic so the loop holds no branch; then the places where the code
-  changes, 64 elements at a time as the bits of a word, each set bit a run of equal code --
-  two simple passes over a row that sits in cache, with a branch per code rather than per
-  element.
+  (summed without cancellation, a chunk at a time; the largest gives the max |error|) in one
+  pass, compiled once per rounding rule and arithmetic so the loop holds no branch; then the
+  places where the code changes, listed 16 compares at a time by a vector compress, each a run
+  of equal code -- two simple passes over a row that sits in cache, with work per code rather
+  than per element and no branch on the data.
 
 Exactness rests on :func:`code_of`, the direct pass's quantization rule written out for one
 float32 element: float32 division or multiplication (or the float64-emulated fused
