@@ -127,9 +127,9 @@ def _pool(nice: int) -> ThreadPoolExecutor:
                                       initializer=set_thread_niceness, initargs=(nice,))
             # the pool makes a thread per submit while none is idle: THREADS tasks that wait
             # for each other make every thread now, on this thread, not on a later caller's
-            gate = threading.Barrier(THREADS)
+            gate = threading.Barrier(THREADS, timeout=10.0)
             for f in [pool.submit(gate.wait) for _ in range(THREADS)]:
-                f.result()
+                f.exception()  # a broken barrier (never seen) only leaves threads to make
             _POOLS[nice] = pool
     return pool
 
