@@ -296,16 +296,17 @@ def test_a_tensors_memos_have_one_owner_that_evicts_under_its_lock():
 
 @pytest.mark.skipif(not __import__("sys").platform.startswith("linux"),
                     reason="per-thread nice values are Linux's")
-def test_pane_work_keeps_the_owners_priority_and_views_are_niced(sched, heard):
-    """The pane work a user waits for runs (with its parts and the engine's shares) at the
-    priority of the thread that submitted it; views' work is niced once, never twice."""
+def test_job_threads_are_niced_once_and_pane_work_shares_at_the_owners_priority(sched, heard):
+    """Every job thread (and its parts) runs niced once, never twice; the engine's shares of
+    pane work run at the priority of the thread that submitted it, views' shares niced."""
     from quantscope.core.parallel import parallel, process_niceness, thread_niceness
     from quantscope.state.compute import BACKGROUND_NICENESS
 
     def niceness(ctx):
         parts = ctx.beside([thread_niceness, thread_niceness])()
         shares = parallel(lambda _: thread_niceness(), [(0,), (1,)])
-        return thread_niceness(), parts, shares
+        parts_shares = ctx.beside([lambda: parallel(lambda _: thread_niceness(), [(0,), (1,)])])()
+        return thread_niceness(), parts, shares, parts_shares[0]
 
     owner = thread_niceness()
     niced = min(process_niceness() + BACKGROUND_NICENESS, 19)
@@ -313,8 +314,8 @@ def test_pane_work_keeps_the_owners_priority_and_views_are_niced(sched, heard):
     heard.until(lambda: bool(heard.of("done", "view:v")))
     sched.submit("compute", niceness, priority=COMPUTE)
     heard.until(lambda: bool(heard.of("done", "compute")))
-    assert heard.of("done", "compute")[0].value == (owner, [owner] * 2, [owner] * 2)
-    assert heard.of("done", "view:v")[0].value == (niced, [niced] * 2, [niced] * 2)
     sched.submit("load", niceness, priority=LOAD)
     heard.until(lambda: bool(heard.of("done", "load")))
-    assert heard.of("done", "load")[0].value == (owner, [owner] * 2, [owner] * 2)
+    assert heard.of("done", "view:v")[0].value == (niced, [niced] * 2, [niced] * 2, [niced] * 2)
+    for key in ("compute", "load"):
+        assert heard.of("done", key)[0].value == (niced, [niced] * 2, [owner] * 2, [owner] * 2)

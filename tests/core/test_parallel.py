@@ -61,19 +61,26 @@ def _nice(_: int = 0) -> int:
 
 
 @pytest.mark.skipif(not P.PER_THREAD_NICE, reason="per-thread nice values are Linux's")
-def test_shares_run_at_the_callers_priority():
-    """A niced caller's shares run niced, and a caller at the window's priority is never served
-    by the threads a niced caller made (a lowered thread cannot come back unprivileged)."""
+def test_shares_run_at_the_callers_share_priority():
+    """A niced caller's shares run niced unless it keeps them at its former priority, and a
+    caller at the window's priority is never served by threads a niced caller made (a lowered
+    thread cannot come back unprivileged)."""
+    own = P.thread_niceness()
+    P.start_pool()
     seen = {}
 
-    def niced():
+    def niced(keep: bool):
+        if keep:
+            P.shares_at(P.thread_niceness())
         P.set_thread_niceness(P.process_niceness() + 5)
-        seen["niced"] = (P.thread_niceness(), P.parallel(_nice, [(0,), (1,)]))
+        seen[keep] = (P.thread_niceness(), P.parallel(_nice, [(0,), (1,)]))
 
-    t = threading.Thread(target=niced)
-    t.start()
-    t.join()
-    caller, shares = seen["niced"]
-    assert shares == [caller, caller] and caller == min(P.process_niceness() + 5, 19)
-    own = P.thread_niceness()
+    for keep in (False, True):
+        t = threading.Thread(target=niced, args=(keep,))
+        t.start()
+        t.join()
+    caller, shares = seen[False]
+    assert caller == min(P.process_niceness() + 5, 19) and shares == [caller, caller]
+    caller, shares = seen[True]
+    assert caller == min(P.process_niceness() + 5, 19) and shares == [own, own]
     assert P.parallel(_nice, [(0,), (1,)]) == [own, own]

@@ -4,13 +4,17 @@ One small pool per priority, created on first use, shared by the sort, the prefi
 direct passes. A job is split in shares (one per thread) and the caller waits for all of them, so
 a caller must never be one of the pool's own threads.
 
-The shares run at the caller's priority. Linux keeps a nice value per thread, and a thread is
-born with its creator's: a single pool took whatever nice value the thread that happened to use
-it first had (a niced background thread's), and every later caller's work ran at that priority
--- the reports a user waits for as nicely as a view's background sweep, starved by any busy
-process on the machine. So each nice value has its own pool (:func:`submit` picks the caller's),
-made by a caller of that value; a lowered thread can never raise its priority again without
-privilege, so one pool could not serve both.
+Priorities. Linux keeps a nice value per thread, and a thread is born with its creator's: a
+single pool took whatever nice value the thread that happened to use it first had -- a niced
+background thread's, and then the reports a user waits for ran as nicely as a view's sweep,
+starved by any busy process on the machine (a third slower beside one) -- and views' shares
+queued with the panes'. So each nice value has its own pool. A caller's shares go to the pool
+of its *share priority*: its own nice value, unless :func:`shares_at` gave it another (the
+scheduler's pane threads are niced, so their Python yields the CPU to the window's thread,
+while the compiled shares that release the GIL run at the window's priority). A pool's
+threads are made by a thread of its nice value (:func:`start_pool`; a lowered thread can never
+raise its priority again without privilege); a caller that asks for a priority above its own
+whose pool nobody started gets its own.
 
 The pool's threads never run the cyclic garbage collector: :func:`parallel` keeps automatic
 collection paused while its jobs run (:func:`collector_paused`). A collection runs on whichever
@@ -39,9 +43,11 @@ PARALLEL_MIN = 1 << 17
 #: Name prefix of the pool's threads (they live as long as the process).
 THREAD_NAME = "quantscope-engine"
 
-#: The pools by the nice value of the threads that use them (see the module docstring).
+#: The pools by the nice value of their threads (see the module docstring).
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
+#: Per thread: the nice value its shares run at when not its own (:func:`shares_at`).
+_LOCAL = threading.local()
 _PAUSE_LOCK = threading.Lock()
 #: Callers inside :func:`collector_paused`, and whether automatic collection was on before them.
 _pauses = 0
@@ -88,21 +94,49 @@ def set_thread_niceness(nice: int) -> int:
     return thread_niceness()
 
 
-def submit(fn: Callable, *args) -> Future:
-    """Run ``fn(*args)`` on the pool of the caller's priority (module docstring)."""
-    nice = thread_niceness()
+def shares_at(nice: int | None) -> None:
+    """The calling thread's shares run at nice value ``nice`` from now on (None: at the
+    thread's own); for a thread about to lower itself, with ``nice`` what it had before."""
+    _LOCAL.nice = nice
+
+
+def share_niceness() -> int:
+    """The nice value the calling thread's shares run at (:func:`shares_at`)."""
+    nice = getattr(_LOCAL, "nice", None)
+    return thread_niceness() if nice is None else nice
+
+
+def start_pool() -> None:
+    """Make the pool of the calling thread's nice value, all its threads started now, on this
+    thread (so born at its priority), if it is not there yet. Cheap when it is."""
+    _pool(thread_niceness())
+
+
+def _pool(nice: int) -> ThreadPoolExecutor:
     pool = _POOLS.get(nice)
-    if pool is None:
-        with _POOLS_LOCK:
-            pool = _POOLS.get(nice)
-            if pool is None:
-                # the pool makes its threads in submit(), on this thread: born at its nice
-                # value; the initializer only makes sure of it
-                name = THREAD_NAME if nice == process_niceness() else f"{THREAD_NAME}-nice{nice}"
-                pool = _POOLS[nice] = ThreadPoolExecutor(
-                    THREADS, thread_name_prefix=name, initializer=set_thread_niceness,
-                    initargs=(nice,))
-    return pool.submit(fn, *args)
+    if pool is not None:
+        return pool
+    own = thread_niceness()
+    if nice < own:  # threads made here would be born nicer: the caller's own pool instead
+        return _pool(own)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(nice)
+        if pool is None:
+            name = THREAD_NAME if nice == process_niceness() else f"{THREAD_NAME}-nice{nice}"
+            pool = ThreadPoolExecutor(THREADS, thread_name_prefix=name,
+                                      initializer=set_thread_niceness, initargs=(nice,))
+            # the pool makes a thread per submit while none is idle: THREADS tasks that wait
+            # for each other make every thread now, on this thread, not on a later caller's
+            gate = threading.Barrier(THREADS, timeout=10.0)
+            for f in [pool.submit(gate.wait) for _ in range(THREADS)]:
+                f.exception()  # a broken barrier (never seen) only leaves threads to make
+            _POOLS[nice] = pool
+    return pool
+
+
+def submit(fn: Callable, *args) -> Future:
+    """Run ``fn(*args)`` on the pool of the caller's share priority (module docstring)."""
+    return _pool(share_niceness()).submit(fn, *args)
 
 
 def parallel(fn: Callable, argsets: list[tuple]) -> list:

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from quantscope.core import Prepared, QuantParams, QuantReport, choose_qparams, params_from_range
-from quantscope.core.parallel import process_niceness, set_thread_niceness, thread_niceness
+from quantscope.core.parallel import (
+    process_niceness,
+    set_thread_niceness,
+    share_niceness,
+    shares_at,
+    thread_niceness,
+)
 from quantscope.core.qparams import unit_min_max
 from quantscope.core.quantize import COMPILED_MIN
 from quantscope.errors import QuantscopeError
@@ -291,8 +297,9 @@ Beside = Callable[[list[Callable[[], object]]], Callable[[], list]]
 
 def _threads_beside(fns: list[Callable[[], object]]) -> Callable[[], list]:
     """``beside`` for a caller without a scheduler: a thread per function, joined by
-    ``wait()``. The threads keep the caller's priority: the caller waits for them."""
-    pool = ThreadPoolExecutor(len(fns), thread_name_prefix="quantscope-pane")
+    ``wait()``. The threads keep the caller's priorities: the caller waits for them."""
+    pool = ThreadPoolExecutor(len(fns), thread_name_prefix="quantscope-pane",
+                              initializer=shares_at, initargs=(share_niceness(),))
     futures = [pool.submit(fn) for fn in fns]
 
     def wait() -> list:
@@ -394,9 +401,8 @@ def lower_thread_priority() -> None:
     (Linux keeps a nice value per thread) keeps the window responsive and costs them nothing
     when it is idle. The level counts from the main thread, not from the caller's own value:
     a thread made by a lowered thread is born lowered, and lowering it again compounded (nice
-    10, a tenth of a core's share beside one busy process). The work a user waits for -- a
-    load, its preparation, the panes' reports after a change -- is not lowered
-    (:mod:`quantscope.state.scheduler`).
+    10, a tenth of a core's share beside one busy process). The compiled shares of the work a
+    user waits for still run at the window's priority (:mod:`quantscope.state.scheduler`).
     Elsewhere, or when not permitted, it does nothing.
     """
     target = min(process_niceness() + BACKGROUND_NICENESS, 19)

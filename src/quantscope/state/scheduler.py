@@ -16,14 +16,16 @@ owns one :class:`Scheduler` and the window and every view submit to it. The rule
   worker did: a load never runs beside the reports it makes moot. Pane work has a thread of
   its own and views' work the others (:data:`LANES`), so a pane request always finds its thread
   at once, however long a sweep or a scan runs.
-* **What the user waits for is not niced.** The panes' thread keeps the priority of the
-  thread that made it (the window's): with the panes' reports niced, one unrelated busy
-  process took three quarters of a shared core from them (nice 5; 10 for the parts of a job,
-  made by a niced thread and niced again), and a load took half as long again. Views' work
-  runs :data:`~quantscope.state.compute.BACKGROUND_NICENESS` nicer
-  (:func:`~quantscope.state.compute.lower_thread_priority`). A job's parts
-  (:meth:`JobContext.beside`) and the engine's pool (:mod:`quantscope.core.parallel`) run at
-  the priority of the thread that hands them over.
+* **The compiled work the user waits for is not niced.** Every job thread runs
+  :data:`~quantscope.state.compute.BACKGROUND_NICENESS` nicer than the window's thread
+  (:func:`~quantscope.state.compute.lower_thread_priority`, counted from the main thread, never
+  compounded): their Python yields the CPU to the window's thread (with the panes' thread at
+  the window's priority, the window was blocked half as long again during a 16M load). The
+  engine's shares of pane work (:mod:`quantscope.core.parallel`, compiled loops that release
+  the GIL) run at the priority of the thread that made the scheduler, on a pool started by it;
+  views' shares run niced, on a pool of their own. On a pool niced by whichever thread used it
+  first, one unrelated busy process made the panes' reports a third slower, and views' shares
+  queued with the panes'. A job's parts (:meth:`JobContext.beside`) run as the job does.
 * **Debounce without a timer.** ``submit(..., delay_s=d)`` holds the request until no other
   request of its key came for ``d`` seconds; it becomes the key's latest only then.
 
@@ -43,7 +45,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from quantscope.core.parallel import thread_niceness
+from quantscope.core.parallel import share_niceness, shares_at, start_pool, thread_niceness
 from quantscope.errors import Cancelled, QuantscopeError
 from quantscope.state.compute import lower_thread_priority
 
@@ -51,7 +53,8 @@ from quantscope.state.compute import lower_thread_priority
 LOAD, PREPARE, COMPUTE, VIEW = 0, 1, 2, 10
 
 #: What each of a scheduler's threads runs, by its index (the last lane for every further one):
-#: pane work (loads, preparations, the panes' reports) at the owner's priority; views' work.
+#: pane work (loads, preparations, the panes' reports), its engine shares at the owner's
+#: priority; views' work, its shares niced.
 LANES = ("panes", "views")
 #: Threads a scheduler runs: one for pane work, the others for views.
 THREADS = 3
@@ -161,7 +164,8 @@ class Scheduler:
         self._running: dict[str, _Job] = {}
         self._threads: list[threading.Thread] = []  # by index: the lanes of LANES
         self._stop = False
-        self._helpers: dict[int, _Helpers] = {}  # by the nice value of the jobs they serve
+        # by the nice value and the share priority of the jobs they serve
+        self._helpers: dict[tuple[int, int], _Helpers] = {}
 
     # -- the owner's side (any thread; the GUI thread in the window) -------------------------
     def submit(self, key: str, fn: Callable[[JobContext], object], *, priority: int = VIEW,
@@ -264,13 +268,15 @@ class Scheduler:
 
     def beside(self, fns: list[Callable[[], object]]) -> Callable[[], list]:
         """Run ``fns`` on the helper threads (see :meth:`JobContext.beside`) of the caller's
-        priority: made by a caller of that nice value, they are born with it (a pane job's
-        parts are not niced, a view's are)."""
-        nice = thread_niceness()
+        priorities: made by a caller of that nice value they are born with it, and their
+        engine shares run at the caller's share priority (a pane job's at the owner's, a
+        view's niced)."""
+        key = (thread_niceness(), share_niceness())
         with self._cond:
-            helpers = self._helpers.get(nice)
+            helpers = self._helpers.get(key)
             if helpers is None:
-                helpers = self._helpers[nice] = _Helpers(f"{self.name}-helper", HELPERS)
+                helpers = self._helpers[key] = _Helpers(f"{self.name}-helper", HELPERS,
+                                                        key[1])
         return helpers.run(fns)
 
     # -- the threads ----------------------------------------------------------------------------
@@ -288,12 +294,15 @@ class Scheduler:
         return not any(k in self._pending or k in self._running for k in keys)
 
     def _start_threads_locked(self) -> None:
-        """Every thread that is not running yet, made on the owner's thread (so born at its
-        priority; :meth:`_loop` lowers the views')."""
+        """Every thread that is not running yet, made on the owner's thread, and the engine's
+        pool of the owner's priority (started here, so its threads are born with it)."""
+        start_pool()
+        owner = thread_niceness()
         for i in range(self._size):
             if i < len(self._threads) and self._threads[i].is_alive():
                 continue
-            t = threading.Thread(target=self._loop, args=(LANES[min(i, len(LANES) - 1)],),
+            t = threading.Thread(target=self._loop,
+                                 args=(LANES[min(i, len(LANES) - 1)], owner),
                                  daemon=True, name=f"{self.name}-{i}")
             if i < len(self._threads):
                 self._threads[i] = t
@@ -325,9 +334,10 @@ class Scheduler:
             self._running[best.key] = best
         return best, wake
 
-    def _loop(self, lane: str) -> None:
-        if lane == "views":
-            lower_thread_priority()  # the window's own thread and the panes' work first
+    def _loop(self, lane: str, owner: int) -> None:
+        if lane == "panes":
+            shares_at(owner)  # the compiled shares the user waits for: not niced
+        lower_thread_priority()  # the window's own thread first
         while True:
             with self._cond:
                 while True:
@@ -369,7 +379,8 @@ class _Helpers:
     """A few threads that run parts of one job side by side (made on first use, joined by
     :meth:`Scheduler.shutdown`)."""
 
-    def __init__(self, name: str, size: int) -> None:
+    def __init__(self, name: str, size: int, shares: int) -> None:
+        self._shares = shares
         self._cond = threading.Condition()
         self._queue: list[tuple[Callable[[], object], list, int, threading.Event]] = []
         self._stop = False
@@ -397,7 +408,9 @@ class _Helpers:
         return wait
 
     def _loop(self) -> None:
-        while True:  # at the priority of the job thread that made these (Scheduler.beside)
+        # at the priority of the job thread that made these, and its shares' (Scheduler.beside)
+        shares_at(self._shares)
+        while True:
             with self._cond:
                 while not self._queue and not self._stop:
                     self._cond.wait()
