@@ -367,7 +367,8 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         report when its turn comes; a pane that shows it already (a partial result's)
         is left alone."""
         st = self.state
-        keys = [k for k in keys if not (k in st.results and self.panes[k].report is st.results[k])]
+        keys = [k for k in keys
+                if not (k in st.results and self.panes[k].report is st.results[k])]
         self._queued_reports.update(keys)
         self._queue_panes(keys)
 
@@ -464,7 +465,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self._queued_overviews.clear()
         self._queued_reports.clear()
         for pane in self.panes.values():
-            pane.paint_now()  # a held pane paints again (a window shown after shutdown)
+            pane.setUpdatesEnabled(True)  # no pane stays held
         self.statusBar().clearMessage()  # stops the status bar's message timeout timer
         self._stop_progress()
         if self.picker is not None:
