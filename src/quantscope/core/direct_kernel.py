@@ -17,6 +17,7 @@ float64, summed per block of :data:`SUM_BLOCK` elements and then across blocks (
 from __future__ import annotations
 
 import platform
+from typing import Any
 
 import numba
 import numpy as np
@@ -95,11 +96,13 @@ def _dequantize_line_nt(typingctx, q, out, i, s, z):
     (which must be 64-byte aligned). Numba cannot mark a store non-temporal, so the vector is
     written out in LLVM IR."""
     if not (isinstance(q, types.Array) and isinstance(q.dtype, types.Integer)
-            and q.dtype.bitwidth <= 32 and isinstance(out, types.Array)
-            and out.dtype == types.float32):
+            and isinstance(out, types.Array) and out.dtype == types.float32):
+        return None
+    code: Any = q.dtype  # Numba's Integer type: its stubs lack bitwidth and signed
+    if code.bitwidth > 32:
         return None
     sig = types.void(q, out, i, s, z)
-    signed = q.dtype.signed
+    signed = code.signed
 
     def codegen(context, builder, signature, args):
         qty, oty = signature.args[0], signature.args[1]
