@@ -19,6 +19,7 @@ from oracles import need
 from quantscope.core import prepare
 from quantscope.errors import QuantscopeError
 from quantscope.state import PANES, SettingsError, pane_params
+from quantscope.state.compute import analyze_with
 from quantscope.viewer import Viewer, ViewerClosedError
 
 INTEGER_KEYS = ("n", "n_nonfinite", "clipped_below", "clipped_above", "codes_used", "qmin",
@@ -37,13 +38,14 @@ def close_to(shown: dict, summary: dict, where: str) -> None:
 
 
 def engine_agrees(numbers: dict, x: np.ndarray, settings) -> None:
-    """Every pane's numbers equal the engine's for ``settings``: the fast exact path bit for
-    bit, the direct pass as :func:`close_to` says."""
+    """Every pane's numbers equal the engine's for ``settings``: the path the window takes
+    (``analyze_with``: the fast exact one, or the direct pass on a tiny tensor) bit for bit,
+    the direct pass as :func:`close_to` says."""
     fast = prepare(x)
     for pane in PANES:
         shown = numbers["schemes"][pane]
         params = pane_params(x, pane, settings)
-        assert shown == fast.analyze(params).summary(), pane
+        assert shown == analyze_with(x, fast, params).summary(), pane
         close_to(shown, qs.analyze(x, params).summary(), pane)
 
 

@@ -331,9 +331,10 @@ WARM_UP_CHANGES: tuple[dict, ...] = (
     {"runtime": None, "rounding": "half_away"},
 )
 #: The warm-up tensor: large enough that the engine splits its work across its threads
-#: (those shares are compiled loops of their own array layouts), small enough to take a few
-#: hundred milliseconds.
-WARM_UP_SHAPE = (256, 256)
+#: (those shares are compiled loops of their own array layouts) and that reports take the
+#: prepared path (above ``compute.DIRECT_MAX``), small enough to take a few hundred
+#: milliseconds.
+WARM_UP_SHAPE = (256, 512)
 _warmed = False
 
 
