@@ -45,6 +45,7 @@ from quantscope.gui.numbers import (
     display_values,
     field_label,
 )
+from quantscope.gui.step_histogram import StepHistogram
 from quantscope.gui.style import reserve_lines, reserve_width, selectable_on_hover
 from quantscope.state import TensorOverview
 
@@ -187,15 +188,13 @@ class Pane(QFrame):
 
     # -- construction -------------------------------------------------------------------------
     def _cache_static_items(self) -> None:
-        """Blit the axes and the histogram from pixmaps: on a settings change only the grid,
-        the window and the occupancy move, and replaying the axes' text and the 2048-step
-        fill for four panes cost more than the numbers themselves (measured ~30% of a
+        """Blit the axes from pixmaps: on a settings change they mostly stay, and replaying
+        their text for four panes cost more than the numbers themselves (measured ~30% of a
         repaint)."""
         cache = QGraphicsItem.CacheMode.DeviceCoordinateCache
         for plot in (self.plot, self.strip):
             for side in ("left", "bottom"):
                 plot.getAxis(side).setCacheMode(cache)
-        self.hist.curve.setCacheMode(cache)
 
     def _build_plot(self) -> None:
         self.plot = self.graphics.addPlot(row=0, col=0)
@@ -223,9 +222,8 @@ class Pane(QFrame):
         self.grid = _path_item(pen=GRID_PEN)
         self.grid.setZValue(-5)
         self.plot.addItem(self.grid, ignoreBounds=True)
-        self.hist = pg.PlotDataItem(stepMode="center", fillLevel=0, pen=HIST_PEN,
-                                    brush=HIST_BRUSH, antialias=False)
-        self.plot.addItem(self.hist)
+        self.hist = StepHistogram(HIST_PEN, HIST_BRUSH)
+        self.plot.addItem(self.hist, ignoreBounds=True)  # ranges are set, not followed
         self.zero = pg.InfiniteLine(angle=90, pen=ZERO_PEN, movable=False,
                                     label="zp", labelOpts={"position": 0.92, "color": "#333",
                                                            "fill": (255, 255, 255, 200)})
@@ -611,8 +609,6 @@ class Pane(QFrame):
         if self.rebin_timer.isActive():  # the view moved (a zoom, a resize): bin it now
             self._rebin()
         scene = self.graphics.scene()
-        for item in scene.items():  # lines and regions size themselves lazily, to the view
-            item.boundingRect()
         # the scene's queued dirty-item pass, now, while updates are off: run after the
         # paint, it would ask for a second one
         for _ in range(2):  # the pass posts the scene's "changed" in turn
