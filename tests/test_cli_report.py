@@ -12,6 +12,7 @@ import pytest
 from quantscope import analyze, choose_qparams, prepare
 from quantscope.cli import main
 from quantscope.jsonable import dumps
+from quantscope.state.compute import analyze_with
 
 
 def test_report_json_equals_engine(tmp_path, capsys, query_weight):
@@ -21,18 +22,19 @@ def test_report_json_equals_engine(tmp_path, capsys, query_weight):
     doc = json.loads(capsys.readouterr().out)
     assert set(doc["schemes"]) == {"symmetric/tensor", "symmetric/channel",
                                    "asymmetric/tensor", "asymmetric/channel"}
-    # the direct pass to 1e-9; the prepared path (the window's) to the last bit
+    # the window's path (analyze_with) to the last bit, the other path to 1e-9
     prepared = prepare(query_weight)
     r = analyze(query_weight, choose_qparams(query_weight, symmetric=False))
     s = doc["schemes"]["asymmetric/tensor"]
+    assert s["sqnr_db"] == analyze_with(query_weight, prepared, r.params).sqnr_db
+    assert s["sqnr_db"] == pytest.approx(prepared.analyze(r.params).sqnr_db, rel=1e-9)
     assert s["sqnr_db"] == pytest.approx(r.sqnr_db, rel=1e-9)
-    assert s["sqnr_db"] == prepared.analyze(r.params).sqnr_db
     assert s["codes_used"] == r.codes_used and s["zero_point"] == int(r.params.zero_point)
     rc = analyze(query_weight, choose_qparams(query_weight, granularity="channel", axis=0))
     got = doc["schemes"]["symmetric/channel"]["rounding_mse"]
+    assert got == analyze_with(query_weight, prepared, rc.params).rounding_mse
+    assert got == pytest.approx(prepared.analyze(rc.params).rounding_mse, rel=1e-9)
     assert got == pytest.approx(rc.rounding_mse, rel=1e-9)
-    assert got == prepared.analyze(rc.params).rounding_mse
-
 
 def test_report_demo_table(capsys, gelu_activations):
     assert main(["report"]) == 0

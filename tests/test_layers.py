@@ -22,13 +22,19 @@ def test_import_quantscope_does_not_import_qt():
     assert out.stdout.strip() == ""
 
 
-def test_start_up_loads_neither_numba_nor_ml_dtypes(tmp_path):
-    """Both take 1-2 s to import: they load when a compiled loop or a bf16/fp8 file needs them,
-    not for ``import quantscope`` or a report on a float32 file."""
+SAMPLE = ROOT / "src" / "quantscope" / "resources" / "samples" / "layer0_query_weight.npy"
+
+
+@pytest.mark.parametrize("sample", [False, True], ids=["16x256", "query-weight-384x384"])
+def test_start_up_loads_neither_numba_nor_ml_dtypes(tmp_path, sample):
+    """Both take 0.5-2 s to import: they load when a compiled loop or a bf16/fp8 file needs
+    them, not for ``import quantscope`` or a min/max report on a float32 file of up to
+    ``COMPILED_MIN`` elements (the bundled 147,456-element query weight among them)."""
     import numpy as np
 
-    path = tmp_path / "small.npy"
-    np.save(path, np.linspace(-1, 1, 4096, dtype=np.float32).reshape(16, 256))
+    path = SAMPLE if sample else tmp_path / "small.npy"
+    if not sample:
+        np.save(path, np.linspace(-1, 1, 4096, dtype=np.float32).reshape(16, 256))
     code = ("import sys, quantscope, quantscope.io, quantscope.state; "
             "from quantscope.cli import main; main(['report', sys.argv[1]]); "
             "print('loaded:' + ','.join(m for m in ('numba', 'ml_dtypes') if m in sys.modules))")

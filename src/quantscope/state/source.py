@@ -334,7 +334,7 @@ WARM_UP_CHANGES: tuple[dict, ...] = (
 #: (those shares are compiled loops of their own array layouts) and that reports take the
 #: prepared path (above ``compute.DIRECT_MAX``), small enough to take a few hundred
 #: milliseconds.
-WARM_UP_SHAPE = (256, 512)
+WARM_UP_SHAPE = (512, 1024)
 _warmed = False
 
 
