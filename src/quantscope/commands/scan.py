@@ -191,6 +191,7 @@ def format_table(label: str, rows, shown, settings, seconds: float, sharded: boo
 
 def run(args: argparse.Namespace) -> int:
     """Scan, print the ranking (table, JSON or CSV on stdout, progress on stderr)."""
+    from quantscope.core.compile_notice import announce_compiles
     from quantscope.io.checkpoint import list_checkpoint
     from quantscope.state import Settings
     from quantscope.state.model_records import to_csv, to_json
@@ -211,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
     pending = [r for r in rows if r.status == PENDING]
     bar = ProgressBar(sys.stderr if show_bar else None, sum(r.nbytes for r in pending),
                       len(pending))
+    announce_compiles()
     start = time.perf_counter()
     rows = ModelScan(rows, settings, axis=args.axis, threshold=args.outlier,
                      formats=args.formats).run(

@@ -148,8 +148,10 @@ def run(args: argparse.Namespace) -> int:
 
     # the engine's compiled loops loaded now, before Qt (imported first, it doubles Numba's
     # start-up): a load in the window then never stalls the GUI thread loading one
+    from quantscope.core.compile_notice import announce_compiles
     from quantscope.state.source import warm_up_engine
 
+    announce_compiles()
     warm_up_engine()
     from PySide6.QtWidgets import QApplication
 
