@@ -16,11 +16,8 @@ from PySide6.QtGui import (
     QColor,
     QFont,
     QFontDatabase,
-    QFontMetricsF,
-    QPainter,
     QPainterPath,
     QPen,
-    QPicture,
 )
 from PySide6.QtWidgets import (
     QFrame,
@@ -45,6 +42,7 @@ from quantscope.gui.numbers import (
     display_values,
     field_label,
 )
+from quantscope.gui.pane_axes import CountAxis, draw_axis, follow_width, reserve_tick_text
 from quantscope.gui.step_histogram import StepHistogram
 from quantscope.gui.style import reserve_lines, reserve_width, selectable_on_hover
 from quantscope.state import TensorOverview
@@ -197,7 +195,7 @@ class Pane(QFrame):
                 plot.getAxis(side).setCacheMode(cache)
 
     def _build_plot(self) -> None:
-        self.plot = self.graphics.addPlot(row=0, col=0)
+        self.plot = self.graphics.addPlot(row=0, col=0, axisItems={"left": CountAxis("left")})
         self.plot.setLabel("left", "count")
         self.plot.getAxis("left").setToolTip(
             "values per 1/2048 of the tensor's range: the bars are binned on this pane's code "
@@ -257,7 +255,11 @@ class Pane(QFrame):
         self.strip.getAxis("bottom").enableAutoSIPrefix(False)
         self._strip_view: tuple = ()
         self.strip.setMouseEnabled(x=True, y=False)
-        self.strip.getAxis("left").setWidth(self.plot.getAxis("left").width())
+        # the strip's plot area starts where the histogram's does, whatever the count axis
+        # reserves (its label and tick font change with the theme)
+        count_axis = self.plot.getAxis("left")
+        count_axis.on_width = lambda w: follow_width(self.strip.getAxis("left"), w)
+        follow_width(self.strip.getAxis("left"), count_axis.maximumWidth())
         # A light slot behind every code (one rectangle) and the occupancy over it as one
         # filled step path (not 255 bars), so empty codes show as empty slots.
         self.slots = QGraphicsRectItem()
@@ -358,6 +360,8 @@ class Pane(QFrame):
         self.strip.setMinimumHeight(lo)  # a hidden layout item keeps its room otherwise
         self.strip.setMaximumHeight(hi)
         self.graphics.ci.layout.setRowStretchFactor(1, 0 if short else 1)
+        # a hidden axis takes no width: shown again, it takes the histogram's
+        follow_width(self.strip.getAxis("left"), self.plot.getAxis("left").maximumWidth())
 
     def set_caption(self, text: str) -> None:
         """A one-sentence explanation under the plot (views may set it; empty hides it)."""
@@ -565,9 +569,7 @@ class Pane(QFrame):
         self._update_grid_pen()
         self._theme = theme
         self._write_key()
-        _reserve_tick_text(self.plot.getAxis("left"))
-        self.strip.getAxis("left").setWidth(self.plot.getAxis("left").width())  # aligned
-
+        reserve_tick_text(self.plot.getAxis("left"))  # the strip's axis follows it
 
     def _write_key(self) -> None:
         """The key and its tooltip for what the grid lines of the scheme on show are."""
@@ -604,7 +606,7 @@ class Pane(QFrame):
         self.graphics.scene().prepareForPaint()  # pending ranges -> transforms
         for plot in (self.plot, self.strip):
             for side in ("left", "bottom"):
-                _draw_axis(plot.getAxis(side))
+                draw_axis(plot.getAxis(side))
         self.graphics.ci.layout.activate()  # an axis that grew moves the plots now
         if self.rebin_timer.isActive():  # the view moved (a zoom, a resize): bin it now
             self._rebin()
@@ -618,40 +620,6 @@ class Pane(QFrame):
         """Field key -> the text shown (what ``--metrics`` records)."""
         return {key: label.text() for key, label in self.values.items()}
 
-
-
-#: The count axis keeps room for tick labels this wide (``log₁₀(1+n)`` ticks such as "2.5"
-#: and linear counts such as "800" under their SI prefix fit).
-COUNT_TICKS = "0.00"
-
-
-def _reserve_tick_text(axis: pg.AxisItem) -> None:
-    """Keep the count axis as wide as :data:`COUNT_TICKS` in its tick font (wider only for
-    wider labels, never narrower): an axis that resized to its labels moved its view box,
-    and panes whose views are linked line up on screen, so one pane's new tick labels
-    changed every pane's range and repainted all four."""
-    font = axis.style["tickFont"] or axis.font()
-    axis.setStyle(autoReduceTextSpace=False)
-    axis.textWidth = QFontMetricsF(font).horizontalAdvance(COUNT_TICKS)
-    axis._updateWidth()
-
-
-def _draw_axis(axis: pg.AxisItem) -> None:
-    """Build the axis's picture as its ``paint`` would (``AxisItem.paint``), outside a paint:
-    building it sizes the axis for its tick text, which mid-paint re-lays out the plot."""
-    if axis.picture is not None or not axis.isVisible():
-        return
-    picture = QPicture()
-    painter = QPainter(picture)
-    try:
-        if axis.style["tickFont"]:
-            painter.setFont(axis.style["tickFont"])
-        specs = axis.generateDrawSpecs(painter)
-        if specs is not None:
-            axis.drawPicture(painter, *specs)
-    finally:
-        painter.end()
-    axis.picture = picture
 
 
 def link_plots(panes: list[Pane], hidden: tuple[Pane, ...] = ()) -> None:
