@@ -11,6 +11,7 @@ import pytest
 
 from quantscope import analyze, choose_qparams, prepare
 from quantscope.cli import main
+from quantscope.state.compute import analyze_with
 
 
 def test_report_formats_json_equals_engine(tmp_path, capsys, query_weight):
@@ -21,19 +22,21 @@ def test_report_formats_json_equals_engine(tmp_path, capsys, query_weight):
     doc = json.loads(capsys.readouterr().out)["formats"]
     assert list(doc) == ["fp8_e4m3/tensor", "fp8_e4m3/channel", "mxfp4", "int4_g128",
                          "int8/tensor", "int8/channel"]
-    # the direct pass to 1e-9; the prepared path (the window's) to the last bit
+    # the window's path (analyze_with) to the last bit, the other path to 1e-9
     prepared = prepare(query_weight)
     r = analyze(query_weight, choose_qparams(query_weight, format="mxfp4"))
+    assert doc["mxfp4"]["sqnr_db"] == analyze_with(query_weight, prepared, r.params).sqnr_db
+    assert doc["mxfp4"]["sqnr_db"] == pytest.approx(prepared.analyze(r.params).sqnr_db,
+                                                    rel=1e-9)
     assert doc["mxfp4"]["sqnr_db"] == pytest.approx(r.sqnr_db, rel=1e-9)
-    assert doc["mxfp4"]["sqnr_db"] == prepared.analyze(r.params).sqnr_db
     assert doc["mxfp4"]["bits_per_element"] == 4.25
     assert doc["int4_g128"]["bits_per_element"] == 4.125
     rc = analyze(query_weight, choose_qparams(query_weight, format="fp8_e4m3",
                                               granularity="channel", axis=0))
     got = doc["fp8_e4m3/channel"]["rounding_mse"]
+    assert got == analyze_with(query_weight, prepared, rc.params).rounding_mse
+    assert got == pytest.approx(prepared.analyze(rc.params).rounding_mse, rel=1e-9)
     assert got == pytest.approx(rc.rounding_mse, rel=1e-9)
-    assert got == prepared.analyze(rc.params).rounding_mse
-
 
 def test_report_formats_table_and_all(capsys):
     assert main(["report", "--sample", "query_weight", "--format", "all"]) == 0
