@@ -188,6 +188,37 @@ def test_bucket_grid_window_and_occupancy_are_drawn(outlier_window, wait_results
                                                       outlier_window.state.overview.max))
 
 
+def test_the_grid_and_zero_label_follow_every_report(outlier_window, wait_results):
+    """The grid's path and the zero point's label are rebuilt only when they change: each new
+    report, and one shown again after an error cleared the plot, still draws its own."""
+    from quantscope.gui.numbers import bucket_grid
+
+    win = outlier_window
+    pane = win.panes["asymmetric/tensor"]
+
+    def assert_drawn() -> None:
+        g = bucket_grid(pane.report)
+        path = pane.grid.path()
+        assert [path.elementAt(i).x for i in range(0, path.elementCount(), 2)] == \
+            pytest.approx(g.boundaries)
+        zero = display_values(pane.report)["zero_point"]
+        assert pane.zero.isVisible() and pane.zero.value() == g.zero
+        assert pane.zero.label.toPlainText() == f"zero point {zero}"
+
+    texts = set()
+    for clip in ((-1.0, 3.0), (-3.0, 1.0), (-3.0, 1.0)):
+        win.state.update_settings(method="manual", manual_clip=clip)
+        wait_results(win)
+        assert_drawn()
+        texts.add(pane.zero.label.toPlainText())
+    assert len(texts) == 2  # the zero point moved
+    report = pane.report
+    pane.set_error("refused")
+    assert pane.grid.path().elementCount() == 0 and not pane.zero.isVisible()
+    pane.set_report(report)
+    assert_drawn()
+
+
 @pytest.mark.parametrize(("bad", "message"), [
     (np.full((4, 4), np.nan, np.float32), "NaN or infinite"),
     (np.float32(2.0), "0-d"),

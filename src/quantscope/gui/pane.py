@@ -42,7 +42,13 @@ from quantscope.gui.numbers import (
     display_values,
     field_label,
 )
-from quantscope.gui.pane_axes import CountAxis, draw_axis, follow_width, reserve_tick_text
+from quantscope.gui.pane_axes import (
+    CountAxis,
+    RangeAxis,
+    draw_axis,
+    follow_width,
+    reserve_tick_text,
+)
 from quantscope.gui.step_histogram import StepHistogram
 from quantscope.gui.style import reserve_lines, reserve_width, selectable_on_hover
 from quantscope.state import TensorOverview
@@ -195,7 +201,8 @@ class Pane(QFrame):
                 plot.getAxis(side).setCacheMode(cache)
 
     def _build_plot(self) -> None:
-        self.plot = self.graphics.addPlot(row=0, col=0, axisItems={"left": CountAxis("left")})
+        self.plot = self.graphics.addPlot(row=0, col=0, axisItems={"left": CountAxis("left"),
+                                                          "bottom": RangeAxis("bottom")})
         self.plot.setLabel("left", "count")
         self.plot.getAxis("left").setToolTip(
             "values per 1/2048 of the tensor's range: the bars are binned on this pane's code "
@@ -228,6 +235,7 @@ class Pane(QFrame):
         self.zero.hide()
         self.plot.addItem(self.zero, ignoreBounds=True)
         self._grid_scale = 0.0
+        self._grid_key: tuple = ()  # what the grid's path was built from (see _draw_regions)
         self._grid_alpha = -1
         #: ``(boundaries, view, max_bins) -> (edges, counts)`` or None: the histogram binned on
         #: this pane's buckets (the window sets it to ``ExplorerState.histogram``); without
@@ -244,7 +252,8 @@ class Pane(QFrame):
                                                        self.rebin_timer.start()))
 
     def _build_strip(self) -> None:
-        self.strip = self.graphics.addPlot(row=1, col=0)
+        self.strip = self.graphics.addPlot(row=1, col=0, axisItems={
+            "left": RangeAxis("left"), "bottom": RangeAxis("bottom")})
         self.graphics.ci.layout.setRowStretchFactor(0, 4)
         self.graphics.ci.layout.setRowStretchFactor(1, 1)
         # the strip is a fifth of the pane: a rotated "log₁₀(1+n)" is taller than it and ran
@@ -380,6 +389,7 @@ class Pane(QFrame):
             for item in (self.window, self.clip_lo, self.clip_hi, self.zero):
                 item.hide()
             self.grid.setPath(QPainterPath())
+            self._grid_key = ()
             self.bars.setPath(QPainterPath())
             self.bar_heights = np.zeros(0)
 
@@ -465,21 +475,30 @@ class Pane(QFrame):
         self._boundaries = g.boundaries
         self._rebin()
         top = 4.0 * (self._ytop or 1.0)  # past the view's top whatever the bins' heights
-        self.grid.setPath(pg.arrayToQPath(np.repeat(g.boundaries, 2),
-                                          np.tile([0.0, top], g.boundaries.size),
-                                          connect="pairs"))
+        # unchanged lines (a new rounding rule, a percentile that moves no boundary) keep
+        # their path: 255 lines' path and their median spacing are rebuilt only when moved
+        grid_key = (g.boundaries.tobytes(), top, g.spacing)
+        if grid_key != self._grid_key:
+            self._grid_key = grid_key
+            self.grid.setPath(pg.arrayToQPath(np.repeat(g.boundaries, 2),
+                                              np.tile([0.0, top], g.boundaries.size),
+                                              connect="pairs"))
+            self._grid_scale = g.spacing if g.spacing is not None else (
+                float(np.median(np.diff(g.boundaries))) if g.boundaries.size > 1 else 0.0)
         self.window.setRegion((lo, hi))
         self.window.show()
         self._region(self.clip_lo, ov.min, lo, ov.min < lo)
         self._region(self.clip_hi, hi, ov.max, ov.max > hi)
         if zero_text is None:
             zero_text = display_values(report)["zero_point"]
+        hidden = not self.zero.isVisible()
         self.zero.show()  # the label only re-renders while visible
         self.zero.setValue(g.zero)
-        self.zero.label.setFormat(f"zero point {zero_text}")
-        self.plot.setToolTip(g.note)
-        self._grid_scale = g.spacing if g.spacing is not None else (
-            float(np.median(np.diff(g.boundaries))) if g.boundaries.size > 1 else 0.0)
+        label = f"zero point {zero_text}"
+        if hidden or self.zero.label.format != label:  # each setFormat re-lays out the text
+            self.zero.label.setFormat(label)
+        if self.plot.toolTip() != g.note:
+            self.plot.setToolTip(g.note)
         self._update_grid_pen()
 
     def _rebin(self) -> None:
