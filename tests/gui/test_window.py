@@ -188,6 +188,37 @@ def test_bucket_grid_window_and_occupancy_are_drawn(outlier_window, wait_results
                                                       outlier_window.state.overview.max))
 
 
+def test_the_grid_and_zero_label_follow_every_report(outlier_window, wait_results):
+    """The grid's path and the zero point's label are rebuilt only when they change: each new
+    report, and one shown again after an error cleared the plot, still draws its own."""
+    from quantscope.gui.numbers import bucket_grid
+
+    win = outlier_window
+    pane = win.panes["asymmetric/tensor"]
+
+    def assert_drawn() -> None:
+        g = bucket_grid(pane.report)
+        path = pane.grid.path()
+        assert [path.elementAt(i).x for i in range(0, path.elementCount(), 2)] == \
+            pytest.approx(g.boundaries)
+        zero = display_values(pane.report)["zero_point"]
+        assert pane.zero.isVisible() and pane.zero.value() == g.zero
+        assert pane.zero.label.toPlainText() == f"zero point {zero}"
+
+    texts = set()
+    for clip in ((-1.0, 3.0), (-3.0, 1.0), (-3.0, 1.0)):
+        win.state.update_settings(method="manual", manual_clip=clip)
+        wait_results(win)
+        assert_drawn()
+        texts.add(pane.zero.label.toPlainText())
+    assert len(texts) == 2  # the zero point moved
+    report = pane.report
+    pane.set_error("refused")
+    assert pane.grid.path().elementCount() == 0 and not pane.zero.isVisible()
+    pane.set_report(report)
+    assert_drawn()
+
+
 @pytest.mark.parametrize(("bad", "message"), [
     (np.full((4, 4), np.nan, np.float32), "NaN or infinite"),
     (np.float32(2.0), "0-d"),
@@ -600,3 +631,58 @@ def test_each_pane_paints_once_per_change_and_twice_per_load(outlier_window, wai
         wait_results(win)
         QApplication.processEvents()
         assert paints.take() == dict.fromkeys(win.panes, 1), changes
+
+
+class _TurnPaints(QObject):
+    """Records, for each paint of a pane's plots, numbers or field names, the pane, what was
+    painted and the turn of the window's pane timer it came in (-1: outside any turn)."""
+
+    def __init__(self, win) -> None:
+        super().__init__()
+        self.turn = -1
+        self.in_turn = False
+        self.paints: list[tuple[str, str, int]] = []
+        self._what = {}
+        for key, pane in win.panes.items():
+            self._what[pane.graphics.viewport()] = (key, "plots")
+            for value in pane.values.values():
+                self._what[value] = (key, "number")
+            for name in pane.labels.values():
+                self._what[name] = (key, "name")
+        for widget in self._what:
+            widget.installEventFilter(self)
+        show_next = win._show_next_pane
+
+        def turn() -> None:
+            self.turn += 1
+            self.in_turn = True
+            show_next()
+            self.in_turn = False
+
+        win.pane_timer.timeout.disconnect()
+        win.pane_timer.timeout.connect(turn)
+
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Type.Paint and obj in self._what:
+            key, what = self._what[obj]
+            self.paints.append((key, what, self.turn if self.in_turn else -1))
+        return False
+
+
+def test_a_turn_paints_what_changed_and_nothing_before_it(outlier_window, wait_results):
+    """A pane's turn paints its plots and the numbers that changed, in that turn: greyed
+    numbers turn back with the new ones, and the unchanged field names are not painted (the
+    whole pane's repaint painted its two dozen labels every turn)."""
+    win, st = outlier_window, outlier_window.state
+    win._mark_stale(True)  # as after a slow computation
+    QApplication.processEvents()
+    paints = _TurnPaints(win)
+    st.update_settings(bits=6)
+    wait_results(win)
+    QApplication.processEvents()
+    assert not any(what == "name" for _, what, _ in paints.paints), paints.paints
+    for key in win.panes:
+        plots = [turn for k, what, turn in paints.paints if k == key and what == "plots"]
+        numbers = {turn for k, what, turn in paints.paints if k == key and what == "number"}
+        assert len(plots) == 1 and plots[0] >= 0, (key, paints.paints)
+        assert numbers == {plots[0]}, (key, paints.paints)

@@ -345,8 +345,9 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             pane.set_stale(on)
 
     def _show_results(self) -> None:
-        self._mark_stale(False)
+        # held first: a held pane's numbers turn from grey on its turn, with the new ones
         self._show_panes(self.panes)
+        self._mark_stale(False)
 
     def _show_partial(self) -> None:
         """The panes whose reports arrived first; the others stay as they are (greyed if the
@@ -465,7 +466,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self._queued_overviews.clear()
         self._queued_reports.clear()
         for pane in self.panes.values():
-            pane.setUpdatesEnabled(True)  # no pane stays held
+            pane.release_paint()  # no pane stays held
         self.statusBar().clearMessage()  # stops the status bar's message timeout timer
         self._stop_progress()
         if self.picker is not None:

@@ -1,0 +1,90 @@
+"""An axis keeps the pictures of the ranges it showed (a change of bit width moves each strip's
+code axis between a few ranges, and regenerating the ticks was ~1.5 ms per axis): a range
+shown again uses its kept picture, which draws exactly what a regenerated one draws; anything
+else that changes the axis forgets them."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage, QPainter
+
+from quantscope.core.generators import generate
+from quantscope.gui.pane_axes import draw_axis
+from quantscope.state import ExplorerState, Source
+
+
+@pytest.fixture
+def window(make_window, wait_results):
+    st = ExplorerState()
+    win = make_window(st)
+    assert st.set_tensor(generate("normal", (64, 256), seed=3),
+                         Source.generator("normal", (64, 256), 3))
+    wait_results(win)
+    return win
+
+
+def _image(axis) -> QImage:
+    """The axis's current picture, rendered."""
+    rect = axis.boundingRect().toAlignedRect()
+    image = QImage(rect.size(), QImage.Format.Format_ARGB32)
+    image.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(image)
+    painter.translate(-rect.topLeft())
+    axis.picture.play(painter)
+    painter.end()
+    return image
+
+
+def _generations(monkeypatch) -> list:
+    calls: list = []
+    original = pg.AxisItem.generateDrawSpecs
+
+    def counted(self, painter):
+        calls.append(self)
+        return original(self, painter)
+
+    monkeypatch.setattr(pg.AxisItem, "generateDrawSpecs", counted)
+    return calls
+
+
+def _change(win, wait_results, **settings) -> None:
+    win.state.update_settings(**settings)
+    wait_results(win)
+
+
+def test_a_range_shown_again_uses_its_kept_picture(window, wait_results, qtbot, monkeypatch):
+    axis = window.panes["symmetric/tensor"].strip.getAxis("bottom")
+    _change(window, wait_results, bits=6)
+    qtbot.wait(20)
+    six = axis.picture
+    _change(window, wait_results, bits=8)
+    qtbot.wait(20)
+    assert axis.picture is not six and tuple(axis.range) == (-128, 128)
+    calls = _generations(monkeypatch)
+    _change(window, wait_results, bits=6)
+    qtbot.wait(20)
+    assert tuple(axis.range) == (-32, 32)
+    assert axis.picture is six and axis not in calls
+    kept = _image(axis)
+    axis._kept = None  # forget it: what pyqtgraph itself draws for this range
+    axis.picture = None
+    draw_axis(axis)
+    assert axis in calls and axis.picture is not six
+    assert _image(axis) == kept
+
+
+def test_anything_but_a_range_forgets_the_kept_pictures(window, wait_results, qtbot,
+                                                        monkeypatch):
+    axis = window.panes["symmetric/tensor"].strip.getAxis("bottom")
+    _change(window, wait_results, bits=6)
+    _change(window, wait_results, bits=8)
+    qtbot.wait(20)
+    assert axis._kept
+    axis.setPen(pg.mkPen("#ff0000"))  # as a theme change does
+    assert not axis._kept
+    calls = _generations(monkeypatch)
+    _change(window, wait_results, bits=6)
+    qtbot.wait(20)
+    assert axis in calls  # drawn anew, in the new pen
