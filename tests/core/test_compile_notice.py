@@ -51,3 +51,13 @@ def test_report_announces_only_where_a_compiled_loop_runs(tmp_path, monkeypatch,
     assert main(["report", str(small), "--method", "percentile"]) == 0 and calls == ["called"]
     assert main(["report", str(large)]) == 0 and calls == ["called"] * 2
     capsys.readouterr()
+
+
+def test_by_default_only_a_terminal_hears_of_it(monkeypatch):
+    """A pipe or a log that a script reads gets no chatter, as with the scan's progress bar."""
+    import io
+
+    monkeypatch.setattr(compile_notice, "_installed", False)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    compile_notice.announce_compiles()
+    assert compile_notice._installed is False and sys.stderr.getvalue() == ""

@@ -28,12 +28,16 @@ def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def announce_compiles(write: Callable[[str], object] = _to_stderr) -> None:
-    """Have ``write(line)`` (default: a line on stderr) called once, when the first compile of
-    this process starts.
+def announce_compiles(write: Callable[[str], object] | None = None) -> None:
+    """Have ``write(line)`` called once, when the first compile of this process starts. By
+    default the line goes to stderr when stderr is a terminal (as a progress bar does: a log or
+    a pipe that a script reads gets no chatter).
 
     Imports Numba: call it only where a compiled loop runs next. Later calls do nothing."""
     global _installed
+    if write is None and not sys.stderr.isatty():
+        return
+    say: Callable[[str], object] = write or _to_stderr
     with _lock:
         if _installed:
             return
@@ -54,7 +58,7 @@ def announce_compiles(write: Callable[[str], object] = _to_stderr) -> None:
         def on_start(self, ev: event.Event) -> None:
             if not self.written:
                 self.written = True
-                write(MESSAGE.format(where=where))
+                say(MESSAGE.format(where=where))
 
         def on_end(self, ev: event.Event) -> None:
             pass
