@@ -83,7 +83,6 @@ def explore(args: argparse.Namespace):
     import dataclasses
 
     from quantscope.core.compile_notice import announce_compiles
-    from quantscope.core.quantize import COMPILED_MIN
     from quantscope.state import ExplorerState, Settings, load_source
     from quantscope.state.compute import needs_preparation
 
@@ -104,10 +103,8 @@ def explore(args: argparse.Namespace):
     state.error.connect(errors.append)
     if not state.set_tensor(x, source, settings=settings):
         raise UserError(errors[-1])
-    prepare = bool(getattr(args, "format", None)) or needs_preparation(x, state.settings)
-    if prepare or x.size > COMPILED_MIN:
-        announce_compiles()
-    if prepare:
+    if getattr(args, "format", None) or needs_preparation(x, state.settings):
+        announce_compiles()  # only what is prepared runs compiled loops (above DIRECT_MAX)
         state.prepare()  # the window's engine path, so the numbers are the window's to the bit
     state.compute()
     return state

@@ -641,10 +641,9 @@ class Pane(QFrame):
     def paint_now(self) -> None:
         """Repaint at once, exactly once (after :meth:`prepare_paint`): the plots and what
         changed beside them while the pane was held."""
-        if not self._held:
-            self.prepare_paint()
-            return
         self.prepare_paint()
+        if not self._held:
+            return
         changed = self.release_paint()
         if self in changed:
             self.repaint()

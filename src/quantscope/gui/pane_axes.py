@@ -87,6 +87,7 @@ class RangeAxis(pg.AxisItem):
         return (tuple(self.range), self.boundingRect().getRect(), shown, self.scale,
                 self.autoSIPrefixScale)
 
+
 #: The count axis keeps room for tick labels this wide (``log₁₀(1+n)`` ticks such as "2.5"
 #: and linear counts such as "800" under their SI prefix fit).
 COUNT_TICKS = "0.00"
