@@ -21,7 +21,7 @@ announce_compiles(lambda line: print("NOTICE", line))
 announce_compiles(lambda line: print("SECOND", line))  # one listener per process
 q, out = np.zeros(64, np.int8), np.zeros(64, np.float32)
 for _ in range(2):
-    direct_kernel.dequantize_range(q, 0, 64, np.float32(1), np.int32(0), out)
+    direct_kernel.dequantize_range(q, 0, 64, np.float32(1), np.int32(0), out, False)
 print("done")
 """
 

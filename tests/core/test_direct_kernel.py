@@ -131,7 +131,7 @@ def test_every_share_of_the_compiled_loops_equals_the_numpy_pass_on_it(source, g
             part = x[lo:hi]
             np.testing.assert_array_equal(q[lo:hi], quantize(part, s, z, nonfinite="saturate"))
             assert bool(bad) == (not np.isfinite(part).all()), (lo, hi)
-            dk.dequantize_range(q, lo, hi, s, z, deq)
+            dk.dequantize_range(q, lo, hi, s, z, deq, False)
             np.testing.assert_array_equal(deq[lo:hi], dequantize(q[lo:hi], s, z))
             hist = np.zeros(256, np.int64)
             out_f, out_i = np.zeros(4), np.zeros(3, np.int64)
@@ -200,10 +200,12 @@ def test_compiled_dequantize_equals_the_numpy_pass_at_the_ends_of_int32(monkeypa
     assert np.array_equal(slow.view(np.int32), fast.view(np.int32))
 
 
+@pytest.mark.parametrize("fresh", [False, True])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32])
-def test_dequantize_range_by_lines_equals_the_plain_rule_at_any_alignment(dtype):
-    """The 64-byte lines written by non-temporal stores, and the elements before and after
-    them, give ``float32(float32(int32(q) − z) · s)`` bit for bit, and nothing outside."""
+def test_dequantize_range_by_lines_equals_the_plain_rule_at_any_alignment(dtype, fresh):
+    """The 64-byte lines written by non-temporal stores (into a reused buffer), the elements
+    before and after them, and the plain stores into a fresh output give
+    ``float32(float32(int32(q) − z) · s)`` bit for bit, and nothing outside."""
     from quantscope.core import direct_kernel as dk
 
     rng = np.random.default_rng(11)
@@ -217,6 +219,26 @@ def test_dequantize_range_by_lines_equals_the_plain_rule_at_any_alignment(dtype)
             for offset in (0, 1, 3):
                 out = np.empty(1003, np.float32)[offset:offset + 1000]
                 out[:] = np.nan
-                dk.dequantize_range(q, lo, hi, s, np.int32(z), out)
+                dk.dequantize_range(q, lo, hi, s, np.int32(z), out, fresh)
                 assert np.array_equal(out[lo:hi].view(np.int32), ref.view(np.int32))
                 assert np.isnan(out[:lo]).all() and np.isnan(out[hi:]).all()
+
+
+def test_the_reassociated_nonfinite_check_finds_every_nan_and_inf_and_nothing_else():
+    """The check sums ``x − x`` in any order: one NaN or ±inf anywhere in a block of any
+    length is found; the largest finite floats, subnormals and signed zeros are not."""
+    from quantscope.core import direct_kernel as dk
+
+    rng = np.random.default_rng(5)
+    edge = np.array([np.finfo(np.float32).max, -np.finfo(np.float32).max,
+                     np.finfo(np.float32).smallest_subnormal, -0.0, 0.0], np.float32)
+    for n in (*range(1, 70), 1023, 1024):
+        block = rng.standard_normal(n).astype(np.float32)
+        block[rng.integers(0, n, min(n, 5))] = edge[:min(n, 5)]
+        assert not dk._nonfinite_in(block), n
+        for pos in {0, n // 2, n - 1}:
+            for bad in (np.nan, np.inf, -np.inf):
+                hit = block.copy()
+                hit[pos] = bad
+                assert dk._nonfinite_in(hit), (n, pos, bad)
+    assert not dk._nonfinite_in(np.zeros(0, np.float32))

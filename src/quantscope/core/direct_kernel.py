@@ -36,6 +36,23 @@ _inline = numba.njit(cache=True, nogil=True, error_model="numpy", inline="always
 __all__ = ["ARITHMETIC_CODES", "analyze_range", "dequantize_range", "quantize_range"]
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+def _nonfinite_in(xb) -> bool:
+    """Whether the float32 block ``xb`` holds NaN or inf.
+
+    Each ``x − x`` is 0 for a finite element and NaN for NaN or ±inf (inf − inf), and a sum of
+    zeros and NaNs is 0 or NaN in whatever order it is formed: so the sum may be reassociated,
+    which lets it run as vector lanes (a float sum in order is one dependent add after another),
+    and it is still exact. The flag allows reassociation only: without no-NaN/no-inf flags the
+    compiler may not fold ``x − x`` to 0. A separate loop over the block (in L1) keeps these
+    flags off the quantization's own arithmetic, and keeps every lane of that loop 32 bits
+    wide: a 64-bit reduction beside it halved its vector width."""
+    acc = np.float32(0.0)
+    for k in range(xb.size):
+        acc += xb[k] - xb[k]
+    return acc != acc
+
+
 @_inline
 def _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out) -> int:
     zf = np.float32(z)
@@ -48,15 +65,12 @@ def _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out)
         # the loop into one lane at a time
         xb = x[b0:min(b0 + SUM_BLOCK, hi)]
         ob = out[b0:min(b0 + SUM_BLOCK, hi)]
-        bits = xb.view(np.int32)
-        top = np.int32(0)  # the largest |x| bit pattern: NaN and inf have all exponent bits
         for k in range(xb.size):
             v = code_of(xb[k], s, inv, z, arithmetic, half_away)
             c = cmin if v < cmin else (cmax if v > cmax else v)  # inf saturates
             c = zf if v != v else c  # NaN goes to the zero point
             ob[k] = c
-            top = max(top, bits[k] & np.int32(0x7FFFFFFF))
-        bad += np.int64(top >= np.int32(0x7F800000))
+        bad += np.int64(_nonfinite_in(xb))
     return bad
 
 
@@ -148,19 +162,30 @@ def _store_fence(typingctx):
 
 
 @_jit
-def dequantize_range(q, lo, hi, s, z, out) -> None:
+def dequantize_range(q, lo, hi, s, z, out, fresh) -> None:
     """``out[i] = float32(float32(q[i] − z) · s)`` for ``i`` in ``[lo, hi)``: the codes widened
     before the zero point is subtracted, one float32 multiplication (ONNX DequantizeLinear).
 
     The difference is narrowed back to int32 (the callers refuse codes and zero points whose
     difference leaves it): Numba forms int32 − int32 in int64, and int64 → float32 has no
-    vector instruction before AVX-512, which kept the loop scalar. The 64-byte lines of
-    ``out`` inside the range are written by non-temporal stores
-    (:func:`_dequantize_line_nt`): the output is four times the codes' size and is not read
-    back here, so a store that bypasses the cache spares the read of each line a plain store
-    makes first (into a reused 64 MB buffer: 0.16 of the naive NumPy time instead of 0.23)."""
+    vector instruction before AVX-512, which kept the loop scalar.
+
+    How ``out`` is written depends on where its memory comes from. A ``fresh`` output was just
+    allocated: the kernel zeroes each of its pages on the first touch, so the lines a store
+    reaches are already in the cache and plain stores hit them there (non-temporal stores
+    would write each line to memory a second time: 0.56 of the naive NumPy time instead of
+    0.35-0.46 at 16M). A reused buffer's lines are not cached: its 64-byte lines inside the
+    range are written by non-temporal stores (:func:`_dequantize_line_nt`), sparing the read of
+    each line a plain store makes first (into a reused 64 MB buffer: 0.19 of the naive time
+    instead of 0.33-0.41)."""
+    if fresh:
+        qs = q[lo:hi]  # indexed from 0 (see _quantize_loop)
+        os_ = out[lo:hi]
+        for k in range(qs.size):
+            os_[k] = np.float32(np.float32(np.int32(np.int32(qs[k]) - z)) * s)
+        return
     head = min(((-(out.ctypes.data + 4 * lo)) & 63) >> 2, hi - lo)  # up to the first line
-    qs = q[lo:lo + head]  # indexed from 0 (see _quantize_loop)
+    qs = q[lo:lo + head]
     os_ = out[lo:lo + head]
     for i in range(qs.size):
         os_[i] = np.float32(np.float32(np.int32(np.int32(qs[i]) - z)) * s)
@@ -287,12 +312,13 @@ def quantize_flat(x: np.ndarray, s, z, qmin: int, qmax: int, rounding: str, arit
         for lo, hi in shares(flat.size)]))
 
 
-def dequantize_into(q: np.ndarray, s, z, out: np.ndarray) -> np.ndarray:
-    """``out = float32(float32(q − z) · s)`` of contiguous integer codes under one scale."""
+def dequantize_into(q: np.ndarray, s, z, out: np.ndarray, fresh: bool) -> np.ndarray:
+    """``out = float32(float32(q − z) · s)`` of contiguous integer codes under one scale;
+    ``fresh``: ``out`` was allocated for this call (see :func:`dequantize_range`)."""
     from quantscope.core.parallel import parallel, shares
 
     flat, dst = q.reshape(-1), out.reshape(-1)
-    parallel(dequantize_range, [(flat, lo, hi, np.float32(s), np.int32(z), dst)
+    parallel(dequantize_range, [(flat, lo, hi, np.float32(s), np.int32(z), dst, fresh)
                                 for lo, hi in shares(flat.size)])
     return out
 

@@ -210,7 +210,7 @@ def dequantize(q, scale, zero_point=0, *, axis: int | None = None,
     ``out``, a writeable C-contiguous float32 array of ``q``'s shape that does not overlap it,
     receives the values and is returned. Reusing one buffer across many tensors skips what a
     fresh output costs on every call: the kernel zeroing each new page on its first touch,
-    about as long as the dequantization itself at 16M elements.
+    longer than the dequantization itself at 16M elements.
     """
     q = check_codes(q)
     granularity_of(axis, group_size)
@@ -222,7 +222,7 @@ def dequantize(q, scale, zero_point=0, *, axis: int | None = None,
     if s.ndim == 0 and q.itemsize <= 4 and use_compiled(q, "divide"):
         from quantscope.core.direct_kernel import dequantize_into
 
-        return dequantize_into(q, s, z, dst)
+        return dequantize_into(q, s, z, dst, fresh=out is None)
     with np.errstate(over="ignore"):  # a code beyond float32's range is ±inf, as in a runtime
         return np.multiply((q.astype(np.int32) - z).astype(np.float32), s, out=dst)
 
