@@ -273,3 +273,23 @@ def test_warm_up_loads_every_compiled_loop_the_reports_use():
                  sorted_kernel.row_sums_of_squares, radix_sort._count, radix_sort._scatter,
                  block_sums.build_range, block_sums.build_rows):
         assert loop.signatures, loop
+
+
+def test_evaluations_hand_the_compiled_loop_one_layout_however_they_are_shared():
+    """One evaluation, one share of many, several shares: Numba compiles a loop once per
+    memory layout of its arguments (about 8 s each on a machine's first run), so every way of
+    sharing the evaluations hands it the same one."""
+    from quantscope.core import sorted_kernel
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((600, 700)).astype(np.float32)
+    p = prepare(x)
+    for axis, group in ((None, None), (0, None), (1, None), (1, 64), (1, 7)):
+        params = choose_qparams(x, granularity="tensor" if axis is None else
+                                ("group" if group else "channel"), axis=axis,
+                                group_size=group, symmetric=False)
+        got = p.analyze(params)
+        assert got.code_histogram.sum() == x.size
+    layouts = {tuple(a.layout for a in sig if hasattr(a, "layout"))
+               for sig in sorted_kernel.evaluate_rows.signatures}
+    assert len(layouts) == 1, layouts

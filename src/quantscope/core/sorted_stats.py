@@ -283,10 +283,8 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
         inv = np.ascontiguousarray(np.broadcast_to(
             np.asarray(inv_scale, np.float32).reshape(-1), row.shape))
     hist = np.zeros(qmax - qmin + 1, np.int64)
-    # column-major: each statistic of all evaluations is one contiguous column, read as it is
-    # by the report (half a million groups' columns copied out of rows cost a third of it)
-    out_f = np.empty((8, row.size)).T
-    out_i = np.empty((5, row.size), np.int64).T
+    out_f = _columns(8, row.size, np.float64)
+    out_i = _columns(5, row.size, np.int64)
     walk_below = WALK_PER_LEVEL * (qmax - qmin + 2)
     if row.size and rows.lengths[row].max() < walk_below:  # every row walked: no sums needed
         rec, rec_starts = np.empty((0, 4)), np.zeros(rows.n_rows + 1, np.intp)
@@ -302,7 +300,7 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
         (rows.values, rows.starts, rows.sumsq, rec, rec_starts, bound1, bound2, row[a:b],
          s[a:b], inv_e[a:b], z[a:b], qmin, qmax, ARITHMETIC_CODES[arithmetic],
          rounding == "half_away", inv is not None, walk_below, want_counts, hists[k],
-         out_f[a:b], out_i[a:b]) for k, (a, b) in enumerate(parts)])
+         out_f[a:b], out_i[a:b]) for k, (a, b) in enumerate(parts) if b > a])
     hist = hists.sum(axis=0)
     if not out_i[:, 4].all():  # a threshold that would not settle (never seen): redo it all
         return _evaluate_elementwise(rows, row, s, z, rule, want_counts, inv)
@@ -318,6 +316,17 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
                      above=out_i[:, 2], max_abs=out_f[:, 4], sig=out_f[:, 5],
                      x_min=out_f[:, 6], x_max=out_f[:, 7], codes_used=out_i[:, 3],
                      hist=hist if want_counts else None)
+
+
+def _columns(k: int, n: int, dtype) -> np.ndarray:
+    """An ``n × k`` output whose columns are each contiguous (each statistic of all evaluations
+    is one column, read as it is by the report: half a million groups' columns copied out of
+    rows cost a third of it), laid out so that it and every slice of its rows is strided, never
+    contiguous: Numba compiles a loop once per memory layout it is handed, and a column-major
+    array is C-, F- or neither-contiguous depending on how many evaluations and shares there
+    are -- three compiles of :func:`quantscope.core.sorted_kernel.evaluate_rows`, about 8 s
+    each on a machine's first run, where one serves."""
+    return np.empty((k, n + 1), dtype).T[:n]
 
 
 #: Evaluations are shared between the threads when they cover at least this many elements.
