@@ -137,6 +137,10 @@ class Viewer:
             atexit.register(_close_all)
         self.state = ExplorerState(Settings())
         self.window = create_window(self.state, install_views=install_views)
+        if show:  # a first run: the loops of formats, scans and the API compile meanwhile
+            from quantscope.state.compile_ahead import start_if_cold
+
+            start_if_cold()
         self.window.resize(*(size or DEFAULT_SIZE))
         self.closed = False
         self._load_ticket = 0

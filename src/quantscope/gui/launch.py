@@ -153,6 +153,10 @@ def run(args: argparse.Namespace) -> int:
 
     announce_compiles()
     warm_up_engine()
+    if not headless:  # a first run: the loops of formats, scans and the API compile meanwhile
+        from quantscope.state.compile_ahead import start_if_cold
+
+        start_if_cold()
     from PySide6.QtWidgets import QApplication
 
     from quantscope.gui import create_window

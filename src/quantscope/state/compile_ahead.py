@@ -1,0 +1,89 @@
+"""The engine's other compiled loops, compiled ahead in a process of their own on a first run.
+
+The launcher's warm-up (:func:`quantscope.state.source.warm_up_engine`) loads the loops the
+panes use. Number formats, the model scan's one-read figures and the direct passes of the
+engine API have loops of their own that Numba compiles on their first call: on a machine's
+first run that is 15-20 s inside the window, with the GUI thread short of the interpreter
+for a few hundred milliseconds at a time, the first time a person opens the formats. When the
+warm-up itself had to compile (the cache is cold: a new machine or a new version),
+:func:`start_if_cold` starts ``python -m quantscope.state.compile_ahead`` at the lowest
+priority, which calls each of those loops once on small tensors, so Numba writes them to its
+cache while the person looks at the panes; the window then loads them from there (about 50 ms)
+when it first needs them.
+
+Nothing depends on the process finishing: a loop it has not written yet is compiled by the
+window as it would be without it, and Numba writes its cache files atomically, so two
+processes compiling the same loop leave one whole file.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+
+def cache_was_cold() -> bool:
+    """Whether this process compiled the panes' main loop rather than loading it (call after
+    the warm-up): then the other loops are not in the cache either."""
+    from quantscope.core.sorted_kernel import evaluate_rows
+
+    stats = getattr(evaluate_rows, "stats", None)  # a Numba dispatcher's own counters
+    return bool(stats is not None and sum(stats.cache_misses.values()))
+
+
+def start_if_cold() -> subprocess.Popen | None:
+    """Start the compile-ahead process when :func:`cache_was_cold`; return it (None when the
+    cache was warm, or the process could not start: then nothing is compiled ahead)."""
+    if not cache_was_cold():
+        return None
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "quantscope.state.compile_ahead"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)  # a Ctrl-C in the terminal stops the window, not this
+    except OSError:
+        return None
+
+
+def compile_rest() -> None:
+    """Call, once each on small tensors, every compiled loop beyond the warm-up's, with the
+    argument types the window, the scan and the engine API hand them."""
+    from quantscope.core import analyze, choose_qparams, dequantize, quantize
+    from quantscope.core.elements import cast, cast_e8m0
+    from quantscope.core.fused import figures_of
+    from quantscope.core.prepared import prepare
+    from quantscope.io.dtypes import dtype_from_name
+    from quantscope.state.formats import format_points
+    from quantscope.state.settings import Settings
+    from quantscope.state.source import WARM_UP_SHAPE
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(WARM_UP_SHAPE).astype(np.float32)  # above the direct passes' bound
+    for symmetric in (True, False):  # int8 and uint8 codes
+        p = choose_qparams(x, symmetric=symmetric)
+        dequantize(quantize(x, p.scale, p.zero_point), p.scale, p.zero_point)
+        analyze(x, p)
+    settings = Settings()
+    format_points(x, prepare(x), settings)  # every format, prepared (the window's path)
+    format_points(x[:64], None, settings)  # and direct
+    cast(x[:64], "float8_e4m3fn")
+    cast_e8m0(x[:64])
+    for dtype in (np.float32, np.float16, dtype_from_name("bfloat16")):  # the scan's raw dtypes
+        figures_of(x[:64].astype(dtype), 0)
+
+
+def main() -> None:
+    """``python -m quantscope.state.compile_ahead``: :func:`compile_rest` at the lowest
+    priority (the window's threads keep the cores they need)."""
+    try:
+        os.nice(19)
+    except OSError:
+        pass
+    compile_rest()
+
+
+if __name__ == "__main__":
+    main()
