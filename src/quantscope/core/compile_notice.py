@@ -1,8 +1,8 @@
 """One line to a person when Numba compiles the engine's loops instead of loading them.
 
 The compiled loops are cached by Numba beside their modules, per machine and per version of
-their source. The first command on a new machine or after an upgrade compiles them: 20-60 s on
-two cores (the window's warm-up about 40 s, a report that prepares about 20 s) in which the
+their source. The first command on a new machine or after an upgrade compiles them: 10-20 s on
+two cores (the window's warm-up about 15 s, a report that prepares about 10 s) in which the
 command would otherwise print nothing at all, and look hung. A command that talks to a person
 calls :func:`announce_compiles` just before its first compiled loop; the library itself stays
 silent. Numba reports a compile (not a load from its cache) as a ``numba:compile`` event, so the
@@ -18,7 +18,7 @@ from typing import Any
 
 #: What the line says; ``{where}`` is the folder Numba caches the loops in.
 MESSAGE = ("quantscope: compiling the engine's loops for this machine (the first run after an "
-           "install takes up to a minute; later runs load them from {where})")
+           "install takes 10-20 s; later runs load them from {where})")
 
 _lock = threading.Lock()
 _installed = False
