@@ -84,7 +84,9 @@ def test_a_cold_cache_starts_it_at_the_lowest_priority(monkeypatch):
     monkeypatch.setattr(compile_ahead, "cache_was_cold", lambda: True)
     monkeypatch.setattr(compile_ahead.subprocess, "Popen",
                         lambda args, **kw: started.append((args, kw)) or "process")
+    monkeypatch.setattr(compile_ahead, "_started", None)
     assert compile_ahead.start_if_cold() == "process"
+    assert compile_ahead.start_if_cold() is None  # once per process
     (args, kw), = started
     assert args[1:] == ["-m", "quantscope.state.compile_ahead"]
     assert kw["start_new_session"] and kw["stdin"] == subprocess.DEVNULL

@@ -34,18 +34,25 @@ def cache_was_cold() -> bool:
     return bool(stats is not None and sum(stats.cache_misses.values()))
 
 
+#: The compile-ahead process this process started (kept: it runs on after the call).
+_started: subprocess.Popen | None = None
+
+
 def start_if_cold() -> subprocess.Popen | None:
-    """Start the compile-ahead process when :func:`cache_was_cold`; return it (None when the
-    cache was warm, or the process could not start: then nothing is compiled ahead)."""
-    if not cache_was_cold():
+    """Start the compile-ahead process when :func:`cache_was_cold`, once per process; return
+    it (None when the cache was warm, or the process could not start: then nothing is
+    compiled ahead)."""
+    global _started
+    if _started is not None or not cache_was_cold():
         return None
     try:
-        return subprocess.Popen(
+        _started = subprocess.Popen(
             [sys.executable, "-m", "quantscope.state.compile_ahead"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)  # a Ctrl-C in the terminal stops the window, not this
     except OSError:
         return None
+    return _started
 
 
 def compile_rest() -> None:
