@@ -113,3 +113,12 @@ def test_the_count_axis_labels_its_base(window, qtbot, log):
         assert axis.range[0] == 0
         _, labels = _tick_specs(axis)
         assert "0" in labels, (pane.key, labels)
+
+
+def test_the_strip_count_axis_draws_only_labelled_ticks(window, qtbot):
+    """The strip is a fifth of the pane high: a few labelled ticks, no comb of minor ones."""
+    qtbot.wait(20)
+    for pane in window.panes.values():
+        ticks, labels = _tick_specs(pane.strip.getAxis("left"))
+        assert 2 <= len(labels) <= 4, (pane.key, labels)
+        assert len(ticks) == len(labels), (pane.key, len(ticks), labels)

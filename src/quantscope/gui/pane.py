@@ -266,6 +266,9 @@ class Pane(QFrame):
         self.strip.setToolTip("code occupancy: values per code; grey slots are codes no value "
                               "uses")
         self.strip.getAxis("bottom").enableAutoSIPrefix(False)
+        # a fifth of the pane high, the count axis has room for two or three labelled ticks;
+        # pyqtgraph's minor levels added a comb of unlabelled ones (every 0.5 and 0.1)
+        self.strip.getAxis("left").setStyle(maxTickLevel=0, maxTextLevel=0)
         self._strip_view: tuple = ()
         self.strip.setMouseEnabled(x=True, y=False)
         # the strip's plot area starts where the histogram's does, whatever the count axis
