@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from quantscope.core import QuantReport
+from quantscope.gui.caption_label import CaptionLabel
 from quantscope.gui.numbers import (
     FIELDS,
     WIDE,
@@ -64,8 +65,9 @@ EDGE_PEN = pg.mkPen("#2ca02c", width=2)
 ZERO_PEN = pg.mkPen("#333333", width=1.5, style=Qt.PenStyle.DashLine)
 SLOT_BRUSH = pg.mkBrush(235, 235, 235)
 USED_BRUSH = pg.mkBrush("#1f4e9c")
-#: Lines a caption keeps room for (it says what dominates the error in a sentence or two): a
-#: caption that wraps differently must not resize the four plots (see ``reserve_lines``).
+#: Lines a caption keeps room for (it says what dominates the error in a sentence, broken in
+#: at most two lines): a caption that wraps differently must not resize the four plots (see
+#: ``reserve_lines`` and :mod:`quantscope.gui.caption_label`).
 CAPTION_LINES = 2
 #: At most this many histogram bins (about two per pixel of a wide pane).
 MAX_BINS = 2048
@@ -180,9 +182,8 @@ class Pane(QFrame):
         layout.addWidget(self.stack, 1)
         self._build_plot()
         self._build_strip()
-        self.caption = QLabel("")
+        self.caption = CaptionLabel(CAPTION_LINES)
         self.caption.setObjectName("paneCaption")
-        self.caption.setWordWrap(True)
         reserve_lines(self.caption, CAPTION_LINES)
         self.caption.hide()
         layout.addWidget(self.caption)
@@ -384,6 +385,8 @@ class Pane(QFrame):
         if self.caption.isHidden() == bool(text):
             self._changing(self)  # the plots and table move: the whole pane waits
         self._set_text(self.caption, text)
+        if self.caption.toolTip() != text:  # the whole sentence, where its end is cut
+            self.caption.setToolTip(text)
         self.caption.setVisible(bool(text))
 
     def set_error(self, text: str) -> None:
