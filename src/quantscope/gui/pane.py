@@ -165,6 +165,9 @@ class Pane(QFrame):
         marks.addWidget(self.key_label)
         marks.addWidget(self.detail, 1)
         self.detail.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        # the key beside it changes its words with the scheme ("median block's grid"): the
+        # detail's room changes without the pane's size (see eventFilter)
+        self.detail.installEventFilter(self)
         layout.addLayout(marks)
         self.set_title(title)
         self.graphics = pg.GraphicsLayoutWidget()
@@ -352,6 +355,13 @@ class Pane(QFrame):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._fit_detail()
+
+    def eventFilter(self, obj, event) -> bool:
+        """Fit the detail again when its own room changes: a key that grew narrowed it and
+        its right-aligned text was cut at the left ("536" of "1536 channels")."""
+        if obj is self.detail and event.type() == QEvent.Type.Resize:
+            self._fit_detail()
+        return super().eventFilter(obj, event)
 
     def heading(self) -> str:
         """The full title: scheme, then channel axis and count (what ``--metrics`` records)."""
