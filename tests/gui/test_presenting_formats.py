@@ -1,4 +1,5 @@
-"""A comparison of number formats in presentation mode at 1280x720: each pane's detail
+"""A comparison of number formats in presentation mode at 1280x720: the headline names the
+formats on show (not the int schemes the pane keys name otherwise), and each pane's detail
 line is shown whole or left out, never cut."""
 
 from __future__ import annotations
@@ -36,3 +37,15 @@ def test_pane_details_are_whole_or_left_out(comparing, qtbot):
                 key, detail.text(), room)
         assert not cut_labels(win), cut_labels(win)
 
+
+def test_the_headline_names_the_formats_on_show(comparing, qtbot):
+    win = comparing
+    for pair in "1234":
+        win.stage.show_pair(pair)
+        qtbot.wait(20)
+        text = win.headline.text()
+        for key in win.stage.visible_panes():
+            name = win.panes[key].title.text().split(" · ")[0]
+            assert name in text, (pair, text)
+        assert "symmetric" not in text, text
+        assert not text.endswith("· int8"), text
