@@ -217,7 +217,8 @@ class Stage(QObject):
             return f"the {tabs.tabText(tabs.currentIndex())} view"
         settings = self.window.state.settings
         if settings.formats is not None:
-            left, right = (pane_title(key, settings).replace(" · ", " ")
+            # the format and its granularity, as the pane's title line shows them
+            left, right = (" ".join(pane_title(key, settings).split(" · ")[:2])
                            for key in PAIRS[self.pair][0])
             return f"number formats: {left} vs {right}"
         return PAIRS[self.pair][1]
