@@ -208,10 +208,14 @@ def _summary_lines(label) -> list[str]:
 
 
 def test_a_narrow_summary_wraps_between_clauses(view, qtbot):
-    """However narrow the tab, each "clip … gives …" and "best … gives …" reads on a line of
-    its own or beside the other, never cut inside ("≈" / "20.8", "25.8" / "dB"), and the
-    summary names only the scheme on show."""
-    for width in range(300, 1000, 8):
+    """However narrow the tab (wide enough for a clause), each "clip … gives …" and "best …
+    gives …" reads on a line of its own or beside the other, never cut inside ("≈" / "20.8",
+    "25.8" / "dB"), and the summary names only the scheme on show."""
+    # from a width where the longest clause fits a line (in whatever font the process's
+    # theme left: a presentation's is larger)
+    clause = "asymmetric: clip |x| ≤ 24.8 gives 29.86 dB;"
+    start = int(1.3 * view.summary.fontMetrics().horizontalAdvance(clause)) + 20
+    for width in range(start, max(1000, start + 400), 8):
         view.resize(width, 800)
         qtbot.wait(1)
         lines = _summary_lines(view.summary)
