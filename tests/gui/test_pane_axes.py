@@ -8,7 +8,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QImage, QPainter
+from PySide6.QtGui import QImage, QPainter, QPicture
 
 from quantscope.core.generators import generate
 from quantscope.gui.pane_axes import draw_axis
@@ -88,3 +88,37 @@ def test_anything_but_a_range_forgets_the_kept_pictures(window, wait_results, qt
     _change(window, wait_results, bits=6)
     qtbot.wait(20)
     assert axis in calls  # drawn anew, in the new pen
+
+
+def _tick_specs(axis) -> tuple[list, list[str]]:
+    """The axis's tick lines and the tick labels it draws, as its next paint would."""
+    picture = QPicture()
+    painter = QPainter(picture)
+    try:
+        if axis.style["tickFont"]:
+            painter.setFont(axis.style["tickFont"])
+        _, ticks, texts = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return ticks, [text for _, _, text in texts]
+
+
+@pytest.mark.parametrize("log", [True, False])
+def test_the_count_axis_labels_its_base(window, qtbot, log):
+    """The count starts at 0 on the plot's bottom edge; its label is drawn there."""
+    window.set_log_counts(log)
+    qtbot.wait(20)
+    for pane in window.panes.values():
+        axis = pane.plot.getAxis("left")
+        assert axis.range[0] == 0
+        _, labels = _tick_specs(axis)
+        assert "0" in labels, (pane.key, labels)
+
+
+def test_the_strip_count_axis_draws_only_labelled_ticks(window, qtbot):
+    """The strip is a fifth of the pane high: a few labelled ticks, no comb of minor ones."""
+    qtbot.wait(20)
+    for pane in window.panes.values():
+        ticks, labels = _tick_specs(pane.strip.getAxis("left"))
+        assert 2 <= len(labels) <= 4, (pane.key, labels)
+        assert len(ticks) == len(labels), (pane.key, len(ticks), labels)

@@ -104,3 +104,28 @@ def test_controls_a_key_away_and_the_window_still_fits(app_window, qtbot):
     qtbot.waitUntil(lambda: win.minimumSizeHint().width() <= 1280, timeout=5000)
     assert win.minimumSizeHint().height() <= 720
     assert (win.width(), win.height()) == (1280, 720)
+
+
+def test_the_matmul_controls_show_their_words(app_window, qtbot):
+    """Every scheme, rounding and output choice of the Matmul view reads whole at 1280x720
+    ("half away from 0 (TFLite)" was cut to "half away from (" beside a half-empty source)."""
+    from PySide6.QtWidgets import QComboBox, QStyle, QStyleOptionComboBox
+
+    win = _present(app_window, qtbot, (1280, 720), False)
+    index = next(i for i in range(win.views.count()) if win.views.tabText(i) == "Matmul")
+    win.views.setCurrentIndex(index)
+    win.stage.show_views(True)
+    qtbot.wait(50)
+    settle(win, qtbot)
+    boxes = [b for b in win.views.currentWidget().findChildren(QComboBox) if b.isVisible()]
+    assert len(boxes) >= 9
+    cut = []
+    for box in boxes:
+        option = QStyleOptionComboBox()
+        option.initFrom(box)
+        option.currentText = box.currentText()
+        field = box.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
+                                           QStyle.SubControl.SC_ComboBoxEditField, box)
+        if box.fontMetrics().horizontalAdvance(box.currentText()) > field.width():
+            cut.append((box.currentText(), field.width()))
+    assert not cut, cut

@@ -53,3 +53,33 @@ def test_bad_values_are_said_and_the_figure_kept(view):
     assert view.export_data() == before
     view.set_values(np.linspace(-2, 2, 64).tolist())
     assert not view.error.isVisible() and len(view.export_data()["symmetric"]["codes"]) == 64
+
+
+def _lines(label) -> list[str]:
+    """The lines a rich-text label lays its text out in, at its present width."""
+    from PySide6.QtGui import QTextDocument
+
+    doc = QTextDocument()
+    doc.setDefaultFont(label.font())
+    doc.setHtml(label.text())
+    doc.setDocumentMargin(0)
+    doc.setTextWidth(label.contentsRect().width())
+    doc.documentLayout().documentSize()  # lays the blocks out
+    lines = []
+    block = doc.begin()
+    while block.isValid():
+        layout = block.layout()
+        for i in range(layout.lineCount()):
+            line = layout.lineAt(i)
+            lines.append(block.text()[line.textStart():line.textStart() + line.textLength()])
+        block = block.next()
+    return [line.replace("\u2028", "").replace("\u00a0", " ").strip() for line in lines]
+
+
+def test_a_range_of_unused_codes_stays_on_one_line(view, qtbot):
+    """Beside a narrow figure the range reads "-128 … -43", never "-128" / "… -43"."""
+    label = view.info["symmetric"]
+    label.setFixedWidth(label.fontMetrics().horizontalAdvance("codes never used: -128 …"))
+    qtbot.wait(20)
+    lines = _lines(label)
+    assert any("-128 … -43" in line for line in lines), lines

@@ -184,3 +184,43 @@ def test_line_labels_stay_in_view_wherever_the_lines_are(view, qtbot, where):
                 label = line.label.sceneBoundingRect()
                 assert rect.left() - 1 <= label.left() and label.right() <= rect.right() + 1, (
                     width, (x0, x1), where, line.label.toPlainText())
+
+
+def _summary_lines(label) -> list[str]:
+    """The lines the summary label lays its rich text out in, at its present width."""
+    from PySide6.QtGui import QTextDocument
+
+    doc = QTextDocument()
+    doc.setDefaultFont(label.font())
+    doc.setDocumentMargin(0)
+    doc.setHtml(label.text())
+    doc.setTextWidth(label.contentsRect().width())
+    doc.documentLayout().documentSize()  # lays the blocks out
+    lines = []
+    block = doc.begin()
+    while block.isValid():
+        layout = block.layout()
+        for i in range(layout.lineCount()):
+            line = layout.lineAt(i)
+            lines.append(block.text()[line.textStart():line.textStart() + line.textLength()])
+        block = block.next()
+    return [line.replace("\u2028", "").replace("\u00a0", " ").strip() for line in lines]
+
+
+def test_a_narrow_summary_wraps_between_clauses(view, qtbot):
+    """However narrow the tab (wide enough for a clause), each "clip … gives …" and "best …
+    gives …" reads on a line of its own or beside the other, never cut inside ("≈" / "20.8",
+    "25.8" / "dB"), and the summary names only the scheme on show."""
+    # from a width where the longest clause fits a line (in whatever font the process's
+    # theme left: a presentation's is larger)
+    clause = "asymmetric: clip |x| ≤ 24.8 gives 29.86 dB;"
+    start = int(1.3 * view.summary.fontMetrics().horizontalAdvance(clause)) + 20
+    for width in range(start, max(1000, start + 400), 8):
+        view.resize(width, 800)
+        qtbot.wait(1)
+        lines = _summary_lines(view.summary)
+        schemes = lines[:next(i for i, line in enumerate(lines) if line.startswith("Drag"))]
+        for line in schemes:
+            assert line.endswith((";", "dB")), (width, lines)
+        shown = [name for name, w in view.widgets.items() if w.isVisible()]
+        assert len(schemes) == len(shown) * (2 if view._vertical else 1), (width, lines)

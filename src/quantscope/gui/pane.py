@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from quantscope.core import QuantReport
+from quantscope.gui.caption_label import CaptionLabel
 from quantscope.gui.numbers import (
     FIELDS,
     WIDE,
@@ -64,8 +65,9 @@ EDGE_PEN = pg.mkPen("#2ca02c", width=2)
 ZERO_PEN = pg.mkPen("#333333", width=1.5, style=Qt.PenStyle.DashLine)
 SLOT_BRUSH = pg.mkBrush(235, 235, 235)
 USED_BRUSH = pg.mkBrush("#1f4e9c")
-#: Lines a caption keeps room for (it says what dominates the error in a sentence or two): a
-#: caption that wraps differently must not resize the four plots (see ``reserve_lines``).
+#: Lines a caption keeps room for (it says what dominates the error in a sentence, broken in
+#: at most two lines): a caption that wraps differently must not resize the four plots (see
+#: ``reserve_lines`` and :mod:`quantscope.gui.caption_label`).
 CAPTION_LINES = 2
 #: At most this many histogram bins (about two per pixel of a wide pane).
 MAX_BINS = 2048
@@ -163,6 +165,9 @@ class Pane(QFrame):
         marks.addWidget(self.key_label)
         marks.addWidget(self.detail, 1)
         self.detail.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        # the key beside it changes its words with the scheme ("median block's grid"): the
+        # detail's room changes without the pane's size (see eventFilter)
+        self.detail.installEventFilter(self)
         layout.addLayout(marks)
         self.set_title(title)
         self.graphics = pg.GraphicsLayoutWidget()
@@ -180,9 +185,8 @@ class Pane(QFrame):
         layout.addWidget(self.stack, 1)
         self._build_plot()
         self._build_strip()
-        self.caption = QLabel("")
+        self.caption = CaptionLabel(CAPTION_LINES)
         self.caption.setObjectName("paneCaption")
-        self.caption.setWordWrap(True)
         reserve_lines(self.caption, CAPTION_LINES)
         self.caption.hide()
         layout.addWidget(self.caption)
@@ -266,6 +270,9 @@ class Pane(QFrame):
         self.strip.setToolTip("code occupancy: values per code; grey slots are codes no value "
                               "uses")
         self.strip.getAxis("bottom").enableAutoSIPrefix(False)
+        # a fifth of the pane high, the count axis has room for two or three labelled ticks;
+        # pyqtgraph's minor levels added a comb of unlabelled ones (every 0.5 and 0.1)
+        self.strip.getAxis("left").setStyle(maxTickLevel=0, maxTextLevel=0)
         self._strip_view: tuple = ()
         self.strip.setMouseEnabled(x=True, y=False)
         # the strip's plot area starts where the histogram's does, whatever the count axis
@@ -349,6 +356,13 @@ class Pane(QFrame):
         super().resizeEvent(event)
         self._fit_detail()
 
+    def eventFilter(self, obj, event) -> bool:
+        """Fit the detail again when its own room changes: a key that grew narrowed it and
+        its right-aligned text was cut at the left ("536" of "1536 channels")."""
+        if obj is self.detail and event.type() == QEvent.Type.Resize:
+            self._fit_detail()
+        return super().eventFilter(obj, event)
+
     def heading(self) -> str:
         """The full title: scheme, then channel axis and count (what ``--metrics`` records)."""
         return self._heading
@@ -381,6 +395,8 @@ class Pane(QFrame):
         if self.caption.isHidden() == bool(text):
             self._changing(self)  # the plots and table move: the whole pane waits
         self._set_text(self.caption, text)
+        if self.caption.toolTip() != text:  # the whole sentence, where its end is cut
+            self.caption.setToolTip(text)
         self.caption.setVisible(bool(text))
 
     def set_error(self, text: str) -> None:

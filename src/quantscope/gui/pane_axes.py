@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pyqtgraph as pg
+from PySide6.QtCore import QRectF
 from PySide6.QtGui import QFontMetricsF, QPainter, QPicture
 
 #: Pictures an axis keeps (the code ranges of the bit widths and code ranges a talk steps
@@ -109,6 +110,20 @@ class CountAxis(RangeAxis):
     """
 
     on_width: Callable[[float], None] | None = None
+
+    def boundingRect(self) -> QRectF:
+        """pyqtgraph's rectangle, reaching a tick label's height below the axis.
+
+        With its grid on, the axis's rectangle is its own and the plot's, nothing beyond;
+        pyqtgraph draws only the tick labels inside it, and the label of the count's base
+        (0, on the plot's bottom edge) is centred on that edge: half of it lay outside, so
+        the axis never showed its "0". Below the axis is the empty corner beside the value
+        axis, where the label has room."""
+        rect = super().boundingRect()
+        if self.style["showValues"]:
+            font = self.style["tickFont"] or self.font()
+            rect.setBottom(rect.bottom() + QFontMetricsF(font).height())
+        return rect
 
     def _updateWidth(self) -> None:
         super()._updateWidth()

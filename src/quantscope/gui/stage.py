@@ -27,7 +27,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
 from quantscope.gui.pane import link_plots
-from quantscope.state import PANES
+from quantscope.state import PANES, pane_title
 
 #: key -> (the two panes, left and right; what the pair compares).
 PAIRS: dict[str, tuple[tuple[str, str], str]] = {
@@ -210,8 +210,15 @@ class Stage(QObject):
         self.keys.setText("   ·   ".join(parts))
 
     def describe(self) -> str:
-        """What the stage shows, in a few words (for the headline)."""
+        """What the stage shows, in a few words (for the headline): in a comparison of number
+        formats the pair's formats, since the int schemes the keys name are not on show."""
         if self.showing_views:
             tabs = self.window.views
             return f"the {tabs.tabText(tabs.currentIndex())} view"
+        settings = self.window.state.settings
+        if settings.formats is not None:
+            # the format and its granularity, as the pane's title line shows them
+            left, right = (" ".join(pane_title(key, settings).split(" · ")[:2])
+                           for key in PAIRS[self.pair][0])
+            return f"number formats: {left} vs {right}"
         return PAIRS[self.pair][1]

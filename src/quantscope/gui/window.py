@@ -173,7 +173,9 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         if st.tensor is not None and (st.source is None or st.source.kind != "generator"):
             what += f" ({'×'.join(map(str, st.tensor.shape))})"  # a generator's label has it
         bits = st.settings.bits
-        if self.presentation:
+        if self.presentation and st.settings.formats is not None:
+            text = f"{what} · {self.stage.describe()}"  # each format names its own bits
+        elif self.presentation:
             text = f"{what} · {self.stage.describe()} · int{bits}"
         elif st.settings.formats is not None:
             text = (f"{what} in four number formats: each pane shows the values' histogram, "

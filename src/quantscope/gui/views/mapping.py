@@ -232,8 +232,10 @@ class MappingView(View):
             name = "symmetric" if m.symmetric else "asymmetric"
             self._draw_scheme(self.plots[name].getPlotItem(), m.values, m.scale, m.zero_point,
                               m.codes, m.unreachable, theme)
-            never = (", ".join(f"{lo} … {hi}" for lo, hi in m.unreachable)
-                     if m.unreachable else "none")
+            # a range is one phrase: wrapped inside, "-128" ended a line and "… -43" began
+            # the next
+            never = (", ".join(f'<span style="white-space:nowrap">{lo} … {hi}</span>'
+                               for lo, hi in m.unreachable) if m.unreachable else "none")
             self.info[name].setText(
                 f"<b>{name}</b><br>s = {m.scale:.6g}<br>z = {m.zero_point}<br>"
                 f"max |error| = {m.max_error:.3g}<br>codes never used: {never}")

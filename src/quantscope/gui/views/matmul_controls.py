@@ -53,6 +53,10 @@ REQUANT = (("LiteRT reference (single rounding)", "single"),
            ("gemmlowp (double rounding)", "double"))
 
 
+#: A combo's drop-down arrow and margins, in characters of its text.
+ARROW_CHARS = 3
+
+
 def _combo(items) -> QComboBox:
     box = QComboBox()
     # shrink with the tab (the window gives views ~40% of its width): elide, don't push
@@ -141,9 +145,14 @@ class LabControls(QWidget):
         grid.addWidget(self.transpose, 3, 1, 1, 2)
         grid.addWidget(self.extra, 3, 3, 1, 3)
         grid.addWidget(self.order, 2, 5)
-        grid.setColumnStretch(1, 3)
-        for col in range(3, 6):  # the scheme combos keep their words
-            grid.setColumnStretch(col, 1)
+        # each column's share of the width follows the length of the words it opens on: with
+        # the source taking three shares and each scheme one, a projector's 1280 pixels cut
+        # "half away from 0 (TFLite)" and "per output channel" while the source had room
+        # to spare; in proportion, every combo is whole there and all shrink alike below it
+        for col, boxes in ((1, (self.sources["A"], self.sources["W"], self.out)),
+                           (3, (self.a_sym, self.w_sym)), (4, (self.a_gran, self.w_gran)),
+                           (5, (self.a_round, self.w_round, self.order))):
+            grid.setColumnStretch(col, max(len(box.itemText(0)) for box in boxes) + ARROW_CHARS)
         layout.addLayout(grid)
 
         # the outlier fixes: a checkbox and a slider each; dragging a slider turns its fix on

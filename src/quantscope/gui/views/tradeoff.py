@@ -269,6 +269,7 @@ class TradeoffView(StateView):
             return
         self._vertical = narrow
         self._reserve_summary_height()
+        self._update_summary()  # the schemes and the lines it lists follow the arrangement
         self.scheme.setVisible(narrow)
         for k, (name, _) in enumerate(SCHEMES):
             shown = not narrow or name == self.scheme.currentText()
@@ -328,7 +329,10 @@ class TradeoffView(StateView):
                 parts.append(f"best |x| ≈ {fmt_value(sweep.best_threshold)} gives "
                              f"{fmt_db(sweep.best_sqnr_db)}")
             if parts:
-                lines.append(f"<b>{name}</b>: " + "; ".join(parts))
+                # narrow, one scheme on show: a clause per line, where a line of both wrapped
+                # anywhere ("best |x| ≈" / "21.2 gives 16.0 dB"), in the same lines' room
+                lines.append(f"<b>{name}</b>: " + (";<br>" if self._vertical else "; ")
+                             .join(parts))
         text = "<br>".join(lines) + "<br>Drag the orange line to clip; the dot marks the best."
         if lines and text != self.summary.text():
             self.summary.setText(text)

@@ -1,0 +1,139 @@
+"""A pane's caption: one sentence, broken where its phrases end, in a fixed number of lines.
+
+A caption says what dominates a pane's error ("12 values up to 24.8 stretch the window: 99% of
+values share 9 of 255 codes"), and is read from the back of a room in two seconds. Left to
+Qt's word wrap, it broke wherever the line ran out: "…share 9 / of 255 codes", "…half a /
+step (0.003)". :func:`fit_caption` breaks it between its clauses when each fits on a line;
+otherwise the numbers stay with the words around them, and a caption that would still need
+more lines than the pane keeps room for ends in "…" (the whole sentence is the tooltip): a
+caption one line taller than its room resized the pane's plots, and with them all four panes.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import pairwise
+
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QFontMetricsF, QPainter
+from PySide6.QtWidgets import QLabel, QSizePolicy
+
+#: Where a caption may break, best kind first: after a clause's colon or semicolon, then
+#: after a comma (the engine's captions put their clauses between these).
+CAPTION_BREAKS = ((": ", "; "), (", ",))
+#: A space that keeps its two words on one line.
+NBSP = "\u00a0"
+#: Words a line never ends on: each belongs with the word after it ("of 255", "half a step").
+_LEADING_WORDS = frozenset({"a", "an", "the", "of", "to", "at", "up", "vs", "and", "by",
+                            "half", "each", "its", "one", "only", "≤", "≥", "≈", "<", ">"})
+#: A number as captions write it: "9", "-0.003", "1,973", "0.7%", "24.8".
+_NUMBER = re.compile(r"^[-+−]?\(?\d[\d.,eE+−-]*%?\)?$")
+#: Punctuation that ends a clause: a line may end after it.
+_CLAUSE_END = (":", ";", ",")
+
+
+def _fits_line(metrics: QFontMetricsF, text: str, width: float) -> bool:
+    return metrics.horizontalAdvance(text) <= width
+
+
+def _line_count(metrics: QFontMetricsF, text: str, width: float) -> int:
+    """Lines ``text`` takes wrapped at ``width``, as a word-wrapped label draws it."""
+    rect = metrics.boundingRect(QRectF(0, 0, width, 1e6), int(Qt.TextFlag.TextWordWrap), text)
+    return max(1, round(rect.height() / metrics.lineSpacing()))
+
+
+def keep_phrases(text: str) -> str:
+    """``text`` with a non-breaking space wherever a line break would split a phrase: on
+    either side of a number ("share 9 of 255 codes" stays whole) unless a clause ends there,
+    after a word that leads into the next ("of", "half a"), and before a parenthesis."""
+    words = text.split(" ")
+    out = [words[0]]
+    for prev, word in pairwise(words):
+        bare = word.rstrip(":;,")
+        glue = not prev.endswith(_CLAUSE_END) and (
+            _NUMBER.match(prev) is not None or prev.lower() in _LEADING_WORDS
+            or _NUMBER.match(bare) is not None or word.startswith("("))
+        out.append((NBSP if glue else " ") + word)
+    return "".join(out)
+
+
+def fit_caption(text: str, metrics: QFontMetricsF, width: float, lines: int = 2) -> str:
+    """``text`` as it is drawn in ``lines`` lines ``width`` wide (see the module docstring):
+    whole when it fits on one line; else broken after the clause whose two halves each fit a
+    line (the more even split of the best kind of break); else wrapped between phrases; and
+    if that needs more than ``lines`` lines, its last words make way for "…"."""
+    if width <= 0 or _fits_line(metrics, text, width):
+        return text
+    if lines >= 2:
+        for kind in CAPTION_BREAKS:
+            best: tuple[float, str] | None = None
+            for sep in kind:
+                start = text.find(sep)
+                while start >= 0:
+                    head, tail = text[:start + len(sep)].rstrip(), text[start + len(sep):]
+                    if _fits_line(metrics, head, width) and _fits_line(metrics, tail, width):
+                        longer = max(metrics.horizontalAdvance(head),
+                                     metrics.horizontalAdvance(tail))
+                        if best is None or longer < best[0]:
+                            best = (longer, f"{head}\n{tail}")
+                    start = text.find(sep, start + 1)
+            if best is not None:
+                return best[1]
+    kept = keep_phrases(text)
+    if _line_count(metrics, kept, width) <= lines:
+        return kept
+    words = text.split(" ")
+    for n in range(len(words) - 1, 0, -1):
+        short = keep_phrases(" ".join(words[:n]).rstrip(":;,")) + " …"
+        if _line_count(metrics, short, width) <= lines:
+            return short
+    return metrics.elidedText(text, Qt.TextElideMode.ElideRight, width)
+
+
+class CaptionLabel(QLabel):
+    """A label that shows its sentence as :func:`fit_caption` lays it out.
+
+    ``text()`` stays the sentence (what tests, exports and screen readers get); only the
+    painting breaks it. The label's height is what it reserves for ``lines`` lines
+    (:func:`quantscope.gui.style.reserve_lines`) whatever it says, and its width is the
+    pane's: a new caption never moves the plots above it.
+    """
+
+    def __init__(self, lines: int = 2, parent=None) -> None:
+        super().__init__("", parent)
+        self.lines = lines
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setWordWrap(True)  # its height follows its width (heightForWidth)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self._fitted: tuple[tuple, str] = ((), "")
+
+    def heightForWidth(self, width: int) -> int:
+        """The height of the text as drawn ``width`` wide (at most ``lines`` lines): QLabel's
+        own is that of the sentence wrapped anywhere, a line more than is drawn."""
+        margins = self.contentsMargins()
+        room = width - margins.left() - margins.right()
+        metrics = QFontMetricsF(self.font())
+        text = fit_caption(self.text(), metrics, room, self.lines)
+        rect = metrics.boundingRect(QRectF(0, 0, max(room, 1), 1e6),
+                                    int(Qt.TextFlag.TextWordWrap), text)
+        return int(rect.height() + 0.999) + margins.top() + margins.bottom()
+
+    def shown_text(self) -> str:
+        """The text as drawn at the label's present width and font."""
+        width = float(self.contentsRect().width())
+        key = (self.text(), width, self.font().key(), self.lines)
+        if self._fitted[0] != key:
+            self._fitted = (key, fit_caption(self.text(), QFontMetricsF(self.font()), width,
+                                             self.lines))
+        return self._fitted[1]
+
+    def paintEvent(self, event) -> None:
+        painter = QPainter(self)
+        try:
+            self.drawFrame(painter)  # the style sheet's background, as QLabel paints it
+            flags = int(self.alignment()) | int(Qt.TextFlag.TextWordWrap)
+            self.style().drawItemText(painter, self.contentsRect(), flags, self.palette(),
+                                      self.isEnabled(), self.shown_text(),
+                                      self.foregroundRole())
+        finally:
+            painter.end()

@@ -1,0 +1,144 @@
+"""A pane's caption reads as phrases on a projector: it breaks between its clauses (never
+"…share 9 / of 255 codes" or "…half a / step (0.003)"), keeps to the two lines the pane
+reserves for it, and a new caption never resizes the plots above it."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+from PySide6.QtGui import QFont, QFontMetricsF, QTextLayout, QTextOption
+
+from quantscope.state import Source
+
+CAPTIONS = [
+    "12 values up to 24.8 stretch the window: 99% of values share 9 of 255 codes",
+    "rounding only: values use 36 of 255 codes, each error ≤ half a step (0.003)",
+    "worst channel 453: 29.8 dB vs median 39.7 dB; its values use 9 of 255 codes",
+    "12 values out to -3.2 and 24.8 stretch the window: 99% of values share 9 of 255 codes; "
+    "12 values clipped (3% of the error)",
+    "clipping dominates: 0.7% of values clipped cause 80% of the error",
+]
+#: Words a line may not end on: each leads into the next.
+LEADING = {"a", "an", "the", "of", "to", "at", "up", "vs", "and", "half", "each", "its", "≤"}
+
+
+def _is_number(word: str) -> bool:
+    return any(c.isdigit() for c in word) and not word.endswith((":", ";", ","))
+
+
+def drawn_lines(text: str, font: QFont, width: float) -> list[str]:
+    """The lines a word-wrapped label draws ``text`` in, ``width`` pixels wide."""
+    layout = QTextLayout(text.replace("\n", "\u2028"), font)
+    option = QTextOption()
+    option.setWrapMode(QTextOption.WrapMode.WordWrap)
+    layout.setTextOption(option)
+    layout.beginLayout()
+    lines = []
+    while True:
+        line = layout.createLine()
+        if not line.isValid():
+            break
+        line.setLineWidth(width)
+        lines.append(text[line.textStart():line.textStart() + line.textLength()]
+                     .replace("\u00a0", " ").strip())
+    layout.endLayout()
+    return lines
+
+
+def split_phrases(lines: list[str]) -> list[str]:
+    """The line breaks among ``lines`` that split a phrase."""
+    bad = []
+    for line, after in pairwise(lines):
+        last = line.split(" ")[-1]
+        first = after.split(" ")[0]
+        if last.endswith((":", ";", ",", "…")):
+            continue
+        if _is_number(last) or last.lower() in LEADING or first.startswith("(") \
+                or _is_number(first):
+            bad.append(f"{line!r} / {after!r}")
+    return bad
+
+
+def _shown(label) -> str:
+    """The text as the label draws it (a plain QLabel draws its ``text()``)."""
+    return label.shown_text() if hasattr(label, "shown_text") else label.text()
+
+
+@pytest.mark.parametrize("caption", CAPTIONS)
+@pytest.mark.parametrize("chars", [40, 60, 80, 100])
+def test_a_caption_breaks_between_phrases_in_two_lines(qapp, caption, chars):
+    from quantscope.gui.caption_label import fit_caption
+
+    font = QFont()
+    font.setPixelSize(18)
+    font.setItalic(True)
+    metrics = QFontMetricsF(font)
+    width = chars * metrics.averageCharWidth()
+    shown = fit_caption(caption, metrics, width, 2)
+    lines = drawn_lines(shown, font, width)
+    assert len(lines) <= 2, lines
+    assert not split_phrases(lines), lines
+    assert all(metrics.horizontalAdvance(line) <= width + 1 for line in lines), lines
+    whole = " ".join(lines)
+    assert whole == caption or (whole.endswith(" …")
+                                and caption.startswith(whole.removesuffix(" …"))), whole
+
+
+def test_a_caption_broken_after_its_clause(qapp):
+    from quantscope.gui.caption_label import fit_caption
+
+    font = QFont()
+    font.setPixelSize(18)
+    metrics = QFontMetricsF(font)
+    text = CAPTIONS[0]
+    width = metrics.horizontalAdvance(text) * 0.8
+    assert fit_caption(text, metrics, width) == (
+        "12 values up to 24.8 stretch the window:\n99% of values share 9 of 255 codes")
+    assert fit_caption(text, metrics, metrics.horizontalAdvance(text) + 1) == text
+
+
+@pytest.fixture
+def projected(app_window, qtbot):
+    """The demo tensor in presentation mode at 1280x720, as a speaker projects it."""
+    win = app_window(1000)
+    win.presentation_action.setChecked(True)
+    win.resize(1280, 720)
+    win.load(Source("sample", "gelu_activations"), pick=False)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 720), timeout=5000)
+    qtbot.waitUntil(win.all_shown, timeout=30_000)
+    qtbot.wait(100)
+    yield win
+    win.presentation_action.setChecked(False)  # the theme is process-wide
+
+
+def test_projected_captions_break_between_phrases(projected, qtbot):
+    win = projected
+    for pair in "12":
+        win.stage.show_pair(pair)
+        qtbot.wait(50)
+        win.grab()
+        shown = [win.panes[k] for k in win.stage.visible_panes()]
+        assert len(shown) == 2
+        for pane in shown:
+            label = pane.caption
+            assert label.isVisible() and label.text()
+            lines = drawn_lines(_shown(label), label.font(), label.contentsRect().width())
+            assert 1 <= len(lines) <= 2, (pane.key, lines)
+            assert not split_phrases(lines), (pane.key, lines)
+
+
+def test_a_caption_too_long_for_two_lines_leaves_the_plots_their_size(projected, qtbot):
+    win = projected
+    pane = win.panes["symmetric/tensor"]
+    qtbot.wait(20)
+    size = pane.graphics.size()
+    long = " ".join([CAPTIONS[3]] * 3)
+    pane.set_caption(long)
+    qtbot.wait(50)
+    win.grab()
+    assert pane.graphics.size() == size
+    assert pane.caption.text() == long and pane.caption.toolTip() == long
+    lines = drawn_lines(_shown(pane.caption), pane.caption.font(),
+                        pane.caption.contentsRect().width())
+    assert len(lines) == 2 and lines[-1].endswith("…"), lines

@@ -1,0 +1,51 @@
+"""A comparison of number formats in presentation mode at 1280x720: the headline names the
+formats on show (not the int schemes the pane keys name otherwise), and each pane's detail
+line is shown whole or left out, never cut."""
+
+from __future__ import annotations
+
+import pytest
+from gui_measure import cut_labels
+
+from quantscope.state.formats import DEFAULT_COMPARISON
+
+
+@pytest.fixture
+def comparing(app_window, qtbot):
+    win = app_window(1000)
+    win.state.update_settings(formats=DEFAULT_COMPARISON)
+    win.presentation_action.setChecked(True)
+    win.resize(1280, 720)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 720), timeout=5000)
+    qtbot.waitUntil(win.all_shown, timeout=30_000)
+    qtbot.wait(100)
+    win.grab()
+    yield win
+    win.presentation_action.setChecked(False)  # the theme is process-wide
+
+
+def test_pane_details_are_whole_or_left_out(comparing, qtbot):
+    win = comparing
+    for pair in "1234":
+        win.stage.show_pair(pair)
+        qtbot.wait(50)
+        win.grab()
+        for key in win.stage.visible_panes():
+            detail = win.panes[key].detail
+            room = detail.contentsRect().width()
+            assert detail.fontMetrics().horizontalAdvance(detail.text()) <= room, (
+                key, detail.text(), room)
+        assert not cut_labels(win), cut_labels(win)
+
+
+def test_the_headline_names_the_formats_on_show(comparing, qtbot):
+    win = comparing
+    for pair in "1234":
+        win.stage.show_pair(pair)
+        qtbot.wait(20)
+        text = win.headline.text()
+        for key in win.stage.visible_panes():
+            title = win.panes[key].title.text()  # "MXFP4 · blocks of 32"
+            assert text.count(title.replace(" · ", " ")) == 1, (pair, title, text)
+        assert "symmetric" not in text, text
+        assert not text.endswith("· int8") and "E8M0" not in text, text
