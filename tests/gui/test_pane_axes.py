@@ -113,6 +113,10 @@ def test_the_count_axis_labels_its_base(window, qtbot, log):
         assert axis.range[0] == 0
         _, labels = _tick_specs(axis)
         assert "0" in labels, (pane.key, labels)
+    for pane in window.panes.values():  # the spare code at either end is no code: no label
+        _, labels = _tick_specs(pane.strip.getAxis("bottom"))
+        report = pane.report
+        assert all(report.qmin <= float(t) <= report.qmax for t in labels), (pane.key, labels)
 
 
 def test_the_strip_count_axis_draws_only_labelled_ticks(window, qtbot):
@@ -122,3 +126,32 @@ def test_the_strip_count_axis_draws_only_labelled_ticks(window, qtbot):
         ticks, labels = _tick_specs(pane.strip.getAxis("left"))
         assert 2 <= len(labels) <= 4, (pane.key, labels)
         assert len(ticks) == len(labels), (pane.key, len(ticks), labels)
+
+
+def test_the_strip_code_axis_draws_only_labelled_ticks(window, qtbot):
+    """Under a strip a fifth of the pane high, every tick of the code axis has its label."""
+    qtbot.wait(20)
+    for pane in window.panes.values():
+        ticks, labels = _tick_specs(pane.strip.getAxis("bottom"))
+        assert len(labels) >= 3, (pane.key, labels)
+        assert len(ticks) == len(labels), (pane.key, len(ticks), labels)
+
+
+def test_a_format_whose_codes_start_at_0_labels_the_0(window, wait_results, qtbot):
+    """An FP8 strip's codes start at 0, a code's width from the axis's left end: its "0"
+    reaches past that end, and is drawn all the same."""
+    from quantscope.state.formats import DEFAULT_COMPARISON
+
+    _change(window, wait_results, formats=DEFAULT_COMPARISON)
+    qtbot.wait(20)
+    fp8 = [p for p in window.panes.values() if p.title.text().startswith("FP8")]
+    assert fp8
+    for pane in fp8:
+        axis = pane.strip.getAxis("bottom")
+        assert axis.range[0] < 0 <= axis.range[0] + 1
+        _, labels = _tick_specs(axis)
+        assert "0" in labels, (pane.key, labels)
+    for pane in window.panes.values():  # the spare code at either end is no code: no label
+        _, labels = _tick_specs(pane.strip.getAxis("bottom"))
+        report = pane.report
+        assert all(report.qmin <= float(t) <= report.qmax for t in labels), (pane.key, labels)

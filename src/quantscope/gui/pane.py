@@ -46,6 +46,7 @@ from quantscope.gui.numbers import (
     field_label,
 )
 from quantscope.gui.pane_axes import (
+    CodeAxis,
     CountAxis,
     RangeAxis,
     draw_axis,
@@ -261,7 +262,7 @@ class Pane(QFrame):
 
     def _build_strip(self) -> None:
         self.strip = self.graphics.addPlot(row=1, col=0, axisItems={
-            "left": RangeAxis("left"), "bottom": RangeAxis("bottom")})
+            "left": RangeAxis("left"), "bottom": CodeAxis("bottom")})
         self.graphics.ci.layout.setRowStretchFactor(0, 4)
         self.graphics.ci.layout.setRowStretchFactor(1, 1)
         # the strip is a fifth of the pane: a rotated "log₁₀(1+n)" is taller than it and ran
@@ -484,6 +485,7 @@ class Pane(QFrame):
         if view != self._strip_view:  # unchanged ranges: no axis regeneration, no new slots
             self._strip_view = view
             self.slots.setRect(QRectF(edges[0], 0.0, edges[-1] - edges[0], top))
+            self.strip.getAxis("bottom").set_codes(report.qmin, report.qmax)
             self.strip.setXRange(report.qmin - 1, report.qmax + 1, padding=0)
             self.strip.setYRange(0, top, padding=0.05)
             # pyqtgraph applies a new range to the view's transform while painting, which

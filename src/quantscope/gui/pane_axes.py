@@ -89,6 +89,65 @@ class RangeAxis(pg.AxisItem):
                 self.autoSIPrefixScale)
 
 
+#: How far (px) a code axis lets a tick label reach past its left end, over the empty
+#: corner under the count axis: the first code of a format whose codes start at 0 sits a
+#: code's width from that end, and its "0" is wider.
+CODE_LABEL_REACH = 12
+
+
+class CodeAxis(RangeAxis):
+    """The occupancy strip's code axis: ticks at codes of the format only (not at the spare
+    code shown at either end), a tick only where a label is, and the first label drawn even
+    where it reaches a few pixels past the axis's left end.
+
+    The strip is a fifth of the pane high: pyqtgraph's minor levels put a comb of unlabelled
+    ticks under it (every 10 codes between labels every 50). And pyqtgraph hides a label
+    that reaches past the axis's ends, so an FP8 strip (its codes start at 0, one spare code
+    shown to the left) began at "50" with no "0". To the right of the strip is the pane's
+    edge, where a label would be cut: there the axis keeps pyqtgraph's rule.
+    """
+
+    #: The first and last code of the format the strip shows (None: every tick).
+    codes: tuple[int, int] | None = None
+
+    def set_codes(self, first: int, last: int) -> None:
+        """Ticks from now on only at codes ``first`` to ``last``."""
+        if self.codes != (first, last):
+            self.codes = (first, last)
+            self._picture = None  # the kept pictures stay: each is kept with its codes
+            self.update()
+
+    def _key(self) -> tuple:
+        return (*super()._key(), self.codes)
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:
+        levels = super().tickValues(minVal, maxVal, size)
+        if self.codes is None:
+            return levels
+        first, last = self.codes
+        return [(spacing, [v for v in values if first <= v <= last])
+                for spacing, values in levels]
+
+    def boundingRect(self) -> QRectF:
+        """pyqtgraph's rectangle, reaching :data:`CODE_LABEL_REACH` past the left end."""
+        return super().boundingRect().adjusted(-CODE_LABEL_REACH, 0, 0, 0)
+
+    def generateDrawSpecs(self, p: QPainter):
+        """pyqtgraph's ticks and labels, less the ticks that have no label."""
+        specs = super().generateDrawSpecs(p)
+        if specs is None or self.grid is not False:
+            return specs
+        axis, ticks, texts = specs
+        horizontal = self.orientation in ("top", "bottom")
+
+        def along(point) -> float:
+            return point.x() if horizontal else point.y()
+
+        labelled = [along(rect.center()) for rect, _, _ in texts]
+        ticks = [tick for tick in ticks if any(abs(along(tick[1]) - at) < 0.5 for at in labelled)]
+        return axis, ticks, texts
+
+
 #: The count axis keeps room for tick labels this wide (``log₁₀(1+n)`` ticks such as "2.5"
 #: and linear counts such as "800" under their SI prefix fit).
 COUNT_TICKS = "0.00"
