@@ -83,3 +83,45 @@ def test_a_range_of_unused_codes_stays_on_one_line(view, qtbot):
     qtbot.wait(20)
     lines = _lines(label)
     assert any("-128 … -43" in line for line in lines), lines
+
+
+def _tick_label_rows(view, name: str, side: str) -> tuple[float, float]:
+    """Top and bottom (in the view's pixels) of the tick labels ``side`` of a scheme's plot."""
+    from PySide6.QtCore import QPoint
+    from PySide6.QtGui import QPainter, QPicture
+
+    widget = view.plots[name]
+    axis = widget.getPlotItem().getAxis(side)
+    picture = QPicture()
+    painter = QPainter(picture)
+    try:
+        painter.setFont(axis.style["tickFont"] or axis.font())
+        _, _, texts = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    assert texts
+    tops, bottoms = [], []
+    for rect, _, _ in texts:
+        scene = axis.mapRectToScene(rect)
+        box = widget.mapFromScene(scene).boundingRect()
+        tops.append(widget.mapTo(view, QPoint(0, box.top())).y())
+        bottoms.append(widget.mapTo(view, QPoint(0, box.bottom())).y())
+    return min(tops), max(bottoms)
+
+
+@pytest.mark.parametrize("presentation", [False, True])
+def test_the_two_schemes_axes_read_apart(view, qtbot, presentation):
+    """The symmetric plot's code labels (-64, 0, 64) and the asymmetric plot's value labels
+    under them are a line apart: stacked, their two "0"s read as one column of numbers."""
+    from quantscope.gui.theme import resolve
+
+    view.apply_theme(resolve(True, presentation, 720))
+    view.resize(1260, 560)
+    qtbot.wait(50)
+    view.grab()
+    _, codes_bottom = _tick_label_rows(view, "symmetric", "bottom")
+    values_top, _ = _tick_label_rows(view, "asymmetric", "top")
+    line = view.plots["symmetric"].getPlotItem().getAxis("bottom").style["tickFont"]
+    from PySide6.QtGui import QFontMetrics
+    height = QFontMetrics(line).height() if line is not None else 12
+    assert values_top - codes_bottom >= height, (codes_bottom, values_top, height)

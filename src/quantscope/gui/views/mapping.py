@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (
     QCheckBox,
     QDoubleSpinBox,
@@ -121,7 +122,7 @@ class MappingView(View):
         self.error.setObjectName("paneError")
         self.error.hide()
         layout.addWidget(self.error)
-        grid = QGridLayout()
+        grid = self.grid = QGridLayout()
         self.info: dict[str, QLabel] = {}
         self.plots: dict[str, pg.PlotWidget] = {}
         for i, name in enumerate(("symmetric", "asymmetric", "cast")):
@@ -142,7 +143,7 @@ class MappingView(View):
         layout.addLayout(grid, 1)
         self.mappings: tuple[SchemeMapping, SchemeMapping] | None = None
         self.cast: CastResult | None = None
-        self._theme = current_theme()
+        self.apply_theme(current_theme())
         # the labels' rows follow the plots' height in pixels: redrawn once a resize settles
         self._redraw = QTimer(self)
         self._redraw.setSingleShot(True)
@@ -223,6 +224,10 @@ class MappingView(View):
         for plot in self.plots.values():
             plot.setBackground(theme.background)
             style_plot(plot.getPlotItem(), theme)
+        # a line of tick text between the two schemes: the symmetric plot's code labels
+        # (-64 0 64) sat just above the asymmetric plot's value labels, two "0"s in a column
+        font = self.plots["symmetric"].getPlotItem().getAxis("bottom").style["tickFont"]
+        self.grid.setVerticalSpacing(QFontMetrics(font or self.font()).height())
         if self.mappings is not None:
             self._draw()
 
