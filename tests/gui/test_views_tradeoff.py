@@ -4,6 +4,7 @@ sync both ways (drag -> manual clip -> panes; other controls -> marker), without
 from __future__ import annotations
 
 import numpy as np
+import pyqtgraph as pg
 import pytest
 
 from quantscope.core import analyze
@@ -224,3 +225,26 @@ def test_a_narrow_summary_wraps_between_clauses(view, qtbot):
             assert line.endswith((";", "dB")), (width, lines)
         shown = [name for name, w in view.widgets.items() if w.isVisible()]
         assert len(schemes) == len(shown) * (2 if view._vertical else 1), (width, lines)
+
+
+@pytest.mark.parametrize("size", [(1260, 560), (1000, 450)])
+def test_the_clip_label_sits_above_every_curve(view, qtbot, size):
+    """At a projector's text size the clip line's label, near the top of the plot, stays
+    above the curves: over them it hid the top of the SQNR curve."""
+    from quantscope.gui.theme import resolve
+
+    view.apply_theme(resolve(True, True, 720))
+    view.resize(*size)
+    for name, scheme in view.plots.items():
+        qtbot.wait(50)
+        view.grab()
+        label = scheme.current.label.sceneBoundingRect()
+        for item, box in ((scheme.sqnr, scheme.sqnr_box),
+                          (scheme.total, scheme.plot.getViewBox()),
+                          (scheme.rounding, scheme.plot.getViewBox()),
+                          (scheme.clipping, scheme.plot.getViewBox())):
+            x, y = item.getData()
+            ok = np.isfinite(y)
+            top = min(box.mapViewToScene(pg.Point(float(a), float(b))).y()
+                      for a, b in zip(x[ok], y[ok], strict=True))
+            assert label.bottom() <= top, (name, item.name(), label.bottom(), top)

@@ -56,6 +56,13 @@ def _finite_points(x, y) -> tuple[np.ndarray, np.ndarray]:
     return x[ok], y[ok]
 
 
+#: Where the clip line's label sits: its top this fraction of the plot's height up from the
+#: bottom edge (near the top, where it is easy to find while dragging).
+CLIP_LABEL_AT = 0.94
+#: Pixels between the clip line's label and the highest curve under it.
+LANE_GAP_PX = 4
+
+
 #: Lines the summary keeps room for: a line per scheme and the hint (one more when a narrow tab
 #: shows one scheme, whose line then wraps).
 SUMMARY_LINES = 3
@@ -102,7 +109,7 @@ class _SchemePlot:
                                          labelOpts={"position": 0.08, "anchors": [(0, 1), (1, 1)]})
         self.best_dot = pg.PlotDataItem([], [], pen=None, symbol="o", symbolSize=11)
         self.current = pg.InfiniteLine(angle=90, movable=True, label="clip {value:.3g}",
-                                       labelOpts={"position": 0.94,
+                                       labelOpts={"position": CLIP_LABEL_AT,
                                                   "anchors": [(0, 0), (1, 0)]})
         self.current.setHoverPen(pg.mkPen("#E69F00", width=6))
         self.current.setZValue(20)
@@ -116,6 +123,27 @@ class _SchemePlot:
     def _sync_boxes(self) -> None:
         self.sqnr_box.setGeometry(self.plot.getViewBox().sceneBoundingRect())
         self.sqnr_box.linkedViewChanged(self.plot.getViewBox(), self.sqnr_box.XAxis)
+        self._leave_lane()
+
+    def _leave_lane(self) -> None:
+        """Both y ranges with a lane above the curves as deep as the clip line's label
+        reaches down: drawn over the curves, the label hid the top of the SQNR curve, which
+        peaks near the clip when the clip is near the best. The lane's share of the height
+        follows the plot's height (the label is a fixed number of pixels)."""
+        box = self.plot.getViewBox()
+        height = box.height()
+        if height <= 0:
+            return
+        reach = (1 - CLIP_LABEL_AT) * height + self.current.label.boundingRect().height()
+        lane = min((reach + LANE_GAP_PX) / height, 0.5)
+        for view in (box, self.sqnr_box):
+            bounds = view.childrenBounds()[1]
+            if bounds is None or not np.all(np.isfinite(bounds)):
+                continue
+            lo, hi = bounds
+            span = (hi - lo) or 1.0
+            below = span * view.suggestPadding(pg.ViewBox.YAxis)  # as auto-range pads
+            view.setYRange(lo - below, hi + span * lane / (1 - lane), padding=0)
 
     def style(self, theme: Theme) -> None:
         style_plot(self.plot, theme)
@@ -165,8 +193,8 @@ class _SchemePlot:
         major = decades[::step]
         axis.setTicks([list(zip(major, axis.logTickStrings(major, 1.0, 1.0), strict=True)),
                        [(d, "") for d in decades if d not in major]])
-        self.plot.getViewBox().enableAutoRange()
-        self.sqnr_box.enableAutoRange(axis=pg.ViewBox.YAxis)
+        self.plot.getViewBox().enableAutoRange(axis=pg.ViewBox.XAxis)
+        self._leave_lane()
 
 
 class TradeoffView(StateView):
