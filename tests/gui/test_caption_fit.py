@@ -142,3 +142,31 @@ def test_a_caption_too_long_for_two_lines_leaves_the_plots_their_size(projected,
     lines = drawn_lines(_shown(pane.caption), pane.caption.font(),
                         pane.caption.contentsRect().width())
     assert len(lines) == 2 and lines[-1].endswith("…"), lines
+
+
+def test_the_channel_axis_rule_reads_whole_in_a_laptop_window(make_window, qtbot):
+    """At 1280x720 outside a talk the controls' "tensor is" box shows the rule that picked
+    the channel axis in full (it read 'name "gelu_activat'), in at most two lines, broken
+    between words."""
+    from PySide6.QtWidgets import QStyle, QStyleOptionComboBox
+
+    win = make_window()
+    win.load(Source("sample", "gelu_activations"), pick=False)
+    qtbot.waitUntil(win.all_shown, timeout=60_000)
+    win.resize(1280, 720)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 720), timeout=5000)
+    qtbot.wait(50)
+    win.grab()
+    box = win.controls.role
+    assert box.currentText() == 'name "gelu_activations" says activation'
+    option = QStyleOptionComboBox()
+    box.initStyleOption(option)
+    field = box.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
+                                       QStyle.SubControl.SC_ComboBoxEditField, box)
+    shown = box.shown_text() if hasattr(box, "shown_text") else box.currentText()
+    lines = drawn_lines(shown, box.font(), field.width())
+    metrics = QFontMetricsF(box.font())
+    assert " ".join(lines) == box.currentText(), lines
+    assert all(metrics.horizontalAdvance(line) <= field.width() for line in lines), (
+        lines, field.width())
+    assert len(lines) * metrics.lineSpacing() <= field.height() + 1, (lines, field.height())

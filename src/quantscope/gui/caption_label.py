@@ -14,9 +14,16 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QFontMetricsF, QPainter
-from PySide6.QtWidgets import QLabel, QSizePolicy
+from PySide6.QtCore import QRect, QRectF, QSize, Qt
+from PySide6.QtGui import QFontMetricsF, QPainter, QPalette
+from PySide6.QtWidgets import (
+    QComboBox,
+    QLabel,
+    QSizePolicy,
+    QStyle,
+    QStyleOptionComboBox,
+    QStylePainter,
+)
 
 #: Where a caption may break, best kind first: after a clause's colon or semicolon, then
 #: after a comma (the engine's captions put their clauses between these).
@@ -137,3 +144,52 @@ class CaptionLabel(QLabel):
                                       self.foregroundRole())
         finally:
             painter.end()
+
+
+class CaptionCombo(QComboBox):
+    """A combo box that shows its current choice in up to ``lines`` lines, broken as
+    :func:`fit_caption` breaks a caption.
+
+    The channel axis's rule is a sentence the engine writes ('name "gelu_activations" says
+    activation', "2-D: taken as a weight [out, in]"): on one line in a side panel it read
+    'name "gelu_activat'. ``currentText()`` stays the sentence; the box is as tall as
+    ``lines`` lines of it, whatever it says, so a new tensor never moves the rows below.
+    """
+
+    def __init__(self, lines: int = 2, parent=None) -> None:
+        super().__init__(parent)
+        self.lines = lines
+
+    def _field(self) -> tuple[QStyleOptionComboBox, QRect]:
+        option = QStyleOptionComboBox()
+        self.initStyleOption(option)
+        field = self.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
+                                            QStyle.SubControl.SC_ComboBoxEditField, self)
+        return option, field
+
+    def shown_text(self) -> str:
+        """The current choice as drawn at the box's present width and font."""
+        _, field = self._field()
+        return fit_caption(self.currentText(), QFontMetricsF(self.font()), field.width(),
+                           self.lines)
+
+    def _extra_height(self) -> int:
+        return round(QFontMetricsF(self.font()).lineSpacing() * (self.lines - 1))
+
+    def sizeHint(self) -> QSize:
+        hint = super().sizeHint()
+        return QSize(hint.width(), hint.height() + self._extra_height())
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        return QSize(hint.width(), hint.height() + self._extra_height())
+
+    def paintEvent(self, event) -> None:
+        painter = QStylePainter(self)
+        option, field = self._field()
+        option.currentText = ""  # the frame and arrow as Qt draws them; the text below
+        painter.drawComplexControl(QStyle.ComplexControl.CC_ComboBox, option)
+        flags = int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter) \
+            | int(Qt.TextFlag.TextWordWrap)
+        painter.drawItemText(field, flags, self.palette(), self.isEnabled(), self.shown_text(),
+                             QPalette.ColorRole.ButtonText)

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 from superqt import QDoubleRangeSlider
 
+from quantscope.gui.caption_label import CaptionCombo
 from quantscope.state import RUNTIME_DESCRIPTIONS, ExplorerState, Settings, preset_rules
 from quantscope.state.settings import MAX_GROUP_SIZE
 
@@ -87,8 +88,8 @@ class Throttle(QObject):
             self.state.update_settings(**changes)
 
 
-def _combo(options: dict, tips: dict | None = None) -> QComboBox:
-    box = QComboBox()
+def _combo(options: dict, tips: dict | None = None, box: QComboBox | None = None) -> QComboBox:
+    box = box if box is not None else QComboBox()
     box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
     box.setMinimumContentsLength(8)
     for value, label in options.items():
@@ -168,10 +169,13 @@ class ControlsPanel(QGroupBox):
         bits_row = QWidget()
         bits_row.setLayout(row)
         form.addRow("bit width", bits_row)
-        self.role = _combo(ROLE_LABELS)
+        self.role = _combo(ROLE_LABELS, box=CaptionCombo())
         self.role.setToolTip("what the tensor is: its channel axis follows (picked again for "
                              "every new tensor)")
-        form.addRow("tensor is", self.role)
+        # its first choice is the rule that picked the axis, a sentence with the tensor's
+        # name in it: under its label, the panel's full width and two lines
+        form.addRow(QLabel("tensor is"))
+        form.addRow(self.role)
         self.axis = QSpinBox()
         self.axis.setKeyboardTracking(False)
         form.addRow("channel axis", self.axis)
