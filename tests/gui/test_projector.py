@@ -129,3 +129,47 @@ def test_the_matmul_controls_show_their_words(app_window, qtbot):
         if box.fontMetrics().horizontalAdvance(box.currentText()) > field.width():
             cut.append((box.currentText(), field.width()))
     assert not cut, cut
+
+
+@pytest.mark.parametrize("fixes", [False, True])
+def test_the_matmul_numbers_read_whole_without_scrolling(app_window, qtbot, fixes):
+    """At 1280x720 in a talk every number of the Matmul view is on screen (saturation, zero
+    points and the outlier split were below the fold of a scrolled column), each label's
+    text is the engine's, and a line breaks between phrases ("for K ≤" / "105,026" and "→" /
+    "[197, 1536]" did not)."""
+    from test_caption_fit import drawn_lines, split_phrases
+
+    win = _present(app_window, qtbot, (1280, 720), True)
+    index = next(i for i in range(win.views.count()) if win.views.tabText(i) == "Matmul")
+    win.views.setCurrentIndex(index)
+    win.stage.show_views(True)
+    view = win.views.currentWidget()
+    qtbot.waitUntil(lambda: view.outcome is not None, timeout=30_000)
+    if fixes:
+        view.controls.alpha.setValue(0.8)
+        view.controls.threshold.setValue(3.0)
+        qtbot.waitUntil(lambda: view.outcome.request.threshold == 3.0
+                        and view.outcome.request.alpha is not None, timeout=30_000)
+    settle(win, qtbot)
+    text = view.outcome.text
+    labels = {"shapes": view.shapes, **view.values, **view.details}
+    area = view.side_area
+    assert area.verticalScrollBar().maximum() == 0
+    for key, label in labels.items():
+        assert label.text() == text[key], key
+        if label.isHidden():
+            continue
+        top = label.mapTo(area.viewport(), label.rect().topLeft()).y()
+        bottom = label.mapTo(area.viewport(), label.rect().bottomLeft()).y()
+        assert 0 <= top and bottom <= area.viewport().height(), (key, top, bottom)
+        for part in label.shown_text().split("\n"):  # the engine's own lines, one by one
+            lines = drawn_lines(part, label.font(), label.contentsRect().width())
+            # a parenthesis on a line of its own is a phrase whole ("589,824 offline" /
+            # "(W column sums)"); the brackets' balance is checked below
+            bad = [pair for pair in split_phrases(lines) if " / '(" not in pair]
+            assert not bad, (key, lines)
+            for line in lines[:-1]:
+                assert not line.endswith(("→", "×", "≤", "/")), (key, lines)
+                assert line.count("[") == line.count("]"), (key, lines)
+                assert line.count("(") == line.count(")"), (key, lines)
+    _check_screen(win, 18)

@@ -32,7 +32,8 @@ CAPTION_BREAKS = ((": ", "; "), (", ",))
 NBSP = "\u00a0"
 #: Words a line never ends on: each belongs with the word after it ("of 255", "half a step").
 _LEADING_WORDS = frozenset({"a", "an", "the", "of", "to", "at", "up", "vs", "and", "by",
-                            "half", "each", "its", "one", "only", "≤", "≥", "≈", "<", ">"})
+                            "half", "each", "its", "one", "only", "≤", "≥", "≈", "<", ">",
+                            "/"})
 #: A number as captions write it: "9", "-0.003", "1,973", "0.7%", "24.8".
 _NUMBER = re.compile(r"^[-+−]?\(?\d[\d.,eE+−-]*%?\)?$")
 #: Punctuation that ends a clause: a line may end after it.
@@ -49,19 +50,37 @@ def _line_count(metrics: QFontMetricsF, text: str, width: float) -> int:
     return max(1, round(rect.height() / metrics.lineSpacing()))
 
 
-def keep_phrases(text: str) -> str:
+def keep_phrases(text: str, *, numbers: bool = True, parenthesis: bool = True) -> str:
     """``text`` with a non-breaking space wherever a line break would split a phrase: on
     either side of a number ("share 9 of 255 codes" stays whole) unless a clause ends there,
-    after a word that leads into the next ("of", "half a"), and before a parenthesis."""
+    after a word that leads into the next ("of", "half a"), before a parenthesis or a
+    comparison ("K ≤ 105,026"), and inside brackets and parentheses ("[197, 1536]").
+    ``parenthesis=False`` lets a line end before a parenthesis, and ``numbers=False`` leaves
+    out the first rule, for lines too narrow for a whole phrase ("589,824 offline" / "(W
+    column sums)", "0 of 302,592" / "outputs")."""
     words = text.split(" ")
     out = [words[0]]
+    depth = _bracket_depth(0, words[0])
     for prev, word in pairwise(words):
         bare = word.rstrip(":;,")
-        glue = not prev.endswith(_CLAUSE_END) and (
-            _NUMBER.match(prev) is not None or prev.lower() in _LEADING_WORDS
-            or _NUMBER.match(bare) is not None or word.startswith("("))
+        glue = depth > 0 or word in _COMPARISONS or (not prev.endswith(_CLAUSE_END) and (
+            prev.lower() in _LEADING_WORDS or (parenthesis and word.startswith("("))
+            or (numbers and (_NUMBER.match(prev) is not None
+                            or _NUMBER.match(bare) is not None))))
         out.append((NBSP if glue else " ") + word)
+        depth = _bracket_depth(depth, word)
     return "".join(out)
+
+
+#: Signs that join the words either side of them ("K ≤ 105,026", "|A| ≥ 6").
+_COMPARISONS = frozenset({"≤", "≥", "≈", "<", ">", "="})
+
+
+def _bracket_depth(depth: int, word: str) -> int:
+    """How many brackets and parentheses are open after ``word``, ``depth`` being open
+    before it."""
+    return max(0, depth + word.count("[") + word.count("(") - word.count("]")
+               - word.count(")"))
 
 
 def fit_caption(text: str, metrics: QFontMetricsF, width: float, lines: int = 2) -> str:
@@ -114,13 +133,17 @@ class CaptionLabel(QLabel):
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self._fitted: tuple[tuple, str] = ((), "")
 
+    def fit(self, metrics: QFontMetricsF, width: float) -> str:
+        """The text as drawn ``width`` wide: the caption as :func:`fit_caption` breaks it."""
+        return fit_caption(self.text(), metrics, width, self.lines)
+
     def heightForWidth(self, width: int) -> int:
         """The height of the text as drawn ``width`` wide (at most ``lines`` lines): QLabel's
         own is that of the sentence wrapped anywhere, a line more than is drawn."""
         margins = self.contentsMargins()
         room = width - margins.left() - margins.right()
         metrics = QFontMetricsF(self.font())
-        text = fit_caption(self.text(), metrics, room, self.lines)
+        text = self.fit(metrics, room)
         rect = metrics.boundingRect(QRectF(0, 0, max(room, 1), 1e6),
                                     int(Qt.TextFlag.TextWordWrap), text)
         return int(rect.height() + 0.999) + margins.top() + margins.bottom()
@@ -130,8 +153,7 @@ class CaptionLabel(QLabel):
         width = float(self.contentsRect().width())
         key = (self.text(), width, self.font().key(), self.lines)
         if self._fitted[0] != key:
-            self._fitted = (key, fit_caption(self.text(), QFontMetricsF(self.font()), width,
-                                             self.lines))
+            self._fitted = (key, self.fit(QFontMetricsF(self.font()), width))
         return self._fitted[1]
 
     def paintEvent(self, event) -> None:
@@ -144,6 +166,34 @@ class CaptionLabel(QLabel):
                                       self.foregroundRole())
         finally:
             painter.end()
+
+
+class PhraseLabel(CaptionLabel):
+    """A label for text whose lines the engine broke ("used [-82,178, 92,707]\nof
+    ±2,147,483,647"): each line shown whole where it fits, else broken between its phrases
+    (:func:`keep_phrases`) into as many lines as it takes. Its height is that of the text as
+    drawn, so a column of these lays out as it reads."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(lines=1, parent=parent)
+
+    def fit(self, metrics: QFontMetricsF, width: float) -> str:
+        if width <= 0:
+            return self.text()
+        return "\n".join(_phrased(line, metrics, width) for line in self.text().split("\n"))
+
+
+def _phrased(line: str, metrics: QFontMetricsF, width: float) -> str:
+    """``line`` whole when it fits ``width``; else with its phrases kept together, or, where
+    a number's phrase alone is wider than that, only its brackets and comparisons; else as
+    it is (wrapped between any words)."""
+    if _fits_line(metrics, line, width):
+        return line
+    for numbers, parenthesis in ((True, True), (True, False), (False, False)):
+        kept = keep_phrases(line, numbers=numbers, parenthesis=parenthesis)
+        if all(_fits_line(metrics, chunk, width) for chunk in kept.split(" ")):
+            return kept
+    return line
 
 
 class CaptionCombo(QComboBox):

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from quantscope.gui.caption_label import PhraseLabel
 from quantscope.gui.jobs import Jobs, Lane
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._legend import fit_columns, legend_below
@@ -51,6 +52,11 @@ DEBOUNCE_MS = 40
 #: Below this width the numbers stack above the plots (the window's default split gives the
 #: tabs ~40% of the screen; F9 gives them all of it).
 NARROW_PX = 900
+#: The widest the numbers beside the plots get, per column.
+SIDE_MAX_PX = 720
+#: The numbers' groups in the first column when there are two (the SQNR and the accumulator;
+#: saturation, zero points and the outlier split beside them).
+FIRST_COLUMN = 2
 #: The big numbers, in reading order: (key in display_text, caption).
 NUMBERS = (("sqnr", "SQNR vs float A·W"), ("headroom", "int32 accumulator headroom"),
            ("saturated", "Saturation"), ("zero_points", "Zero-point cost"),
@@ -119,24 +125,37 @@ class MatmulView(View):
 
         body = self.body = QHBoxLayout()
         panel = QVBoxLayout()
-        self.shapes = QLabel("")
+        self.shapes = PhraseLabel()
         panel.addWidget(self.shapes)
+        # the numbers in groups (caption, big number, details) that stand in one column or,
+        # when one column is taller than the tab, in two (see _fit_columns)
+        columns = self.columns_box = QHBoxLayout()
+        columns.setSpacing(12)
+        self.columns = (QVBoxLayout(), QVBoxLayout())
+        for column in self.columns:
+            column.addStretch(1)
+            columns.addLayout(column)
+        panel.addLayout(columns)
         self.captions, self.values, self.details = {}, {}, {}
+        self.groups: dict[str, QWidget] = {}
         for key, caption in NUMBERS:
+            group = self.groups[key] = QWidget()
+            lines = QVBoxLayout(group)
+            lines.setContentsMargins(0, 0, 0, 6)
+            lines.setSpacing(2)
             cap = QLabel(caption)
-            value = QLabel("…")
+            # the numbers break between their phrases rather than run out of a narrow tab
+            # ("14.5 bits spa", "K ≤ 10" cut off at 1600 px; "for K ≤" / "105,026" wrapped)
+            value = PhraseLabel()
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.captions[key], self.values[key] = cap, value
-            panel.addWidget(cap)
-            panel.addWidget(value)
+            lines.addWidget(cap)
+            lines.addWidget(value)
             for detail in DETAILS.get(key, ()):
-                self.details[detail] = QLabel("")
-                panel.addWidget(self.details[detail])
-            panel.addSpacing(6)
-        # the numbers wrap rather than run out of a narrow tab at presentation sizes
-        # ("14.5 bits spa", "K ≤ 10" cut off at 1600 px)
-        for label in (self.shapes, *self.values.values(), *self.details.values()):
-            label.setWordWrap(True)
+                self.details[detail] = PhraseLabel()
+                lines.addWidget(self.details[detail])
+        self._columns = 0
+        self._arrange(1)
         self.path = QLabel("")
         for clutter in (self.path, self.details["max_error"],
                         self.details["saturated_detail"]):  # hidden when presenting
@@ -153,7 +172,7 @@ class MatmulView(View):
         self.side_area.setWidgetResizable(True)
         self.side_area.setFrameShape(QFrame.Shape.NoFrame)
         self.side_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.side_area.setMaximumWidth(720)
+        self.side_area.setMaximumWidth(SIDE_MAX_PX)
         body.addWidget(self.side_area, 3)
         self.graphics = pg.GraphicsLayoutWidget()
         self.hist_plot = self.graphics.addPlot(row=0, col=0)
@@ -290,13 +309,59 @@ class MatmulView(View):
         narrow = self.width() < NARROW_PX
         self.body.setDirection(QBoxLayout.Direction.TopToBottom if narrow
                                else QBoxLayout.Direction.LeftToRight)
-        self.body.setStretchFactor(self.side_area, 0 if narrow else 3)
+        two = not narrow and self._one_column_overflows()
+        self._arrange(2 if two else 1)
+        # two columns of numbers take about half the width (each nearly as wide as the one)
+        self.body.setStretchFactor(self.side_area, 0 if narrow else 8 if two else 3)
+        self.side_area.setMaximumWidth(SIDE_MAX_PX * (2 if two else 1))
         self.graphics.setMinimumHeight(560 if narrow else 0)
         # above the plots the whole body scrolls: the numbers show in full there
         policy = Qt.ScrollBarPolicy
         self.side_area.setVerticalScrollBarPolicy(
             policy.ScrollBarAlwaysOff if narrow else policy.ScrollBarAsNeeded)
         self.side_area.setMinimumHeight(self.side.minimumSizeHint().height() if narrow else 0)
+
+    def _one_column_overflows(self) -> bool:
+        """Whether the numbers in one column beside the plots are taller than the tab has
+        room for: in a talk at 1280x720 the saturation, zero-point and outlier numbers (what
+        the sliders change) were below the fold of a scrolled column.
+
+        In one column this is the column's own height for its width. In two, it is that of
+        the groups stacked at the one column's width, with a line to spare, so that a
+        height at the edge does not switch back and forth."""
+        room = self.body_area.viewport().height()
+        if room <= 0:
+            return False
+        layout = self.side.layout()
+        if self._columns == 1:
+            return layout.totalHeightForWidth(self.side_area.viewport().width()) > room
+        share = self.body.stretch(self.body.indexOf(self.graphics))
+        width = min(SIDE_MAX_PX, (self.body_area.viewport().width() - self.body.spacing())
+                    * 3 / (3 + share))
+        margins = layout.contentsMargins()
+        width = round(width) - margins.left() - margins.right()
+        shown = [w for w in (self.shapes, *self.groups.values(), self.path)
+                 if not w.isHidden() and not (isinstance(w, QLabel) and not w.text())]
+        needed = sum(w.heightForWidth(width) if w.hasHeightForWidth()
+                     else w.sizeHint().height() for w in shown)
+        needed += layout.spacing() * len(shown) + margins.top() + margins.bottom()
+        return needed + self.shapes.fontMetrics().lineSpacing() > room
+
+    def _arrange(self, columns: int) -> None:
+        """The numbers' groups in ``columns`` (1 or 2) columns, in reading order."""
+        if columns == self._columns:
+            return
+        self._columns = columns
+        for column in self.columns:
+            for group in self.groups.values():
+                column.removeWidget(group)
+        for i, group in enumerate(self.groups.values()):
+            column = self.columns[0 if columns == 1 or i < FIRST_COLUMN else 1]
+            column.insertWidget(column.count() - 1, group)  # before the column's stretch
+        # the first column holds the two biggest numbers ("14.5 bits spare" on one line);
+        # alone, it has the whole width
+        self.columns_box.setStretch(0, 6)
+        self.columns_box.setStretch(1, 0 if columns == 1 else 5)
 
     # -- results ------------------------------------------------------------------------------
     def _on_outcome(self, outcome: LabOutcome) -> None:
