@@ -17,6 +17,10 @@ from PySide6.QtWidgets import QPushButton
 
 #: Below this many rows of window the panes' captions are left out.
 SHORT_ROWS = 900
+#: The share of the splitter the views beside the panes get when the panes can spare it.
+VIEWS_SHARE = 0.4
+#: Pixels the panes keep beyond their minimum width when they give the views room.
+PANES_SLACK_PX = 40
 
 
 class Compact(QObject):
@@ -107,8 +111,14 @@ class Compact(QObject):
                 w.resizeDocks([dock], [want], Qt.Orientation.Horizontal)
                 w.layout().activate()
                 sizes = w.splitter.sizes()
+        # on a wide screen the views get a fair share, as far as the panes have width to
+        # spare: at 1920 px their 30% (440 px) cramped every view (the Matmul controls
+        # scrolled sideways, the Mapping plots were a sliver beside their numbers)
+        total = sum(sizes)
+        spare = total - w.splitter.widget(0).minimumSizeHint().width() - PANES_SLACK_PX
+        room = max(room, min(round(total * VIEWS_SHARE), spare))
         if sizes[1] < room:
-            w.splitter.setSizes([sum(sizes) - room, room])
+            w.splitter.setSizes([total - room, room])
 
     def disable(self) -> None:
         """Leave the layout to the caller from now on (a figure sizes the window to its
