@@ -91,6 +91,7 @@ class MatmulView(View):
         self._good: tuple[Operand, Operand] = (REAL_A, REAL_W)
         self._pending_request: LabRequest | None = None
         self._chan_pens: dict = {}
+        self._row_width = 0  # the controls' width side by side (see _fit_controls)
         self._build()
         self.apply_theme(current_theme())
         if state is not None:
@@ -259,6 +260,7 @@ class MatmulView(View):
         font.setPointSize(theme.axis_font_pt)
         font.setBold(True)
         self.chan_total_label.setFont(font)
+        self.controls.set_stacked(False)  # measured again in the new font
         self._fit_controls()
 
     # -- controls -> request ------------------------------------------------------------------
@@ -301,8 +303,13 @@ class MatmulView(View):
         fit_columns(self.chan_plot, self.graphics.width())
 
     def _fit_controls(self) -> None:
-        """The controls' own height, plus the sideways scroll bar when they do not fit; in a
-        narrow tab the numbers go above the plots instead of beside them."""
+        """The controls side by side when they fit, else each side's scheme under its
+        source; their own height, plus the sideways scroll bar when even that does not fit;
+        in a narrow tab the numbers go above the plots instead of beside them."""
+        controls = self.controls
+        if not controls.stacked:  # the width the controls need side by side, in this font
+            self._row_width = controls.minimumSizeHint().width()
+        controls.set_stacked(self.controls_area.width() < self._row_width)
         bar = self.controls_area.horizontalScrollBar()
         self.controls_area.setFixedHeight(self.controls.sizeHint().height()
                                           + (bar.sizeHint().height() if bar.maximum() else 0))

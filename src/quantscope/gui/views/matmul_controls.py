@@ -94,33 +94,27 @@ class LabControls(QWidget):
         self.out = _combo(OUTPUTS)
         self.requant = _combo(REQUANT)
         self.order = _combo((("channels: worst first", True), ("channels: by index", False)))
-        grid = QGridLayout()
+        grid = self.grid = QGridLayout()
         grid.setHorizontalSpacing(8)
         grid.setVerticalSpacing(4)
-        self.sources, self.loaders = {}, {}
-        for row, (side, what, real, gens, scheme) in enumerate((
-                ("A", "activations [M, K]", "MiniLM layer-0 output [197×384]", A_GENERATORS,
-                 (self.a_sym, self.a_gran, self.a_round)),
-                ("W", "weights [K, N]", "MiniLM FFN weightᵀ [384×1536]", W_GENERATORS,
-                 (self.w_sym, self.w_gran, self.w_round)))):
-            name = QLabel(f"<b>{side}</b>")
+        self.sources, self.loaders, self.names = {}, {}, {}
+        self.schemes = {"A": (self.a_sym, self.a_gran, self.a_round),
+                        "W": (self.w_sym, self.w_gran, self.w_round)}
+        for side, what, real, gens in (
+                ("A", "activations [M, K]", "MiniLM layer-0 output [197×384]", A_GENERATORS),
+                ("W", "weights [K, N]", "MiniLM FFN weightᵀ [384×1536]", W_GENERATORS)):
+            name = self.names[side] = QLabel(f"<b>{side}</b>")
             name.setToolTip(what)
-            grid.addWidget(name, row, 0)
             box = _combo([(real, REAL_A if side == "A" else REAL_W)]
                          + [(f"generated: {GENERATORS[g].label}", ("generator", g)) for g in gens])
             self.sources[side] = box
-            grid.addWidget(box, row, 1)
             load = QPushButton(f"Load {side}…")
             load.clicked.connect(lambda _=False, s=side: self.open_dialog(s))
             self.loaders[side] = load
-            grid.addWidget(load, row, 2)
             box.currentIndexChanged.connect(self._changed)
-            for col, w in enumerate(scheme, start=3):
+            for w in self.schemes[side]:
                 w.currentIndexChanged.connect(self._changed)
-                grid.addWidget(w, row, col)
-        grid.addWidget(QLabel("<b>out</b>"), 2, 0)
-        grid.addWidget(self.out, 2, 1)
-        grid.addWidget(self.requant, 2, 3, 1, 2)
+        self.names["out"] = QLabel("<b>out</b>")
         self.out.currentIndexChanged.connect(self._changed)
         self.requant.currentIndexChanged.connect(self._changed)
         extra = QHBoxLayout()
@@ -142,17 +136,8 @@ class LabControls(QWidget):
         self.extra.setLayout(extra)
         self.extra.setProperty("clutter", True)
         extra.setContentsMargins(0, 0, 0, 0)
-        grid.addWidget(self.transpose, 3, 1, 1, 2)
-        grid.addWidget(self.extra, 3, 3, 1, 3)
-        grid.addWidget(self.order, 2, 5)
-        # each column's share of the width follows the length of the words it opens on: with
-        # the source taking three shares and each scheme one, a projector's 1280 pixels cut
-        # "half away from 0 (TFLite)" and "per output channel" while the source had room
-        # to spare; in proportion, every combo is whole there and all shrink alike below it
-        for col, boxes in ((1, (self.sources["A"], self.sources["W"], self.out)),
-                           (3, (self.a_sym, self.w_sym)), (4, (self.a_gran, self.w_gran)),
-                           (5, (self.a_round, self.w_round, self.order))):
-            grid.setColumnStretch(col, max(len(box.itemText(0)) for box in boxes) + ARROW_CHARS)
+        self.stacked: bool | None = None
+        self.set_stacked(False)
         layout.addLayout(grid)
 
         # the outlier fixes: a checkbox and a slider each; dragging a slider turns its fix on
@@ -174,6 +159,57 @@ class LabControls(QWidget):
             fixes.addWidget(slider, 1)
             fixes.addSpacing(16)
         layout.addLayout(fixes)
+
+    def set_stacked(self, stacked: bool) -> None:
+        """One row per side (source, then its scheme), or, ``stacked`` for a narrow tab, the
+        scheme on a row under the source: side by side the controls need ~760 px, and a
+        tab beside the panes scrolled them sideways."""
+        if stacked == self.stacked:
+            return
+        self.stacked = stacked
+        grid = self.grid
+        for i in reversed(range(grid.count())):
+            grid.takeAt(i)
+        a_sym, a_gran, a_round = self.schemes["A"]
+        if stacked:
+            places = [(self.names["A"], 0, 0, 1, 1), (self.sources["A"], 0, 1, 1, 2),
+                      (self.loaders["A"], 0, 3, 1, 1),
+                      *((w, 1, col, 1, 1) for col, w in enumerate(self.schemes["A"], 1)),
+                      (self.names["W"], 2, 0, 1, 1), (self.sources["W"], 2, 1, 1, 2),
+                      (self.loaders["W"], 2, 3, 1, 1),
+                      *((w, 3, col, 1, 1) for col, w in enumerate(self.schemes["W"], 1)),
+                      (self.names["out"], 4, 0, 1, 1), (self.out, 4, 1, 1, 2),
+                      (self.order, 4, 3, 1, 1), (self.requant, 5, 1, 1, 2),
+                      (self.transpose, 5, 3, 1, 1), (self.extra, 6, 1, 1, 3)]
+            # in proportion to their words here too ("half away from 0 (TFLite)" is longest)
+            stretches = {col: max(len(box.itemText(0)) for box in boxes) + ARROW_CHARS
+                         for col, boxes in ((1, (a_sym, self.w_sym)),
+                                            (2, (a_gran, self.w_gran)),
+                                            (3, (a_round, self.w_round, self.order)))}
+            stretches.update({4: 0, 5: 0})
+        else:
+            places = [(self.names["out"], 2, 0, 1, 1), (self.out, 2, 1, 1, 1),
+                      (self.requant, 2, 3, 1, 2), (self.order, 2, 5, 1, 1),
+                      (self.transpose, 3, 1, 1, 2), (self.extra, 3, 3, 1, 3)]
+            for row, side in enumerate("AW"):
+                places += [(self.names[side], row, 0, 1, 1), (self.sources[side], row, 1, 1, 1),
+                           (self.loaders[side], row, 2, 1, 1),
+                           *((w, row, col, 1, 1) for col, w in enumerate(self.schemes[side], 3))]
+            # each column's share of the width follows the length of the words it opens on:
+            # with the source taking three shares and each scheme one, a projector's 1280
+            # pixels cut "half away from 0 (TFLite)" and "per output channel" while the
+            # source had room to spare; in proportion, every combo is whole there and all
+            # shrink alike below it
+            stretches = {col: max(len(box.itemText(0)) for box in boxes) + ARROW_CHARS
+                         for col, boxes in (
+                             (1, (self.sources["A"], self.sources["W"], self.out)),
+                             (3, (a_sym, self.w_sym)), (4, (a_gran, self.w_gran)),
+                             (5, (a_round, self.w_round, self.order)))}
+            stretches[2] = 0
+        for widget, row, col, rows, cols in places:
+            grid.addWidget(widget, row, col, rows, cols)
+        for col, stretch in stretches.items():
+            grid.setColumnStretch(col, stretch)
 
     def _changed(self, *_args) -> None:
         self.changed.emit()
