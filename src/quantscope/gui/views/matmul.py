@@ -129,7 +129,7 @@ class MatmulView(View):
         self.shapes = PhraseLabel()
         panel.addWidget(self.shapes)
         # the numbers in groups (caption, big number, details) that stand in one column or,
-        # when one column is taller than the tab, in two (see _fit_columns)
+        # when one column is taller than the tab, in two (see _fit_controls)
         columns = self.columns_box = QHBoxLayout()
         columns.setSpacing(12)
         self.columns = (QVBoxLayout(), QVBoxLayout())
@@ -148,6 +148,7 @@ class MatmulView(View):
             # the numbers break between their phrases rather than run out of a narrow tab
             # ("14.5 bits spa", "K ≤ 10" cut off at 1600 px; "for K ≤" / "105,026" wrapped)
             value = PhraseLabel()
+            value.setText("…")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.captions[key], self.values[key] = cap, value
             lines.addWidget(cap)
@@ -297,6 +298,10 @@ class MatmulView(View):
         cache = self.cache
         self.job.submit(lambda ctx: cache.run(req))
 
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self._fit_controls()
+
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._fit_controls()
@@ -309,7 +314,10 @@ class MatmulView(View):
         controls = self.controls
         if not controls.stacked:  # the width the controls need side by side, in this font
             self._row_width = controls.minimumSizeHint().width()
-        controls.set_stacked(self.controls_area.width() < self._row_width)
+        # decided on screen only: a tab not shown keeps the size it last had (or Qt's
+        # default), and the controls decide again when it is shown (showEvent)
+        if self.isVisible():
+            controls.set_stacked(self.controls_area.width() < self._row_width)
         bar = self.controls_area.horizontalScrollBar()
         self.controls_area.setFixedHeight(self.controls.sizeHint().height()
                                           + (bar.sizeHint().height() if bar.maximum() else 0))
