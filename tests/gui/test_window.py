@@ -686,3 +686,22 @@ def test_a_turn_paints_what_changed_and_nothing_before_it(outlier_window, wait_r
         numbers = {turn for k, what, turn in paints.paints if k == key and what == "number"}
         assert len(plots) == 1 and plots[0] >= 0, (key, paints.paints)
         assert numbers == {plots[0]}, (key, paints.paints)
+
+
+def test_a_first_load_paints_the_plots_on_turns_only(make_window, wait_results, qtbot):
+    """The first tensor in a window: every paint of a pane's plots comes in one of its turns.
+    The zero-point label set up its transform in its first paint, which moved it and asked
+    for a second paint of the plots right after the turn (6-20 ms of GUI thread each at 16M,
+    while the engine holds the GIL for the next reports)."""
+    win = make_window()
+    st = win.state
+    qtbot.waitExposed(win)
+    qtbot.wait(50)  # the window's own first paint
+    paints = _TurnPaints(win)
+    x = generate("outliers", (64, 1000), seed=7, count=5, magnitude=40.0)
+    assert st.set_tensor(x, Source.generator("outliers", (64, 1000), 7, count=5,
+                                             magnitude=40.0))
+    wait_results(win)
+    QApplication.processEvents()
+    outside = [(key, what) for key, what, turn in paints.paints if what == "plots" and turn < 0]
+    assert not outside, [p for p in paints.paints if p[1] == "plots"]
