@@ -359,10 +359,11 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             self.panes[key].set_stale(False)
 
     def _show_panes(self, keys) -> None:
-        """Queue ``keys`` for display, one pane per turn of the event loop: a pane's update
-        and repaint take 10-35 ms (a first paint, with new axes, the most), and four in one
-        repaint -- as on a load, or at 1M elements, where all reports arrive together -- kept
-        the loop from timers and input for 100-300 ms. A queued pane stops repainting at once
+        """Queue ``keys`` for display, one pane at a time, each over two turns of the event
+        loop (:meth:`_show_next_pane`): a pane's update and repaint take 10-35 ms (a first
+        paint, with new axes, the most), and four in one repaint -- as on a load, or at 1M
+        elements, where all reports arrive together -- kept the loop from timers and input
+        for 100-300 ms. A queued pane stops repainting at once
         and keeps its old picture (its numbers and plots change together, on its turn, and a
         pane that follows another's zoom does not repaint early); each shows the newest
         report when its turn comes; a pane that shows it already (a partial result's)
@@ -382,24 +383,29 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             self.pane_timer.start()  # a zero timer: the turn that queued them ends first
 
     def _show_next_pane(self) -> None:
+        """One turn of the pane at the head of the queue: its new data (set and prepared
+        for painting) on one turn, its paint on the next. Together they took 10-15 ms of GUI
+        thread at 16M elements, and beside a busy process a turn takes two to four times its
+        CPU: apart, neither keeps the loop from timers and input for long."""
         st = self.state
         if self._queued_panes:
             key = self._queued_panes.pop(0)
             pane = self.panes[key]
             new_tensor = key in self._queued_overviews
+            new_report = key in self._queued_reports
             if new_tensor:
                 self._queued_overviews.discard(key)
                 pane.set_overview(st.overview, self.log_counts)
-            if key in self._queued_reports:
+            if new_report:
                 self._queued_reports.discard(key)
                 if key in st.results:
                     if pane.report is not st.results[key]:
                         pane.set_report(st.results[key])
                 else:
                     pane.set_error(st.errors.get(key, ""))
-            if new_tensor:  # new axes and histogram: the paint gets a turn of its own
+            if new_tensor or new_report:
                 pane.prepare_paint()
-                self._queued_panes.insert(0, key)
+                self._queued_panes.insert(0, key)  # the paint's turn comes next
             else:
                 pane.paint_now()
         if self._queued_panes:
