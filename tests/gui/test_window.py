@@ -744,3 +744,20 @@ def test_a_panes_data_and_its_paint_come_on_separate_turns(outlier_window, wait_
     assert not data_turns & paint_turns, (calls, paints.paints)
     assert {key for key, _ in paint_turns} == set(win.panes)
 
+
+def test_numbers_turn_from_grey_on_their_panes_turns(outlier_window, wait_results):
+    """Greyed numbers turn back on their pane's turn, not all four when the results arrive
+    (a style sheet on each of a pane's number labels: ~1 ms a pane, four in the stretch that
+    also took the results in)."""
+    win, st = outlier_window, outlier_window.state
+    win._mark_stale(True)  # as after a slow computation
+    paints = _TurnPaints(win)
+    calls = _record_calls(paints, win, "set_stale", "set_report")
+    st.update_settings(bits=6)
+    wait_results(win)
+    QApplication.processEvents()
+    for key, pane in win.panes.items():
+        ungrey = [turn for k, name, turn in calls if k == key and name == "set_stale"]
+        report = [turn for k, name, turn in calls if k == key and name == "set_report"]
+        assert len(ungrey) == 1 and ungrey == report, (key, calls)
+        assert pane.values["sqnr_db"].styleSheet() == ""
