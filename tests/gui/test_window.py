@@ -761,3 +761,39 @@ def test_numbers_turn_from_grey_on_their_panes_turns(outlier_window, wait_result
         report = [turn for k, name, turn in calls if k == key and name == "set_report"]
         assert len(ungrey) == 1 and ungrey == report, (key, calls)
         assert pane.values["sqnr_db"].styleSheet() == ""
+
+
+def test_numbers_shown_from_a_partial_result_are_not_greyed(outlier_window, wait_results,
+                                                            qtbot, monkeypatch):
+    """When the wait for the other panes grows long, only they are greyed: the panes that
+    show a partial result's numbers show the current settings' (greyed, they said the
+    opposite, and the complete result then spent a style sheet per label to undo it)."""
+    import threading
+
+    import quantscope.state.compute as compute_module
+
+    win = outlier_window
+    monkeypatch.setattr(compute_module, "PARALLEL_MIN_SIZE", 1)
+    monkeypatch.setattr(compute_module, "PARALLEL_CORES", True)
+    x = win.state.tensor
+    assert win.state.set_tensor(x, win.state.source, prepared=prepare_tensor(x, win.state.settings))
+    wait_results(win)
+    gate = threading.Event()
+    real = compute_module.analyze_with
+
+    def held(x, prepared, params):  # the per-channel reports wait for the gate
+        if params.granularity != "tensor":
+            gate.wait(10)
+        return real(x, prepared, params)
+
+    monkeypatch.setattr(compute_module, "analyze_with", held)
+    win.state.update_settings(bits=5)
+    tensor_panes = [p for p in PANES if p.endswith("/tensor")]
+    qtbot.waitUntil(lambda: all(win.panes[p].report.params.bits == 5 for p in tensor_panes)
+                    and not win._queued_panes, timeout=5000)
+    qtbot.waitUntil(win.computing_label.isVisible, timeout=5000)  # the wait grew long
+    greyed = {p: "color" in win.panes[p].values["sqnr_db"].styleSheet() for p in PANES}
+    gate.set()
+    wait_results(win)
+    assert greyed == {p: not p.endswith("/tensor") for p in PANES}
+    assert all(pane.values["sqnr_db"].styleSheet() == "" for pane in win.panes.values())

@@ -84,7 +84,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.stale_timer = QTimer(self)
         self.stale_timer.setSingleShot(True)
         self.stale_timer.setInterval(STALE_MS)
-        self.stale_timer.timeout.connect(lambda: self._mark_stale(True))
+        self.stale_timer.timeout.connect(self._mark_lagging)
         # New reports and histograms reach the panes one pane per turn of the event loop
         # (see _show_panes).
         self._queued_panes: list[str] = []  # in turn order
@@ -337,13 +337,21 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             for pane in self.panes.values():
                 pane.show_range(self.state.overview)
 
-    def _mark_stale(self, on: bool) -> None:
-        """Grey the numbers (and say so) while they belong to the previous settings."""
+    def _mark_stale(self, on: bool, keys: list[str] | None = None) -> None:
+        """Grey the numbers of ``keys`` (every pane's when None), and say so, while they
+        belong to the previous settings; or none."""
         if not on:
             self.stale_timer.stop()
         self.computing_label.setVisible(on)
-        for key in self.panes:
+        for key in self.panes if keys is None else keys:
             self._set_stale(key, on)
+
+    def _mark_lagging(self) -> None:
+        """The wait for results grew long: grey the panes that have none of the current
+        settings yet. A pane that has them (a partial result's) shows current numbers."""
+        st = self.state
+        self._mark_stale(True, [k for k in self.panes if k not in st.results
+                                and k not in st.errors])
 
     def _set_stale(self, key: str, on: bool) -> None:
         """Grey a pane's numbers or not; a queued pane's on its turn, with its new numbers
