@@ -85,8 +85,8 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.stale_timer.setSingleShot(True)
         self.stale_timer.setInterval(STALE_MS)
         self.stale_timer.timeout.connect(self._mark_lagging)
-        # New reports and histograms reach the panes one pane per turn of the event loop
-        # (see _show_panes).
+        # New reports and histograms reach the panes a pane at a time, over turns of the
+        # event loop (see _show_panes).
         self._queued_panes: list[str] = []  # in turn order
         self._queued_overviews: set[str] = set()  # of those, the ones with a new histogram
         self._queued_reports: set[str] = set()  # and with new results
@@ -381,11 +381,10 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         loop (:meth:`_show_next_pane`): a pane's update and repaint take 10-35 ms (a first
         paint, with new axes, the most), and four in one repaint -- as on a load, or at 1M
         elements, where all reports arrive together -- kept the loop from timers and input
-        for 100-300 ms. A queued pane stops repainting at once
-        and keeps its old picture (its numbers and plots change together, on its turn, and a
-        pane that follows another's zoom does not repaint early); each shows the newest
-        report when its turn comes; a pane that shows it already (a partial result's)
-        is left alone."""
+        for 100-300 ms. A queued pane stops repainting at once and keeps its old picture (its
+        numbers and plots change together, on its turn, and a pane that follows another's
+        zoom does not repaint early); each shows the newest report when its turn comes; a
+        pane that shows it already (a partial result's) is left alone."""
         st = self.state
         keys = [k for k in keys
                 if not (k in st.results and self.panes[k].report is st.results[k])]
