@@ -797,3 +797,12 @@ def test_numbers_shown_from_a_partial_result_are_not_greyed(outlier_window, wait
     wait_results(win)
     assert greyed == {p: not p.endswith("/tensor") for p in PANES}
     assert all(pane.values["sqnr_db"].styleSheet() == "" for pane in win.panes.values())
+
+
+def test_the_stale_timer_leaves_current_numbers_alone(outlier_window):
+    """Every pane has the current settings' numbers when the stale timer fires (it was
+    started before they came): nothing is greyed and the status bar does not say otherwise."""
+    win = outlier_window
+    win.stale_timer.timeout.emit()
+    assert not win.computing_label.isVisible()
+    assert all(pane.values["sqnr_db"].styleSheet() == "" for pane in win.panes.values())

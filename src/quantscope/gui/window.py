@@ -350,8 +350,9 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         """The wait for results grew long: grey the panes that have none of the current
         settings yet. A pane that has them (a partial result's) shows current numbers."""
         st = self.state
-        self._mark_stale(True, [k for k in self.panes if k not in st.results
-                                and k not in st.errors])
+        lagging = [k for k in self.panes if k not in st.results and k not in st.errors]
+        if lagging:
+            self._mark_stale(True, lagging)
 
     def _set_stale(self, key: str, on: bool) -> None:
         """Grey a pane's numbers or not; a queued pane's on its turn, with its new numbers
