@@ -686,3 +686,123 @@ def test_a_turn_paints_what_changed_and_nothing_before_it(outlier_window, wait_r
         numbers = {turn for k, what, turn in paints.paints if k == key and what == "number"}
         assert len(plots) == 1 and plots[0] >= 0, (key, paints.paints)
         assert numbers == {plots[0]}, (key, paints.paints)
+
+
+def test_a_first_load_paints_the_plots_on_turns_only(make_window, wait_results, qtbot):
+    """The first tensor in a window: every paint of a pane's plots comes in one of its turns.
+    The zero-point label set up its transform in its first paint, which moved it and asked
+    for a second paint of the plots right after the turn (6-20 ms of GUI thread each at 16M,
+    while the engine holds the GIL for the next reports)."""
+    win = make_window()
+    st = win.state
+    qtbot.waitExposed(win)
+    qtbot.wait(50)  # the window's own first paint
+    paints = _TurnPaints(win)
+    x = generate("outliers", (64, 1000), seed=7, count=5, magnitude=40.0)
+    assert st.set_tensor(x, Source.generator("outliers", (64, 1000), 7, count=5,
+                                             magnitude=40.0))
+    wait_results(win)
+    QApplication.processEvents()
+    outside = [(key, what) for key, what, turn in paints.paints if what == "plots" and turn < 0]
+    assert not outside, [p for p in paints.paints if p[1] == "plots"]
+
+
+def _record_calls(paints: _TurnPaints, win, *names: str) -> list[tuple[str, str, int]]:
+    """``(pane, method, turn)`` for each call of the panes' methods ``names`` (the turn of
+    ``paints``, -1 outside any turn)."""
+    calls: list[tuple[str, str, int]] = []
+    for key, pane in win.panes.items():
+        for name in names:
+            method = getattr(pane, name)
+
+            def call(*args, _key=key, _name=name, _method=method, **kwargs):
+                calls.append((_key, _name, paints.turn if paints.in_turn else -1))
+                return _method(*args, **kwargs)
+
+            setattr(pane, name, call)
+    return calls
+
+
+def test_a_panes_data_and_its_paint_come_on_separate_turns(outlier_window, wait_results):
+    """A pane's new data (a new tensor's histogram, a report's numbers and grid) is set on
+    one turn and painted on the next: together, 10-15 ms of GUI thread at 16M elements, and
+    two to four times that beside a busy process."""
+    win, st = outlier_window, outlier_window.state
+    paints = _TurnPaints(win)
+    calls = _record_calls(paints, win, "set_report", "set_overview")
+    x = generate("outliers", (64, 1000), seed=7, count=5, magnitude=40.0)
+    assert st.set_tensor(x, Source.generator("outliers", (64, 1000), 7, count=5,
+                                             magnitude=40.0))
+    wait_results(win)
+    st.update_settings(bits=6)
+    wait_results(win)
+    QApplication.processEvents()
+    data_turns = {(key, turn) for key, _, turn in calls}
+    paint_turns = {(key, turn) for key, what, turn in paints.paints if what == "plots"}
+    assert {name for _, name, _ in calls} == {"set_report", "set_overview"}
+    assert all(turn >= 0 for _, turn in data_turns | paint_turns), (calls, paints.paints)
+    assert not data_turns & paint_turns, (calls, paints.paints)
+    assert {key for key, _ in paint_turns} == set(win.panes)
+
+
+def test_numbers_turn_from_grey_on_their_panes_turns(outlier_window, wait_results):
+    """Greyed numbers turn back on their pane's turn, not all four when the results arrive
+    (a style sheet on each of a pane's number labels: ~1 ms a pane, four in the stretch that
+    also took the results in)."""
+    win, st = outlier_window, outlier_window.state
+    win._mark_stale(True)  # as after a slow computation
+    paints = _TurnPaints(win)
+    calls = _record_calls(paints, win, "set_stale", "set_report")
+    st.update_settings(bits=6)
+    wait_results(win)
+    QApplication.processEvents()
+    for key, pane in win.panes.items():
+        ungrey = [turn for k, name, turn in calls if k == key and name == "set_stale"]
+        report = [turn for k, name, turn in calls if k == key and name == "set_report"]
+        assert len(ungrey) == 1 and ungrey == report, (key, calls)
+        assert pane.values["sqnr_db"].styleSheet() == ""
+
+
+def test_numbers_shown_from_a_partial_result_are_not_greyed(outlier_window, wait_results,
+                                                            qtbot, monkeypatch):
+    """When the wait for the other panes grows long, only they are greyed: the panes that
+    show a partial result's numbers show the current settings' (greyed, they said the
+    opposite, and the complete result then spent a style sheet per label to undo it)."""
+    import threading
+
+    import quantscope.state.compute as compute_module
+
+    win = outlier_window
+    monkeypatch.setattr(compute_module, "PARALLEL_MIN_SIZE", 1)
+    monkeypatch.setattr(compute_module, "PARALLEL_CORES", True)
+    x = win.state.tensor
+    assert win.state.set_tensor(x, win.state.source, prepared=prepare_tensor(x, win.state.settings))
+    wait_results(win)
+    gate = threading.Event()
+    real = compute_module.analyze_with
+
+    def held(x, prepared, params):  # the per-channel reports wait for the gate
+        if params.granularity != "tensor":
+            gate.wait(10)
+        return real(x, prepared, params)
+
+    monkeypatch.setattr(compute_module, "analyze_with", held)
+    win.state.update_settings(bits=5)
+    tensor_panes = [p for p in PANES if p.endswith("/tensor")]
+    qtbot.waitUntil(lambda: all(win.panes[p].report.params.bits == 5 for p in tensor_panes)
+                    and not win._queued_panes, timeout=5000)
+    qtbot.waitUntil(win.computing_label.isVisible, timeout=5000)  # the wait grew long
+    greyed = {p: "color" in win.panes[p].values["sqnr_db"].styleSheet() for p in PANES}
+    gate.set()
+    wait_results(win)
+    assert greyed == {p: not p.endswith("/tensor") for p in PANES}
+    assert all(pane.values["sqnr_db"].styleSheet() == "" for pane in win.panes.values())
+
+
+def test_the_stale_timer_leaves_current_numbers_alone(outlier_window):
+    """Every pane has the current settings' numbers when the stale timer fires (it was
+    started before they came): nothing is greyed and the status bar does not say otherwise."""
+    win = outlier_window
+    win.stale_timer.timeout.emit()
+    assert not win.computing_label.isVisible()
+    assert all(pane.values["sqnr_db"].styleSheet() == "" for pane in win.panes.values())

@@ -692,6 +692,10 @@ class Pane(QFrame):
         self.graphics.ci.layout.activate()  # an axis that grew moves the plots now
         if self.rebin_timer.isActive():  # the view moved (a zoom, a resize): bin it now
             self._rebin()
+        # the zero-point label undoes the view's scaling in a transform of its own, which it
+        # sets up in its first paint (later, on the scene's prepareForPaint): set there, it
+        # moves the label and asks for a second paint right after the first
+        self.zero.label.updateTransform()
         scene = self.graphics.scene()
         # the scene's queued dirty-item pass, now, while updates are off: run after the
         # paint, it would ask for a second one

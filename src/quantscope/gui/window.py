@@ -84,12 +84,13 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.stale_timer = QTimer(self)
         self.stale_timer.setSingleShot(True)
         self.stale_timer.setInterval(STALE_MS)
-        self.stale_timer.timeout.connect(lambda: self._mark_stale(True))
-        # New reports and histograms reach the panes one pane per turn of the event loop
-        # (see _show_panes).
+        self.stale_timer.timeout.connect(self._mark_lagging)
+        # New reports and histograms reach the panes a pane at a time, over turns of the
+        # event loop (see _show_panes).
         self._queued_panes: list[str] = []  # in turn order
         self._queued_overviews: set[str] = set()  # of those, the ones with a new histogram
         self._queued_reports: set[str] = set()  # and with new results
+        self._queued_stale: dict[str, bool] = {}  # and greyed or not on their turn
         self.pane_timer = QTimer(self)
         self.pane_timer.setSingleShot(True)
         self.pane_timer.setInterval(0)
@@ -338,13 +339,31 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             for pane in self.panes.values():
                 pane.show_range(self.state.overview)
 
-    def _mark_stale(self, on: bool) -> None:
-        """Grey the numbers (and say so) while they belong to the previous settings."""
+    def _mark_stale(self, on: bool, keys: list[str] | None = None) -> None:
+        """Grey the numbers of ``keys`` (every pane's when None), and say so, while they
+        belong to the previous settings; or none."""
         if not on:
             self.stale_timer.stop()
         self.computing_label.setVisible(on)
-        for pane in self.panes.values():
-            pane.set_stale(on)
+        for key in self.panes if keys is None else keys:
+            self._set_stale(key, on)
+
+    def _mark_lagging(self) -> None:
+        """The wait for results grew long: grey the panes that have none of the current
+        settings yet. A pane that has them (a partial result's) shows current numbers."""
+        st = self.state
+        lagging = [k for k in self.panes if k not in st.results and k not in st.errors]
+        if lagging:
+            self._mark_stale(True, lagging)
+
+    def _set_stale(self, key: str, on: bool) -> None:
+        """Grey a pane's numbers or not; a queued pane's on its turn, with its new numbers
+        (held, it shows neither until then). A style sheet on each of a pane's number labels
+        costs ~1 ms: four panes at once made a result's arrival the loop's longest stretch."""
+        if key in self._queued_panes:
+            self._queued_stale[key] = on
+        else:
+            self.panes[key].set_stale(on)
 
     def _show_results(self) -> None:
         # held first: a held pane's numbers turn from grey on its turn, with the new ones
@@ -358,17 +377,17 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         ready = [k for k in self.panes if k in st.results or k in st.errors]
         self._show_panes(ready)
         for key in ready:
-            self.panes[key].set_stale(False)
+            self._set_stale(key, False)
 
     def _show_panes(self, keys) -> None:
-        """Queue ``keys`` for display, one pane per turn of the event loop: a pane's update
-        and repaint take 10-35 ms (a first paint, with new axes, the most), and four in one
-        repaint -- as on a load, or at 1M elements, where all reports arrive together -- kept
-        the loop from timers and input for 100-300 ms. A queued pane stops repainting at once
-        and keeps its old picture (its numbers and plots change together, on its turn, and a
-        pane that follows another's zoom does not repaint early); each shows the newest
-        report when its turn comes; a pane that shows it already (a partial result's)
-        is left alone."""
+        """Queue ``keys`` for display, one pane at a time, each over two turns of the event
+        loop (:meth:`_show_next_pane`): a pane's update and repaint take 10-35 ms (a first
+        paint, with new axes, the most), and four in one repaint -- as on a load, or at 1M
+        elements, where all reports arrive together -- kept the loop from timers and input
+        for 100-300 ms. A queued pane stops repainting at once and keeps its old picture (its
+        numbers and plots change together, on its turn, and a pane that follows another's
+        zoom does not repaint early); each shows the newest report when its turn comes; a
+        pane that shows it already (a partial result's) is left alone."""
         st = self.state
         keys = [k for k in keys
                 if not (k in st.results and self.panes[k].report is st.results[k])]
@@ -384,24 +403,31 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             self.pane_timer.start()  # a zero timer: the turn that queued them ends first
 
     def _show_next_pane(self) -> None:
+        """One turn of the pane at the head of the queue: its new data (set and prepared
+        for painting) on one turn, its paint on the next. Together they took 10-15 ms of GUI
+        thread at 16M elements, and beside a busy process a turn takes two to four times its
+        CPU: apart, neither keeps the loop from timers and input for long."""
         st = self.state
         if self._queued_panes:
             key = self._queued_panes.pop(0)
             pane = self.panes[key]
+            if key in self._queued_stale:
+                pane.set_stale(self._queued_stale.pop(key))
             new_tensor = key in self._queued_overviews
+            new_report = key in self._queued_reports
             if new_tensor:
                 self._queued_overviews.discard(key)
                 pane.set_overview(st.overview, self.log_counts)
-            if key in self._queued_reports:
+            if new_report:
                 self._queued_reports.discard(key)
                 if key in st.results:
                     if pane.report is not st.results[key]:
                         pane.set_report(st.results[key])
                 else:
                     pane.set_error(st.errors.get(key, ""))
-            if new_tensor:  # new axes and histogram: the paint gets a turn of its own
+            if new_tensor or new_report:
                 pane.prepare_paint()
-                self._queued_panes.insert(0, key)
+                self._queued_panes.insert(0, key)  # the paint's turn comes next
             else:
                 pane.paint_now()
         if self._queued_panes:
@@ -467,6 +493,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self._queued_panes.clear()
         self._queued_overviews.clear()
         self._queued_reports.clear()
+        self._queued_stale.clear()
         for pane in self.panes.values():
             pane.release_paint()  # no pane stays held
         self.statusBar().clearMessage()  # stops the status bar's message timeout timer
