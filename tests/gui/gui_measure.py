@@ -170,3 +170,41 @@ def look(window: QWidget) -> dict:
     if views is not None:
         out["current view"] = views.currentIndex()
     return out
+
+
+def rich_text_lines(label: QLabel) -> list[str]:
+    """The lines a rich-text label lays its text out in, at its present width (line
+    separators and no-break spaces read as plain text)."""
+    from PySide6.QtGui import QTextDocument
+
+    doc = QTextDocument()
+    doc.setDefaultFont(label.font())
+    doc.setDocumentMargin(0)
+    doc.setHtml(label.text())
+    doc.setTextWidth(label.contentsRect().width())
+    doc.documentLayout().documentSize()  # lays the blocks out
+    lines = []
+    block = doc.begin()
+    while block.isValid():
+        layout = block.layout()
+        for i in range(layout.lineCount()):
+            line = layout.lineAt(i)
+            lines.append(block.text()[line.textStart():line.textStart() + line.textLength()])
+        block = block.next()
+    return [line.replace("\u2028", "").replace("\u00a0", " ").strip() for line in lines]
+
+
+def cut_combo_texts(boxes) -> list[tuple[str, int]]:
+    """(text, field width) of each combo box whose current text is wider than its field."""
+    from PySide6.QtWidgets import QStyle, QStyleOptionComboBox
+
+    cut = []
+    for box in boxes:
+        option = QStyleOptionComboBox()
+        option.initFrom(box)
+        option.currentText = box.currentText()
+        field = box.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
+                                           QStyle.SubControl.SC_ComboBoxEditField, box)
+        if box.fontMetrics().horizontalAdvance(box.currentText()) > field.width():
+            cut.append((box.currentText(), field.width()))
+    return cut

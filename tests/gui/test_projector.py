@@ -6,7 +6,13 @@ the screen tall -- measured on the panes and on every view the keys bring up."""
 from __future__ import annotations
 
 import pytest
-from gui_measure import axis_labels_cut, cut_labels, scene_texts, widget_texts
+from gui_measure import (
+    axis_labels_cut,
+    cut_combo_texts,
+    cut_labels,
+    scene_texts,
+    widget_texts,
+)
 
 SIZES = [((1280, 720), 18), ((1920, 1080), 24)]
 
@@ -109,7 +115,7 @@ def test_controls_a_key_away_and_the_window_still_fits(app_window, qtbot):
 def test_the_matmul_controls_show_their_words(app_window, qtbot):
     """Every scheme, rounding and output choice of the Matmul view reads whole at 1280x720
     ("half away from 0 (TFLite)" was cut to "half away from (" beside a half-empty source)."""
-    from PySide6.QtWidgets import QComboBox, QStyle, QStyleOptionComboBox
+    from PySide6.QtWidgets import QComboBox
 
     win = _present(app_window, qtbot, (1280, 720), False)
     index = next(i for i in range(win.views.count()) if win.views.tabText(i) == "Matmul")
@@ -119,15 +125,7 @@ def test_the_matmul_controls_show_their_words(app_window, qtbot):
     settle(win, qtbot)
     boxes = [b for b in win.views.currentWidget().findChildren(QComboBox) if b.isVisible()]
     assert len(boxes) >= 9
-    cut = []
-    for box in boxes:
-        option = QStyleOptionComboBox()
-        option.initFrom(box)
-        option.currentText = box.currentText()
-        field = box.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
-                                           QStyle.SubControl.SC_ComboBoxEditField, box)
-        if box.fontMetrics().horizontalAdvance(box.currentText()) > field.width():
-            cut.append((box.currentText(), field.width()))
+    cut = cut_combo_texts(boxes)
     assert not cut, cut
 
 

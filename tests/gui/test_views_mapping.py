@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gui_measure import rich_text_lines
 
 from quantscope.core.mapping import map_values
 from quantscope.gui.views.mapping import MappingView
@@ -55,25 +56,6 @@ def test_bad_values_are_said_and_the_figure_kept(view):
     assert not view.error.isVisible() and len(view.export_data()["symmetric"]["codes"]) == 64
 
 
-def _lines(label) -> list[str]:
-    """The lines a rich-text label lays its text out in, at its present width."""
-    from PySide6.QtGui import QTextDocument
-
-    doc = QTextDocument()
-    doc.setDefaultFont(label.font())
-    doc.setHtml(label.text())
-    doc.setDocumentMargin(0)
-    doc.setTextWidth(label.contentsRect().width())
-    doc.documentLayout().documentSize()  # lays the blocks out
-    lines = []
-    block = doc.begin()
-    while block.isValid():
-        layout = block.layout()
-        for i in range(layout.lineCount()):
-            line = layout.lineAt(i)
-            lines.append(block.text()[line.textStart():line.textStart() + line.textLength()])
-        block = block.next()
-    return [line.replace("\u2028", "").replace("\u00a0", " ").strip() for line in lines]
 
 
 def test_a_range_of_unused_codes_stays_on_one_line(view, qtbot):
@@ -81,7 +63,7 @@ def test_a_range_of_unused_codes_stays_on_one_line(view, qtbot):
     label = view.info["symmetric"]
     label.setFixedWidth(label.fontMetrics().horizontalAdvance("codes never used: -128 …"))
     qtbot.wait(20)
-    lines = _lines(label)
+    lines = rich_text_lines(label)
     assert any("-128 … -43" in line for line in lines), lines
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 import pytest
+from gui_measure import rich_text_lines
 
 from quantscope.core import analyze
 from quantscope.core.explain import clip_threshold
@@ -187,25 +188,6 @@ def test_line_labels_stay_in_view_wherever_the_lines_are(view, qtbot, where):
                     width, (x0, x1), where, line.label.toPlainText())
 
 
-def _summary_lines(label) -> list[str]:
-    """The lines the summary label lays its rich text out in, at its present width."""
-    from PySide6.QtGui import QTextDocument
-
-    doc = QTextDocument()
-    doc.setDefaultFont(label.font())
-    doc.setDocumentMargin(0)
-    doc.setHtml(label.text())
-    doc.setTextWidth(label.contentsRect().width())
-    doc.documentLayout().documentSize()  # lays the blocks out
-    lines = []
-    block = doc.begin()
-    while block.isValid():
-        layout = block.layout()
-        for i in range(layout.lineCount()):
-            line = layout.lineAt(i)
-            lines.append(block.text()[line.textStart():line.textStart() + line.textLength()])
-        block = block.next()
-    return [line.replace("\u2028", "").replace("\u00a0", " ").strip() for line in lines]
 
 
 def test_a_narrow_summary_wraps_between_clauses(view, qtbot):
@@ -219,7 +201,7 @@ def test_a_narrow_summary_wraps_between_clauses(view, qtbot):
     for width in range(start, max(1000, start + 400), 8):
         view.resize(width, 800)
         qtbot.wait(1)
-        lines = _summary_lines(view.summary)
+        lines = rich_text_lines(view.summary)
         schemes = lines[:next(i for i, line in enumerate(lines) if line.startswith("Drag"))]
         for line in schemes:
             assert line.endswith((";", "dB")), (width, lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gui_measure import cut_combo_texts
 
 from quantscope.core.captions import pane_captions
 from quantscope.core.explain import clip_threshold
@@ -141,21 +142,11 @@ def test_the_views_beside_the_panes_have_room_on_a_wide_screen(wide, qtbot):
 def test_the_matmul_controls_stack_in_a_tab_beside_the_panes(wide, qtbot):
     """Beside the panes the Matmul controls put each side's scheme under its source and
     read whole, without a sideways scroll bar."""
-    from PySide6.QtWidgets import QComboBox, QStyle, QStyleOptionComboBox
+    from PySide6.QtWidgets import QComboBox
 
     view = _show_view(wide, qtbot, "Matmul")
     qtbot.waitUntil(lambda: view.outcome is not None, timeout=30_000)
     wide.grab()
     assert view.controls_area.horizontalScrollBar().maximum() == 0
-    cut = []
-    for box in view.controls.findChildren(QComboBox):
-        if not box.isVisible():
-            continue
-        option = QStyleOptionComboBox()
-        option.initFrom(box)
-        option.currentText = box.currentText()
-        field = box.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
-                                           QStyle.SubControl.SC_ComboBoxEditField, box)
-        if box.fontMetrics().horizontalAdvance(box.currentText()) > field.width():
-            cut.append((box.currentText(), field.width()))
+    cut = cut_combo_texts(b for b in view.controls.findChildren(QComboBox) if b.isVisible())
     assert not cut, cut
