@@ -380,6 +380,31 @@ def test_add_view_shows_a_tab_beside_the_panes(make_window):
     assert win.views.widget(0) is label
 
 
+def _hold_per_channel_reports(win, monkeypatch, wait_results):
+    """Make the window's reports run on parallel threads, prepared, and the per-channel ones
+    wait for the returned gate (set it to let them finish): the per-tensor pair arrives first,
+    as a partial result."""
+    import threading
+
+    import quantscope.state.compute as compute_module
+
+    monkeypatch.setattr(compute_module, "PARALLEL_MIN_SIZE", 1)
+    monkeypatch.setattr(compute_module, "PARALLEL_CORES", True)
+    x = win.state.tensor
+    assert win.state.set_tensor(x, win.state.source, prepared=prepare_tensor(x, win.state.settings))
+    wait_results(win)
+    gate = threading.Event()
+    real = compute_module.analyze_with
+
+    def held(x, prepared, params):
+        if params.granularity != "tensor":
+            gate.wait(10)
+        return real(x, prepared, params)
+
+    monkeypatch.setattr(compute_module, "analyze_with", held)
+    return gate
+
+
 def test_numbers_that_lag_the_controls_are_marked(outlier_window, wait_results, qtbot):
     import threading
 
@@ -402,25 +427,8 @@ def test_panes_ready_first_are_shown_while_the_others_compute(outlier_window, wa
     """With the per-channel panes on their own threads, the per-tensor panes show their new
     numbers as soon as they are ready, the per-channel panes keep the previous ones (greyed)
     until theirs arrive, and then every pane equals the engine."""
-    import threading
-
-    import quantscope.state.compute as compute_module
-
     win = outlier_window
-    monkeypatch.setattr(compute_module, "PARALLEL_MIN_SIZE", 1)
-    monkeypatch.setattr(compute_module, "PARALLEL_CORES", True)
-    x = win.state.tensor
-    assert win.state.set_tensor(x, win.state.source, prepared=prepare_tensor(x, win.state.settings))
-    wait_results(win)
-    gate = threading.Event()
-    real = compute_module.analyze_with
-
-    def held(x, prepared, params):  # the per-channel reports wait for the gate
-        if params.granularity != "tensor":
-            gate.wait(10)
-        return real(x, prepared, params)
-
-    monkeypatch.setattr(compute_module, "analyze_with", held)
+    gate = _hold_per_channel_reports(win, monkeypatch, wait_results)
     before = win.panes["symmetric/channel"].report
     win.state.update_settings(bits=5)
     tensor_panes = [win.panes[p] for p in PANES if p.endswith("/tensor")]
@@ -768,25 +776,8 @@ def test_numbers_shown_from_a_partial_result_are_not_greyed(outlier_window, wait
     """When the wait for the other panes grows long, only they are greyed: the panes that
     show a partial result's numbers show the current settings' (greyed, they said the
     opposite, and the complete result then spent a style sheet per label to undo it)."""
-    import threading
-
-    import quantscope.state.compute as compute_module
-
     win = outlier_window
-    monkeypatch.setattr(compute_module, "PARALLEL_MIN_SIZE", 1)
-    monkeypatch.setattr(compute_module, "PARALLEL_CORES", True)
-    x = win.state.tensor
-    assert win.state.set_tensor(x, win.state.source, prepared=prepare_tensor(x, win.state.settings))
-    wait_results(win)
-    gate = threading.Event()
-    real = compute_module.analyze_with
-
-    def held(x, prepared, params):  # the per-channel reports wait for the gate
-        if params.granularity != "tensor":
-            gate.wait(10)
-        return real(x, prepared, params)
-
-    monkeypatch.setattr(compute_module, "analyze_with", held)
+    gate = _hold_per_channel_reports(win, monkeypatch, wait_results)
     win.state.update_settings(bits=5)
     tensor_panes = [p for p in PANES if p.endswith("/tensor")]
     qtbot.waitUntil(lambda: all(win.panes[p].report.params.bits == 5 for p in tensor_panes)
