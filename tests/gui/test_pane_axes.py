@@ -103,6 +103,14 @@ def _tick_specs(axis) -> tuple[list, list[str]]:
     return ticks, [text for _, _, text in texts]
 
 
+def _assert_strip_labels_are_codes(window) -> None:
+    """The strip's code axis labels only codes: the spare code at either end is no code."""
+    for pane in window.panes.values():
+        _, labels = _tick_specs(pane.strip.getAxis("bottom"))
+        report = pane.report
+        assert all(report.qmin <= float(t) <= report.qmax for t in labels), (pane.key, labels)
+
+
 @pytest.mark.parametrize("log", [True, False])
 def test_the_count_axis_labels_its_base(window, qtbot, log):
     """The count starts at 0 on the plot's bottom edge; its label is drawn there."""
@@ -113,10 +121,7 @@ def test_the_count_axis_labels_its_base(window, qtbot, log):
         assert axis.range[0] == 0
         _, labels = _tick_specs(axis)
         assert "0" in labels, (pane.key, labels)
-    for pane in window.panes.values():  # the spare code at either end is no code: no label
-        _, labels = _tick_specs(pane.strip.getAxis("bottom"))
-        report = pane.report
-        assert all(report.qmin <= float(t) <= report.qmax for t in labels), (pane.key, labels)
+    _assert_strip_labels_are_codes(window)
 
 
 def test_the_strip_count_axis_draws_only_labelled_ticks(window, qtbot):
@@ -151,7 +156,4 @@ def test_a_format_whose_codes_start_at_0_labels_the_0(window, wait_results, qtbo
         assert axis.range[0] < 0 <= axis.range[0] + 1
         _, labels = _tick_specs(axis)
         assert "0" in labels, (pane.key, labels)
-    for pane in window.panes.values():  # the spare code at either end is no code: no label
-        _, labels = _tick_specs(pane.strip.getAxis("bottom"))
-        report = pane.report
-        assert all(report.qmin <= float(t) <= report.qmax for t in labels), (pane.key, labels)
+    _assert_strip_labels_are_codes(window)
