@@ -38,6 +38,8 @@ _LEADING_WORDS = frozenset({"a", "an", "the", "of", "to", "at", "up", "vs", "and
 _NUMBER = re.compile(r"^[-+−]?\(?\d[\d.,eE+−-]*%?\)?$")
 #: Punctuation that ends a clause: a line may end after it.
 _CLAUSE_END = (":", ";", ",")
+#: Signs that join the words either side of them ("K ≤ 105,026", "|A| ≥ 6").
+_COMPARISONS = frozenset({"≤", "≥", "≈", "<", ">", "="})
 
 
 def _fits_line(metrics: QFontMetricsF, text: str, width: float) -> bool:
@@ -70,10 +72,6 @@ def keep_phrases(text: str, *, numbers: bool = True, parenthesis: bool = True) -
         out.append((NBSP if glue else " ") + word)
         depth = _bracket_depth(depth, word)
     return "".join(out)
-
-
-#: Signs that join the words either side of them ("K ≤ 105,026", "|A| ≥ 6").
-_COMPARISONS = frozenset({"≤", "≥", "≈", "<", ">", "="})
 
 
 def _bracket_depth(depth: int, word: str) -> int:
