@@ -2,6 +2,7 @@
 results: the same codes, counts, clips and maximum error bit for bit, the same error sums to
 float64 roundoff, under every rounding rule and arithmetic."""
 
+import functools
 import itertools
 import sys
 
@@ -102,6 +103,37 @@ def _shares_of(n: int) -> list[tuple[int, int]]:
     """Unaligned shares: a loop's block starts off every multiple of its block size."""
     cuts = sorted({0, n, 1, 1023, 1025, n // 3, n // 3 + 7, n - 5})
     return [(a, b) for a, b in itertools.pairwise(cuts) if a < b]
+
+
+@pytest.mark.parametrize("scale", [1e-40, 1.5 * 2.0**-126, 1e-30, 0.37, 3.0, 3e37, 3.4e38])
+@pytest.mark.parametrize("signed", [True, False])
+def test_the_fused_product_path_gives_each_rules_codes_at_any_scale(scale, signed):
+    """The lines form codes from ``fma(x, inv, z)`` away from rounding boundaries and take each
+    arithmetic's own rule near them: every element on, or one to three ulps beside, a boundary
+    up to far past the clamp, and random bit patterns, get the rule's codes -- also where the
+    divide's ``1/s`` is subnormal or overflows (then every line divides)."""
+    rng = np.random.default_rng(11)
+    s = np.float32(scale)
+    qmin, qmax = (-128, 127) if signed else (0, 255)
+    k = rng.integers(-700, 700, 6000).astype(np.float64) + 0.5
+    with np.errstate(over="ignore"):  # past float32's range at the largest scales: ±inf
+        edge = (k * np.float64(s)).astype(np.float32)
+        spread = rng.standard_normal(3000).astype(np.float32) * 200 * s
+        inv = np.float32(1) / s
+    beside = edge.view(np.int32) + rng.integers(-3, 4, edge.size).astype(np.int32)
+    bits = rng.integers(0, 2**32, 4000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    x = np.concatenate([edge, beside.view(np.float32), bits, spread])
+    rules = [("divide", None)] + [(a, i) for a in ("multiply", "fma", "multiply_add")
+                                  for i in (None, np.nextafter(inv, np.float32(np.inf)))
+                                  if np.isfinite(inv) and inv > 0]
+    for (arithmetic, inv_scale), zp, rounding in itertools.product(
+            rules, (qmin, (qmin + qmax) // 2, qmax), ("half_even", "half_away")):
+        with pytest.MonkeyPatch.context() as mp:
+            run = functools.partial(quantize, x, s, zp, qmin=qmin, qmax=qmax, rounding=rounding,
+                                    arithmetic=arithmetic, inv_scale=inv_scale,
+                                    nonfinite="saturate")
+            slow, fast = both(mp, run)
+        np.testing.assert_array_equal(fast, slow, err_msg=f"{arithmetic} {zp} {rounding}")
 
 
 @pytest.mark.parametrize("source", ["random", "gelu", "weight"])
@@ -224,21 +256,25 @@ def test_dequantize_range_by_lines_equals_the_plain_rule_at_any_alignment(dtype,
                 assert np.isnan(out[:lo]).all() and np.isnan(out[hi:]).all()
 
 
-def test_the_reassociated_nonfinite_check_finds_every_nan_and_inf_and_nothing_else():
-    """The check sums ``x − x`` in any order: one NaN or ±inf anywhere in a block of any
-    length is found; the largest finite floats, subnormals and signed zeros are not."""
+def test_the_nonfinite_flag_finds_every_nan_and_inf_and_nothing_else():
+    """The flag ORs the bits of ``x − x``: one NaN or ±inf at any lane of a line or in the
+    last few elements is found; the largest finite floats, subnormals and signed zeros are
+    not."""
     from quantscope.core import direct_kernel as dk
 
     rng = np.random.default_rng(5)
     edge = np.array([np.finfo(np.float32).max, -np.finfo(np.float32).max,
                      np.finfo(np.float32).smallest_subnormal, -0.0, 0.0], np.float32)
+    s, inv, z = np.float32(0.5), np.float32(2.0), np.int32(0)
     for n in (*range(1, 70), 1023, 1024):
         block = rng.standard_normal(n).astype(np.float32)
         block[rng.integers(0, n, min(n, 5))] = edge[:min(n, 5)]
-        assert not dk._nonfinite_in(block), n
-        for pos in {0, n // 2, n - 1}:
+        q = np.empty(n, np.int8)
+        assert not dk.quantize_range(block, 0, n, s, inv, z, -128, 127, 0, False, q), n
+        for pos in {0, n // 2, n - 1, 15 % n, 16 % n}:
             for bad in (np.nan, np.inf, -np.inf):
                 hit = block.copy()
                 hit[pos] = bad
-                assert dk._nonfinite_in(hit), (n, pos, bad)
-    assert not dk._nonfinite_in(np.zeros(0, np.float32))
+                assert dk.quantize_range(hit, 0, n, s, inv, z, -128, 127, 0, False, q), (n, pos)
+    assert not dk.quantize_range(np.zeros(0, np.float32), 0, 0, s, inv, z, -128, 127, 0, False,
+                                 np.zeros(0, np.int8))

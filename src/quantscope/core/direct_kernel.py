@@ -25,10 +25,13 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from quantscope.core.quantize_lines import LANES, NEAR_BOUNDARY, quantize_lines
 from quantscope.core.sorted_kernel import ARITHMETIC_CODES, _largest, _sum_in_any_order, code_of
 
 #: Elements summed on their own before their sum joins the total (their scratch stays in L1).
 SUM_BLOCK = 1024
+#: The smallest normal float32.
+TINY_NORMAL = np.float32(np.finfo(np.float32).tiny)
 
 _jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 _inline = numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -36,64 +39,45 @@ _inline = numba.njit(cache=True, nogil=True, error_model="numpy", inline="always
 __all__ = ["ARITHMETIC_CODES", "analyze_range", "dequantize_range", "quantize_range"]
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
-def _nonfinite_in(xb) -> bool:
-    """Whether the float32 block ``xb`` holds NaN or inf.
-
-    Each ``x − x`` is 0 for a finite element and NaN for NaN or ±inf (inf − inf), and a sum of
-    zeros and NaNs is 0 or NaN in whatever order it is formed: so the sum may be reassociated,
-    which lets it run as vector lanes (a float sum in order is one dependent add after another),
-    and it is still exact. The flag allows reassociation only: without no-NaN/no-inf flags the
-    compiler may not fold ``x − x`` to 0. A separate loop over the block (in L1) keeps these
-    flags off the quantization's own arithmetic, and keeps every lane of that loop 32 bits
-    wide: a 64-bit reduction beside it halved its vector width."""
-    acc = np.float32(0.0)
-    for k in range(xb.size):
-        acc += xb[k] - xb[k]
-    return acc != acc
-
-
-@_inline
-def _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out) -> int:
-    zf = np.float32(z)
-    cmin = np.float32(qmin)
-    cmax = np.float32(qmax)
-    bad = 0
-    for b0 in range(lo, hi, SUM_BLOCK):
-        # the block's own slices, indexed from 0: an index the compiler cannot prove
-        # non-negative gets Numba's wraparound select, which turns every load and store of
-        # the loop into one lane at a time
-        xb = x[b0:min(b0 + SUM_BLOCK, hi)]
-        ob = out[b0:min(b0 + SUM_BLOCK, hi)]
-        for k in range(xb.size):
-            v = code_of(xb[k], s, inv, z, arithmetic, half_away)
-            c = cmin if v < cmin else (cmax if v > cmax else v)  # inf saturates
-            c = zf if v != v else c  # NaN goes to the zero point
-            ob[k] = c
-        bad += np.int64(_nonfinite_in(xb))
-    return bad
-
-
 @_jit
-def quantize_range(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out) -> int:
+def quantize_range(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out) -> bool:
     """Codes of ``x[lo:hi]`` (float32, one scale) into ``out[lo:hi]`` (int8 or uint8),
-    saturated, NaN to the zero point; returns how many blocks of :data:`SUM_BLOCK` elements
-    held NaN or inf (0 when every element is finite)."""
+    saturated, NaN to the zero point; returns whether some element is NaN or inf.
+
+    Whole lines of 16 elements go through :func:`quantize_lines` (one loop per rounding rule
+    and arithmetic, chosen here), the last few through ``code_of`` one at a time."""
+    lines = (hi - lo) // LANES
+    zf, cmin, cmax = np.float32(z), np.float32(qmin), np.float32(qmax)
+    near = np.float32(NEAR_BOUNDARY)  # see quantize_lines._Line.fused
+    if arithmetic == 0:
+        inv = np.float32(np.float32(1) / s)
+        if not TINY_NORMAL <= inv <= np.finfo(np.float32).max:
+            near = np.float32(np.inf)  # every line divides
+    bits: int  # the OR of the bits of every x − x in the lines
     if half_away:
         if arithmetic == 0:
-            return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 0, True, out)
-        if arithmetic == 1:
-            return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 1, True, out)
-        if arithmetic == 2:
-            return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 2, True, out)
-        return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 3, True, out)
-    if arithmetic == 0:
-        return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 0, False, out)
-    if arithmetic == 1:
-        return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 1, False, out)
-    if arithmetic == 2:
-        return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 2, False, out)
-    return _quantize_loop(x, lo, hi, s, inv, z, qmin, qmax, 3, False, out)
+            bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 0, True)
+        elif arithmetic == 1:
+            bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 1, True)
+        elif arithmetic == 2:
+            bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 2, True)
+        else:
+            bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 3, True)
+    elif arithmetic == 0:
+        bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 0, False)
+    elif arithmetic == 1:
+        bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 1, False)
+    elif arithmetic == 2:
+        bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 2, False)
+    else:
+        bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 3, False)
+    bad = bits != 0
+    for k in range(lo + lines * LANES, hi):
+        v = code_of(x[k], s, inv, z, arithmetic, half_away)
+        c = cmin if v < cmin else (cmax if v > cmax else v)  # inf saturates
+        out[k] = zf if v != v else c  # NaN goes to the zero point
+        bad |= x[k] - x[k] != 0
+    return bad
 
 
 #: Elements per non-temporal store of the dequantization: one 64-byte line of float32.
@@ -299,15 +283,14 @@ def _rule(s, inv, arithmetic: str) -> tuple[np.float32, np.float32, int]:
 
 
 def quantize_flat(x: np.ndarray, s, z, qmin: int, qmax: int, rounding: str, arithmetic: str,
-                  inv, out: np.ndarray) -> int:
+                  inv, out: np.ndarray) -> bool:
     """Codes of contiguous float32 ``x`` under one scale into ``out`` (same size), on every
-    core; returns non-zero when some element is NaN or inf (saturated / sent to the zero
-    point)."""
+    core; returns whether some element is NaN or inf (saturated / sent to the zero point)."""
     from quantscope.core.parallel import parallel, shares
 
     s32, inv32, code = _rule(s, inv, arithmetic)
     flat, dst = x.reshape(-1), out.reshape(-1)
-    return sum(parallel(quantize_range, [
+    return any(parallel(quantize_range, [
         (flat, lo, hi, s32, inv32, np.int32(z), qmin, qmax, code, rounding == "half_away", dst)
         for lo, hi in shares(flat.size)]))
 
