@@ -4,7 +4,8 @@ Each row is a ratio to its baseline from interleaved pairs (baseline, candidate)
 same load; the median and the range of the pairs are printed, with its goal:
 
 * quantize / ``np.copyto`` into a preallocated float32 buffer (goal <= 1.2) and against
-  ``torch.quantize_per_tensor`` on the same tensor (goal <= 1.0: no slower than torch);
+  ``torch.quantize_per_tensor`` on the same tensor (goal <= 1.0: no slower than torch), by the
+  default rule (a division) and by torch's own (``arithmetic="fma"``, the same codes);
 * dequantize / the naive ``(q.astype(float32) - z) * s`` (goal <= 0.5), with a fresh output
   and into a reused ``out=`` buffer, beside what touching a fresh 64 MB output alone costs
   (the kernel zeroes each new page on first touch: a floor no pass over fresh memory avoids),
@@ -77,6 +78,11 @@ def main() -> None:
                                lambda: torch.quantize_per_tensor(tx, float(s), z,
                                                                  torch.qint8), args.pairs),
                          1.0, "torch") + f"  (codes differing from arithmetic='fma': {differ})")
+        print(ratio_line("  with torch's own rule (arithmetic='fma') / torch",
+                         ratio(lambda: quantize(x, s, z, arithmetic="fma"),
+                               lambda: torch.quantize_per_tensor(tx, float(s), z,
+                                                                 torch.qint8), args.pairs),
+                         None, "torch"))
         print(ratio_line("torch.quantize_per_tensor / np.copyto",
                          ratio(lambda: torch.quantize_per_tensor(tx, float(s), z,
                                                                  torch.qint8), copy,
