@@ -46,6 +46,10 @@ _EPS = float(np.finfo(np.float64).eps)
 #: of the first-level cache; a chunk's 8 KiB stay there. Measured on 4096x4096 normal values,
 #: one thread, interleaved with the whole-row pass: 0.77 - 0.89 of its time.
 WALK_CHUNK = 1024
+#: A walk asks for the values this many chunks ahead of the one it is on (the hardware's own
+#: prefetching kept both cores waiting on memory: a per-channel report of 4096x4096 took
+#: 9.2-11.6 ms without, 6.9-7.6 ms with, runs alternated; 1 and 4 chunks ahead did the same).
+PREFETCH_CHUNKS = 2
 
 #: Compiled on first use and cached beside the module (about 8 s once, then 0.4 s per process).
 _jit = numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -93,6 +97,24 @@ def bits_float64(typingctx, u):
         return builder.bitcast(args[0], ir.DoubleType())
 
     return types.float64(types.int64), codegen
+
+
+@intrinsic
+def prefetch(typingctx, arr, i):
+    """Ask for the cache line holding ``arr[i]`` to be read ahead (``i`` may lie past the end:
+    a prefetch never faults, and it changes nothing the program computes)."""
+    if not isinstance(arr, types.Array) or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        at = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
+            ir.VoidType(), [at.type] + [ir.IntType(32)] * 3), "llvm.prefetch.p0")
+        builder.call(fn, [at] + [ir.Constant(ir.IntType(32), k) for k in (0, 3, 1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, i), codegen
 
 
 @_jit
@@ -423,6 +445,8 @@ def _squares_in_chunks(x, codes, sq, s, inv, z, lo, hi, arithmetic, half_away):
     above = 0
     for c0 in range(0, n, WALK_CHUNK):
         c1 = min(c0 + WALK_CHUNK, n)
+        for k in range(c0 + PREFETCH_CHUNKS * WALK_CHUNK, c1 + PREFETCH_CHUNKS * WALK_CHUNK, 16):
+            prefetch(x, k)  # a later chunk, or the next rows'
         t = _codes_and_squares(x[c0:c1], codes[c0:c1], sq, s, inv, z, lo, hi, arithmetic,
                                half_away)
         top = max(top, t)
