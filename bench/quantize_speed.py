@@ -5,7 +5,8 @@ same load; the median and the range of the pairs are printed, with its goal:
 
 * quantize / ``np.copyto`` into a preallocated float32 buffer (goal <= 1.2) and against
   ``torch.quantize_per_tensor`` on the same tensor (goal <= 1.0: no slower than torch), by the
-  default rule (a division) and by torch's own (``arithmetic="fma"``, the same codes);
+  default rule (a division) and by torch's own (``arithmetic="fma"``, the same codes), and
+  with both on one thread;
 * dequantize / the naive ``(q.astype(float32) - z) * s`` (goal <= 0.5), with a fresh output
   and into a reused ``out=`` buffer, beside what touching a fresh 64 MB output alone costs
   (the kernel zeroes each new page on first touch: a floor no pass over fresh memory avoids),
@@ -37,6 +38,7 @@ import numpy as np
 
 from _timing import load, ratio, ratio_line
 from quantscope import analyze, choose_qparams, dequantize, quantize
+from quantscope.core import parallel as PARALLEL
 
 QUANTIZE = sys.modules["quantscope.core.quantize"]
 
@@ -83,6 +85,13 @@ def main() -> None:
                                lambda: torch.quantize_per_tensor(tx, float(s), z,
                                                                  torch.qint8), args.pairs),
                          None, "torch"))
+        torch.set_num_threads(1)
+        print(ratio_line("  both on one thread / torch",
+                         ratio(one_thread(lambda: quantize(x, s, z)),
+                               lambda: torch.quantize_per_tensor(tx, float(s), z,
+                                                                 torch.qint8), args.pairs),
+                         None, "torch"))
+        torch.set_num_threads(os.cpu_count() or 1)
         print(ratio_line("torch.quantize_per_tensor / np.copyto",
                          ratio(lambda: torch.quantize_per_tensor(tx, float(s), z,
                                                                  torch.qint8), copy,
@@ -117,6 +126,18 @@ def main() -> None:
         print(ratio_line(f"compiled {name} / NumPy passes", ratio(fn, numpy_passes(fn),
                                                                    args.pairs), None, "NumPy"))
     print(load())
+
+
+def one_thread(fn):
+    """``fn`` with the engine's passes on the calling thread alone (one share each)."""
+    def run():
+        saved = PARALLEL.THREADS
+        PARALLEL.THREADS = 1
+        try:
+            return fn()
+        finally:
+            PARALLEL.THREADS = saved
+    return run
 
 
 def numpy_passes(fn):
