@@ -50,8 +50,8 @@ def quantize_range(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out)
     """Codes of ``x[lo:hi]`` (float32, one scale) into ``out[lo:hi]`` (int8 or uint8),
     saturated, NaN to the zero point; returns whether some element is NaN or inf.
 
-    Whole lines of 16 elements go through :func:`quantize_lines` (one loop per rounding rule
-    and arithmetic, chosen here), the last few through ``code_of`` one at a time."""
+    Whole lines of 16 elements go through :func:`quantize_lines`, the last few through
+    ``code_of`` one at a time."""
     lines = (hi - lo) // LANES
     zf, cmin, cmax = np.float32(z), np.float32(qmin), np.float32(qmax)
     near = np.float32(NEAR_BOUNDARY)  # see quantize_lines._Line.fused
@@ -59,24 +59,8 @@ def quantize_range(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, out)
         inv = np.float32(np.float32(1) / s)
         if not TINY_NORMAL <= inv <= np.finfo(np.float32).max:
             near = np.float32(np.inf)  # every line divides
-    bits: int  # the OR of the bits of every x − x in the lines
-    if half_away:
-        if arithmetic == 0:
-            bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 0, True)
-        elif arithmetic == 1:
-            bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 1, True)
-        elif arithmetic == 2:
-            bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 2, True)
-        else:
-            bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 3, True)
-    elif arithmetic == 0:
-        bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 0, False)
-    elif arithmetic == 1:
-        bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 1, False)
-    elif arithmetic == 2:
-        bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 2, False)
-    else:
-        bits = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, 3, False)
+    bits: int = quantize_lines(x, out, lo, lines, s, inv, zf, cmin, cmax, near, arithmetic,
+                               half_away)
     bad = bits != 0
     for k in range(lo + lines * LANES, hi):
         v = code_of(x[k], s, inv, z, arithmetic, half_away)

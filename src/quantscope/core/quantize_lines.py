@@ -24,11 +24,13 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from quantscope.core.sorted_kernel import prefetch_at
+
 #: float32 lanes per line: one 64-byte cache line.
 LANES = 16
 #: Elements ahead of the line being quantized whose line is prefetched (8 KB): the hardware's
 #: own prefetching left both cores waiting on memory (16M elements on two threads: 1.09-1.13
-#: times ``torch.quantize_per_tensor``'s time without, 0.93-1.0 with; a prefetch never faults,
+#: times ``torch.quantize_per_tensor``'s time without, 0.93-1.01 with; a prefetch never faults,
 #: also past the end of the array).
 PREFETCH_AHEAD = 2048
 
@@ -39,7 +41,6 @@ _VF = ir.VectorType(_F32, LANES)
 _VD = ir.VectorType(_F64, LANES)
 _VI = ir.VectorType(_I32, LANES)
 _V8 = ir.VectorType(ir.IntType(8), LANES)
-_P8 = ir.IntType(8).as_pointer()
 
 
 def _splat(builder: ir.IRBuilder, value: Any, vector: ir.VectorType) -> Any:
@@ -151,36 +152,58 @@ class _Line:
                               builder.bitcast(dst, _V8.as_pointer()), align=1)
 
 
-@intrinsic(prefer_literal=True)
+#: The rules a call can ask for: (arithmetic code, ties away from zero).
+RULES = [(arithmetic, half_away) for arithmetic in range(4) for half_away in (False, True)]
+
+
+def _lines(context, builder, signature, args, rule: tuple[int, bool]) -> Any:
+    """The loop over the lines under one rule; returns the OR of the non-finite bits."""
+    xa = context.make_array(signature.args[0])(context, builder, args[0])
+    oa = context.make_array(signature.args[1])(context, builder, args[1])
+    line = _Line(builder, args[4:10], rule)
+    with cgutils.for_range(builder, args[3]) as loop:
+        i = builder.add(args[2], builder.mul(loop.index, ir.Constant(loop.index.type, LANES)))
+        x_line = builder.load(builder.bitcast(builder.gep(xa.data, [i]), _VF.as_pointer()),
+                              align=4)
+        prefetch_at(builder, builder.gep(xa.data, [builder.add(i, ir.Constant(i.type,
+                                                                          PREFETCH_AHEAD))]))
+        line.fused(builder, x_line, builder.gep(oa.data, [i]))
+    return _call(builder, "llvm.vector.reduce.or.v16i32", _I32, builder.load(line.bits))
+
+
+@intrinsic
 def quantize_lines(typingctx, x, out, lo, lines, s, inv, z, qmin, qmax, near, arithmetic,
                    half_away):
     """Codes of ``x[lo:lo + 16·lines]`` into ``out`` at the same positions, as
     :func:`quantscope.core.direct_kernel.quantize_range`'s scalar loop forms them (``code_of``,
     clamped to ``[qmin, qmax]``, NaN to the zero point ``z``); returns the OR of the bits of
     every ``x − x``, non-zero when some element is NaN or ±inf. ``s``, ``inv``, ``z``, ``qmin``,
-    ``qmax`` and ``near`` (see :meth:`_Line.fused`) are float32; ``arithmetic`` and
-    ``half_away`` constants (one loop each)."""
-    if not (isinstance(arithmetic, types.IntegerLiteral)
-            and isinstance(half_away, types.BooleanLiteral)
+    ``qmax`` and ``near`` (see :meth:`_Line.fused`) are float32. Each rule (``arithmetic``,
+    ``half_away``) has a loop of its own, with no branch on the rule inside; the call jumps to
+    the one asked for."""
+    if not (isinstance(arithmetic, types.Integer) and isinstance(half_away, types.Boolean)
             and isinstance(x, types.Array) and x.dtype == types.float32 and x.layout == "C"
             and isinstance(out, types.Array) and out.dtype in (types.int8, types.uint8)
             and out.layout == "C"):
         return None
-    rule = (int(arithmetic.literal_value), bool(half_away.literal_value))
     sig = types.uint32(x, out, lo, lines, s, inv, z, qmin, qmax, near, arithmetic, half_away)
 
     def codegen(context, builder, signature, args):
-        xa = context.make_array(signature.args[0])(context, builder, args[0])
-        oa = context.make_array(signature.args[1])(context, builder, args[1])
-        line = _Line(builder, args[4:10], rule)
-        with cgutils.for_range(builder, args[3]) as loop:
-            i = builder.add(args[2], builder.mul(loop.index, ir.Constant(loop.index.type, LANES)))
-            x_line = builder.load(builder.bitcast(builder.gep(xa.data, [i]), _VF.as_pointer()),
-                                  align=4)
-            ahead = builder.gep(xa.data, [builder.add(i, ir.Constant(i.type, PREFETCH_AHEAD))])
-            _call(builder, "llvm.prefetch.p0", ir.VoidType(), builder.bitcast(ahead, _P8),
-                  *(ir.Constant(_I32, k) for k in (0, 3, 1)))  # read, keep in cache, data
-            line.fused(builder, x_line, builder.gep(oa.data, [i]))
-        return _call(builder, "llvm.vector.reduce.or.v16i32", _I32, builder.load(line.bits))
+        bits = cgutils.alloca_once(builder, _I32)
+        key = builder.add(builder.mul(builder.zext(args[10], ir.IntType(64)),
+                                      ir.Constant(ir.IntType(64), 2)),
+                          builder.zext(args[11], ir.IntType(64)))
+        done = builder.append_basic_block("quantize_lines.done")
+        last = builder.append_basic_block("quantize_lines.rule_last")
+        switch = builder.switch(key, last)  # the arithmetic codes are 0 to 3
+        for k, rule in enumerate(RULES):
+            block = last if k == len(RULES) - 1 else builder.append_basic_block(
+                f"quantize_lines.rule{k}")
+            switch.add_case(ir.Constant(ir.IntType(64), k), block)
+            builder.position_at_end(block)
+            builder.store(_lines(context, builder, signature, args, rule), bits)
+            builder.branch(done)
+        builder.position_at_end(done)
+        return builder.load(bits)
 
     return sig, codegen

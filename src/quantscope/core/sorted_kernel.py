@@ -108,13 +108,18 @@ def prefetch(typingctx, arr, i):
 
     def codegen(context, builder, signature, args):
         data = context.make_array(signature.args[0])(context, builder, args[0]).data
-        at = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
-            ir.VoidType(), [at.type] + [ir.IntType(32)] * 3), "llvm.prefetch.p0")
-        builder.call(fn, [at] + [ir.Constant(ir.IntType(32), k) for k in (0, 3, 1)])
+        prefetch_at(builder, builder.gep(data, [args[1]]))
         return context.get_dummy_value()
 
     return types.void(arr, i), codegen
+
+
+def prefetch_at(builder: ir.IRBuilder, pointer) -> None:
+    """Emit a prefetch of the line at ``pointer``: for reading, kept in every cache level."""
+    at = builder.bitcast(pointer, ir.IntType(8).as_pointer())
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
+        ir.VoidType(), [at.type] + [ir.IntType(32)] * 3), "llvm.prefetch.p0")
+    builder.call(fn, [at] + [ir.Constant(ir.IntType(32), k) for k in (0, 3, 1)])
 
 
 @_jit
