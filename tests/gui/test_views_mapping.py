@@ -4,6 +4,8 @@ with its count of wrapped values."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from gui_measure import rich_text_lines
@@ -67,13 +69,10 @@ def test_a_range_of_unused_codes_stays_on_one_line(view, qtbot):
     assert any("-128 … -43" in line for line in lines), lines
 
 
-def _tick_label_rows(view, name: str, side: str) -> tuple[float, float]:
-    """Top and bottom (in the view's pixels) of the tick labels ``side`` of a scheme's plot."""
-    from PySide6.QtCore import QPoint
+def _drawn_labels(axis) -> list:
+    """``(rect, flags, text)`` of every tick label the axis draws (rects in its own px)."""
     from PySide6.QtGui import QPainter, QPicture
 
-    widget = view.plots[name]
-    axis = widget.getPlotItem().getAxis(side)
     picture = QPicture()
     painter = QPainter(picture)
     try:
@@ -81,6 +80,16 @@ def _tick_label_rows(view, name: str, side: str) -> tuple[float, float]:
         _, _, texts = axis.generateDrawSpecs(painter)
     finally:
         painter.end()
+    return texts
+
+
+def _tick_label_rows(view, name: str, side: str) -> tuple[float, float]:
+    """Top and bottom (in the view's pixels) of the tick labels ``side`` of a scheme's plot."""
+    from PySide6.QtCore import QPoint
+
+    widget = view.plots[name]
+    axis = widget.getPlotItem().getAxis(side)
+    texts = _drawn_labels(axis)
     assert texts
     tops, bottoms = [], []
     for rect, _, _ in texts:
@@ -107,3 +116,66 @@ def test_the_two_schemes_axes_read_apart(view, qtbot, presentation):
     from PySide6.QtGui import QFontMetrics
     height = QFontMetrics(line).height() if line is not None else 12
     assert values_top - codes_bottom >= height, (codes_bottom, values_top, height)
+
+
+def _assert_ends_labelled(axis, first: int, last: int) -> None:
+    """The axis draws ``first`` and ``last``, inside its own width, no two labels touching."""
+    texts = _drawn_labels(axis)
+    shown = [text for _, _, text in texts]
+    assert str(first) in shown and str(last) in shown, shown
+    inner = axis.mapRectFromParent(axis.geometry())
+    rects = sorted((rect for rect, _, _ in texts), key=lambda r: r.left())
+    for rect in rects:
+        assert inner.left() - 0.5 <= rect.left() and rect.right() <= inner.right() + 0.5
+    for a, b in itertools.pairwise(rects):
+        assert a.right() < b.left(), shown
+
+
+@pytest.mark.parametrize("presentation", [False, True])
+@pytest.mark.parametrize("size", [(1260, 560), (1900, 900), (700, 500)])
+def test_the_code_axis_labels_its_ends(view, qtbot, presentation, size):
+    """-128 and 127 are what a learner looks for; centred on their codes, a few codes from
+    the axis's ends, pyqtgraph used to leave both out."""
+    from quantscope.gui.theme import resolve
+
+    view.apply_theme(resolve(False, presentation, size[1]))
+    view.resize(*size)
+    qtbot.wait(50)
+    view.grab()
+    for name in ("symmetric", "asymmetric"):
+        _assert_ends_labelled(view.plots[name].getPlotItem().getAxis("bottom"), -128, 127)
+    view.apply_theme(resolve(False, False, 1000))  # the views' theme is their own: reset
+
+
+@pytest.mark.parametrize(("first", "last", "ticks"), [
+    (-128, 127, [-128, -64, 0, 64, 127]),
+    (-127, 127, [-127, -64, 0, 64, 127]),
+    (0, 255, [0, 64, 128, 192, 255]),
+    (-8, 7, [-8, -4, 0, 4, 7]),
+    (0, 15, [0, 4, 8, 12, 15]),
+    (-2, 1, [-2, -1, 0, 1]),
+])
+def test_code_ticks_are_the_ends_and_round_codes_between(first, last, ticks):
+    from quantscope.gui.views._code_axis import code_ticks
+
+    assert code_ticks(first, last) == ticks
+
+
+@pytest.mark.parametrize(("first", "last"), [(0, 255), (-8, 7), (-128, 127)])
+def test_any_code_range_has_its_ends_labelled(qtbot, first, last):
+    """Unsigned and fewer bits too, in a narrow plot whose view ends half a code past them."""
+    import pyqtgraph as pg
+
+    from quantscope.gui.views._code_axis import CodeRangeAxis
+
+    axis = CodeRangeAxis("bottom")
+    plot = pg.PlotWidget(axisItems={"bottom": axis})
+    qtbot.addWidget(plot)
+    plot.hideAxis("left")
+    plot.resize(260, 120)
+    plot.show()
+    axis.set_codes(first, last)
+    plot.setXRange(first - 0.5, last + 0.5, padding=0)
+    qtbot.wait(20)
+    plot.grab()
+    _assert_ends_labelled(axis, first, last)

@@ -119,13 +119,11 @@ class ControlsPanel(QGroupBox):
         self.percentile.setKeyboardTracking(False)
         self.percentile_slider = QSlider(Qt.Orientation.Horizontal)
         self.percentile_slider.setRange(0, 5 * _NINES)
-        row = QHBoxLayout()
-        row.addWidget(self.percentile_slider, 1)
-        row.addWidget(self.percentile)
-        self.percentile_row = QWidget()
-        self.percentile_row.setLayout(row)
-        row.setContentsMargins(0, 0, 0, 0)
-        form.addRow("percentile", self.percentile_row)
+        # the number to type on the row, the slider to drag under it (as the clip window):
+        # beside the spin box, which is as wide as "100.0000" and its arrows, the slider was
+        # left a stub of the column
+        form.addRow("percentile", self.percentile)
+        form.addRow("", self.percentile_slider)
 
         # The manual clip window: a range slider to drag, and the two ends as numbers to type.
         self.clip = QDoubleRangeSlider(Qt.Orientation.Horizontal)
@@ -296,7 +294,8 @@ class ControlsPanel(QGroupBox):
             for w, b in zip(widgets, blocked, strict=True):
                 w.blockSignals(b)
         self._show_window_in_use()
-        self.percentile_row.setEnabled(s.method == "percentile")
+        for widget in (self.percentile, self.percentile_slider):
+            widget.setEnabled(s.method == "percentile")
         self.rounding.setEnabled(rules["rounding"] is None)
         self.rounding.setToolTip("" if rules["rounding"] is None
                                  else "the runtime preset decides the rounding")

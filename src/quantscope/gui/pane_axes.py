@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF
+from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtGui import QFontMetricsF, QPainter, QPicture
 
 #: Pictures an axis keeps (the code ranges of the bit widths and code ranges a talk steps
@@ -153,6 +153,11 @@ class CodeAxis(RangeAxis):
 COUNT_TICKS = "0.00"
 
 
+#: How far (px) the count axis's rotated label starts left of the axis (pyqtgraph's own
+#: "nudge" for a left axis).
+LABEL_INSET = 5
+
+
 class CountAxis(RangeAxis):
     """A left axis that reports each new width it takes (:attr:`on_width`).
 
@@ -186,8 +191,32 @@ class CountAxis(RangeAxis):
 
     def _updateWidth(self) -> None:
         super()._updateWidth()
+        self.place_label()
         if self.on_width is not None:
             self.on_width(self.maximumWidth())
+
+    def resizeEvent(self, ev=None) -> None:
+        super().resizeEvent(ev)
+        self.place_label()
+
+    def place_label(self) -> None:
+        """Put the rotated label :data:`LABEL_INSET` px left of the axis, centred on its
+        height, for the label's text and font as they are now.
+
+        pyqtgraph places the label only in ``resizeEvent``, from the label's size at that
+        moment: a new text ("count" -> "log₁₀(1+n)" when the first numbers arrive) or a new
+        font (a theme change) left it where the old one was centred, until the axis happened
+        to be resized. Whether that happened depended on each pane's layout history, so the
+        same label sat at different heights in neighbouring panes. Every new text and font
+        reaches ``_updateWidth`` (pyqtgraph's ``setLabel``; the theme's
+        :func:`reserve_tick_text`), every new size ``resizeEvent``: both place it here.
+        """
+        if self.label is None:  # pyqtgraph drops it when the axis is closed
+            return
+        at = QPointF(-LABEL_INSET,
+                     round(self.size().height() / 2 + self.label.boundingRect().width() / 2))
+        if self.label.pos() != at:
+            self.label.setPos(at)
 
 
 def follow_width(axis: pg.AxisItem, width: float) -> None:

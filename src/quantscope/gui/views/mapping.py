@@ -37,6 +37,7 @@ from quantscope.core.mapping import (
 from quantscope.core.validate import EngineValueError
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
+from quantscope.gui.views._code_axis import CodeRangeAxis
 from quantscope.gui.views.lifecycle import View
 
 #: Values shown with their own labels (more would overlap; the arrows still show them all).
@@ -130,7 +131,7 @@ class MappingView(View):
             info.setWordWrap(True)
             info.setMinimumWidth(240)
             info.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-            plot = pg.PlotWidget()
+            plot = pg.PlotWidget(axisItems={"bottom": CodeRangeAxis("bottom")})
             plot.setMenuEnabled(False)
             plot.setMouseEnabled(x=True, y=False)
             plot.hideAxis("left")
@@ -346,4 +347,4 @@ class MappingView(View):
                  [(v / scale + zp, f"{v:g}") for v in
                   _nice_ticks((x0 - zp) * scale, (x1 - zp) * scale)])
         plot.getAxis("top").setTicks([ticks])
-        plot.getAxis("bottom").setTicks([[(c, str(c)) for c in (lo, -64, 0, 64, hi)]])
+        plot.getAxis("bottom").set_codes(lo, hi)
