@@ -4,7 +4,8 @@ Points a fraction of a bit and a dB apart (the FP8 and MX variants at 8 bits, th
 formats) are a few pixels apart on a short plot: grouping them by distance in data units
 left labels a line apart on a tall plot and piled on each other on a 200-pixel one. Here
 each name goes beside its point, right or left of it and shifted up or down as far as
-:data:`SHIFTS` allows, where it covers no name placed before it; a name with no such spot
+:data:`SHIFTS` allows, where it covers no name placed before it (and, where it can, no
+point); a name with no such spot
 joins the block of the name placed nearest its point, and the blocks are placed again, until
 every block has a spot. Nothing here reads the data: it places boxes around pixel positions.
 """
@@ -19,6 +20,8 @@ from PySide6.QtCore import QPointF, QRectF, QSizeF
 
 #: Pixels between a point and its name.
 GAP_PX = 6.0
+#: Half the side of the square around a point that a name avoids covering (its marker).
+MARKER_PX = 5.0
 #: Shifts of a name's spot from level with its point, in half its height, nearest first.
 SHIFTS = (0, -1, 1, -2, 2, -3, 3, -4, 4, -6, 6, -8, 8)
 
@@ -52,14 +55,27 @@ def _columns(names: list[str], measure: Callable[[list[str]], QSizeF],
 
 
 def _spots(group: list[Point], size: QSizeF, box: QRectF):
-    """Where ``group``'s block may go, nearest its points first: right of them, then left."""
+    """Where ``group``'s block may go, nearest its points first: level with them right, then
+    left, then shifted up or down a little more each time."""
     xs = [p.x() for p, _ in group]
     y = sum(p.y() for p, _ in group) / len(group) - size.height() / 2
-    for left in (max(xs) + GAP_PX, min(xs) - GAP_PX - size.width()):
-        for shift in SHIFTS:
+    for shift in SHIFTS:
+        for left in (max(xs) + GAP_PX, min(xs) - GAP_PX - size.width()):
             rect = QRectF(QPointF(left, y + shift * size.height() / 2), size)
             if box.contains(rect):
                 yield rect
+
+
+def _free_spot(group: list[Point], size: QSizeF, box: QRectF, taken: list[QRectF],
+               markers: list[QRectF]) -> QRectF | None:
+    """The nearest spot that covers no placed name and no point's marker, else the nearest
+    that covers no placed name (a marker under a name beats a name far from its point)."""
+    for avoid in (taken + markers, taken):
+        rect = next((r for r in _spots(group, size, box)
+                     if not any(r.intersects(t) for t in avoid)), None)
+        if rect is not None:
+            return rect
+    return None
 
 
 def place_labels(points: Sequence[Point], measure: Callable[[list[str]], QSizeF],
@@ -68,14 +84,15 @@ def place_labels(points: Sequence[Point], measure: Callable[[list[str]], QSizeF]
     block fits in it), no two overlapping; ``measure`` gives the size of a block's lines as
     drawn."""
     groups = [[point] for point in sorted(points, key=lambda m: m[0].y())]
+    markers = [QRectF(p.x() - MARKER_PX, p.y() - MARKER_PX, 2 * MARKER_PX, 2 * MARKER_PX)
+               for p, _ in points]
     while True:
         placed: list[LabelBlock] = []
         owners: list[int] = []
         for k, group in enumerate(groups):
             lines, size = _columns([name for _, name in sorted(group, key=lambda m: m[0].y())],
                                    measure, box)
-            rect = next((r for r in _spots(group, size, box)
-                         if not any(r.intersects(b.rect) for b in placed)), None)
+            rect = _free_spot(group, size, box, [b.rect for b in placed], markers)
             if rect is None and not placed:  # taller or wider than the plot: its top-left
                 rect = QRectF(box.topLeft(), size)
             if rect is None:
