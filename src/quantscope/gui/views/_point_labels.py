@@ -82,30 +82,29 @@ def place_labels(points: Sequence[Point], measure: Callable[[list[str]], QSizeF]
                  box: QRectF) -> list[LabelBlock]:
     """Blocks of names for ``points`` (scene position, name) inside ``box`` (as far as a
     block fits in it), no two overlapping; ``measure`` gives the size of a block's lines as
-    drawn."""
+    drawn. Blocks are placed top to bottom; a merge places again only the blocks from the
+    one that grew (those before it keep their spots)."""
     groups = [[point] for point in sorted(points, key=lambda m: m[0].y())]
     markers = [QRectF(p.x() - MARKER_PX, p.y() - MARKER_PX, 2 * MARKER_PX, 2 * MARKER_PX)
                for p, _ in points]
-    while True:
-        placed: list[LabelBlock] = []
-        owners: list[int] = []
-        for k, group in enumerate(groups):
-            lines, size = _columns([name for _, name in sorted(group, key=lambda m: m[0].y())],
-                                   measure, box)
-            rect = _free_spot(group, size, box, [b.rect for b in placed], markers)
-            if rect is None and not placed:  # taller or wider than the plot: its top-left
-                rect = QRectF(box.topLeft(), size)
-            if rect is None:
-                break
+    placed: list[LabelBlock] = []  # placed[i] is the block of groups[i]
+    while len(placed) < len(groups):
+        group = groups[len(placed)]
+        lines, size = _columns([name for _, name in sorted(group, key=lambda m: m[0].y())],
+                               measure, box)
+        rect = _free_spot(group, size, box, [b.rect for b in placed], markers)
+        if rect is None and not placed:  # taller or wider than the plot: its top-left
+            rect = QRectF(box.topLeft(), size)
+        if rect is not None:
             placed.append(LabelBlock(lines, rect))
-            owners.append(k)
-        else:
-            return placed
-        # the name without a spot joins the block placed nearest its points
+            continue
+        # no spot: the names join the block placed nearest their points
         here = QPointF(sum(p.x() for p, _ in group) / len(group),
                        sum(p.y() for p, _ in group) / len(group))
         nearest = min(range(len(placed)), key=lambda i: _distance(placed[i].rect, here))
-        groups[owners[nearest]] = groups[owners[nearest]] + groups.pop(k)
+        groups[nearest] = groups[nearest] + groups.pop(len(placed))
+        del placed[nearest:]
+    return placed
 
 
 def _distance(rect: QRectF, point: QPointF) -> float:

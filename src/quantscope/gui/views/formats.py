@@ -171,7 +171,15 @@ class FormatsView(StateView):
             return
         points = [(box.mapViewToScene(QPointF(p.bits_per_element, p.sqnr_db)), _short(p.spec))
                   for p in self._named]
-        blocks = place_labels(points, self._measure, box.sceneBoundingRect())
+        sizes: dict[tuple[str, ...], QSizeF] = {}  # a block is measured again on each merge
+
+        def measure(lines: list[str]) -> QSizeF:
+            key = tuple(lines)
+            if key not in sizes:
+                sizes[key] = self._measure(lines)
+            return sizes[key]
+
+        blocks = place_labels(points, measure, box.sceneBoundingRect())
         for block in blocks:
             text = pg.TextItem("\n".join(block.lines), color=self._theme.color("total"),
                                anchor=(0, 0))
