@@ -41,3 +41,14 @@ def test_a_lone_point_is_named_level_with_it_on_its_right():
     (block,) = place_labels([(QPointF(100, 100), "int8")], measure, box)
     assert block.lines == ["int8"]
     assert block.rect.left() > 100 and block.rect.center().y() == pytest.approx(100)
+
+
+@pytest.mark.parametrize("height", [0.5, 5.0, 30.0])
+def test_a_plot_shorter_than_a_line_still_gets_every_name(height):
+    """However short the plot, the names end up in one block, in columns, and placing them
+    ends (a plot a few pixels tall while its window is laid out)."""
+    box = QRectF(0, 0, 300, height)
+    points = [(QPointF(10.0 * k, height / 2), f"n{k}") for k in range(5)]
+    blocks = place_labels(points, measure, box)
+    names = [name for b in blocks for line in b.lines for name in line.split(COLUMN_SEP)]
+    assert sorted(names) == sorted(name for _, name in points)

@@ -43,11 +43,11 @@ def _columns(names: list[str], measure: Callable[[list[str]], QSizeF],
              box: QRectF) -> tuple[list[str], QSizeF]:
     """``names`` one a line, or read down as many columns as keep them within ``box``'s
     height, and the size they take."""
-    rows = len(names)
-    lines = names
+    columns, lines = 1, names
     size = measure(lines)
-    while rows > 1 and size.height() > box.height():
-        rows = math.ceil(len(names) / (math.ceil(len(names) / rows) + 1))
+    while columns < len(names) and size.height() > box.height():
+        columns += 1
+        rows = math.ceil(len(names) / columns)
         cols = [names[c * rows:(c + 1) * rows] for c in range(math.ceil(len(names) / rows))]
         lines = [COLUMN_SEP.join(col[r] for col in cols if r < len(col)) for r in range(rows)]
         size = measure(lines)
