@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -172,13 +174,26 @@ def test_sweep_reports_progress_and_stops_when_asked():
     assert len(calls) == 6  # stopped at once, not after the whole grid
 
 
-def test_mse_decades_span_the_positive_values():
+def test_mse_ticks_are_the_decades_inside_the_positive_values():
     x = _one_outlier(5000)
     sweep = clip_sweep_curve(lambda p: analyze(x, p), x_min=float(x.min()), x_max=24.8,
                              symmetric=True, points=20, refine=0)
-    d = sweep.mse_decades()
+    d = sweep.mse_ticks()
     positive = np.concatenate([sweep.rounding_mse, sweep.clipping_mse, sweep.mse])
     positive = positive[positive > 0]
-    assert 10.0 ** d[0] <= positive.min() < 10.0 ** (d[0] + 1)
-    assert 10.0 ** (d[-1] - 1) < positive.max() <= 10.0 ** d[-1]
-    assert d == list(range(d[0], d[-1] + 1))
+    assert len(d) >= 2 and all(float(v).is_integer() for v in d)
+    # the first and last decades inside the range, none outside it
+    assert 10.0 ** (d[0] - 1) < positive.min() <= 10.0 ** d[0]
+    assert 10.0 ** d[-1] <= positive.max() < 10.0 ** (d[-1] + 1)
+    assert d == [float(k) for k in range(int(d[0]), int(d[-1]) + 1)]
+
+
+def test_mse_ticks_of_less_than_two_decades_are_1_2_5_steps_inside():
+    x = _one_outlier(5000)
+    sweep = clip_sweep_curve(lambda p: analyze(x, p), x_min=float(x.min()), x_max=24.8,
+                             symmetric=True, points=20, refine=0)
+    narrow = dataclasses.replace(sweep, rounding_mse=np.full_like(sweep.mse, 0.0015),
+                                 clipping_mse=np.full_like(sweep.mse, 0.0),
+                                 mse=np.linspace(0.0015, 0.06, sweep.mse.size))
+    ticks = narrow.mse_ticks()
+    assert np.allclose(10.0 ** np.array(ticks), [0.002, 0.005, 0.01, 0.02, 0.05])

@@ -118,3 +118,30 @@ def test_window_fits_1280x720_and_shows_the_views_when_wider(app_window, qtbot):
         if wide:  # the room is made once the layout has settled (gui/compact.py)
             qtbot.waitUntil(lambda: win.views.width() >= win.views.minimumSizeHint().width(),
                             timeout=5_000)
+
+
+def test_format_names_never_cover_each_other(make_window, qtbot, wait_results):
+    """At a laptop's size the Formats plot is ~200 px tall: the names of the FP8 and MX
+    variants around 8 bits, grouped by distance in bits and dB, printed over each other.
+    Every name is shown, each block of names lies inside the plot, and no two overlap."""
+    from quantscope.gui.views.formats import _short
+
+    win = make_window(install_views=True)
+    _load(win, qtbot, wait_results)
+    view = win.views_controller.formats
+    win.views.setCurrentWidget(win.views_controller.bits_and_formats)
+    for size in ((760, 260), (1100, 420)):
+        view.resize(*size)
+        qtbot.waitUntil(lambda: view.is_ready() and bool(view.data), timeout=60_000)
+        qtbot.wait(50)
+        view.grab()
+        box = view.plot.getViewBox().sceneBoundingRect()
+        rects = [label.sceneBoundingRect() for label in view.labels]
+        names = [name for label in view.labels for line in label.textItem.toPlainText()
+                 .splitlines() for name in line.split()]
+        shown = {_short(p.spec) for p in view.data if np.isfinite(p.sqnr_db)}
+        assert sorted(names) == sorted(shown), size
+        for i, a in enumerate(rects):
+            assert box.adjusted(-1, -1, 1, 1).contains(a), (size, a, box)
+            for b in rects[i + 1:]:
+                assert not a.intersects(b), (size, a, b)

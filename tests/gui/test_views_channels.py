@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QFontMetricsF
 
 from quantscope.gui.views.channels import WORST_ROWS, ChannelsView
 from quantscope.state import ExplorerState, Source
@@ -122,3 +123,43 @@ def test_hidden_view_waits_until_shown(qtbot, state):
     v.show()
     qtbot.waitExposed(v)
     assert v.table_data is not None and v.report().params.bits == 6
+
+
+@pytest.mark.parametrize("size", [(1260, 600), (1900, 900), (560, 900)])
+def test_the_plots_take_the_height_the_summary_does_not_need(view, qtbot, size):
+    """Full width at a projector's text size the summary is one line: the rows kept for a
+    narrow tab's wrapped summary were an empty band above the plots."""
+    from quantscope.gui.caption_label import line_count
+    from quantscope.gui.theme import resolve
+
+    view.apply_theme(resolve(False, True, 720))
+    view.summary.setStyleSheet("font-size: 18px")
+    view.resize(*size)
+    qtbot.wait(50)
+    view.refresh()
+    qtbot.wait(50)
+    metrics = QFontMetricsF(view.summary.font())
+    lines = line_count(metrics, view.summary.text(), view.summary.contentsRect().width())
+    assert view.summary.height() <= (lines + 1) * metrics.lineSpacing(), (lines, size)
+    # and every line of the text has its room
+    assert view.summary.height() >= view.summary.heightForWidth(view.summary.width()) - 1
+
+
+def test_axes_draw_only_readable_ticks(view, qtbot):
+    """Every tick an axis of the view draws is a labelled one, at least a label's height
+    apart: the minor ticks between them drew a comb along the short axes."""
+    from quantscope.gui.theme import resolve
+
+    view.apply_theme(resolve(False, True, 720))
+    view.resize(1260, 600)
+    qtbot.wait(50)
+    view.grab()
+    for plot in (view.range_plot, view.scale_plot, view.sqnr_plot, view.hist_plot):
+        for side in ("left", "bottom"):
+            axis = plot.getAxis(side)
+            lo, hi = axis.range
+            length = axis.width() if side == "bottom" else axis.height()
+            levels = axis.tickSpacing(lo, hi, length)[:axis.style["maxTickLevel"] + 1]
+            for spacing, _ in levels:
+                px = spacing / (hi - lo) * length
+                assert px >= QFontMetricsF(axis.style["tickFont"]).height(), (side, spacing, px)

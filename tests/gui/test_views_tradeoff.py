@@ -230,3 +230,28 @@ def test_the_clip_label_sits_above_every_curve(view, qtbot, size):
             top = min(box.mapViewToScene(pg.Point(float(a), float(b))).y()
                       for a, b in zip(x[ok], y[ok], strict=True))
             assert label.bottom() <= top, (name, item.name(), label.bottom(), top)
+
+
+@pytest.mark.parametrize("size", [(1260, 560), (1000, 450)])
+def test_mse_labels_only_where_the_curves_are(view, qtbot, size):
+    """Every labelled tick of the MSE axis lies inside the curves' range of MSE: a decade
+    above the largest MSE was labelled in the empty lane kept for the clip line's label."""
+    from quantscope.gui.theme import resolve
+
+    view.apply_theme(resolve(False, True, 720))
+    view.resize(*size)
+    qtbot.wait(50)
+    view.grab()
+    for name, scheme in view.plots.items():
+        # on the log axis the items hold log10 of the MSE
+        values = np.concatenate([scheme.rounding.getData()[1], scheme.clipping.getData()[1],
+                                 scheme.total.getData()[1]])
+        values = values[np.isfinite(values)]
+        axis = scheme.plot.getAxis("left")
+        lo, hi = axis.range
+        shown = [(v, text) for level in axis._tickLevels for v, text in level
+                 if text and lo <= v <= hi]
+        assert len(shown) >= 2, (name, shown)
+        for v, text in shown:
+            assert values.min() - 1e-9 <= v <= values.max() + 1e-9, (name, text, v,
+                                                                     values.min(), values.max())

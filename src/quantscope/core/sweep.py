@@ -45,6 +45,12 @@ F_MIN = 1e-4
 S_MAX = 2.0
 _TINY32 = float(np.finfo(np.float32).tiny)
 
+#: Mantissas of the ticks a log axis labels when its values span less than two decades.
+TICK_MANTISSAS = (1, 2, 5)
+#: log10 rounding slack when comparing a tick with the values' range (a value of exactly
+#: 0.001 keeps its tick).
+TICK_SLACK = 1e-9
+
 
 def window_for_threshold(t: float, x_min: float, x_max: float) -> tuple[float, float]:
     """The manual clip window that a clip threshold ``t`` stands for: values with
@@ -133,15 +139,25 @@ class ClipSweep:
             return float(self.sqnr_db[self.best])
         return float(self.optimum_report.sqnr_db)
 
-    def mse_decades(self) -> list[int]:
-        """Powers of ten spanning the positive MSE values (ticks for a log axis)."""
+    def mse_ticks(self) -> list[float]:
+        """Where a log MSE axis labels its ticks, as powers of ten (log10 of the MSE): the
+        decades inside the range of the positive MSE values, or, when fewer than two decades
+        fall inside it, the 1-2-5 steps inside it. None lies outside the values' range: a
+        label there sat in the lane kept empty above the curves, or in the padding below
+        them, where no curve reaches."""
         values = np.concatenate([self.rounding_mse, self.clipping_mse, self.mse])
         values = values[np.isfinite(values) & (values > 0)]
         if values.size == 0:
             return []
-        lo = int(np.floor(np.log10(values.min())))
-        hi = int(np.ceil(np.log10(values.max())))
-        return list(range(lo, hi + 1))
+        lo, hi = np.log10(values.min()), np.log10(values.max())
+        decades = [float(d) for d in range(int(np.ceil(lo - TICK_SLACK)),
+                                            int(np.floor(hi + TICK_SLACK)) + 1)]
+        if len(decades) >= 2:
+            return decades
+        steps = [d + float(np.log10(m)) for d in range(int(np.floor(lo)), int(np.ceil(hi)) + 1)
+                 for m in TICK_MANTISSAS]
+        inside = [s for s in steps if lo - TICK_SLACK <= s <= hi + TICK_SLACK]
+        return inside if len(inside) >= 2 else [float(lo), float(hi)]
 
     def window(self, t: float) -> tuple[float, float]:
         """The manual clip window for threshold ``t`` (see :func:`window_for_threshold`)."""

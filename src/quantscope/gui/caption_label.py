@@ -46,7 +46,7 @@ def _fits_line(metrics: QFontMetricsF, text: str, width: float) -> bool:
     return metrics.horizontalAdvance(text) <= width
 
 
-def _line_count(metrics: QFontMetricsF, text: str, width: float) -> int:
+def line_count(metrics: QFontMetricsF, text: str, width: float) -> int:
     """Lines ``text`` takes wrapped at ``width``, as a word-wrapped label draws it."""
     rect = metrics.boundingRect(QRectF(0, 0, width, 1e6), int(Qt.TextFlag.TextWordWrap), text)
     return max(1, round(rect.height() / metrics.lineSpacing()))
@@ -104,12 +104,12 @@ def fit_caption(text: str, metrics: QFontMetricsF, width: float, lines: int = 2)
             if best is not None:
                 return best[1]
     kept = keep_phrases(text)
-    if _line_count(metrics, kept, width) <= lines:
+    if line_count(metrics, kept, width) <= lines:
         return kept
     words = text.split(" ")
     for n in range(len(words) - 1, 0, -1):
         short = keep_phrases(" ".join(words[:n]).rstrip(":;,")) + " …"
-        if _line_count(metrics, short, width) <= lines:
+        if line_count(metrics, short, width) <= lines:
             return short
     return metrics.elidedText(text, Qt.TextElideMode.ElideRight, width)
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -41,7 +42,8 @@ from quantscope.core.explain import (
 from quantscope.core.formatting import fmt_db, fmt_value
 from quantscope.core.qparams import QuantParams
 from quantscope.core.report import QuantReport
-from quantscope.gui.style import summary_label
+from quantscope.gui.caption_label import line_count
+from quantscope.gui.style import reserve_lines, summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views.lifecycle import View
 from quantscope.state import ExplorerState
@@ -51,7 +53,8 @@ WORST_ROWS = 12
 COLUMNS = ("unit", "SQNR dB", "min", "max", "scale", "codes", "outlier")
 
 
-#: Lines the summary keeps room for (its text wraps in a tab beside the panes).
+#: Lines the summary keeps room for until it has its text (which wraps in a tab beside the
+#: panes); then the lines that text takes at the summary's width.
 SUMMARY_LINES = 3
 
 class ChannelsView(View):
@@ -95,6 +98,8 @@ class ChannelsView(View):
         bar.addStretch(1)
         layout.addLayout(bar)
         self.summary = summary_label(layout, SUMMARY_LINES)
+        self._summary_lines = SUMMARY_LINES
+        self.summary.installEventFilter(self)
 
         split = QSplitter(Qt.Orientation.Horizontal)
         self.split = split
@@ -164,6 +169,11 @@ class ChannelsView(View):
         self.bucket_hist = pg.PlotDataItem([], [], stepMode="center", fillLevel=0)
         self.hist_plot.addItem(self.bucket_hist)
         rv.addWidget(self.hist_widget, 3)
+        for plot in (self.range_plot, self.scale_plot, self.sqnr_plot, self.hist_plot):
+            for side in ("left", "bottom"):
+                # labelled ticks only: the minor ones, a tenth of a label's step apart, drew
+                # a comb along the short axes at presentation sizes
+                plot.getAxis(side).setStyle(maxTickLevel=0)
         self.unit_label = QLabel("")
         self.unit_label.setWordWrap(True)
         rv.addWidget(self.unit_label)
@@ -179,6 +189,23 @@ class ChannelsView(View):
                 else Qt.Orientation.Horizontal)
         if self.split.orientation() != want:
             self.split.setOrientation(want)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        if obj is self.summary and event.type() == QEvent.Type.Resize:
+            self._fit_summary()
+        return False
+
+    def _fit_summary(self) -> None:
+        """Room for the lines the summary's text takes at its width: three lines kept for a
+        narrow tab left an empty band above the plots when the view is full width."""
+        text = self.summary.text()
+        width = self.summary.contentsRect().width()
+        if not text or width <= 0:
+            return
+        lines = line_count(QFontMetricsF(self.summary.font()), text, width)
+        if lines != self._summary_lines:
+            self._summary_lines = lines
+            reserve_lines(self.summary, lines)
 
     def apply_theme(self, theme: Theme) -> None:
         self._theme = theme
@@ -260,6 +287,7 @@ class ChannelsView(View):
             f"{unit_word}{'s' if n_out != 1 else ''} (|x| ≥ {fmt_value(table.threshold)}); "
             f"worst {unit_word} {first}: {fmt_db(table.sqnr_db[first])}, median "
             f"{fmt_db(np.median(table.sqnr_db))}")
+        self._fit_summary()
         if self.selected is None or self.selected >= len(table):
             self.selected = first
         self.select_unit(self.selected)

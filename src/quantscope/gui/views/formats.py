@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtCore import QPointF, QSizeF
+from PySide6.QtWidgets import QGraphicsTextItem, QVBoxLayout, QWidget
 
 from quantscope.core.bitwidth import DB_PER_BIT
 from quantscope.gui.jobs import Jobs
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
+from quantscope.gui.views._point_labels import place_labels
 from quantscope.gui.views.lifecycle import StateView
 from quantscope.state import ExplorerState
 from quantscope.state.formats import FormatPoint, PointsRequest, format_title
 
 #: Right end of the bits axis: room for the labels of the 8.25-bit MX points.
 X_MAX = 10.0
-#: Points closer than (bits, dB) share one label.
-LABEL_GAP = (0.6, 1.6)
 #: Colour role of each family of formats.
 FAMILY = {"int": "total", "fp": "rounding", "mx": "sqnr", "nv": "clipping", "nf": "optimum"}
 
@@ -73,6 +73,12 @@ class FormatsView(StateView):
             self.plot.addItem(item)
         self.labels: list[pg.TextItem] = []
         self.data: list[FormatPoint] = []
+        # the names are placed in pixels: again whenever the plot's size or range changes
+        self._named: list[FormatPoint] = []
+        self._measure_item = QGraphicsTextItem()
+        box = self.plot.getViewBox()
+        box.sigResized.connect(self._place_labels)
+        box.sigRangeChanged.connect(self._place_labels)
         self._theme = current_theme()
         self.apply_theme(self._theme)
         if state is not None:
@@ -132,15 +138,8 @@ class FormatsView(StateView):
             mine = [p for p in others if family(p.spec) == fam]
             item.setData([p.bits_per_element for p in mine], [p.sqnr_db for p in mine],
                          data=[p.spec for p in mine])
-        for label in self.labels:
-            self.plot.removeItem(label)
-        self.labels = []
-        for (bx, db), names in _label_groups(pts).items():
-            text = pg.TextItem("\n".join(names), color=self._theme.color("total"),
-                               anchor=(0, 0.5))
-            text.setPos(bx, db)
-            self.plot.addItem(text)
-            self.labels.append(text)
+        self._named = pts
+        self._place_labels()
         anchor = next((p for p in curve if p.spec == "int8/channel"), None)
         if anchor is not None:
             xs = np.array([1.5, X_MAX])
@@ -161,25 +160,42 @@ class FormatsView(StateView):
                      "per channel")
         self.summary.setText("\n".join(lines))
 
+    def _place_labels(self) -> None:
+        """Each point's name beside it, names that would cover each other in one block
+        (:func:`quantscope.gui.views._point_labels.place_labels`)."""
+        for label in self.labels:
+            self.plot.removeItem(label)
+        self.labels = []
+        box = self.plot.getViewBox()
+        if not self._named or box.width() <= 0 or box.height() <= 0:
+            return
+        points = [(box.mapViewToScene(QPointF(p.bits_per_element, p.sqnr_db)), _short(p.spec))
+                  for p in self._named]
+        sizes: dict[tuple[str, ...], QSizeF] = {}  # a block is measured again on each merge
+
+        def measure(lines: list[str]) -> QSizeF:
+            key = tuple(lines)
+            if key not in sizes:
+                sizes[key] = self._measure(lines)
+            return sizes[key]
+
+        blocks = place_labels(points, measure, box.sceneBoundingRect())
+        for block in blocks:
+            text = pg.TextItem("\n".join(block.lines), color=self._theme.color("total"),
+                               anchor=(0, 0))
+            text.setPos(box.mapSceneToView(block.rect.topLeft()))
+            self.plot.addItem(text, ignoreBounds=True)
+            self.labels.append(text)
+
+    def _measure(self, lines: list[str]) -> QSizeF:
+        """The size ``lines`` take drawn as a label (a TextItem's text, in its font)."""
+        self._measure_item.setPlainText("\n".join(lines))
+        return self._measure_item.boundingRect().size()
+
     def export_data(self) -> dict:
         return {p.spec: {"bits_per_element": p.bits_per_element, "sqnr_db": p.sqnr_db,
                          "rounding_mse": p.rounding_mse, "clipping_mse": p.clipping_mse}
                 for p in self.data}
-
-
-def _label_groups(pts: list[FormatPoint]) -> dict[tuple[float, float], list[str]]:
-    """Labels of points that lie close together (within LABEL_GAP) merged into one, listed
-    top to bottom by SQNR, placed at the group's first point: ten FP8 and MX variants sit
-    within a fraction of a dB at 8 bits, and one label each would print over each other."""
-    groups: dict[tuple[float, float], list[str]] = {}
-    for p in sorted(pts, key=lambda p: -p.sqnr_db):
-        for (bx, db), names in groups.items():
-            if abs(p.bits_per_element - bx) < LABEL_GAP[0] and abs(p.sqnr_db - db) < LABEL_GAP[1]:
-                names.append(_short(p.spec))
-                break
-        else:
-            groups[(p.bits_per_element, p.sqnr_db)] = [_short(p.spec)]
-    return groups
 
 
 def _int_width(spec: str) -> int | None:

@@ -185,14 +185,15 @@ class _SchemePlot:
         sides = threshold_sides(sweep.x_min, sweep.x_max)
         self.plot.setLabel("bottom", f"t: {sides.split(',')[0]}")
         self.plot.getAxis("bottom").setToolTip(f"t: {sides}")
-        # one label per decade, given explicitly: pyqtgraph's automatic log ticks drop every
-        # label once a short axis needs more than one decade per tick
+        # labels given explicitly, only inside the MSE values' range: pyqtgraph's automatic
+        # log ticks drop every label once a short axis needs more than one decade per tick,
+        # and label decades in the empty lane above the curves
         axis = self.plot.getAxis("left")
-        decades = sweep.mse_decades()
-        step = 1 if len(decades) <= 9 else 2
-        major = decades[::step]
+        ticks = sweep.mse_ticks()
+        step = 1 if len(ticks) <= 9 else 2
+        major = ticks[::step]
         axis.setTicks([list(zip(major, axis.logTickStrings(major, 1.0, 1.0), strict=True)),
-                       [(d, "") for d in decades if d not in major]])
+                       [(d, "") for d in ticks if d not in major]])
         self.plot.getViewBox().enableAutoRange(axis=pg.ViewBox.XAxis)
         self._leave_lane()
 
