@@ -178,6 +178,21 @@ def test_every_share_of_the_compiled_loops_equals_the_numpy_pass_on_it(source, g
                                                        ref.signal_power], rtol=1e-12, atol=0)
 
 
+def test_a_fresh_output_faulted_in_block_by_block_equals_the_numpy_pass(monkeypatch):
+    """A fresh output's pages are faulted in a block ahead of the shares that fill it: with
+    blocks that end mid-page and a last short one, every value is the NumPy pass's."""
+    from quantscope.core import direct_kernel as dk
+
+    monkeypatch.setattr(dk, "TOUCH_BLOCK", 12_345)
+    rng = np.random.default_rng(3)
+    q = rng.integers(-128, 128, 300_001).astype(np.int8)
+    monkeypatch.setattr(QUANTIZE, "COMPILED_MIN", 1 << 62)
+    slow = dequantize(q, 0.05, -3)
+    monkeypatch.setattr(QUANTIZE, "COMPILED_MIN", 0)
+    fast = dequantize(q, 0.05, -3)
+    assert np.array_equal(fast.view(np.int32), slow.view(np.int32))
+
+
 @pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("shape", [(), (5,), (3, 70_001)])
 def test_dequantize_into_a_buffer_equals_a_fresh_output(monkeypatch, compiled, shape):

@@ -4,6 +4,7 @@ of them later crashed the main thread (inside ``runDeletionInMainThread``, in th
 
 import gc
 import threading
+import time
 
 import pytest
 
@@ -84,3 +85,41 @@ def test_shares_run_at_the_callers_share_priority():
     caller, shares = seen[True]
     assert caller == min(P.process_niceness() + 5, 19) and shares == [own, own]
     assert P.parallel(_nice, [(0,), (1,)]) == [own, own]
+
+
+def test_parallel_behind_leads_each_share_and_waits_for_all_of_them():
+    """Each share is submitted after its lead ran on the calling thread; the results come in
+    order; an error in a lead is raised only once the shares submitted before it are done
+    (they may still be writing into the caller's arrays)."""
+    events: list[tuple[str, int]] = []
+    lock = threading.Lock()
+    caller = threading.get_ident()
+
+    def lead(k: int) -> None:
+        assert threading.get_ident() == caller
+        with lock:
+            events.append(("lead", k))
+
+    def share(k: int) -> int:
+        with lock:
+            assert ("lead", k) in events
+        return k * k
+
+    assert P.parallel_behind(share, [(k,) for k in range(6)], lead) == [0, 1, 4, 9, 16, 25]
+    assert [k for what, k in events if what == "lead"] == list(range(6))
+
+    failed, finished = threading.Event(), threading.Event()
+
+    def slow(k: int) -> None:
+        failed.wait(5)
+        time.sleep(0.05)  # still at work well after the lead has raised
+        finished.set()
+
+    def failing(k: int) -> None:
+        if k == 1:
+            failed.set()
+            raise RuntimeError("lead failed")
+
+    with pytest.raises(RuntimeError, match="lead failed"):
+        P.parallel_behind(slow, [(0,), (1,)], failing)
+    assert finished.is_set()

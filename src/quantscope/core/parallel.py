@@ -149,6 +149,26 @@ def parallel(fn: Callable, argsets: list[tuple]) -> list:
         return [f.result() for f in futures]
 
 
+def parallel_behind(fn: Callable, argsets: list[tuple], lead: Callable[[int], None]) -> list:
+    """``fn(*argsets[k])`` on the pool's threads, each submitted once ``lead(k)`` has run on
+    the calling thread, which then runs ``lead(k + 1)`` while the pool works on ``k``; the
+    results in order (collection paused as in :func:`parallel`).
+
+    For work that must happen on one thread and can run ahead of the rest: faulting in a
+    fresh output's pages, which two threads doing at once made some calls ten times as long
+    (see :func:`quantscope.core.direct_kernel.dequantize_into`)."""
+    with collector_paused():
+        futures: list[Future] = []
+        try:
+            for k, args in enumerate(argsets):
+                lead(k)
+                futures.append(submit(fn, *args))
+        finally:
+            for f in futures:  # every share has written its part before anything returns
+                f.exception()
+        return [f.result() for f in futures]
+
+
 def pause_collector() -> None:
     """Automatic cyclic collection off, on every thread (the collector is process-wide), until
     the matching :func:`resume_collector`. Pauses are counted (nested and concurrent callers,
