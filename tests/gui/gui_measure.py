@@ -208,3 +208,15 @@ def cut_combo_texts(boxes) -> list[tuple[str, int]]:
         if box.fontMetrics().horizontalAdvance(box.currentText()) > field.width():
             cut.append((box.currentText(), field.width()))
     return cut
+
+
+def project(win, qtbot, load=None) -> None:
+    """Put ``win`` in presentation mode at 1280x720, as a speaker projects it (loading
+    ``load`` there, if given), and wait until the resize and every pane's numbers are in."""
+    win.presentation_action.setChecked(True)
+    win.resize(1280, 720)
+    if load is not None:
+        win.load(load, pick=False)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 720), timeout=5000)
+    qtbot.waitUntil(win.all_shown, timeout=30_000)
+    qtbot.wait(100)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from itertools import pairwise
 
 import pytest
+from gui_measure import project
 from PySide6.QtGui import QFont, QFontMetricsF, QTextLayout, QTextOption
 
 from quantscope.state import Source
@@ -102,12 +103,7 @@ def test_a_caption_broken_after_its_clause(qapp):
 def projected(app_window, qtbot):
     """The demo tensor in presentation mode at 1280x720, as a speaker projects it."""
     win = app_window(1000)
-    win.presentation_action.setChecked(True)
-    win.resize(1280, 720)
-    win.load(Source("sample", "gelu_activations"), pick=False)
-    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 720), timeout=5000)
-    qtbot.waitUntil(win.all_shown, timeout=30_000)
-    qtbot.wait(100)
+    project(win, qtbot, Source("sample", "gelu_activations"))
     yield win
     win.presentation_action.setChecked(False)  # the theme is process-wide
 

@@ -5,7 +5,7 @@ line is shown whole or left out, never cut."""
 from __future__ import annotations
 
 import pytest
-from gui_measure import cut_labels
+from gui_measure import cut_labels, project
 
 from quantscope.state.formats import DEFAULT_COMPARISON
 
@@ -14,11 +14,7 @@ from quantscope.state.formats import DEFAULT_COMPARISON
 def comparing(app_window, qtbot):
     win = app_window(1000)
     win.state.update_settings(formats=DEFAULT_COMPARISON)
-    win.presentation_action.setChecked(True)
-    win.resize(1280, 720)
-    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 720), timeout=5000)
-    qtbot.waitUntil(win.all_shown, timeout=30_000)
-    qtbot.wait(100)
+    project(win, qtbot)
     win.grab()
     yield win
     win.presentation_action.setChecked(False)  # the theme is process-wide

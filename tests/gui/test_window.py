@@ -622,14 +622,19 @@ class _Paints(QObject):
         return counts
 
 
+def _load_outliers(st) -> None:
+    """A 64x1000 tensor with five large outliers, set as the window's tensor."""
+    x = generate("outliers", (64, 1000), seed=7, count=5, magnitude=40.0)
+    assert st.set_tensor(x, Source.generator("outliers", (64, 1000), 7, count=5,
+                                             magnitude=40.0))
+
+
 def test_each_pane_paints_once_per_change_and_twice_per_load(outlier_window, wait_results):
     """A pane's repaint is its turn's work: a pyqtgraph range or axis width applied mid-paint,
     or a linked pane that moved every other one, painted panes two to seven times each."""
     win, st = outlier_window, outlier_window.state
     paints = _Paints(win)
-    x = generate("outliers", (64, 1000), seed=7, count=5, magnitude=40.0)
-    assert st.set_tensor(x, Source.generator("outliers", (64, 1000), 7, count=5,
-                                             magnitude=40.0))
+    _load_outliers(st)
     wait_results(win)
     QApplication.processEvents()
     assert all(1 <= n <= 2 for n in paints.take().values())  # the histogram, then the numbers
@@ -706,9 +711,7 @@ def test_a_first_load_paints_the_plots_on_turns_only(make_window, wait_results, 
     qtbot.waitExposed(win)
     qtbot.wait(50)  # the window's own first paint
     paints = _TurnPaints(win)
-    x = generate("outliers", (64, 1000), seed=7, count=5, magnitude=40.0)
-    assert st.set_tensor(x, Source.generator("outliers", (64, 1000), 7, count=5,
-                                             magnitude=40.0))
+    _load_outliers(st)
     wait_results(win)
     QApplication.processEvents()
     outside = [(key, what) for key, what, turn in paints.paints if what == "plots" and turn < 0]
@@ -738,9 +741,7 @@ def test_a_panes_data_and_its_paint_come_on_separate_turns(outlier_window, wait_
     win, st = outlier_window, outlier_window.state
     paints = _TurnPaints(win)
     calls = _record_calls(paints, win, "set_report", "set_overview")
-    x = generate("outliers", (64, 1000), seed=7, count=5, magnitude=40.0)
-    assert st.set_tensor(x, Source.generator("outliers", (64, 1000), 7, count=5,
-                                             magnitude=40.0))
+    _load_outliers(st)
     wait_results(win)
     st.update_settings(bits=6)
     wait_results(win)
