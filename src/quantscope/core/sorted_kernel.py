@@ -114,6 +114,17 @@ def prefetch(typingctx, arr, i):
     return types.void(arr, i), codegen
 
 
+#: Bytes of a cache line: one prefetch asks for this many.
+CACHE_LINE = 64
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def prefetch_range(arr, lo: int, hi: int) -> None:
+    """:func:`prefetch` every cache line that ``arr[lo:hi]`` (1-D, contiguous) covers."""
+    for k in range(lo, hi, max(1, CACHE_LINE // arr.itemsize)):
+        prefetch(arr, k)
+
+
 def prefetch_at(builder: ir.IRBuilder, pointer) -> None:
     """Emit a prefetch of the line at ``pointer``: for reading, kept in every cache level."""
     at = builder.bitcast(pointer, ir.IntType(8).as_pointer())
@@ -450,8 +461,8 @@ def _squares_in_chunks(x, codes, sq, s, inv, z, lo, hi, arithmetic, half_away):
     above = 0
     for c0 in range(0, n, WALK_CHUNK):
         c1 = min(c0 + WALK_CHUNK, n)
-        for k in range(c0 + PREFETCH_CHUNKS * WALK_CHUNK, c1 + PREFETCH_CHUNKS * WALK_CHUNK, 16):
-            prefetch(x, k)  # a later chunk, or the next rows'
+        # a later chunk, or the next rows'
+        prefetch_range(x, c0 + PREFETCH_CHUNKS * WALK_CHUNK, c1 + PREFETCH_CHUNKS * WALK_CHUNK)
         t = _codes_and_squares(x[c0:c1], codes[c0:c1], sq, s, inv, z, lo, hi, arithmetic,
                                half_away)
         top = max(top, t)
