@@ -255,3 +255,31 @@ def test_mse_labels_only_where_the_curves_are(view, qtbot, size):
         for v, text in shown:
             assert values.min() - 1e-9 <= v <= values.max() + 1e-9, (name, text, v,
                                                                      values.min(), values.max())
+
+
+def test_thresholds_below_one_are_labelled_as_they_are(qtbot):
+    """A weight's thresholds are fractions: the axis labels them as such (pyqtgraph's
+    automatic prefix drew 0 ... 700 and put "(x0.001)" on a label too narrow to show it)."""
+    x = (np.random.default_rng(5).standard_normal(40_000) * 0.1).astype(np.float32)
+    st = ExplorerState()
+    st.set_tensor(x, prepared=prepare(x))
+    st.compute()
+    v = TradeoffView(st)
+    qtbot.addWidget(v)
+    v.resize(1000, 450)
+    v.show()
+    qtbot.waitUntil(lambda: v.plots["symmetric"].sweep is not None, timeout=20_000)
+    try:
+        qtbot.wait(50)
+        v.grab()
+        for name, scheme in v.plots.items():
+            axis = scheme.plot.getAxis("bottom")
+            lo, hi = axis.range
+            shown = [float(text) for spacing, values in
+                     axis.tickValues(lo, hi, axis.geometry().width())
+                     for text in axis.tickStrings(values, axis.autoSIPrefixScale, spacing)
+                     if text]
+            # the labels read as the axis's own values: none beyond its end (0.5 here)
+            assert shown and max(shown) <= hi + 1e-9 and hi < 1, (name, shown, hi)
+    finally:
+        v.job.shutdown()

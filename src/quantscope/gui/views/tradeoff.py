@@ -78,6 +78,9 @@ class _SchemePlot:
         plot.setLabel("left", "MSE")
         plot.getAxis("left").enableAutoSIPrefix(False)  # "(x0.001)" on a log axis misleads
         plot.setLabel("bottom", "clip threshold t")
+        # thresholds below one drew as 0 ... 700 with the "(x0.001)" cut off a narrow label,
+        # beside a clip line labelled 0.53: the values themselves
+        plot.getAxis("bottom").enableAutoSIPrefix(False)
         plot.showGrid(x=True, y=True, alpha=0.12)
         plot.getViewBox().setMouseEnabled(x=True, y=False)
         if with_legend:
