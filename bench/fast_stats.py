@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 
 from _timing import best_of, load, ratio, ratio_line  # noqa: E402
 from quantscope.core import analyze, choose_qparams  # noqa: E402
-from quantscope.core.prepared import prepare  # noqa: E402
+from quantscope.core.stats.prepared import prepare  # noqa: E402
 
 N_SIDE = 4096  # 4096 x 4096 = 16M elements
 

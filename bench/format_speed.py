@@ -5,7 +5,7 @@ each format it prints, against the goal of a prepared report <= 2 ms:
 
 * element formats, per tensor and per channel: ``prepared`` (the sorted statistics of the
   prepared tensor) and ``compiled`` (one compiled pass,
-  :func:`quantscope.core.format_stats.analyze_format`);
+  :func:`quantscope.core.stats.format_stats.analyze_format`);
 * block formats (MX, NVFP4, NF4): ``first`` (the first report for these scales: one compiled
   pass over the tensor) and ``repeat`` (the kept report);
 * INT4 groups: ``prepared`` (the integer engine's per-group sorted rows) and ``direct``;
@@ -27,9 +27,9 @@ import numpy as np  # noqa: E402
 
 from _timing import load, ratio  # noqa: E402
 from quantscope.core import analyze, choose_qparams, prepare  # noqa: E402
-from quantscope.core.format_stats import analyze_format  # noqa: E402
-from quantscope.core.formats import FORMATS, format_kind  # noqa: E402
-from quantscope.core.layout import expand_params  # noqa: E402
+from quantscope.core.formats.catalog import FORMATS, format_kind  # noqa: E402
+from quantscope.core.stats.format_stats import analyze_format  # noqa: E402
+from quantscope.core.tensors.layout import expand_params  # noqa: E402
 
 PAIRS = 5
 #: The target for a prepared report at 16M elements.

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from quantscope.core import analyze, choose_qparams
-from quantscope.core.formats import bits_per_element
+from quantscope.core.formats.catalog import bits_per_element
 from quantscope.io import load_for_analysis
 
 SAMPLES = Path(__file__).resolve().parents[1] / "src" / "quantscope" / "resources" / "samples"

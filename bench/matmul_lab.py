@@ -27,15 +27,15 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 from _timing import best_of
-from quantscope.core.choose import choose_qparams
-from quantscope.core.generators import generate
-from quantscope.core.matmul import int8_matmul
-from quantscope.core.outliers import (
+from quantscope.core.calibration.choose import choose_qparams
+from quantscope.core.labs.matmul import int8_matmul
+from quantscope.core.labs.outliers import (
     DEFAULT_ACTIVATION_SCHEME,
     DEFAULT_OUTPUT_SCHEME,
     DEFAULT_WEIGHT_SCHEME,
     quantized_matmul,
 )
+from quantscope.core.tensors.generators import generate
 from quantscope.io import samples
 
 REPEATS = 5

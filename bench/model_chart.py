@@ -43,7 +43,7 @@ def rows(layers: int):
     """The checkpoint's rows with figures, in file order (no tensor is read)."""
     import numpy as np
 
-    from quantscope.core.fused import TensorFigures
+    from quantscope.core.stats.fused import TensorFigures
     from quantscope.io.tensor_info import TensorInfo
     from quantscope.state.model_scan import OK, ModelRow
 

@@ -38,9 +38,9 @@ import numpy as np
 
 from _timing import load, ratio, ratio_line
 from quantscope import analyze, choose_qparams, dequantize, quantize
-from quantscope.core import parallel as PARALLEL
+from quantscope.core.kernels import parallel as PARALLEL
 
-QUANTIZE = sys.modules["quantscope.core.quantize"]
+QUANTIZE = sys.modules["quantscope.core.schemes.quantize"]
 
 N = 16 * 1024 * 1024
 

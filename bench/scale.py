@@ -24,7 +24,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 from quantscope.core import choose_qparams  # noqa: E402
-from quantscope.core.prepared import prepare, warm_up  # noqa: E402
+from quantscope.core.stats.prepared import prepare, warm_up  # noqa: E402
 
 BLOCK = 1 << 24
 

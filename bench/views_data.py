@@ -13,10 +13,10 @@ import time
 import numpy as np
 
 from quantscope.core import analyze
-from quantscope.core.bitwidth import bitwidth_curve
-from quantscope.core.captions import pane_captions
-from quantscope.core.prepared import prepare
-from quantscope.core.sweep import clip_sweep_curve
+from quantscope.core.labs.bitwidth import bitwidth_curve
+from quantscope.core.labs.captions import pane_captions
+from quantscope.core.stats.prepared import prepare
+from quantscope.core.stats.sweep import clip_sweep_curve
 from quantscope.state import PANES, ExplorerState, pane_params
 
 

@@ -25,8 +25,8 @@ class Compiles(event.Listener):
 
 event.register("numba:compile", Compiles())
 from quantscope.core import analyze, choose_qparams, dequantize, quantize
-from quantscope.core.fused import figures_of
-from quantscope.core.prepared import prepare
+from quantscope.core.stats.fused import figures_of
+from quantscope.core.stats.prepared import prepare
 from quantscope.io.dtypes import dtype_from_name
 from quantscope.state.compute import compute_reports
 from quantscope.state.explorer import ExplorerState

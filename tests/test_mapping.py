@@ -11,7 +11,7 @@ import pytest
 
 from quantscope.cli import main
 from quantscope.core import analyze, choose_qparams
-from quantscope.core.generators import generate
+from quantscope.core.tensors.generators import generate
 from quantscope.state import (
     PANES,
     ExplorerState,

@@ -4,8 +4,8 @@ summary from the preparation equals NumPy's, and the GUI thread's install is O(1
 import numpy as np
 import pytest
 
-from quantscope.core.prepared import prepare
-from quantscope.core.sorted_stats import SortedRows
+from quantscope.core.stats.prepared import prepare
+from quantscope.core.stats.sorted_stats import SortedRows
 from quantscope.state import ExplorerState, Source, source
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from quantscope.core import analyze, choose_qparams, params_from_range
-from quantscope.core.generators import generate
+from quantscope.core.tensors.generators import generate
 from quantscope.state import (
     PANES,
     ExplorerState,

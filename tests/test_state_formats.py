@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from quantscope.core import analyze, choose_qparams, prepare
-from quantscope.core.formats import bits_per_element
+from quantscope.core.formats.catalog import bits_per_element
 from quantscope.state import (
     PANES,
     ComputeRequest,

@@ -299,7 +299,7 @@ def test_a_tensors_memos_have_one_owner_that_evicts_under_its_lock():
 def test_job_threads_are_niced_once_and_pane_work_shares_at_the_owners_priority(sched, heard):
     """Every job thread (and its parts) runs niced once, never twice; the engine's shares of
     pane work run at the priority of the thread that submitted it, views' shares niced."""
-    from quantscope.core.parallel import parallel, process_niceness, thread_niceness
+    from quantscope.core.kernels.parallel import parallel, process_niceness, thread_niceness
     from quantscope.state.compute import BACKGROUND_NICENESS
 
     def niceness(ctx):

@@ -58,7 +58,7 @@ def test_unreadable_files(tmp_path):
 
 
 def test_captions_are_the_reports_numbers():
-    from quantscope.core.formatting import fmt_db
+    from quantscope.core.text.formatting import fmt_db
     from quantscope.state.source import load_source
 
     talk = builtin_talk()

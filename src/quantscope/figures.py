@@ -142,7 +142,7 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
 def _captions(w) -> None:
     """The panes' one-sentence captions, as the window shows them (its views put them there
     in the window; a pane figure has none)."""
-    from quantscope.core.captions import pane_captions
+    from quantscope.core.labs.captions import pane_captions
 
     ov = w.state.overview
     for pane, caption in pane_captions(w.state.results, ov.min, ov.max).items():

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from quantscope.core.frameworks import as_numpy, framework_of, quantized_scheme
-from quantscope.core.validate import EngineTypeError
+from quantscope.core.tensors.frameworks import as_numpy, framework_of, quantized_scheme
+from quantscope.core.tensors.validate import EngineTypeError
 from quantscope.errors import UserError
 from quantscope.state import Settings, SettingsError, Source
 from quantscope.state.settings import CODE_RANGES
@@ -81,7 +81,7 @@ def resolve_source(data, *, tensor: str | None = None, name: str | None = None
 
 
 def _named_source(text: str, tensor: str | None) -> Source:
-    from quantscope.core.generators import GENERATORS
+    from quantscope.core.tensors.generators import GENERATORS
     from quantscope.io.samples import list_samples
 
     if Path(text).exists():

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from quantscope.core import analyze, choose_qparams
-from quantscope.core.bitwidth import DB_PER_BIT, BitwidthCurve, bitwidth_curve, sqnr_vs_bits
-from quantscope.core.validate import EngineValueError
+from quantscope.core.labs.bitwidth import DB_PER_BIT, BitwidthCurve, bitwidth_curve, sqnr_vs_bits
+from quantscope.core.tensors.validate import EngineValueError
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_bad_widths_are_refused(bad):
 
 
 def test_ideal_line_passes_through_its_anchor():
-    from quantscope.core.bitwidth import ideal_line
+    from quantscope.core.labs.bitwidth import ideal_line
 
     line = ideal_line([2, 8], 8, 40.0)
     assert line[1] == 40.0

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from oracles import need
 from quantscope.core import analyze, choose_qparams, params_from_range
-from quantscope.core.calibration import abs_histogram, entropy_amax
-from quantscope.core.validate import EngineValueError
+from quantscope.core.calibration.methods import abs_histogram, entropy_amax
+from quantscope.core.tensors.validate import EngineValueError
 
 F32 = np.float32
 
@@ -151,7 +151,7 @@ def test_methods_on_edge_tensors():
 @pytest.mark.parametrize("dist", ["normal", "student3"])
 def test_mse_never_worse_than_pytorch_histogram_observer(dist):
     torch = need("torch")
-    from quantscope.core.qparams import QuantParams
+    from quantscope.core.schemes.qparams import QuantParams
 
     rng = np.random.default_rng(8)
     x = {"normal": rng.standard_normal(50_000),
@@ -166,7 +166,7 @@ def test_mse_never_worse_than_pytorch_histogram_observer(dist):
 
 def test_prepared_tensor_is_reused_not_sorted_again(monkeypatch):
     """choose_qparams(prepared=...) gives the same parameters without preparing again."""
-    from quantscope.core import prepared
+    from quantscope.core.stats import prepared
 
     rng = np.random.default_rng(5)
     x = rng.standard_t(3, size=(64, 300)).astype(np.float32)

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from quantscope.core import analyze, choose_qparams, params_from_range
-from quantscope.core.captions import (
+from quantscope.core.labs.captions import (
     Caption,
     bulk_code_span,
     caption,
     finite_range,
     pane_captions,
 )
-from quantscope.core.formatting import fmt_percent, fmt_value
+from quantscope.core.text.formatting import fmt_percent, fmt_value
 
 
 def _cap(x, params) -> Caption:
@@ -188,7 +188,7 @@ def test_clipped_values_never_read_as_rounding_only_or_as_stretching():
 
 
 def test_a_share_below_a_thousandth_of_a_percent_is_a_count():
-    from quantscope.core.captions import values_share
+    from quantscope.core.labs.captions import values_share
 
     assert values_share(1, 10_000_000) == "one value"
     assert values_share(12, 10_000_000) == "12 values"

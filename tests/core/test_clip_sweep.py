@@ -8,8 +8,8 @@ import pytest
 
 import quantscope as qs
 from quantscope.core import analyze, params_from_range
-from quantscope.core.sweep import ClipSweep, clip_sweep_curve, window_for_threshold
-from quantscope.core.validate import EngineValueError
+from quantscope.core.stats.sweep import ClipSweep, clip_sweep_curve, window_for_threshold
+from quantscope.core.tensors.validate import EngineValueError
 
 FIELDS = ("thresholds", "lower", "upper", "scale", "zero_point", "rounding_mse",
           "clipping_mse", "mse", "sqnr_db", "clipped_fraction")

@@ -10,13 +10,13 @@ import sys
 import numpy as np
 
 from quantscope.cli import main
-from quantscope.core import compile_notice
-from quantscope.core.quantize import COMPILED_MIN
+from quantscope.core.kernels import compile_notice
+from quantscope.core.schemes.quantize import COMPILED_MIN
 
 _RUN_A_LOOP = """
 import numpy as np
-from quantscope.core.compile_notice import announce_compiles
-from quantscope.core import direct_kernel
+from quantscope.core.kernels.compile_notice import announce_compiles
+from quantscope.core.kernels import direct_kernel
 announce_compiles(lambda line: print("NOTICE", line))
 announce_compiles(lambda line: print("SECOND", line))  # one listener per process
 q, out = np.zeros(64, np.int8), np.zeros(64, np.float32)

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quantscope.core import analyze, dequantize, quantize
-from quantscope.core.qparams import QuantParams
-from quantscope.core.sorted_kernel import ARITHMETIC_CODES
-from quantscope.core.validate import EngineTypeError, EngineValueError
+from quantscope.core.kernels.sorted_kernel import ARITHMETIC_CODES
+from quantscope.core.schemes.qparams import QuantParams
+from quantscope.core.tensors.validate import EngineTypeError, EngineValueError
 
-QUANTIZE = sys.modules["quantscope.core.quantize"]
+QUANTIZE = sys.modules["quantscope.core.schemes.quantize"]
 
 
 def both(monkeypatch, fn):
@@ -142,7 +142,7 @@ def test_every_share_of_the_compiled_loops_equals_the_numpy_pass_on_it(source, g
     """The loops index each share from its own start (``lo`` > 0, not a block multiple):
     codes, the non-finite flag, dequantized values and the analysis of every share equal the
     NumPy passes on that share alone."""
-    from quantscope.core import direct_kernel as dk
+    from quantscope.core.kernels import direct_kernel as dk
 
     rng = np.random.default_rng(5)
     x = {"random": rng.standard_normal(5000).astype(np.float32) * 3,
@@ -181,7 +181,7 @@ def test_every_share_of_the_compiled_loops_equals_the_numpy_pass_on_it(source, g
 def test_a_fresh_output_faulted_in_block_by_block_equals_the_numpy_pass(monkeypatch):
     """A fresh output's pages are faulted in a block ahead of the shares that fill it: with
     blocks that end mid-page and a last short one, every value is the NumPy pass's."""
-    from quantscope.core import direct_kernel as dk
+    from quantscope.core.kernels import direct_kernel as dk
 
     monkeypatch.setattr(dk, "TOUCH_BLOCK", 12_345)
     rng = np.random.default_rng(3)
@@ -253,7 +253,7 @@ def test_dequantize_range_by_lines_equals_the_plain_rule_at_any_alignment(dtype,
     """The 64-byte lines written by non-temporal stores (into a reused buffer), the elements
     before and after them, and the plain stores into a fresh output give
     ``float32(float32(int32(q) − z) · s)`` bit for bit, and nothing outside."""
-    from quantscope.core import direct_kernel as dk
+    from quantscope.core.kernels import direct_kernel as dk
 
     rng = np.random.default_rng(11)
     info = np.iinfo(dtype)
@@ -275,7 +275,7 @@ def test_the_nonfinite_flag_finds_every_nan_and_inf_and_nothing_else():
     """The flag ORs the bits of ``x − x``: one NaN or ±inf at any lane of a line or in the
     last few elements is found; the largest finite floats, subnormals and signed zeros are
     not."""
-    from quantscope.core import direct_kernel as dk
+    from quantscope.core.kernels import direct_kernel as dk
 
     rng = np.random.default_rng(5)
     edge = np.array([np.finfo(np.float32).max, -np.finfo(np.float32).max,

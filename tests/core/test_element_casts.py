@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from quantscope.core.elements import ELEMENTS, NF4_LEVELS, cast, cast_e8m0
+from quantscope.core.formats.elements import ELEMENTS, NF4_LEVELS, cast, cast_e8m0
 
 FLOAT_TYPES = [name for name, et in ELEMENTS.items() if et.dtype is not None]
 N_RANDOM = 1 << 22

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from quantscope.core import analyze, choose_qparams, params_from_range
-from quantscope.core.explain import (
+from quantscope.core.labs.explain import (
     channel_table,
     clip_threshold,
     clip_window,
@@ -16,8 +16,8 @@ from quantscope.core.explain import (
     unit_histogram,
     unit_values,
 )
-from quantscope.core.sweep import clip_sweep_curve, window_for_threshold
-from quantscope.core.validate import EngineValueError
+from quantscope.core.stats.sweep import clip_sweep_curve, window_for_threshold
+from quantscope.core.tensors.validate import EngineValueError
 
 
 def test_clip_window_symmetric_and_asymmetric():

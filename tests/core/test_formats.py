@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from quantscope.core import EngineValueError, QuantParams, analyze, choose_qparams, prepare
-from quantscope.core.formats import FORMATS, FormatParams, bits_per_element, format_kind
+from quantscope.core.formats.catalog import FORMATS, FormatParams, bits_per_element, format_kind
 
 SAMPLES = Path(__file__).resolve().parents[2] / "src" / "quantscope" / "resources" / "samples"
 FORMAT_NAMES = ("int8 int4_g32 int4_g64 int4_g128 fp8_e4m3 fp8_e5m2 fp8_e4m3fnuz fp8_e5m2fnuz "
@@ -137,7 +137,7 @@ def test_element_calibration_methods(gelu, method):
 
 
 def test_mse_is_exact_minimum_of_its_candidates(weight):
-    from quantscope.core.format_stats import MSE_FRACTIONS
+    from quantscope.core.stats.format_stats import MSE_FRACTIONS
 
     p = choose_qparams(weight, format="fp4_e2m1", method="mse")
     amax = float(np.abs(weight).max())
@@ -197,7 +197,7 @@ def test_a_block_report_is_kept_for_its_exact_scales_only(name, weight):
 
 def _walk_rows_by_the_reference(x2d, s, inv, use_inv, args):
     """Every row through ``format_kernel._walk``, the one-loop element walk (saturating)."""
-    from quantscope.core.format_kernel import _walk
+    from quantscope.core.formats.format_kernel import _walk
 
     kind, mbits, emin, step, mx, overflow, signed_zero, _, lut_mid, lut_val, grid = args
     hist = np.zeros(grid.size, np.int64)
@@ -218,8 +218,8 @@ def test_the_split_saturating_walk_equals_the_one_loop_walk_bit_for_bit(name, so
     per element kind) gives every total of the one-loop walk exactly: sums in the same order,
     counts, codes used, min/max, on ties, subnormals, overflow, ±0, NaN and inf, with rows
     longer than a chunk and a scale that clips."""
-    from quantscope.core.format_kernel import CHUNK, direct_rows
-    from quantscope.core.format_stats import _kernel_args
+    from quantscope.core.formats.format_kernel import CHUNK, direct_rows
+    from quantscope.core.stats.format_stats import _kernel_args
 
     rng = np.random.default_rng(7)
     if source == "edge":
@@ -255,9 +255,9 @@ def test_a_searched_row_places_values_on_and_beside_each_boundary_as_the_cast_do
     every boundary (the midpoints between representable values, where ties are decided, and
     the overflow thresholds) and on both float32 neighbours of each, the searched split
     counts exactly what walking the row element by element counts."""
-    from quantscope.core.format_kernel import sorted_rows
-    from quantscope.core.format_stats import _kernel_args, element_edges
-    from quantscope.core.sorted_stats import SortedRows
+    from quantscope.core.formats.format_kernel import sorted_rows
+    from quantscope.core.stats.format_stats import _kernel_args, element_edges
+    from quantscope.core.stats.sorted_stats import SortedRows
 
     p = FormatParams(name, np.float32(1.0))
     et = p.element

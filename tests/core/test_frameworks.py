@@ -12,8 +12,8 @@ import pytest
 
 import quantscope as qs
 from oracles import need
-from quantscope.core.frameworks import as_numpy, framework_of
-from quantscope.core.validate import as_float32
+from quantscope.core.tensors.frameworks import as_numpy, framework_of
+from quantscope.core.tensors.validate import as_float32
 
 
 @pytest.fixture

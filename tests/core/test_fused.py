@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from quantscope.core import analyze, choose_qparams, params_from_range
-from quantscope.core import fused as fused_mod
-from quantscope.core.fused import FusedPass, FusedRules, figures_of, suggest
-from quantscope.core.fused_kernel import symmetric_scale
-from quantscope.core.validate import EngineValueError
+from quantscope.core.kernels.fused_kernel import symmetric_scale
+from quantscope.core.stats import fused as fused_mod
+from quantscope.core.stats.fused import FusedPass, FusedRules, figures_of, suggest
+from quantscope.core.tensors.validate import EngineValueError
 
 SQNR_DB = 10 * np.log10(1 + 2e-9)  # 1e-9 relative on the sums (as tests/core/test_prepared.py)
 RNG = np.random.default_rng(17)

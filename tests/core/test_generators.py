@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quantscope.core.generators import GENERATORS, MAX_ELEMENTS, GeneratorError, generate
+from quantscope.core.tensors.generators import GENERATORS, MAX_ELEMENTS, GeneratorError, generate
 
 GENERATOR_NAMES = ("normal", "uniform", "relu", "gelu", "lognormal", "laplace", "student_t",
                    "outliers", "weights", "bimodal")

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from quantscope.core import params_from_range
-from quantscope.core.mapping import (
+from quantscope.core.labs.mapping import (
     DEFAULT_VALUES,
     MAX_VALUES,
     cast_without_clamp,
     map_values,
     parse_values,
 )
-from quantscope.core.validate import EngineValueError
+from quantscope.core.tensors.validate import EngineValueError
 
 
 def test_the_seed_example_symmetric_and_asymmetric():

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from oracles import need
 from quantscope.core import QuantParams, choose_qparams
-from quantscope.core.matmul import accumulate_int32, int8_matmul
+from quantscope.core.labs.matmul import accumulate_int32, int8_matmul
 from quantscope.errors import QuantscopeError
 
 SAMPLES = Path(__file__).resolve().parents[2] / "src" / "quantscope" / "resources" / "samples"
@@ -443,7 +443,7 @@ def _tie_operands(rng, n: int = 48):
     """FULLY_CONNECTED operands whose accumulators the bias sets (K = 1, a = za): per output
     channel one accumulator at or one step beside an exact tie of the Q31 product, and one
     where float32 requantization and the exact rounding part."""
-    from quantscope.core.requant import quantize_multiplier
+    from quantscope.core.labs.requant import quantize_multiplier
 
     sa, so = np.float32(0.625), np.float32(1.0)
     sb = np.float32(2.0) ** -rng.integers(4, 14, n).astype(np.float32)  # exact multipliers

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quantscope.core import choose_qparams
-from quantscope.core.matmul import int8_matmul
-from quantscope.core.outliers import (
+from quantscope.core.labs.matmul import int8_matmul
+from quantscope.core.labs.outliers import (
     outlier_columns,
     quantized_matmul,
     smooth,

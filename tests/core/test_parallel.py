@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from quantscope.core import parallel as P
+from quantscope.core.kernels import parallel as P
 
 
 @pytest.fixture

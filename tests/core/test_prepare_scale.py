@@ -7,10 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quantscope.core import analyze, choose_qparams, parallel, radix_sort, sorted_stats
-from quantscope.core.block_sums import BLOCK
-from quantscope.core.prepared import prepare, working_copy
-from quantscope.core.sorted_stats import SortedRows
+from quantscope.core import analyze, choose_qparams
+from quantscope.core.kernels import parallel, radix_sort
+from quantscope.core.kernels.block_sums import BLOCK
+from quantscope.core.stats import sorted_stats
+from quantscope.core.stats.prepared import prepare, working_copy
+from quantscope.core.stats.sorted_stats import SortedRows
 
 
 def _finite_sorted(x: np.ndarray) -> np.ndarray:
@@ -93,7 +95,7 @@ def test_a_prefix_carried_from_an_earlier_one_is_the_full_table_bit_for_bit():
     """``prefix_from`` (a threshold's sums carried on from the previous threshold's) gives,
     for every pair of positions, the full running sum: in or across blocks, from the row's
     start, at block starts and at the row's end."""
-    from quantscope.core.block_sums import prefix_at, prefix_from
+    from quantscope.core.kernels.block_sums import prefix_at, prefix_from
 
     rng = np.random.default_rng(11)
     v = np.sort(rng.standard_t(2, 3 * BLOCK + 17).astype(np.float32) * np.float32(3.7))
@@ -133,7 +135,7 @@ def test_reports_through_the_parallel_sort_equal_the_direct_pass(gran, monkeypat
 def test_progress_rises_to_one_and_raising_cancels(monkeypatch):
     monkeypatch.setattr(sorted_stats, "RADIX_ROWS", 0)
     x = np.random.default_rng(0).standard_normal(300_000).astype(ml_dtypes.bfloat16)
-    monkeypatch.setattr("quantscope.core.prepared.CONVERT_BLOCK", 50_000)
+    monkeypatch.setattr("quantscope.core.stats.prepared.CONVERT_BLOCK", 50_000)
     seen = []
     prep = prepare(x, progress=lambda f, stage: seen.append((f, stage)))
     fractions = [f for f, _ in seen]

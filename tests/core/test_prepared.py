@@ -5,12 +5,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quantscope.core import analyze, choose_qparams, params_from_range, sorted_stats
-from quantscope.core.prepared import clip_sweep, prepare
-from quantscope.core.qparams import QuantParams
-from quantscope.core.runtimes import RUNTIMES
-from quantscope.core.sweep import mse_optimal_windows
-from quantscope.core.validate import ARITHMETIC_RULES, EngineValueError
+from quantscope.core import analyze, choose_qparams, params_from_range
+from quantscope.core.calibration.runtimes import RUNTIMES
+from quantscope.core.schemes.qparams import QuantParams
+from quantscope.core.stats import sorted_stats
+from quantscope.core.stats.prepared import clip_sweep, prepare
+from quantscope.core.stats.sweep import mse_optimal_windows
+from quantscope.core.tensors.validate import ARITHMETIC_RULES, EngineValueError
 
 REL = 1e-9
 #: SQNR is 10·log10 of a ratio of sums: 1e-9 relative on the sums is this many dB, absolute
@@ -240,7 +241,7 @@ def test_sweeps_of_degenerate_tensors_do_not_crash():
 
 @pytest.mark.parametrize("axis, group", [(None, None), (0, None), (1, None), (1, 3)])
 def test_min_max_from_the_sorted_rows_equals_a_pass(axis, group):
-    from quantscope.core.qparams import unit_min_max
+    from quantscope.core.schemes.qparams import unit_min_max
 
     x = np.random.default_rng(8).standard_normal((5, 7)).astype(np.float32)
     x[1, :] = np.nan  # an empty channel along axis 0
@@ -265,7 +266,8 @@ def test_runtime_presets_give_the_same_params_with_a_prepared_tensor(runtime):
 
 def test_warm_up_loads_every_compiled_loop_the_reports_use():
     """A session's first percentile or per-channel report must not stall loading one."""
-    from quantscope.core import block_sums, prepared, radix_sort, sorted_kernel
+    from quantscope.core.kernels import block_sums, radix_sort, sorted_kernel
+    from quantscope.core.stats import prepared
 
     prepared.warm_up.cache_clear()
     prepared.warm_up()
@@ -279,7 +281,7 @@ def test_evaluations_hand_the_compiled_loop_one_layout_however_they_are_shared()
     """One evaluation, one share of many, several shares: Numba compiles a loop once per
     memory layout of its arguments (about 8 s each on a machine's first run), so every way of
     sharing the evaluations hands it the same one."""
-    from quantscope.core import sorted_kernel
+    from quantscope.core.kernels import sorted_kernel
 
     rng = np.random.default_rng(3)
     x = rng.standard_normal((600, 700)).astype(np.float32)

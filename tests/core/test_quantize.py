@@ -17,7 +17,7 @@ from quantscope import (
     quantize,
     quantize_fp32_to_int8,
 )
-from quantscope.core.validate import ARITHMETIC_RULES
+from quantscope.core.tensors.validate import ARITHMETIC_RULES
 
 f32 = np.float32
 finite_f32 = st.floats(-1e6, 1e6, allow_nan=False, width=32)
@@ -199,8 +199,8 @@ def test_quantize_dequantize_quantize_is_idempotent(x, scale, zp, rounding):
 @pytest.mark.parametrize("arithmetic", ["multiply", "fma", "multiply_add"])
 def test_a_scale_without_a_float32_reciprocal_is_refused_where_it_is_multiplied(arithmetic):
     """1 / scale overflows below ~2.94e-39: x * inf is NaN at x = 0, which has no code."""
-    from quantscope.core.qparams import QuantParams
-    from quantscope.core.validate import SMALLEST_INVERTIBLE_SCALE as smallest
+    from quantscope.core.schemes.qparams import QuantParams
+    from quantscope.core.tensors.validate import SMALLEST_INVERTIBLE_SCALE as smallest
 
     assert np.isfinite(f32(1) / smallest)
     with np.errstate(over="ignore"):

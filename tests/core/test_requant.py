@@ -16,7 +16,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from quantscope.core.requant import (
+from quantscope.core.labs.requant import (
     INT32_MAX,
     INT32_MIN,
     multiply_by_quantized_multiplier,

@@ -15,7 +15,7 @@ import pytest
 
 from oracles import need
 from quantscope.core import choose_qparams
-from quantscope.core.qparams import QuantParams
+from quantscope.core.schemes.qparams import QuantParams
 from quantscope.io import list_tensors, load_tensor, samples
 
 torch = need("torch")

@@ -1,14 +1,15 @@
-"""Runtime presets pinned with hand-worked cases (see the rules in quantscope.core.runtimes)."""
+"""Runtime presets pinned with hand-worked cases (see the rules in
+quantscope.core.calibration.runtimes)."""
 
 import numpy as np
 import pytest
 
 from oracles import need
 from quantscope.core import analyze, choose_qparams
-from quantscope.core.prepared import prepare
-from quantscope.core.qparams import QuantParams
-from quantscope.core.runtimes import PRESETS, RUNTIMES
-from quantscope.core.validate import EngineValueError
+from quantscope.core.calibration.runtimes import PRESETS, RUNTIMES
+from quantscope.core.schemes.qparams import QuantParams
+from quantscope.core.stats.prepared import prepare
+from quantscope.core.tensors.validate import EngineValueError
 
 F32 = np.float32
 X_TIE = F32(0.273939937)  # fbgemm's documented case: x / scale = 127.49999, x * (1/scale) = 127.5
@@ -242,7 +243,7 @@ def test_explicit_arguments_are_honoured_or_refused_never_dropped():
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_every_preset_names_its_runtime_version_and_kernel(runtime):
-    import quantscope.core.runtimes as rt
+    import quantscope.core.calibration.runtimes as rt
 
     assert any(ch.isdigit() for ch in PRESETS[runtime])  # a version
     assert f"``{runtime}`` --" in rt.__doc__

@@ -7,11 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quantscope.core import analyze, choose_qparams, sorted_stats
-from quantscope.core.prepared import prepare
-from quantscope.core.qparams import QuantParams
-from quantscope.core.quantize import quantize_codes_float
-from quantscope.core.sorted_kernel import ARITHMETIC_CODES, code_of
+from quantscope.core import analyze, choose_qparams
+from quantscope.core.kernels.sorted_kernel import ARITHMETIC_CODES, code_of
+from quantscope.core.schemes.qparams import QuantParams
+from quantscope.core.schemes.quantize import quantize_codes_float
+from quantscope.core.stats import sorted_stats
+from quantscope.core.stats.prepared import prepare
 
 
 @numba.njit(cache=False)
@@ -142,7 +143,7 @@ def test_walked_rows_count_codes_across_64_element_words(arithmetic, rounding, m
 
 def test_the_portable_trailing_zero_count_agrees_with_numbas():
     """The stand-in used if Numba's internal cttz ever moves gives the same counts."""
-    from quantscope.core.sorted_kernel import trailing_zeros, trailing_zeros_portable
+    from quantscope.core.kernels.sorted_kernel import trailing_zeros, trailing_zeros_portable
 
     @numba.njit
     def both(m):

@@ -63,7 +63,8 @@ def make_window(qtbot):
     assert not running, f"scheduler threads still running after close: {running}"
     # A _DummyThread is Python's record of a foreign thread (one of Qt's): Python never
     # removes it.
-    # The engine's worker pool (quantscope.core.parallel) is made once and kept for the process.
+    # The engine's worker pool (quantscope.core.kernels.parallel) is made once and kept for the
+    # process.
     leaked = {t for t in set(threading.enumerate()) - threads_before
               if not isinstance(t, threading._DummyThread)
               and not t.name.startswith("quantscope-engine")}

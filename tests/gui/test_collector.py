@@ -12,7 +12,7 @@ CHILD = """
     import gc, json, threading
     import numpy as np
     from PySide6.QtWidgets import QApplication, QLabel, QVBoxLayout, QWidget
-    import quantscope.core.quantize as Q
+    import quantscope.core.schemes.quantize as Q
     from quantscope.core import analyze, choose_qparams
     from quantscope.gui.window import MainWindow
 

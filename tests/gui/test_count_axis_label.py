@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QPoint
 
-from quantscope.core.generators import generate
+from quantscope.core.tensors.generators import generate
 from quantscope.state import PANES, Source
 
 

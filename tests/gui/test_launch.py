@@ -15,7 +15,7 @@ from PySide6.QtGui import QImage
 
 from quantscope.cli import main
 from quantscope.core import analyze
-from quantscope.core.generators import generate
+from quantscope.core.tensors.generators import generate
 from quantscope.gui.numbers import display_values
 from quantscope.io.samples import sample_path
 from quantscope.jsonable import to_jsonable

@@ -2,7 +2,7 @@
 bad files, and leaves no thread or timer behind.
 
 Every expected value comes from an independent call of
-:func:`quantscope.core.outliers.quantized_matmul` on the bundled pair, never from the view's
+:func:`quantscope.core.labs.outliers.quantized_matmul` on the bundled pair, never from the view's
 own cache.
 """
 
@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from quantscope.core.outliers import quantized_matmul
+from quantscope.core.labs.outliers import quantized_matmul
 from quantscope.gui.views.matmul import MatmulView
 from quantscope.io import samples
 from quantscope.state.matmul_lab import (
@@ -51,7 +51,8 @@ def view(qtbot):
     v.close()  # closeEvent: timer stopped, worker joined
     assert not v.timer.isActive()
     assert not v.job.busy
-    # the engine's worker pool (quantscope.core.parallel) is made once and kept for the process
+    # the engine's worker pool (quantscope.core.kernels.parallel) is made once and kept for the
+    # process
     leaked = [t for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()
               and not t.name.startswith("quantscope-engine")]
     assert leaked == []

@@ -15,7 +15,7 @@ import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QImage, QPainter
 
-from quantscope.core.fused import TensorFigures
+from quantscope.core.stats.fused import TensorFigures
 from quantscope.io.tensor_info import TensorInfo
 from quantscope.state.model_scan import OK, PENDING, ModelRow
 
@@ -340,7 +340,7 @@ def test_the_axis_draws_emb_and_the_layers(chart, qtbot):
 
 
 def test_a_band_marks_where_the_engine_gives_up_on_int8(chart, qtbot):
-    from quantscope.core.fused import suggest_floor_db
+    from quantscope.core.stats.fused import suggest_floor_db
     from quantscope.gui.model_chart import MODES
 
     rows = _rows()

@@ -125,7 +125,7 @@ def test_sorting_filter_and_click_through_and_back(make_window, qtbot, wait_resu
 
 
 def test_cancel_resume_and_new_settings(make_window, qtbot, tmp_path, monkeypatch):
-    from quantscope.core import fused
+    from quantscope.core.stats import fused
 
     monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 64)  # many chunks: time to cancel midway
     _sharded(tmp_path, layers=30)

@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage, QPainter, QPicture
 
-from quantscope.core.generators import generate
+from quantscope.core.tensors.generators import generate
 from quantscope.gui.pane_axes import draw_axis
 from quantscope.state import ExplorerState, Source
 

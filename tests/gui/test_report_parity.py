@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from quantscope.cli import main
-from quantscope.core.generators import generate
+from quantscope.core.tensors.generators import generate
 from quantscope.io.samples import sample_path
 from quantscope.state import PANES
 from quantscope.state.formats import CHOICES

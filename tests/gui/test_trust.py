@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from quantscope.core import analyze
-from quantscope.core.explain import clip_window
-from quantscope.core.generators import generate
+from quantscope.core.labs.explain import clip_window
+from quantscope.core.tensors.generators import generate
 from quantscope.gui.numbers import display_values
 from quantscope.state import PANES, Source, pane_params
 

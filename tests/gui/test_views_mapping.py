@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from gui_measure import rich_text_lines
 
-from quantscope.core.mapping import map_values
+from quantscope.core.labs.mapping import map_values
 from quantscope.gui.views.mapping import MappingView
 
 

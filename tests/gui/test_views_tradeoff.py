@@ -9,8 +9,8 @@ import pytest
 from gui_measure import rich_text_lines
 
 from quantscope.core import analyze
-from quantscope.core.explain import clip_threshold
-from quantscope.core.prepared import prepare
+from quantscope.core.labs.explain import clip_threshold
+from quantscope.core.stats.prepared import prepare
 from quantscope.gui.views.tradeoff import TradeoffView, sweep_points
 from quantscope.state import ExplorerState
 

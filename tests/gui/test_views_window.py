@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from gui_measure import cut_combo_texts
 
-from quantscope.core.captions import pane_captions
-from quantscope.core.explain import clip_threshold
+from quantscope.core.labs.captions import pane_captions
+from quantscope.core.labs.explain import clip_threshold
 from quantscope.state import PANES
 
 

@@ -11,7 +11,7 @@ from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QApplication, QLabel
 
 from quantscope.core import analyze
-from quantscope.core.generators import generate
+from quantscope.core.tensors.generators import generate
 from quantscope.gui.numbers import display_values
 from quantscope.state import (
     PANES,

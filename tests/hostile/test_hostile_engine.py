@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import quantscope as qs
-from quantscope.core.validate import EngineTypeError, EngineValueError
+from quantscope.core.tensors.validate import EngineTypeError, EngineValueError
 
 F = float(np.finfo(np.float32).max)
 X = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)

@@ -19,7 +19,7 @@ import numpy as np
 
 from quantscope.commands.source import add_file_or_sample, resolve_file_or_sample
 from quantscope.core import QuantParams, analyze, choose_qparams
-from quantscope.core.validate import ARITHMETIC_RULES, ROUNDING_RULES
+from quantscope.core.tensors.validate import ARITHMETIC_RULES, ROUNDING_RULES
 from quantscope.errors import UserError
 from quantscope.io import load_for_analysis
 from quantscope.io.archive import build_metadata, write_archive
@@ -69,10 +69,10 @@ def add_parser(subparsers) -> None:
 def _check_optional_engine(args: argparse.Namespace) -> None:
     """Calibration and runtime presets are separate engine modules; say so if absent."""
     if args.method != "minmax" and importlib.util.find_spec(
-            "quantscope.core.calibration") is None:
+            "quantscope.core.calibration.methods") is None:
         raise UserError(f"--method {args.method}: calibration is not available in this "
                         "version (use minmax)")
-    if args.runtime and importlib.util.find_spec("quantscope.core.runtimes") is None:
+    if args.runtime and importlib.util.find_spec("quantscope.core.calibration.runtimes") is None:
         raise UserError(f"--runtime {args.runtime}: runtime presets are not available in this "
                         "version")
 

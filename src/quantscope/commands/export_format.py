@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantscope.core.formats import FormatParams, bits_per_element
+from quantscope.core.formats.catalog import FormatParams, bits_per_element
 
 
 def format_members(params: FormatParams, codes: np.ndarray) -> dict[str, np.ndarray]:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from quantscope.core import QuantReport
-from quantscope.core.formats import FORMATS, bits_per_element, check_format
-from quantscope.core.formatting import fmt_cell
+from quantscope.core.formats.catalog import FORMATS, bits_per_element, check_format
+from quantscope.core.text.formatting import fmt_cell
 from quantscope.errors import UserError
 
 

@@ -16,7 +16,7 @@ import argparse
 import numpy as np
 
 from quantscope.core import QuantReport
-from quantscope.core.formatting import fmt_cell
+from quantscope.core.text.formatting import fmt_cell
 from quantscope.errors import UserError
 from quantscope.jsonable import dumps
 from quantscope.state.options import (
@@ -82,7 +82,7 @@ def explore(args: argparse.Namespace):
     """Load the tensor and compute the panes as the window would; return the state."""
     import dataclasses
 
-    from quantscope.core.compile_notice import announce_compiles
+    from quantscope.core.kernels.compile_notice import announce_compiles
     from quantscope.state import ExplorerState, Settings, load_source
     from quantscope.state.compute import needs_preparation
 

@@ -191,7 +191,7 @@ def format_table(label: str, rows, shown, settings, seconds: float, sharded: boo
 
 def run(args: argparse.Namespace) -> int:
     """Scan, print the ranking (table, JSON or CSV on stdout, progress on stderr)."""
-    from quantscope.core.compile_notice import announce_compiles
+    from quantscope.core.kernels.compile_notice import announce_compiles
     from quantscope.io.checkpoint import list_checkpoint
     from quantscope.state import Settings
     from quantscope.state.model_records import to_csv, to_json

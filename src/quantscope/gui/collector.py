@@ -6,7 +6,8 @@ queues the C++ deletion for the main thread, which runs the queue as a pending c
 GIL hand-off -- by then Qt may have deleted the object itself, and the queued destructor jumps
 through freed memory (a segmentation fault inside
 ``Shiboken::BindingManager::runDeletionInMainThread``). So while a window exists, automatic
-collection is paused (:func:`quantscope.core.parallel.pause_collector`, counted with the engine's
+collection is paused (:func:`quantscope.core.kernels.parallel.pause_collector`, counted with the
+engine's
 own pauses) and a GUI-thread timer collects by the collector's own thresholds, as pyqtgraph's
 ``GarbageCollector`` does. The last window out collects once, here, and restores the collector.
 """
@@ -17,7 +18,7 @@ import gc
 
 from PySide6.QtCore import QCoreApplication, QTimer
 
-from quantscope.core.parallel import pause_collector, resume_collector
+from quantscope.core.kernels.parallel import pause_collector, resume_collector
 
 #: How often the GUI thread looks whether a collection is due.
 INTERVAL_MS = 250

@@ -32,7 +32,7 @@ from PySide6.QtGui import QColor, QImage, QPainter, QPicture, QRegion
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QLabel, QWidget
 
-from quantscope.core.captions import pane_captions
+from quantscope.core.labs.captions import pane_captions
 from quantscope.errors import QuantscopeError
 from quantscope.gui.theme import current_theme
 from quantscope.jsonable import dumps

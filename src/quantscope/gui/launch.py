@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from quantscope.core.generators import GENERATORS
+from quantscope.core.tensors.generators import GENERATORS
 from quantscope.errors import UserError, one_line
 from quantscope.io.writing import check_output, write_text
 from quantscope.jsonable import dumps
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
 
     # the engine's compiled loops loaded now, before Qt (imported first, it doubles Numba's
     # start-up): a load in the window then never stalls the GUI thread loading one
-    from quantscope.core.compile_notice import announce_compiles
+    from quantscope.core.kernels.compile_notice import announce_compiles
     from quantscope.state.source import warm_up_engine
 
     announce_compiles()

@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from quantscope.core.fused import suggest_floor_db
+from quantscope.core.stats.fused import suggest_floor_db
 from quantscope.gui.theme import Theme, contrast_ratio, current_theme, style_plot
 from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.io.tensor_info import printable

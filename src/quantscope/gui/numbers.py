@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantscope.core import QuantReport
-from quantscope.core.formatting import fmt_count_percent, fmt_float
+from quantscope.core.text.formatting import fmt_count_percent, fmt_float
 
 #: (key, label) of each number in a pane's table, in reading order. The scale has a row of its
 #: own (per channel it is three numbers); the others go two per row.
@@ -140,7 +140,7 @@ def format_grid(p) -> Grid:
     crowd near zero and spread out towards the ends, so its buckets are not uniform), the
     window out to where values start to clip. Per channel or per block: the grid of the
     median-scale unit, the window of the largest scale."""
-    from quantscope.core.format_stats import element_edges
+    from quantscope.core.stats.format_stats import element_edges
 
     scale = np.asarray(p.scale, np.float64).reshape(-1)
     over = float(element_edges(p.element)[-1])

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from quantscope.core.generators import GENERATORS, GeneratorError, check_shape
+from quantscope.core.tensors.generators import GENERATORS, GeneratorError, check_shape
 from quantscope.gui.pane import mono_font
 from quantscope.io.samples import list_samples
 from quantscope.state import ExplorerState, Source

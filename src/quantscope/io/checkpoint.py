@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quantscope.core.validate import in_memory
+from quantscope.core.tensors.validate import in_memory
 from quantscope.io import detect_format, list_tensors, load_tensor_with_info
 from quantscope.io.checks import check_regular_file, fail
 from quantscope.io.shards import MAX_INDEX_BYTES

@@ -20,7 +20,7 @@ Groups are what GPTQ and AWQ use: blocks of ``group_size`` consecutive elements 
 reduction (input) dimension, inside each output channel of a weight ``[out, in]`` -- so along
 axis 1 when the channels are axis 0. For an activation ``[tokens, features]`` the reduction
 dimension is the features axis itself: blocks of features inside each token. The engine's
-groups run along the axis it is given (:mod:`quantscope.core.layout`, ONNX's blocked
+groups run along the axis it is given (:mod:`quantscope.core.tensors.layout`, ONNX's blocked
 quantization), so the mapping below hands it that reduction axis.
 """
 

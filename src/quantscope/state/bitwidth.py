@@ -1,6 +1,6 @@
 """What the Bit width view computes, without Qt: one immutable request and four curves.
 
-Each curve is :func:`quantscope.core.bitwidth.bitwidth_curve` over a pane's own parameter rules
+Each curve is :func:`quantscope.core.labs.bitwidth.bitwidth_curve` over a pane's own parameter rules
 (:func:`quantscope.state.compute.pane_params` with ``bits`` changed), so every point is the
 report that pane would show at that width.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quantscope.core.bitwidth import BitwidthCurve, bitwidth_curve
+from quantscope.core.labs.bitwidth import BitwidthCurve, bitwidth_curve
 from quantscope.errors import Cancelled
 from quantscope.state.compute import analyze_with, pane_params
 from quantscope.state.settings import PANES, Settings

@@ -28,7 +28,7 @@ import numpy as np
 def cache_was_cold() -> bool:
     """Whether this process compiled the panes' main loop rather than loading it (call after
     the warm-up): then the other loops are not in the cache either."""
-    from quantscope.core.sorted_kernel import evaluate_rows
+    from quantscope.core.kernels.sorted_kernel import evaluate_rows
 
     stats = getattr(evaluate_rows, "stats", None)  # a Numba dispatcher's own counters
     return bool(stats is not None and sum(stats.cache_misses.values()))
@@ -59,9 +59,9 @@ def compile_rest() -> None:
     """Call, once each on small tensors, every compiled loop beyond the warm-up's, with the
     argument types the window, the scan and the engine API hand them."""
     from quantscope.core import analyze, choose_qparams, dequantize, quantize
-    from quantscope.core.elements import cast, cast_e8m0
-    from quantscope.core.fused import figures_of
-    from quantscope.core.prepared import prepare
+    from quantscope.core.formats.elements import cast, cast_e8m0
+    from quantscope.core.stats.fused import figures_of
+    from quantscope.core.stats.prepared import prepare
     from quantscope.io.dtypes import dtype_from_name
     from quantscope.state.formats import format_points
     from quantscope.state.settings import Settings

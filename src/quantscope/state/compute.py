@@ -20,22 +20,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from quantscope.core import Prepared, QuantParams, QuantReport, choose_qparams, params_from_range
-from quantscope.core.parallel import (
+from quantscope.core.kernels.parallel import (
     process_niceness,
     set_thread_niceness,
     share_niceness,
     shares_at,
     thread_niceness,
 )
-from quantscope.core.qparams import unit_min_max
-from quantscope.core.quantize import COMPILED_MIN
+from quantscope.core.schemes.qparams import unit_min_max
+from quantscope.core.schemes.quantize import COMPILED_MIN
 from quantscope.errors import QuantscopeError
 from quantscope.state.axes import units
 from quantscope.state.errors import SettingsError
 from quantscope.state.settings import PANES, Settings
 
 if TYPE_CHECKING:  # for the annotations only: formats loads Numba, a report must not
-    from quantscope.core.formats import FormatParams
+    from quantscope.core.formats.catalog import FormatParams
 
 
 def unit_range(x: np.ndarray, axis: int | None, group_size: int | None,
@@ -381,7 +381,7 @@ def params_key(params: QuantParams | FormatParams) -> tuple | None:
 #: Below this many elements every pane is computed on one thread (threads would cost more).
 PARALLEL_MIN_SIZE = 1 << 20
 #: At most this many elements, reports take the direct pass (see :func:`analyze_with`): the
-#: size below which that pass is NumPy alone (``quantscope.core.quantize.COMPILED_MIN``).
+#: size below which that pass is NumPy alone (``quantscope.core.schemes.quantize.COMPILED_MIN``).
 DIRECT_MAX = COMPILED_MIN
 #: The per-channel panes on threads of their own wherever there are two cores: the kernel
 #: releases the GIL.

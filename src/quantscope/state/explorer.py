@@ -22,7 +22,7 @@ import numpy as np
 from psygnal import Signal
 
 from quantscope.core import Prepared, QuantParams, QuantReport
-from quantscope.core.validate import in_memory
+from quantscope.core.tensors.validate import in_memory
 from quantscope.state.axes import ROLES, AxisChoice, choose_axis
 from quantscope.state.compute import (
     ComputeRequest,
@@ -37,7 +37,7 @@ from quantscope.state.settings import PANES, Settings
 from quantscope.state.source import Source, TensorOverview, tensor_problem
 
 if TYPE_CHECKING:  # for the annotations only: formats loads Numba, a report must not
-    from quantscope.core.formats import FormatParams
+    from quantscope.core.formats.catalog import FormatParams
 
 
 class ExplorerState:
@@ -166,7 +166,7 @@ class ExplorerState:
         """The per-tensor clip window the panes use now: the manual window, else the
         asymmetric per-tensor pane's ``[scale (qmin - zp), scale (qmax - zp)]`` (the
         symmetric pane's when asymmetric is refused); None before any result."""
-        from quantscope.core.explain import clip_window
+        from quantscope.core.labs.explain import clip_window
 
         s = self.settings
         if s.method == "manual" and s.manual_clip is not None:

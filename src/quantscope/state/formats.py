@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 
 from quantscope.core import QuantParams, choose_qparams
-from quantscope.core.formats import FORMATS, FormatParams, format_kind
+from quantscope.core.formats.catalog import FORMATS, FormatParams, format_kind
 from quantscope.state.axes import units
 from quantscope.state.errors import SettingsError
 
@@ -113,7 +113,7 @@ def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
 def tensor_window(params) -> tuple[float, float] | None:
     """The values a per-tensor pane represents without clipping: an int pane's clip window,
     an element format's ``±max_finite · scale``; None for per-channel and block panes."""
-    from quantscope.core.explain import clip_window
+    from quantscope.core.labs.explain import clip_window
 
     if params.granularity != "tensor":
         return None
@@ -141,7 +141,7 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
     view's data.
     ``should_stop()`` is asked between formats (a background job stops early with
     :class:`~quantscope.errors.Cancelled`)."""
-    from quantscope.core.formats import bits_per_element
+    from quantscope.core.formats.catalog import bits_per_element
     from quantscope.errors import Cancelled
     from quantscope.state.compute import analyze_with, pane_params
 
@@ -168,7 +168,7 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
 
 def element_bits(name: str) -> int:
     """Bits of one stored element of format ``name`` (its scales not counted)."""
-    from quantscope.core.formats import element_of
+    from quantscope.core.formats.catalog import element_of
 
     if name == "int8":
         return 8

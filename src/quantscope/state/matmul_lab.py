@@ -1,6 +1,6 @@
 """What the Matmul view shows, without Qt: operands, one request, and its outcome as text.
 
-The view is a thin shell over :func:`quantscope.core.outliers.quantized_matmul`. Everything it
+The view is a thin shell over :func:`quantscope.core.labs.outliers.quantized_matmul`. Everything it
 needs per control change is built here, in the worker thread, from one immutable
 :class:`LabRequest`:
 
@@ -26,16 +26,16 @@ from typing import overload
 
 import numpy as np
 
-from quantscope.core.formatting import fmt_value
-from quantscope.core.generators import GENERATORS, generate
-from quantscope.core.outliers import (
+from quantscope.core.labs.outliers import (
     DEFAULT_ACTIVATION_SCHEME,
     DEFAULT_OUTPUT_SCHEME,
     DEFAULT_WEIGHT_SCHEME,
     MatmulLabResult,
     quantized_matmul,
 )
-from quantscope.core.requant import INT32_MAX
+from quantscope.core.labs.requant import INT32_MAX
+from quantscope.core.tensors.generators import GENERATORS, generate
+from quantscope.core.text.formatting import fmt_value
 from quantscope.errors import QuantscopeError
 from quantscope.io import load_for_analysis, samples
 

@@ -5,13 +5,13 @@ checkpoint (:func:`quantscope.io.checkpoint.list_checkpoint`) as rows -- analysa
 pending, the others marked with why -- and :class:`ModelScan` fills them in:
 
 * under the window's settings with min/max ranges and no runtime preset (what the panes show
-  first), each tensor goes through :class:`quantscope.core.fused.FusedPass`: its stored bytes
+  first), each tensor goes through :class:`quantscope.core.stats.fused.FusedPass`: its stored bytes
   are read once, a chunk at a time, by as many threads as there are cores (the kernels
   release the GIL), several tensors in flight at once, so a checkpoint scans at about the
   speed the disk or page cache delivers it, in the memory of a few chunks;
 * under any other settings (percentile, MSE, entropy, a preset, groups) the tensor is loaded
   as float32 and the panes' own mapping (:func:`quantscope.state.compute.pane_params`, then
-  :func:`quantscope.core.analyze`) gives the same figures, slower;
+  :func:`quantscope.core.stats.analyze`) gives the same figures, slower;
 * with ``formats=True`` every tensor is loaded so, and its best 8-bit and best 4-bit number
   format (:func:`quantscope.state.formats.best_formats`, the comparison panes' own rules) join
   its figures.
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from quantscope.core import analyze
-from quantscope.core.fused import (
+from quantscope.core.stats.fused import (
     OUTLIER_THRESHOLD,
     FusedPass,
     FusedRules,

@@ -21,7 +21,7 @@ owns one :class:`Scheduler` and the window and every view submit to it. The rule
   (:func:`~quantscope.state.compute.lower_thread_priority`, counted from the main thread, never
   compounded): their Python yields the CPU to the window's thread (with the panes' thread at
   the window's priority, the window was blocked half as long again during a 16M load). The
-  engine's shares of pane work (:mod:`quantscope.core.parallel`, compiled loops that release
+  engine's shares of pane work (:mod:`quantscope.core.kernels.parallel`, compiled loops that release
   the GIL) run at the priority of the thread that made the scheduler, on a pool started by it;
   views' shares run niced, on a pool of their own. On a pool niced by whichever thread used it
   first, one unrelated busy process made the panes' reports a third slower, and views' shares
@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from quantscope.core.parallel import share_niceness, shares_at, start_pool, thread_niceness
+from quantscope.core.kernels.parallel import share_niceness, shares_at, start_pool, thread_niceness
 from quantscope.errors import Cancelled, QuantscopeError
 from quantscope.state.compute import lower_thread_priority
 

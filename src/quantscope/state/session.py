@@ -62,7 +62,7 @@ def capture(state: ExplorerState, *, dark: bool = False, presentation: bool = Fa
 
 def _source_ndim(source: Source) -> int:
     """Check that ``source`` can be rebuilt (without loading its data); return its ndim."""
-    from quantscope.core.generators import GENERATORS, check_shape
+    from quantscope.core.tensors.generators import GENERATORS, check_shape
     from quantscope.io import list_tensors
     from quantscope.io.samples import sample_path
 

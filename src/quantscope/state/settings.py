@@ -6,8 +6,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from quantscope.core.runtimes import PRESETS
-from quantscope.core.validate import ROUNDING_RULES
+from quantscope.core.calibration.runtimes import PRESETS
+from quantscope.core.tensors.validate import ROUNDING_RULES
 from quantscope.state.errors import SettingsError, short_repr
 
 #: The four panes: symmetric / asymmetric x per tensor / per channel (per group when

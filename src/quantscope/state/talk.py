@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from quantscope.core.formatting import fmt_db
-from quantscope.core.mapping import DEFAULT_VALUES, map_values
+from quantscope.core.labs.mapping import DEFAULT_VALUES, map_values
+from quantscope.core.text.formatting import fmt_db
 from quantscope.errors import QuantscopeError
 from quantscope.io.samples import sample_path
 from quantscope.state.settings import Settings

@@ -2,7 +2,7 @@
 
 A :class:`SweepRequest` captures the tensor, its preparation and the settings when the view
 asks; :meth:`SweepRequest.run` evaluates the rounding-vs-clipping sweep of both schemes
-(:func:`quantscope.core.sweep.clip_sweep_curve`, exact reports) on the scheduler's thread,
+(:func:`quantscope.core.stats.sweep.clip_sweep_curve`, exact reports) on the scheduler's thread,
 polling its context between points so a superseded sweep stops early.
 """
 
@@ -15,9 +15,9 @@ from functools import partial
 import numpy as np
 
 from quantscope.core import choose_qparams
-from quantscope.core.captions import finite_range
-from quantscope.core.prepared import Prepared
-from quantscope.core.sweep import ClipSweep, clip_sweep_curve
+from quantscope.core.labs.captions import finite_range
+from quantscope.core.stats.prepared import Prepared
+from quantscope.core.stats.sweep import ClipSweep, clip_sweep_curve
 from quantscope.state.compute import analyze_with
 from quantscope.state.settings import Settings
 

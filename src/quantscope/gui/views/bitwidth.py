@@ -4,7 +4,7 @@ Every extra bit halves the step, so where rounding dominates the curve climbs ab
 bit (the dotted guide); outliers and clipping bend it down, and the gap between per-tensor and
 per-channel shows what finer scales buy at each width. Dragging the marker sets the bit width.
 
-Each curve is :func:`quantscope.core.bitwidth.bitwidth_curve` over the pane's own parameter
+Each curve is :func:`quantscope.core.labs.bitwidth.bitwidth_curve` over the pane's own parameter
 rules (:func:`quantscope.state.pane_params` with ``bits`` changed), computed by
 :class:`quantscope.state.bitwidth.CurvesRequest` in the view's lane of the scheduler, only while
 the view is visible.
@@ -16,7 +16,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from quantscope.core.bitwidth import BIT_WIDTHS, BitwidthCurve, ideal_line
+from quantscope.core.labs.bitwidth import BIT_WIDTHS, BitwidthCurve, ideal_line
 from quantscope.gui.jobs import Jobs
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot

@@ -7,8 +7,8 @@ as a table, and the histogram of one channel over its *own* code buckets (click 
 any plot or a table row). With a group size set the units are groups, numbered in the order
 of the per-group parameter array.
 
-Numbers come from the per-channel pane's report (:func:`quantscope.core.explain.channel_table`)
-and the engine's quantization of one unit (:func:`quantscope.core.explain.unit_histogram`).
+Numbers come from the per-channel pane's report (:func:`quantscope.core.labs.explain.channel_table`)
+and the engine's quantization of one unit (:func:`quantscope.core.labs.explain.unit_histogram`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from quantscope.core.explain import (
+from quantscope.core.labs.explain import (
     OUTLIER_THRESHOLD,
     ChannelTable,
     UnitHistogram,
@@ -39,9 +39,9 @@ from quantscope.core.explain import (
     range_segments,
     unit_histogram,
 )
-from quantscope.core.formatting import fmt_db, fmt_value
-from quantscope.core.qparams import QuantParams
-from quantscope.core.report import QuantReport
+from quantscope.core.schemes.qparams import QuantParams
+from quantscope.core.stats.report import QuantReport
+from quantscope.core.text.formatting import fmt_db, fmt_value
 from quantscope.gui.caption_label import line_count
 from quantscope.gui.style import reserve_lines, summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot

@@ -16,7 +16,7 @@ from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QSplitter, QWidget
 
-from quantscope.core.captions import pane_captions
+from quantscope.core.labs.captions import pane_captions
 from quantscope.errors import QuantscopeError
 from quantscope.gui.views.bitwidth import BitwidthView
 from quantscope.gui.views.channels import ChannelsView

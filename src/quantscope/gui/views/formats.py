@@ -18,7 +18,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QSizeF
 from PySide6.QtWidgets import QGraphicsTextItem, QVBoxLayout, QWidget
 
-from quantscope.core.bitwidth import DB_PER_BIT
+from quantscope.core.labs.bitwidth import DB_PER_BIT
 from quantscope.gui.jobs import Jobs
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot

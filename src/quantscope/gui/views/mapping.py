@@ -4,7 +4,7 @@ without clamp", what a bare ``astype(np.int8)`` stores instead of the clamp.
 
 The real axis is drawn on the code axis scaled by the scheme's step: a value ``x`` sits above
 position ``x / s + z``, so each arrow leans by exactly the rounding it undergoes. Every number
-comes from :mod:`quantscope.core.mapping` (the engine's parameters and arithmetic); this module
+comes from :mod:`quantscope.core.labs.mapping` (the engine's parameters and arithmetic); this module
 only draws them.
 """
 
@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from quantscope.core.mapping import (
+from quantscope.core.labs.mapping import (
     DEFAULT_VALUES,
     INT8,
     CastResult,
@@ -34,7 +34,7 @@ from quantscope.core.mapping import (
     map_values,
     parse_values,
 )
-from quantscope.core.validate import EngineValueError
+from quantscope.core.tensors.validate import EngineValueError
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._code_axis import CodeRangeAxis

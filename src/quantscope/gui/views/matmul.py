@@ -7,7 +7,7 @@ SmoothQuant's α and LLM.int8()'s threshold. Every control change becomes one im
 :class:`~quantscope.state.matmul_lab.LabRequest`, coalesced over 40 ms and run in the view's
 one :class:`~quantscope.gui.jobs.Lane` of the window's scheduler (generation stamps; stale
 results dropped).
-The result of :func:`quantscope.core.outliers.quantized_matmul` is drawn as it is: the big
+The result of :func:`quantscope.core.labs.outliers.quantized_matmul` is drawn as it is: the big
 numbers are :func:`~quantscope.state.matmul_lab.display_text` of it, the plots its error
 array and per-channel SQNR, with the plain path (no fix) as a grey ghost for comparison.
 

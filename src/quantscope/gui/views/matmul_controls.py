@@ -2,7 +2,7 @@
 
 Reading the controls gives one immutable :class:`~quantscope.state.matmul_lab.LabRequest`
 (:meth:`LabControls.request`); every change emits ``changed`` and the view debounces it. The
-defaults are the engine's (:mod:`quantscope.core.outliers` ``DEFAULT_*_SCHEME``: TFLite's
+defaults are the engine's (:mod:`quantscope.core.labs.outliers` ``DEFAULT_*_SCHEME``: TFLite's
 asymmetric per-tensor activations, symmetric per-channel weights, half-away rounding, LiteRT's
 single rounding requantization), so the first numbers equal ``quantized_matmul(A, W)``'s.
 """
@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 from superqt import QLabeledDoubleSlider
 
-from quantscope.core.generators import GENERATORS
+from quantscope.core.tensors.generators import GENERATORS
 from quantscope.errors import QuantscopeError
 from quantscope.io import list_tensors
 from quantscope.state.matmul_lab import (
@@ -47,7 +47,7 @@ ROUNDINGS = (("half away from 0 (TFLite)", "half_away"), ("half to even", "half_
 OUTPUTS = (("int8 asymmetric", {"symmetric": False, "rounding": "half_away"}),
            ("int8 symmetric", {"symmetric": True, "rounding": "half_away"}),
            ("float (no requantization)", None))
-#: Requantization rules (core/requant.py), the engine's default first.
+#: Requantization rules (core/labs/requant.py), the engine's default first.
 REQUANT = (("LiteRT reference (single rounding)", "single"),
            ("LiteRT default / XNNPACK (float32)", "fp32"),
            ("gemmlowp (double rounding)", "double"))

@@ -7,10 +7,10 @@ axis, SQNR on a second axis, the optimum (least total MSE) and the current thres
 the current-threshold line sets a manual clip (``state.update_settings(method="manual",
 manual_clip=...)``) and every pane follows live; when the panes change by any other control,
 the lines follow the panes. A threshold ``t`` clips the values with ``|x| > t`` and nothing
-else, in both schemes (:func:`quantscope.core.sweep.window_for_threshold`; the axis label
+else, in both schemes (:func:`quantscope.core.stats.sweep.window_for_threshold`; the axis label
 says which side(s) that cuts), so both lines always agree.
 
-All numbers come from :func:`quantscope.core.sweep.clip_sweep_curve` (exact reports, run by
+All numbers come from :func:`quantscope.core.stats.sweep.clip_sweep_curve` (exact reports, run by
 :class:`quantscope.state.tradeoff.SweepRequest` in the view's lane of the scheduler, once the
 panes have their numbers and the controls rest, stopping early when superseded) and from the
 panes' reports.
@@ -29,9 +29,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from quantscope.core.explain import clip_threshold, threshold_sides
-from quantscope.core.formatting import fmt_db, fmt_value
-from quantscope.core.sweep import ClipSweep
+from quantscope.core.labs.explain import clip_threshold, threshold_sides
+from quantscope.core.stats.sweep import ClipSweep
+from quantscope.core.text.formatting import fmt_db, fmt_value
 from quantscope.gui.jobs import Jobs
 from quantscope.gui.style import reserve_lines, summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot

@@ -1,0 +1,156 @@
+"""Choosing a format's parameters: the scale rules of :mod:`quantscope.core.formats.catalog`.
+
+Element formats take ``amax / max_finite`` with ``amax`` from the calibration methods
+integers use (:mod:`quantscope.core.calibration.methods`; the exact MSE search on the sorted rows,
+:func:`quantscope.core.stats.format_stats.mse_optimal_amax`); MX, NVFP4 and NF4 take their block
+scales from each block's amax as their specifications define them; INT4 groups are integer
+parameters with float16 scales. Kept apart from the format definitions so that the reports
+(which need those definitions) and the calibration (which needs the reports) never import
+each other in a circle.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from quantscope.core.formats.catalog import (
+    _E2M1_MAX,
+    _E4M3_MAX,
+    _E4M3_TINY,
+    _TINY,
+    FORMAT_TABLE,
+    FormatParams,
+    block_amax,
+    element_of,
+    format_kind,
+    mx_exponents,
+)
+from quantscope.core.schemes.qparams import QuantParams
+from quantscope.core.tensors.layout import param_shape
+from quantscope.core.tensors.validate import EngineValueError
+
+
+def _degenerate_to_one(scale: np.ndarray) -> np.ndarray:
+    return np.where(scale >= _TINY, scale, np.float32(1.0)).astype(np.float32)
+
+
+def element_params(xf: np.ndarray, name: str, *, axis: int | None, method: str,
+                   saturate: bool, prepared=None, **options) -> FormatParams:
+    """Per-tensor (``axis=None``) or per-channel scale ``amax / max_finite`` for an element
+    format, ``amax`` by ``method`` (see :mod:`quantscope.core.calibration.methods`)."""
+    et = element_of(name)
+    if method == "mse":
+        from quantscope.core.stats.format_stats import mse_optimal_amax
+        from quantscope.core.stats.prepared import prepare
+
+        if options:
+            raise EngineValueError(f"method 'mse' takes no options, got {sorted(options)}")
+        amax = mse_optimal_amax(xf, name, axis=axis, saturate=saturate,
+                                prepared=prepared if prepared is not None else prepare(xf))
+    else:
+        from quantscope.core.calibration.methods import method_range
+
+        if prepared is not None:
+            options["prepared"] = prepared
+        if method == "entropy":
+            options.setdefault("num_bins", 2048)
+        lo, hi = method_range(xf, method=method, symmetric=True, axis=axis, group_size=None,
+                              bits=et.bits, **options)
+        amax = np.maximum(-np.asarray(lo, np.float64), np.asarray(hi, np.float64))
+    scale = _degenerate_to_one((np.asarray(amax, np.float64) / et.max_finite).astype(np.float32))
+    return FormatParams(name, scale, axis=axis, saturate=saturate, method=method)
+
+
+def block_params(xf: np.ndarray, name: str, *, axis: int, saturate: bool = True) -> FormatParams:
+    """The block scales of an MX, NVFP4 or NF4 format (their rules: see the module doc)."""
+    kind, _, block, _ = FORMAT_TABLE[name]
+    et = element_of(name)
+    if block is None:
+        raise EngineValueError(f"format {name!r} has no blocks")
+    if xf.ndim == 0:
+        raise EngineValueError(f"format {name!r} needs at least one axis for its blocks")
+    amax = block_amax(xf, axis, block)
+    if kind == "mx":
+        e = mx_exponents(amax, et)
+        scale = np.ldexp(np.float32(1.0), e).astype(np.float32)  # 2^e, exact (2^-127 too)
+        stored = scale.astype(ml_dtypes.float8_e8m0fnu)
+        return FormatParams(name, scale, axis=axis, group_size=block, block_scales=stored,
+                            saturate=saturate)
+    if kind == "nvfp4":
+        t_amax = np.float32(amax.max()) if amax.size else np.float32(0.0)
+        ts = np.float32(t_amax / np.float32(_E4M3_MAX * _E2M1_MAX))
+        if not ts >= _TINY:
+            ts = np.float32(1.0)
+        bs = amax / np.float32(_E2M1_MAX)
+        bs8 = np.clip(bs / ts, np.float32(_E4M3_TINY), np.float32(_E4M3_MAX)).astype(
+            np.float32).astype(ml_dtypes.float8_e4m3fn)
+        bs32 = bs8.astype(np.float32)
+        inv = (np.float32(1.0) / ts) / bs32
+        return FormatParams(name, ts * bs32, axis=axis, group_size=block, inv_scale=inv,
+                            block_scales=bs8, tensor_scale=float(ts), saturate=saturate)
+    absmax = _degenerate_to_one(amax)
+    return FormatParams(name, absmax, axis=axis, group_size=block,
+                        inv_scale=np.float32(1.0) / absmax, block_scales=absmax,
+                        saturate=saturate)
+
+
+def int_group_params(xf: np.ndarray, name: str, *, symmetric: bool, axis: int, method: str,
+                     prepared=None, **options):
+    """INT4 per group of 32/64/128 along ``axis`` (GPTQ/AWQ layout), the scale stored in
+    float16: the scale is rounded to float16 first and the zero point follows from it."""
+    from quantscope.core.calibration.methods import method_range
+    from quantscope.core.schemes.qparams import code_range, params_from_range
+
+    _, _, group, _ = FORMAT_TABLE[name]
+    if prepared is not None:
+        options["prepared"] = prepared
+    lo, hi = method_range(xf, method=method, symmetric=symmetric, axis=axis, group_size=group,
+                          bits=4, **options)
+    # symmetric: int4 codes -7..7 (zero point 0); asymmetric: uint4 0..15 with a zero point,
+    # as AWQ stores them
+    p = params_from_range(lo, hi, symmetric=symmetric, bits=4, axis=axis, group_size=group,
+                          method=method, signed=symmetric)
+    s16 = np.clip(p.scale, 0.0, np.finfo(np.float16).max).astype(np.float16).astype(np.float32)
+    s16 = _degenerate_to_one(s16)
+    zp = p.zero_point
+    if not symmetric:
+        qmin, qmax = code_range(4, symmetric=False, signed=False)
+        lo64 = np.minimum(np.asarray(lo, np.float64), 0.0)
+        zp = np.clip(np.rint(qmin - lo64 / s16), qmin, qmax).astype(np.int32)
+    return p.with_(scale=s16, zero_point=zp, extra={"format": name})
+
+
+def choose_format_params(xf: np.ndarray, name: str, *, symmetric: bool, granularity: str,
+                         axis: int | None, method: str, saturate: bool = True, prepared=None,
+                         **options) -> QuantParams | FormatParams:
+    """Parameters for format ``name`` (not ``int8``, which stays in ``choose_qparams``).
+
+    Element formats take ``granularity`` "tensor" or "channel" (along ``axis``); block and group
+    formats always run along the last axis (the input dimension of an ``[out, in]`` weight, the
+    features of ``[tokens, features]`` activations), whatever ``granularity`` says.
+    """
+    kind = format_kind(name)
+    if kind != "element" and xf.size == 0:
+        raise EngineValueError(f"format {name!r}: the tensor is empty (shape {xf.shape}), "
+                               "so it has no blocks")
+    if kind in ("mx", "nvfp4", "nf4"):
+        if method != "minmax" or options:
+            raise EngineValueError(f"format {name!r} takes its scales from each block's "
+                                   f"amax (method 'minmax'), got method {method!r}")
+        return block_params(xf, name, axis=-1, saturate=saturate)
+    if kind == "int":
+        if xf.ndim == 0:
+            raise EngineValueError(f"format {name!r} needs an axis for its groups")
+        return int_group_params(xf, name, symmetric=symmetric, axis=-1, method=method,
+                                prepared=prepared, **options)
+    if granularity not in ("tensor", "channel"):
+        raise EngineValueError(f"format {name!r} is per tensor or per channel, "
+                               f"not {granularity!r}")
+    if not symmetric:
+        raise EngineValueError(f"format {name!r} is symmetric (a float grid has no zero point)")
+    ax = None if granularity == "tensor" else axis
+    if ax is not None:
+        param_shape(xf.shape, ax, None)  # a clear error for a bad axis
+    return element_params(xf, name, axis=ax, method=method, saturate=saturate,
+                          prepared=prepared, **options)

@@ -1,0 +1,197 @@
+"""The direct pass: quantize, dequantize and split the error, exactly, in cache-sized blocks.
+
+This is the reference the fast prepared path (:mod:`quantscope.core.stats.prepared`) is tested
+against.
+It walks the tensor as rows that share one scale
+(:func:`quantscope.core.tensors.layout.param_rows`), a
+block of about 64K elements at a time, so even 10^8 elements need no full-size temporary; every
+sum is taken in float64. A large tensor under one scale takes one compiled pass on every core
+instead (:mod:`quantscope.core.kernels.direct_kernel`; the same codes and counts, bit for bit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from quantscope.core.schemes.qparams import QuantParams
+from quantscope.core.schemes.quantize import BLOCK, quantize_codes_float, use_compiled
+from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
+from quantscope.core.tensors.layout import RowSet, param_rows
+from quantscope.core.tensors.validate import EngineValueError, as_float32
+
+if TYPE_CHECKING:  # for the annotations only: formats loads Numba, `import quantscope` must not
+    from quantscope.core.formats.catalog import FormatParams
+
+
+class _Work:
+    """Block-sized scratch buffers, allocated once per analysis: fresh 512 KiB arrays in every
+    block would cost more in page faults than the arithmetic itself."""
+
+    def __init__(self) -> None:
+        self.v = np.empty(BLOCK, np.float32)
+        self.a = np.empty(BLOCK, np.float64)
+        self.b = np.empty(BLOCK, np.float64)
+        self.codes = np.empty(BLOCK, np.intp)
+        self.below = np.empty(BLOCK, bool)
+        self.above = np.empty(BLOCK, bool)
+
+    def get(self, name: str, shape: tuple[int, int]) -> np.ndarray:
+        return getattr(self, name)[: shape[0] * shape[1]].reshape(shape)
+
+
+def _row_dot(a: np.ndarray) -> np.ndarray:
+    """Sum of squares of each row in float64.
+
+    einsum rather than ``np.dot``: BLAS would start its thread pool for a 64K-element dot, which
+    on a busy 2-core machine made a whole analysis 20-50x slower.
+    """
+    return np.einsum("ij,ij->i", a, a)
+
+
+def _block(xb: np.ndarray, s: np.ndarray, z: np.ndarray, p: QuantParams, hist: np.ndarray,
+           work: _Work, units: bool, inv: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Statistics per row of one block; adds the block's codes to ``hist`` (rows x levels).
+
+    ``units``: also the per-row minimum and maximum (only per-channel/per-group reports show
+    them).
+    """
+    shape = xb.shape
+    r = shape[0]
+    v = quantize_codes_float(xb, s, z, p.qmin, p.qmax, p.rounding, p.arithmetic,
+                             out=work.get("v", shape), inv_scale=inv)
+    x64 = work.get("a", shape)
+    np.copyto(x64, xb)
+    sig = _row_dot(x64)
+    fin = None
+    if not np.isfinite(sig).all():  # NaN/inf present: mask them out of everything
+        fin = np.isfinite(xb)
+        x64[~fin] = 0.0
+        sig = _row_dot(x64)
+    below = np.less(v, p.qmin, out=work.get("below", shape))
+    above = np.greater(v, p.qmax, out=work.get("above", shape))
+    if fin is not None:
+        below &= fin
+        above &= fin
+    any_clipped = bool(below.any() or above.any())
+    np.clip(v, p.qmin, p.qmax, out=v)
+    if fin is not None:
+        v[~fin] = p.qmin  # NaN has no integer cast; these elements are left out below anyway
+    if p.qmin:
+        v -= p.qmin  # code index from 0, shifted in float32 (exact) before the integer cast
+    codes = work.get("codes", shape)
+    np.copyto(codes, v, casting="unsafe")
+    if r > 1:
+        codes += (np.arange(r, dtype=np.intp) * hist.shape[1])[:, None]
+    hist += np.bincount(codes.ravel() if fin is None else codes[fin],
+                        minlength=hist.size).reshape(hist.shape)
+    v += (p.qmin - z).astype(np.float32)  # back to code - zero_point, exact in float32
+    v *= s
+    err = np.subtract(x64, v, out=x64)
+    if fin is not None:
+        err[~fin] = 0.0
+    out = {"n": np.count_nonzero(fin, axis=1) if fin is not None else np.full(r, shape[1]),
+           "sig": sig,
+           "max_abs": np.maximum(err.max(axis=1), -err.min(axis=1))}
+    if any_clipped:
+        e2 = np.square(err, out=work.get("b", shape))
+        clipped = np.logical_or(below, above, out=below)
+        out["clip_err"] = np.sum(e2, axis=1, where=clipped)
+        out["round_err"] = np.sum(e2, axis=1, where=~clipped)
+        # `below` now holds below | above; the two are disjoint.
+        out["above"] = np.count_nonzero(above, axis=1)
+        out["below"] = np.count_nonzero(clipped, axis=1) - out["above"]
+    else:
+        out["round_err"] = _row_dot(err)
+        out["clip_err"] = out["below"] = out["above"] = np.zeros(r, np.int64)
+    if units:
+        where = fin if fin is not None else True
+        out["x_min"] = np.min(xb, axis=1, where=where, initial=np.inf)
+        out["x_max"] = np.max(xb, axis=1, where=where, initial=-np.inf)
+    return out
+
+
+def analyze(x, params: QuantParams | FormatParams) -> QuantReport:
+    """Quantize ``x`` with ``params`` and report the exact error split and code usage.
+
+    See :mod:`quantscope.core.stats.report` for the definitions. NaN/inf elements are excluded and
+    counted; the codes are exactly those of ``params.quantize(x, nonfinite="saturate")`` on the
+    finite elements.
+    """
+    if not isinstance(params, QuantParams):
+        from quantscope.core.formats.catalog import FormatParams
+
+        if isinstance(params, FormatParams):
+            from quantscope.core.stats.format_stats import analyze_format
+
+            return analyze_format(x, params)
+        raise EngineValueError(f"params must be a QuantParams, got {type(params).__name__}")
+    xf = as_float32(x)
+    if params.granularity != "tensor" and xf.ndim == 0:
+        raise EngineValueError("a 0-d tensor cannot be quantized per channel or per group")
+    if params.granularity == "tensor" and use_compiled(xf, params.arithmetic):
+        return build_report(params, _compiled_totals(xf, params), xf.size)
+    sets, n_units = param_rows(xf, params.scale, params.zero_point, params.axis,
+                               params.group_size)
+    tot = UnitTotals(n_units, params.levels)
+    work = _Work()
+    inv_sets: Sequence[RowSet | None] = [None] * len(sets)
+    if params.inv_scale is not None:  # the runtime's own multiplier, laid out like the scale
+        inv_sets = param_rows(xf, params.inv_scale, params.zero_point, params.axis,
+                              params.group_size)[0]
+    for rs, inv_rs in zip(sets, inv_sets, strict=True):
+        _accumulate(rs, params, tot, work, inv_rs)
+    return build_report(params, tot, xf.size)
+
+
+def _compiled_totals(xf: np.ndarray, params: QuantParams) -> UnitTotals:
+    """The per-tensor totals from one compiled pass on every core
+    (:func:`quantscope.core.kernels.direct_kernel.analyze_flat`: same codes and counts bit for
+    bit)."""
+    from quantscope.core.kernels.direct_kernel import analyze_flat
+
+    inv = None if params.inv_scale is None else np.asarray(params.inv_scale).reshape(())
+    hist, sums, ints = analyze_flat(xf, np.asarray(params.scale).reshape(()),
+                                    np.asarray(params.zero_point).reshape(()), params.qmin,
+                                    params.qmax, params.rounding, params.arithmetic, inv)
+    tot = UnitTotals(1, params.levels)
+    tot.round_err[0], tot.clip_err[0], tot.sig[0], tot.max_abs[0] = sums
+    tot.n[0], tot.below[0], tot.above[0] = ints
+    tot.codes[0] = np.count_nonzero(hist)
+    tot.hist[:] = hist
+    return tot
+
+
+def _accumulate(rs, params: QuantParams, tot: UnitTotals, work: _Work, inv_rs=None) -> None:
+    n_rows, length = rs.x2d.shape
+    if length == 0:
+        return
+    cols = min(length, BLOCK)
+    rows_per_block = max(1, BLOCK // cols)
+    levels = params.levels
+    units = params.granularity != "tensor"
+    for r0 in range(0, n_rows, rows_per_block):
+        r1 = min(r0 + rows_per_block, n_rows)
+        idx = rs.index[r0:r1]
+        s = rs.scale[r0:r1, None]
+        inv = None if inv_rs is None else inv_rs.scale[r0:r1, None]
+        z = rs.zero_point[r0:r1, None]
+        hist = np.zeros((r1 - r0, levels), np.int64)
+        for c0 in range(0, length, cols):
+            st = _block(rs.x2d[r0:r1, c0:c0 + cols], s, z, params, hist, work, units, inv)
+            tot.n[idx] += st["n"]
+            tot.round_err[idx] += st["round_err"]
+            tot.clip_err[idx] += st["clip_err"]
+            tot.below[idx] += st["below"]
+            tot.above[idx] += st["above"]
+            tot.sig[idx] += st["sig"]
+            tot.max_abs[idx] = np.maximum(tot.max_abs[idx], st["max_abs"])
+            if units:
+                tot.x_min[idx] = np.minimum(tot.x_min[idx], st["x_min"])
+                tot.x_max[idx] = np.maximum(tot.x_max[idx], st["x_max"])
+        tot.codes[idx] = np.count_nonzero(hist, axis=1)
+        tot.hist += hist.sum(axis=0)
+
+
