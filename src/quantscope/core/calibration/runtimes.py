@@ -27,6 +27,13 @@ PerChannelMinMaxObserver):
 ``_per_channel``:
     the same observer formulas; codes ``zp + nearbyint(float32(x · float32(1/scale)))``
     (``"multiply"``: the zero point after rounding).
+``pytorch-2.11`` -- PyTorch 2.11 eager on the CPU (x86-64), ``quantize_per_tensor`` /
+``_per_channel``:
+    the observers as ``pytorch``; codes ``zp + nearbyint(float32(x · float32(1/scale)))``
+    (``"multiply"``, as fake quant), per tensor and per channel. Measured, not read: on one
+    machine PyTorch 2.11's CPU kernels under ``ATEN_CPU_CAPABILITY`` AVX512, AVX2 and DEFAULT
+    gave identical codes, and so did 2.13's three here, while 2.11 and 2.13 differ (the
+    fused or twice-rounded sums above) -- the version decides, not the kernel path.
 ``pytorch-cuda`` -- PyTorch 2.11 (cu130) on CUDA, measured on an NVIDIA H200
 (``aten/src/ATen/native/quantized/cuda/AffineQuantizer.cu``; the observers as above, run on
 the GPU):
@@ -96,6 +103,7 @@ from quantscope.core.tensors.validate import EngineValueError
 PRESETS = {
     "pytorch": "PyTorch 2.13, CPU: FBGEMM quantize_per_tensor / quantize_per_channel",
     "pytorch-fake": "PyTorch 2.13, CPU: fake quant and PT2E quantized_decomposed",
+    "pytorch-2.11": "PyTorch 2.11, CPU: quantize_per_tensor / quantize_per_channel",
     "pytorch-cuda": "PyTorch 2.11, CUDA (H200): observers, quantize_per_tensor / _per_channel",
     "pytorch-cuda-fake": "PyTorch 2.11, CUDA (H200): observers, fake_quantize_per_*_affine",
     "onnxruntime": "ONNX Runtime 1.32: compute_scale_zp, QuantizeLinear",
@@ -153,7 +161,7 @@ def _pytorch_scheme(sc: _Scheme, signed, narrow_range) -> None:
                     else (False, True), what)
     sc.codes(signed, bool(narrow_range))  # a custom quant_min / quant_max, as observers allow
     sc.rounding = "half_even"
-    if fake:
+    if fake or sc.runtime == "pytorch-2.11":
         sc.arithmetic = "multiply"
     elif sc.runtime == "pytorch-cuda":
         sc.arithmetic = "divide64"
@@ -195,7 +203,8 @@ def _tensorrt_scheme(sc: _Scheme, signed, narrow_range) -> None:
 
 
 _SCHEMES = {"pytorch": _pytorch_scheme, "pytorch-fake": _pytorch_scheme,
-            "pytorch-cuda": _pytorch_scheme, "pytorch-cuda-fake": _pytorch_scheme,
+            "pytorch-2.11": _pytorch_scheme, "pytorch-cuda": _pytorch_scheme,
+            "pytorch-cuda-fake": _pytorch_scheme,
             "onnxruntime": _onnxruntime_scheme, "tflite": _tflite_scheme,
             "tflite-xnnpack": _tflite_scheme, "tensorrt": _tensorrt_scheme}
 
@@ -229,7 +238,8 @@ def runtime_qparams(xf: np.ndarray, runtime: str, *, symmetric: bool, axis: int 
                           rounding=sc.rounding, arithmetic=sc.arithmetic, **method_options)
     lo = np.asarray(lo, np.float64).astype(_F32)
     hi = np.asarray(hi, np.float64).astype(_F32)
-    rule = {"pytorch": _pytorch, "pytorch-fake": _pytorch, "pytorch-cuda": _pytorch,
+    rule = {"pytorch": _pytorch, "pytorch-fake": _pytorch, "pytorch-2.11": _pytorch,
+            "pytorch-cuda": _pytorch,
             "pytorch-cuda-fake": _pytorch, "onnxruntime": _onnxruntime,
             "tflite": _tflite, "tflite-xnnpack": _tflite, "tensorrt": _tensorrt}[runtime]
     fields = rule(lo, hi, sc)

@@ -1,4 +1,5 @@
-"""The ``pytorch-cuda`` and ``pytorch-cuda-fake`` presets against what PyTorch computed on a GPU,
+"""The presets of PyTorch runs that CI cannot repeat, against their records: ``pytorch-cuda``,
+``pytorch-cuda-fake`` (what PyTorch computed on a GPU) and ``pytorch-2.11`` (its CPU kernels),
 bit for bit: observer scales and zero points, ``quantize_per_tensor`` / ``quantize_per_channel``
 codes and ``fake_quantize_per_*_affine`` codes.
 
@@ -91,14 +92,18 @@ def same(path: str, ours, theirs, ties: int = 0) -> None:
     assert bad == 0, f"{path}: {bad} of {a.size} differ"
 
 
+CUDA = ("pytorch-cuda", "pytorch-cuda-fake")
+
+
 def _check_unit(where: str, x: np.ndarray, rec, base: str, scheme: str, axis: int | None,
-                fake_key: str, fake_t_key: str | None = None) -> None:
-    """One recorded tensor and scheme: parameters, quantize codes and fake-quant codes."""
+                fake_key: str, fake_t_key: str | None = None, runtimes=CUDA) -> None:
+    """One recorded tensor and scheme: parameters, quantize codes and fake-quant codes by the
+    ``runtimes`` (quantize preset, fake-quant preset)."""
     symmetric, signed, bits = SCHEMES[scheme]
     kw = dict(symmetric=symmetric, signed=signed, bits=bits,
               granularity="tensor" if axis is None else "channel", axis=axis or 0)
-    p = choose_qparams(x, runtime="pytorch-cuda", **kw)
-    f = choose_qparams(x, runtime="pytorch-cuda-fake", **kw)
+    p = choose_qparams(x, runtime=runtimes[0], **kw)
+    f = choose_qparams(x, runtime=runtimes[1], **kw)
     gran = "tensor" if axis is None else "channel"
     same(f"{where}: observer scale per {gran}", p.scale, rec[base + "scale"].reshape(
         p.scale.shape))
@@ -158,24 +163,46 @@ def test_further_record(name, axis):
                         scheme, axis, "fake_delta")
 
 
-@pytest.mark.parametrize("dtype", ["qint8", "quint8"])
-def test_further_ties_at_random_scales(dtype):
+def _check_ties(where: str, rec, inputs, dtype: str, runtimes=CUDA) -> None:
     """Every half-way point between two codes, for 24 random scales and zero points."""
-    rec, inputs = _further()
     tag = "s8" if dtype == "qint8" else "u8"
     x, scale, zp = inputs[f"ties_{tag}"], inputs["ties_scale"], inputs[f"ties_zp_{tag}"]
     qmin, qmax = (-128, 127) if dtype == "qint8" else (0, 255)
-    for runtime, keys in (("pytorch-cuda", ("tensor_codes", "channel_codes")),
-                          ("pytorch-cuda-fake", ("tensor_fake_codes", "tensor_fake_t_codes",
-                                                 "channel_fake_codes"))):
+    for runtime, keys in ((runtimes[0], ("tensor_codes", "channel_codes")),
+                          (runtimes[1], ("tensor_fake_codes", "tensor_fake_t_codes",
+                                         "channel_fake_codes"))):
         sc = runtime_scheme(runtime, symmetric=False, signed=dtype == "qint8")
         p = QuantParams(scale=scale, zero_point=zp, qmin=qmin, qmax=qmax, axis=0,
                         symmetric=False, rounding=sc.rounding, arithmetic=sc.arithmetic,
                         runtime=runtime)
         codes = p.quantize(x)
         for key in keys:
-            same(f"H200 ties {dtype}: {runtime} {key}", codes, rec[f"ties/{dtype}/{key}"],
+            same(f"{where} ties {dtype}: {runtime} {key}", codes, rec[f"ties/{dtype}/{key}"],
                  _ties(x, p))
+
+
+@pytest.mark.parametrize("dtype", ["qint8", "quint8"])
+def test_further_ties_at_random_scales(dtype):
+    rec, inputs = _further()
+    _check_ties("H200", rec, inputs, dtype)
+
+
+def test_pytorch_211_cpu_record():
+    """PyTorch 2.11's CPU kernels, recorded beside the GPU (identical under AVX512, AVX2 and
+    DEFAULT): ``pytorch-2.11`` and ``pytorch-fake`` on the MiniLM activations and the ties."""
+    rec = np.load(FURTHER / "cpu211_avx512.npz")
+    _, inputs = _further()
+    runtimes = ("pytorch-2.11", "pytorch-fake")
+    for name in ("gelu", "output_act"):
+        x = np.load(samples.sample_path(MINILM[name][0])).astype(F32)
+        for scheme in SCHEMES:
+            _check_unit(f"CPU 2.11 {name} {scheme}", x, rec, f"{name}/tensor/{scheme}/", scheme,
+                        None, "fake_delta", "fake_t_delta", runtimes)
+            if scheme != "affine_quint4":
+                _check_unit(f"CPU 2.11 {name} {scheme}", x, rec, f"{name}/channel1/{scheme}/",
+                            scheme, 1, "fake_delta", None, runtimes)
+    for dtype in ("qint8", "quint8"):
+        _check_ties("CPU 2.11", rec, inputs, dtype, runtimes)
 
 
 def test_cuda_rules_differ_from_the_cpu_ones():
