@@ -106,10 +106,10 @@ PRESETS = {
     "pytorch-2.11": "PyTorch 2.11, CPU: quantize_per_tensor / quantize_per_channel",
     "pytorch-cuda": "PyTorch 2.11, CUDA (H200): observers, quantize_per_tensor / _per_channel",
     "pytorch-cuda-fake": "PyTorch 2.11, CUDA (H200): observers, fake_quantize_per_*_affine",
-    "onnxruntime": "ONNX Runtime 1.32: compute_scale_zp, QuantizeLinear",
-    "tflite": "LiteRT 2.3 quantizer, reference kernels",
-    "tflite-xnnpack": "LiteRT 2.3 default interpreter (XNNPACK QUANTIZE)",
-    "tensorrt": "TensorRT / ModelOpt 0.47: symmetric, x · 127/amax",
+    "onnxruntime": "ONNX Runtime 1.32, CPU: compute_scale_zp, QuantizeLinear",
+    "tflite": "LiteRT 2.3, CPU: quantizer, reference kernels (QUANTIZE)",
+    "tflite-xnnpack": "LiteRT 2.3, CPU: default interpreter (XNNPACK QUANTIZE)",
+    "tensorrt": "TensorRT / ModelOpt 0.47, GPU: symmetric, x · 127/amax",
 }
 RUNTIMES = tuple(PRESETS)
 _F32 = np.float32
