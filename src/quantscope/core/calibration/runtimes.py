@@ -145,6 +145,8 @@ class _Scheme:
         self.qmin = self.qmax = self.sat_min = self.sat_max = 0
         self.rounding: str = "half_even"
         self.arithmetic: str = "divide"
+        #: the runtime's codes for NaN, ±inf and huge values (schemes.overflow); None: unmeasured
+        self.overflow: str | None = None
         rule = _SCHEMES[runtime]
         rule(self, signed, narrow_range)
 
@@ -167,6 +169,18 @@ def _pytorch_scheme(sc: _Scheme, signed, narrow_range) -> None:
         sc.arithmetic = "divide64"
     else:
         sc.arithmetic = "multiply_add" if sc.per_channel else "fma"
+    sc.overflow = _PYTORCH_OVERFLOW[sc.runtime][sc.per_channel]
+
+
+#: preset -> (per tensor, per channel) rule for NaN, ±inf and huge values, as measured
+#: (schemes.overflow): CPU kernels on PyTorch 2.13 here and 2.11 beside the GPU, CUDA on an H200.
+_PYTORCH_OVERFLOW = {
+    "pytorch": ("nan_to_qmax", "nan_to_zero"),
+    "pytorch-fake": ("nan_to_qmin", "int64_indefinite"),
+    "pytorch-2.11": ("int32_capped_wrap", "nan_to_zero"),
+    "pytorch-cuda": ("nan_to_qmin", "nan_to_qmin"),
+    "pytorch-cuda-fake": ("nan_to_qmin", "int64_wrap"),
+}
 
 
 def _onnxruntime_scheme(sc: _Scheme, signed, narrow_range) -> None:
@@ -181,6 +195,7 @@ def _onnxruntime_scheme(sc: _Scheme, signed, narrow_range) -> None:
     sc.codes(signed, narrow)
     sc.sat_min = code_range(sc.bits, symmetric=False, narrow_range=False, signed=signed)[0]
     sc.rounding, sc.arithmetic = "half_even", "divide"
+    sc.overflow = "nan_to_qmin"  # MLAS clamps with max(v, lo) first: NaN gives the type's min
 
 
 def _tflite_scheme(sc: _Scheme, signed, narrow_range) -> None:
@@ -192,6 +207,8 @@ def _tflite_scheme(sc: _Scheme, signed, narrow_range) -> None:
         sc.rounding, sc.arithmetic = "half_away", ("multiply" if sc.symmetric else "divide")
     else:  # XNNPACK's QUANTIZE: x * (1/scale), rounded half to even
         sc.rounding, sc.arithmetic = "half_even", "multiply"
+    if not sc.symmetric:  # the QUANTIZE op, measured; the converter's weights were not
+        sc.overflow = "int32_indefinite_wrap" if sc.runtime == "tflite" else "nan_to_qmax"
 
 
 def _tensorrt_scheme(sc: _Scheme, signed, narrow_range) -> None:
@@ -245,7 +262,7 @@ def runtime_qparams(xf: np.ndarray, runtime: str, *, symmetric: bool, axis: int 
     fields = rule(lo, hi, sc)
     return QuantParams(axis=axis, group_size=group_size, symmetric=symmetric, runtime=runtime,
                        method=method, qmin=sc.sat_min, qmax=sc.sat_max, rounding=sc.rounding,
-                       arithmetic=sc.arithmetic, **fields)
+                       arithmetic=sc.arithmetic, overflow=sc.overflow, **fields)
 
 
 def _per_number(v: np.ndarray, number: float, cuda: bool) -> np.ndarray:
