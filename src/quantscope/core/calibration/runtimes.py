@@ -64,6 +64,14 @@ the GPU):
     ``x / scale`` in float32, half to even, saturated at the *type's* range (-128 for int8 even
     with narrow-range parameters). Default codes: uint8 affine (activations), int8 symmetric
     (weights); int4 / uint4 at 4 bits.
+``onnxruntime-dynamic`` -- ONNX Runtime 1.32 ``DynamicQuantizeLinear`` (CPU;
+``onnxruntime/core/providers/cpu/quantization/dynamicquantizelinear.cc``,
+``GetQuantizationParameter``): uint8, per tensor, asymmetric only; its own parameters, all in
+float32 (where ``onnxruntime``'s quantization tool subtracts in float64, an ulp apart on 3 of
+20 real tensors): range widened to include 0, ``scale = (max − min) / 255.0f`` (1 when
+``max == min``), ``zp = RoundHalfToEven(clamp(0 − min / scale, 0, 255))``; codes as
+``QuantizeLinear``. NaN is left out of the range and quantizes to 0, as the op does; ±inf in
+the input is refused (the op's scale would be inf and every code degenerate).
 ``tflite`` -- LiteRT 2.3 quantizer and reference kernels (``quantization_utils.cc``;
 reference ``AffineQuantize``):
     weights, symmetric: [-127, 127], ``half_range = max(|min|, |max|)``,
@@ -107,6 +115,7 @@ PRESETS = {
     "pytorch-cuda": "PyTorch 2.11, CUDA (H200): observers, quantize_per_tensor / _per_channel",
     "pytorch-cuda-fake": "PyTorch 2.11, CUDA (H200): observers, fake_quantize_per_*_affine",
     "onnxruntime": "ONNX Runtime 1.32, CPU: compute_scale_zp, QuantizeLinear",
+    "onnxruntime-dynamic": "ONNX Runtime 1.32, CPU: DynamicQuantizeLinear (uint8)",
     "tflite": "LiteRT 2.3, CPU: quantizer, reference kernels (QUANTIZE)",
     "tflite-xnnpack": "LiteRT 2.3, CPU: default interpreter (XNNPACK QUANTIZE)",
     "tensorrt": "TensorRT / ModelOpt 0.47, GPU: symmetric, x · 127/amax",
@@ -183,6 +192,16 @@ _PYTORCH_OVERFLOW = {
 }
 
 
+def _dynamic_scheme(sc: _Scheme, signed, narrow_range) -> None:
+    if sc.symmetric or sc.per_channel or sc.bits != 8:
+        raise EngineValueError("runtime 'onnxruntime-dynamic' (DynamicQuantizeLinear) is "
+                               "asymmetric, per tensor and 8-bit (uint8) only")
+    _fixed(sc.runtime, "signed", signed, (False,), "DynamicQuantizeLinear outputs uint8")
+    _fixed(sc.runtime, "narrow_range", narrow_range, (False,), "its codes are 0 to 255")
+    sc.codes(False, False)
+    sc.rounding, sc.arithmetic, sc.overflow = "half_even", "divide", "nan_to_qmin"
+
+
 def _onnxruntime_scheme(sc: _Scheme, signed, narrow_range) -> None:
     if sc.bits not in (4, 8):
         raise EngineValueError(f"runtime 'onnxruntime' quantizes to 4 or 8 bits (int4/uint4, "
@@ -222,7 +241,8 @@ def _tensorrt_scheme(sc: _Scheme, signed, narrow_range) -> None:
 _SCHEMES = {"pytorch": _pytorch_scheme, "pytorch-fake": _pytorch_scheme,
             "pytorch-2.11": _pytorch_scheme, "pytorch-cuda": _pytorch_scheme,
             "pytorch-cuda-fake": _pytorch_scheme,
-            "onnxruntime": _onnxruntime_scheme, "tflite": _tflite_scheme,
+            "onnxruntime": _onnxruntime_scheme, "onnxruntime-dynamic": _dynamic_scheme,
+            "tflite": _tflite_scheme,
             "tflite-xnnpack": _tflite_scheme, "tensorrt": _tensorrt_scheme}
 
 
@@ -250,6 +270,9 @@ def runtime_qparams(xf: np.ndarray, runtime: str, *, symmetric: bool, axis: int 
     sc = runtime_scheme(runtime, symmetric=symmetric, signed=signed, narrow_range=narrow_range,
                         bits=bits, per_channel=axis is not None, rounding=rounding,
                         arithmetic=arithmetic)
+    if runtime == "onnxruntime-dynamic" and np.isinf(xf).any():
+        raise EngineValueError("x holds ±inf: DynamicQuantizeLinear would compute an infinite "
+                               "scale (ONNX Runtime returns scale inf and degenerate codes)")
     lo, hi = method_range(xf, method=method, symmetric=symmetric, axis=axis,
                           group_size=group_size, bits=bits, codes=(sc.qmin, sc.qmax),
                           rounding=sc.rounding, arithmetic=sc.arithmetic, **method_options)
@@ -258,6 +281,7 @@ def runtime_qparams(xf: np.ndarray, runtime: str, *, symmetric: bool, axis: int 
     rule = {"pytorch": _pytorch, "pytorch-fake": _pytorch, "pytorch-2.11": _pytorch,
             "pytorch-cuda": _pytorch,
             "pytorch-cuda-fake": _pytorch, "onnxruntime": _onnxruntime,
+            "onnxruntime-dynamic": _dynamic,
             "tflite": _tflite, "tflite-xnnpack": _tflite, "tensorrt": _tensorrt}[runtime]
     fields = rule(lo, hi, sc)
     return QuantParams(axis=axis, group_size=group_size, symmetric=symmetric, runtime=runtime,
@@ -306,6 +330,16 @@ def _onnxruntime(lo, hi, sc: _Scheme) -> dict:
         zp = np.rint(qmin - rmin.astype(np.float64) / safe)
     zp = np.where(tiny, 0, zp).astype(np.int32)
     scale = np.where(tiny, _F32(1.0), scale64.astype(_F32))
+    return dict(scale=scale, zero_point=zp)
+
+
+def _dynamic(lo, hi, sc: _Scheme) -> dict:
+    mn = np.minimum(lo, _F32(0))
+    mx = np.maximum(hi, _F32(0))
+    same = mx == mn
+    scale = np.where(same, _F32(1), (mx - mn) / _F32(sc.qmax - sc.qmin)).astype(_F32)
+    initial = (_F32(sc.qmin) - mn / scale).astype(_F32)
+    zp = np.rint(np.clip(initial, _F32(sc.qmin), _F32(sc.qmax))).astype(np.int32)
     return dict(scale=scale, zero_point=zp)
 
 

@@ -99,7 +99,7 @@ def runtime_codes(rule: str, x: np.ndarray, rounded: np.ndarray, zp: np.ndarray,
         if rule == "int32_indefinite_wrap":
             r = rounded.astype(np.float64)
             bad = np.isnan(r) | (r >= 2.0**31) | (r < -(2.0**31))
-            i = np.where(bad, _I32_MIN, np.where(bad, 0.0, r)).astype(np.int64)
+            i = np.where(bad, float(_I32_MIN), r).astype(np.int64)
             return np.clip(_wrap32(i + zp), qmin, qmax)
     raise EngineValueError(f"overflow must be one of {OVERFLOW_RULES}, got {rule!r}")
 
