@@ -151,10 +151,12 @@ def test_onnxruntime_quantize_linear(signed):
 
 
 @pytest.mark.parametrize("runtime, resolver", [("tflite", "reference"),
-                                               ("tflite-xnnpack", "xnnpack")])
+                                               ("tflite-xnnpack", "xnnpack"),
+                                               ("tflite-optimized", "builtin")])
 def test_litert_quantize(runtime, resolver):
-    """LiteRT's QUANTIZE: the reference kernels' int32 conversion sends NaN, inf and huge
-    values to one end by the zero point's sign; XNNPACK clamps first (NaN gives qmax)."""
+    """LiteRT's QUANTIZE: the reference and optimized builtin kernels' int32 conversion sends
+    NaN, inf and huge values to one end by the zero point's sign; XNNPACK clamps first (NaN
+    gives qmax)."""
     models = need("litert_models")
     for zp in ZPS_S8:
         got = models.quantize(X, float(SCALE), zp, resolver)

@@ -317,7 +317,7 @@ def test_tflite_quantizer():
                             runtime="tflite")
         w = np.concatenate([xm, _in_range_ties(pw)], axis=1)
         got = models.quantizer(w, w)  # the tensor is the input and the weights
-        for runtime in ("tflite", "tflite-xnnpack"):
+        for runtime in ("tflite", "tflite-xnnpack", "tflite-optimized"):
             pa = choose_qparams(w, symmetric=False, runtime=runtime)
             same(f"{runtime} quantizer activation scale", pa.scale, got["scale"])
             same(f"{runtime} quantizer activation zero point", pa.zero_point,
@@ -329,10 +329,12 @@ def test_tflite_quantizer():
 
 
 @pytest.mark.parametrize("runtime, resolver", [("tflite", "reference"),
-                                               ("tflite-xnnpack", "xnnpack")])
+                                               ("tflite-xnnpack", "xnnpack"),
+                                               ("tflite-optimized", "builtin")])
 def test_tflite_quantize_op(runtime, resolver):
     """QUANTIZE: the reference kernel divides and rounds half away; the default interpreter's
-    XNNPACK delegate multiplies by float32(1 / scale) and rounds half to even."""
+    XNNPACK delegate and the optimized builtin kernels multiply by float32(1 / scale) and round
+    half to even."""
     models = need("litert_models")
     for x in REAL.values():
         p = choose_qparams(x, symmetric=False, runtime=runtime)

@@ -85,6 +85,12 @@ reference ``AffineQuantize``):
     the same parameters; activations are quantized by ``x · float32(1/scale)`` rounded half to
     even, then ``+ zp`` (XNNPACK's f32-qs8 convert). Weights are quantized by the converter,
     so the symmetric rule is ``tflite``'s.
+``tflite-optimized`` -- LiteRT 2.3's optimized builtin kernels without a delegate
+(``OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES``, XNNPACK off):
+    the quantizer's parameters; QUANTIZE as XNNPACK (``x · float32(1/scale)``, half to even),
+    NaN, inf and huge values as the reference kernels (int32 conversion, then the zero point
+    with wraparound). Its int8 FULLY_CONNECTED requantizes by ruy's rule: ``requantization=
+    "ruy"`` of :func:`quantscope.core.labs.matmul.int8_matmul`.
 ``tensorrt`` -- TensorRT / ModelOpt 0.47 (``modelopt/torch/quantization/tensor_quant.py``):
     symmetric only; ``amax`` per tensor (or per channel), narrow range [-127, 127];
     ``scale = 127 / amax`` in float32 and codes ``round(x * scale)`` half to even, so the
@@ -118,6 +124,7 @@ PRESETS = {
     "onnxruntime-dynamic": "ONNX Runtime 1.32, CPU: DynamicQuantizeLinear (uint8)",
     "tflite": "LiteRT 2.3, CPU: quantizer, reference kernels (QUANTIZE)",
     "tflite-xnnpack": "LiteRT 2.3, CPU: default interpreter (XNNPACK QUANTIZE)",
+    "tflite-optimized": "LiteRT 2.3, CPU: optimized builtin kernels, no delegate (QUANTIZE)",
     "tensorrt": "TensorRT / ModelOpt 0.47, GPU: symmetric, x · 127/amax",
 }
 RUNTIMES = tuple(PRESETS)
@@ -227,7 +234,8 @@ def _tflite_scheme(sc: _Scheme, signed, narrow_range) -> None:
     else:  # XNNPACK's QUANTIZE: x * (1/scale), rounded half to even
         sc.rounding, sc.arithmetic = "half_even", "multiply"
     if not sc.symmetric:  # the QUANTIZE op, measured; the converter's weights were not
-        sc.overflow = "int32_indefinite_wrap" if sc.runtime == "tflite" else "nan_to_qmax"
+        # XNNPACK clamps in float first; the builtin kernels convert to int32, then add
+        sc.overflow = "nan_to_qmax" if sc.runtime == "tflite-xnnpack" else "int32_indefinite_wrap"
 
 
 def _tensorrt_scheme(sc: _Scheme, signed, narrow_range) -> None:
@@ -243,7 +251,8 @@ _SCHEMES = {"pytorch": _pytorch_scheme, "pytorch-fake": _pytorch_scheme,
             "pytorch-cuda-fake": _pytorch_scheme,
             "onnxruntime": _onnxruntime_scheme, "onnxruntime-dynamic": _dynamic_scheme,
             "tflite": _tflite_scheme,
-            "tflite-xnnpack": _tflite_scheme, "tensorrt": _tensorrt_scheme}
+            "tflite-xnnpack": _tflite_scheme, "tflite-optimized": _tflite_scheme,
+            "tensorrt": _tensorrt_scheme}
 
 
 def runtime_scheme(runtime: str, *, symmetric: bool, signed=None, narrow_range=None,
@@ -282,7 +291,8 @@ def runtime_qparams(xf: np.ndarray, runtime: str, *, symmetric: bool, axis: int 
             "pytorch-cuda": _pytorch,
             "pytorch-cuda-fake": _pytorch, "onnxruntime": _onnxruntime,
             "onnxruntime-dynamic": _dynamic,
-            "tflite": _tflite, "tflite-xnnpack": _tflite, "tensorrt": _tensorrt}[runtime]
+            "tflite": _tflite, "tflite-xnnpack": _tflite, "tflite-optimized": _tflite,
+            "tensorrt": _tensorrt}[runtime]
     fields = rule(lo, hi, sc)
     return QuantParams(axis=axis, group_size=group_size, symmetric=symmetric, runtime=runtime,
                        method=method, qmin=sc.sat_min, qmax=sc.sat_max, rounding=sc.rounding,
