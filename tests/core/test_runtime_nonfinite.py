@@ -212,3 +212,64 @@ def test_engine_default_is_unchanged():
     assert cuda.quantize(x, nonfinite="runtime").tolist() == [0, 0, 0, 9]
     with pytest.raises(ValueError, match="overflow must be"):
         p.with_(overflow="wrap")
+
+
+def check_special_record(rec, runtimes: tuple[str, str], where: str) -> None:
+    """A ``record_specials.py`` record: every zero point, per tensor and per channel along
+    both axes, quantize by ``runtimes[0]`` and fake quant by ``runtimes[1]``."""
+    x = rec["x"]
+    for dname, zps in (("qint8", ZPS_S8), ("quint8", ZPS_U8)):
+        signed = dname == "qint8"
+        for zp in zps:
+            key = f"{dname}_zp{zp}/"
+            same(f"{where}: {runtimes[0]} quantize per tensor",
+                 params(runtimes[0], zp, signed=signed, axis=None).quantize(
+                     x, nonfinite="runtime"), rec[key + "tensor_codes"])
+            fake = params(runtimes[1], zp, signed=signed, axis=None).quantize(
+                x, nonfinite="runtime")
+            for k in ("tensor_fake", "tensor_fake_t"):
+                same(f"{where}: {runtimes[1]} fake quant per tensor", fake,
+                     _fake_codes(rec[key + k], zp))
+        for axis in (0, 1):
+            z = np.resize(np.array(zps, np.int32), x.shape[axis])
+            shape = [1, 1]
+            shape[axis] = -1
+            same(f"{where}: {runtimes[0]} quantize per channel",
+                 params(runtimes[0], z, signed=signed, axis=axis).quantize(
+                     x, nonfinite="runtime"), rec[f"{dname}/axis{axis}/codes"])
+            same(f"{where}: {runtimes[1]} fake quant per channel",
+                 params(runtimes[1], z, signed=signed, axis=axis).quantize(
+                     x, nonfinite="runtime"),
+                 _fake_codes(rec[f"{dname}/axis{axis}/fake"], z.reshape(shape)))
+
+
+@pytest.mark.parametrize("record, runtimes", [
+    ("specials_cuda.npz", ("pytorch-cuda", "pytorch-cuda-fake")),
+    ("specials_cpu211_avx512.npz", ("pytorch-2.11", "pytorch-fake")),
+    ("specials_cpu211_avx2.npz", ("pytorch-2.11", "pytorch-fake")),
+    ("specials_cpu211_default.npz", ("pytorch-2.11", "pytorch-fake"))])
+def test_recorded_special_values_in_loop_bodies_and_tails(record, runtimes):
+    """``record_specials.py`` on the H200 machine: PyTorch 2.11 on CUDA and its CPU kernels
+    under AVX512, AVX2 and DEFAULT, every special value in a vector body and in a tail."""
+    rec = np.load(RECORDS / record)
+    np.testing.assert_array_equal(rec["x"], X)
+    check_special_record(rec, runtimes, record.removesuffix(".npz"))
+
+
+@pytest.mark.parametrize("capability", ["default", "avx2", "avx512"])
+def test_pytorch_cpu_kernel_paths(capability, tmp_path):
+    """PyTorch 2.13 here under each ``ATEN_CPU_CAPABILITY`` the machine has (a child process
+    each, since PyTorch reads it once): the same rules on every kernel path."""
+    import os
+    import subprocess
+    import sys
+
+    if capability == "avx512" and torch.backends.cpu.get_cpu_capability() != "AVX512":
+        pytest.skip("this machine has no AVX-512")
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
+    script = RECORDS / "record_specials.py"
+    subprocess.run([sys.executable, str(script), str(tmp_path), "cpu"], env=env, check=True,
+                   capture_output=True)
+    (path,) = tmp_path.glob("specials_cpu_*.npz")
+    assert path.name == f"specials_cpu_{capability}.npz"
+    check_special_record(np.load(path), ("pytorch", "pytorch-fake"), f"CPU 2.13 {capability}")
