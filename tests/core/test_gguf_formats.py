@@ -92,7 +92,7 @@ def test_k_quants_need_256_along_the_last_axis():
 def test_nonfinite_and_unknown_names_are_refused():
     x = np.ones(64, np.float32)
     x[3] = np.nan
-    with pytest.raises(EngineValueError, match="NaN|non-finite|nan"):
+    with pytest.raises(EngineValueError, match=r"NaN|non-finite|nan"):
         encode(x, "gguf_q8_0")
     with pytest.raises(EngineValueError, match="gguf_q4_k"):
         encode(np.ones(64, np.float32), "gguf_q4_z")

@@ -78,10 +78,10 @@ def test_gguf_py_dequantizes_our_bytes_to_our_values(reference, name):
     gguf = need("gguf")
     qtype = getattr(gguf.GGMLQuantizationType, GGUF_TYPES[name].ggml_name)
     mismatches = compared = 0
-    for case, x in _cases(reference).items():
+    for _case, x in _cases(reference).items():
         b = encode(x.reshape(-1, GGUF_TYPES[name].block), name)
         with np.errstate(all="ignore"):
-            ours = decode(b, name, b.shape[:-1] + (x.size // b.shape[0],)).reshape(-1)
+            ours = decode(b, name, (*b.shape[:-1], x.size // b.shape[0])).reshape(-1)
             theirs = gguf.quants.dequantize(b.reshape(-1), qtype).reshape(-1)
         mismatches += int(np.count_nonzero(ours.view(np.uint32) != theirs.view(np.uint32)))
         compared += x.size

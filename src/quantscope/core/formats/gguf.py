@@ -28,8 +28,17 @@ from quantscope.core.formats.gguf_types import BY_GGML_ID, GGUF_TYPES, GgufType
 from quantscope.core.kernels.parallel import parallel, shares
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
 
-__all__ = ["GGUF_TYPES", "BY_GGML_ID", "GgufParams", "gguf_type", "encode", "decode",
-           "gguf_params", "from_blocks", "block_ranges"]
+__all__ = [
+    "BY_GGML_ID",
+    "GGUF_TYPES",
+    "GgufParams",
+    "block_ranges",
+    "decode",
+    "encode",
+    "from_blocks",
+    "gguf_params",
+    "gguf_type",
+]
 
 
 def gguf_type(name: str) -> GgufType:
@@ -72,7 +81,7 @@ def encode(x, name: str) -> np.ndarray:
         encode_blocks(t.ggml_type, xb[lo:hi], out[lo:hi])
 
     parallel(share, block_ranges(n_blocks, t.block))
-    return out.reshape(xf.shape[:-1] + (xf.shape[-1] // t.block * t.type_size,))
+    return out.reshape((*xf.shape[:-1], xf.shape[-1] // t.block * t.type_size))
 
 
 def _blocks_of(blocks: np.ndarray, t: GgufType, shape: tuple[int, ...]) -> np.ndarray:
@@ -126,7 +135,7 @@ class GgufParams(FormatParams):
     def __post_init__(self) -> None:
         t = gguf_type(self.format)
         object.__setattr__(self, "blocks", _blocks_of(self.blocks, t, tuple(self.shape)).reshape(
-            tuple(self.shape[:-1]) + (self.shape[-1] // t.block * t.type_size,)))
+            (*tuple(self.shape[:-1]), self.shape[-1] // t.block * t.type_size)))
         object.__setattr__(self, "scale", np.asarray(self.scale, np.float32))
 
     @property
@@ -204,6 +213,6 @@ def from_blocks(blocks: np.ndarray, name: str, shape: tuple[int, ...]) -> GgufPa
     t = gguf_type(name)
     shape = tuple(int(s) for s in shape)
     yb = _blocks_of(blocks, t, shape)
-    d = _block_d(yb, t).reshape(shape[:-1] + (shape[-1] // t.block,))
+    d = _block_d(yb, t).reshape((*shape[:-1], shape[-1] // t.block))
     return GgufParams(name, np.abs(d), axis=-1, group_size=t.block, block_scales=d,
                       blocks=yb, shape=shape)

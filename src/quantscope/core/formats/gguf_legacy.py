@@ -118,8 +118,8 @@ def quantize_q4_0(x, y) -> None:
     inv = _f32(1.0) / d if d != 0 else _f32(0.0)
     put_half(y, 0, d)
     for j in range(16):
-        a = min(15, np.int64(x[j] * inv + _f32(8.5)))
-        b = min(15, np.int64(x[j + 16] * inv + _f32(8.5)))
+        a = min(15, int(x[j] * inv + _f32(8.5)))
+        b = min(15, int(x[j + 16] * inv + _f32(8.5)))
         y[2 + j] = a | (b << 4)
 
 
@@ -133,8 +133,8 @@ def quantize_q4_1(x, y) -> None:
     put_half(y, 0, d)
     put_half(y, 2, lo)
     for j in range(16):
-        a = min(15, np.int64((x[j] - lo) * inv + _f32(0.5)))
-        b = min(15, np.int64((x[j + 16] - lo) * inv + _f32(0.5)))
+        a = min(15, int((x[j] - lo) * inv + _f32(0.5)))
+        b = min(15, int((x[j + 16] - lo) * inv + _f32(0.5)))
         y[4 + j] = a | (b << 4)
 
 
@@ -147,8 +147,8 @@ def quantize_q5_0(x, y) -> None:
     put_half(y, 0, d)
     qh = np.int64(0)
     for j in range(16):
-        a = min(31, np.int64(x[j] * inv + _f32(16.5)))
-        b = min(31, np.int64(x[j + 16] * inv + _f32(16.5)))
+        a = min(31, int(x[j] * inv + _f32(16.5)))
+        b = min(31, int(x[j + 16] * inv + _f32(16.5)))
         y[6 + j] = (a & 0x0F) | ((b & 0x0F) << 4)
         qh |= ((a & 0x10) >> 4) << j
         qh |= ((b & 0x10) >> 4) << (j + 16)
@@ -166,8 +166,8 @@ def quantize_q5_1(x, y) -> None:
     put_half(y, 2, lo)
     qh = np.int64(0)
     for j in range(16):
-        a = np.int64((x[j] - lo) * inv + _f32(0.5)) & 0xFF
-        b = np.int64((x[j + 16] - lo) * inv + _f32(0.5)) & 0xFF
+        a = int((x[j] - lo) * inv + _f32(0.5)) & 0xFF
+        b = int((x[j + 16] - lo) * inv + _f32(0.5)) & 0xFF
         y[8 + j] = (a & 0x0F) | ((b & 0x0F) << 4)
         qh |= ((a & 0x10) >> 4) << j
         qh |= ((b & 0x10) >> 4) << (j + 16)
