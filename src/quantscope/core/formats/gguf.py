@@ -216,3 +216,17 @@ def from_blocks(blocks: np.ndarray, name: str, shape: tuple[int, ...]) -> GgufPa
     d = _block_d(yb, t).reshape((*shape[:-1], shape[-1] // t.block))
     return GgufParams(name, np.abs(d), axis=-1, group_size=t.block, block_scales=d,
                       blocks=yb, shape=shape)
+
+
+def block_code_values(params: GgufParams, index: int) -> np.ndarray:
+    """The value of every code (float64, ascending) in the first sub-block of block
+    ``index`` (C order over the tensor's blocks): the grid a histogram draws for it."""
+    from quantscope.core.formats.gguf_decode import decode_block
+
+    t = params.gguf
+    yb = _blocks_of(params.blocks, t, params.shape)
+    c = np.zeros(t.block, np.int64)
+    v, lo, hi = (np.zeros(t.block, np.float32) for _ in range(3))
+    decode_block(t.ggml_type, yb[index], c, v, lo, hi)
+    a, b = sorted((float(lo[0]), float(hi[0])))
+    return np.linspace(a, b, t.levels)
