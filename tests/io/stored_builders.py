@@ -36,3 +36,39 @@ def mismatches(decoded: np.ndarray, expected: np.ndarray) -> int:
     a = np.ascontiguousarray(decoded, np.float32).view(np.uint32)
     b = np.ascontiguousarray(expected, np.float32).view(np.uint32)
     return int(np.count_nonzero(a != b))
+
+
+def compress_checkpoint(original: Path, folder: Path, *, bits: int = 4, group_size: int = 128,
+                        symmetric: bool = False, fmt: str = "pack-quantized") -> Path:
+    """Quantize every 2-D ``*.weight`` of a safetensors checkpoint as llm-compressor's
+    round-to-nearest W{bits}A16 does (min/max per group, compressed-tensors' own
+    ``calculate_qparams``), pack it with compressed-tensors' own compressor, and save the
+    result with its ``quantization_config``; other tensors are stored as they are."""
+    torch = need("torch")
+    load_file = need("safetensors.torch").load_file
+    from compressed_tensors.compressors import BaseCompressor
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+    from compressed_tensors.quantization.utils import calculate_qparams
+
+    args = QuantizationArgs(num_bits=bits, type="int", symmetric=symmetric, strategy="group",
+                            group_size=group_size)
+    scheme = QuantizationScheme(targets=["Linear"], weights=args)
+    compressor = BaseCompressor.load_from_registry(fmt)
+    out = {}
+    for name, tensor in load_file(str(original)).items():
+        if tensor.ndim != 2 or not name.endswith(".weight") or "LayerNorm" in name:
+            out[name] = tensor
+            continue
+        groups = tensor.float().reshape(tensor.shape[0], -1, group_size)
+        scale, zero = calculate_qparams(groups.amin(-1), groups.amax(-1), args)
+        state = {"weight": tensor, "weight_scale": scale.to(tensor.dtype)}
+        if not symmetric:
+            state["weight_zero_point"] = zero
+        prefix = name.removesuffix("weight")
+        out.update({prefix + k: v for k, v in compressor.compress(state, scheme).items()})
+    config = {"quant_method": "compressed-tensors", "format": fmt,
+              "quantization_status": "compressed",
+              "config_groups": {"group_0": {"targets": ["Linear"],
+                                            "weights": args.model_dump(mode="json")}},
+              "ignore": []}
+    return write_checkpoint(folder, out, config)

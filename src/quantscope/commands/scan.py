@@ -15,6 +15,12 @@ g32/g64/g128, FP4 E2M1, MXFP4, NVFP4, NF4) by SQNR, as `quantscope report --form
 window's comparison panes compute them; it loads every tensor and analyses some twenty
 formats, so it takes far longer than the int8 figures alone.
 
+A quantized checkpoint (its config.json declares a quantization_config: compressed-tensors,
+FP8, GPTQ, AWQ, bitsandbytes) is decoded weight by weight instead; with --reference ORIGINAL
+each row says what the stored quantization lost against the original and which of the
+engine's formats at the same or fewer bits would have lost less; without it, how the stored
+codes and scales are spent (see quantscope.commands.scan_stored).
+
 Tensors that cannot be read (a missing or truncated shard, a lying header) are reported and
 the others scanned: the exit status is 1 then, 2 when nothing at all could be read.
 """
@@ -45,6 +51,10 @@ def add_parser(subparsers) -> None:
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     p.add_argument("--top", type=int, metavar="N", help="show only the N worst tensors")
+    p.add_argument("--reference", metavar="ORIGINAL",
+                   help="the unquantized checkpoint FILE was made from: measure what each "
+                        "stored weight lost against it, beside the best format at the same "
+                        "or fewer bits")
     p.add_argument("--sort", choices=("sqnr", "gap"), default="sqnr",
                    help="rank by per-tensor SQNR, lowest first (default), or by the gain "
                         "per-channel minus per-tensor, largest first")
@@ -193,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
     """Scan, print the ranking (table, JSON or CSV on stdout, progress on stderr)."""
     from quantscope.core.kernels.compile_notice import announce_compiles
     from quantscope.io.checkpoint import list_checkpoint
+    from quantscope.io.stored.config import read_quant_config
     from quantscope.state import Settings
     from quantscope.state.model_records import to_csv, to_json
     from quantscope.state.model_scan import PENDING, ModelScan, model_rows
@@ -204,6 +215,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--outlier must be positive, got {args.outlier}")
     settings = Settings(bits=args.bits, method=args.method, runtime=args.preset).check()
     path, label = resolve_file_or_sample(args)
+    if args.reference is not None or read_quant_config(path) is not None:
+        from quantscope.commands import scan_stored
+
+        return scan_stored.run(args, path, label)
     checkpoint = list_checkpoint(path)
     rows = model_rows(checkpoint)
     if rows and all(r.status == "error" for r in rows):  # nothing readable: one clear error

@@ -26,7 +26,7 @@ from quantscope.io.stored import bnb, compressed, fp8, gptq
 from quantscope.io.stored.config import QuantConfig, read_quant_config
 from quantscope.io.stored.layout import StoredEntry, group_parts
 from quantscope.io.stored.model import StoredFormat, StoredTensor
-from quantscope.io.tensor_info import printable
+from quantscope.io.tensor_info import TensorFileError, TensorInfo, printable
 
 __all__ = ["StoredCheckpoint", "StoredFormat", "StoredTensor", "open_stored",
            "read_quant_config"]
@@ -52,6 +52,31 @@ class StoredCheckpoint:
         """The tensors that are no part of a stored weight."""
         return [t for t in self.checkpoint.tensors if t.name not in self.used]
 
+    def listing(self) -> list[CheckpointTensor]:
+        """Every tensor as a person thinks of the checkpoint: each stored weight once, under
+        its own name, shape and decoded dtype (``TensorInfo.format`` ``"stored"``, its bytes
+        those of all its parts), where its first part is listed; the plain tensors as they
+        are. A weight whose parts cannot even be described is listed with its problem."""
+        out: list[CheckpointTensor] = []
+        by_position = {e.position: e for e in self.entries.values()}
+        for i, t in enumerate(self.checkpoint.tensors):
+            entry = by_position.get(i)
+            if entry is not None:
+                out.append(self._listed(entry, t))
+            elif t.name not in self.used:
+                out.append(t)
+        return out
+
+    def _listed(self, entry: StoredEntry, first: CheckpointTensor) -> CheckpointTensor:
+        try:
+            shape, dtype = describe(self.config, entry.parts)
+        except TensorFileError as exc:
+            return CheckpointTensor(entry.name, first.file, None, str(exc))
+        info = TensorInfo(name=entry.name, shape=shape, dtype=dtype,
+                          file_dtype=f"{self.config.method} quantized",
+                          nbytes=sum(entry.parts.nbytes().values()), format="stored")
+        return CheckpointTensor(entry.name, first.file, info)
+
     def decode(self, name: str) -> StoredTensor:
         """The weight ``name`` decoded (see the module docstring).
 
@@ -72,6 +97,48 @@ class StoredCheckpoint:
         if method in ("gptq", "awq"):
             return gptq.decode(name, entry.parts, self.config)
         return bnb.decode(name, entry.parts)
+
+
+def describe(config: QuantConfig, parts) -> tuple[tuple[int, ...], str]:
+    """A stored weight's shape and decoded dtype from its parts' headers (and the few bytes of
+    ``weight_shape`` or bitsandbytes' state), without decoding it."""
+    method = config.method
+    if method == "compressed-tensors":
+        if parts.has("weight_global_scale") and parts.has("weight_packed"):
+            rows, half = parts.shape("weight_packed")[:2]
+            return (rows, half * 2), "bfloat16"
+        scale = parts.dtype("weight_scale") if parts.has("weight_scale") else "float32"
+        if parts.has("weight_shape"):
+            dims = parts.read("weight_shape", "iu")
+            if dims.ndim != 1 or dims.size > 8 or (dims.size and dims.min() < 0):
+                raise parts.error("weight_shape", "is not a list of dimensions")
+            return tuple(int(d) for d in dims), scale
+        return parts.shape("weight"), scale
+    if method in ("fp8", "fbgemm_fp8"):
+        role = "weight_scale_inv" if parts.has("weight_scale_inv") else "weight_scale"
+        return parts.shape("weight"), parts.dtype(role)
+    if method in ("gptq", "awq"):
+        bits = config.settings.get("bits", config.settings.get("w_bit"))
+        if not (isinstance(bits, int) and bits in (2, 4, 8)):
+            raise fail(config.source, f"quantization_config bits is {str(bits)[:20]}; "
+                                      "expected 2, 4 or 8")
+        q = parts.shape("qweight")
+        if len(q) != 2 or not parts.has("scales"):
+            raise parts.error("qweight", "is not a packed (in, out) matrix beside its scales")
+        shape = (q[1] * 32 // bits, q[0]) if method == "awq" else (q[1], q[0] * 32 // bits)
+        return shape, parts.dtype("scales")
+    if parts.has("SCB"):
+        return parts.shape("weight"), "float32"
+    from quantscope.io.stored.bnb import _state, state_role
+
+    packed_state = state_role(parts)
+    state = _state(parts, packed_state) if packed_state is not None else {}
+    dims, dtype = state.get("shape"), state.get("dtype")
+    if not (isinstance(dims, list) and all(isinstance(d, int) and d >= 0 for d in dims)
+            and dtype in ("float32", "float16", "bfloat16")):
+        raise parts.error(packed_state or "weight", "holds no valid bitsandbytes shape and "
+                                                    "dtype")
+    return tuple(dims), str(dtype)
 
 
 def open_stored(path: str | os.PathLike) -> StoredCheckpoint | None:

@@ -57,7 +57,10 @@ def _int8(name: str, parts: Parts) -> StoredTensor:
     values = np.multiply(product, INT8_RECIPROCAL, dtype=np.float32)
     fmt = StoredFormat("bitsandbytes", "int8", "channel", scale_dtype=parts.dtype("SCB"),
                        notes=("LLM.int8() row absmax",))
-    return StoredTensor(name, values, fmt, codes, scb, None, parts.nbytes(), "float32")
+    def window():
+        top = np.multiply(np.float32(127) * scb[:, None], INT8_RECIPROCAL, dtype=np.float32)
+        return -top, top
+    return StoredTensor(name, values, fmt, codes, scb, None, parts.nbytes(), "float32", window)
 
 
 def _state(parts: Parts, role: str) -> dict:
@@ -120,8 +123,12 @@ def _four_bit(name: str, parts: Parts, role: str) -> StoredTensor:
                        scale_dtype="uint8" if nested else "float32",
                        notes=(("nested absmax: 8-bit codes, float32 per "
                                f"{state.get('nested_blocksize')}",) if nested else ()))
+    def window():
+        lo, hi = (scaled(np.full(n, edge, np.float32), per_block, dtype).reshape(shape)
+                  for edge in (quant_map.min(), quant_map.max()))
+        return lo, hi
     return StoredTensor(name, values, fmt, codes.reshape(shape), absmax, None,
-                        parts.nbytes(), dtype)
+                        parts.nbytes(), dtype, window)
 
 
 def _absmax(parts: Parts, role: str, state: dict, blocks: int) -> np.ndarray:

@@ -33,6 +33,7 @@ from quantscope.io.stored.parts import (
     Parts,
     check_elements,
     check_group_index,
+    code_window,
     expand_groups,
     scaled,
 )
@@ -214,9 +215,14 @@ def _packed(name: str, parts: Parts, args: dict) -> StoredTensor:
     values = scaled(_in_dtype(steps, scale_dtype), _spread(args, scale, rows, cols, g_idx),
                     scale_dtype)
     fmt = _label_format(args, f"int{bits}", scale_dtype)
+
+    def window():
+        zero = 0 if zp is None else _spread(args, zp.astype(np.float32), rows, cols, g_idx)
+        return code_window(-offset, offset - 1, zero, _spread(args, scale, rows, cols, g_idx),
+                           scale_dtype)
     return StoredTensor(name, values, fmt, codes.astype(np.int8), scale.astype(np.float32),
                         None if zp is None else zp.astype(np.int32),
-                        parts.nbytes(), scale_dtype)
+                        parts.nbytes(), scale_dtype, window)
 
 
 def _in_dtype(steps: np.ndarray, dtype: str) -> np.ndarray:
@@ -285,9 +291,13 @@ def _unpacked(name: str, parts: Parts, fmt: str, args: dict) -> StoredTensor:
     values = scaled(_in_dtype(steps, scale_dtype) if args["type"] == "int" or zp is not None
                     else steps, _spread(args, scale, rows, cols, g_idx), scale_dtype)
     fmt_ = _label_format(args, element, scale_dtype)
+
+    def window():
+        zero = 0 if zp is None else _spread(args, zp, rows, cols, g_idx)
+        return code_window(lo, hi, zero, _spread(args, scale, rows, cols, g_idx), scale_dtype)
     return StoredTensor(name, values, fmt_, codes, scale.astype(np.float32),
                         None if zp is None else zp.astype(np.int32), parts.nbytes(),
-                        scale_dtype)
+                        scale_dtype, window)
 
 
 def _nvfp4(name: str, parts: Parts, args: dict) -> StoredTensor:
@@ -319,4 +329,6 @@ def _nvfp4(name: str, parts: Parts, args: dict) -> StoredTensor:
     fmt = StoredFormat("compressed-tensors", "fp4_e2m1", "group", group_size=group,
                        scale_dtype=scale_dtype, notes=("float32 global scale",))
     return StoredTensor(name, values, fmt, codes, scale.astype(np.float32), None,
-                        parts.nbytes(), "bfloat16")
+                        parts.nbytes(), "bfloat16", lambda: code_window(
+                            -6.0, 6.0, 0, expand_groups(block_scale, cols, None, group),
+                            "bfloat16"))

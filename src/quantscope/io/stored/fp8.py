@@ -19,7 +19,7 @@ import numpy as np
 from quantscope.io.checks import fail
 from quantscope.io.stored.config import QuantConfig
 from quantscope.io.stored.model import StoredFormat, StoredTensor
-from quantscope.io.stored.parts import Parts, check_elements, scaled
+from quantscope.io.stored.parts import Parts, check_elements, code_window, scaled
 
 
 def block_size(config: QuantConfig) -> tuple[int, int] | None:
@@ -54,6 +54,7 @@ def decode(name: str, parts: Parts, config: QuantConfig) -> StoredTensor:
         scale = parts.read(role, "f", shape=grid).astype(np.float32)
         spread = np.repeat(np.repeat(scale, bh, axis=0), bw, axis=1)[:rows, :cols]
         granularity = "block"
+        scale = scale.astype(np.float32)
     elif config.method == "fbgemm_fp8" or parts.shape(role) in ((rows, 1), (rows,)):
         scale = parts.read(role, "f")
         if scale.size != rows:
@@ -75,5 +76,11 @@ def decode(name: str, parts: Parts, config: QuantConfig) -> StoredTensor:
     element = "fp8_e4m3" if stored == "float8_e4m3fn" else "fp8_e5m2"
     fmt = StoredFormat(config.method, element, granularity, block=block,
                        scale_dtype=scale_dtype)
+    top = 448.0 if element == "fp8_e4m3" else 57344.0
+
+    def window():
+        full = (np.repeat(np.repeat(scale, block[0], axis=0), block[1], axis=1)[:rows, :cols]
+                if block is not None else spread)
+        return code_window(-top, top, 0, full, scale_dtype)
     return StoredTensor(name, values, fmt, raw.view(np.uint8), scale.astype(np.float32), None,
-                        parts.nbytes(), scale_dtype)
+                        parts.nbytes(), scale_dtype, window)

@@ -23,7 +23,13 @@ from quantscope.io.checks import fail
 from quantscope.io.stored.bits import awq_reorder, unpack_along
 from quantscope.io.stored.config import QuantConfig, get_bool, get_int, get_str
 from quantscope.io.stored.model import StoredFormat, StoredTensor
-from quantscope.io.stored.parts import Parts, check_elements, check_group_index, scaled
+from quantscope.io.stored.parts import (
+    Parts,
+    check_elements,
+    check_group_index,
+    code_window,
+    scaled,
+)
 
 
 def _settings(config: QuantConfig) -> tuple[int, int | None]:
@@ -99,5 +105,8 @@ def decode(name: str, parts: Parts, config: QuantConfig) -> StoredTensor:
                        "channel" if group is None else "group", group_size=group,
                        symmetric=symmetric if not awq else False, scale_dtype=scale_dtype,
                        notes=(("zero points stored less one",) if not awq and v1 else ()))
+    def window():
+        lo, hi = code_window(0, (1 << bits) - 1, zeros[g_idx], scale[g_idx], scale_dtype)
+        return lo.T, hi.T
     return StoredTensor(name, values, fmt, codes.T.astype(np.uint8), scale.astype(np.float32),
-                        zeros, parts.nbytes(), scale_dtype)
+                        zeros, parts.nbytes(), scale_dtype, window)

@@ -9,6 +9,7 @@ from, so the window can show the stored scheme and not only its result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,6 +89,10 @@ class StoredTensor:
         The stored tensors decoded, with the bytes each occupies.
     decoded_dtype : str
         The dtype the package's dequantize returns.
+    window : callable or None
+        ``window() -> (lo, hi)``: per element (broadcastable to ``values``), the smallest and
+        largest value the element's own scale and zero point can decode to. An original value
+        outside it was clipped by the stored scheme, one inside it only rounded.
     """
 
     name: str
@@ -98,6 +103,7 @@ class StoredTensor:
     zero_points: np.ndarray | None
     parts: dict[str, int] = field(default_factory=dict)
     decoded_dtype: str = "float32"
+    window: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
 
     @property
     def stored_bytes(self) -> int:

@@ -106,6 +106,15 @@ def scaled(steps: np.ndarray, scale: np.ndarray, out_dtype: str) -> np.ndarray:
     return product
 
 
+def code_window(lo: float, hi: float, zero: np.ndarray | float, scale: np.ndarray,
+                out_dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """The decoded values of the lowest and highest code, ``(code - zero) * scale`` computed
+    as the values are (:func:`scaled`): the edges of each element's window."""
+    zero32 = np.asarray(zero, np.float32)
+    return (scaled(np.float32(lo) - zero32, scale, out_dtype),
+            scaled(np.float32(hi) - zero32, scale, out_dtype))
+
+
 def expand_groups(scale: np.ndarray, columns: int, group_of_column: np.ndarray | None,
                   group_size: int) -> np.ndarray:
     """A (rows, groups) scale (or zero point) spread to (rows, columns): column j uses group
