@@ -44,7 +44,6 @@ def compress_checkpoint(original: Path, folder: Path, *, bits: int = 4, group_si
     round-to-nearest W{bits}A16 does (min/max per group, compressed-tensors' own
     ``calculate_qparams``), pack it with compressed-tensors' own compressor, and save the
     result with its ``quantization_config``; other tensors are stored as they are."""
-    torch = need("torch")
     load_file = need("safetensors.torch").load_file
     from compressed_tensors.compressors import BaseCompressor
     from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme

@@ -11,9 +11,9 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from oracles import need
 from stored_builders import compress_checkpoint, write_checkpoint
 
+from oracles import need
 from quantscope.cli import main
 from quantscope.core.stats.report import sqnr_db
 from quantscope.io import load_for_analysis
