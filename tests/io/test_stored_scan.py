@@ -131,3 +131,29 @@ def test_match_names_conventions():
                        ["layers.0.q.weight", "lm_head.weight", "model.layers.1.k.weight"]) == {
         "model.layers.0.q.weight": "layers.0.q.weight", "lm_head.weight": "lm_head.weight",
         "layers.1.k.weight": "model.layers.1.k.weight"}
+
+
+def test_quantized_folder_opens_decoded_in_the_source_path(quantized, capsys):
+    """list_tensors, load_for_analysis, ``report`` and the model scan see each stored weight
+    once, under its own name, decoded; the plain tensors as they are."""
+    from quantscope.io import list_tensors, load_tensor
+    from quantscope.io.stored import source_checkpoint
+    from quantscope.state.model_scan import scan_checkpoint
+
+    infos = {i.name: i for i in list_tensors(quantized)}
+    assert infos[QUERY].format == "stored" and infos[QUERY].shape == (384, 384)
+    assert not any(n.endswith(("weight_packed", "weight_scale", "weight_zero_point",
+                               "weight_shape")) for n in infos)
+    assert infos["encoder.layer.0.attention.self.query.bias"].format == "safetensors"
+    decoded = open_stored(quantized).decode(QUERY).values
+    x, info = load_for_analysis(quantized, QUERY)
+    assert info.format == "stored" and np.array_equal(x, decoded)
+    assert np.array_equal(load_tensor(quantized, QUERY), decoded)
+    assert main(["report", str(quantized), "--tensor", QUERY, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    from quantscope.core import analyze, choose_qparams
+    expected = analyze(decoded, choose_qparams(decoded, symmetric=True, granularity="tensor"))
+    assert doc["schemes"]["symmetric/tensor"]["sqnr_db"] == pytest.approx(expected.sqnr_db)
+    rows = {r.name: r for r in scan_checkpoint(source_checkpoint(quantized))}
+    assert rows[QUERY].status == "ok"
+    assert rows[QUERY].figures.per_tensor_db == pytest.approx(expected.sqnr_db, abs=1e-9)

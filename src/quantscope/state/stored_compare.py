@@ -179,7 +179,8 @@ def compare(quantized: str | os.PathLike, reference: str | os.PathLike, *,
                         plain=[t.name for t in stored.plain()])
     paired = set(pairs.values())
     result.unmatched_reference = [n for n, t in ref_tensors.items() if n not in paired
-                                  and t.info.is_floating and t.info.ndim >= 2]
+                                  and t.info is not None and t.info.is_floating
+                                  and t.info.ndim >= 2]
     for name in stored.names:
         row = _row(stored, name, pairs.get(name), ref_tensors, with_alternatives)
         result.rows.append(row)

@@ -17,6 +17,7 @@ GPTQ, AWQ (GEMM) and bitsandbytes (NF4 / FP4 with nested absmax, LLM.int8()).
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,8 +29,8 @@ from quantscope.io.stored.layout import StoredEntry, group_parts
 from quantscope.io.stored.model import StoredFormat, StoredTensor
 from quantscope.io.tensor_info import TensorFileError, TensorInfo, printable
 
-__all__ = ["StoredCheckpoint", "StoredFormat", "StoredTensor", "open_stored",
-           "read_quant_config"]
+__all__ = ["StoredCheckpoint", "StoredFormat", "StoredTensor", "load_stored", "open_stored",
+           "read_quant_config", "source_checkpoint"]
 
 
 @dataclass
@@ -139,6 +140,69 @@ def describe(config: QuantConfig, parts) -> tuple[tuple[int, ...], str]:
         raise parts.error(packed_state or "weight", "holds no valid bitsandbytes shape and "
                                                     "dtype")
     return tuple(dims), str(dtype)
+
+
+#: Recently opened quantized checkpoints by folder and the state of its files: decoding the
+#: weights of a model one by one must not list every shard's header again for each of them.
+_OPENED: dict[tuple, StoredCheckpoint] = {}
+_OPENED_LOCK = threading.Lock()
+_OPENED_MAX = 4
+
+
+def _signature(path: Path) -> tuple:
+    folder = path if path.is_dir() else path.parent
+    try:
+        entries = sorted((e.name, e.stat().st_mtime_ns, e.stat().st_size)
+                         for e in os.scandir(folder) if e.is_file())
+    except OSError:
+        return (str(path), None)
+    return (str(path.resolve()), tuple(entries))
+
+
+def open_stored_cached(path: str | os.PathLike) -> StoredCheckpoint | None:
+    """:func:`open_stored`, remembered while no file of its folder changes."""
+    p = Path(path)
+    key = _signature(p)
+    with _OPENED_LOCK:
+        hit = _OPENED.get(key)
+    if hit is not None:
+        return hit
+    opened = open_stored(p)
+    if opened is not None:
+        with _OPENED_LOCK:
+            while len(_OPENED) >= _OPENED_MAX:
+                _OPENED.pop(next(iter(_OPENED)))
+            _OPENED[key] = opened
+    return opened
+
+
+def source_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    """What a folder or index opens as: for a quantized checkpoint, its stored weights under
+    their own names beside the plain tensors (:meth:`StoredCheckpoint.listing`), else every
+    tensor as listed (:func:`~quantscope.io.checkpoint.list_checkpoint`)."""
+    stored = open_stored_cached(path)
+    if stored is None:
+        return list_checkpoint(path)
+    raw = stored.checkpoint
+    return Checkpoint(raw.path, raw.files, stored.listing(), raw.problems)
+
+
+def load_stored(path: str | os.PathLike, name: str) -> StoredTensor:
+    """The stored weight ``name`` of the quantized checkpoint at ``path`` (its folder, index,
+    or one of its shards), decoded.
+
+    Raises
+    ------
+    TensorFileError
+        ``path`` declares no quantization, has no such weight, or its parts lie.
+    """
+    p = Path(path)
+    root = p if p.is_dir() or p.name.endswith(".index.json") else p.parent
+    stored = open_stored_cached(root)
+    if stored is None:
+        raise fail(root, "declares no quantization (no quantization_config in its "
+                         "config.json): nothing stored to decode")
+    return stored.decode(name)
 
 
 def open_stored(path: str | os.PathLike) -> StoredCheckpoint | None:
