@@ -43,7 +43,7 @@ def scheme_figures(x2: np.ndarray, fmt: str, granularity: str, method: str
     clipped share (or ``{"error": why}`` where the engine refuses it)."""
     gran, axis = ("tensor", None) if granularity == "tensor" else (
         "channel", 0 if granularity == "token" else 1)
-    options = {"percentile": PERCENTILE} if method == "percentile" else {}
+    options: dict[str, Any] = {"percentile": PERCENTILE} if method == "percentile" else {}
     try:
         if fmt == "int8":
             p = choose_qparams(x2, symmetric=True, granularity=gran, axis=axis, method=method,

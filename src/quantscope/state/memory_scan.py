@@ -95,7 +95,8 @@ def _reader(value: object, name: str) -> Callable[[], np.ndarray]:
 
 def _info(name: str, value: object) -> TensorInfo:
     """The info of a framework tensor from its own shape and dtype (no data read)."""
-    shape = tuple(int(d) for d in getattr(value, "shape", np.shape(value)))
+    given = getattr(value, "shape", None)
+    shape = tuple(int(d) for d in (given if given is not None else np.shape(value)))  # type: ignore[call-overload]
     dtype = getattr(value, "dtype", None)
     dname = str(dtype).removeprefix("torch.") if dtype is not None else "object"
     if dname == "bool_":

@@ -120,8 +120,10 @@ class ModelTable:
 
     def to_pandas(self):
         """The records as a ``pandas.DataFrame`` (pandas is needed for this call only)."""
-        try:
-            import pandas as pd
+        import importlib
+
+        try:  # looked up by name: pandas is optional and ships no type stubs
+            pd = importlib.import_module("pandas")
         except ImportError:
             from quantscope.errors import UserError
 
