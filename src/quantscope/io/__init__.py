@@ -22,7 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from quantscope.io import (  # noqa: F401  (registers its kinds)
+# each parser module registers its kind of file (quantscope.io.kinds) when imported
+from quantscope.io import (  # noqa: F401
+    onnx_model,
     pytorch,
     samples,
     standard_kinds,
