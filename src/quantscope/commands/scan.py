@@ -51,7 +51,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "scan", help="a checkpoint's int8 figures, one row per tensor, worst first",
         description=__doc__.replace("``", ""), formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_file_or_sample(p, ".safetensors checkpoint (or .npz / .npy), or a sharded one: its "
+    add_file_or_sample(p, "a checkpoint (.safetensors, PyTorch .pt/.pth/.bin, .onnx, .npz, "
+                          ".npy...), or a sharded one: its "
                           "directory or its *.index.json; or a directory of .npy files; or a "
                           "folder of model folders (each scanned, one table grouped by model)")
     p.add_argument("more", nargs="*", metavar="PATH",
