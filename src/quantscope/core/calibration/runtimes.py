@@ -52,8 +52,12 @@ the GPU):
     (``"multiply"``), as ``pytorch-fake``.
     Both CUDA presets were checked on 7.5M recorded codes of the MiniLM tensors and constructed
     ties, and on a further 9.6M codes of random bit patterns, normal values and 123K ties at
-    random scales and zero points (tests/data/pytorch_cuda/); they hold for the kernels'
-    source as read, which has the same expressions in PyTorch 2.7 to 2.13.
+    random scales and zero points (tests/data/pytorch_cuda/), all on PyTorch 2.11. What the
+    records do not show: float32 inputs and float32 scales only (a Python-float scale that is
+    not a float32 is divided by as that double; bfloat16 / float16 fake quant was not run),
+    integer zero points only (fake quant also takes float ones), and one GPU; a later
+    ``FakeQuantizeCore.cu`` (read, not run) clamps in float before its int64 conversion,
+    which would change only the NaN / inf codes of ``overflow`` below.
 ``onnxruntime`` -- ONNX Runtime 1.32 (``onnxruntime/python/tools/quantization/quant_utils.py``,
 ``compute_scale_zp``, ``get_qmin_qmax_for_qType``, ``quantize_nparray``; ``QuantizeLinear``):
     range widened to include 0; symmetric int8 uses the narrow [-127, 127] for its parameters
