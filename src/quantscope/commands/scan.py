@@ -175,7 +175,8 @@ def format_table(label: str, rows, shown, settings, seconds: float, sharded: boo
             r.formats.best8.spec, _db(r.formats.best8.sqnr_db), r.formats.best4.spec,
             _db(r.formats.best4.sqnr_db))
         table.append((
-            str(i), printable(r.name), "x".join(map(str, r.info.shape)), r.info.dtype,
+            str(i), printable(r.name), "x".join(map(str, r.info.shape)),
+            r.info.stored or r.info.dtype,  # a GGUF tensor: the type it is stored in
             _db(f.per_tensor_db), _db(f.per_channel_db),
             "-" if r.axis is None else str(r.axis), _db(f.gain_db),
             f"{100 * f.clipped_fraction:.3f}", f"{f.max_abs:.4g}", outliers, *best,

@@ -189,6 +189,28 @@ class GgufParams(FormatParams):
         """The codes the blocks store (uint8, the tensor's shape)."""
         return decode(self.blocks, self.format, self.shape, codes=True)
 
+    def archive_members(self) -> dict[str, np.ndarray]:
+        """What an export archive holds for these blocks: ``blocks`` (uint8, exactly the bytes
+        a GGUF file stores for this tensor, one row of bytes per row), ``codes`` (uint8, the
+        stored codes), ``scale`` (each block's ``|d|``) and ``block_scales`` (the signed
+        fp16 ``d`` as float32)."""
+        return {"blocks": np.ascontiguousarray(self.blocks), "codes": self.stored_codes(),
+                "scale": np.asarray(self.scale, np.float32),
+                "block_scales": np.asarray(self.block_scales, np.float32)}
+
+    def scheme(self, n: int) -> dict:
+        """The export metadata's ``scheme`` entry: the type and how to read the blocks."""
+        t = self.gguf
+        return {"format": self.format, "ggml_type": t.ggml_name, "ggml_type_id": t.ggml_type,
+                "bits": t.bits, "block_size": t.block, "type_size": t.type_size,
+                "granularity": "group", "axis": -1, "method": self.method,
+                "bits_per_element": t.bits_per_element,
+                "dequantize": f"blocks hold llama.cpp's block_{t.ggml_name.lower()} structs, "
+                              f"{t.type_size} bytes per {t.block} elements along the last "
+                              "axis; decode with ggml's dequantize_row or gguf-py's "
+                              "gguf.quants.dequantize(blocks, GGMLQuantizationType."
+                              f"{t.ggml_name})"}
+
     def dequantize(self, codes=None) -> np.ndarray:
         """llama.cpp's dequantized tensor (float32). ``codes`` other than the stored ones
         are refused: the values come from the stored bytes."""
