@@ -78,7 +78,7 @@ def test_cli_reads_gguf_everywhere(model, tmp_path, capsys):
     from quantscope.cli import main
 
     gguf = need("gguf")
-    path, tensors = model
+    path, _ = model
     name = "blk.11.gguf_q5_k"
     decoded = load_for_analysis(path, name)[0]
     assert main(["report", str(path), "--tensor", name, "--json", "--format", "gguf_q8_0",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from quantscope.core.formats.catalog import FormatParams
-from quantscope.core.formats.gguf_kernel import decode_blocks, encode_blocks
+from quantscope.core.formats.gguf_kernel import decode_blocks, encode_blocks, value_span
 from quantscope.core.formats.gguf_types import BY_GGML_ID, GGUF_TYPES, GgufType
 from quantscope.core.kernels.parallel import parallel, shares
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
@@ -252,3 +252,12 @@ def block_code_values(params: GgufParams, index: int) -> np.ndarray:
     decode_block(t.ggml_type, yb[index], c, v, lo, hi)
     a, b = sorted((float(lo[0]), float(hi[0])))
     return np.linspace(a, b, t.levels)
+
+
+def representable_span(params: GgufParams) -> tuple[float, float]:
+    """The lowest and highest value the stored blocks can represent, over every block and
+    sub-block (what lies beyond is clipped in every block)."""
+    t = params.gguf
+    yb = _blocks_of(params.blocks, t, params.shape)
+    lo, hi = value_span(t.ggml_type, yb)
+    return float(lo), float(hi)
