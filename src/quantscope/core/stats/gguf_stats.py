@@ -60,3 +60,14 @@ def analyze_gguf(x, params: GgufParams) -> QuantReport:
                         sig=out_f[:, 3], n=n, x_min=out_f[:, 4], x_max=out_f[:, 5],
                         below=out_i[:, 1], above=out_i[:, 2], codes=out_i[:, 3], hist=hist)
     return build_report(params, tot, xf.size)
+
+
+
+def prepared_gguf_report(prepared, params: GgufParams) -> QuantReport:
+    """:func:`analyze_gguf` on a prepared tensor, kept beside a private copy of the blocks it
+    measured (:func:`~quantscope.core.stats.kept.kept_report`): a repaint of the same blocks
+    costs one comparison of their bytes instead of a pass."""
+    from quantscope.core.stats.kept import kept_report
+
+    key = ("gguf", params.format, tuple(params.shape))
+    return kept_report(prepared, key, (params.blocks,), lambda: analyze_gguf(prepared.x, params))
