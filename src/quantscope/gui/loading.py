@@ -27,8 +27,16 @@ from quantscope.state import (
     working_tensor,
 )
 
-FILE_FILTER = ("Tensor files and checkpoints (*.npy *.npz *.safetensors *.index.json);;"
-               "All files (*)")
+def _file_filter() -> str:
+    """Every registered kind's extensions (:mod:`quantscope.io.kinds`), then shard indexes."""
+    from quantscope.io import kinds
+
+    patterns = dict.fromkeys(f"*{s}" for k in kinds() for s in k.suffixes)
+    return (f"Tensor files and checkpoints ({' '.join(patterns)} *.index.json);;"
+            "All files (*)")
+
+
+FILE_FILTER = _file_filter()
 
 
 class _PickFirst(Exception):  # a signal from the load job, not an error
