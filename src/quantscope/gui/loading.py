@@ -27,6 +27,7 @@ from quantscope.state import (
     working_tensor,
 )
 
+
 def _file_filter() -> str:
     """Every registered kind's extensions (:mod:`quantscope.io.kinds`), then shard indexes."""
     from quantscope.io import kinds
