@@ -102,6 +102,11 @@ def test_a_payload_that_runs_under_pickle_is_refused_and_runs_nothing(tmp_path):
     (b"\x80\x02ccollections\nOrderedDict\n)\x81.", "uses the NEWOBJ opcode"),
     (b"\x80\x02\x82\x01.", "uses the EXT1 opcode"),
     (b"\x80\x02h\x05.", "reads memo entry 5 that was never stored"),
+    (b"\x80\x02cnumpy\ndtype\nX\x02\x00\x00\x00O8\x89\x88\x87R.", "not a plain number type"),
+    (b"\x80\x02cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00f8\x89\x88"
+     b"\x87RC\x03abc\x86R.", "builds a NumPy float64 scalar from 3 bytes"),
+    (b"\x80\x02cnumpy.core.multiarray\n_reconstruct\n.", "names 'numpy.core.multiarray."
+                                                        "_reconstruct'"),
     (b"\x80\x02}K\x01.", "leaves values on its stack"),
     (b"\x80\x02}]K\x01s.", "a dict key or set item is a list"),
     (b"\x80\x02}q\x00(X\x01\x00\x00\x00w", "truncated"),
