@@ -138,6 +138,9 @@ def test_memo_bomb_and_deep_nesting_are_refused_quickly(tmp_path):
     ({"offset": 3, "shape": (4,)}, {"0": bytes(16)}, "reaches element 6 of a storage of 4"),
     ({"shape": (2**62, 2**62), "stride": (1, 1)}, {"0": bytes(16)}, "reaches element"),
     ({"shape": (2, 2), "stride": (3, 1)}, {"0": bytes(16)}, "reaches element 4"),
+    ({"shape": (10**9,), "stride": (0,)}, {"0": bytes(16)}, "repeats a storage of 4 elements "
+                                                           "more than 16 times over"),
+    ({"shape": (5, 13), "stride": (0, 0)}, {"0": bytes(16)}, "more than 16 times over"),
     ({"offset": -1}, {"0": bytes(16)}, "negative size, stride or offset"),
     ({"stride": (-1,)}, {"0": bytes(16)}, "negative size, stride or offset"),
     ({"shape": (4,), "stride": (1, 1)}, {"0": bytes(16)}, "1 dimensions and 2 strides"),

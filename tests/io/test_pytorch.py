@@ -96,7 +96,8 @@ def test_views_offsets_strides_and_shared_storages(tmp_path, fmt):
     half = _tensor("bfloat16", (6, 8), seed=4)
     sd = {"base": base, "t": base.t(), "rows": base[3:9], "cols": base[:, 2:7],
           "step": base[::3, 1::2], "narrow": base.narrow(1, 4, 3), "one": base[5, 5],
-          "half_t": half.t(), "half_slice": half[1:, 3:], "flat": base.view(-1)[17:80]}
+          "half_t": half.t(), "half_slice": half[1:, 3:], "flat": base.view(-1)[17:80],
+          "expanded": base[0].expand(12, 10)}
     path = _save(sd, tmp_path / "views.pt", fmt)
     back = torch.load(path, weights_only=True)
     assert back["t"].untyped_storage().data_ptr() == back["base"].untyped_storage().data_ptr()
