@@ -102,6 +102,11 @@ def test_a_payload_that_runs_under_pickle_is_refused_and_runs_nothing(tmp_path):
     (b"\x80\x02ccollections\nOrderedDict\n)\x81.", "uses the NEWOBJ opcode"),
     (b"\x80\x02\x82\x01.", "uses the EXT1 opcode"),
     (b"\x80\x02h\x05.", "reads memo entry 5 that was never stored"),
+    (b"\x80\x02cnumpy\ndtype\nX\x02\x00\x00\x00O8\x89\x88\x87R.", "not a plain number type"),
+    (b"\x80\x02cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00f8\x89\x88"
+     b"\x87RC\x03abc\x86R.", "builds a NumPy float64 scalar from 3 bytes"),
+    (b"\x80\x02cnumpy.core.multiarray\n_reconstruct\n.", "names 'numpy.core.multiarray."
+                                                        "_reconstruct'"),
     (b"\x80\x02}K\x01.", "leaves values on its stack"),
     (b"\x80\x02}]K\x01s.", "a dict key or set item is a list"),
     (b"\x80\x02}q\x00(X\x01\x00\x00\x00w", "truncated"),
@@ -133,6 +138,9 @@ def test_memo_bomb_and_deep_nesting_are_refused_quickly(tmp_path):
     ({"offset": 3, "shape": (4,)}, {"0": bytes(16)}, "reaches element 6 of a storage of 4"),
     ({"shape": (2**62, 2**62), "stride": (1, 1)}, {"0": bytes(16)}, "reaches element"),
     ({"shape": (2, 2), "stride": (3, 1)}, {"0": bytes(16)}, "reaches element 4"),
+    ({"shape": (10**9,), "stride": (0,)}, {"0": bytes(16)}, "repeats a storage of 4 elements "
+                                                           "more than 16 times over"),
+    ({"shape": (5, 13), "stride": (0, 0)}, {"0": bytes(16)}, "more than 16 times over"),
     ({"offset": -1}, {"0": bytes(16)}, "negative size, stride or offset"),
     ({"stride": (-1,)}, {"0": bytes(16)}, "negative size, stride or offset"),
     ({"shape": (4,), "stride": (1, 1)}, {"0": bytes(16)}, "1 dimensions and 2 strides"),

@@ -58,6 +58,10 @@ LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL = 1001
 #: How a legacy checkpoint starts: PROTO 2, LONG1 of 10 bytes, the magic number.
 LEGACY_HEAD = b"\x80\x02\x8a\x0a" + LEGACY_MAGIC.to_bytes(10, "little")
+#: A view (zero or overlapping strides, as ``expand`` makes) may hold at most this many times
+#: its storage's elements: enough for real broadcasts, while a 100-byte file cannot ask for
+#: gigabytes.
+MAX_EXPANSION = 16
 #: ``data.pkl`` larger than this is refused (a 100 000-tensor state dict is ~10 MB).
 MAX_PICKLE_BYTES = 1 << 30
 
@@ -423,6 +427,11 @@ def _check_view(path, name: str, ref: TensorRef) -> None:
         raise fail(path, f"{where} (offset {count(ref.offset)}, shape {count(ref.shape)}, "
                          f"strides {count(ref.strides)}) reaches element {count(last)} of a "
                          f"storage of {count(capacity)}; refused")
+    if math.prod(ref.shape) > MAX_EXPANSION * max(capacity, 1):
+        raise fail(path, f"{where} (shape {count(ref.shape)}, strides {count(ref.strides)}) "
+                         f"repeats a storage of {count(capacity)} elements more than "
+                         f"{MAX_EXPANSION} times over; refused (what a file asks to allocate "
+                         "stays bounded by what it holds)")
 
 
 def _check_quantization(path, name: str, ref: TensorRef, quant: Quantization) -> None:

@@ -11,7 +11,8 @@ stack of plain Python values by this module's own rules:
   ``torch._utils._rebuild_tensor_v2`` / ``_v3`` / ``_rebuild_parameter`` / ``_rebuild_qtensor``
   build a :class:`TensorRef` (storage, offset, shape, strides, dtype -- no data is read),
   the storage types and dtypes name a dtype, ``collections.OrderedDict`` is a dict,
-  ``_codecs.encode`` turns protocol 2's text form of bytes back into bytes;
+  ``_codecs.encode`` turns protocol 2's text form of bytes back into bytes, and a NumPy
+  scalar of a plain number type (``numpy.dtype`` + ``multiarray.scalar``) becomes its value;
 * storages arrive as persistent ids, handed to the container's ``storage(pid)``.
 
 Any other global, a REDUCE of anything but an allowed rule, a BUILD on anything but a dict,
@@ -226,6 +227,44 @@ def _set(args: tuple) -> set:
     return _hashable_set(args[0] if args else [])
 
 
+class _NumpyDtype:
+    """``numpy.dtype(code, False, True)`` as protocol 2 pickles it, its byte order set by the
+    BUILD that follows: only plain numeric codes, to read NumPy scalars (an epoch counter, a
+    best score) that checkpoints hold beside their tensors."""
+
+    CODES = ("f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "b1")
+
+    def __init__(self, code: str) -> None:
+        self.code, self.order = code, "="
+
+    def build(self, state: object) -> None:
+        if not isinstance(state, tuple) or len(state) < 2 or state[1] not in "<>|=" or \
+                not isinstance(state[1], str) or len(state[1]) != 1:
+            raise PickleRefused("sets a NumPy dtype's state to something unexpected")
+        self.order = state[1]
+
+
+def _numpy_dtype(args: tuple) -> _NumpyDtype:
+    if len(args) != 3 or args[0] not in _NumpyDtype.CODES:
+        raise PickleRefused(f"builds NumPy dtype {str(args[:1])[:40]}, not a plain number "
+                            "type; refused")
+    return _NumpyDtype(args[0])
+
+
+def _numpy_scalar(args: tuple) -> object:
+    """``numpy.core.multiarray.scalar(dtype, bytes)``: the number as a Python value."""
+    import numpy as np
+
+    if len(args) != 2 or not isinstance(args[0], _NumpyDtype) or not isinstance(
+            args[1], bytes):
+        raise PickleRefused("builds a NumPy scalar from something other than a dtype and "
+                            "its bytes")
+    dtype = np.dtype(args[0].order.replace("|", "=") + args[0].code)
+    if len(args[1]) != dtype.itemsize:
+        raise PickleRefused(f"builds a NumPy {dtype.name} scalar from {len(args[1])} bytes")
+    return np.frombuffer(args[1], dtype)[0].item()
+
+
 def _device(args: tuple) -> str:
     if not args or not all(isinstance(a, str | int) for a in args):
         raise PickleRefused("torch.device called with other than a name")
@@ -245,6 +284,9 @@ _RULES: dict[tuple[str, str], _Rule] = {
     ("builtins", "set"): _Rule("set", _set),
     ("__builtin__", "set"): _Rule("set", _set),
     ("torch", "device"): _Rule("device", _device),
+    ("numpy", "dtype"): _Rule("numpy.dtype", _numpy_dtype),
+    ("numpy.core.multiarray", "scalar"): _Rule("numpy scalar", _numpy_scalar),
+    ("numpy._core.multiarray", "scalar"): _Rule("numpy scalar", _numpy_scalar),
 }
 
 
@@ -426,6 +468,9 @@ def _step(m: _Machine, name: str, arg: object) -> None:
     elif name == "BUILD":
         state = m.pop()
         target = m.top()
+        if isinstance(target, _NumpyDtype):
+            target.build(state)
+            return
         if not isinstance(target, _OrderedDict) or not isinstance(state, dict | type(None)):
             raise PickleRefused(f"sets the state of a {type(target).__name__}; only a state "
                                 "dict's attributes are accepted")
