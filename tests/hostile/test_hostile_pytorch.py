@@ -199,3 +199,19 @@ def test_plain_pickles_and_tar_checkpoints_are_named(tmp_path):
         tf.addfile(info, io.BytesIO(b"abc"))
     tar.write_bytes(raw.getvalue())
     _refused(tar, "pre-1.0 PyTorch tar format is not read")
+
+
+def test_the_command_line_refuses_a_payload_in_one_line(tmp_path, capsys):
+    from hostile_support import assert_one_line_error
+
+    from quantscope.cli import main
+
+    marker = tmp_path / "pwned"
+    _Payload.marker = str(marker)
+    path = _torch_zip(tmp_path / "evil.pt", pickle.dumps({"w": _Payload()}, protocol=2))
+    for argv in (["report", str(path), "--tensor", "w"], ["scan", str(path)],
+                 ["export", str(path), "--tensor", "w", "-o", str(tmp_path / "o.npz")]):
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert_one_line_error(code, out, err, "names 'io.open'")
+    assert not marker.exists() and not (tmp_path / "o.npz").exists()
