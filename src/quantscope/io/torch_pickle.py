@@ -113,6 +113,10 @@ DTYPE_NAMES = {
     "int": "int32", "long": "int64", "cfloat": "complex64", "cdouble": "complex128",
 }
 
+#: Tensor classes of torch before 1.0 (named by the tar format's tensor table) -> dtype.
+TENSOR_TYPES = {name.replace("Storage", "Tensor"): dtype for name, dtype in STORAGE_DTYPES.items()
+                if not name.startswith("Q")}
+
 QSCHEMES = ("per_tensor_affine", "per_channel_affine", "per_channel_affine_float_qparams")
 
 
@@ -301,6 +305,8 @@ def _global(module: str, name: str) -> object:
         return StorageType(name, None)
     if module == "torch" and name in DTYPE_NAMES:
         return Dtype(DTYPE_NAMES[name])
+    if module == "torch" and name in TENSOR_TYPES:
+        return Dtype(TENSOR_TYPES[name])
     if module == "torch" and name in QSCHEMES:
         return QScheme(name)
     shown = f"{module}.{name}"[:120]

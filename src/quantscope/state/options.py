@@ -17,7 +17,7 @@ def add_source_arguments(p: argparse.ArgumentParser) -> None:
     """FILE, --tensor, --sample, --axis and --role: where the tensor comes from and what it is
     (shared with the window)."""
     p.add_argument("file", nargs="?", help="a tensor file (.npy, .npz, .safetensors, PyTorch "
-                   ".pt/.pth/.bin, .onnx...) or a Hugging Face folder (default: the demo "
+                   ".pt/.pth/.bin, .onnx, .gguf...) or a Hugging Face folder (default: the demo "
                    "tensor)")
     p.add_argument("--tensor", help="tensor name inside a multi-tensor file")
     p.add_argument("--sample", help="a bundled sample tensor by name")
