@@ -26,6 +26,11 @@ from quantscope.state.options import (
 )
 from quantscope.state.source import DEMO_SAMPLE
 
+#: ``report --json``'s document version: bumped when a key changes meaning or name. Numbers
+#: are numbers; an infinite one (an exact quantization's SQNR) is ``null`` with a flag in the
+#: same object's ``"nonfinite"`` (:mod:`quantscope.jsonable`).
+REPORT_SCHEMA = "quantscope.report/1"
+
 SCHEMES = (
     ("symmetric", "tensor"),
     ("symmetric", "channel"),
@@ -149,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         return format_report.run(args, state)
     doc = state.describe()
     if args.json:
-        print(dumps(doc, indent=2))
+        print(dumps({"schema": REPORT_SCHEMA, **doc}, indent=2))
     else:
         print(format_table(doc, state.results))
     return 0
