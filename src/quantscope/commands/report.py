@@ -2,11 +2,11 @@
 
 Every setting the window has is an option here (``--method``, ``--percentile``, ``--clip``,
 ``--rounding``, ``--code-range``, ``--bits``, ``--axis``, ``--role``, ``--group-size``,
-``--runtime``, ``--session``), and the numbers come from the window's own state object and
-mapping (:class:`quantscope.state.ExplorerState`), on the tensor prepared as the window
-prepares it, so for the same tensor and settings the report equals the window by construction,
-bit for bit. Without options: the engine's defaults (min/max, half to even, narrow-range
-symmetric) and the channel axis the tensor's role implies.
+``--preset`` (alias ``--runtime``), ``--session``), and the numbers come from the window's own
+state object and mapping (:class:`quantscope.state.ExplorerState`), on the tensor prepared as
+the window prepares it, so for the same tensor and settings the report equals the window by
+construction, bit for bit. Without options: the engine's defaults (min/max, half to even,
+narrow-range symmetric) and the channel axis the tensor's role implies.
 """
 
 from __future__ import annotations
