@@ -10,8 +10,9 @@ codes on it. The numbers are those of `quantscope report` for each tensor, compu
 read of the stored bytes on every core (see quantscope.state.model_scan).
 
 With --formats each row also names the tensor's best 8-bit format (int8, FP8 E4M3 / E5M2 and
-their FNUZ variants per tensor and per channel, MXFP8, MXINT8) and best 4-bit format (INT4
-g32/g64/g128, FP4 E2M1, MXFP4, NVFP4, NF4) by SQNR, as `quantscope report --format` and the
+their FNUZ variants per tensor and per channel, MXFP8, MXINT8, GGUF Q8_0) and best 4-bit format
+(INT4 g32/g64/g128, FP4 E2M1, MXFP4, NVFP4, NF4, GGUF Q4_0 / Q4_1 / Q4_K where the rows hold
+whole blocks) by SQNR, as `quantscope report --format` and the
 window's comparison panes compute them; it loads every tensor and analyses some twenty
 formats, so it takes far longer than the int8 figures alone.
 
@@ -51,7 +52,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "scan", help="a checkpoint's int8 figures, one row per tensor, worst first",
         description=__doc__.replace("``", ""), formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_file_or_sample(p, ".safetensors checkpoint (or .npz / .npy), or a sharded one: its "
+    add_file_or_sample(p, "a checkpoint (.safetensors, PyTorch .pt/.pth/.bin, .onnx, .npz, "
+                          ".npy...), or a sharded one: its "
                           "directory or its *.index.json; or a directory of .npy files; or a "
                           "folder of model folders (each scanned, one table grouped by model)")
     p.add_argument("more", nargs="*", metavar="PATH",
@@ -185,7 +187,8 @@ def format_table(label: str, rows, shown, settings, seconds: float, sharded: boo
             r.formats.best8.spec, _db(r.formats.best8.sqnr_db), r.formats.best4.spec,
             _db(r.formats.best4.sqnr_db))
         table.append((
-            str(i), printable(r.name), "x".join(map(str, r.info.shape)), r.info.dtype,
+            str(i), printable(r.name), "x".join(map(str, r.info.shape)),
+            r.info.stored or r.info.dtype,  # a GGUF tensor: the type it is stored in
             _db(f.per_tensor_db), _db(f.per_channel_db),
             "-" if r.axis is None else str(r.axis), _db(f.gain_db),
             f"{100 * f.clipped_fraction:.3f}", f"{f.max_abs:.4g}", outliers, *best,
