@@ -26,6 +26,7 @@ from quantscope.core.formats.catalog import (
     format_kind,
     mx_exponents,
 )
+from quantscope.core.formats.int4_tools import TOOL_INT4, tool_int4_params
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.tensors.layout import param_shape
 from quantscope.core.tensors.validate import EngineValueError
@@ -139,6 +140,10 @@ def choose_format_params(xf: np.ndarray, name: str, *, symmetric: bool, granular
             raise EngineValueError(f"format {name!r} takes its scales from each block's "
                                    f"amax (method 'minmax'), got method {method!r}")
         return block_params(xf, name, axis=-1, saturate=saturate)
+    if name in TOOL_INT4:
+        if options:
+            raise EngineValueError(f"format {name!r} takes no options, got {sorted(options)}")
+        return tool_int4_params(xf, name, method=method, prepared=prepared)
     if kind == "int":
         if xf.ndim == 0:
             raise EngineValueError(f"format {name!r} needs an axis for its groups")

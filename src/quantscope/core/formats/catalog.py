@@ -18,12 +18,17 @@ scale rule:
   ``x · ((1 / tensor_scale) / block_scale)`` cast, dequantized by ``tensor_scale · block_scale``;
 * ``nf4``: QLoRA's 16 levels in blocks of 64, scaled by the block's absmax (float32), elements
   ``x · (1 / absmax)`` rounded to the nearest level (bitsandbytes' arithmetic);
-* ``int4_g32`` / ``int4_g64`` / ``int4_g128``: int4 per group along the input (last) axis, as
-  GPTQ and AWQ store it, symmetric or asymmetric, the scale rounded to float16 (what they
-  store); these are ordinary :class:`~quantscope.core.schemes.qparams.QuantParams`.
+* ``int4_g32`` / ``int4_g64`` / ``int4_g128``: int4 per group along the input (last) axis by
+  the engine's rules: symmetric is the narrow range (15 codes -7..7, scale ``amax / 7``),
+  asymmetric uint4 with a zero point, the scale rounded to float16; ordinary
+  :class:`~quantscope.core.schemes.qparams.QuantParams`;
+* ``gptq_int4_g128``, ``gptq_int4_g128_asym``, ``awq_int4_g128``: INT4 as GPTQ and AutoAWQ
+  compute it (16 codes 0..15 with a zero point; their rules in
+  :mod:`quantscope.core.formats.int4_tools`).
 
 Bits per element count the scale overhead: MXFP4 4.25, NVFP4 4.5 (plus 32 bits per tensor),
-INT4 g128 with its fp16 scale 4.125 (4.15625 with a 4-bit zero point).
+INT4 g128 with its fp16 scale 4.125 (4.15625 with a 4-bit zero point, as GPTQ and AWQ
+store it even when symmetric).
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ FORMAT_TABLE: dict[str, tuple[str, str | None, int | None, int]] = {
     "int4_g32": ("int", None, 32, 16),
     "int4_g64": ("int", None, 64, 16),
     "int4_g128": ("int", None, 128, 16),
+    "gptq_int4_g128": ("int", None, 128, 20),
+    "gptq_int4_g128_asym": ("int", None, 128, 20),
+    "awq_int4_g128": ("int", None, 128, 20),
     "fp8_e4m3": ("element", "float8_e4m3fn", None, 32),
     "fp8_e5m2": ("element", "float8_e5m2", None, 32),
     "fp8_e4m3fnuz": ("element", "float8_e4m3fnuz", None, 32),
