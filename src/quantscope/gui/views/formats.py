@@ -35,7 +35,8 @@ FAMILY = {"int": "total", "fp": "rounding", "mx": "sqnr", "nv": "clipping", "nf"
 
 def family(spec: str) -> str:
     """``"int"``, ``"fp"``, ``"mx"``, ``"nv"`` or ``"nf"``."""
-    return spec[:2] if spec[:2] in FAMILY else ("int" if spec.startswith("int") else "fp")
+    return spec[:2] if spec[:2] in FAMILY else (
+        "int" if spec.startswith(("int", "gptq", "awq")) else "fp")
 
 
 def marked_specs(settings) -> list[str]:
