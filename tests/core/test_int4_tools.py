@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from oracles import need
 from quantscope.core import analyze, choose_qparams, prepare
 from quantscope.core.formats.catalog import bits_per_element
-from oracles import need
 
 torch = need("torch")
 
