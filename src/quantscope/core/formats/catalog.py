@@ -16,6 +16,12 @@ scale rule:
   torchao's ``nvfp4_quantize`` does it: tensor scale ``amax / (448 · 6)``, block scale
   ``e4m3(clamp((block_amax / 6) / tensor_scale, 2^-6, 448))``, elements
   ``x · ((1 / tensor_scale) / block_scale)`` cast, dequantized by ``tensor_scale · block_scale``;
+* ``nvfp4_modelopt``: the same layout as ModelOpt's ``NVFP4QTensor`` (and TensorRT-LLM's
+  checkpoints from it) computes it: block scale ``e4m3(clamp(block_amax / (6 · tensor_scale),
+  2^-9, 448))`` -- the floor is E4M3's smallest subnormal, not its smallest normal 2^-6, and an
+  all-zero block takes 1.0 -- elements ``x / (block_scale · tensor_scale)`` (a division) cast
+  to E2M1, dequantized by the same product. The two differ only in blocks whose amax is below
+  ``2^-6 · 6 · tensor_scale``: beside an outlier, most blocks of the tensor;
 * ``nf4``: QLoRA's 16 levels in blocks of 64, scaled by the block's absmax (float32), elements
   ``x · (1 / absmax)`` rounded to the nearest level (bitsandbytes' arithmetic);
 * ``int4_g32`` / ``int4_g64`` / ``int4_g128``: int4 per group along the input (last) axis by
@@ -64,12 +70,15 @@ FORMAT_TABLE: dict[str, tuple[str, str | None, int | None, int]] = {
     "mxfp4": ("mx", "float4_e2m1fn", 32, 8),
     "mxint8": ("mx", "int8_mx", 32, 8),
     "nvfp4": ("nvfp4", "float4_e2m1fn", 16, 8),
+    "nvfp4_modelopt": ("nvfp4", "float4_e2m1fn", 16, 8),
     "nf4": ("nf4", "nf4", 64, 32),
 }
 FORMATS = tuple(FORMAT_TABLE)
 _TINY = float(np.finfo(np.float32).tiny)
 #: torchao's NVFP4 constants: E4M3's max and smallest normal, E2M1's max.
 _E4M3_MAX, _E4M3_TINY, _E2M1_MAX = 448.0, 2.0 ** -6, 6.0
+#: ModelOpt's floor for an NVFP4 block scale: E4M3's smallest subnormal.
+_E4M3_SUBNORMAL = 2.0 ** -9
 
 
 def check_format(name: str) -> str:
