@@ -32,7 +32,8 @@ _LABELS = {
     "fp8_e5m2fnuz": "FP8 E5M2FNUZ", "fp6_e2m3": "FP6 E2M3", "fp6_e3m2": "FP6 E3M2",
     "fp4_e2m1": "FP4 E2M1", "mxfp8_e4m3": "MXFP8 E4M3", "mxfp8_e5m2": "MXFP8 E5M2",
     "mxfp6_e2m3": "MXFP6 E2M3", "mxfp6_e3m2": "MXFP6 E3M2", "mxfp4": "MXFP4",
-    "mxint8": "MXINT8", "nvfp4": "NVFP4", "nf4": "NF4",
+    "mxint8": "MXINT8", "nvfp4": "NVFP4 (torchao)",
+    "nvfp4_modelopt": "NVFP4 (ModelOpt)", "nf4": "NF4",
 }
 #: After the name: the blocks (the pane's heading), then their scales (its detail line).
 _BLOCK_NOTE = {"mx": "blocks of 32 · E8M0 scales", "nvfp4": "blocks of 16 · E4M3 + FP32 scales",
