@@ -32,6 +32,9 @@ scale rule:
   compute it (16 codes 0..15 with a zero point; their rules in
   :mod:`quantscope.core.formats.int4_tools`).
 
+* ``gguf_q8_0`` ... ``gguf_q6_k``: llama.cpp's block types, bit for bit with its reference
+  quantizers (:mod:`quantscope.core.formats.gguf`; their parameters are the stored blocks).
+
 Bits per element count the scale overhead: MXFP4 4.25, NVFP4 4.5 (plus 32 bits per tensor),
 INT4 g128 with its fp16 scale 4.125 (4.15625 with a 4-bit zero point, as GPTQ and AWQ
 store it even when symmetric).
@@ -44,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from quantscope.core.formats.elements import ELEMENTS, ElementType, cast
+from quantscope.core.formats.gguf_types import CATALOG_ROWS as GGUF_ROWS
 from quantscope.core.tensors.layout import expand_params, granularity_of
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
 
@@ -72,6 +76,7 @@ FORMAT_TABLE: dict[str, tuple[str, str | None, int | None, int]] = {
     "nvfp4": ("nvfp4", "float4_e2m1fn", 16, 8),
     "nvfp4_modelopt": ("nvfp4", "float4_e2m1fn", 16, 8),
     "nf4": ("nf4", "nf4", 64, 32),
+    **GGUF_ROWS,
 }
 FORMATS = tuple(FORMAT_TABLE)
 _TINY = float(np.finfo(np.float32).tiny)
@@ -89,7 +94,7 @@ def check_format(name: str) -> str:
 
 
 def format_kind(name: str) -> str:
-    """``"int"``, ``"element"``, ``"mx"``, ``"nvfp4"`` or ``"nf4"``."""
+    """``"int"``, ``"element"``, ``"mx"``, ``"nvfp4"``, ``"nf4"`` or ``"gguf"``."""
     return FORMAT_TABLE[check_format(name)][0]
 
 

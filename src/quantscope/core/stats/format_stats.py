@@ -77,6 +77,10 @@ def _totals(p: FormatParams, n_units: int, out_f, out_i, hist) -> UnitTotals:
 
 def analyze_format(x, params: FormatParams) -> QuantReport:
     """Quantize ``x`` to the format and report the exact error split (one compiled pass)."""
+    if params.kind == "gguf":  # stored blocks, not a grid and a scale
+        from quantscope.core.stats.gguf_stats import analyze_gguf
+
+        return analyze_gguf(x, params)  # type: ignore[arg-type]
     xf = as_float32(x)
     if params.granularity != "tensor" and xf.ndim == 0:
         raise EngineValueError("a 0-d tensor cannot be quantized per channel or per block")
@@ -127,6 +131,8 @@ def _row_shares(n_rows: int, n_elements: int) -> list[tuple[int, int]]:
 def prepared_format_report(prepared, params: FormatParams) -> QuantReport:
     """The report :func:`analyze_format` gives, from a prepared tensor
     (:class:`~quantscope.core.stats.prepared.Prepared`)."""
+    if params.kind == "gguf":  # its parameters are the blocks: one pass against them
+        return analyze_format(prepared.x, params)
     if params.group_size is not None:  # block formats: one pass, kept for these scales
         key = ("format", params.format, params.axis, params.group_size, params.saturate)
         return kept_report(prepared, key, (params.scale, params.inv_scale),

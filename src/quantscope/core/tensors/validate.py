@@ -11,7 +11,7 @@ from quantscope.core.tensors.frameworks import as_numpy  # torch, JAX, CuPy, DLP
 from quantscope.errors import EngineTypeError, EngineValueError
 
 ROUNDING_RULES = ("half_even", "half_away")
-ARITHMETIC_RULES = ("divide", "multiply", "fma", "multiply_add")
+ARITHMETIC_RULES = ("divide", "multiply", "fma", "multiply_add", "divide64")
 NONFINITE_RULES = ("raise", "saturate")
 
 
@@ -284,7 +284,7 @@ SMALLEST_INVERTIBLE_SCALE = np.nextafter(np.float32(1) / np.finfo(np.float32).ma
 def check_invertible(scale: np.ndarray, arithmetic: str, inv_scale: object = None) -> None:
     """Refuse a (checked, float32) scale whose reciprocal overflows when the arithmetic
     multiplies by it: ``x * inf`` is NaN at ``x = 0``, which has no code at all."""
-    if arithmetic == "divide" or inv_scale is not None:
+    if arithmetic in ("divide", "divide64") or inv_scale is not None:
         return
     small = scale < SMALLEST_INVERTIBLE_SCALE
     if np.any(small):
