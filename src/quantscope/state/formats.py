@@ -16,8 +16,8 @@ import numpy as np
 
 from quantscope.core import QuantParams, choose_qparams
 from quantscope.core.formats.catalog import FORMATS, FormatParams, format_kind
-from quantscope.core.formats.int4_tools import TOOL_INT4
 from quantscope.core.formats.gguf_types import GGUF_TYPES
+from quantscope.core.formats.int4_tools import TOOL_INT4
 from quantscope.state.axes import units
 from quantscope.state.errors import SettingsError
 
