@@ -22,7 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from quantscope.io import samples, standard_kinds  # noqa: F401  (registers its kinds)
+# each parser module registers its kind of file (quantscope.io.kinds) when imported
+from quantscope.io import (  # noqa: F401
+    onnx_model,
+    pytorch,
+    samples,
+    standard_kinds,
+)
 from quantscope.io.checks import fail, pick_name
 from quantscope.io.kinds import FileKind, file_kind, kinds, register, supported_text
 from quantscope.io.reading import Progress

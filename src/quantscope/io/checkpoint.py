@@ -104,6 +104,23 @@ def list_checkpoint(path: str | os.PathLike) -> Checkpoint:
     return Checkpoint(p, [p], tensors)
 
 
+def model_folders(path: str | os.PathLike) -> list[Path]:
+    """The checkpoints inside a folder of model folders (a model zoo), in natural order; empty
+    when ``path`` is not such a folder (a checkpoint itself, a file, or a folder of neither)."""
+    p = Path(path)
+    if not p.is_dir() or _lists(p):
+        return []
+    return _natural([q for q in p.iterdir() if q.is_dir() and _lists(q)])
+
+
+def _lists(path: Path) -> bool:
+    try:
+        list_checkpoint(path)
+    except TensorFileError:
+        return False
+    return True
+
+
 def _list_file(path: str | os.PathLike) -> list[TensorInfo]:
     return file_kind(path).list(path)
 

@@ -51,7 +51,7 @@ class Loader(Protocol):
 Sniff = Callable[[Path, bytes], bool]
 
 #: Bytes handed to each sniff.
-HEAD_BYTES = 64
+HEAD_BYTES = 512
 
 
 @dataclass(frozen=True)

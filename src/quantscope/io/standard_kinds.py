@@ -1,5 +1,5 @@
-"""The NumPy and safetensors kinds of :mod:`quantscope.io.kinds`: ``.npy``, ``.npz`` and
-``.safetensors``, recognised from their first bytes."""
+"""The NumPy, safetensors and GGUF kinds of :mod:`quantscope.io.kinds`: ``.npy``, ``.npz``,
+``.safetensors`` and ``.gguf``, recognised from their first bytes."""
 
 from __future__ import annotations
 
@@ -67,3 +67,20 @@ register(FileKind(
     "safetensors", ".safetensors", (".safetensors",), _is_safetensors, _list_safetensors,
     _load_safetensors,
     not_this=lambda p, h: "is not a safetensors file (header does not start with '{')"))
+
+
+def _list_gguf(path):
+    from quantscope.io.gguf_file import list_gguf
+
+    return list_gguf(path)
+
+
+def _load_gguf(path, name=None, /, **options):
+    from quantscope.io.gguf_file import load_gguf
+
+    return load_gguf(path, name, **options)
+
+
+register(FileKind(
+    "gguf", "GGUF (.gguf)", (".gguf",), lambda p, h: h.startswith(b"GGUF"), _list_gguf,
+    _load_gguf, not_this=lambda p, h: "is not a GGUF file (missing the GGUF magic)"))

@@ -274,5 +274,9 @@ class PointsRequest:
     def run(self, ctx) -> tuple[object, list[FormatPoint]]:
         """``(settings, points)``; ``ctx`` is the job's context (its ``stale`` stops the work
         between formats)."""
-        return self.settings, format_points(self.tensor, self.prepared, self.settings,
+        # the plot holds llama.cpp's types only when a pane shows one: ten more names do not
+        # fit beside the others at a laptop's size (``report --format`` lists them all)
+        panes = set(getattr(self.settings, "formats", None) or ())
+        specs = tuple(c for c in CHOICES if c not in GGUF_TYPES or c in panes)
+        return self.settings, format_points(self.tensor, self.prepared, self.settings, specs,
                                             should_stop=ctx.stale)
