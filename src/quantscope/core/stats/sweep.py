@@ -53,11 +53,11 @@ POLISH_ZERO_POINTS = 3
 #: this many (breakpoint, zero point) pairs: then the minimum is the global one by
 #: construction, not only the best of the search's basins.
 POLISH_WHOLE = 3e7
-#: At most this many (breakpoint, zero point) pairs for one search's sweeps together (about a
-#: second): beyond, the windows of the largest units are left out -- with hundreds of values
-#: per code the error's ripples between breakpoints are far below the 10^-3 dB the search is
-#: held to, and the grid's refinement reaches its minimum.
-POLISH_TOTAL = 4e8
+#: At most this many (breakpoint, zero point) pairs for one search's sweeps together (a
+#: fraction of a second): beyond, the windows of the largest units are left out -- with
+#: hundreds of values per code the error's ripples between breakpoints are far below the
+#: 10^-3 dB the search is held to, and the grid's refinement reaches its minimum.
+POLISH_TOTAL = 1e8
 _TINY32 = float(np.finfo(np.float32).tiny)
 
 #: Mantissas of the ticks a log axis labels when its values span less than two decades.
@@ -506,7 +506,12 @@ def mse_optimal_params(rows: SortedRows, *, qmin: int, qmax: int, symmetric: boo
             u = row_k[k]
             if better[k] < out_e[u]:
                 out_e[u], out_s[u], out_z[u] = better[k], sc[flat[k]], zc[flat[k]]
-    _polish(rows, row_k, np.exp(centre), centre_z, s0, symmetric, rule, out_s, out_z, out_e)
+    if n_rows == 1:  # around each refined minimum
+        _polish(rows, row_k, np.exp(centre), centre_z, s0, symmetric, rule, out_s, out_z,
+                out_e)
+    else:  # many units: around each one's best only (their sweeps add up)
+        _polish(rows, units, out_s.astype(np.float64), out_z.astype(np.int64), s0, symmetric,
+                rule, out_s, out_z, out_e)
     return out_s, out_z, out_e
 
 
@@ -527,7 +532,9 @@ def _polish(rows: SortedRows, row_k: np.ndarray, centre: np.ndarray, centre_z: n
     lengths = rows.lengths.astype(np.float64)
     levels = qmax - qmin + 1
     zcount = 1 if symmetric else levels
-    whole = lengths * levels * zcount <= POLISH_WHOLE
+    whole_cost = lengths * levels * zcount
+    whole = whole_cost <= POLISH_WHOLE
+    whole &= np.cumsum(np.where(whole, whole_cost, 0.0)) <= POLISH_TOTAL / 2
     # windows: the whole range for the affordable units, else one per refined minimum
     w_row = np.concatenate([np.flatnonzero(whole), row_k[~whole[row_k]]])
     w_mid = np.concatenate([s0[whole], centre[~whole[row_k]]])
