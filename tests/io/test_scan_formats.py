@@ -66,10 +66,13 @@ def test_scan_names_the_best_of_report_formats(capsys, checkpoint):
             assert best["format"] == want, (name, key, best, pool)
             assert best["sqnr_db"] == pytest.approx(pool[want]["sqnr_db"], abs=1e-9)
             assert best["bits_per_element"] == pool[want]["bits_per_element"]
-    # the cases the fixture was built for: a scale per channel or per block (int8 per channel,
-    # GGUF Q8_0's blocks of 32) rescues the loud weight; a 4-bit format with small blocks
-    # (NVFP4's 16, or groups of 32) beats INT4 g128's wide groups
+    # the cases the fixture was built for: scales per channel or per block rescue the loud
+    # weight (int8 per channel, or Q8_0's blocks of 32 within each row, which win); a 4-bit
+    # format with small blocks (NVFP4's 16, or groups of 32) beats INT4 g128's wide groups
     assert scan["loud.weight"]["best_8bit"]["format"] in ("int8/channel", "gguf_q8_0")
+    assert scan["loud.weight"]["best_8bit"]["sqnr_db"] > _json(
+        capsys, "report", str(checkpoint), "--tensor", "loud.weight", "--json", "--format",
+        "int8")["formats"]["int8/tensor"]["sqnr_db"] + 10
     assert scan["loud.weight"]["best_4bit"]["format"] != "int4_g128"
 
 

@@ -234,6 +234,36 @@ class ModelView(QWidget):
         self.problems_label.hide()
         self._start(listing=True)
 
+    def show_table(self, table, plan=None) -> None:
+        """Show a model already scanned in Python (``quantscope.view(model)``): its rows as
+        they are, nothing to scan; with a ``plan``, the plan panel below them."""
+        self.generation += 1
+        self.job.cancel()
+        self.path = None
+        self.settings = _scan_settings(table.settings)
+        self.chart.bits = self.settings.bits
+        self.rows, self.problems = list(table.rows), []
+        self.model.set_rows(self.rows)
+        self.chart.set_rows(self.rows)
+        self.settings_label.setText(settings_text(self.settings))
+        self.title.setText(f"{printable(table.label)}: {len(table.analysed)} tensors "
+                           f"(scanned in Python)")
+        self.progress_label.setText("")
+        self._set_running(False)
+        self._size_columns()
+        if plan is not None:
+            self.show_plan(plan)
+
+    def show_plan(self, plan) -> None:
+        """Show (or replace) the plan panel's plan."""
+        if getattr(self, "plan_panel", None) is None:
+            from quantscope.gui.plan_panel import PlanPanel
+
+            self.plan_panel = PlanPanel(self)
+            self.layout().addWidget(self.plan_panel, 1)
+        self.plan_panel.set_plan(plan)
+        self.plan_panel.show()
+
     def set_settings(self, settings: Settings) -> None:
         """New window settings: scan again once they rest (only if they change the numbers)."""
         settings = _scan_settings(settings)
@@ -275,7 +305,7 @@ class ModelView(QWidget):
         self.progress_label.setText(f"cancelled: {left} tensors left — Resume scans them")
 
     def _start(self, listing: bool) -> None:
-        from quantscope.io.checkpoint import list_checkpoint
+        from quantscope.io.stored import source_checkpoint
         from quantscope.state.model_scan import ModelScan, model_rows
 
         self.generation += 1
@@ -290,7 +320,7 @@ class ModelView(QWidget):
             nonlocal rows
             problems = []
             if rows is None:
-                ckpt = list_checkpoint(path)
+                ckpt = source_checkpoint(path)
                 rows, problems = model_rows(ckpt), ckpt.problems
                 relay.rows.emit(gen, (rows, problems))
             last = [0.0]

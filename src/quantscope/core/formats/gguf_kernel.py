@@ -137,3 +137,24 @@ def report_blocks(t, xb, yb, levels, out_f, out_i, hist) -> None:
         out_i[i, 1] = below
         out_i[i, 2] = above
         out_i[i, 3] = used
+
+
+@_jit
+def value_span(t, yb):
+    """The lowest and highest value any block of ``yb`` can represent (its codes' extremes,
+    over every sub-block): the window a tensor's histogram spans."""
+    n = 256 if t >= 10 else 32
+    c = np.zeros(n, np.int64)
+    v = np.zeros(n, np.float32)
+    lo = np.zeros(n, np.float32)
+    hi = np.zeros(n, np.float32)
+    bot = np.inf
+    top = -np.inf
+    for i in range(yb.shape[0]):
+        decode_block(t, yb[i], c, v, lo, hi)
+        for k in range(n):
+            a = np.float64(lo[k])
+            b = np.float64(hi[k])
+            bot = min(bot, a, b)
+            top = max(top, a, b)
+    return bot, top
