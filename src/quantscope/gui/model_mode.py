@@ -30,6 +30,14 @@ class ModelMode:
         self.model_back_label.setText(f"◀  Model view: {printable(Path(path).name)}")
         self.show_model_view()
 
+    def open_model_table(self, table, plan=None) -> None:
+        """Show a model scanned in Python (a :class:`~quantscope.state.model_table.ModelTable`)
+        and, if given, its plan; show the model view."""
+        view = self._ensure_model_view()
+        view.show_table(table, plan)
+        self.model_back_label.setText(f"◀  Model view: {printable(table.label)}")
+        self.show_model_view()
+
     def model_active(self) -> bool:
         """True while the model view is on screen (instead of the panes)."""
         return self.model_view is not None and not self.model_view.isHidden()

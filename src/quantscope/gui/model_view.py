@@ -234,6 +234,36 @@ class ModelView(QWidget):
         self.problems_label.hide()
         self._start(listing=True)
 
+    def show_table(self, table, plan=None) -> None:
+        """Show a model already scanned in Python (``quantscope.view(model)``): its rows as
+        they are, nothing to scan; with a ``plan``, the plan panel below them."""
+        self.generation += 1
+        self.job.cancel()
+        self.path = None
+        self.settings = _scan_settings(table.settings)
+        self.chart.bits = self.settings.bits
+        self.rows, self.problems = list(table.rows), []
+        self.model.set_rows(self.rows)
+        self.chart.set_rows(self.rows)
+        self.settings_label.setText(settings_text(self.settings))
+        self.title.setText(f"{printable(table.label)}: {len(table.analysed)} tensors "
+                           f"(scanned in Python)")
+        self.progress_label.setText("")
+        self._set_running(False)
+        self._size_columns()
+        if plan is not None:
+            self.show_plan(plan)
+
+    def show_plan(self, plan) -> None:
+        """Show (or replace) the plan panel's plan."""
+        if getattr(self, "plan_panel", None) is None:
+            from quantscope.gui.plan_panel import PlanPanel
+
+            self.plan_panel = PlanPanel(self)
+            self.layout().addWidget(self.plan_panel, 1)
+        self.plan_panel.set_plan(plan)
+        self.plan_panel.show()
+
     def set_settings(self, settings: Settings) -> None:
         """New window settings: scan again once they rest (only if they change the numbers)."""
         settings = _scan_settings(settings)

@@ -102,6 +102,12 @@ reference ``AffineQuantize``):
     ``scale = float32(amax / 127)`` (the Q/DQ scale ModelOpt exports); ``amax <= 2^-24``
     quantizes everything to 0 (stored as scale 1).
 
+NaN and ±inf in the tensor a preset calibrates on are left out of its range (the engine's
+rule): PyTorch's observers, on the CPU and on CUDA alike, return a NaN or infinite scale there
+(recorded in tests/data/pytorch_cuda/, ``special/observers_json``), which quantizes nothing.
+What each runtime does with NaN and ±inf *values* is the parameters' ``overflow`` rule, used by
+``quantize(x, nonfinite="runtime")``.
+
 An argument a preset fixes (``signed``, ``narrow_range``, ``rounding``, ``arithmetic``) may be
 left as None (the runtime's default) or given with the runtime's own value; anything else is an
 :class:`EngineValueError`, never silently replaced. Degenerate ranges never give a zero or NaN
