@@ -28,6 +28,7 @@ from quantscope.io import (  # noqa: F401
     pytorch,
     samples,
     standard_kinds,
+    torch_tar,
 )
 from quantscope.io.checks import fail, pick_name
 from quantscope.io.kinds import FileKind, file_kind, kinds, register, supported_text
