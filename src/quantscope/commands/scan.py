@@ -116,6 +116,12 @@ class ProgressBar:
         self.stream.flush()
         self.last_len = len(line)
 
+    def stop(self) -> None:
+        """End the bar's line where it stands (the scan was interrupted)."""
+        if self.stream is not None and self.count:
+            self.stream.write("\n")
+            self.stream.flush()
+
     def finish(self) -> None:
         if self.stream is None or not self.count:
             return
@@ -214,11 +220,18 @@ def run(args: argparse.Namespace) -> int:
                       len(pending))
     announce_compiles()
     start = time.perf_counter()
-    rows = ModelScan(rows, settings, axis=args.axis, threshold=args.outlier,
-                     formats=args.formats).run(
-        on_row=lambda r: bar.tensor(r.name), on_progress=bar.chunk)
+    scanner = ModelScan(rows, settings, axis=args.axis, threshold=args.outlier,
+                        formats=args.formats)
+    interrupted: KeyboardInterrupt | None = None
+    try:
+        rows = scanner.run(on_row=lambda r: bar.tensor(r.name), on_progress=bar.chunk)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: print what is finished, then stop
+        interrupted, rows = exc, [r for r in scanner.rows if r.status != PENDING]
     seconds = time.perf_counter() - start
-    bar.finish()
+    if interrupted is None:
+        bar.finish()
+    else:
+        bar.stop()
     ranked = rank(rows, args.sort)
     shown = ranked[: args.top] if args.top else ranked
     others = [r for r in rows if r.figures is None]
@@ -229,7 +242,27 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_table(label, rows, shown, settings, seconds, checkpoint.sharded,
                            args.axis))
+    if interrupted is not None:
+        if not (args.json or args.csv):
+            print(f"interrupted: {len(rows)} of {len(pending)} tensors scanned")
+        sys.stdout.flush()
+        raise interrupted
     errors = [r for r in rows if r.status == "error"]
-    for message in dict.fromkeys([*checkpoint.problems, *(r.reason for r in errors)]):
-        print(f"quantscope: warning: {message}", file=sys.stderr)
+    warn_capped([*checkpoint.problems, *(r.reason for r in errors)])
     return 1 if errors or checkpoint.problems else 0
+
+
+#: Warnings printed one per line; the rest are counted in one more line.
+WARNINGS_SHOWN = 20
+
+
+def warn_capped(messages: list[str]) -> None:
+    """One ``quantscope: warning:`` line per distinct message, at most
+    :data:`WARNINGS_SHOWN` of them, then one line counting the others: an index that names a
+    million missing tensors is one problem, not a million lines on the terminal."""
+    distinct = list(dict.fromkeys(messages))
+    for message in distinct[:WARNINGS_SHOWN]:
+        print(f"quantscope: warning: {message}", file=sys.stderr)
+    if len(distinct) > WARNINGS_SHOWN:
+        print(f"quantscope: warning: ... and {len(distinct) - WARNINGS_SHOWN:,} more warnings "
+              "like these (--json lists every tensor's status)", file=sys.stderr)
