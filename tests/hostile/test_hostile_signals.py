@@ -148,8 +148,8 @@ def test_too_little_address_space_for_threads_is_one_line():
         resource.setrlimit(resource.RLIMIT_AS, (1800 << 20, 1800 << 20))
 
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OPENBLAS_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "quantscope", "report"], env=env, capture_output=True, text=True,
-                          timeout=120, preexec_fn=limits)
+    proc = subprocess.run([sys.executable, "-m", "quantscope", "report"], env=env,
+                          capture_output=True, text=True, timeout=120, preexec_fn=limits)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [
         "quantscope: error: cannot start worker threads (can't start new thread): the memory "
