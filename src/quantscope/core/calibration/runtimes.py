@@ -27,6 +27,33 @@ PerChannelMinMaxObserver):
 ``_per_channel``:
     the same observer formulas; codes ``zp + nearbyint(float32(x · float32(1/scale)))``
     (``"multiply"``: the zero point after rounding).
+``pytorch-2.11`` -- PyTorch 2.11 eager on the CPU (x86-64), ``quantize_per_tensor`` /
+``_per_channel``:
+    the observers as ``pytorch``; codes ``zp + nearbyint(float32(x · float32(1/scale)))``
+    (``"multiply"``, as fake quant), per tensor and per channel. Measured, not read: on one
+    machine PyTorch 2.11's CPU kernels under ``ATEN_CPU_CAPABILITY`` AVX512, AVX2 and DEFAULT
+    gave identical codes, and so did 2.13's three here, while 2.11 and 2.13 differ (the
+    fused or twice-rounded sums above) -- the version decides, not the kernel path.
+``pytorch-cuda`` -- PyTorch 2.11 (cu130) on CUDA, measured on an NVIDIA H200
+(``aten/src/ATen/native/quantized/cuda/AffineQuantizer.cu``; the observers as above, run on
+the GPU):
+    the observers divide a CUDA tensor by a Python number, which PyTorch's CUDA division
+    computes as a multiplication by the number's float32 reciprocal: affine
+    ``scale = (max_pos − min_neg) · float32(1 / (qmax − qmin))``, symmetric
+    ``scale = amax · float32(1 / ((qmax − qmin) / 2))`` (the CPU divides: 74-75 % of real
+    per-channel scales differ by an ulp); the zero point as on the CPU (a tensor divided by a
+    tensor is a true division on both). Codes ``nearbyint(x / scale) + zp`` with the scale a C
+    ``double``: the float64 quotient, rounded half to even in float64 (``"divide64"``), per
+    tensor and per channel alike.
+``pytorch-cuda-fake`` -- PyTorch 2.11 (cu130) on CUDA ``fake_quantize_per_tensor_affine``
+(a Python-number scale or device-tensor parameters, as the ``FakeQuantize`` module passes) and
+``fake_quantize_per_channel_affine`` (``FakeQuantizeCore.cu``):
+    the CUDA observers' parameters; codes ``zp + nearbyint(float32(x · float32(1/scale)))``
+    (``"multiply"``), as ``pytorch-fake``.
+    Both CUDA presets were checked on 7.5M recorded codes of the MiniLM tensors and constructed
+    ties, and on a further 9.6M codes of random bit patterns, normal values and 123K ties at
+    random scales and zero points (tests/data/pytorch_cuda/); they hold for the kernels'
+    source as read, which has the same expressions in PyTorch 2.7 to 2.13.
 ``onnxruntime`` -- ONNX Runtime 1.32 (``onnxruntime/python/tools/quantization/quant_utils.py``,
 ``compute_scale_zp``, ``get_qmin_qmax_for_qType``, ``quantize_nparray``; ``QuantizeLinear``):
     range widened to include 0; symmetric int8 uses the narrow [-127, 127] for its parameters
@@ -74,12 +101,15 @@ from quantscope.core.tensors.validate import EngineValueError
 
 #: Preset name -> what it reproduces (the window's preset list shows these).
 PRESETS = {
-    "pytorch": "PyTorch 2.13 eager: FBGEMM quantize_per_tensor / quantize_per_channel",
-    "pytorch-fake": "PyTorch 2.13 fake quant and PT2E quantized_decomposed",
-    "onnxruntime": "ONNX Runtime 1.32: compute_scale_zp, QuantizeLinear",
-    "tflite": "LiteRT 2.3 quantizer, reference kernels",
-    "tflite-xnnpack": "LiteRT 2.3 default interpreter (XNNPACK QUANTIZE)",
-    "tensorrt": "TensorRT / ModelOpt 0.47: symmetric, x · 127/amax",
+    "pytorch": "PyTorch 2.13, CPU: FBGEMM quantize_per_tensor / quantize_per_channel",
+    "pytorch-fake": "PyTorch 2.13, CPU: fake quant and PT2E quantized_decomposed",
+    "pytorch-2.11": "PyTorch 2.11, CPU: quantize_per_tensor / quantize_per_channel",
+    "pytorch-cuda": "PyTorch 2.11, CUDA (H200): observers, quantize_per_tensor / _per_channel",
+    "pytorch-cuda-fake": "PyTorch 2.11, CUDA (H200): observers, fake_quantize_per_*_affine",
+    "onnxruntime": "ONNX Runtime 1.32, CPU: compute_scale_zp, QuantizeLinear",
+    "tflite": "LiteRT 2.3, CPU: quantizer, reference kernels (QUANTIZE)",
+    "tflite-xnnpack": "LiteRT 2.3, CPU: default interpreter (XNNPACK QUANTIZE)",
+    "tensorrt": "TensorRT / ModelOpt 0.47, GPU: symmetric, x · 127/amax",
 }
 RUNTIMES = tuple(PRESETS)
 _F32 = np.float32
@@ -125,13 +155,18 @@ class _Scheme:
 
 
 def _pytorch_scheme(sc: _Scheme, signed, narrow_range) -> None:
-    fake = sc.runtime == "pytorch-fake"
+    fake = sc.runtime.endswith("-fake")
     what = "signed codes: qint8 (default for symmetric) or quint8 (default for affine)"
     signed = _fixed(sc.runtime, "signed", signed, (True, False) if sc.symmetric
                     else (False, True), what)
     sc.codes(signed, bool(narrow_range))  # a custom quant_min / quant_max, as observers allow
     sc.rounding = "half_even"
-    sc.arithmetic = "multiply" if fake else ("multiply_add" if sc.per_channel else "fma")
+    if fake or sc.runtime == "pytorch-2.11":
+        sc.arithmetic = "multiply"
+    elif sc.runtime == "pytorch-cuda":
+        sc.arithmetic = "divide64"
+    else:
+        sc.arithmetic = "multiply_add" if sc.per_channel else "fma"
 
 
 def _onnxruntime_scheme(sc: _Scheme, signed, narrow_range) -> None:
@@ -168,6 +203,8 @@ def _tensorrt_scheme(sc: _Scheme, signed, narrow_range) -> None:
 
 
 _SCHEMES = {"pytorch": _pytorch_scheme, "pytorch-fake": _pytorch_scheme,
+            "pytorch-2.11": _pytorch_scheme, "pytorch-cuda": _pytorch_scheme,
+            "pytorch-cuda-fake": _pytorch_scheme,
             "onnxruntime": _onnxruntime_scheme, "tflite": _tflite_scheme,
             "tflite-xnnpack": _tflite_scheme, "tensorrt": _tensorrt_scheme}
 
@@ -201,7 +238,9 @@ def runtime_qparams(xf: np.ndarray, runtime: str, *, symmetric: bool, axis: int 
                           rounding=sc.rounding, arithmetic=sc.arithmetic, **method_options)
     lo = np.asarray(lo, np.float64).astype(_F32)
     hi = np.asarray(hi, np.float64).astype(_F32)
-    rule = {"pytorch": _pytorch, "pytorch-fake": _pytorch, "onnxruntime": _onnxruntime,
+    rule = {"pytorch": _pytorch, "pytorch-fake": _pytorch, "pytorch-2.11": _pytorch,
+            "pytorch-cuda": _pytorch,
+            "pytorch-cuda-fake": _pytorch, "onnxruntime": _onnxruntime,
             "tflite": _tflite, "tflite-xnnpack": _tflite, "tensorrt": _tensorrt}[runtime]
     fields = rule(lo, hi, sc)
     return QuantParams(axis=axis, group_size=group_size, symmetric=symmetric, runtime=runtime,
@@ -209,18 +248,27 @@ def runtime_qparams(xf: np.ndarray, runtime: str, *, symmetric: bool, axis: int 
                        arithmetic=sc.arithmetic, **fields)
 
 
+def _per_number(v: np.ndarray, number: float, cuda: bool) -> np.ndarray:
+    """A float32 tensor divided by a Python number as PyTorch computes it: on the CPU a true
+    division, on CUDA a multiplication by the number's float32 reciprocal."""
+    if cuda:
+        return v * (_F32(1) / _F32(number))
+    return v / _F32(number)
+
+
 def _pytorch(lo, hi, sc: _Scheme) -> dict:
     qmin, qmax = sc.qmin, sc.qmax
+    cuda = sc.runtime.startswith("pytorch-cuda")
     min_neg = np.minimum(lo, _F32(0))
     max_pos = np.maximum(hi, _F32(0))
     if sc.symmetric:
         amax = np.maximum(-min_neg, max_pos)
-        scale = np.maximum(amax / _F32((qmax - qmin) / 2), _EPS32)
+        scale = np.maximum(_per_number(amax, (qmax - qmin) / 2, cuda), _EPS32)
         # quint8 symmetric: 128 on the default range, (qmin + qmax) // 2 on a custom one
         mid = 0 if qmin < 0 else (128 if (qmin, qmax) == (0, 255) else (qmin + qmax) // 2)
         zp = np.full(scale.shape, mid, np.int32)
     else:
-        scale = np.maximum((max_pos - min_neg) / _F32(qmax - qmin), _EPS32)
+        scale = np.maximum(_per_number(max_pos - min_neg, qmax - qmin, cuda), _EPS32)
         zp = np.clip(qmin - np.rint(min_neg / scale), qmin, qmax).astype(np.int32)
     return dict(scale=scale.astype(_F32), zero_point=zp)
 

@@ -10,7 +10,12 @@ The arithmetic is part of the result. Runtimes disagree on a few elements per mi
   ``quantize_per_tensor`` does in one fused step; emulated exactly in float64, where
   ``x * inv`` has at most 48 significant bits and so is exact;
 * ``"multiply_add"``: ``float32(float32(x * float32(1 / scale)) + zero_point)``, two float32
-  roundings before the integer one, as PyTorch's CPU ``quantize_per_channel`` does.
+  roundings before the integer one, as PyTorch's CPU ``quantize_per_channel`` does;
+* ``"divide64"``: ``x / scale`` in float64, rounded to an integer there, as PyTorch's CUDA
+  ``quantize_per_tensor`` / ``quantize_per_channel`` do (their scale is a C ``double``). The
+  float64 quotient of two float32 values is never a false tie: ``x - (k + 0.5) * scale`` is a
+  multiple of 2^-48 of ``x`` or exactly 0, far above float64's rounding, so this rounds the
+  exact quotient -- where the float32 quotient can round onto (or off) a half-way point.
 
 Rounding is half to even (``np.rint``, as ONNX and PyTorch) or half away from zero (TFLite,
 C ``round``). Everything runs on float32 blocks of ~64K elements, so a 16M-element tensor never
@@ -100,12 +105,32 @@ def quantize_codes_float(x: np.ndarray, scale, zero_point, qmin: int, qmax: int,
     Kept separate from the clamp so the statistics can tell clipped elements from the others by
     the same arithmetic the codes come from.
     """
+    if arithmetic == "divide64":
+        return _codes_divide64(x, scale, zero_point, rounding, out)
     v, has_zp = scale_to_float(x, scale, zero_point, arithmetic, out=out, inv_scale=inv_scale)
     v = np.asarray(v)  # a 0-d input gives a NumPy scalar, which cannot be rounded in place
     round_inplace(v, rounding)
     if not has_zp and np.any(zero_point):
         v += np.asarray(zero_point, np.float32)  # exact: |zero_point| <= 255
     return v
+
+
+def _codes_divide64(x: np.ndarray, scale, zero_point, rounding: str,
+                    out: np.ndarray | None) -> np.ndarray:
+    """Unclamped codes by ``"divide64"``: the float64 quotient rounded in float64, then the zero
+    point added and the result stored as float32 (an integer; beyond float32's range, ±inf)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        q = np.asarray(x, np.float64) / np.asarray(scale, np.float64)
+        if rounding == "half_even":
+            np.rint(q, out=q)
+        else:
+            t = np.trunc(q)
+            q = t + np.copysign((np.abs(q - t) >= 0.5).astype(np.float64), q)
+        q += np.asarray(zero_point, np.float64)
+        if out is None:
+            return np.asarray(q.astype(np.float32))
+        out[...] = q
+    return out
 
 
 def quantize(
@@ -140,7 +165,7 @@ def quantize(
     nonfinite : {"raise", "saturate"}
         ``"raise"``: NaN/inf raise ValueError with their count and first index. ``"saturate"``:
         ±inf go to qmax/qmin and NaN to the zero point.
-    arithmetic : {"divide", "multiply", "fma", "multiply_add"}
+    arithmetic : {"divide", "multiply", "fma", "multiply_add", "divide64"}
         How ``x / scale`` is formed (see the module docstring).
     inv_scale : array_like, optional
         For the multiplying arithmetics: the runtime's own float32 multiplier, shaped like
@@ -232,12 +257,14 @@ def dequantize(q, scale, zero_point=0, *, axis: int | None = None,
 def use_compiled(x: np.ndarray, arithmetic: str) -> bool:
     """Whether a pass over ``x`` under one scale takes the compiled one-pass loops
     (:mod:`quantscope.core.kernels.direct_kernel`, the same codes bit for bit): a large contiguous
-    tensor, and an arithmetic those loops know (the import of Numba is not worth it below)."""
+    tensor, and an arithmetic those loops know (the import of Numba is not worth it below).
+    ``"divide64"`` is not among them: its float64 lanes would halve the vector width of the
+    16-lane loop, and the blocked NumPy pass gives the same codes."""
     if x.size <= COMPILED_MIN or not x.flags.c_contiguous:
         return False
-    from quantscope.core.kernels.sorted_kernel import ARITHMETIC_CODES
+    from quantscope.core.kernels.sorted_kernel import LINE_ARITHMETIC
 
-    return arithmetic in ARITHMETIC_CODES
+    return arithmetic in LINE_ARITHMETIC
 
 
 def quantize_fp32_to_int8(x, scale) -> np.ndarray:
