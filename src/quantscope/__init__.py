@@ -14,7 +14,8 @@ from quantscope.core import __all__ as _core_all
 _FRONT_END = {"view": "quantscope.viewer", "run": "quantscope.viewer",
               "Viewer": "quantscope.viewer", "figure": "quantscope.figures",
               "Figure": "quantscope.figures", "load": "quantscope.io",
-              "list_tensors": "quantscope.io"}
+              "list_tensors": "quantscope.io", "scan": "quantscope.state.scan_api",
+              "ModelTable": "quantscope.state.model_table"}
 
 __all__ = [*_core_all, *_FRONT_END]
 __version__ = "0.1.0"

@@ -46,8 +46,12 @@ RUNTIME_LABELS = {None: "none (engine)", "pytorch": "PyTorch 2.13 CPU",
                   "pytorch-fake": "PyTorch 2.13 CPU fake quant / PT2E",
                   "pytorch-2.11": "PyTorch 2.11 CPU", "pytorch-cuda": "PyTorch 2.11 CUDA",
                   "pytorch-cuda-fake": "PyTorch 2.11 CUDA fake quant",
-                  "onnxruntime": "ONNX Runtime 1.32 CPU", "tflite": "LiteRT 2.3 reference",
-                  "tflite-xnnpack": "LiteRT 2.3 XNNPACK", "tensorrt": "TensorRT / ModelOpt 0.47"}
+                  "onnxruntime": "ONNX Runtime 1.32 CPU",
+                  "onnxruntime-dynamic": "ONNX Runtime 1.32 CPU DynamicQuantizeLinear",
+                  "tflite": "LiteRT 2.3 reference",
+                  "tflite-xnnpack": "LiteRT 2.3 XNNPACK",
+                  "tflite-optimized": "LiteRT 2.3 optimized, no delegate",
+                  "tensorrt": "TensorRT / ModelOpt 0.47"}
 #: Slider positions per decade of "nines": 0 -> p90, 100 -> p99, 300 -> p99.99, 500 -> p99.9999.
 _NINES = 100
 DEBOUNCE_MS = 40

@@ -270,7 +270,7 @@ class PointsRequest:
         between formats)."""
         # the plot holds llama.cpp's types only when a pane shows one: ten more names do not
         # fit beside the others at a laptop's size (``report --format`` lists them all)
-        panes = set(self.settings.formats or ())
+        panes = set(getattr(self.settings, "formats", None) or ())
         specs = tuple(c for c in CHOICES if c not in GGUF_TYPES or c in panes)
         return self.settings, format_points(self.tensor, self.prepared, self.settings, specs,
                                             should_stop=ctx.stale)

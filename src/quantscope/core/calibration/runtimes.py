@@ -64,6 +64,14 @@ the GPU):
     ``x / scale`` in float32, half to even, saturated at the *type's* range (-128 for int8 even
     with narrow-range parameters). Default codes: uint8 affine (activations), int8 symmetric
     (weights); int4 / uint4 at 4 bits.
+``onnxruntime-dynamic`` -- ONNX Runtime 1.32 ``DynamicQuantizeLinear`` (CPU;
+``onnxruntime/core/providers/cpu/quantization/dynamicquantizelinear.cc``,
+``GetQuantizationParameter``): uint8, per tensor, asymmetric only; its own parameters, all in
+float32 (where ``onnxruntime``'s quantization tool subtracts in float64, an ulp apart on 3 of
+20 real tensors): range widened to include 0, ``scale = (max − min) / 255.0f`` (1 when
+``max == min``), ``zp = RoundHalfToEven(clamp(0 − min / scale, 0, 255))``; codes as
+``QuantizeLinear``. NaN is left out of the range and quantizes to 0, as the op does; ±inf in
+the input is refused (the op's scale would be inf and every code degenerate).
 ``tflite`` -- LiteRT 2.3 quantizer and reference kernels (``quantization_utils.cc``;
 reference ``AffineQuantize``):
     weights, symmetric: [-127, 127], ``half_range = max(|min|, |max|)``,
@@ -77,6 +85,12 @@ reference ``AffineQuantize``):
     the same parameters; activations are quantized by ``x · float32(1/scale)`` rounded half to
     even, then ``+ zp`` (XNNPACK's f32-qs8 convert). Weights are quantized by the converter,
     so the symmetric rule is ``tflite``'s.
+``tflite-optimized`` -- LiteRT 2.3's optimized builtin kernels without a delegate
+(``OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES``, XNNPACK off):
+    the quantizer's parameters; QUANTIZE as XNNPACK (``x · float32(1/scale)``, half to even),
+    NaN, inf and huge values as the reference kernels (int32 conversion, then the zero point
+    with wraparound). Its int8 FULLY_CONNECTED requantizes by ruy's rule: ``requantization=
+    "ruy"`` of :func:`quantscope.core.labs.matmul.int8_matmul`.
 ``tensorrt`` -- TensorRT / ModelOpt 0.47 (``modelopt/torch/quantization/tensor_quant.py``):
     symmetric only; ``amax`` per tensor (or per channel), narrow range [-127, 127];
     ``scale = 127 / amax`` in float32 and codes ``round(x * scale)`` half to even, so the
@@ -107,8 +121,10 @@ PRESETS = {
     "pytorch-cuda": "PyTorch 2.11, CUDA (H200): observers, quantize_per_tensor / _per_channel",
     "pytorch-cuda-fake": "PyTorch 2.11, CUDA (H200): observers, fake_quantize_per_*_affine",
     "onnxruntime": "ONNX Runtime 1.32, CPU: compute_scale_zp, QuantizeLinear",
+    "onnxruntime-dynamic": "ONNX Runtime 1.32, CPU: DynamicQuantizeLinear (uint8)",
     "tflite": "LiteRT 2.3, CPU: quantizer, reference kernels (QUANTIZE)",
     "tflite-xnnpack": "LiteRT 2.3, CPU: default interpreter (XNNPACK QUANTIZE)",
+    "tflite-optimized": "LiteRT 2.3, CPU: optimized builtin kernels, no delegate (QUANTIZE)",
     "tensorrt": "TensorRT / ModelOpt 0.47, GPU: symmetric, x · 127/amax",
 }
 RUNTIMES = tuple(PRESETS)
@@ -145,6 +161,8 @@ class _Scheme:
         self.qmin = self.qmax = self.sat_min = self.sat_max = 0
         self.rounding: str = "half_even"
         self.arithmetic: str = "divide"
+        #: the runtime's codes for NaN, ±inf and huge values (schemes.overflow); None: unmeasured
+        self.overflow: str | None = None
         rule = _SCHEMES[runtime]
         rule(self, signed, narrow_range)
 
@@ -167,6 +185,28 @@ def _pytorch_scheme(sc: _Scheme, signed, narrow_range) -> None:
         sc.arithmetic = "divide64"
     else:
         sc.arithmetic = "multiply_add" if sc.per_channel else "fma"
+    sc.overflow = _PYTORCH_OVERFLOW[sc.runtime][sc.per_channel]
+
+
+#: preset -> (per tensor, per channel) rule for NaN, ±inf and huge values, as measured
+#: (schemes.overflow): CPU kernels on PyTorch 2.13 here and 2.11 beside the GPU, CUDA on an H200.
+_PYTORCH_OVERFLOW = {
+    "pytorch": ("nan_to_qmax", "nan_to_zero"),
+    "pytorch-fake": ("nan_to_qmin", "int64_indefinite"),
+    "pytorch-2.11": ("int32_capped_wrap", "nan_to_zero"),
+    "pytorch-cuda": ("nan_to_qmin", "nan_to_qmin"),
+    "pytorch-cuda-fake": ("nan_to_qmin", "int64_wrap"),
+}
+
+
+def _dynamic_scheme(sc: _Scheme, signed, narrow_range) -> None:
+    if sc.symmetric or sc.per_channel or sc.bits != 8:
+        raise EngineValueError("runtime 'onnxruntime-dynamic' (DynamicQuantizeLinear) is "
+                               "asymmetric, per tensor and 8-bit (uint8) only")
+    _fixed(sc.runtime, "signed", signed, (False,), "DynamicQuantizeLinear outputs uint8")
+    _fixed(sc.runtime, "narrow_range", narrow_range, (False,), "its codes are 0 to 255")
+    sc.codes(False, False)
+    sc.rounding, sc.arithmetic, sc.overflow = "half_even", "divide", "nan_to_qmin"
 
 
 def _onnxruntime_scheme(sc: _Scheme, signed, narrow_range) -> None:
@@ -181,6 +221,7 @@ def _onnxruntime_scheme(sc: _Scheme, signed, narrow_range) -> None:
     sc.codes(signed, narrow)
     sc.sat_min = code_range(sc.bits, symmetric=False, narrow_range=False, signed=signed)[0]
     sc.rounding, sc.arithmetic = "half_even", "divide"
+    sc.overflow = "nan_to_qmin"  # MLAS clamps with max(v, lo) first: NaN gives the type's min
 
 
 def _tflite_scheme(sc: _Scheme, signed, narrow_range) -> None:
@@ -192,6 +233,9 @@ def _tflite_scheme(sc: _Scheme, signed, narrow_range) -> None:
         sc.rounding, sc.arithmetic = "half_away", ("multiply" if sc.symmetric else "divide")
     else:  # XNNPACK's QUANTIZE: x * (1/scale), rounded half to even
         sc.rounding, sc.arithmetic = "half_even", "multiply"
+    if not sc.symmetric:  # the QUANTIZE op, measured; the converter's weights were not
+        # XNNPACK clamps in float first; the builtin kernels convert to int32, then add
+        sc.overflow = "nan_to_qmax" if sc.runtime == "tflite-xnnpack" else "int32_indefinite_wrap"
 
 
 def _tensorrt_scheme(sc: _Scheme, signed, narrow_range) -> None:
@@ -205,8 +249,10 @@ def _tensorrt_scheme(sc: _Scheme, signed, narrow_range) -> None:
 _SCHEMES = {"pytorch": _pytorch_scheme, "pytorch-fake": _pytorch_scheme,
             "pytorch-2.11": _pytorch_scheme, "pytorch-cuda": _pytorch_scheme,
             "pytorch-cuda-fake": _pytorch_scheme,
-            "onnxruntime": _onnxruntime_scheme, "tflite": _tflite_scheme,
-            "tflite-xnnpack": _tflite_scheme, "tensorrt": _tensorrt_scheme}
+            "onnxruntime": _onnxruntime_scheme, "onnxruntime-dynamic": _dynamic_scheme,
+            "tflite": _tflite_scheme,
+            "tflite-xnnpack": _tflite_scheme, "tflite-optimized": _tflite_scheme,
+            "tensorrt": _tensorrt_scheme}
 
 
 def runtime_scheme(runtime: str, *, symmetric: bool, signed=None, narrow_range=None,
@@ -233,6 +279,9 @@ def runtime_qparams(xf: np.ndarray, runtime: str, *, symmetric: bool, axis: int 
     sc = runtime_scheme(runtime, symmetric=symmetric, signed=signed, narrow_range=narrow_range,
                         bits=bits, per_channel=axis is not None, rounding=rounding,
                         arithmetic=arithmetic)
+    if runtime == "onnxruntime-dynamic" and np.isinf(xf).any():
+        raise EngineValueError("x holds ±inf: DynamicQuantizeLinear would compute an infinite "
+                               "scale (ONNX Runtime returns scale inf and degenerate codes)")
     lo, hi = method_range(xf, method=method, symmetric=symmetric, axis=axis,
                           group_size=group_size, bits=bits, codes=(sc.qmin, sc.qmax),
                           rounding=sc.rounding, arithmetic=sc.arithmetic, **method_options)
@@ -241,11 +290,13 @@ def runtime_qparams(xf: np.ndarray, runtime: str, *, symmetric: bool, axis: int 
     rule = {"pytorch": _pytorch, "pytorch-fake": _pytorch, "pytorch-2.11": _pytorch,
             "pytorch-cuda": _pytorch,
             "pytorch-cuda-fake": _pytorch, "onnxruntime": _onnxruntime,
-            "tflite": _tflite, "tflite-xnnpack": _tflite, "tensorrt": _tensorrt}[runtime]
+            "onnxruntime-dynamic": _dynamic,
+            "tflite": _tflite, "tflite-xnnpack": _tflite, "tflite-optimized": _tflite,
+            "tensorrt": _tensorrt}[runtime]
     fields = rule(lo, hi, sc)
     return QuantParams(axis=axis, group_size=group_size, symmetric=symmetric, runtime=runtime,
                        method=method, qmin=sc.sat_min, qmax=sc.sat_max, rounding=sc.rounding,
-                       arithmetic=sc.arithmetic, **fields)
+                       arithmetic=sc.arithmetic, overflow=sc.overflow, **fields)
 
 
 def _per_number(v: np.ndarray, number: float, cuda: bool) -> np.ndarray:
@@ -289,6 +340,16 @@ def _onnxruntime(lo, hi, sc: _Scheme) -> dict:
         zp = np.rint(qmin - rmin.astype(np.float64) / safe)
     zp = np.where(tiny, 0, zp).astype(np.int32)
     scale = np.where(tiny, _F32(1.0), scale64.astype(_F32))
+    return dict(scale=scale, zero_point=zp)
+
+
+def _dynamic(lo, hi, sc: _Scheme) -> dict:
+    mn = np.minimum(lo, _F32(0))
+    mx = np.maximum(hi, _F32(0))
+    same = mx == mn
+    scale = np.where(same, _F32(1), (mx - mn) / _F32(sc.qmax - sc.qmin)).astype(_F32)
+    initial = (_F32(sc.qmin) - mn / scale).astype(_F32)
+    zp = np.rint(np.clip(initial, _F32(sc.qmin), _F32(sc.qmax))).astype(np.int32)
     return dict(scale=scale, zero_point=zp)
 
 
