@@ -154,3 +154,27 @@ def test_too_little_address_space_for_threads_is_one_line():
     assert proc.stderr.splitlines() == [
         "quantscope: error: cannot start worker threads (can't start new thread): the memory "
         "or thread limit of this process (ulimit -v, ulimit -u) is too low"], proc.stderr
+
+
+def test_report_all_formats_in_little_memory_is_a_clear_error_not_a_spin(tmp_path):
+    """Under ``ulimit -v 800000`` SciPy's OpenBLAS (loaded by Numba) retried its per-thread
+    buffers without end: over 60 s of system time and no output. Now: one line, at once."""
+    import resource
+
+    big = tmp_path / "w.npy"
+    np.save(big, np.random.default_rng(2).standard_normal((8192, 8192)).astype(np.float32))
+
+    def limits() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (800_000 << 10, 800_000 << 10))
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "quantscope", "report", str(big), "--format",
+                           "all"], env=env, capture_output=True, text=True, timeout=120,
+                          preexec_fn=limits)
+    assert time.monotonic() - start < 60
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("quantscope: error: not enough memory"), \
+        proc.stderr
