@@ -66,6 +66,11 @@ def four_bit_specs() -> list[tuple[str, dict]]:
                         (name, {"granularity": "channel", "axis": 0})]
         elif kind == "int":
             out += [(name, {"symmetric": True}), (name, {"symmetric": False})]
+        elif kind == "gguf":  # llama.cpp's 4-bit types: Q4_0, Q4_1, Q4_K
+            from quantscope.core.formats.gguf_types import GGUF_TYPES
+
+            if GGUF_TYPES[name].bits == 4:
+                out.append((name, {}))
         elif element_bits(name) == 4:
             out.append((name, {}))
     return out

@@ -15,7 +15,9 @@ _FRONT_END = {"view": "quantscope.viewer", "run": "quantscope.viewer",
               "Viewer": "quantscope.viewer", "figure": "quantscope.figures",
               "Figure": "quantscope.figures", "load": "quantscope.io",
               "list_tensors": "quantscope.io", "scan": "quantscope.state.scan_api",
-              "ModelTable": "quantscope.state.model_table"}
+              "ModelTable": "quantscope.state.model_table",
+              "observe": "quantscope.state.observe", "plan": "quantscope.state.plan",
+              "widget": "quantscope.notebook"}
 
 __all__ = [*_core_all, *_FRONT_END]
 __version__ = "0.1.0"

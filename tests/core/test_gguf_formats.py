@@ -94,6 +94,11 @@ def test_nonfinite_and_unknown_names_are_refused():
     x[3] = np.nan
     with pytest.raises(EngineValueError, match=r"NaN|non-finite|nan"):
         encode(x, "gguf_q8_0")
+    p = qs.choose_qparams(np.ones(64, np.float32), format="gguf_q8_0")
+    with pytest.raises(EngineValueError, match=r"NaN|non-finite|nan"):
+        p.quantize(x, nonfinite="saturate")  # llama.cpp has no value to saturate NaN to
+    with pytest.raises(EngineValueError, match=r"NaN|non-finite|nan"):
+        qs.analyze(x, p)
     with pytest.raises(EngineValueError, match="gguf_q4_k"):
         encode(np.ones(64, np.float32), "gguf_q4_z")
     with pytest.raises(EngineValueError, match="method"):

@@ -119,3 +119,20 @@ def test_files_that_are_no_model_are_refused(tmp_path):
     empty_graph = tmp_path / "nothing.onnx"
     empty_graph.write_bytes(onnx.ModelProto().SerializeToString() or b"\x08\x07")
     _refused(empty_graph, "ONNX model")
+
+
+def test_names_that_are_not_utf8_are_escaped_not_fatal(tmp_path):
+    """proto2 hands back bytes for a string that is not UTF-8: the name is shown escaped."""
+    init = numpy_helper.from_array(np.arange(4, dtype=np.float32), "w~~")
+    path = _save(tmp_path / "names.onnx", [init])
+    path.write_bytes(path.read_bytes().replace(b"~~", b"\xff\xfe"))
+    with bounded(limit=64 << 20, seconds=20):
+        names = [i.name for i in list_tensors(path)]
+        assert names == ["w\\xff\\xfe"]
+        assert load_for_analysis(path, names[0])[0].tolist() == [0, 1, 2, 3]
+    node = helper.make_node("DequantizeLinear", ["w~~", "w~~"], ["o~~"])
+    path = _save(tmp_path / "node.onnx", [init], [node])
+    path.write_bytes(path.read_bytes().replace(b"~~", b"\xff\xfe"))
+    with pytest.raises(TensorFileError, match=r"DequantizeLinear 'o\\\\xff\\\\xfe': its input is "
+                                              "FLOAT, not quantized codes"):
+        list_tensors(path)

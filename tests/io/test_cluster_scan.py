@@ -19,6 +19,7 @@ from io_file_builders import safetensors_bytes, write
 from quantscope.cli import main
 from quantscope.core.stats import fused as fused_module
 from quantscope.core.stats.fused import FusedPass, FusedRules, figures_of
+from quantscope.errors import UserError
 from quantscope.io.checkpoint import list_checkpoint
 from quantscope.state import Settings
 from quantscope.state.cluster_scan import ClusterScan
@@ -210,3 +211,11 @@ def test_cli_scans_several_models_into_one_table_grouped_by_model(capsys, tmp_pa
 def test_a_bad_dask_address_is_one_clear_error(capsys, sharded):
     assert main(["scan", str(sharded), "--dask", "local:zero"]) == 2
     assert "local:N" in capsys.readouterr().err
+
+
+def test_qs_scan_with_a_client_equals_the_local_table(client, sharded):
+    import quantscope as qs
+
+    assert qs.scan(sharded, client=client).to_json() == qs.scan(sharded).to_json()
+    with pytest.raises(UserError, match="Dask cluster scans files"):
+        qs.scan({"w": np.ones((4, 4), np.float32)}, client=client)

@@ -67,3 +67,39 @@ def test_metadata_and_dense_tensors_as_stored(model):
     assert head.version == 3
     raw, info = load_gguf(path, "blk.2.BF16")
     assert info.dtype == "bfloat16" and info.file_dtype == "BF16" and raw.dtype.name == "bfloat16"
+
+
+def test_cli_reads_gguf_everywhere(model, tmp_path, capsys):
+    """``report --format``, ``scan`` and ``export --format`` on a .gguf file: the decoded
+    tensor's numbers, the stored type named, llama.cpp's bytes in the archive."""
+    import json
+
+    import quantscope as qs
+    from quantscope.cli import main
+
+    gguf = need("gguf")
+    path, _ = model
+    name = "blk.11.gguf_q5_k"
+    decoded = load_for_analysis(path, name)[0]
+    assert main(["report", str(path), "--tensor", name, "--json", "--format", "gguf_q8_0",
+                 "--format", "gguf_q4_k"]) == 0
+    doc = json.loads(capsys.readouterr().out)["formats"]
+    for fmt in ("gguf_q8_0", "gguf_q4_k"):
+        want = qs.analyze(decoded, qs.choose_qparams(decoded, format=fmt))
+        assert doc[fmt]["sqnr_db"] == want.sqnr_db
+    assert doc["gguf_q8_0"]["bits_per_element"] == 8.5
+    assert main(["scan", str(path), "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["tensors"]}
+    assert rows[name]["stored"] == "gguf_q5_k" and rows["blk.0.F32"]["stored"] is None
+    out = tmp_path / "q4k.npz"
+    assert main(["export", str(path), "--tensor", name, "--format", "gguf_q4_k",
+                 "-o", str(out)]) == 0
+    with np.load(out, allow_pickle=False) as z:
+        blocks, meta = z["blocks"], json.loads(str(z["metadata"]))
+    from quantscope.core.formats.gguf import encode
+
+    assert np.array_equal(blocks, encode(decoded, "gguf_q4_k"))
+    assert meta["scheme"]["ggml_type"] == "Q4_K" and meta["scheme"]["type_size"] == 144
+    back = gguf.quants.dequantize(blocks.reshape(-1), gguf.GGMLQuantizationType.Q4_K)
+    p = qs.choose_qparams(decoded, format="gguf_q4_k")
+    assert np.array_equal(back.reshape(decoded.shape), p.dequantize())

@@ -10,10 +10,17 @@ codes on it. The numbers are those of `quantscope report` for each tensor, compu
 read of the stored bytes on every core (see quantscope.state.model_scan).
 
 With --formats each row also names the tensor's best 8-bit format (int8, FP8 E4M3 / E5M2 and
-their FNUZ variants per tensor and per channel, MXFP8, MXINT8) and best 4-bit format (INT4
-g32/g64/g128, FP4 E2M1, MXFP4, NVFP4, NF4) by SQNR, as `quantscope report --format` and the
+their FNUZ variants per tensor and per channel, MXFP8, MXINT8, GGUF Q8_0) and best 4-bit format
+(INT4 g32/g64/g128, FP4 E2M1, MXFP4, NVFP4, NF4, GGUF Q4_0 / Q4_1 / Q4_K where the rows hold
+whole blocks) by SQNR, as `quantscope report --format` and the
 window's comparison panes compute them; it loads every tensor and analyses some twenty
 formats, so it takes far longer than the int8 figures alone.
+
+A quantized checkpoint (its config.json declares a quantization_config: compressed-tensors,
+FP8, GPTQ, AWQ, bitsandbytes) is decoded weight by weight instead; with --reference ORIGINAL
+each row says what the stored quantization lost against the original and which of the
+engine's formats at the same or fewer bits would have lost less; without it, how the stored
+codes and scales are spent (see quantscope.commands.scan_stored).
 
 Tensors that cannot be read (a missing or truncated shard, a lying header) are reported and
 the others scanned: the exit status is 1 then, 2 when nothing at all could be read.
@@ -45,7 +52,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "scan", help="a checkpoint's int8 figures, one row per tensor, worst first",
         description=__doc__.replace("``", ""), formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_file_or_sample(p, ".safetensors checkpoint (or .npz / .npy), or a sharded one: its "
+    add_file_or_sample(p, "a checkpoint (.safetensors, PyTorch .pt/.pth/.bin, .onnx, .npz, "
+                          ".npy...), or a sharded one: its "
                           "directory or its *.index.json; or a directory of .npy files; or a "
                           "folder of model folders (each scanned, one table grouped by model)")
     p.add_argument("more", nargs="*", metavar="PATH",
@@ -58,6 +66,10 @@ def add_parser(subparsers) -> None:
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     p.add_argument("--top", type=int, metavar="N", help="show only the N worst tensors")
+    p.add_argument("--reference", metavar="ORIGINAL",
+                   help="the unquantized checkpoint FILE was made from: measure what each "
+                        "stored weight lost against it, beside the best format at the same "
+                        "or fewer bits")
     p.add_argument("--sort", choices=("sqnr", "gap"), default="sqnr",
                    help="rank by per-tensor SQNR, lowest first (default), or by the gain "
                         "per-channel minus per-tensor, largest first")
@@ -181,7 +193,8 @@ def format_table(label: str, rows, shown, settings, seconds: float, sharded: boo
             r.formats.best8.spec, _db(r.formats.best8.sqnr_db), r.formats.best4.spec,
             _db(r.formats.best4.sqnr_db))
         table.append((
-            str(i), printable(r.name), "x".join(map(str, r.info.shape)), r.info.dtype,
+            str(i), printable(r.name), "x".join(map(str, r.info.shape)),
+            r.info.stored or r.info.dtype,  # a GGUF tensor: the type it is stored in
             _db(f.per_tensor_db), _db(f.per_channel_db),
             "-" if r.axis is None else str(r.axis), _db(f.gain_db),
             f"{100 * f.clipped_fraction:.3f}", f"{f.max_abs:.4g}", outliers, *best,
@@ -257,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
     """Scan, print the ranking (table, JSON or CSV on stdout, progress on stderr)."""
     from quantscope.core.kernels.compile_notice import announce_compiles
     from quantscope.io.checkpoint import list_checkpoint
+    from quantscope.io.stored.config import read_quant_config
     from quantscope.io.tensor_info import TensorFileError
     from quantscope.state import Settings
     from quantscope.state.model_records import to_csv, to_json
@@ -273,6 +287,14 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--dask local:N takes a number of workers from 1 to 1024, "
                             f"got {args.dask!r}")
     settings = Settings(bits=args.bits, method=args.method, runtime=args.preset).check()
+    if args.reference is not None or (not args.more and read_quant_config(
+            resolve_file_or_sample(args)[0]) is not None):
+        from quantscope.commands import scan_stored
+
+        if args.more:
+            raise UserError("--reference compares one quantized checkpoint with its original; "
+                            "give one FILE")
+        return scan_stored.run(args, *resolve_file_or_sample(args))
     models = _models(args)
     listed, problems = [], []
     for path, label in models:

@@ -60,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scene", type=int, metavar="N",
                         help="with --talk: start at scene N (with --screenshot: render it)")
     parser.add_argument("--size", default="1600x1000", help="window size (default 1600x1000)")
+    parser.add_argument("--reference", metavar="ORIGINAL",
+                        help="with a quantized checkpoint FILE: compare it with its original "
+                             "in the model view (File > Compare with original...)")
     parser.add_argument("--compare", nargs="?", const="int8/channel,fp8_e4m3/tensor,mxfp4,"
                         "int4_g128", metavar="F1,F2,F3,F4",
                         help="the four panes show these number formats (default int8/channel,"
@@ -194,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
         pass  # apply_session is loading it
     else:  # several tensors and no --tensor: the picker asks (headless: the error lists them)
         window.load(source, pick=not headless, settings=settings)
+        if getattr(args, "reference", None):
+            window.compare_with_original(args.reference)
     if not headless:
         code = app.exec()
         remember_window(window)

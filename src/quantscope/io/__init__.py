@@ -28,6 +28,7 @@ from quantscope.io import (  # noqa: F401
     pytorch,
     samples,
     standard_kinds,
+    torch_tar,
 )
 from quantscope.io.checks import fail, pick_name
 from quantscope.io.kinds import FileKind, file_kind, kinds, register, supported_text
@@ -112,7 +113,9 @@ def load_tensor_with_info(path: str | os.PathLike,
                           name: str | None = None) -> tuple[np.ndarray, TensorInfo]:
     """``load_tensor`` plus the tensor's ``TensorInfo`` (name resolved, stored dtype)."""
     if is_folder_source(path):
-        file, name = _locate(path, name)
+        file, name, info = _locate(path, name)
+        if info.format == "stored":
+            return _decoded(path, name, info)
         return file_kind(file).load(file, name)
     return file_kind(path).load(path, name)
 
@@ -141,7 +144,10 @@ def load_for_analysis(path: str | os.PathLike, name: str | None = None, *,
         not fit in memory, and for a file that shrinks while it is read.
     """
     if is_folder_source(path):
-        path, name = _locate(path, name)
+        file, name, found = _locate(path, name)
+        if found.format == "stored":
+            return _decoded(path, name, found)
+        path = file
     kind = file_kind(path)
     infos = {info.name: info for info in kind.list(path)}
     info = infos[pick_name(path, list(infos), name)]
@@ -160,24 +166,36 @@ def load(path: str | os.PathLike, tensor: str | None = None) -> np.ndarray:
 
 def _readable(path: str | os.PathLike):
     """The tensors of a folder source that can be read (raising the first problem when no
-    tensor can)."""
-    from quantscope.io.checkpoint import list_checkpoint
+    tensor can); a quantized checkpoint's stored weights under their own names."""
+    from quantscope.io.stored import source_checkpoint
 
-    checkpoint = list_checkpoint(path)
+    checkpoint = source_checkpoint(path)
     readable = [t for t in checkpoint.tensors if t.info is not None]
     if not readable and checkpoint.tensors:
         raise TensorFileError(checkpoint.tensors[0].problem or f"{path}: no readable tensor")
     return readable
 
 
-def _locate(path: str | os.PathLike, name: str | None) -> tuple[Path, str]:
-    """The file of a folder source holding tensor ``name`` (the only one when None), and the
-    name; an unknown name is refused with the names available."""
-    from quantscope.io.checkpoint import list_checkpoint
+def _locate(path: str | os.PathLike, name: str | None) -> tuple[Path, str, TensorInfo]:
+    """The file of a folder source holding tensor ``name`` (the only one when None), the name
+    and its info (``format`` ``"stored"`` for a quantized checkpoint's decoded weight); an
+    unknown name is refused with the names available."""
+    from quantscope.io.stored import source_checkpoint
 
-    checkpoint = list_checkpoint(path)
+    checkpoint = source_checkpoint(path)
     by_name = {t.name: t for t in checkpoint.tensors}
     chosen = by_name[pick_name(path, list(by_name), name)]
     if chosen.info is None:
         raise TensorFileError(chosen.problem or f"{path}: tensor {chosen.name!r} is unreadable")
-    return chosen.file, chosen.name
+    return chosen.file, chosen.name, chosen.info
+
+
+def _decoded(path: str | os.PathLike, name: str, info: TensorInfo
+             ) -> tuple[np.ndarray, TensorInfo]:
+    """A quantized checkpoint's weight decoded as its package decodes it, as float32."""
+    from quantscope.io.stored import load_stored
+
+    values = load_stored(path, name).values
+    if values.size == 0:
+        raise fail(path, f"tensor {name!r} is empty; nothing to analyse")
+    return np.ascontiguousarray(values, np.float32), info

@@ -235,11 +235,9 @@ def list_gguf(path: str | os.PathLike) -> list[TensorInfo]:
 
 
 def stored_format(info: TensorInfo) -> str | None:
-    """The engine format a GGUF tensor is stored in (``"gguf_q4_k"``), None for F32/F16/BF16."""
-    for g in BY_GGML_ID.values():
-        if g.ggml_name == info.file_dtype and info.format == "gguf":
-            return g.name
-    return None
+    """The engine format a GGUF tensor is stored in (``"gguf_q4_k"``), None for F32/F16/BF16
+    (:attr:`TensorInfo.stored`)."""
+    return info.stored
 
 
 def load_gguf_blocks(path: str | os.PathLike, name: str | None = None

@@ -1,5 +1,6 @@
-"""ONNX models (``.onnx``): every initializer, and the weights a QDQ model stores quantized,
-decoded as ONNX Runtime's ``DequantizeLinear`` decodes them.
+"""ONNX models (``.onnx``): every initializer (and the tensor of every ``Constant`` node,
+under its output's name: some exporters keep weights there), and the weights a QDQ model
+stores quantized, decoded as ONNX Runtime's ``DequantizeLinear`` decodes them.
 
 The protobuf is parsed by the ``onnx`` package (the optional extra ``quantscope[onnx]``; the
 error says so when it is missing); the tensors' bytes are then decoded here from the fields the
@@ -10,8 +11,9 @@ regular file inside the model's own folder: an absolute path, a ``..`` component
 leading out of the folder is refused, and ``offset`` + ``length`` must lie within that file.
 Such data is memory-mapped when loaded in its own dtype, and read block by block for analysis.
 
-For each ``DequantizeLinear`` node whose input, scale and zero point are all initializers, the
-model also lists the node's output (its name in the graph) as the dequantized weight:
+For each ``DequantizeLinear`` node whose input, scale and zero point are all initializers (or
+constants), the model also lists the node's output (its name in the graph) as the dequantized
+weight:
 ``(int32(x) - zero_point) * scale`` in float32 for integer codes (int8, uint8, int16, uint16,
 int32, int4, uint4), ``float(x) * scale`` for float8 codes, per tensor, per ``axis`` or per
 block of ``block_size`` along it, cast to the scale's type -- what ONNX Runtime computes (the
@@ -82,6 +84,14 @@ class _Model:
     dequantized: dict[str, _Dequantized]
 
 
+def _text(value: object) -> str:
+    """A protobuf string field as text: ONNX's messages are proto2, whose parser hands back
+    bytes for a string that is not valid UTF-8 (a corrupt or hostile model)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return str(value)
+
+
 def _onnx():
     try:
         import onnx
@@ -128,17 +138,24 @@ def _describe(path, proto) -> _Model:
     inits: dict[str, _Init] = {}
     skipped: list[str] = []
     for t in proto.graph.initializer:
-        name = t.name
+        name = _text(t.name)
         if name in inits:
             raise fail(path, f"has two initializers named {printable(name)[:80]!r}")
         if t.data_type not in DATA_TYPES:
             skipped.append(f"{printable(name)[:60]} (type {t.data_type})")
             continue
-        inits[name] = _check_initializer(path, t)
+        inits[name] = _check_initializer(path, t, name)
+    for node in proto.graph.node:  # weights some exporters keep in Constant nodes instead
+        if _text(node.op_type) != "Constant" or not node.output:
+            continue
+        value = [a.t for a in node.attribute if _text(a.name) == "value" and a.HasField("t")]
+        name = _text(node.output[0])
+        if value and name not in inits and value[0].data_type in DATA_TYPES:
+            inits[name] = _check_initializer(path, value[0], name)
     dequantized: dict[str, _Dequantized] = {}
     for node in proto.graph.node:
-        if node.op_type != "DequantizeLinear" or node.domain not in ("", "ai.onnx",
-                                                                      "com.microsoft"):
+        if _text(node.op_type) != "DequantizeLinear" or _text(node.domain) not in (
+                "", "ai.onnx", "com.microsoft"):
             continue
         found = _check_dequantize(path, node, inits)
         if found is not None and found.info.name not in inits:
@@ -149,8 +166,8 @@ def _describe(path, proto) -> _Model:
     return _Model(inits, dequantized)
 
 
-def _check_initializer(path, t) -> _Init:
-    where = f"initializer {printable(t.name)[:80]!r}"
+def _check_initializer(path, t, name: str) -> _Init:
+    where = f"initializer {printable(name)[:80]!r}"
     dims = tuple(t.dims)
     if len(dims) > MAX_NDIM or any(d < 0 for d in dims):
         raise fail(path, f"{where} has dims {count(dims)}")
@@ -158,7 +175,7 @@ def _check_initializer(path, t) -> _Init:
     n = math.prod(dims)
     stored = (n + 1) // 2 if t.data_type in _PACKED4 else n * dtype_from_name(
         numpy_name).itemsize
-    info = TensorInfo(t.name, dims, numpy_name, type_name, stored, "onnx")
+    info = TensorInfo(name, dims, numpy_name, type_name, stored, "onnx")
     if t.data_location == _EXTERNAL:
         return _Init(t, info, _external(path, t, where, stored))
     if t.HasField("raw_data"):
@@ -194,7 +211,7 @@ def _typed_field(t):
 def _external(path, t, where: str, stored: int) -> tuple[Path, int]:
     """The file and offset of externally stored data, checked to lie inside the model's
     folder and inside that file."""
-    entries = {e.key: e.value for e in t.external_data}
+    entries = {_text(e.key): _text(e.value) for e in t.external_data}
     location = entries.get("location", "")
     shown = printable(location)[:80]
     folder = Path(path).resolve().parent
@@ -228,15 +245,16 @@ def _external(path, t, where: str, stored: int) -> tuple[Path, int]:
 
 def _check_dequantize(path, node, inits: dict[str, _Init]) -> _Dequantized | None:
     """The node's output as a listed tensor, when its inputs are all initializers."""
-    inputs = list(node.input)
+    inputs = [_text(i) for i in node.input]
+    outputs = [_text(o) for o in node.output]
     if len(inputs) < 2 or inputs[0] not in inits or inputs[1] not in inits or (
-            len(inputs) > 2 and inputs[2] and inputs[2] not in inits) or not node.output:
+            len(inputs) > 2 and inputs[2] and inputs[2] not in inits) or not outputs:
         return None
     x, scale = inits[inputs[0]].info, inits[inputs[1]].info
     zp = inits[inputs[2]].info if len(inputs) > 2 and inputs[2] else None
-    attrs = {a.name: a.i for a in node.attribute}
+    attrs = {_text(a.name): a.i for a in node.attribute}
     axis, block = int(attrs.get("axis", 1)), int(attrs.get("block_size", 0))
-    where = f"DequantizeLinear {printable(node.output[0])[:80]!r}"
+    where = f"DequantizeLinear {printable(outputs[0])[:80]!r}"
     if scale.dtype not in ("float32", "float16", "bfloat16"):
         raise fail(path, f"{where}: scale is {scale.file_dtype}, not a float type")
     if zp is not None and (zp.file_dtype != x.file_dtype or zp.shape != scale.shape):
@@ -261,7 +279,7 @@ def _check_dequantize(path, node, inits: dict[str, _Init]) -> _Dequantized | Non
     else:
         axis, block = -1, 0
     out = "float32" if scale.dtype == "float32" else scale.dtype
-    info = TensorInfo(node.output[0], x.shape, out,
+    info = TensorInfo(outputs[0], x.shape, out,
                       f"DequantizeLinear({x.file_dtype}"
                       + (", per tensor)" if axis < 0 else f", axis {axis}"
                          + (f", block {block})" if block else ")")),

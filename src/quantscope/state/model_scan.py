@@ -17,6 +17,8 @@ pending, the others marked with why -- and :class:`ModelScan` fills them in:
   its figures.
 
 Either way a row's numbers equal ``quantscope report``'s symmetric schemes for that tensor.
+A quantized checkpoint's stored weight (listed by :func:`quantscope.io.stored.source_checkpoint`)
+is decoded as its package decodes it and analysed as float32 by the engine's path.
 A tensor that cannot be read gets its message; the others carry on.
 """
 
@@ -46,6 +48,7 @@ from quantscope.core.stats.fused import (
 from quantscope.errors import QuantscopeError
 from quantscope.io import load_for_analysis
 from quantscope.io.checkpoint import Checkpoint, RawTensor
+from quantscope.io.stored import load_stored
 from quantscope.io.tensor_info import TensorInfo
 from quantscope.state.axes import choose_axis
 from quantscope.state.compute import lower_thread_priority, pane_params
@@ -186,8 +189,8 @@ def fused_pass_for(row: ModelRow, settings: Settings, axis: int | None = None,
     assert info is not None  # a pending row was listed with its tensor's info
     rules = None if formats else fused_rules(settings, threshold)
     chan = channel_axis(row, axis)
-    if rules is None or raw_dtype(info.dtype) is None:
-        return None, chan
+    if rules is None or raw_dtype(info.dtype) is None or info.format == "stored":
+        return None, chan  # a stored (quantized) weight is decoded, never read as raw bytes
     if chan is not None and fused_axis(info.shape, chan) is None:
         return None, chan
     return FusedPass(info.shape, info.dtype, chan, rules, chunk_elements), chan
@@ -315,7 +318,7 @@ class ModelScan:
         """Reads of the data a row takes (for the progress), without building its pass."""
         info = row.info
         assert info is not None  # a pending row was listed with its tensor's info
-        if self.rules is None or raw_dtype(info.dtype) is None:
+        if self.rules is None or raw_dtype(info.dtype) is None or info.format == "stored":
             return 1
         axis = fused_axis(info.shape, channel_axis(row, self.axis))
         return 2 if info.dtype == "float32" or (axis is not None and axis != 0) else 1
@@ -422,7 +425,10 @@ class ModelScan:
 
     def _engine(self, work: _Work) -> None:
         row = work.row
-        x, _ = load_for_analysis(_path(row), row.name)
+        if row.info is not None and row.info.format == "stored":  # decoded, not raw bytes
+            x = load_stored(_path(row), row.name).values
+        else:
+            x, _ = load_for_analysis(_path(row), row.name)
         axis = channel_axis(row, self.axis)
         work.result = engine_figures(x, axis, self.settings, self.threshold)
         if self.formats and work.result.n:

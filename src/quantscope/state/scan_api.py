@@ -21,7 +21,7 @@ from quantscope.state.settings import Settings
 
 
 def scan(obj, *, formats: bool = False, axis: int | None = None, label: str | None = None,
-         on_row=None, **settings) -> ModelTable:
+         on_row=None, client=None, **settings) -> ModelTable:
     """Scan every tensor of ``obj`` (see the module docstring) under ``settings``.
 
     Parameters
@@ -35,6 +35,10 @@ def scan(obj, *, formats: bool = False, axis: int | None = None, label: str | No
         The per-channel axis of every tensor (``scan --axis``); default each tensor's own.
     label : str, optional
         What the table calls the model (default: the path, or the object's kind).
+    client : distributed.Client or str, optional
+        Scan on a Dask cluster (``scan --dask``): a client, or an address
+        (``"tcp://host:8786"``, ``"local:2"``; see :func:`.cluster_scan.connect`). Paths only:
+        the workers read the files themselves. The rows equal the local scan's.
     **settings
         :class:`~quantscope.state.settings.Settings` fields (``bits=4``, ``method="mse"``,
         ``runtime="onnxruntime"``...), as ``quantscope scan`` takes them.
@@ -58,12 +62,15 @@ def scan(obj, *, formats: bool = False, axis: int | None = None, label: str | No
         rows = model_rows(checkpoint)
         if rows and all(r.status == "error" for r in rows):
             raise QuantscopeError(rows[0].reason)
-        rows = ModelScan(rows, chosen, axis=axis, formats=formats).run(on_row=on_row)
+        rows = _scan_rows(rows, chosen, axis, formats, on_row, client)
 
         def read_file(row: ModelRow) -> np.ndarray:
             return load_for_analysis(Path(row.path), row.name)[0]
 
         return ModelTable(rows, chosen, label or str(obj), read_file, checkpoint.sharded, axis)
+    if client is not None:
+        raise UserError("a Dask cluster scans files its workers can read: save the model "
+                        "(safetensors) and scan its path with client=")
     entries = tensor_entries(obj)
     kind = type(obj).__name__ if is_module(obj) else "state dict"
     rows = scan_entries(entries, chosen, axis=axis, formats=formats, label=kind, on_row=on_row)
@@ -73,3 +80,17 @@ def scan(obj, *, formats: bool = False, axis: int | None = None, label: str | No
         return by_name[row.name].read()
 
     return ModelTable(rows, chosen, label or kind, read_memory, False, axis)
+
+
+def _scan_rows(rows: list[ModelRow], settings: Settings, axis: int | None, formats: bool,
+               on_row, client) -> list[ModelRow]:
+    """The rows scanned here, or on the cluster ``client`` stands for."""
+    if client is None:
+        return ModelScan(rows, settings, axis=axis, formats=formats).run(on_row=on_row)
+    from quantscope.state.cluster_scan import ClusterScan, connect
+
+    if isinstance(client, str):
+        with connect(client) as own:
+            return ClusterScan(rows, settings, own, axis=axis, formats=formats).run(
+                on_row=on_row)
+    return ClusterScan(rows, settings, client, axis=axis, formats=formats).run(on_row=on_row)

@@ -52,8 +52,12 @@ the GPU):
     (``"multiply"``), as ``pytorch-fake``.
     Both CUDA presets were checked on 7.5M recorded codes of the MiniLM tensors and constructed
     ties, and on a further 9.6M codes of random bit patterns, normal values and 123K ties at
-    random scales and zero points (tests/data/pytorch_cuda/); they hold for the kernels'
-    source as read, which has the same expressions in PyTorch 2.7 to 2.13.
+    random scales and zero points (tests/data/pytorch_cuda/), all on PyTorch 2.11. What the
+    records do not show: float32 inputs and float32 scales only (a Python-float scale that is
+    not a float32 is divided by as that double; bfloat16 / float16 fake quant was not run),
+    integer zero points only (fake quant also takes float ones), and one GPU; a later
+    ``FakeQuantizeCore.cu`` (read, not run) clamps in float before its int64 conversion,
+    which would change only the NaN / inf codes of ``overflow`` below.
 ``onnxruntime`` -- ONNX Runtime 1.32 (``onnxruntime/python/tools/quantization/quant_utils.py``,
 ``compute_scale_zp``, ``get_qmin_qmax_for_qType``, ``quantize_nparray``; ``QuantizeLinear``):
     range widened to include 0; symmetric int8 uses the narrow [-127, 127] for its parameters
@@ -97,6 +101,12 @@ reference ``AffineQuantize``):
     multiplier is recorded as ``inv_scale = float32(127 / amax)`` next to the stored
     ``scale = float32(amax / 127)`` (the Q/DQ scale ModelOpt exports); ``amax <= 2^-24``
     quantizes everything to 0 (stored as scale 1).
+
+NaN and ±inf in the tensor a preset calibrates on are left out of its range (the engine's
+rule): PyTorch's observers, on the CPU and on CUDA alike, return a NaN or infinite scale there
+(recorded in tests/data/pytorch_cuda/, ``special/observers_json``), which quantizes nothing.
+What each runtime does with NaN and ±inf *values* is the parameters' ``overflow`` rule, used by
+``quantize(x, nonfinite="runtime")``.
 
 An argument a preset fixes (``signed``, ``narrow_range``, ``rounding``, ``arithmetic``) may be
 left as None (the runtime's default) or given with the runtime's own value; anything else is an

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from quantscope.core.formats.catalog import FormatParams
-from quantscope.core.formats.gguf_kernel import decode_blocks, encode_blocks
+from quantscope.core.formats.gguf_kernel import decode_blocks, encode_blocks, value_span
 from quantscope.core.formats.gguf_types import BY_GGML_ID, GGUF_TYPES, GgufType
 from quantscope.core.kernels.parallel import parallel, shares
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
@@ -84,7 +84,8 @@ def encode(x, name: str) -> np.ndarray:
     return out.reshape((*xf.shape[:-1], xf.shape[-1] // t.block * t.type_size))
 
 
-def _blocks_of(blocks: np.ndarray, t: GgufType, shape: tuple[int, ...]) -> np.ndarray:
+def blocks_of(blocks: np.ndarray, t: GgufType, shape: tuple[int, ...]) -> np.ndarray:
+    """``blocks`` as ``[n_blocks, type_size]`` bytes, refused unless they hold ``shape``."""
     check_shape(shape, t)
     b = np.ascontiguousarray(blocks, np.uint8)
     n_blocks = int(np.prod(shape, dtype=np.int64)) // t.block
@@ -99,7 +100,7 @@ def decode(blocks: np.ndarray, name: str, shape: tuple[int, ...], *,
     """llama.cpp's ``dequantize_row_*`` of ``blocks`` as a float32 tensor of ``shape``; with
     ``codes`` the stored codes instead (uint8, see :mod:`~quantscope.core.formats.gguf_decode`)."""
     t = gguf_type(name)
-    yb = _blocks_of(blocks, t, tuple(shape))
+    yb = blocks_of(blocks, t, tuple(shape))
     n_blocks = yb.shape[0]
     vals = np.empty((n_blocks, t.block), np.float32)
     out = np.empty((n_blocks, t.block), np.uint8) if codes else np.empty((1, 1), np.uint8)
@@ -134,7 +135,7 @@ class GgufParams(FormatParams):
 
     def __post_init__(self) -> None:
         t = gguf_type(self.format)
-        object.__setattr__(self, "blocks", _blocks_of(self.blocks, t, tuple(self.shape)).reshape(
+        object.__setattr__(self, "blocks", blocks_of(self.blocks, t, tuple(self.shape)).reshape(
             (*tuple(self.shape[:-1]), self.shape[-1] // t.block * t.type_size)))
         object.__setattr__(self, "scale", np.asarray(self.scale, np.float32))
 
@@ -180,14 +181,37 @@ class GgufParams(FormatParams):
         if tuple(xf.shape) != tuple(self.shape):
             raise EngineValueError(f"{self.format}: these blocks hold a tensor of shape "
                                    f"{self.shape}, not {xf.shape}")
-        if nonfinite != "raise":
-            check_nonfinite(xf, nonfinite)
-            xf = np.where(np.isfinite(xf), xf, np.float32(0.0))
+        if nonfinite not in ("raise", "saturate"):
+            check_nonfinite(xf, nonfinite)  # the usual message for an unknown rule
+        # llama.cpp refuses rows with NaN or inf, so there is nothing to saturate to: both
+        # rules refuse them (encode says where the first one is)
         return decode(encode(xf, self.format), self.format, self.shape, codes=True)
 
     def stored_codes(self) -> np.ndarray:
         """The codes the blocks store (uint8, the tensor's shape)."""
         return decode(self.blocks, self.format, self.shape, codes=True)
+
+    def archive_members(self) -> dict[str, np.ndarray]:
+        """What an export archive holds for these blocks: ``blocks`` (uint8, exactly the bytes
+        a GGUF file stores for this tensor, one row of bytes per row), ``codes`` (uint8, the
+        stored codes), ``scale`` (each block's ``|d|``) and ``block_scales`` (the signed
+        fp16 ``d`` as float32)."""
+        return {"blocks": np.ascontiguousarray(self.blocks), "codes": self.stored_codes(),
+                "scale": np.asarray(self.scale, np.float32),
+                "block_scales": np.asarray(self.block_scales, np.float32)}
+
+    def scheme(self, n: int) -> dict:
+        """The export metadata's ``scheme`` entry: the type and how to read the blocks."""
+        t = self.gguf
+        return {"format": self.format, "ggml_type": t.ggml_name, "ggml_type_id": t.ggml_type,
+                "bits": t.bits, "block_size": t.block, "type_size": t.type_size,
+                "granularity": "group", "axis": -1, "method": self.method,
+                "bits_per_element": t.bits_per_element,
+                "dequantize": f"blocks hold llama.cpp's block_{t.ggml_name.lower()} structs, "
+                              f"{t.type_size} bytes per {t.block} elements along the last "
+                              "axis; decode with ggml's dequantize_row or gguf-py's "
+                              "gguf.quants.dequantize(blocks, GGMLQuantizationType."
+                              f"{t.ggml_name})"}
 
     def dequantize(self, codes=None) -> np.ndarray:
         """llama.cpp's dequantized tensor (float32). ``codes`` other than the stored ones
@@ -212,7 +236,7 @@ def from_blocks(blocks: np.ndarray, name: str, shape: tuple[int, ...]) -> GgufPa
     tensor of ``shape``."""
     t = gguf_type(name)
     shape = tuple(int(s) for s in shape)
-    yb = _blocks_of(blocks, t, shape)
+    yb = blocks_of(blocks, t, shape)
     d = _block_d(yb, t).reshape((*shape[:-1], shape[-1] // t.block))
     return GgufParams(name, np.abs(d), axis=-1, group_size=t.block, block_scales=d,
                       blocks=yb, shape=shape)
@@ -224,9 +248,18 @@ def block_code_values(params: GgufParams, index: int) -> np.ndarray:
     from quantscope.core.formats.gguf_decode import decode_block
 
     t = params.gguf
-    yb = _blocks_of(params.blocks, t, params.shape)
+    yb = blocks_of(params.blocks, t, params.shape)
     c = np.zeros(t.block, np.int64)
     v, lo, hi = (np.zeros(t.block, np.float32) for _ in range(3))
     decode_block(t.ggml_type, yb[index], c, v, lo, hi)
     a, b = sorted((float(lo[0]), float(hi[0])))
     return np.linspace(a, b, t.levels)
+
+
+def representable_span(params: GgufParams) -> tuple[float, float]:
+    """The lowest and highest value the stored blocks can represent, over every block and
+    sub-block (what lies beyond is clipped in every block)."""
+    t = params.gguf
+    yb = blocks_of(params.blocks, t, params.shape)
+    lo, hi = value_span(t.ggml_type, yb)
+    return float(lo), float(hi)

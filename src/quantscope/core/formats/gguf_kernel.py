@@ -101,19 +101,24 @@ def report_blocks(t, xb, yb, levels, out_f, out_i, hist) -> None:
         below = 0
         above = 0
         used = 0
+        below_edge = 0.0
+        above_edge = 0.0
         for k in range(n):
             x = np.float64(xb[i, k])
-            a = np.float64(lo[k])
-            b = np.float64(hi[k])
-            bot = min(a, b)
-            top = max(a, b)
-            half = (top - bot) / (2.0 * (levels - 1))
+            if k == 0 or lo[k] != lo[k - 1] or hi[k] != hi[k - 1]:  # a new sub-block
+                a = np.float64(lo[k])
+                b = np.float64(hi[k])
+                bot = min(a, b)
+                top = max(a, b)
+                half = (top - bot) / (2.0 * (levels - 1))
+                below_edge = bot - half
+                above_edge = top + half
             d = x - np.float64(v[k])
             e2 = d * d
-            if x < bot - half:
+            if x < below_edge:
                 below += 1
                 clip += e2
-            elif x > top + half:
+            elif x > above_edge:
                 above += 1
                 clip += e2
             else:
@@ -137,3 +142,24 @@ def report_blocks(t, xb, yb, levels, out_f, out_i, hist) -> None:
         out_i[i, 1] = below
         out_i[i, 2] = above
         out_i[i, 3] = used
+
+
+@_jit
+def value_span(t, yb):
+    """The lowest and highest value any block of ``yb`` can represent (its codes' extremes,
+    over every sub-block): the window a tensor's histogram spans."""
+    n = 256 if t >= 10 else 32
+    c = np.zeros(n, np.int64)
+    v = np.zeros(n, np.float32)
+    lo = np.zeros(n, np.float32)
+    hi = np.zeros(n, np.float32)
+    bot = np.inf
+    top = -np.inf
+    for i in range(yb.shape[0]):
+        decode_block(t, yb[i], c, v, lo, hi)
+        for k in range(n):
+            a = np.float64(lo[k])
+            b = np.float64(hi[k])
+            bot = min(bot, a, b)
+            top = max(top, a, b)
+    return bot, top

@@ -60,8 +60,8 @@ def concerned(x: np.ndarray, scale: np.ndarray, rule: str) -> np.ndarray:
     NaN rules; NaN, ±inf and ``|x| >= 2^30 · scale`` for the integer-conversion rules."""
     if rule.startswith("nan_"):
         return np.isnan(x)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return ~np.isfinite(x) | (np.abs(x.astype(np.float64)) >= _HUGE * scale)
+    with np.errstate(over="ignore", invalid="ignore"):  # 2^30 · scale is exact (or inf)
+        return ~np.isfinite(x) | (np.abs(x) >= _F32(_HUGE) * np.asarray(scale, _F32))
 
 
 def runtime_codes(rule: str, x: np.ndarray, rounded: np.ndarray, zp: np.ndarray, qmin: int,

@@ -131,8 +131,10 @@ def _row_shares(n_rows: int, n_elements: int) -> list[tuple[int, int]]:
 def prepared_format_report(prepared, params: FormatParams) -> QuantReport:
     """The report :func:`analyze_format` gives, from a prepared tensor
     (:class:`~quantscope.core.stats.prepared.Prepared`)."""
-    if params.kind == "gguf":  # its parameters are the blocks: one pass against them
-        return analyze_format(prepared.x, params)
+    if params.kind == "gguf":  # its parameters are the blocks: one pass against them, kept
+        from quantscope.core.stats.gguf_stats import prepared_gguf_report
+
+        return prepared_gguf_report(prepared, params)  # type: ignore[arg-type]
     if params.group_size is not None:  # block formats: one pass, kept for these scales
         key = ("format", params.format, params.axis, params.group_size, params.saturate)
         return kept_report(prepared, key, (params.scale, params.inv_scale),

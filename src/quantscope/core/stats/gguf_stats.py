@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantscope.core.formats.gguf import GgufParams, _blocks_of, block_ranges
+from quantscope.core.formats.gguf import GgufParams, block_ranges, blocks_of
 from quantscope.core.formats.gguf_kernel import report_blocks
 from quantscope.core.kernels.parallel import parallel
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
@@ -35,7 +35,7 @@ def analyze_gguf(x, params: GgufParams) -> QuantReport:
         raise EngineValueError(f"{params.format}: the blocks hold a tensor of shape "
                                f"{params.shape}; x has shape {xf.shape}")
     check_nonfinite(xf, "raise")
-    yb = _blocks_of(params.blocks, t, params.shape)
+    yb = blocks_of(params.blocks, t, params.shape)
     n_blocks = yb.shape[0]
     xb = xf.reshape(n_blocks, t.block)
     out_f = np.zeros((6, n_blocks)).T  # column-major: each statistic's column contiguous
@@ -60,3 +60,14 @@ def analyze_gguf(x, params: GgufParams) -> QuantReport:
                         sig=out_f[:, 3], n=n, x_min=out_f[:, 4], x_max=out_f[:, 5],
                         below=out_i[:, 1], above=out_i[:, 2], codes=out_i[:, 3], hist=hist)
     return build_report(params, tot, xf.size)
+
+
+
+def prepared_gguf_report(prepared, params: GgufParams) -> QuantReport:
+    """:func:`analyze_gguf` on a prepared tensor, kept beside a private copy of the blocks it
+    measured (:func:`~quantscope.core.stats.kept.kept_report`): a repaint of the same blocks
+    costs one comparison of their bytes instead of a pass."""
+    from quantscope.core.stats.kept import kept_report
+
+    key = ("gguf", params.format, tuple(params.shape))
+    return kept_report(prepared, key, (params.blocks,), lambda: analyze_gguf(prepared.x, params))
