@@ -11,12 +11,14 @@ shell completion where ``argcomplete`` is installed.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 
 from quantscope.commands import export, plan, report, scan
-from quantscope.errors import QuantscopeError, one_line
+from quantscope.errors import QuantscopeError, Terminated, one_line
 
 #: Subcommand name -> its module (``add_parser(subparsers)``, ``run(args) -> int``).
 COMMANDS = {"report": report, "scan": scan, "export": export, "plan": plan}
@@ -155,34 +157,126 @@ def build_parser(command: str | None) -> tuple[argparse.ArgumentParser, object]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run quantscope with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
-    argv, level = _split_verbosity(list(sys.argv[1:] if argv is None else argv))
+    """Run quantscope with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
+
+    Without ``argv`` this is the program itself: SIGTERM is turned into :class:`Terminated`
+    (so the same unwinding as Ctrl-C removes temporary files), and after an interruption the
+    process ends at once instead of waiting for the engine's worker threads to finish what
+    they were computing (a scan's workers are told to stop and have handed in what they
+    finished by then)."""
+    program = argv is None
+    if program:
+        _terminate_as_exception()
+        # Numba loads SciPy's BLAS (for np.linalg in compiled code, which quantscope never
+        # uses); OpenBLAS then starts a thread per core with a 32 MiB buffer each, and under
+        # a low ``ulimit -v`` it retries those allocations without end (a minute of system
+        # time, no output). One thread needs one buffer. The engine's own threads are not
+        # BLAS's, and NumPy's BLAS was loaded before this line, so nothing else changes.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    code = _main(list(sys.argv[1:] if argv is None else argv))
+    if program and code in (130, 143, 141):
+        _leave(code)
+    return code
+
+
+def _main(argv: list[str]) -> int:
+    argv, level = _split_verbosity(argv)
     if argv and argv[0] == "--version":
         print(version_text())
         return 0
-    parser, module = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
+    verbosity = 1 if level is None else level
     try:
-        import argcomplete  # optional: completion for bash/zsh (activate-global-python-...)
+        parser, module = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
+        try:
+            import argcomplete  # optional: completion for bash/zsh (register-python-argcomplete)
 
-        argcomplete.autocomplete(parser)
-    except ImportError:
-        pass
-    args = parser.parse_args(argv)
-    verbosity = args.verbosity if args.verbosity is not None else (1 if level is None
-                                                                   else level)
-    from quantscope.core.kernels.compile_notice import set_verbosity
+            argcomplete.autocomplete(parser)
+        except ImportError:
+            pass
+        args = parser.parse_args(argv)
+        if args.verbosity is not None:
+            verbosity = args.verbosity
+        from quantscope.core.kernels.compile_notice import set_verbosity
 
-    set_verbosity(verbosity)
-    try:
-        return int(module.run(args))  # type: ignore[attr-defined]
+        set_verbosity(verbosity)
+        code = int(module.run(args))  # type: ignore[attr-defined]
+        sys.stdout.flush()  # a full disk or a closed pipe is met here, not at exit
+        return code
     except QuantscopeError as exc:
         if verbosity >= 2:
             import traceback
 
             traceback.print_exc()
-        print(f"quantscope: error: {one_line(str(exc))}", file=sys.stderr)
-        return 2
+        return _error(one_line(str(exc)))
     except MemoryError:  # anywhere: a tensor or a request too big for this machine
-        print("quantscope: error: not enough memory for this request (try a smaller tensor, "
-              "or per-tensor instead of per-group)", file=sys.stderr)
-        return 2
+        return _error("not enough memory for this request (try a smaller tensor, or "
+                      "per-tensor instead of per-group)")
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        _say("quantscope: " + ("terminated" if terminated else "interrupted"))
+        return 143 if terminated else 130
+    except BrokenPipeError:  # the reader left (``report | head -1``): nothing more to say
+        _silence_stdout()
+        return 141
+    except OSError as exc:
+        if exc.filename is None and _is_stdout_error(exc):
+            _silence_stdout()
+            return _error(f"cannot write the output ({exc.strerror or exc})")
+        raise
+    except RuntimeError as exc:
+        if "can't start new thread" not in str(exc):
+            raise
+        return _error("cannot start worker threads (can't start new thread): the memory or "
+                      "thread limit of this process (ulimit -v, ulimit -u) is too low")
+
+
+def _error(message: str) -> int:
+    _say(f"quantscope: error: {message}")
+    return 2
+
+
+def _say(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _is_stdout_error(exc: OSError) -> bool:
+    """Whether ``exc`` came from writing stdout: the errors a write to a pipe or a device
+    gives (a file quantscope writes itself names its path and is reported where it is)."""
+    import errno
+
+    return exc.errno in (errno.ENOSPC, errno.EPIPE, errno.EIO, errno.EFBIG, errno.EDQUOT)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's own flush at exit has nothing to fail
+    on (it would print "Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _terminate_as_exception() -> None:
+    def handler(signum, frame):
+        raise Terminated("terminated")
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):  # not the main thread: the default action stays
+        pass
+
+
+def _leave(code: int) -> None:
+    """End the process now: flush what was printed, skip joining worker threads that are
+    still inside a compiled loop."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

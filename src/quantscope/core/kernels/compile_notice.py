@@ -65,7 +65,10 @@ def announce_compiles(write: Callable[[str], object] | None = None) -> None:
     from quantscope.core.kernels import direct_kernel
 
     kernel: Any = direct_kernel.dequantize_range  # a Numba dispatcher (its stubs lack _cache)
-    where = kernel._cache.cache_path
+    where = kernel._cache.cache_path  # None: no writable folder, compiled in memory
+    line = (MESSAGE.format(where=where) if where else
+            "quantscope: compiling the engine's loops in memory (no writable cache folder: "
+            "every run compiles them, 10-20 s)")
 
     class FirstCompile(event.Listener):
         """Writes the line at the first compile's start (it stays registered: unregistering
@@ -79,7 +82,7 @@ def announce_compiles(write: Callable[[str], object] | None = None) -> None:
             if not self.written:
                 self.written = True
                 self.started = self.last = time.monotonic()
-                say(MESSAGE.format(where=where))
+                say(line)
 
         def on_end(self, ev: event.Event) -> None:
             if not progress:
