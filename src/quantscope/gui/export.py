@@ -421,7 +421,9 @@ def save_quantized(state: ExplorerState, pane: str, path: str | Path) -> None:
     report = state.results.get(pane) or analyze_with(state.tensor, state.prepared, params)
     label = state.source.label() if state.source else "array"
     tensor = (state.source.tensor or state.source.name) if state.source else "array"
-    meta = build_metadata(params, source=label, tensor=tensor, source_dtype="float32",
+    # the dtype the tensor was stored in (bf16, fp8...), as ``quantscope export`` writes it;
+    # the state holds a float32 copy of every tensor, so its own dtype says nothing
+    meta = build_metadata(params, source=label, tensor=tensor, source_dtype=state.stored_dtype,
                           shape=state.tensor.shape, report=report)
     meta["pane"] = pane
     write_archive(path, codes, params, meta)

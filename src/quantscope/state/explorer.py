@@ -150,6 +150,12 @@ class ExplorerState:
             self.settings_changed.emit()  # the rule shown changed even if the axis did not
         return True
 
+    @property
+    def stored_dtype(self) -> str:
+        """The dtype the tensor was stored in (``bfloat16`` for a bf16 checkpoint), known once
+        the tensor is prepared; the state itself always holds float32."""
+        return self.overview.dtype if self.overview is not None else "float32"
+
     def histogram(self, boundaries: np.ndarray, view: tuple[float, float], max_bins: int):
         """(edges, counts) of the tensor binned on a pane's code ``boundaries`` over ``view``
         (:func:`quantscope.state.histogram.pane_histogram`), or None before the tensor is
@@ -159,8 +165,7 @@ class ExplorerState:
         if self.prepared is None or self.tensor is None:
             return None
         values = self.prepared.layout(None, None).values
-        dtype = self.overview.dtype if self.overview is not None else "float32"
-        return pane_histogram(values, boundaries, view, max_bins, dtype)
+        return pane_histogram(values, boundaries, view, max_bins, self.stored_dtype)
 
     def window_in_use(self) -> tuple[float, float] | None:
         """The per-tensor clip window the panes use now: the manual window, else the
