@@ -145,3 +145,27 @@ def test_format_names_never_cover_each_other(make_window, qtbot, wait_results):
             assert box.adjusted(-1, -1, 1, 1).contains(a), (size, a, box)
             for b in rects[i + 1:]:
                 assert not a.intersects(b), (size, a, b)
+
+
+def test_metrics_file_each_format_under_its_name_with_the_pane_showing_it(make_window,
+                                                                          qtbot, wait_results):
+    """In the comparison layout ``--metrics`` keys the numbers by format, as ``report
+    --format --json`` does: NVFP4 under "nvfp4" with its bits per element, never under the
+    int pane's key "symmetric/tensor"."""
+    from quantscope.core.formats.catalog import bits_per_element
+
+    win = make_window()
+    x = _load(win, qtbot, wait_results)
+    specs = ("nvfp4", "int8/channel", "mxfp4", "fp8_e4m3/tensor")
+    win.state.update_settings(formats=specs)
+    wait_results(win)
+    doc = win.metrics()
+    assert "schemes" not in doc and set(doc["formats"]) == set(specs)
+    nv = doc["formats"]["nvfp4"]
+    want = analyze(x, choose_qparams(x, format="nvfp4"))
+    assert nv["format"] == "nvfp4" and nv["pane"] == "symmetric/tensor"
+    assert nv["sqnr_db"] == want.sqnr_db and nv["mse"] == want.mse
+    # 4 bits, an 8-bit scale per 16 elements, one fp32 scale for the tensor
+    assert nv["bits_per_element"] == bits_per_element(want.params, x.size) == 4.5 + 32 / x.size
+    assert doc["formats"]["fp8_e4m3/tensor"]["format"] == "fp8_e4m3"
+    assert win.state.describe()["formats"] == doc["formats"]

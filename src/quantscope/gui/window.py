@@ -36,6 +36,7 @@ from quantscope.state import (
     pane_title,
     prepare_tensor,
 )
+from quantscope.state.numbers import pane_numbers
 
 #: How long the panes may lag the controls before they are marked as showing old numbers.
 STALE_MS = 200
@@ -462,17 +463,19 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         st = self.state
         doc = st.describe()
         doc["source_spec"] = st.source.to_dict() if st.source else None
-        doc["schemes"], doc["errors"] = {}, {}
-        panes = {}
+        shown, refused, panes = {}, {}, {}
         for key, pane in self.panes.items():
             if pane.report is not None:
                 entry = metrics_entry(pane.heading(), pane.report)
                 entry["displayed"] = pane.displayed()
                 panes[key] = entry
-                doc["schemes"][key] = pane.report.summary()
+                shown[key] = pane.report
             else:
                 panes[key] = {"title": pane.heading(), "error": pane.error.text()}
-                doc["errors"][key] = pane.error.text()
+                refused[key] = pane.error.text()
+        doc.pop("schemes", None)
+        doc.pop("formats", None)
+        doc.update(pane_numbers(st.settings, shown, refused))  # the reports on screen
         doc["panes"] = panes
         return doc
 

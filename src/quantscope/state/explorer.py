@@ -33,6 +33,7 @@ from quantscope.state.compute import (
     pane_params,
 )
 from quantscope.state.errors import SettingsError
+from quantscope.state.numbers import pane_numbers
 from quantscope.state.settings import PANES, Settings
 from quantscope.state.source import Source, TensorOverview, tensor_problem
 
@@ -289,11 +290,12 @@ class ExplorerState:
 
     def describe(self) -> dict:
         """The numbers of every pane and the settings applied, JSON-ready: what
-        ``quantscope report --json`` prints and ``--metrics`` writes (same keys)."""
+        ``quantscope report --json`` prints and ``--metrics`` writes (same keys): ``schemes``
+        by pane, or in the comparison layout ``formats`` by format
+        (:func:`quantscope.state.numbers.pane_numbers`)."""
         src = self.source
         return {"source": src.label() if src else None,
                 "shape": list(self.tensor.shape) if self.tensor is not None else None,
                 "axis": self.settings.axis, "applied": self.applied(),
                 "settings": self.settings.to_dict(),
-                "schemes": {p: self.results[p].summary() for p in PANES if p in self.results},
-                "errors": {p: self.errors[p] for p in PANES if p in self.errors}}
+                **pane_numbers(self.settings, self.results, self.errors)}
