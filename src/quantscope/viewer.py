@@ -142,7 +142,12 @@ class Viewer:
             from quantscope.state.compile_ahead import start_if_cold
 
             start_if_cold()
-        self.window.resize(*(size or DEFAULT_SIZE))
+        if show:  # on a screen: fitting it (a laptop's 1280x720 gets a maximized window)
+            from quantscope.gui.compact import open_fitting
+
+            open_fitting(self.window, size)
+        else:
+            self.window.resize(*(size or DEFAULT_SIZE))
         self.closed = False
         self._load_ticket = 0
         self._load_done = True

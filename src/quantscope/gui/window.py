@@ -12,9 +12,8 @@ from __future__ import annotations
 import gc
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
-    QLayout,
     QMainWindow,
     QWidget,
 )
@@ -145,14 +144,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         Off restores the window exactly as it was before."""
         self.presentation = bool(on)
         reserve_lines(self.headline, 1 if self.presentation else HEADLINE_LINES, slack=0)
-        # presenting, the text follows the window's height (resizeEvent), so the window takes
-        # any size it is given and the text then fits it; the layout's minimum at the text
-        # size of the moment would refuse a projector's 720 rows
-        constraint = QLayout.SizeConstraint
-        self.layout().setSizeConstraint(constraint.SetNoConstraint if self.presentation
-                                        else constraint.SetDefaultConstraint)
-        if self.presentation:
-            self.setMinimumSize(0, 0)  # what the default constraint had set
+        self._show_full_screen(self.presentation)
         if self.presentation:
             self.compact.fit()  # gives the stage back what a small window left out
             self.stage.enter()
@@ -187,6 +179,26 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
                     f"histogram, the code grid over it, and the error")
         self.headline.setText(text)
         self.headline.setToolTip(text)
+
+    def _show_full_screen(self, on: bool) -> None:
+        """Presenting fills the screen (F11 means full screen everywhere); leaving returns
+        to the window's state before (maximized, or its size and place)."""
+        if on:
+            if not self.isFullScreen():
+                self._before_full = (self.windowState(), self.size())
+                self.setWindowState(self.windowState() | Qt.WindowState.WindowFullScreen)
+        elif self.isFullScreen():
+            state, size = getattr(self, "_before_full", (Qt.WindowState.WindowNoState,
+                                                         self.size()))
+            self.setWindowState(state & ~Qt.WindowState.WindowFullScreen)
+            if not state & (Qt.WindowState.WindowMaximized | Qt.WindowState.WindowFullScreen):
+                self.resize(size)  # not every platform restores the size of a normal window
+
+    def event(self, event) -> bool:
+        handled = super().event(event)
+        if event.type() == QEvent.Type.LayoutRequest:
+            self.compact.hold_floor()  # the contents' minimum may have changed
+        return handled
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
