@@ -27,7 +27,6 @@ class ModelMode:
         """List and scan the checkpoint at ``path``; show the model view."""
         view = self._ensure_model_view()
         view.open(path, self.state.settings)
-        self.model_back_label.setText(f"◀  Model view: {printable(Path(path).name)}")
         self.show_model_view()
 
     def model_active(self) -> bool:
@@ -47,18 +46,43 @@ class ModelMode:
             self.model_action.setChecked(False)
             return
         self.splitter.hide()
-        self.model_back_bar.hide()
         self.model_view.show()
         self.model_action.setChecked(True)
-        self.update_headline()
+        self.label_what_is_shown()
 
     def show_panes(self) -> None:
         if self.model_view is None:
             return
         self.model_view.hide()
         self.splitter.show()
-        self.model_back_bar.setVisible(self.model_view.path is not None)
         self.model_action.setChecked(False)
+        self.label_what_is_shown()
+
+    def from_model(self) -> str | None:
+        """The name of the tensor in the panes when it is one of the open checkpoint's
+        tensors (None for any other: a generator, a file opened since)."""
+        src, view = self.state.source, self.model_view
+        if view is None or src is None or src.kind != "file" or src.tensor is None:
+            return None
+        if any(r.name == src.tensor and str(r.path) == str(src.name) for r in view.rows):
+            return src.tensor
+        return None
+
+    def label_what_is_shown(self) -> None:
+        """The headline, the status bar and the bar back to the model view say what is on
+        screen now: the model view's checkpoint, or the tensor in the panes. Called whenever
+        either changes, so no label keeps an earlier tensor's name."""
+        st = self.state
+        model = self.model_active()
+        if model:
+            self.source_status.setText(printable(str(self.model_view.path)))
+        else:
+            self.source_status.setText(st.source.label() if st.source else "")
+        if self.model_view is not None:
+            name = self.from_model()
+            self.model_back_bar.setVisible(not model and name is not None)
+            folder = printable(Path(str(self.model_view.path)).name)
+            self.model_back_label.setText(f"{folder} · showing {printable(name or '')}")
         self.update_headline()
 
     def ready_to_render(self) -> bool:
@@ -109,8 +133,9 @@ class ModelMode:
     def _open_model_tensor(self, row) -> None:
         from quantscope.state import Source
 
-        self.load(Source("file", row.path, tensor=row.name))
-        self.show_panes()
+        # the panes come back once they hold this tensor: shown at once they would say the
+        # previous tensor's name (headline, status bar, Tensor box) until it loaded
+        self.load(Source("file", row.path, tensor=row.name), on_loaded=self.show_panes)
 
     def _build_model_menu(self) -> None:
         """File > Open checkpoint folder…, View > Model view (Ctrl+M)."""

@@ -260,8 +260,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
     # -- reacting to the state ----------------------------------------------------------------
     def _tensor_changed(self) -> None:
         st = self.state
-        self.source_status.setText(st.source.label() if st.source else "")
-        self.update_headline()
+        self.label_what_is_shown()
         self._show_titles()
         if st.overview is None:  # set directly (tests, views): prepare it in the background
             tensor, settings = st.tensor, st.settings
