@@ -69,13 +69,15 @@ def test_f11_fills_the_screen_and_gives_the_window_back(app_window, qtbot):
     win = app_window(1000)
     win.resize(1280, 720)
     settle(win, qtbot)
-    win.presentation_action.setChecked(True)
+    win.full_screen_action.trigger()  # F11
     qtbot.waitUntil(win.isFullScreen, timeout=5000)
+    assert win.presentation
     settle(win, qtbot)
     screen = win.screen().geometry()
     assert (win.width(), win.height()) == (screen.width(), screen.height())
-    win.presentation_action.setChecked(False)
+    win.full_screen_action.trigger()
     qtbot.waitUntil(lambda: not win.isFullScreen(), timeout=5000)
+    assert not win.presentation
     settle(win, qtbot)
     assert (win.width(), win.height()) == (1280, 720)
 

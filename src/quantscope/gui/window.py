@@ -144,7 +144,8 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         Off restores the window exactly as it was before."""
         self.presentation = bool(on)
         reserve_lines(self.headline, 1 if self.presentation else HEADLINE_LINES, slack=0)
-        self._show_full_screen(self.presentation)
+        if not self.presentation:
+            self._show_full_screen(False)  # leaving the talk leaves full screen
         if self.presentation:
             self.compact.fit()  # gives the stage back what a small window left out
             self.stage.enter()
@@ -180,9 +181,17 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.headline.setText(text)
         self.headline.setToolTip(text)
 
+    def toggle_full_screen(self) -> None:
+        """F11: present, filling the screen (what F11 means everywhere); while presenting:
+        leave, giving the window back as it was before, look, state (maximized, or its size)
+        and all. View > Presentation mode alone keeps the window's size."""
+        if self.presentation:
+            self.presentation_action.setChecked(False)
+        else:
+            self._show_full_screen(True)
+            self.presentation_action.setChecked(True)
+
     def _show_full_screen(self, on: bool) -> None:
-        """Presenting fills the screen (F11 means full screen everywhere); leaving returns
-        to the window's state before (maximized, or its size and place)."""
         if on:
             if not self.isFullScreen():
                 self._before_full = (self.windowState(), self.size())
