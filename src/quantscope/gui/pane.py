@@ -356,6 +356,14 @@ class Pane(QFrame):
             text = short if metrics.horizontalAdvance(short) <= room else ""
         self._set_text(self.detail, text)
 
+    def hasHeightForWidth(self) -> bool:
+        """No: the grid's equal stretch alone sizes the four panes. A wrapped caption asked
+        its row for the height its text needs, so under a TensorRT preset (the asymmetric
+        row refused, without captions) the symmetric row took 100 px from the other, and
+        after the undo the rows stayed a few pixels apart. The caption's room is reserved
+        anyway (``CAPTION_LINES``)."""
+        return False
+
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._fit_detail()
