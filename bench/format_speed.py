@@ -93,7 +93,7 @@ def main() -> None:
             continue
         p = choose_qparams(x, format=name, prepared=prep)
         if kind != "element":  # block formats: the first report is one compiled pass
-            cache = prep.__dict__.setdefault("_format_reports", {})
+            cache = prep.__dict__.setdefault("_kept_reports", {})
 
             def first(p=p, cache=cache):
                 cache.clear()

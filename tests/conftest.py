@@ -91,3 +91,28 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         f"hostile inputs: {refused + accepted} tried, {refused} clear errors, "
         f"{accepted} accepted, {failed} failing tests (crash, traceback, hang, "
         "memory blowup or code executed would each fail one)")
+
+
+@pytest.fixture(scope="session")
+def hf_folder(tmp_path_factory):
+    """``(folder, tensors)``: the bundled bf16 checkpoint split over two shards in a Hugging
+    Face folder (``config.json``, ``model.safetensors.index.json``), and its tensors."""
+    import json
+
+    import ml_dtypes  # noqa: F401  (safetensors reads bf16 only once NumPy knows the type)
+
+    from oracles import need
+
+    st = need("safetensors.numpy")
+    tensors = st.load_file(str(SAMPLES / "layer0_bf16.safetensors"))
+    names = sorted(tensors)
+    root = tmp_path_factory.mktemp("hf")
+    weight_map = {}
+    for i, part in enumerate((names[: len(names) // 2], names[len(names) // 2:]), start=1):
+        shard = f"model-0000{i}-of-00002.safetensors"
+        st.save_file({n: tensors[n] for n in part}, str(root / shard))
+        weight_map.update(dict.fromkeys(part, shard))
+    (root / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": 0}, "weight_map": weight_map}))
+    (root / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    return root, tensors

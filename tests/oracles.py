@@ -15,7 +15,8 @@ import pytest
 
 #: Every module the cross-checks import (the ``oracles`` extra installs them all).
 ORACLE_MODULES = ("torch", "onnx", "onnxruntime", "ai_edge_litert.interpreter", "flatbuffers",
-                  "safetensors.numpy", "torchao")
+                  "safetensors.numpy", "torchao", "gguf", "compressed_tensors",
+                  "modelopt.torch.quantization", "bitsandbytes", "transformers")
 
 
 def need(module: str) -> ModuleType:

@@ -13,7 +13,10 @@ from quantscope.core import __all__ as _core_all
 #: Front-end names -> the module that defines them (imported on first access).
 _FRONT_END = {"view": "quantscope.viewer", "run": "quantscope.viewer",
               "Viewer": "quantscope.viewer", "figure": "quantscope.figures",
-              "Figure": "quantscope.figures"}
+              "Figure": "quantscope.figures", "load": "quantscope.io",
+              "list_tensors": "quantscope.io", "scan": "quantscope.state.scan_api",
+              "ModelTable": "quantscope.state.model_table",
+              "observe": "quantscope.state.observe", "plan": "quantscope.state.plan"}
 
 __all__ = [*_core_all, *_FRONT_END]
 __version__ = "0.1.0"

@@ -12,11 +12,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from quantscope.commands import export, report, scan
+from quantscope.commands import export, plan, report, scan
 from quantscope.errors import QuantscopeError, one_line
 
 #: Subcommand name -> its module (``add_parser(subparsers)``, ``run(args) -> int``).
-COMMANDS = {"report": report, "scan": scan, "export": export}
+COMMANDS = {"report": report, "scan": scan, "export": export, "plan": plan}
 
 
 class _Parser(argparse.ArgumentParser):

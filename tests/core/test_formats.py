@@ -15,7 +15,11 @@ from quantscope.core.formats.catalog import FORMATS, FormatParams, bits_per_elem
 SAMPLES = Path(__file__).resolve().parents[2] / "src" / "quantscope" / "resources" / "samples"
 FORMAT_NAMES = ("int8 int4_g32 int4_g64 int4_g128 fp8_e4m3 fp8_e5m2 fp8_e4m3fnuz fp8_e5m2fnuz "
                 "fp6_e2m3 fp6_e3m2 fp4_e2m1 mxfp8_e4m3 mxfp8_e5m2 mxfp6_e2m3 mxfp6_e3m2 mxfp4 "
-                "mxint8 nvfp4 nf4").split()
+                "mxint8 nvfp4 nf4 gguf_q8_0 gguf_q4_0 gguf_q4_1 gguf_q5_0 gguf_q5_1 gguf_q2_k "
+                "gguf_q3_k gguf_q4_k gguf_q5_k gguf_q6_k").split()
+#: The formats made of a grid and scales; the GGUF types (stored blocks, a 256-element
+#: super-block the 384-wide samples do not fill) have tests of their own (test_gguf_*.py).
+GRID_FORMATS = tuple(n for n in FORMATS if format_kind(n) != "gguf")
 
 
 def numpy_report(x: np.ndarray, p) -> dict:
@@ -45,7 +49,7 @@ def test_unknown_format_is_refused_with_the_list():
         choose_qparams(np.ones(4, np.float32), format="fp3")
 
 
-@pytest.mark.parametrize("name", FORMATS[1:])
+@pytest.mark.parametrize("name", GRID_FORMATS[1:])
 @pytest.mark.parametrize("tensor", ["weight", "gelu"])
 def test_direct_prepared_and_numpy_agree(name, tensor, request):
     x = request.getfixturevalue(tensor)
@@ -210,7 +214,7 @@ def _walk_rows_by_the_reference(x2d, s, inv, use_inv, args):
     return hist, out_f, out_i
 
 
-@pytest.mark.parametrize("name", [n for n in FORMATS[1:] if format_kind(n) != "int"])
+@pytest.mark.parametrize("name", [n for n in GRID_FORMATS[1:] if format_kind(n) != "int"])
 @pytest.mark.parametrize("source", ["edge", "gelu", "weight"])
 def test_the_split_saturating_walk_equals_the_one_loop_walk_bit_for_bit(name, source, gelu,
                                                                         weight):
@@ -249,7 +253,7 @@ def test_the_split_saturating_walk_equals_the_one_loop_walk_bit_for_bit(name, so
         assert np.array_equal(out_f, ref_f, equal_nan=True), np.argwhere(out_f != ref_f)[:5]
 
 
-@pytest.mark.parametrize("name", [n for n in FORMATS[1:] if format_kind(n) == "element"])
+@pytest.mark.parametrize("name", [n for n in GRID_FORMATS[1:] if format_kind(n) == "element"])
 def test_a_searched_row_places_values_on_and_beside_each_boundary_as_the_cast_does(name):
     """A searched sorted row is split where the cast changes interval: with scaled values on
     every boundary (the midpoints between representable values, where ties are decided, and

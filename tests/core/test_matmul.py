@@ -460,7 +460,8 @@ def _tie_operands(rng, n: int = 48):
     return a_q, np.ones((n, 1), np.int8), sa, sb, so, acc.astype(np.int32)
 
 
-@pytest.mark.parametrize("rule, resolver", [("single", "reference"), ("fp32", "xnnpack")])
+@pytest.mark.parametrize("rule, resolver", [("single", "reference"), ("fp32", "xnnpack"),
+                                            ("ruy", "builtin")])
 def test_requantization_matches_the_litert_interpreter(rule: str, resolver: str) -> None:
     """LiteRT 2.3 (ai-edge-litert, x86-64): the reference kernels (BUILTIN_REF) round once with
     ties away from zero, the default interpreter's XNNPACK delegate requantizes in float32;
@@ -499,6 +500,39 @@ def test_requantization_matches_the_litert_interpreter(rule: str, resolver: str)
     assert double_diffs > 0  # the rules are distinguishable on these operands
     print(f"\nLiteRT {resolver} FULLY_CONNECTED vs requantization={rule!r}: {compared} outputs, "
           f"0 mismatches (double rounding: {double_diffs})")
+
+
+@pytest.mark.parametrize("rule, resolver", [("single", "reference"), ("fp32", "xnnpack"),
+                                            ("ruy", "builtin")])
+def test_requantization_on_real_layers_matches_the_litert_interpreter(rule, resolver) -> None:
+    """MiniLM's layer-0 output activations through its query and intermediate dense weights,
+    quantized as LiteRT's quantizer does (int8 affine activations, per-channel symmetric
+    weights), output scale from the float result: 378,240 outputs per kernel path."""
+    models = need("litert_models")
+    x = np.load(SAMPLES / "layer0_output_activations.npy").astype(np.float32)
+    pa = choose_qparams(x, symmetric=False, runtime="tflite")
+    a_q = pa.quantize(x)
+    compared = other = 0
+    for name in ("layer0_query_weight.npy", "layer0_intermediate_dense_weight.npy"):
+        w = np.load(SAMPLES / name).astype(np.float32)  # [N, K]
+        pw = choose_qparams(w, symmetric=True, granularity="channel", axis=0,
+                            runtime="tflite")
+        w_q = pw.quantize(w)
+        po = choose_qparams(x @ w.T, symmetric=False, runtime="tflite")
+        bias = np.zeros(w.shape[0], np.int32)
+        got = models.fully_connected(a_q, w_q, pa.scale, int(pa.zero_point), pw.scale,
+                                     po.scale, int(po.zero_point), bias, resolver)
+        kw = dict(a_params=pa, b_params=pw.with_(axis=1), out_params=po, bias=bias)
+        ours, _ = int8_matmul(a_q, w_q.T, requantization=rule, **kw)
+        np.testing.assert_array_equal(got, ours)
+        compared += got.size
+        for alt in ("single", "double", "fp32", "ruy"):
+            if alt != rule:
+                other += int(np.count_nonzero(
+                    int8_matmul(a_q, w_q.T, requantization=alt, **kw)[0] != got))
+    assert compared == 378_240 and other > 0
+    print(f"\nLiteRT {resolver} FULLY_CONNECTED on MiniLM layers vs requantization={rule!r}: "
+          f"{compared} outputs, 0 mismatches (the other three rules: {other} in all)")
 
 
 def test_default_requantization_is_litert_reference_on_a_double_rounding_case() -> None:

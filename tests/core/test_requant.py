@@ -21,6 +21,7 @@ from quantscope.core.labs.requant import (
     INT32_MIN,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
+    requantize_ruy,
     rounding_divide_by_pot,
     saturating_rounding_doubling_high_mul,
     wrap_int32,
@@ -144,6 +145,36 @@ def test_multiply_by_quantized_multiplier_matches_cxx(x: int, m: int, shift: int
     assert int(got) == ref_mbqm(x, m, shift)
     single = multiply_by_quantized_multiplier(np.int32(x), m, shift, single_rounding=True)
     assert int(single) == ref_mbqm_single(x, m, shift)
+
+
+def ref_ruy(x: int, m: int, shift: int) -> int:
+    """ruy's x86 kernels (kernel_avx512.cc, apply_multiplier and rounding_right_shift), with
+    Python ints: the left shift wraps in int32, ``(x*m + 2^30) >> 31``, then
+    ``(r + nudge) >> e`` unless ``r > INT32_MAX - nudge``, where the kernel stores
+    ``1 << (31 - e)``."""
+    left, e = max(shift, 0), max(-shift, 0)
+    x = int(wrap_int32(np.int64(x) << left))
+    r = (x * m + (1 << 30)) >> 31
+    nudge = (1 << (e - 1)) if e > 0 else 0
+    return (1 << (31 - e)) if r > INT32_MAX - nudge else (r + nudge) >> e
+
+
+@settings(max_examples=400, deadline=None)
+@given(x=int32s, m=multipliers, shift=shifts)
+@example(x=INT32_MAX, m=INT32_MAX, shift=0)  # r = INT32_MAX - 1 + ..., no nudge at e = 0
+@example(x=INT32_MAX, m=INT32_MAX, shift=-1)  # r + nudge passes INT32_MAX: the guard
+@example(x=-5, m=2**30, shift=-1)  # first step -2.5 rounds up to -2, then -1
+def test_ruy_requantization_matches_its_kernel(x: int, m: int, shift: int) -> None:
+    assert int(requantize_ruy(np.int32(x), m, shift)) == ref_ruy(x, m, shift)
+
+
+def test_ruy_rounds_ties_up_where_gemmlowp_rounds_them_away() -> None:
+    """-10 · 2^30 / 2^31 = -5 exactly, then -5 / 2 = -2.5: ruy gives -2, gemmlowp -3; -5 is
+    -2.5 after the first step already, which ruy rounds up to -2, then -1."""
+    m, shift = 2**30, -1
+    assert int(requantize_ruy(np.int32(-10), m, shift)) == -2
+    assert int(multiply_by_quantized_multiplier(np.int32(-10), m, shift)) == -3
+    assert int(requantize_ruy(np.int32(-5), m, shift)) == -1
 
 
 @settings(max_examples=200, deadline=None)

@@ -236,6 +236,58 @@ def test_onnxruntime_reproducers():
     assert p.quantize(np.array([-3.0], F32))[0] == -128
 
 
+def _ort_dynamic_quantize_linear(x: np.ndarray):
+    """Run one DynamicQuantizeLinear node: codes, scale and zero point."""
+    h, tp = onnx.helper, onnx.TensorProto
+    node = h.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
+    graph = h.make_graph([node], "dq", [h.make_tensor_value_info("x", tp.FLOAT, None)],
+                         [h.make_tensor_value_info("y", tp.UINT8, None),
+                          h.make_tensor_value_info("s", tp.FLOAT, None),
+                          h.make_tensor_value_info("z", tp.UINT8, None)])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 21)])
+    model.ir_version = 10
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})
+
+
+def _dynamic_cases() -> dict[str, np.ndarray]:
+    """The real tensors, each with its own ties added (they stay inside its range), ranges on
+    one side of 0 and degenerate ones, and NaN (left out of the range by the op)."""
+    rng = np.random.default_rng(3)
+    out = {}
+    for name, x in REAL.items():
+        p = choose_qparams(x, symmetric=False, runtime="onnxruntime-dynamic")
+        t = ties(float(p.scale), int(p.zero_point), 0, 255)
+        out[name] = np.concatenate([x.ravel(), t[(t >= x.min()) & (t <= x.max())]])
+    out["positive"] = rng.uniform(0.5, 3.0, 1000).astype(F32)
+    out["negative"] = -rng.uniform(0.5, 3.0, 1000).astype(F32)
+    out["zeros"] = np.zeros(16, F32)
+    out["one value"] = np.full(7, F32(0.3))
+    out["nan"] = np.array([np.nan, 1.0, -2.0, 0.37, np.nan], F32)
+    return out
+
+
+def test_onnxruntime_dynamic_quantize_linear():
+    """DynamicQuantizeLinear's own scale and zero point (float32 throughout) and codes; where
+    the quantization tool's float64 subtraction gives another scale, the op is followed."""
+    tool_differs = 0
+    for name, x in _dynamic_cases().items():
+        y, s, z = _ort_dynamic_quantize_linear(x)
+        p = choose_qparams(x, symmetric=False, runtime="onnxruntime-dynamic")
+        same("onnxruntime DynamicQuantizeLinear scale", p.scale, s)
+        same("onnxruntime DynamicQuantizeLinear zero point", p.zero_point, z)
+        same("onnxruntime DynamicQuantizeLinear codes", p.quantize(x, nonfinite="runtime"), y)
+        if name in REAL:
+            tool = choose_qparams(x, symmetric=False, runtime="onnxruntime")
+            tool_differs += int(tool.scale != p.scale)
+    assert tool_differs >= 1  # the op and the tool differ on real tensors: two presets
+    with pytest.raises(ValueError, match="infinite scale"):
+        choose_qparams(np.array([1.0, np.inf], F32), symmetric=False,
+                       runtime="onnxruntime-dynamic")
+    with pytest.raises(ValueError, match="asymmetric, per tensor"):
+        choose_qparams(np.ones(4, F32), symmetric=True, runtime="onnxruntime-dynamic")
+
+
 # ---------------------------------------------------------------------------------- LiteRT
 
 def _as_matrix(x: np.ndarray) -> np.ndarray:
@@ -265,7 +317,7 @@ def test_tflite_quantizer():
                             runtime="tflite")
         w = np.concatenate([xm, _in_range_ties(pw)], axis=1)
         got = models.quantizer(w, w)  # the tensor is the input and the weights
-        for runtime in ("tflite", "tflite-xnnpack"):
+        for runtime in ("tflite", "tflite-xnnpack", "tflite-optimized"):
             pa = choose_qparams(w, symmetric=False, runtime=runtime)
             same(f"{runtime} quantizer activation scale", pa.scale, got["scale"])
             same(f"{runtime} quantizer activation zero point", pa.zero_point,
@@ -277,10 +329,12 @@ def test_tflite_quantizer():
 
 
 @pytest.mark.parametrize("runtime, resolver", [("tflite", "reference"),
-                                               ("tflite-xnnpack", "xnnpack")])
+                                               ("tflite-xnnpack", "xnnpack"),
+                                               ("tflite-optimized", "builtin")])
 def test_tflite_quantize_op(runtime, resolver):
     """QUANTIZE: the reference kernel divides and rounds half away; the default interpreter's
-    XNNPACK delegate multiplies by float32(1 / scale) and rounds half to even."""
+    XNNPACK delegate and the optimized builtin kernels multiply by float32(1 / scale) and round
+    half to even."""
     models = need("litert_models")
     for x in REAL.values():
         p = choose_qparams(x, symmetric=False, runtime=runtime)

@@ -68,11 +68,15 @@ def test_raw_pickle_is_named_as_such(tmp_path):
     assert not marker.exists()
 
 
-def test_pytorch_style_zip_is_explained(tmp_path):
+def test_pytorch_style_zip_is_read_as_one_and_other_pickles_are_explained(tmp_path):
     path = tmp_path / "model.npz"
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("archive/data.pkl", pickle.dumps({"w": 1}))
-    _refused(path, "zip holding pickles .*never unpickles")
+    _refused(path, "holds no tensors quantscope can read")  # a PyTorch zip, renamed
+    other = tmp_path / "other.npz"
+    with zipfile.ZipFile(other, "w") as zf:
+        zf.writestr("state/model.pkl", pickle.dumps({"w": 1}))
+    _refused(other, "zip holding pickles .*never unpickles")
 
 
 @pytest.mark.parametrize(("array", "match"), [

@@ -16,8 +16,9 @@ from quantscope.state.formats import candidates, element_bits
 
 RNG = np.random.default_rng(2020)
 EIGHT = ("int8", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "mxfp8_e4m3",
-         "mxfp8_e5m2", "mxint8")
-FOUR = ("int4_g32", "int4_g64", "int4_g128", "fp4_e2m1", "mxfp4", "nvfp4", "nf4")
+         "mxfp8_e5m2", "mxint8", "gguf_q8_0")
+FOUR = ("int4_g32", "int4_g64", "int4_g128", "fp4_e2m1", "mxfp4", "nvfp4", "nf4", "gguf_q4_0",
+        "gguf_q4_1", "gguf_q4_k")
 
 
 @pytest.fixture
@@ -64,9 +65,13 @@ def test_scan_names_the_best_of_report_formats(capsys, checkpoint):
             assert best["format"] == want, (name, key, best, pool)
             assert best["sqnr_db"] == pytest.approx(pool[want]["sqnr_db"], abs=1e-9)
             assert best["bits_per_element"] == pool[want]["bits_per_element"]
-    # the cases the fixture was built for: per-channel int8 rescues the loud weight; a 4-bit
+    # the cases the fixture was built for: scales per channel or per block rescue the loud
+    # weight (int8 per channel, or Q8_0's blocks of 32 within each row, which win); a 4-bit
     # format with small blocks (NVFP4's 16, or groups of 32) beats INT4 g128's wide groups
-    assert scan["loud.weight"]["best_8bit"]["format"] == "int8/channel"
+    assert scan["loud.weight"]["best_8bit"]["format"] in ("int8/channel", "gguf_q8_0")
+    assert scan["loud.weight"]["best_8bit"]["sqnr_db"] > _json(
+        capsys, "report", str(checkpoint), "--tensor", "loud.weight", "--json", "--format",
+        "int8")["formats"]["int8/tensor"]["sqnr_db"] + 10
     assert scan["loud.weight"]["best_4bit"]["format"] != "int4_g128"
 
 

@@ -33,7 +33,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "export", help="write a tensor's int codes, scales and zero points to .npz",
         description=__doc__.replace("``", ""), formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_file_or_sample(p, ".npy, .npz or .safetensors file")
+    add_file_or_sample(p, "a tensor file (.npy, .npz, .safetensors, PyTorch .pt/.pth/.bin, "
+                          ".onnx, .gguf...) or a Hugging Face folder / *.index.json")
     p.add_argument("--tensor", help="tensor name inside a multi-tensor file")
     p.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="archive to write")
     scheme = p.add_argument_group("scheme")

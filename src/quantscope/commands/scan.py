@@ -10,10 +10,17 @@ codes on it. The numbers are those of `quantscope report` for each tensor, compu
 read of the stored bytes on every core (see quantscope.state.model_scan).
 
 With --formats each row also names the tensor's best 8-bit format (int8, FP8 E4M3 / E5M2 and
-their FNUZ variants per tensor and per channel, MXFP8, MXINT8) and best 4-bit format (INT4
-g32/g64/g128, FP4 E2M1, MXFP4, NVFP4, NF4) by SQNR, as `quantscope report --format` and the
+their FNUZ variants per tensor and per channel, MXFP8, MXINT8, GGUF Q8_0) and best 4-bit format
+(INT4 g32/g64/g128, FP4 E2M1, MXFP4, NVFP4, NF4, GGUF Q4_0 / Q4_1 / Q4_K where the rows hold
+whole blocks) by SQNR, as `quantscope report --format` and the
 window's comparison panes compute them; it loads every tensor and analyses some twenty
 formats, so it takes far longer than the int8 figures alone.
+
+A quantized checkpoint (its config.json declares a quantization_config: compressed-tensors,
+FP8, GPTQ, AWQ, bitsandbytes) is decoded weight by weight instead; with --reference ORIGINAL
+each row says what the stored quantization lost against the original and which of the
+engine's formats at the same or fewer bits would have lost less; without it, how the stored
+codes and scales are spent (see quantscope.commands.scan_stored).
 
 Tensors that cannot be read (a missing or truncated shard, a lying header) are reported and
 the others scanned: the exit status is 1 then, 2 when nothing at all could be read.
@@ -22,16 +29,22 @@ the others scanned: the exit status is 1 then, 2 when nothing at all could be re
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import math
 import sys
 import threading
 import time
-from typing import TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from quantscope.commands.source import add_file_or_sample, resolve_file_or_sample
 from quantscope.core import code_range
 from quantscope.errors import QuantscopeError, UserError
 from quantscope.io.tensor_info import format_bytes, printable
+
+if TYPE_CHECKING:
+    from quantscope.state import Settings
 
 
 def add_parser(subparsers) -> None:
@@ -39,12 +52,24 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "scan", help="a checkpoint's int8 figures, one row per tensor, worst first",
         description=__doc__.replace("``", ""), formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_file_or_sample(p, ".safetensors checkpoint (or .npz / .npy), or a sharded one: its "
-                          "directory or its *.index.json; or a directory of .npy files")
+    add_file_or_sample(p, "a checkpoint (.safetensors, PyTorch .pt/.pth/.bin, .onnx, .npz, "
+                          ".npy...), or a sharded one: its "
+                          "directory or its *.index.json; or a directory of .npy files; or a "
+                          "folder of model folders (each scanned, one table grouped by model)")
+    p.add_argument("more", nargs="*", metavar="PATH",
+                   help="more checkpoints, scanned in the same job: one table grouped by model")
+    p.add_argument("--dask", metavar="ADDRESS",
+                   help="scan on a Dask cluster: a scheduler's tcp://HOST:PORT (its workers "
+                        "read the files at the same paths), or local:N for N worker processes "
+                        "on this machine; needs pip install 'quantscope[dask]'")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     p.add_argument("--top", type=int, metavar="N", help="show only the N worst tensors")
+    p.add_argument("--reference", metavar="ORIGINAL",
+                   help="the unquantized checkpoint FILE was made from: measure what each "
+                        "stored weight lost against it, beside the best format at the same "
+                        "or fewer bits")
     p.add_argument("--sort", choices=("sqnr", "gap"), default="sqnr",
                    help="rank by per-tensor SQNR, lowest first (default), or by the gain "
                         "per-channel minus per-tensor, largest first")
@@ -162,7 +187,8 @@ def format_table(label: str, rows, shown, settings, seconds: float, sharded: boo
             r.formats.best8.spec, _db(r.formats.best8.sqnr_db), r.formats.best4.spec,
             _db(r.formats.best4.sqnr_db))
         table.append((
-            str(i), printable(r.name), "x".join(map(str, r.info.shape)), r.info.dtype,
+            str(i), printable(r.name), "x".join(map(str, r.info.shape)),
+            r.info.stored or r.info.dtype,  # a GGUF tensor: the type it is stored in
             _db(f.per_tensor_db), _db(f.per_channel_db),
             "-" if r.axis is None else str(r.axis), _db(f.gain_db),
             f"{100 * f.clipped_fraction:.3f}", f"{f.max_abs:.4g}", outliers, *best,
@@ -189,23 +215,83 @@ def format_table(label: str, rows, shown, settings, seconds: float, sharded: boo
     return "\n".join(lines)
 
 
+def _models(args: argparse.Namespace) -> list[tuple[Path, str]]:
+    """``(path, label)`` of every checkpoint the command names: FILE (or ``--sample``) and the
+    further PATHs, a folder of model folders standing for each model in it."""
+    from quantscope.io.checkpoint import model_folders
+    from quantscope.io.checks import show_path
+
+    if args.more and args.sample:
+        raise UserError("give either paths or --sample NAME, not both")
+    first = [resolve_file_or_sample(args)]
+    named = first + [(Path(m), show_path(m)) for m in args.more]
+    models = []
+    for path, label in named:
+        inside = model_folders(path)
+        models += [(q, show_path(str(q))) for q in inside] if inside else [(path, label)]
+    return models
+
+
+def _scan(rows, settings: Settings, args: argparse.Namespace, bar: ProgressBar):
+    """Every row scanned here, or on the cluster ``--dask`` names (same rows either way)."""
+    from quantscope.state.model_scan import ModelScan
+
+    if args.dask is None:
+        return ModelScan(rows, settings, axis=args.axis, threshold=args.outlier,
+                         formats=args.formats).run(on_row=lambda r: bar.tensor(r.name),
+                                                   on_progress=bar.chunk)
+    from quantscope.state.cluster_scan import ClusterScan, connect
+
+    with connect(args.dask) as client:
+        return ClusterScan(rows, settings, client, axis=args.axis, threshold=args.outlier,
+                           formats=args.formats).run(on_row=lambda r: bar.tensor(r.name),
+                                                     on_progress=bar.chunk)
+
+
 def run(args: argparse.Namespace) -> int:
     """Scan, print the ranking (table, JSON or CSV on stdout, progress on stderr)."""
     from quantscope.core.kernels.compile_notice import announce_compiles
     from quantscope.io.checkpoint import list_checkpoint
+    from quantscope.io.stored.config import read_quant_config
+    from quantscope.io.tensor_info import TensorFileError
     from quantscope.state import Settings
     from quantscope.state.model_records import to_csv, to_json
-    from quantscope.state.model_scan import PENDING, ModelScan, model_rows
+    from quantscope.state.model_scan import PENDING, model_rows
 
     if args.top is not None and args.top < 1:
         raise UserError(f"--top must be at least 1, got {args.top}")
     code_range(args.bits, symmetric=True)  # a bad --bits is one error, not N skipped tensors
     if not args.outlier > 0:
         raise UserError(f"--outlier must be positive, got {args.outlier}")
+    if args.dask is not None and args.dask.startswith("local:"):
+        count = args.dask.removeprefix("local:")
+        if not count.isdigit() or not 1 <= int(count) <= 1024:
+            raise UserError(f"--dask local:N takes a number of workers from 1 to 1024, "
+                            f"got {args.dask!r}")
     settings = Settings(bits=args.bits, method=args.method, runtime=args.preset).check()
-    path, label = resolve_file_or_sample(args)
-    checkpoint = list_checkpoint(path)
-    rows = model_rows(checkpoint)
+    if args.reference is not None or (not args.more and read_quant_config(
+            resolve_file_or_sample(args)[0]) is not None):
+        from quantscope.commands import scan_stored
+
+        if args.more:
+            raise UserError("--reference compares one quantized checkpoint with its original; "
+                            "give one FILE")
+        return scan_stored.run(args, *resolve_file_or_sample(args))
+    models = _models(args)
+    listed, problems = [], []
+    for path, label in models:
+        try:
+            checkpoint = list_checkpoint(path)
+        except TensorFileError as exc:
+            if len(models) == 1:
+                raise
+            problems.append(str(exc))
+            continue
+        listed.append((label, checkpoint, model_rows(checkpoint)))
+    if not listed:
+        raise QuantscopeError(problems[0])
+    rows = [dataclasses.replace(r, index=k) for k, r in
+            enumerate(r for _, _, model in listed for r in model)]
     if rows and all(r.status == "error" for r in rows):  # nothing readable: one clear error
         raise QuantscopeError(rows[0].reason)
     show_bar = sys.stderr.isatty() if args.progress is None else args.progress
@@ -214,22 +300,42 @@ def run(args: argparse.Namespace) -> int:
                       len(pending))
     announce_compiles()
     start = time.perf_counter()
-    rows = ModelScan(rows, settings, axis=args.axis, threshold=args.outlier,
-                     formats=args.formats).run(
-        on_row=lambda r: bar.tensor(r.name), on_progress=bar.chunk)
+    rows = _scan(rows, settings, args, bar)
     seconds = time.perf_counter() - start
     bar.finish()
-    ranked = rank(rows, args.sort)
-    shown = ranked[: args.top] if args.top else ranked
-    others = [r for r in rows if r.figures is None]
+    out, docs, start_at = [], [], 0
+    for label, checkpoint, model in listed:
+        mine = rows[start_at:start_at + len(model)]
+        start_at += len(model)
+        ranked = rank(mine, args.sort)
+        shown = ranked[: args.top] if args.top else ranked
+        others = [r for r in mine if r.figures is None]
+        if args.json:
+            docs.append(to_json(label, mine, shown, settings, checkpoint.sharded, args.axis))
+        elif args.csv:
+            out.append(_with_model(to_csv(shown + others), label, len(listed) > 1,
+                                   header=not out))
+        else:
+            out.append(format_table(label, mine, shown, settings, seconds, checkpoint.sharded,
+                                    args.axis))
+        problems += checkpoint.problems
     if args.json:
-        print(to_json(label, rows, shown, settings, checkpoint.sharded, args.axis))
-    elif args.csv:
-        print(to_csv(shown + others), end="")
+        print(docs[0] if len(docs) == 1 else
+              json.dumps({"models": [json.loads(d) for d in docs]}, indent=2))
     else:
-        print(format_table(label, rows, shown, settings, seconds, checkpoint.sharded,
-                           args.axis))
+        print(("" if args.csv else "\n\n").join(out), end="" if args.csv else "\n")
     errors = [r for r in rows if r.status == "error"]
-    for message in dict.fromkeys([*checkpoint.problems, *(r.reason for r in errors)]):
+    for message in dict.fromkeys([*problems, *(r.reason for r in errors)]):
         print(f"quantscope: warning: {message}", file=sys.stderr)
-    return 1 if errors or checkpoint.problems else 0
+    return 1 if errors or problems else 0
+
+
+def _with_model(text: str, label: str, several: bool, header: bool) -> str:
+    """A model's CSV lines; with several models each line starts with its model's label
+    (the header, ``model``, once)."""
+    if not several:
+        return text
+    lines = text.splitlines(keepends=True)
+    quoted = '"' + label.replace('"', '""') + '"'
+    body = [f"{quoted},{line}" for line in lines[1:]]
+    return "".join(([f"model,{lines[0]}"] if header else []) + body)

@@ -41,10 +41,17 @@ NARROW_TIPS = {None: "the engine default: narrow for symmetric, full for asymmet
                False: "full: every code (-128..127 at 8 bits)"}
 ROLE_LABELS = {None: "from its name and shape", "weight": "weight [out, in…]: axis 0",
                "activation": "activation […, features]: axis -1"}
-RUNTIME_LABELS = {None: "none (engine)", "pytorch": "PyTorch eager",
-                  "pytorch-fake": "PyTorch fake quant / PT2E", "onnxruntime": "ONNX Runtime",
-                  "tflite": "TFLite reference", "tflite-xnnpack": "TFLite XNNPACK",
-                  "tensorrt": "TensorRT"}
+#: The preset list: runtime, version and device of each (the tooltips say which ops).
+RUNTIME_LABELS = {None: "none (engine)", "pytorch": "PyTorch 2.13 CPU",
+                  "pytorch-fake": "PyTorch 2.13 CPU fake quant / PT2E",
+                  "pytorch-2.11": "PyTorch 2.11 CPU", "pytorch-cuda": "PyTorch 2.11 CUDA",
+                  "pytorch-cuda-fake": "PyTorch 2.11 CUDA fake quant",
+                  "onnxruntime": "ONNX Runtime 1.32 CPU",
+                  "onnxruntime-dynamic": "ONNX Runtime 1.32 CPU DynamicQuantizeLinear",
+                  "tflite": "LiteRT 2.3 reference",
+                  "tflite-xnnpack": "LiteRT 2.3 XNNPACK",
+                  "tflite-optimized": "LiteRT 2.3 optimized, no delegate",
+                  "tensorrt": "TensorRT / ModelOpt 0.47"}
 #: Slider positions per decade of "nines": 0 -> p90, 100 -> p99, 300 -> p99.99, 500 -> p99.9999.
 _NINES = 100
 DEBOUNCE_MS = 40

@@ -437,4 +437,9 @@ def save_quantized(state: ExplorerState, pane: str, path: str | Path) -> None:
     meta = build_metadata(params, source=label, tensor=tensor, source_dtype=state.stored_dtype,
                           shape=state.tensor.shape, report=report)
     meta["pane"] = pane
-    write_archive(path, codes, params, meta)
+    members = None
+    if getattr(params, "kind", None) == "gguf":  # llama.cpp's bytes, as `export` writes them
+        meta["scheme"] = params.scheme(state.tensor.size)  # type: ignore[union-attr]
+        meta["dequantize"] = meta["scheme"].pop("dequantize")
+        members = params.archive_members()  # type: ignore[union-attr]
+    write_archive(path, codes, params, meta, members)

@@ -27,8 +27,14 @@ from quantscope.state import (
     working_tensor,
 )
 
-FILE_FILTER = ("Tensor files and checkpoints (*.npy *.npz *.safetensors *.index.json);;"
-               "All files (*)")
+
+def file_filter() -> str:
+    """The Open dialog's filter: every registered kind's extensions (a parser registered later
+    is offered too), checkpoint indexes, and all files (kinds are recognised by content)."""
+    from quantscope.io import kinds
+
+    patterns = " ".join(f"*{s}" for kind in kinds() for s in kind.suffixes)
+    return f"Tensor files and checkpoints ({patterns} *.index.json);;All files (*)"
 
 
 class _PickFirst(Exception):  # a signal from the load job, not an error
@@ -168,7 +174,7 @@ class Loading:
 
     def open_dialog(self) -> None:
         """File > Open: a non-native, non-blocking file dialog."""
-        dialog = QFileDialog(self, "Open a tensor file", str(Path.cwd()), FILE_FILTER)
+        dialog = QFileDialog(self, "Open a tensor file", str(Path.cwd()), file_filter())
         dialog.setOption(QFileDialog.Option.DontUseNativeDialog, True)
         dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
         dialog.fileSelected.connect(self.open_path)

@@ -30,7 +30,7 @@ import pyqtgraph as pg
 from pyqtgraph.graphicsItems.LegendItem import ItemSample
 from pyqtgraph.graphicsItems.ScatterPlotItem import renderSymbol
 from pyqtgraph.Qt.internals import PrimitiveArray
-from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QLineF, QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetricsF, QPaintEngine, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
@@ -316,7 +316,11 @@ class BandSample(ItemSample):
 
     def paint(self, p: QPainter, *args) -> None:
         if not self.item.isVisible():
-            super().paint(p, *args)  # the crossed-out eye
+            # the crossed-out eye ItemSample draws (its paint reads the item's ``opts``,
+            # which a LinearRegionItem does not have)
+            from pyqtgraph.graphicsItems.LegendItem import invisibleEye
+
+            p.drawPixmap(QPoint(1, 1), invisibleEye.qicon.pixmap(18, 18))
             return
         p.setPen(pg.mkPen(self.edge, width=1))
         p.setBrush(self.brush)

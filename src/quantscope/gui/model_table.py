@@ -78,7 +78,7 @@ def row_cells(row: ModelRow, prefix: str = "") -> tuple[tuple[str, ...], tuple]:
     it sorts by."""
     info = row.info
     shape = "x".join(map(str, info.shape)) if info is not None else "?"
-    dtype = info.dtype if info is not None else "?"
+    dtype = (info.stored or info.dtype) if info is not None else "?"  # GGUF: its stored type
     params = f"{row.params:,}" if info is not None else ""
     base_text = (printable(row.name[len(prefix):]), shape, dtype, params)
     base_key = (row.name, row.params, dtype, row.params)

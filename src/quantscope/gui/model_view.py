@@ -275,7 +275,7 @@ class ModelView(QWidget):
         self.progress_label.setText(f"cancelled: {left} tensors left — Resume scans them")
 
     def _start(self, listing: bool) -> None:
-        from quantscope.io.checkpoint import list_checkpoint
+        from quantscope.io.stored import source_checkpoint
         from quantscope.state.model_scan import ModelScan, model_rows
 
         self.generation += 1
@@ -290,7 +290,7 @@ class ModelView(QWidget):
             nonlocal rows
             problems = []
             if rows is None:
-                ckpt = list_checkpoint(path)
+                ckpt = source_checkpoint(path)
                 rows, problems = model_rows(ckpt), ckpt.problems
                 relay.rows.emit(gen, (rows, problems))
             last = [0.0]

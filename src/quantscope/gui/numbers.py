@@ -143,6 +143,16 @@ def format_grid(p) -> Grid:
     from quantscope.core.stats.format_stats import element_edges
 
     scale = np.asarray(p.scale, np.float64).reshape(-1)
+    if p.kind == "gguf":  # stored blocks: the codes' values in the median-scale block
+        from quantscope.core.formats.gguf import block_code_values, representable_span
+
+        i = int(np.argsort(scale, kind="stable")[scale.size // 2])
+        lines = block_code_values(p, i)
+        lo, hi = representable_span(p)
+        note = (f"grid of the median-scale block #{i} (its first sub-block); window spans "
+                "all blocks\nlines: the representable values")
+        return Grid(lines, (lo, hi), 0.0, note,
+                    float(np.percentile(np.diff(lines), 90)) if lines.size > 1 else 0.0)
     over = float(element_edges(p.element)[-1])
     if scale.size == 1:
         s, note = float(scale[0]), ""

@@ -97,7 +97,7 @@ class SourcePanel(QWidget):
         self.open_button = QPushButton("Open file…")
         self.open_button.clicked.connect(request_open)
         buttons.addWidget(self.open_button)
-        buttons.addWidget(QLabel("or drop a .npy/.npz/.safetensors"), 1)
+        buttons.addWidget(QLabel("or drop a tensor file, checkpoint or model folder"), 1)
         sv.addLayout(buttons)
         layout.addWidget(sample_box)
 

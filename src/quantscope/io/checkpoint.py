@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from quantscope.core.tensors.validate import in_memory
-from quantscope.io import detect_format, list_tensors, load_tensor_with_info
 from quantscope.io.checks import check_regular_file, fail
+from quantscope.io.kinds import file_kind, kinds, supported_text
 from quantscope.io.shards import MAX_INDEX_BYTES
 from quantscope.io.tensor_info import TensorFileError, TensorInfo, printable
 
@@ -65,7 +65,7 @@ def is_checkpoint(path: str | os.PathLike) -> bool:
     if p.is_dir() or p.name.endswith(INDEX_SUFFIX):
         return True
     try:
-        return len(list_tensors(p)) > 1
+        return len(_list_file(p)) > 1
     except TensorFileError:
         return False
 
@@ -74,8 +74,9 @@ def list_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """List every tensor ``path`` stands for (see the module docstring).
 
     A regular file stands for itself; an ``*.index.json`` for the shards its ``weight_map``
-    names; a folder for its index if it holds one, else its ``.safetensors`` files, else its
-    ``.npy`` / ``.npz`` files (sorted with numbers in names compared as numbers).
+    names; a folder for its index if it holds one, else its ``.safetensors`` files (a Hugging
+    Face folder often holds the same weights as ``.bin`` files too), else its files of every
+    other registered kind (sorted with numbers in names compared as numbers).
 
     Raises
     ------
@@ -90,15 +91,38 @@ def list_checkpoint(path: str | os.PathLike) -> Checkpoint:
             return _from_index(indexes[0], p)
         files = _natural([q for q in p.iterdir() if q.suffix == ".safetensors" and q.is_file()])
         if not files:
-            files = _natural([q for q in p.iterdir() if q.suffix in (".npy", ".npz")
+            suffixes = {s for kind in kinds() for s in kind.suffixes}
+            files = _natural([q for q in p.iterdir() if q.suffix.lower() in suffixes
                               and q.is_file()])
         if not files:
-            raise fail(p, "is a directory without .safetensors files (nor .npy or .npz files)")
+            raise fail(p, "is a directory without .safetensors files (nor other tensor files: "
+                          f"{supported_text()})")
         return _from_files(p, files)
     if p.name.endswith(INDEX_SUFFIX):
         return _from_index(p, p)
-    tensors = [CheckpointTensor(i.name, p, i) for i in list_tensors(p)]
+    tensors = [CheckpointTensor(i.name, p, i) for i in _list_file(p)]
     return Checkpoint(p, [p], tensors)
+
+
+def model_folders(path: str | os.PathLike) -> list[Path]:
+    """The checkpoints inside a folder of model folders (a model zoo), in natural order; empty
+    when ``path`` is not such a folder (a checkpoint itself, a file, or a folder of neither)."""
+    p = Path(path)
+    if not p.is_dir() or _lists(p):
+        return []
+    return _natural([q for q in p.iterdir() if q.is_dir() and _lists(q)])
+
+
+def _lists(path: Path) -> bool:
+    try:
+        list_checkpoint(path)
+    except TensorFileError:
+        return False
+    return True
+
+
+def _list_file(path: str | os.PathLike) -> list[TensorInfo]:
+    return file_kind(path).list(path)
 
 
 def _natural(files: list[Path]) -> list[Path]:
@@ -113,7 +137,7 @@ def _from_files(root: Path, files: list[Path]) -> Checkpoint:
     seen: set[str] = set()
     for file in files:
         try:
-            infos = list_tensors(file)
+            infos = _list_file(file)
         except TensorFileError as exc:
             problems.append(str(exc))
             tensors.append(CheckpointTensor(file.name, file, None, str(exc)))
@@ -144,7 +168,7 @@ def _from_index(index: Path, root: Path) -> Checkpoint:
         infos: dict[str, TensorInfo] = {}
         if problem is None:
             try:
-                infos = {i.name: i for i in list_tensors(file)}
+                infos = {i.name: i for i in _list_file(file)}
             except TensorFileError as exc:
                 problem = str(exc)
         if problem is not None:
@@ -212,11 +236,11 @@ class RawTensor:
         self._fd: int | None = None
         self._array: np.ndarray | None = None
         self.offset = 0
-        fmt = detect_format(file)
+        fmt = file_kind(file).name
         if fmt == "safetensors" and headers is not None:
             self._open_safetensors(headers)
             return
-        array, found = load_tensor_with_info(file, info.name)  # validates the header again
+        array, found = file_kind(file).load(file, info.name)  # validates the header again
         if found.shape != info.shape or found.dtype != info.dtype:
             raise fail(file, f"tensor {printable(info.name)!r} changed since it was listed")
         native = array.dtype.byteorder in ("=", "|") or (

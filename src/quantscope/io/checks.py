@@ -11,7 +11,6 @@ import math
 import os
 import stat
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from quantscope.io.tensor_info import TensorFileError, count, printable
 #: NumPy allows at most this many dimensions (numpy 2.x); a header asking for more is lying.
 MAX_NDIM = 64
 
-#: Bytes read from the start of a file to recognise its format.
+#: A file shorter than this is too short to be any tensor file of the kind its name says.
 SNIFF_BYTES = 16
 
 
@@ -76,34 +75,6 @@ def read_head(path: str | os.PathLike, n: int = SNIFF_BYTES) -> bytes:
             return fh.read(n)
     except OSError as exc:
         raise fail(path, f"cannot read file ({_os_reason(exc)})") from None
-
-
-def sniff_format(path: str | os.PathLike, head: bytes) -> str:
-    """Recognise the format from the first bytes, falling back to the extension.
-
-    Content wins over the name because files get renamed; the extension only decides which
-    format's error a too-short file gets. Pickles and PyTorch files are named explicitly so
-    the user learns why they are refused.
-    """
-    if head.startswith(b"\x93NUMPY"):
-        return "npy"
-    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
-        return "npz"
-    if len(head) >= 9 and head[8:9] == b"{":
-        return "safetensors"
-    if head[:1] == b"\x80" and head[1:2] in {bytes([v]) for v in range(2, 6)}:
-        raise fail(path, "is a Python pickle; quantscope never unpickles files "
-                         "(save the array with numpy.save or safetensors instead)")
-    suffix = Path(path).suffix.lower()
-    if suffix in (".npy", ".npz", ".safetensors") and len(head) < SNIFF_BYTES:
-        raise fail(path, f"is truncated ({len(head)} bytes): too short to be a {suffix} file")
-    if suffix == ".npy":
-        raise fail(path, "is not a NumPy .npy file (missing the \\x93NUMPY magic)")
-    if suffix == ".npz":
-        raise fail(path, "is not a NumPy .npz file (not a zip archive)")
-    if suffix == ".safetensors":
-        raise fail(path, "is not a safetensors file (header does not start with '{')")
-    raise fail(path, "unrecognised format: expected a .npy, .npz or .safetensors file")
 
 
 def check_array_dtype(path: str | os.PathLike, dtype: np.dtype, where: str) -> None:

@@ -125,8 +125,8 @@ def _array_members(path: str | os.PathLike, archive: zipfile.ZipFile) -> dict[st
     if not members:
         others = archive.namelist()
         if any(n.endswith((".pkl", "data.pkl")) for n in others):
-            raise fail(path, "is a zip holding pickles (a PyTorch checkpoint?), not an .npz; "
-                             "quantscope never unpickles — convert it to safetensors")
+            raise fail(path, "is a zip holding pickles but not a PyTorch checkpoint's "
+                             "data.pkl, nor an .npz; quantscope never unpickles")
         raise fail(path, "holds no .npy arrays")
     return members
 

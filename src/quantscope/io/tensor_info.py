@@ -74,6 +74,19 @@ class TensorInfo:
         """True for every floating dtype, the ml_dtypes ones (bf16, fp8) included."""
         return is_floating_dtype(self.numpy_dtype)
 
+    @property
+    def stored(self) -> str | None:
+        """The engine format the file stores this tensor in when it is already quantized
+        (``"gguf_q4_k"`` for a GGUF Q4_K tensor, read decoded to float32), else None."""
+        if self.format != "gguf":
+            return None
+        from quantscope.core.formats.gguf_types import GGUF_TYPES
+
+        for name, t in GGUF_TYPES.items():
+            if t.ggml_name == self.file_dtype:
+                return name
+        return None
+
     def describe(self) -> str:
         """``name  (384, 384)  bfloat16  288.0 KiB``: one line for listings and error hints."""
         shape = "x".join(str(d) for d in self.shape) or "scalar"

@@ -16,6 +16,7 @@ import numpy as np
 
 from quantscope.core import QuantParams, choose_qparams
 from quantscope.core.formats.catalog import FORMATS, FormatParams, format_kind
+from quantscope.core.formats.gguf_types import GGUF_TYPES
 from quantscope.state.axes import units
 from quantscope.state.errors import SettingsError
 
@@ -30,6 +31,7 @@ _LABELS = {
     "fp4_e2m1": "FP4 E2M1", "mxfp8_e4m3": "MXFP8 E4M3", "mxfp8_e5m2": "MXFP8 E5M2",
     "mxfp6_e2m3": "MXFP6 E2M3", "mxfp6_e3m2": "MXFP6 E3M2", "mxfp4": "MXFP4",
     "mxint8": "MXINT8", "nvfp4": "NVFP4", "nf4": "NF4",
+    **{name: f"GGUF {t.ggml_name}" for name, t in GGUF_TYPES.items()},
 }
 #: After the name: the blocks (the pane's heading), then their scales (its detail line).
 _BLOCK_NOTE = {"mx": "blocks of 32 · E8M0 scales", "nvfp4": "blocks of 16 · E4M3 + FP32 scales",
@@ -69,7 +71,13 @@ def format_title(spec: str, settings=None, shape: tuple[int, ...] | None = None)
         return f"{_LABELS[name]} · {units(tuple(shape), settings.axis, None).title()}"
     if gran:
         return f"{_LABELS[name]} · per-{gran}"
-    return f"{_LABELS[name]} · {_BLOCK_NOTE[format_kind(name)]}"
+    kind = format_kind(name)
+    if kind == "gguf":
+        t = GGUF_TYPES[name]
+        note = (f"super-blocks of {t.block} · fp16 + quantized sub-block scales"
+                if t.block == 256 else f"blocks of {t.block} · fp16 scales")
+        return f"{_LABELS[name]} · {note}"
+    return f"{_LABELS[name]} · {_BLOCK_NOTE[kind]}"
 
 
 def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
@@ -156,6 +164,8 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
     for spec in specs:
         if x.ndim == 0 and (spec.endswith("/channel") or "/" not in spec):
             continue
+        if spec in GGUF_TYPES and x.shape[-1] % GGUF_TYPES[spec].block:
+            continue  # llama.cpp's blocks do not fit this tensor's rows: no point to plot
         out.append(point(spec, format_pane_params(x, spec, settings, prepared)))
     if x.ndim and curve:
         plain = dataclasses.replace(settings, formats=None, group_size=None)
@@ -174,6 +184,8 @@ def element_bits(name: str) -> int:
         return 8
     if name.startswith("int4_"):
         return 4
+    if name in GGUF_TYPES:
+        return GGUF_TYPES[name].bits
     return element_of(name).bits
 
 
@@ -256,5 +268,9 @@ class PointsRequest:
     def run(self, ctx) -> tuple[object, list[FormatPoint]]:
         """``(settings, points)``; ``ctx`` is the job's context (its ``stale`` stops the work
         between formats)."""
-        return self.settings, format_points(self.tensor, self.prepared, self.settings,
+        # the plot holds llama.cpp's types only when a pane shows one: ten more names do not
+        # fit beside the others at a laptop's size (``report --format`` lists them all)
+        panes = set(getattr(self.settings, "formats", None) or ())
+        specs = tuple(c for c in CHOICES if c not in GGUF_TYPES or c in panes)
+        return self.settings, format_points(self.tensor, self.prepared, self.settings, specs,
                                             should_stop=ctx.stale)

@@ -38,6 +38,7 @@ def row_record(row: ModelRow, rank_: int | None = None, sharded: bool = False
         "shape": list(info.shape) if info else None,
         "dtype": info.dtype if info else None,
         "file_dtype": info.file_dtype if info else None,
+        "stored": info.stored if info else None,  # already quantized: "gguf_q4_k"...
         "params": row.params,
         "layer": row.layer,
         "kind": row.kind,

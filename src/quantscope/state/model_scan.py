@@ -17,6 +17,8 @@ pending, the others marked with why -- and :class:`ModelScan` fills them in:
   its figures.
 
 Either way a row's numbers equal ``quantscope report``'s symmetric schemes for that tensor.
+A quantized checkpoint's stored weight (listed by :func:`quantscope.io.stored.source_checkpoint`)
+is decoded as its package decodes it and analysed as float32 by the engine's path.
 A tensor that cannot be read gets its message; the others carry on.
 """
 
@@ -45,6 +47,7 @@ from quantscope.core.stats.fused import (
 from quantscope.errors import QuantscopeError
 from quantscope.io import load_for_analysis
 from quantscope.io.checkpoint import Checkpoint, RawTensor
+from quantscope.io.stored import load_stored
 from quantscope.io.tensor_info import TensorInfo
 from quantscope.state.axes import choose_axis
 from quantscope.state.compute import lower_thread_priority, pane_params
@@ -175,6 +178,37 @@ def engine_figures(x: np.ndarray, axis: int | None, settings: Settings,
         channels=channels, bits=settings.bits)
 
 
+def fused_pass_for(row: ModelRow, settings: Settings, axis: int | None = None,
+                   threshold: float = OUTLIER_THRESHOLD, formats: bool = False,
+                   chunk_elements: int | None = None) -> tuple[FusedPass | None, int | None]:
+    """The fused pass that reads ``row``'s tensor under ``settings`` (None when only the
+    engine's general path computes what they ask, or for a dtype or channel axis the pass does
+    not take), and the row's channel axis (``axis`` as :func:`channel_axis` takes it)."""
+    info = row.info
+    assert info is not None  # a pending row was listed with its tensor's info
+    rules = None if formats else fused_rules(settings, threshold)
+    chan = channel_axis(row, axis)
+    if rules is None or raw_dtype(info.dtype) is None or info.format == "stored":
+        return None, chan  # a stored (quantized) weight is decoded, never read as raw bytes
+    if chan is not None and fused_axis(info.shape, chan) is None:
+        return None, chan
+    return FusedPass(info.shape, info.dtype, chan, rules, chunk_elements), chan
+
+
+def finished_row(row: ModelRow, result: FusedPass | TensorFigures, axis: int | None,
+                 formats: BestFormats | None = None) -> ModelRow:
+    """``row`` with its figures (from the engine, or a fused pass with every chunk read):
+    scanned, or skipped when no value was finite, or failed with the pass's message."""
+    try:
+        figures = result.result() if isinstance(result, FusedPass) else result
+    except QuantscopeError as exc:
+        return dataclasses.replace(row, status=ERROR, reason=str(exc))
+    if figures.n == 0:
+        return dataclasses.replace(row, status=SKIPPED,
+                                   reason=f"all {row.params} values are NaN or infinite")
+    return dataclasses.replace(row, status=OK, figures=figures, axis=axis, formats=formats)
+
+
 @dataclass
 class _Work:
     """A tensor in flight: its row, fused pass and reader, and the chunks still out."""
@@ -210,11 +244,15 @@ class ModelScan:
     formats : bool
         Also find each tensor's best 8-bit and 4-bit number format (loads every tensor as
         float32 and analyses each candidate format: many times the work of the int8 figures).
+    chunk_elements : int, optional
+        Elements per chunk of a fused pass (default
+        :data:`~quantscope.core.stats.fused.CHUNK_ELEMENTS`).
     """
 
     def __init__(self, rows: list[ModelRow], settings: Settings, *, axis: int | None = None,
                  workers: int | None = None, threshold: float = OUTLIER_THRESHOLD,
-                 background: bool = False, formats: bool = False) -> None:
+                 background: bool = False, formats: bool = False,
+                 chunk_elements: int | None = None) -> None:
         self.rows = list(rows)
         self.axis = axis
         self.settings = settings.check()
@@ -223,6 +261,7 @@ class ModelScan:
         self.rules = None if formats else fused_rules(self.settings, threshold)
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.background = background
+        self.chunk_elements = chunk_elements
         self.total_bytes = sum(r.nbytes for r in self.rows if r.status == PENDING)
 
     def run(self, on_row: Callable[[ModelRow], None] | None = None,
@@ -255,20 +294,14 @@ class ModelScan:
 
     # -- planning -------------------------------------------------------------------------------
     def _fused_for(self, row: ModelRow) -> FusedPass | None:
-        info = row.info
-        assert info is not None  # a pending row was listed with its tensor's info
-        if self.rules is None or raw_dtype(info.dtype) is None:
-            return None
-        axis = channel_axis(row, self.axis)
-        if axis is not None and fused_axis(info.shape, axis) is None:
-            return None
-        return FusedPass(info.shape, info.dtype, axis, self.rules)
+        return fused_pass_for(row, self.settings, self.axis, self.threshold, self.formats,
+                              self.chunk_elements)[0]
 
     def _passes(self, row: ModelRow) -> int:
         """Reads of the data a row takes (for the progress), without building its pass."""
         info = row.info
         assert info is not None  # a pending row was listed with its tensor's info
-        if self.rules is None or raw_dtype(info.dtype) is None:
+        if self.rules is None or raw_dtype(info.dtype) is None or info.format == "stored":
             return 1
         axis = fused_axis(info.shape, channel_axis(row, self.axis))
         return 2 if info.dtype == "float32" or (axis is not None and axis != 0) else 1
@@ -375,7 +408,10 @@ class ModelScan:
 
     def _engine(self, work: _Work) -> None:
         row = work.row
-        x, _ = load_for_analysis(_path(row), row.name)
+        if row.info is not None and row.info.format == "stored":  # decoded, not raw bytes
+            x = load_stored(_path(row), row.name).values
+        else:
+            x, _ = load_for_analysis(_path(row), row.name)
         axis = channel_axis(row, self.axis)
         work.result = engine_figures(x, axis, self.settings, self.threshold)
         if self.formats and work.result.n:
@@ -390,23 +426,9 @@ class ModelScan:
         if work.failed is not None:
             done = dataclasses.replace(row, status=ERROR, reason=work.failed)
         else:
-            try:
-                if work.result is not None:  # the engine's pass
-                    figures = work.result
-                else:  # a fused pass's chunks are all in
-                    assert work.fused is not None
-                    figures = work.fused.result()
-            except QuantscopeError as exc:
-                figures, done = None, dataclasses.replace(row, status=ERROR, reason=str(exc))
-            if figures is not None:
-                if figures.n == 0:
-                    done = dataclasses.replace(
-                        row, status=SKIPPED,
-                        reason=f"all {row.params} values are NaN or infinite")
-                else:
-                    done = dataclasses.replace(row, status=OK, figures=figures,
-                                               axis=channel_axis(row, self.axis),
-                                               formats=work.formats)
+            result = work.result if work.result is not None else work.fused
+            assert result is not None  # the engine's figures, or a fused pass with every chunk
+            done = finished_row(row, result, channel_axis(row, self.axis), work.formats)
         with self._lock:
             self.rows[row.index] = done
         if self._on_row is not None:

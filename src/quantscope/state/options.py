@@ -16,7 +16,9 @@ from quantscope.state.settings import CODE_RANGES, METHODS, ROUNDING_RULES, RUNT
 def add_source_arguments(p: argparse.ArgumentParser) -> None:
     """FILE, --tensor, --sample, --axis and --role: where the tensor comes from and what it is
     (shared with the window)."""
-    p.add_argument("file", nargs="?", help=".npy, .npz or .safetensors (default: the demo tensor)")
+    p.add_argument("file", nargs="?", help="a tensor file (.npy, .npz, .safetensors, PyTorch "
+                   ".pt/.pth/.bin, .onnx, .gguf...) or a Hugging Face folder (default: the demo "
+                   "tensor)")
     p.add_argument("--tensor", help="tensor name inside a multi-tensor file")
     p.add_argument("--sample", help="a bundled sample tensor by name")
     p.add_argument("--axis", type=int, default=None,

@@ -134,6 +134,12 @@ def choose_format_params(xf: np.ndarray, name: str, *, symmetric: bool, granular
     if kind != "element" and xf.size == 0:
         raise EngineValueError(f"format {name!r}: the tensor is empty (shape {xf.shape}), "
                                "so it has no blocks")
+    if kind == "gguf":  # llama.cpp's reference quantizer decides every scale
+        from quantscope.core.formats.gguf import gguf_params
+
+        if options:
+            raise EngineValueError(f"format {name!r} takes no options, got {sorted(options)}")
+        return gguf_params(xf, name, method=method)
     if kind in ("mx", "nvfp4", "nf4"):
         if method != "minmax" or options:
             raise EngineValueError(f"format {name!r} takes its scales from each block's "

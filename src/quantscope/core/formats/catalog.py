@@ -22,6 +22,9 @@ scale rule:
   GPTQ and AWQ store it, symmetric or asymmetric, the scale rounded to float16 (what they
   store); these are ordinary :class:`~quantscope.core.schemes.qparams.QuantParams`.
 
+* ``gguf_q8_0`` ... ``gguf_q6_k``: llama.cpp's block types, bit for bit with its reference
+  quantizers (:mod:`quantscope.core.formats.gguf`; their parameters are the stored blocks).
+
 Bits per element count the scale overhead: MXFP4 4.25, NVFP4 4.5 (plus 32 bits per tensor),
 INT4 g128 with its fp16 scale 4.125 (4.15625 with a 4-bit zero point).
 """
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from quantscope.core.formats.elements import ELEMENTS, ElementType, cast
+from quantscope.core.formats.gguf_types import CATALOG_ROWS as GGUF_ROWS
 from quantscope.core.tensors.layout import expand_params, granularity_of
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
 
@@ -57,6 +61,7 @@ FORMAT_TABLE: dict[str, tuple[str, str | None, int | None, int]] = {
     "mxint8": ("mx", "int8_mx", 32, 8),
     "nvfp4": ("nvfp4", "float4_e2m1fn", 16, 8),
     "nf4": ("nf4", "nf4", 64, 32),
+    **GGUF_ROWS,
 }
 FORMATS = tuple(FORMAT_TABLE)
 _TINY = float(np.finfo(np.float32).tiny)
@@ -72,7 +77,7 @@ def check_format(name: str) -> str:
 
 
 def format_kind(name: str) -> str:
-    """``"int"``, ``"element"``, ``"mx"``, ``"nvfp4"`` or ``"nf4"``."""
+    """``"int"``, ``"element"``, ``"mx"``, ``"nvfp4"``, ``"nf4"`` or ``"gguf"``."""
     return FORMAT_TABLE[check_format(name)][0]
 
 

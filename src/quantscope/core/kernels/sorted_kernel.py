@@ -37,7 +37,9 @@ from numba.extending import intrinsic
 from quantscope.core.kernels.block_sums import prefix_at, prefix_from
 
 #: ``arithmetic`` names as the kernel's integer codes.
-ARITHMETIC_CODES = {"divide": 0, "multiply": 1, "fma": 2, "multiply_add": 3}
+ARITHMETIC_CODES = {"divide": 0, "multiply": 1, "fma": 2, "multiply_add": 3, "divide64": 4}
+#: The arithmetics the one-pass loops of :mod:`quantscope.core.kernels.quantize_lines` know.
+LINE_ARITHMETIC = ("divide", "multiply", "fma", "multiply_add")
 #: Fix-up moves allowed per threshold before an evaluation is reported unsettled (never seen:
 #: each move skips a whole run of equal values, and codes are monotone in the value).
 MAX_FIX_MOVES = 64
@@ -138,6 +140,16 @@ def prefetch_at(builder: ir.IRBuilder, pointer) -> None:
 def code_of(x: np.float32, s: np.float32, inv: np.float32, z: np.int32, arithmetic: int,
             half_away: bool) -> np.float32:
     """The unclamped code of one float32 element (a float32 integer), by the direct rule."""
+    if arithmetic == 4:  # the float64 quotient, rounded in float64 (see schemes.quantize)
+        q = np.float64(x) / np.float64(s)
+        if half_away:
+            t = np.trunc(q)
+            if abs(q - t) >= 0.5:
+                t = t + (1.0 if q > 0 else -1.0)
+            q = t
+        else:
+            q = np.rint(q)
+        return np.float32(q + np.float64(z))
     if arithmetic == 0:
         v = np.float32(x / s)
     elif arithmetic == 1:
@@ -512,9 +524,12 @@ def _walk_row(x, codes, sq, pos, sumsq, s, inv, z, qmin, qmax, arithmetic, half_
         elif arithmetic == 2:
             rnd, clip, top, below, above = _squares_in_chunks(
                 x, codes, sq, s, inv, z, lo, hi, 2, True)
-        else:
+        elif arithmetic == 3:
             rnd, clip, top, below, above = _squares_in_chunks(
                 x, codes, sq, s, inv, z, lo, hi, 3, True)
+        else:
+            rnd, clip, top, below, above = _squares_in_chunks(
+                x, codes, sq, s, inv, z, lo, hi, 4, True)
     elif arithmetic == 0:
         rnd, clip, top, below, above = _squares_in_chunks(
             x, codes, sq, s, inv, z, lo, hi, 0, False)
@@ -524,9 +539,12 @@ def _walk_row(x, codes, sq, pos, sumsq, s, inv, z, qmin, qmax, arithmetic, half_
     elif arithmetic == 2:
         rnd, clip, top, below, above = _squares_in_chunks(
             x, codes, sq, s, inv, z, lo, hi, 2, False)
-    else:
+    elif arithmetic == 3:
         rnd, clip, top, below, above = _squares_in_chunks(
             x, codes, sq, s, inv, z, lo, hi, 3, False)
+    else:
+        rnd, clip, top, below, above = _squares_in_chunks(
+            x, codes, sq, s, inv, z, lo, hi, 4, False)
     end = n - above
     # max |d| = sqrt(max d²): sqrt(d * d) is |d| exactly in binary round-to-nearest barring
     # underflow and overflow (Boldo, 2015), and d, a difference of finite float32 values (the

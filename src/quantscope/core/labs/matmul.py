@@ -39,6 +39,7 @@ from quantscope.core.labs.requant import (
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     requantize_fp32,
+    requantize_ruy,
     wrap_int32,
 )
 from quantscope.core.schemes.qparams import QuantParams
@@ -254,10 +255,11 @@ def int8_matmul(
         int32 bias at scale ``s_a·s_b`` and zero point 0 (TFLite's convention).
     float_reference : float array [M, N], optional
         The original float matmul, for the ``vs_float`` error.
-    requantization : {"single", "double", "fp32"}
+    requantization : {"single", "double", "fp32", "ruy"}
         ``"single"`` (default): LiteRT's reference kernels, one rounding of the Q31 product;
         ``"double"``: gemmlowp's two roundings; ``"fp32"``: XNNPACK's
-        ``rint(f32(acc) · f32(f32(s_a·s_b) / s_out))`` (see :mod:`.requant`). The report's
+        ``rint(f32(acc) · f32(f32(s_a·s_b) / s_out))``; ``"ruy"``: LiteRT's optimized
+        builtin kernels, two roundings with ties up (see :mod:`.requant`). The report's
         ``multiplier_q31`` and ``shift`` are those of the single rounding for ``"fp32"`` too
         (what the reference kernel would use), ``real_multiplier`` is exact.
 
@@ -349,6 +351,8 @@ def int8_matmul(
             f32 = np.float32
             scale32 = (sa.astype(f32) * sb.astype(f32)).astype(f32) / so.astype(f32)
             scaled, wraps = requantize_fp32(acc32, scale32.astype(f32)), 0
+        elif requantization == "ruy":
+            scaled, wraps = requantize_ruy(acc32, mult_b, shift_b), 0
         else:
             scaled, wraps = multiply_by_quantized_multiplier(
                 acc32, mult_b, shift_b, single_rounding=single, ties="away",

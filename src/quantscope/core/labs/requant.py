@@ -2,7 +2,7 @@
 gemmlowp's double rounding and XNNPACK's float32 path.
 
 An integer kernel ends with an int32 accumulator that must be scaled by a real number
-``M = s_in * s_w / s_out`` (almost always < 1) and rounded back to int8. Three rules are in use
+``M = s_in * s_w / s_out`` (almost always < 1) and rounded back to int8. Four rules are in use
 (:data:`REQUANT_RULES`); which one a device runs decides a code on a few outputs in 10^3:
 
 * ``"single"`` -- LiteRT 2.3's reference kernels (``BUILTIN_REF``): at prepare time
@@ -20,8 +20,15 @@ An integer kernel ends with an int32 accumulator that must be scaled by a real n
   all, ``rint(float32(acc) * float32(float32(s_in * s_w) / s_out))`` half to even, then
   ``+ zp_out`` and the clamp.
 
-LiteRT's optimized builtin kernels (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``) match none of the
-three on ties (nor on some values 0.0005 from one) and are not reproduced. Fixed-point rules are
+* ``"ruy"`` -- LiteRT 2.3's optimized builtin kernels without a delegate
+  (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``), whose int8 FULLY_CONNECTED runs ruy's x86 kernels
+  (``ruy/kernel_avx512.cc``, ``kernel_avx2_fma.cc``): the same ``m`` and shift, then
+  ``(x·m + 2^30) >> 31`` and a rounding right shift ``(r + 2^(e-1)) >> e`` -- two roundings,
+  both with ties toward +inf (gemmlowp's second rounds them away from zero, so the two differ
+  where the first rounding lands on a half: about 4 outputs in 10^4 of random operands);
+  a sum that would pass INT32_MAX gives ``2^(31-e)``, as the kernel's overflow guard does.
+
+Fixed-point rules are
 integer arithmetic in int64 numpy arrays; emulating them in float would disagree on ties and on
 the last bit of ``m``. tests/core/test_matmul.py compares every rule with the LiteRT interpreter
 on a FULLY_CONNECTED model built in the test, on random operands and constructed ties.
@@ -52,6 +59,7 @@ REQUANT_RULES = {
     "single": "LiteRT 2.3 reference kernels: one rounding, ties away from zero",
     "double": "gemmlowp / TFLite source default: SRDHM, then RoundingDivideByPOT",
     "fp32": "XNNPACK (LiteRT's default interpreter): rint(f32(acc) · f32(f32(sa·sw)/so))",
+    "ruy": "LiteRT 2.3 optimized builtin kernels (ruy, x86): two roundings, ties up",
 }
 
 __all__ = [
@@ -61,6 +69,7 @@ __all__ = [
     "multiply_by_quantized_multiplier",
     "quantize_multiplier",
     "requantize_fp32",
+    "requantize_ruy",
     "rounding_divide_by_pot",
     "saturating_rounding_doubling_high_mul",
     "wrap_int32",
@@ -267,6 +276,25 @@ def multiply_by_quantized_multiplier(
         wraps = int(np.count_nonzero(shifted != x))
     result = _rdbpot(_srdhm(x, m), np.maximum(-s, 0)).astype(np.int32)
     return (result, wraps) if return_shift_overflows else result
+
+
+def requantize_ruy(acc: np.ndarray, multiplier_q31, shift) -> np.ndarray:
+    """ruy's x86 requantization before the zero point (int64 values in int32 range): the
+    accumulator shifted left by ``max(shift, 0)`` (wrapping in int32), ``(x·m + 2^30) >> 31``,
+    then ``(r + 2^(e-1)) >> e`` with ``e = max(-shift, 0)``; where ``r + 2^(e-1)`` would pass
+    INT32_MAX the kernel stores ``2^(31-e)``."""
+    x = _as_int_array(acc, "acc")
+    _check_int32_values(x, "acc")
+    m = _as_int_array(multiplier_q31, "multiplier_q31")
+    s = _as_int_array(shift, "shift")
+    left = np.maximum(s, 0)
+    if left.size and left.max() > 0:
+        x = wrap_int32(x << left).astype(np.int64)
+    r = (x * m + (np.int64(1) << 30)) >> 31
+    e = np.maximum(-s, 0)
+    nudge = np.where(e > 0, np.int64(1) << np.maximum(e - 1, 0), 0)
+    out = (r + nudge) >> e
+    return np.where(r > INT32_MAX - nudge, np.int64(1) << (31 - e), out)
 
 
 def requantize_fp32(acc: np.ndarray, multiplier_f32: np.ndarray) -> np.ndarray:

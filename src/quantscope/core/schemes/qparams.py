@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from quantscope.core.schemes.overflow import check_overflow_rule
 from quantscope.core.schemes.quantize import dequantize, quantize
 from quantscope.core.tensors.layout import granularity_of, param_rows, param_shape
 from quantscope.core.tensors.validate import (
@@ -73,6 +74,10 @@ class QuantParams:
     #: The runtime's own float32 multiplier for "multiply"/"fma" (shaped like ``scale``), when it
     #: is not ``float32(1) / scale`` -- e.g. TensorRT's ``float32(127 / amax)``. None otherwise.
     inv_scale: np.ndarray | None = None
+    #: What the runtime does with NaN, ±inf and values beyond its integer conversion (a rule of
+    #: :mod:`quantscope.core.schemes.overflow`), used by ``quantize(x, nonfinite="runtime")``;
+    #: None where no runtime was measured on them.
+    overflow: str | None = None
 
     def __post_init__(self) -> None:
         check_code_range(self.qmin, self.qmax)
@@ -89,6 +94,7 @@ class QuantParams:
                 raise EngineValueError(f"inv_scale has shape {inv.shape}, scale {self.scale.shape}")
             object.__setattr__(self, "inv_scale", inv)
         check_invertible(self.scale, self.arithmetic, self.inv_scale)
+        check_overflow_rule(self.overflow)
 
     @property
     def bits(self) -> int:
@@ -107,11 +113,12 @@ class QuantParams:
 
     def quantize(self, x, *, nonfinite: str = "raise") -> np.ndarray:
         """Codes of ``x`` under these parameters (see
-        :func:`quantscope.core.schemes.quantize.quantize`)."""
+        :func:`quantscope.core.schemes.quantize.quantize`); ``nonfinite="runtime"`` gives NaN,
+        ±inf and values beyond the runtime's integer conversion the preset runtime's codes."""
         return quantize(x, self.scale, self.zero_point, qmin=self.qmin, qmax=self.qmax,
                         axis=self.axis, group_size=self.group_size, rounding=self.rounding,
                         nonfinite=nonfinite, arithmetic=self.arithmetic,
-                        inv_scale=self.inv_scale)
+                        inv_scale=self.inv_scale, overflow=self.overflow)
 
     def dequantize(self, q, *, out: np.ndarray | None = None) -> np.ndarray:
         """Float32 values that the codes ``q`` stand for (into ``out`` if given)."""

@@ -10,7 +10,12 @@ The arithmetic is part of the result. Runtimes disagree on a few elements per mi
   ``quantize_per_tensor`` does in one fused step; emulated exactly in float64, where
   ``x * inv`` has at most 48 significant bits and so is exact;
 * ``"multiply_add"``: ``float32(float32(x * float32(1 / scale)) + zero_point)``, two float32
-  roundings before the integer one, as PyTorch's CPU ``quantize_per_channel`` does.
+  roundings before the integer one, as PyTorch's CPU ``quantize_per_channel`` does;
+* ``"divide64"``: ``x / scale`` in float64, rounded to an integer there, as PyTorch's CUDA
+  ``quantize_per_tensor`` / ``quantize_per_channel`` do (their scale is a C ``double``). The
+  float64 quotient of two float32 values is never a false tie: ``x - (k + 0.5) * scale`` is a
+  multiple of 2^-48 of ``x`` or exactly 0, far above float64's rounding, so this rounds the
+  exact quotient -- where the float32 quotient can round onto (or off) a half-way point.
 
 Rounding is half to even (``np.rint``, as ONNX and PyTorch) or half away from zero (TFLite,
 C ``round``). Everything runs on float32 blocks of ~64K elements, so a 16M-element tensor never
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from quantscope.core.schemes.overflow import check_overflow_rule, concerned, runtime_codes
 from quantscope.core.tensors.layout import expand_params, granularity_of
 from quantscope.core.tensors.validate import (
     ARITHMETIC_RULES,
@@ -40,6 +46,7 @@ from quantscope.core.tensors.validate import (
     check_zero_point,
     code_dtype,
 )
+from quantscope.errors import EngineValueError
 
 #: Elements per block: 256 KiB of float32, small enough to stay in L2 cache.
 BLOCK = 1 << 16
@@ -100,12 +107,32 @@ def quantize_codes_float(x: np.ndarray, scale, zero_point, qmin: int, qmax: int,
     Kept separate from the clamp so the statistics can tell clipped elements from the others by
     the same arithmetic the codes come from.
     """
+    if arithmetic == "divide64":
+        return _codes_divide64(x, scale, zero_point, rounding, out)
     v, has_zp = scale_to_float(x, scale, zero_point, arithmetic, out=out, inv_scale=inv_scale)
     v = np.asarray(v)  # a 0-d input gives a NumPy scalar, which cannot be rounded in place
     round_inplace(v, rounding)
     if not has_zp and np.any(zero_point):
         v += np.asarray(zero_point, np.float32)  # exact: |zero_point| <= 255
     return v
+
+
+def _codes_divide64(x: np.ndarray, scale, zero_point, rounding: str,
+                    out: np.ndarray | None) -> np.ndarray:
+    """Unclamped codes by ``"divide64"``: the float64 quotient rounded in float64, then the zero
+    point added and the result stored as float32 (an integer; beyond float32's range, ±inf)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        q = np.asarray(x, np.float64) / np.asarray(scale, np.float64)
+        if rounding == "half_even":
+            np.rint(q, out=q)
+        else:
+            t = np.trunc(q)
+            q = t + np.copysign((np.abs(q - t) >= 0.5).astype(np.float64), q)
+        q += np.asarray(zero_point, np.float64)
+        if out is None:
+            return np.asarray(q.astype(np.float32))
+        out[...] = q
+    return out
 
 
 def quantize(
@@ -121,6 +148,7 @@ def quantize(
     nonfinite: str = "raise",
     arithmetic: str = "divide",
     inv_scale=None,
+    overflow: str | None = None,
 ) -> np.ndarray:
     """Quantize ``x`` to integer codes with saturation.
 
@@ -137,14 +165,19 @@ def quantize(
     qmin, qmax : int
         Code range, 2 to 8 bits, signed (stored as int8) or unsigned (stored as uint8).
     rounding : {"half_even", "half_away"}
-    nonfinite : {"raise", "saturate"}
+    nonfinite : {"raise", "saturate", "runtime"}
         ``"raise"``: NaN/inf raise ValueError with their count and first index. ``"saturate"``:
-        ±inf go to qmax/qmin and NaN to the zero point.
-    arithmetic : {"divide", "multiply", "fma", "multiply_add"}
+        ±inf go to qmax/qmin and NaN to the zero point. ``"runtime"``: NaN, ±inf and the finite
+        values beyond the runtime's integer conversion get the codes the runtime gives them,
+        by the rule ``overflow`` names (:mod:`quantscope.core.schemes.overflow`; a preset's
+        parameters carry theirs).
+    arithmetic : {"divide", "multiply", "fma", "multiply_add", "divide64"}
         How ``x / scale`` is formed (see the module docstring).
     inv_scale : array_like, optional
         For the multiplying arithmetics: the runtime's own float32 multiplier, shaped like
         ``scale`` (default ``float32(1) / scale``).
+    overflow : str, optional
+        The runtime's rule for ``nonfinite="runtime"``.
 
     Returns
     -------
@@ -157,7 +190,20 @@ def quantize(
     check_choice(arithmetic, ARITHMETIC_RULES, "arithmetic")
     granularity_of(axis, group_size)
     xf = as_float32(x)
-    check_choice(nonfinite, ("raise", "saturate"), "nonfinite")
+    check_choice(nonfinite, ("raise", "saturate", "runtime"), "nonfinite")
+    check_overflow_rule(overflow)
+    if nonfinite == "runtime":
+        if overflow is None:
+            raise EngineValueError(
+                "nonfinite='runtime' needs the runtime's rule for NaN and inf (overflow=...): "
+                "these parameters name none -- no preset, or one whose runtime was not "
+                "measured on them; pass nonfinite='raise' or 'saturate'")
+        out = quantize(xf, scale, zero_point, qmin=qmin, qmax=qmax, axis=axis,
+                       group_size=group_size, rounding=rounding, nonfinite="saturate",
+                       arithmetic=arithmetic, inv_scale=inv_scale)
+        _apply_overflow(xf, out, scale, zero_point, axis, group_size, qmin, qmax, rounding,
+                        arithmetic, inv_scale, overflow)
+        return out
     checked = check_scale(scale)
     check_invertible(checked, arithmetic, inv_scale)
     s = expand_params(xf.shape, checked, axis, group_size, "scale")
@@ -188,9 +234,40 @@ def quantize(
     return out
 
 
+def _apply_overflow(xf, out, scale, zero_point, axis, group_size, qmin, qmax, rounding,
+                    arithmetic, inv_scale, rule) -> None:
+    """Overwrite, in ``out``, the codes of the elements ``rule`` concerns (few: NaN, inf and
+    values beyond 2^30 scales) with the runtime's own."""
+    s = np.broadcast_to(expand_params(xf.shape, check_scale(scale), axis, group_size, "scale"),
+                        xf.shape)
+    mask = concerned(xf, s, rule)
+    if not mask.any():
+        return
+    z = np.broadcast_to(expand_params(xf.shape, check_zero_point(zero_point, qmin, qmax), axis,
+                                      group_size, "zero_point"), xf.shape)[mask]
+    xs, ss = xf[mask], s[mask]
+    inv = None
+    if inv_scale is not None:
+        inv = np.broadcast_to(expand_params(xf.shape, check_scale(inv_scale), axis,
+                                            group_size, "inv_scale"), xf.shape)[mask]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        if rule == "int32_capped_wrap":  # rounds after its cap: the product itself
+            rounded = xs * (np.float32(1) / ss if inv is None else inv)
+        elif arithmetic == "divide64":
+            rounded = _codes_divide64(xs, ss, 0, rounding, None)
+        else:
+            v, has_zp = scale_to_float(xs, ss, z, arithmetic, inv_scale=inv)
+            rounded = round_inplace(np.array(v, np.float32), rounding)
+            if has_zp:
+                rounded -= z.astype(np.float32)
+    out[mask] = runtime_codes(rule, xs, rounded, z, qmin, qmax)
+
+
 def _quantize_block(x, s, z, qmin, qmax, rounding, arithmetic, out, nonfinite, buf,
                     whole, inv=None) -> None:
-    v = quantize_codes_float(x, s, z, qmin, qmax, rounding, arithmetic, out=buf, inv_scale=inv)
+    with np.errstate(over="ignore", invalid="ignore"):  # huge and infinite values saturate
+        v = quantize_codes_float(x, s, z, qmin, qmax, rounding, arithmetic, out=buf,
+                                 inv_scale=inv)
     np.clip(v, qmin, qmax, out=v)
     # NaN is the only value the clip leaves non-finite (inf saturates), so this one cheap test
     # on the block in cache finds NaN; inf is found by the range test that follows.
@@ -232,12 +309,14 @@ def dequantize(q, scale, zero_point=0, *, axis: int | None = None,
 def use_compiled(x: np.ndarray, arithmetic: str) -> bool:
     """Whether a pass over ``x`` under one scale takes the compiled one-pass loops
     (:mod:`quantscope.core.kernels.direct_kernel`, the same codes bit for bit): a large contiguous
-    tensor, and an arithmetic those loops know (the import of Numba is not worth it below)."""
+    tensor, and an arithmetic those loops know (the import of Numba is not worth it below).
+    ``"divide64"`` is not among them: its float64 lanes would halve the vector width of the
+    16-lane loop, and the blocked NumPy pass gives the same codes."""
     if x.size <= COMPILED_MIN or not x.flags.c_contiguous:
         return False
-    from quantscope.core.kernels.sorted_kernel import ARITHMETIC_CODES
+    from quantscope.core.kernels.sorted_kernel import LINE_ARITHMETIC
 
-    return arithmetic in ARITHMETIC_CODES
+    return arithmetic in LINE_ARITHMETIC
 
 
 def quantize_fp32_to_int8(x, scale) -> np.ndarray:

@@ -26,6 +26,7 @@ from quantscope.core.formats.catalog import FormatParams
 from quantscope.core.formats.elements import KIND_FLOAT, KIND_INT, ElementType
 from quantscope.core.formats.format_kernel import direct_rows, sorted_rows
 from quantscope.core.kernels.parallel import parallel, shares
+from quantscope.core.stats.kept import kept_report
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
 from quantscope.core.tensors.layout import normalize_axis, param_rows, param_shape
 from quantscope.core.tensors.validate import EngineValueError, as_float32
@@ -64,14 +65,22 @@ def _totals(p: FormatParams, n_units: int, out_f, out_i, hist) -> UnitTotals:
     """The unit totals holding ``out_f``'s and ``out_i``'s columns themselves (no copies;
     made column-major by the caller, a column is contiguous)."""
     n = out_i[:, 0]
+    empty = n == 0
+    x_min, x_max = out_f[:, 4], out_f[:, 5]
+    if empty.any():  # in place: two more columns per unit were a tenth of a block report
+        x_min[empty] = np.inf
+        x_max[empty] = -np.inf
     return UnitTotals.of(round_err=out_f[:, 0], clip_err=out_f[:, 1], max_abs=out_f[:, 2],
-                         sig=out_f[:, 3], n=n, x_min=np.where(n > 0, out_f[:, 4], np.inf),
-                         x_max=np.where(n > 0, out_f[:, 5], -np.inf), below=out_i[:, 1],
+                         sig=out_f[:, 3], n=n, x_min=x_min, x_max=x_max, below=out_i[:, 1],
                          above=out_i[:, 2], codes=out_i[:, 3], hist=hist)
 
 
 def analyze_format(x, params: FormatParams) -> QuantReport:
     """Quantize ``x`` to the format and report the exact error split (one compiled pass)."""
+    if params.kind == "gguf":  # stored blocks, not a grid and a scale
+        from quantscope.core.stats.gguf_stats import analyze_gguf
+
+        return analyze_gguf(x, params)  # type: ignore[arg-type]
     xf = as_float32(x)
     if params.granularity != "tensor" and xf.ndim == 0:
         raise EngineValueError("a 0-d tensor cannot be quantized per channel or per block")
@@ -87,8 +96,14 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
     for rs, irs in zip(sets, inv_sets, strict=True):
         x2d = np.ascontiguousarray(rs.x2d)
         n_rows = x2d.shape[0]
-        f = np.empty((n_rows, 6))
-        i = np.empty((n_rows, 4), np.int64)
+        # the rows of a set feed consecutive units (every full block along the last axis):
+        # the loops write into the report's own columns, with no per-block temporaries (at
+        # 16-element blocks those were 5 bytes per element)
+        start = int(rs.index[0]) if n_rows else 0
+        direct = n_rows and int(rs.index[-1]) - start == n_rows - 1 and bool(
+            np.all(np.diff(rs.index) == 1))
+        f = out_f[start:start + n_rows] if direct else np.empty((n_rows, 6))
+        i = out_i[start:start + n_rows] if direct else np.empty((n_rows, 4), np.int64)
         s, inv = np.ascontiguousarray(rs.scale), np.ascontiguousarray(irs.scale)
 
         def share(lo: int, hi: int, x2d=x2d, s=s, inv=inv, f=f, i=i) -> np.ndarray:
@@ -98,8 +113,9 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
             return h[:-1]
 
         hists += parallel(share, _row_shares(n_rows, x2d.size))
-        out_f[rs.index] = f
-        out_i[rs.index] = i
+        if not direct:
+            out_f[rs.index] = f
+            out_i[rs.index] = i
     hist = np.sum(hists, axis=0) if hists else np.zeros(params.levels, np.int64)
     return build_report(params, _totals(params, n_units, out_f, out_i, hist), xf.size)
 
@@ -112,47 +128,17 @@ def _row_shares(n_rows: int, n_elements: int) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in ranges if hi > lo] or [(0, n_rows)]
 
 
-#: Block-format reports a prepared tensor keeps (oldest dropped first).
-KEPT_REPORTS = 16
-
-
-def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two arrays of one dtype and shape hold the same bits: compared as unsigned
-    integers of their item size, one vectorised pass (a blake2b digest of the 512K scales of
-    a 16M-element block format took milliseconds, a memoryview comparison, item by item in
-    Python's struct unpacking, 20 ms)."""
-    bits = np.dtype(f"u{a.itemsize}")
-    return a.dtype == b.dtype and a.shape == b.shape and bool(
-        np.array_equal(a.view(bits), b.view(bits)))
-
-
-def _kept_report(prepared, params: FormatParams) -> QuantReport:
-    """A block format's report for these exact scales: computed once by one pass over the
-    tensor, then kept beside private copies of the scales it was computed for, so a repeat
-    costs a comparison of the scales' bytes (a caller changing its scale array in place gets
-    a new report, never a stale one)."""
-    cache = prepared.__dict__.setdefault("_format_reports", {})
-    scale = np.ascontiguousarray(params.scale)
-    inv = None if params.inv_scale is None else np.ascontiguousarray(params.inv_scale)
-    key = (params.format, params.axis, params.group_size, params.saturate, scale.shape,
-           None if inv is None else inv.shape)
-    for k, (kept_scale, kept_inv, report) in cache.items():
-        if k[0] == key and _same_bits(kept_scale, scale) and (
-                inv is None or _same_bits(kept_inv, inv)):
-            return report
-    while len(cache) >= KEPT_REPORTS:
-        cache.pop(next(iter(cache)))
-    report = analyze_format(prepared.x, params)
-    cache[(key, len(cache), id(report))] = (scale.copy(), None if inv is None else inv.copy(),
-                                            report)
-    return report
-
-
 def prepared_format_report(prepared, params: FormatParams) -> QuantReport:
     """The report :func:`analyze_format` gives, from a prepared tensor
     (:class:`~quantscope.core.stats.prepared.Prepared`)."""
+    if params.kind == "gguf":  # its parameters are the blocks: one pass against them, kept
+        from quantscope.core.stats.gguf_stats import prepared_gguf_report
+
+        return prepared_gguf_report(prepared, params)  # type: ignore[arg-type]
     if params.group_size is not None:  # block formats: one pass, kept for these scales
-        return _kept_report(prepared, params)
+        key = ("format", params.format, params.axis, params.group_size, params.saturate)
+        return kept_report(prepared, key, (params.scale, params.inv_scale),
+                           lambda: analyze_format(prepared.x, params))
     rows = prepared.layout(params.axis, None)
     stats = evaluate_sorted(rows, params.scale, params.inv_scale, params)
     return build_report(params, stats, prepared.size)

@@ -151,6 +151,29 @@ def raw_dtype(dtype_name: str) -> np.dtype | None:
     return _RAW[_dtype(dtype_name).itemsize]
 
 
+@dataclass(frozen=True)
+class FirstPart:
+    """The first pass over some chunks of a tensor (:meth:`FusedPass.first_part`): the
+    bit-pattern histogram, and either each row's figures by chunk (``rows``: chunk -> the rows'
+    float and integer records) or the columns' maxima, counts and float sums by chunk."""
+
+    chunks: tuple[int, ...]
+    hist: np.ndarray
+    rows: dict[int, tuple[np.ndarray, np.ndarray]] | None
+    cols: tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray | None]] | None
+
+
+@dataclass(frozen=True)
+class SecondPart:
+    """The second pass over some chunks (:meth:`FusedPass.second_part`): clipped counts below
+    and above, the float error sums by chunk, and the columns' clip counts."""
+
+    chunks: tuple[int, ...]
+    clipped: np.ndarray
+    errors: dict[int, tuple[float, np.ndarray | None] | None]
+    col_clip: np.ndarray | None
+
+
 class FusedPass:
     """The figures of one tensor of ``shape`` stored as ``dtype_name``, chunk by chunk.
 
@@ -160,7 +183,7 @@ class FusedPass:
     """
 
     def __init__(self, shape: tuple[int, ...], dtype_name: str, axis: int | None,
-                 rules: FusedRules = FusedRules()) -> None:
+                 rules: FusedRules = FusedRules(), chunk_elements: int | None = None) -> None:
         self.rules = rules.check()
         self.kind = _KINDS[dtype_name]
         self.raw_dtype = _RAW[_dtype(dtype_name).itemsize]  # raw_dtype(), known to be handled
@@ -181,7 +204,10 @@ class FusedPass:
         else:
             self.cols = self.shape[-1]
             self.rows = self.size // max(self.cols, 1)
-        step = max(1, CHUNK_ELEMENTS // max(self.cols, 1))
+        #: Elements per chunk (whole rows at least); the float sums are kept per chunk, so
+        #: passes whose figures must be equal bit for bit use the same value.
+        self.chunk_elements = chunk_elements or CHUNK_ELEMENTS
+        step = max(1, self.chunk_elements // max(self.cols, 1))
         self.chunks = [(r * self.cols, min(r + step, self.rows) * self.cols)
                        for r in range(0, self.rows, step)]
         self.qmin, self.qmax = code_range(rules.bits, symmetric=True,
@@ -218,7 +244,7 @@ class FusedPass:
         if raw.dtype != self.raw_dtype or raw.shape != (b - a,):
             raise EngineValueError(f"chunk {i} must be {b - a} elements of {self.raw_dtype}, "
                                    f"got {raw.shape} of {raw.dtype}")
-        return a // max(self.cols, 1), b // max(self.cols, 1)
+        return self._row_range(i)
 
     def first(self, i: int, raw: np.ndarray) -> None:
         """Read chunk ``i`` (its raw bits, 1-D) for ranges, sums and the histogram."""
@@ -295,6 +321,69 @@ class FusedPass:
             self._err_parts[i] = (out[0], err if per_col else None)
             if per_col:
                 self.col_clip += clip
+
+    # -- partial results: chunks run elsewhere (another process or machine) merge exactly ---------
+    def first_part(self, chunk_ids: list[int]) -> FirstPart:
+        """What :meth:`first` learned from ``chunk_ids`` (run on this pass alone), for
+        :meth:`merge_first` of the pass that owns the whole tensor: integer counts, maxima,
+        each row's own figures and the per-chunk float sums, so the merged figures equal a
+        local pass's bit for bit whatever the order the parts arrive in."""
+        rows = cols = None
+        if self.channels_are_rows or not self.per_channel:
+            rows = {i: (self.row_f[slice(*self._row_range(i))].copy(),
+                        self.row_i[slice(*self._row_range(i))].copy()) for i in chunk_ids}
+        else:
+            cols = (self.col_abits.copy(), self.col_n.copy(), self.col_big.copy(),
+                    {i: self._sig_parts[i] for i in chunk_ids})
+        return FirstPart(tuple(chunk_ids), self.hist.copy(), rows, cols)
+
+    def merge_first(self, part: FirstPart) -> None:
+        """Add a :meth:`first_part` of another pass over the same tensor (see there)."""
+        with self._lock:
+            self.hist += part.hist
+            if part.rows is not None:
+                for i, (f, n) in part.rows.items():
+                    r0, r1 = self._row_range(i)
+                    self.row_f[r0:r1], self.row_i[r0:r1] = f, n
+            if part.cols is not None:
+                abits, n, big, sig = part.cols
+                np.maximum(self.col_abits, abits, out=self.col_abits)
+                self.col_n += n
+                self.col_big += big
+                for i, s in sig.items():
+                    self._sig_parts[i] = s
+
+    def second_scales(self) -> tuple[np.float32, np.ndarray | None]:
+        """The scales :meth:`prepare_second` fixed, for :meth:`use_second_scales` elsewhere."""
+        if self.tensor_scale is None:
+            raise EngineValueError("prepare_second() must come before second_scales()")
+        columns = self.per_channel and not self.channels_are_rows
+        return self.tensor_scale, self.col_scale if columns else None
+
+    def use_second_scales(self, scales: tuple[np.float32, np.ndarray | None]) -> None:
+        """Quantize the second pass with the scales the owning pass fixed from every chunk."""
+        self.tensor_scale, col_scale = scales
+        if self.per_channel and not self.channels_are_rows:
+            self.col_scale = col_scale
+
+    def second_part(self, chunk_ids: list[int]) -> SecondPart:
+        """What :meth:`second` learned from ``chunk_ids``, for :meth:`merge_second`."""
+        clip = self.col_clip.copy() if self.per_channel and not self.channels_are_rows else None
+        return SecondPart(tuple(chunk_ids), self.tensor_out[1:].copy(),
+                          {i: self._err_parts[i] for i in chunk_ids}, clip)
+
+    def merge_second(self, part: SecondPart) -> None:
+        """Add a :meth:`second_part` of another pass over the same tensor."""
+        with self._lock:
+            self.tensor_out[1:] += part.clipped
+            for i, e in part.errors.items():
+                self._err_parts[i] = e
+            if part.col_clip is not None:
+                self.col_clip += part.col_clip
+
+    def _row_range(self, i: int) -> tuple[int, int]:
+        a, b = self.chunks[i]
+        return a // max(self.cols, 1), b // max(self.cols, 1)
 
     def result(self) -> TensorFigures:
         """The figures, once every chunk went through :meth:`first` (and :meth:`second`)."""

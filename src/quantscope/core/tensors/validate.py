@@ -11,14 +11,16 @@ from quantscope.core.tensors.frameworks import as_numpy  # torch, JAX, CuPy, DLP
 from quantscope.errors import EngineTypeError, EngineValueError
 
 ROUNDING_RULES = ("half_even", "half_away")
-ARITHMETIC_RULES = ("divide", "multiply", "fma", "multiply_add")
+ARITHMETIC_RULES = ("divide", "multiply", "fma", "multiply_add", "divide64")
 NONFINITE_RULES = ("raise", "saturate")
 
 
-#: Scales one quantization may have (channels or groups). Each unit's statistics cost ~350
-#: bytes and ~13 µs, so 2^20 units stay near 350 MB and 15 s; the largest real per-channel
-#: layouts (a 250k-token embedding) and per-group ones (10^8 weights in groups of 128) fit,
-#: while a 1-D tensor of 10^7 values "per channel" -- one scale per element -- does not.
+#: Channels one per-channel quantization may have. Each channel's statistics cost ~350 bytes
+#: and ~13 µs, so 2^20 channels stay near 350 MB and 15 s; the largest real per-channel layouts
+#: (a 250k-token embedding) fit, while a 1-D tensor of 10^7 values "per channel" -- one scale
+#: per element -- does not. Groups have no such cap: a group holds ``group_size`` elements, so
+#: their count is bounded by the tensor's size, and the reports of layouts with many groups
+#: stream the tensor (:data:`quantscope.core.stats.prepared.LAYOUT_MAX_UNITS`).
 MAX_UNITS = 1 << 20
 #: Windows one clip sweep may evaluate: each costs ``levels`` searches and a few arrays of
 #: ``levels`` entries, so 10^4 windows stay near 100 MB; a plot has far fewer pixels.
@@ -45,14 +47,14 @@ def check_int(value: object, what: str, *, low: int | None = None,
 
 
 def check_unit_count(shape: tuple[int, ...], kind: str, ndim: int) -> tuple[int, ...]:
-    """Return the per-unit parameter ``shape`` if it holds at most :data:`MAX_UNITS` units."""
+    """Return the per-unit parameter ``shape``; per channel it must hold at most
+    :data:`MAX_UNITS` channels (groups are bounded by the tensor's size, see there)."""
     units = int(np.prod(shape, dtype=np.float64))
-    if units > MAX_UNITS:
-        per = "one per element of a 1-D tensor" if kind == "channel" and ndim == 1 else \
-            f"one per {kind}"
+    if kind == "channel" and units > MAX_UNITS:
+        per = "one per element of a 1-D tensor" if ndim == 1 else "one per channel"
         raise EngineValueError(
-            f"{kind} quantization here needs {units:,} scales ({per}); at most {MAX_UNITS:,} "
-            "are analysed: use per-tensor, another axis or larger groups")
+            f"channel quantization here needs {units:,} scales ({per}); at most {MAX_UNITS:,} "
+            "are analysed: use per-tensor, another axis or groups")
     return shape
 
 
@@ -282,7 +284,7 @@ SMALLEST_INVERTIBLE_SCALE = np.nextafter(np.float32(1) / np.finfo(np.float32).ma
 def check_invertible(scale: np.ndarray, arithmetic: str, inv_scale: object = None) -> None:
     """Refuse a (checked, float32) scale whose reciprocal overflows when the arithmetic
     multiplies by it: ``x * inf`` is NaN at ``x = 0``, which has no code at all."""
-    if arithmetic == "divide" or inv_scale is not None:
+    if arithmetic in ("divide", "divide64") or inv_scale is not None:
         return
     small = scale < SMALLEST_INVERTIBLE_SCALE
     if np.any(small):

@@ -213,5 +213,7 @@ def _title(spec: str) -> str:
 
 def _short(spec: str) -> str:
     name, _, gran = spec.partition("/")
+    if name.startswith("gguf_"):  # llama.cpp's own short names: Q4_K, Q8_0
+        return name[5:].upper()
     return name + ("" if gran in ("", "channel") and _int_width(spec) else
                    {"tensor": "·t", "channel": "·c", "": ""}[gran])

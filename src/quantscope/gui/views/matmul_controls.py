@@ -50,7 +50,8 @@ OUTPUTS = (("int8 asymmetric", {"symmetric": False, "rounding": "half_away"}),
 #: Requantization rules (core/labs/requant.py), the engine's default first.
 REQUANT = (("LiteRT reference (single rounding)", "single"),
            ("LiteRT default / XNNPACK (float32)", "fp32"),
-           ("gemmlowp (double rounding)", "double"))
+           ("gemmlowp (double rounding)", "double"),
+           ("LiteRT optimized / ruy (double rounding, ties up)", "ruy"))
 
 
 #: A combo's drop-down arrow and margins, in characters of its text.

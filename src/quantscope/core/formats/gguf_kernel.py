@@ -1,0 +1,160 @@
+"""The compiled loops over many GGUF blocks: encode float32 blocks to llama.cpp's bytes,
+decode bytes to values or codes, and the exact report of stored blocks against a tensor.
+
+Each loop takes a range of blocks (``[n_blocks, block]`` floats, ``[n_blocks, type_size]``
+bytes), so the caller splits a tensor of any size into shares for the engine's threads
+(:func:`quantscope.core.kernels.parallel.parallel`) and nothing larger than one block's
+scratch is allocated per call.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from quantscope.core.formats.gguf_decode import decode_block
+from quantscope.core.formats.gguf_kquants import (
+    quantize_q2_k,
+    quantize_q3_k,
+    quantize_q4_k,
+    quantize_q5_k,
+    quantize_q6_k,
+)
+from quantscope.core.formats.gguf_legacy import (
+    quantize_q4_0,
+    quantize_q4_1,
+    quantize_q5_0,
+    quantize_q5_1,
+    quantize_q8_0,
+)
+
+_jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+
+
+@_jit
+def encode_blocks(t, xb, out) -> None:
+    """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``."""
+    L = np.zeros(256, np.int64)
+    aux = np.zeros(32, np.int64)
+    w = np.zeros(32, np.float32)
+    for i in range(xb.shape[0]):
+        x = xb[i]
+        y = out[i]
+        if t == 2:
+            quantize_q4_0(x, y)
+        elif t == 3:
+            quantize_q4_1(x, y)
+        elif t == 6:
+            quantize_q5_0(x, y)
+        elif t == 7:
+            quantize_q5_1(x, y)
+        elif t == 8:
+            quantize_q8_0(x, y)
+        elif t == 10:
+            quantize_q2_k(x, y, L, aux, w)
+        elif t == 11:
+            quantize_q3_k(x, y, L)
+        elif t == 12:
+            quantize_q4_k(x, y, L, aux, w)
+        elif t == 13:
+            quantize_q5_k(x, y, L, aux, w)
+        else:
+            quantize_q6_k(x, y, L)
+
+
+@_jit
+def decode_blocks(t, yb, vals, codes, want_codes) -> None:
+    """Bytes ``yb[i]`` of type ``t`` to values ``vals[i]`` (and codes ``codes[i]``, uint8,
+    when ``want_codes``)."""
+    n = vals.shape[1]
+    c = np.zeros(n, np.int64)
+    lo = np.zeros(n, np.float32)
+    hi = np.zeros(n, np.float32)
+    for i in range(yb.shape[0]):
+        decode_block(t, yb[i], c, vals[i], lo, hi)
+        if want_codes:
+            for k in range(n):
+                codes[i, k] = c[k]
+
+
+@_jit
+def report_blocks(t, xb, yb, levels, out_f, out_i, hist) -> None:
+    """Block ``i`` of ``xb`` against the values stored in ``yb[i]``: into ``out_f[i]``
+    (rounding error, clipping error, max |error|, Σx², min, max; float64 sums over float32
+    values) and ``out_i[i]`` (n, clipped below, clipped above, codes used), codes counted in
+    ``hist``. An element is clipped when it lies more than half a step beyond the block's
+    lowest or highest value (every code of a block is one step apart)."""
+    n = xb.shape[1]
+    c = np.zeros(n, np.int64)
+    v = np.zeros(n, np.float32)
+    lo = np.zeros(n, np.float32)
+    hi = np.zeros(n, np.float32)
+    stamp = np.full(levels, -1, np.int64)
+    for i in range(xb.shape[0]):
+        decode_block(t, yb[i], c, v, lo, hi)
+        rnd = 0.0
+        clip = 0.0
+        worst = 0.0
+        sig = 0.0
+        xmin = np.inf
+        xmax = -np.inf
+        below = 0
+        above = 0
+        used = 0
+        for k in range(n):
+            x = np.float64(xb[i, k])
+            a = np.float64(lo[k])
+            b = np.float64(hi[k])
+            bot = min(a, b)
+            top = max(a, b)
+            half = (top - bot) / (2.0 * (levels - 1))
+            d = x - np.float64(v[k])
+            e2 = d * d
+            if x < bot - half:
+                below += 1
+                clip += e2
+            elif x > top + half:
+                above += 1
+                clip += e2
+            else:
+                rnd += e2
+            worst = max(worst, abs(d))
+            sig += x * x
+            xmin = min(xmin, x)
+            xmax = max(xmax, x)
+            code = c[k]
+            hist[code] += 1
+            if stamp[code] != i:
+                stamp[code] = i
+                used += 1
+        out_f[i, 0] = rnd
+        out_f[i, 1] = clip
+        out_f[i, 2] = worst
+        out_f[i, 3] = sig
+        out_f[i, 4] = xmin
+        out_f[i, 5] = xmax
+        out_i[i, 0] = n
+        out_i[i, 1] = below
+        out_i[i, 2] = above
+        out_i[i, 3] = used
+
+
+@_jit
+def value_span(t, yb):
+    """The lowest and highest value any block of ``yb`` can represent (its codes' extremes,
+    over every sub-block): the window a tensor's histogram spans."""
+    n = 256 if t >= 10 else 32
+    c = np.zeros(n, np.int64)
+    v = np.zeros(n, np.float32)
+    lo = np.zeros(n, np.float32)
+    hi = np.zeros(n, np.float32)
+    bot = np.inf
+    top = -np.inf
+    for i in range(yb.shape[0]):
+        decode_block(t, yb[i], c, v, lo, hi)
+        for k in range(n):
+            a = np.float64(lo[k])
+            b = np.float64(hi[k])
+            bot = min(bot, a, b)
+            top = max(top, a, b)
+    return bot, top

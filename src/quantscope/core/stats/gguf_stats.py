@@ -1,0 +1,73 @@
+"""Exact reports of GGUF blocks (:mod:`quantscope.core.formats.gguf`) against a tensor.
+
+The same :class:`~quantscope.core.stats.report.QuantReport` as every format, one unit per
+block (32 elements, or a 256-element super-block):
+
+* ``x̂`` is llama.cpp's dequantized value of each stored code (float32), the error ``x - x̂``
+  summed in float64;
+* an element is *clipped* when it lies more than half a step below the lowest or above the
+  highest value its (sub-)block can represent -- Q4_0's ``d = max / -8`` leaves the far side
+  of a block one step short, and a k-quant's fitted scale and minimum may leave the extremes
+  outside; every other element's error is rounding error;
+* codes are the stored integers ``0..levels - 1`` (Q8_0's int8 shifted by 128), so
+  ``codes_used`` says how many of a type's codes the tensor occupies.
+
+One compiled pass over the tensor and the bytes, split in ranges of blocks over the engine's
+threads; non-finite elements are refused (llama.cpp refuses such rows too).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quantscope.core.formats.gguf import GgufParams, block_ranges, blocks_of
+from quantscope.core.formats.gguf_kernel import report_blocks
+from quantscope.core.kernels.parallel import parallel
+from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
+from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
+
+
+def analyze_gguf(x, params: GgufParams) -> QuantReport:
+    """``x`` against the values ``params`` stores (see the module docstring)."""
+    t = params.gguf
+    xf = np.ascontiguousarray(as_float32(x))
+    if tuple(xf.shape) != tuple(params.shape):
+        raise EngineValueError(f"{params.format}: the blocks hold a tensor of shape "
+                               f"{params.shape}; x has shape {xf.shape}")
+    check_nonfinite(xf, "raise")
+    yb = blocks_of(params.blocks, t, params.shape)
+    n_blocks = yb.shape[0]
+    xb = xf.reshape(n_blocks, t.block)
+    out_f = np.zeros((6, n_blocks)).T  # column-major: each statistic's column contiguous
+    out_i = np.zeros((4, n_blocks), np.int64).T
+    f = np.empty((n_blocks, 6))
+    i = np.empty((n_blocks, 4), np.int64)
+
+    def share(lo: int, hi: int) -> np.ndarray:
+        h = np.zeros(t.levels, np.int64)
+        report_blocks(t.ggml_type, xb[lo:hi], yb[lo:hi], t.levels, f[lo:hi], i[lo:hi], h)
+        return h
+
+    hist = np.sum(parallel(share, block_ranges(n_blocks, t.block)), axis=0)
+    out_f[:] = f
+    out_i[:] = i
+    if not np.isfinite(out_f[:, :3]).all():
+        raise EngineValueError(f"{params.format}: a block's fp16 scale overflowed (values "
+                               "beyond what float16 block scales hold), so its values are "
+                               "not finite")
+    n = out_i[:, 0]
+    tot = UnitTotals.of(round_err=out_f[:, 0], clip_err=out_f[:, 1], max_abs=out_f[:, 2],
+                        sig=out_f[:, 3], n=n, x_min=out_f[:, 4], x_max=out_f[:, 5],
+                        below=out_i[:, 1], above=out_i[:, 2], codes=out_i[:, 3], hist=hist)
+    return build_report(params, tot, xf.size)
+
+
+
+def prepared_gguf_report(prepared, params: GgufParams) -> QuantReport:
+    """:func:`analyze_gguf` on a prepared tensor, kept beside a private copy of the blocks it
+    measured (:func:`~quantscope.core.stats.kept.kept_report`): a repaint of the same blocks
+    costs one comparison of their bytes instead of a pass."""
+    from quantscope.core.stats.kept import kept_report
+
+    key = ("gguf", params.format, tuple(params.shape))
+    return kept_report(prepared, key, (params.blocks,), lambda: analyze_gguf(prepared.x, params))
