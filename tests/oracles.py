@@ -16,7 +16,8 @@ import pytest
 #: Every module the cross-checks import (the ``oracles`` extra installs them all).
 ORACLE_MODULES = ("torch", "onnx", "onnxruntime", "ai_edge_litert.interpreter", "flatbuffers",
                   "safetensors.numpy", "torchao", "gguf", "compressed_tensors",
-                  "modelopt.torch.quantization", "bitsandbytes", "transformers")
+                  "modelopt.torch.quantization", "modelopt.torch.quantization.qtensor",
+                  "bitsandbytes", "transformers")
 
 
 def need(module: str) -> ModuleType:

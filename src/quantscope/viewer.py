@@ -355,10 +355,13 @@ def view(data=None, *, name: str | None = None, tensor: str | None = None,
 
     Parameters
     ----------
-    data : array_like, str, path or Source, optional
+    data : array_like, str, path, Source, model, ModelTable or Plan, optional
         A tensor of any framework (NumPy, torch CPU/CUDA of any float dtype with or without
         gradients, JAX, CuPy, DLPack, nested lists), a file (.npy, .npz, .safetensors), the
-        name of a bundled sample or a generator; None opens the demo tensor.
+        name of a bundled sample or a generator; None opens the demo tensor. An
+        ``nn.Module`` or a state dict (scanned with ``settings``), a table from
+        ``quantscope.scan`` / ``observe``, or a plan from ``quantscope.plan`` opens the model
+        view on it (with the plan: its rows, each format changeable, re-planned live).
     name : str, optional
         The label of an in-memory tensor (window title and status bar).
     tensor : str, optional
@@ -381,7 +384,32 @@ def view(data=None, *, name: str | None = None, tensor: str | None = None,
                       stacklevel=2)
     if shell is not None and not ipython_has_qt_loop() and hasattr(shell, "enable_gui"):
         shell.enable_gui("qt")
+    model = _as_model_table(data, settings)
+    if model is not None:  # a model: the window opens on its model view
+        v = Viewer(None, size=size)
+        v.window.open_model_table(*model)
+        return v
     return Viewer(data, name=name, tensor=tensor, size=size, **settings)
+
+
+def _as_model_table(data, settings: dict):
+    """``(table, plan)`` when ``data`` is a model rather than a tensor: a plan, a scanned
+    table, an ``nn.Module`` or a state dict (scanned here under ``settings``); else None."""
+    from collections.abc import Mapping
+
+    from quantscope.state.memory_scan import is_module
+    from quantscope.state.model_table import ModelTable
+    from quantscope.state.plan import Plan
+
+    if isinstance(data, Plan):
+        return data.table, data
+    if isinstance(data, ModelTable):
+        return data, None
+    if is_module(data) or isinstance(data, Mapping):
+        from quantscope.state.scan_api import scan
+
+        return scan(data, **settings), None
+    return None
 
 
 __all__ = ["Viewer", "ViewerClosedError", "run", "view"]

@@ -198,4 +198,74 @@ def test_plain_pickles_and_tar_checkpoints_are_named(tmp_path):
         info.size = 3
         tf.addfile(info, io.BytesIO(b"abc"))
     tar.write_bytes(raw.getvalue())
-    _refused(tar, "pre-1.0 PyTorch tar format is not read")
+    _refused(tar, "is a tar archive without the storages, tensors and pickle members")
+
+
+def test_the_command_line_refuses_a_payload_in_one_line(tmp_path, capsys):
+    from hostile_support import assert_one_line_error
+
+    from quantscope.cli import main
+
+    marker = tmp_path / "pwned"
+    _Payload.marker = str(marker)
+    path = _torch_zip(tmp_path / "evil.pt", pickle.dumps({"w": _Payload()}, protocol=2))
+    for argv in (["report", str(path), "--tensor", "w"], ["scan", str(path)],
+                 ["export", str(path), "--tensor", "w", "-o", str(tmp_path / "o.npz")]):
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert_one_line_error(code, out, err, "names 'io.open'")
+    assert not marker.exists() and not (tmp_path / "o.npz").exists()
+
+
+def _tar(path, members: dict[str, bytes]):
+    import tarfile
+
+    with tarfile.open(path, "w") as tf:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _storage_table(numel: int, data: bytes) -> bytes:
+    return (pickle.dumps(1, protocol=2) + b"\x80\x02(" + _ops(0) + _ops("cpu")
+            + b"ctorch\nFloatStorage\nt." + struct.pack("<q", numel) + data
+            + pickle.dumps([], protocol=2))
+
+
+def _tensor_table(storage_key: int = 0, ndim: int = 1, dims=(4,), strides=(1,)) -> bytes:
+    return (pickle.dumps(1, protocol=2) + b"\x80\x02(" + _ops(0) + _ops(storage_key)
+            + b"ctorch\nFloatTensor\nt." + struct.pack("<ii", ndim, 0)
+            + struct.pack(f"<{len(dims)}q", *dims) + struct.pack(f"<{len(strides)}q", *strides)
+            + struct.pack("<q", 0))
+
+
+_GRAPH = b"\x80\x02}X\x01\x00\x00\x00wX\x01\x00\x00\x000Qs."
+
+
+def test_tar_checkpoints_that_lie_or_import_are_refused(tmp_path):
+    good = _tar(tmp_path / "good.pt", {"storages": _storage_table(4, struct.pack("<4f", *range(
+        4))), "tensors": _tensor_table(), "pickle": _GRAPH})
+    assert load_for_analysis(good, "w")[0].tolist() == [0, 1, 2, 3]
+    marker = tmp_path / "pwned"
+    _Payload.marker = str(marker)
+    for name, members, fragment in [
+        ("count.pt", {"storages": _storage_table(1000, bytes(16))}, "claims 1000 elements, "
+                                                                    "more than its member"),
+        ("dims.pt", {"tensors": _tensor_table(dims=(5,))}, "reaches element 4 of a storage "
+                                                           "of 4"),
+        ("ndim.pt", {"tensors": _tensor_table(ndim=1000)}, "has 1000 dimensions"),
+        ("missing.pt", {"tensors": _tensor_table(storage_key=7)}, "refers to a missing "
+                                                                  "storage"),
+        ("module.pt", {"pickle": b"\x80\x02(ctorch.nn\nLinear\nX\x01\x00\x00\x00aX\x01"
+                                 b"\x00\x00\x00bt" + b"Q."}, "names 'torch.nn.Linear'"),
+        ("payload.pt", {"pickle": pickle.dumps({"w": _Payload()}, protocol=2)},
+         "names 'io.open'"),
+        ("unknown.pt", {"pickle": b"\x80\x02X\x01\x00\x00\x009Q."}, "tensor '9', which the "
+                                                                  "tensor table does not hold"),
+    ]:
+        parts = {"storages": _storage_table(4, bytes(16)), "tensors": _tensor_table(),
+                 "pickle": _GRAPH, **members}
+        _refused(_tar(tmp_path / name, parts), fragment)
+    assert not marker.exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from oracles import need
@@ -117,6 +117,7 @@ def _exercise(path: Path, size: int) -> None:
 @settings(max_examples=120, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(mutation, min_size=1, max_size=3))
+@example(ops=[("insert", 15, b"\\\x00")])  # a protocol-0 string with a bad escape: no warning
 def test_corrupted_model_files_raise_only_documented_errors(base, ops):
     corrupted = _corrupt(base, ops)
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():

@@ -16,7 +16,7 @@ from quantscope.io import detect_format, list_tensors, load_for_analysis, load_t
 
 onnx = need("onnx")
 ort = need("onnxruntime")
-from onnx import helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 RNG = np.random.default_rng(32)
 
@@ -172,3 +172,23 @@ def test_without_the_onnx_package_the_error_names_the_extra(tmp_path, monkeypatc
     with pytest.raises(TensorFileError, match=r"needs the onnx package: pip install "
                                               r"'quantscope\[onnx\]'"):
         list_tensors(path)
+
+
+def test_constant_nodes_are_listed_and_feed_a_dequantize(tmp_path):
+    """Weights kept in Constant nodes (some exporters do) open under the output's name, and a
+    DequantizeLinear reading them decodes as ONNX Runtime's does."""
+    codes = RNG.integers(-128, 128, (16, 12), np.int8)
+    scale = (RNG.random(16) * 0.05 + 1e-3).astype(np.float32)
+    nodes = [helper.make_node("Constant", [], ["c_codes"],
+                              value=numpy_helper.from_array(codes, "")),
+             helper.make_node("Constant", [], ["c_scale"],
+                              value=numpy_helper.from_array(scale, "")),
+             helper.make_node("DequantizeLinear", ["c_codes", "c_scale"], ["c_dq"], axis=0)]
+    out = helper.make_tensor_value_info("c_dq", TensorProto.FLOAT, None)
+    path = tmp_path / "const.onnx"
+    onnx.save_model(_model({}, nodes, [out]), str(path))
+    expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {})[0]
+    assert [i.name for i in list_tensors(path)] == ["c_codes", "c_scale", "c_dq"]
+    assert np.array_equal(load_tensor(path, "c_codes"), codes)
+    assert np.array_equal(load_tensor(path, "c_dq"), expected) and expected.size == 192

@@ -231,3 +231,60 @@ def test_entry_points_open_a_checkpoint_and_a_folder_of_bin_shards(tmp_path, cap
             raw.read_into(0, out)
             assert np.array_equal(out.reshape(t.info.shape),
                                   _bits(w if t.name == "a.weight" else w.t()))
+
+
+def _save_tar(obj, path) -> None:
+    """``torch.save``'s pre-1.0 tar format (torch.load still reads it): the object graph with
+    tensors as persistent ids, a storage table and a tensor table."""
+    import io
+    import pickle
+    import struct
+    import tarfile
+
+    tensors: dict[int, object] = {}
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, o):
+            if isinstance(o, torch.Tensor):
+                tensors[len(tensors)] = o
+                return str(len(tensors) - 1)
+            return None
+
+    graph, storages, table = io.BytesIO(), io.BytesIO(), io.BytesIO()
+    Pickler(graph, protocol=2).dump(obj)
+    pickle.dump(len(tensors), storages, protocol=2)
+    pickle.dump(len(tensors), table, protocol=2)
+    kinds = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
+             torch.int64: "Long", torch.int8: "Char", torch.uint8: "Byte"}
+    for key, t in tensors.items():
+        data = bytes(t.untyped_storage())
+        kind = kinds[t.dtype]
+        pickle.dump((key, "cpu", getattr(torch, f"{kind}Storage")), storages, protocol=2)
+        storages.write(struct.pack("<q", len(data) // t.element_size()) + data)
+        pickle.dump((key, key, getattr(torch, f"{kind}Tensor")), table, protocol=2)
+        table.write(struct.pack("<ii", t.dim(), 0) + struct.pack(f"<{t.dim()}q", *t.shape)
+                    + struct.pack(f"<{t.dim()}q", *t.stride())
+                    + struct.pack("<q", t.storage_offset()))
+    pickle.dump([], storages, protocol=2)
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for name, buf in (("storages", storages), ("tensors", table), ("pickle", graph)):
+            info = tarfile.TarInfo(name)
+            info.size = len(buf.getvalue())
+            tar.addfile(info, io.BytesIO(buf.getvalue()))
+
+
+def test_pre_1_0_tar_checkpoints_equal_torch_load(tmp_path):
+    base = _tensor("float32", (9, 7), seed=11)
+    sd = {"w": base, "t": base.t(), "rows": base[2:6, 1:], "half": _tensor("float16", (5,)),
+          "ids": _tensor("int64", (4,)), "codes": _tensor("int8", (3, 3)),
+          "nested": {"d": _tensor("float64", (2, 2)), "list": [_tensor("uint8", (6,))]}}
+    path = tmp_path / "old.pt"
+    _save_tar(sd, path)
+    back = torch.load(path, weights_only=False)  # torch reads the tar format only unsafely
+    flat = {k: v for k, v in back.items() if k != "nested"}
+    flat.update({"nested.d": back["nested"]["d"], "nested.list.0": back["nested"]["list"][0]})
+    assert detect_format(path) == "pytorch"
+    assert [i.name for i in list_tensors(path)] == list(flat)
+    for name, t in flat.items():
+        assert _same(load_tensor(path, name), t), name
+        assert np.array_equal(load_for_analysis(path, name)[0], t.float().numpy()), name

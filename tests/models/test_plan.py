@@ -134,3 +134,21 @@ def test_cli_plan_json_equals_python(tmp_path, capsys):
     assert "bits/element (budget 4.5)" in out and "keep float32" in out
     assert main(["plan", str(path), "--budget", "1"]) == 2
     assert "no plan fits 1 bits" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target", ["compressed-tensors", "modelopt", "onnx"])
+def test_target_keeps_only_what_the_tool_runs(table, target):
+    from quantscope.state.export_targets import expresses
+    from quantscope.state.plan_export import compressed_tensors_config, modelopt_config
+
+    p = plan(table, 9.0, target=target, keep=("embed", "lm_head", "norm", "conv"))
+    assert p.planned and all(expresses(target, c.spec) for r in p.planned
+                             for c in r.candidates)
+    if target == "compressed-tensors":
+        assert not compressed_tensors_config(p).unexpressed
+    if target == "modelopt":
+        assert not modelopt_config(p).unexpressed
+    if target == "onnx":
+        assert {r.spec for r in p.planned} <= {"int8/tensor", "int8/channel"}
+    with pytest.raises(UserError, match="target"):
+        plan(table, 5, target="tensorrt")

@@ -40,6 +40,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--formats", action="append", metavar="F[,F...]",
                    help="candidate formats (names such as int8, fp8_e4m3, int4_g128, nvfp4, "
                         "or pane formats such as int8/channel); default all")
+    p.add_argument("--target", choices=("compressed-tensors", "modelopt", "onnx"),
+                   help="choose only among the formats this tool runs")
     p.add_argument("--keep", action="append", default=[], metavar="PATTERN",
                    help="keep tensors whose name matches this regex in stored precision "
                         "(repeatable; added to embed, lm_head, norm)")
@@ -98,13 +100,15 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--onnx-out needs an .onnx CHECKPOINT")
     announce_compiles()
     if is_onnx:
-        from quantscope.io.onnx_qdq import initializers
+        from quantscope.io.onnx_qdq import initializers, weight_axes
 
-        table = scan(initializers(args.file), label=args.file, method=args.method)
+        table = scan(initializers(args.file), label=args.file, method=args.method,
+                     axes=weight_axes(args.file))
     else:
         table = scan(args.file, method=args.method)
     keep = ([] if args.no_default_keep else list(DEFAULT_KEEP)) + list(args.keep)
-    result = plan(table, args.budget, formats=_formats(args.formats), keep=keep,
+    result = plan(table, args.budget, formats=_formats(args.formats), target=args.target,
+                  keep=keep,
                   objective=args.objective, pins=_pins(args.pin))
     print(json.dumps(result.record(), indent=2) if args.json else result.summary())
     exports = []

@@ -1,5 +1,6 @@
-"""ONNX models (``.onnx``): every initializer, and the weights a QDQ model stores quantized,
-decoded as ONNX Runtime's ``DequantizeLinear`` decodes them.
+"""ONNX models (``.onnx``): every initializer (and the tensor of every ``Constant`` node,
+under its output's name: some exporters keep weights there), and the weights a QDQ model
+stores quantized, decoded as ONNX Runtime's ``DequantizeLinear`` decodes them.
 
 The protobuf is parsed by the ``onnx`` package (the optional extra ``quantscope[onnx]``; the
 error says so when it is missing); the tensors' bytes are then decoded here from the fields the
@@ -10,8 +11,9 @@ regular file inside the model's own folder: an absolute path, a ``..`` component
 leading out of the folder is refused, and ``offset`` + ``length`` must lie within that file.
 Such data is memory-mapped when loaded in its own dtype, and read block by block for analysis.
 
-For each ``DequantizeLinear`` node whose input, scale and zero point are all initializers, the
-model also lists the node's output (its name in the graph) as the dequantized weight:
+For each ``DequantizeLinear`` node whose input, scale and zero point are all initializers (or
+constants), the model also lists the node's output (its name in the graph) as the dequantized
+weight:
 ``(int32(x) - zero_point) * scale`` in float32 for integer codes (int8, uint8, int16, uint16,
 int32, int4, uint4), ``float(x) * scale`` for float8 codes, per tensor, per ``axis`` or per
 block of ``block_size`` along it, cast to the scale's type -- what ONNX Runtime computes (the
@@ -143,6 +145,13 @@ def _describe(path, proto) -> _Model:
             skipped.append(f"{printable(name)[:60]} (type {t.data_type})")
             continue
         inits[name] = _check_initializer(path, t, name)
+    for node in proto.graph.node:  # weights some exporters keep in Constant nodes instead
+        if _text(node.op_type) != "Constant" or not node.output:
+            continue
+        value = [a.t for a in node.attribute if _text(a.name) == "value" and a.HasField("t")]
+        name = _text(node.output[0])
+        if value and name not in inits and value[0].data_type in DATA_TYPES:
+            inits[name] = _check_initializer(path, value[0], name)
     dequantized: dict[str, _Dequantized] = {}
     for node in proto.graph.node:
         if _text(node.op_type) != "DequantizeLinear" or _text(node.domain) not in (

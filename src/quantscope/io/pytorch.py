@@ -1,12 +1,13 @@
 """PyTorch checkpoints (``.pt``, ``.pth``, ``.bin``, ``.ckpt``) read without torch and without
 unpickling.
 
-Two containers exist. ``torch.save``'s default since 1.6 is a zip: ``<archive>/data.pkl``
+Three containers exist. ``torch.save``'s default since 1.6 is a zip: ``<archive>/data.pkl``
 (the pickled object graph), ``<archive>/byteorder`` and one member ``<archive>/data/<key>``
 of raw bytes per storage, stored uncompressed. The legacy format
 (``_use_new_zipfile_serialization=False``) is five pickles in a row -- a magic number, the
 protocol version, a description of the machine, the object graph, the list of storage keys --
-followed by each storage as an 8-byte element count and its raw bytes.
+followed by each storage as an 8-byte element count and its raw bytes. Before 1.0 it was a
+tar (:mod:`quantscope.io.torch_tar`).
 
 The object graph is run by :mod:`quantscope.io.torch_pickle`, which builds only tensor
 descriptions (storage, offset, shape, strides, dtype) and plain containers and refuses
@@ -28,6 +29,7 @@ import os
 import struct
 import zipfile
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,9 +108,17 @@ class _Parsed:
     big_endian: bool
 
 
+#: Further containers (``sniff(path, head)``, ``parse(path)``) registered by the modules that
+#: read them (:mod:`quantscope.io.torch_tar`, the pre-1.0 tar format).
+CONTAINERS: list[tuple[Callable[[Path, bytes], bool], Callable[[str | os.PathLike], _Parsed]]] \
+    = []
+
+
 # -- recognising ------------------------------------------------------------------------------
 def _sniff(path: Path, head: bytes) -> bool:
     if head.startswith(LEGACY_HEAD):
+        return True
+    if any(sniff(path, head) for sniff, _ in CONTAINERS):
         return True
     if not head.startswith(b"PK\x03\x04"):
         return False
@@ -145,8 +155,14 @@ def _parsed(path: str | os.PathLike) -> _Parsed:
         _CACHE.move_to_end(key)
         return _CACHE[key]
     with open(path, "rb") as fh:
-        head = fh.read(len(LEGACY_HEAD))
-    parsed = _parse_legacy(path, st.st_size) if head == LEGACY_HEAD else _parse_zip(path)
+        head = fh.read(512)
+    other = [parse for sniff, parse in CONTAINERS if sniff(Path(path), head)]
+    if other:
+        parsed = other[0](path)
+    elif head.startswith(LEGACY_HEAD):
+        parsed = _parse_legacy(path, st.st_size)
+    else:
+        parsed = _parse_zip(path)
     _CACHE[key] = parsed
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
@@ -596,7 +612,7 @@ def _load(path, name=None, /, **options):
 register(FileKind(
     "pytorch", "PyTorch checkpoint (.pt, .pth, .bin, .ckpt)", (".pt", ".pth", ".bin", ".ckpt"),
     _sniff, _list, _load,
-    not_this=lambda p, h: ("is a tar archive: the pre-1.0 PyTorch tar format is not read "
-                           "(load and re-save it with a current torch)")
+    not_this=lambda p, h: ("is a tar archive without the storages, tensors and pickle members "
+                           "of PyTorch's pre-1.0 format")
     if h[257:262] == b"ustar" else "is not a PyTorch checkpoint (neither a zip holding "
                                    "data.pkl nor the legacy pickle format)"), before="npz")

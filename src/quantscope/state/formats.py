@@ -17,6 +17,7 @@ import numpy as np
 from quantscope.core import QuantParams, choose_qparams
 from quantscope.core.formats.catalog import FORMATS, FormatParams, format_kind
 from quantscope.core.formats.gguf_types import GGUF_TYPES
+from quantscope.core.formats.int4_tools import TOOL_INT4
 from quantscope.state.axes import units
 from quantscope.state.errors import SettingsError
 
@@ -26,11 +27,14 @@ DEFAULT_COMPARISON = ("int8/channel", "fp8_e4m3/tensor", "mxfp4", "int4_g128")
 
 _LABELS = {
     "int8": "int8", "int4_g32": "INT4 g32", "int4_g64": "INT4 g64", "int4_g128": "INT4 g128",
+    "gptq_int4_g128": "GPTQ INT4 g128", "gptq_int4_g128_asym": "GPTQ INT4 g128 asym",
+    "awq_int4_g128": "AWQ INT4 g128",
     "fp8_e4m3": "FP8 E4M3", "fp8_e5m2": "FP8 E5M2", "fp8_e4m3fnuz": "FP8 E4M3FNUZ",
     "fp8_e5m2fnuz": "FP8 E5M2FNUZ", "fp6_e2m3": "FP6 E2M3", "fp6_e3m2": "FP6 E3M2",
     "fp4_e2m1": "FP4 E2M1", "mxfp8_e4m3": "MXFP8 E4M3", "mxfp8_e5m2": "MXFP8 E5M2",
     "mxfp6_e2m3": "MXFP6 E2M3", "mxfp6_e3m2": "MXFP6 E3M2", "mxfp4": "MXFP4",
-    "mxint8": "MXINT8", "nvfp4": "NVFP4", "nf4": "NF4",
+    "mxint8": "MXINT8", "nvfp4": "NVFP4 (torchao)",
+    "nvfp4_modelopt": "NVFP4 (ModelOpt)", "nf4": "NF4",
     **{name: f"GGUF {t.ggml_name}" for name, t in GGUF_TYPES.items()},
 }
 #: After the name: the blocks (the pane's heading), then their scales (its detail line).
@@ -88,6 +92,8 @@ def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
     method = settings.method
     options = {"percentile": settings.percentile} if method == "percentile" else {}
     if name != "int8" and kind != "element":
+        if kind == "int" and name in TOOL_INT4:  # the tool's own range rule, nothing else
+            return choose_qparams(x, format=name, prepared=prepared)
         if kind == "int":  # INT4 groups: the integer calibration methods apply
             m = "minmax" if method == "manual" else method
             opts = options if m == "percentile" else {}
@@ -182,7 +188,7 @@ def element_bits(name: str) -> int:
 
     if name == "int8":
         return 8
-    if name.startswith("int4_"):
+    if format_kind(name) == "int":
         return 4
     if name in GGUF_TYPES:
         return GGUF_TYPES[name].bits

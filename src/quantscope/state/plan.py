@@ -157,6 +157,19 @@ class Plan:
                           dataclasses.replace(row, spec=spec, kept=None, pinned=True))
         return _solve(tuple(rows.values()), self.budget, self.objective, self.table)
 
+    def with_budget(self, budget: float) -> Plan:
+        """The plan re-solved under another budget (pins kept, nothing measured again)."""
+        if not isinstance(budget, int | float) or not math.isfinite(budget) or budget <= 0:
+            raise UserError(f"budget must be a positive number of bits, got {budget!r}")
+        return _solve(self.rows, float(budget), self.objective, self.table)
+
+    def unpin_all(self) -> Plan:
+        """Every pin dropped and the plan solved afresh."""
+        rows = tuple(dataclasses.replace(r, pinned=False,
+                                         kept=None if r.candidates else r.kept)
+                     if r.pinned else r for r in self.rows)
+        return _solve(rows, self.budget, self.objective, self.table)
+
     def unpin(self, name: str) -> Plan:
         """The plan with ``name`` free again (re-planned)."""
         rows = tuple(dataclasses.replace(r, pinned=False, kept=None if r.candidates else r.kept)
@@ -288,6 +301,7 @@ def keep_reason(row: ModelRow, keep: Sequence[str]) -> str | None:
 
 
 def plan(table: ModelTable, budget: float = 4.5, *, formats: Sequence[str] | None = None,
+         target: str | None = None,
          keep: Sequence[str] = DEFAULT_KEEP, objective: str | Callable = "relative",
          pins: dict[str, str | None] | None = None,
          on_tensor: Callable[[str, int, int], None] | None = None) -> Plan:
@@ -301,6 +315,9 @@ def plan(table: ModelTable, budget: float = 4.5, *, formats: Sequence[str] | Non
         Average bits per element over the planned tensors, every scale included.
     formats : sequence of str, optional
         Candidate formats (names or pane formats); default every format of the table.
+    target : str, optional
+        ``"compressed-tensors"``, ``"modelopt"`` or ``"onnx"``: only the candidates that tool
+        runs (:mod:`quantscope.state.export_targets`), so its export expresses every row.
     keep : sequence of str
         Regexes of names kept in their stored precision.
     objective : str or callable
@@ -316,6 +333,14 @@ def plan(table: ModelTable, budget: float = 4.5, *, formats: Sequence[str] | Non
         raise UserError(f"objective must be one of {OBJECTIVES} or a callable, "
                         f"got {objective!r}")
     specs = candidate_specs(formats)
+    if target is not None:
+        from quantscope.state.export_targets import TARGETS, expresses
+
+        if target not in TARGETS:
+            raise UserError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
+        specs = tuple(s for s in specs if expresses(target, s))
+        if not specs:
+            raise UserError(f"none of the candidate formats is one {target} runs")
     keep = tuple(keep)
     for pattern in keep:
         try:
@@ -331,6 +356,10 @@ def plan(table: ModelTable, budget: float = 4.5, *, formats: Sequence[str] | Non
     for i, r in enumerate(todo):
         assert r.info is not None
         reason = keep_reason(r, keep)
+        if reason is None and target is not None:
+            from quantscope.state.export_targets import tensor_refusal
+
+            reason = tensor_refusal(target, r.name, r.info.shape)
         if reason is not None and r.name not in pins:
             rows.append(PlanRow(r.name, r.info.shape, r.info.dtype, r.params, r.axis, None,
                                 kept=reason))

@@ -32,6 +32,9 @@ from typing import Any
 import numpy as np
 
 from quantscope.core.formats.catalog import FormatParams
+from quantscope.state.export_targets import ct_args as _ct_args
+from quantscope.state.export_targets import modelopt_cfg as _mo_cfg
+from quantscope.state.export_targets import module_of
 from quantscope.state.formats import format_pane_params
 from quantscope.state.plan import Plan, PlanRow
 
@@ -61,33 +64,7 @@ class Export:
         return "\n".join(_yaml(self.config, 0)) + "\n"
 
 
-def module_of(name: str) -> str | None:
-    """``"model.layers.0.q_proj.weight"`` -> ``"model.layers.0.q_proj"``; None for a tensor
-    that is not a module's weight."""
-    head, dot, tail = name.rpartition(".")
-    return head if dot and tail == "weight" and head else None
-
-
 # -- compressed-tensors -----------------------------------------------------------------------
-def _ct_args(spec: str) -> dict[str, Any] | None:
-    name, _, gran = spec.partition("/")
-    if name == "int8":
-        return {"num_bits": 8, "type": "int", "symmetric": True, "strategy": gran}
-    if name.startswith("int4_g"):
-        return {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
-                "group_size": int(name.removeprefix("int4_g"))}
-    if name == "fp8_e4m3":
-        return {"num_bits": 8, "type": "float", "symmetric": True, "strategy": gran}
-    if name == "nvfp4":
-        return {"num_bits": 4, "type": "float", "symmetric": True, "strategy": "tensor_group",
-                "group_size": 16, "scale_dtype": "torch.float8_e4m3fn"}
-    mx_bits = {"mxfp4": 4, "mxfp6_e2m3": 6, "mxfp8_e4m3": 8}
-    if name in mx_bits:
-        return {"num_bits": mx_bits[name], "type": "float", "symmetric": True,
-                "strategy": "group", "group_size": 32, "scale_dtype": "torch.uint8"}
-    return None
-
-
 _CT_FORMATS = {"int8": "int-quantized", "fp8_e4m3": "float-quantized", "nvfp4":
                "nvfp4-pack-quantized", "mxfp4": "mxfp4-pack-quantized",
                "mxfp6_e2m3": "mxfp6-pack-quantized", "mxfp8_e4m3": "mxfp8-quantized"}
@@ -134,28 +111,6 @@ def compressed_tensors_config(plan: Plan) -> Export:
 
 
 # -- ModelOpt -----------------------------------------------------------------------------------
-def _mo_cfg(spec: str) -> dict[str, Any] | None:
-    name, _, gran = spec.partition("/")
-    axis = 0 if gran == "channel" else None
-    element = {"fp8_e4m3": (4, 3), "fp8_e5m2": (5, 2)}
-    if name == "int8":
-        return {"num_bits": 8, "axis": axis}
-    if name in element:
-        return {"num_bits": element[name], "axis": axis}
-    if name.startswith("int4_g"):
-        return {"num_bits": 4, "block_sizes": {-1: int(name.removeprefix("int4_g")),
-                                               "type": "static"}}
-    if name == "nvfp4":
-        return {"num_bits": (2, 1), "block_sizes": {-1: 16, "type": "dynamic",
-                                                    "scale_bits": (4, 3)}}
-    mx = {"mxfp4": (2, 1), "mxfp6_e3m2": (3, 2), "mxfp6_e2m3": (2, 3), "mxfp8_e4m3": (4, 3),
-          "mxfp8_e5m2": (5, 2), "mxint8": 8}
-    if name in mx:
-        return {"num_bits": mx[name], "block_sizes": {-1: 32, "type": "dynamic",
-                                                      "scale_bits": (8, 0)}}
-    return None
-
-
 def modelopt_config(plan: Plan) -> Export:
     """The plan as a ModelOpt quantization config (see the module docstring): a Python dict
     with tuples and integer keys, as ``mtq.quantize`` takes it."""

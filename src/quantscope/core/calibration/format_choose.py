@@ -17,6 +17,7 @@ import numpy as np
 from quantscope.core.formats.catalog import (
     _E2M1_MAX,
     _E4M3_MAX,
+    _E4M3_SUBNORMAL,
     _E4M3_TINY,
     _TINY,
     FORMAT_TABLE,
@@ -26,6 +27,7 @@ from quantscope.core.formats.catalog import (
     format_kind,
     mx_exponents,
 )
+from quantscope.core.formats.int4_tools import TOOL_INT4, tool_int4_params
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.tensors.layout import param_shape
 from quantscope.core.tensors.validate import EngineValueError
@@ -77,6 +79,8 @@ def block_params(xf: np.ndarray, name: str, *, axis: int, saturate: bool = True)
         stored = scale.astype(ml_dtypes.float8_e8m0fnu)
         return FormatParams(name, scale, axis=axis, group_size=block, block_scales=stored,
                             saturate=saturate)
+    if name == "nvfp4_modelopt":
+        return nvfp4_modelopt_params(amax, axis, saturate)
     if kind == "nvfp4":
         t_amax = np.float32(amax.max()) if amax.size else np.float32(0.0)
         ts = np.float32(t_amax / np.float32(_E4M3_MAX * _E2M1_MAX))
@@ -93,6 +97,26 @@ def block_params(xf: np.ndarray, name: str, *, axis: int, saturate: bool = True)
     return FormatParams(name, absmax, axis=axis, group_size=block,
                         inv_scale=np.float32(1.0) / absmax, block_scales=absmax,
                         saturate=saturate)
+
+
+def nvfp4_modelopt_params(amax: np.ndarray, axis: int, saturate: bool = True) -> FormatParams:
+    """NVFP4 as ModelOpt's ``NVFP4QTensor.quantize`` computes it from each block's amax
+    (modelopt/torch/quantization/qtensor/nvfp4_tensor.py, 0.47): tensor scale
+    ``amax / (6 · 448)`` in float32, block scale ``block_amax / float32(6 · tensor_scale)``,
+    zeros set to 1.0, clamped to ``[2^-9, 448]`` and cast to E4M3; the elements are divided by
+    ``float32(block_scale) · tensor_scale``. A tensor of zeros, whose tensor scale would be 0
+    (and every block scale NaN in ModelOpt), takes tensor scale 1."""
+    t_amax = np.float32(amax.max()) if amax.size else np.float32(0.0)
+    ts = np.float32(t_amax / np.float32(_E2M1_MAX * _E4M3_MAX))
+    if not ts >= _TINY:
+        ts = np.float32(1.0)
+    bs = (amax / np.float32(np.float32(_E2M1_MAX) * ts)).astype(np.float32)
+    bs = np.where(bs == 0, np.float32(1.0), bs)
+    bs8 = np.clip(bs, np.float32(_E4M3_SUBNORMAL), np.float32(_E4M3_MAX)).astype(
+        np.float32).astype(ml_dtypes.float8_e4m3fn)
+    scale = (bs8.astype(np.float32) * ts).astype(np.float32)
+    return FormatParams("nvfp4_modelopt", scale, axis=axis, group_size=16, block_scales=bs8,
+                        tensor_scale=float(ts), saturate=saturate)
 
 
 def int_group_params(xf: np.ndarray, name: str, *, symmetric: bool, axis: int, method: str,
@@ -145,6 +169,10 @@ def choose_format_params(xf: np.ndarray, name: str, *, symmetric: bool, granular
             raise EngineValueError(f"format {name!r} takes its scales from each block's "
                                    f"amax (method 'minmax'), got method {method!r}")
         return block_params(xf, name, axis=-1, saturate=saturate)
+    if name in TOOL_INT4:
+        if options:
+            raise EngineValueError(f"format {name!r} takes no options, got {sorted(options)}")
+        return tool_int4_params(xf, name, method=method, prepared=prepared)
     if kind == "int":
         if xf.ndim == 0:
             raise EngineValueError(f"format {name!r} needs an axis for its groups")

@@ -16,17 +16,28 @@ scale rule:
   torchao's ``nvfp4_quantize`` does it: tensor scale ``amax / (448 · 6)``, block scale
   ``e4m3(clamp((block_amax / 6) / tensor_scale, 2^-6, 448))``, elements
   ``x · ((1 / tensor_scale) / block_scale)`` cast, dequantized by ``tensor_scale · block_scale``;
+* ``nvfp4_modelopt``: the same layout as ModelOpt's ``NVFP4QTensor`` (and TensorRT-LLM's
+  checkpoints from it) computes it: block scale ``e4m3(clamp(block_amax / (6 · tensor_scale),
+  2^-9, 448))`` -- the floor is E4M3's smallest subnormal, not its smallest normal 2^-6, and an
+  all-zero block takes 1.0 -- elements ``x / (block_scale · tensor_scale)`` (a division) cast
+  to E2M1, dequantized by the same product. The two differ only in blocks whose amax is below
+  ``2^-6 · 6 · tensor_scale``: beside an outlier, most blocks of the tensor;
 * ``nf4``: QLoRA's 16 levels in blocks of 64, scaled by the block's absmax (float32), elements
   ``x · (1 / absmax)`` rounded to the nearest level (bitsandbytes' arithmetic);
-* ``int4_g32`` / ``int4_g64`` / ``int4_g128``: int4 per group along the input (last) axis, as
-  GPTQ and AWQ store it, symmetric or asymmetric, the scale rounded to float16 (what they
-  store); these are ordinary :class:`~quantscope.core.schemes.qparams.QuantParams`.
+* ``int4_g32`` / ``int4_g64`` / ``int4_g128``: int4 per group along the input (last) axis by
+  the engine's rules: symmetric is the narrow range (15 codes -7..7, scale ``amax / 7``),
+  asymmetric uint4 with a zero point, the scale rounded to float16; ordinary
+  :class:`~quantscope.core.schemes.qparams.QuantParams`;
+* ``gptq_int4_g128``, ``gptq_int4_g128_asym``, ``awq_int4_g128``: INT4 as GPTQ and AutoAWQ
+  compute it (16 codes 0..15 with a zero point; their rules in
+  :mod:`quantscope.core.formats.int4_tools`).
 
 * ``gguf_q8_0`` ... ``gguf_q6_k``: llama.cpp's block types, bit for bit with its reference
   quantizers (:mod:`quantscope.core.formats.gguf`; their parameters are the stored blocks).
 
 Bits per element count the scale overhead: MXFP4 4.25, NVFP4 4.5 (plus 32 bits per tensor),
-INT4 g128 with its fp16 scale 4.125 (4.15625 with a 4-bit zero point).
+INT4 g128 with its fp16 scale 4.125 (4.15625 with a 4-bit zero point, as GPTQ and AWQ
+store it even when symmetric).
 """
 
 from __future__ import annotations
@@ -46,6 +57,9 @@ FORMAT_TABLE: dict[str, tuple[str, str | None, int | None, int]] = {
     "int4_g32": ("int", None, 32, 16),
     "int4_g64": ("int", None, 64, 16),
     "int4_g128": ("int", None, 128, 16),
+    "gptq_int4_g128": ("int", None, 128, 20),
+    "gptq_int4_g128_asym": ("int", None, 128, 20),
+    "awq_int4_g128": ("int", None, 128, 20),
     "fp8_e4m3": ("element", "float8_e4m3fn", None, 32),
     "fp8_e5m2": ("element", "float8_e5m2", None, 32),
     "fp8_e4m3fnuz": ("element", "float8_e4m3fnuz", None, 32),
@@ -60,6 +74,7 @@ FORMAT_TABLE: dict[str, tuple[str, str | None, int | None, int]] = {
     "mxfp4": ("mx", "float4_e2m1fn", 32, 8),
     "mxint8": ("mx", "int8_mx", 32, 8),
     "nvfp4": ("nvfp4", "float4_e2m1fn", 16, 8),
+    "nvfp4_modelopt": ("nvfp4", "float4_e2m1fn", 16, 8),
     "nf4": ("nf4", "nf4", 64, 32),
     **GGUF_ROWS,
 }
@@ -67,6 +82,8 @@ FORMATS = tuple(FORMAT_TABLE)
 _TINY = float(np.finfo(np.float32).tiny)
 #: torchao's NVFP4 constants: E4M3's max and smallest normal, E2M1's max.
 _E4M3_MAX, _E4M3_TINY, _E2M1_MAX = 448.0, 2.0 ** -6, 6.0
+#: ModelOpt's floor for an NVFP4 block scale: E4M3's smallest subnormal.
+_E4M3_SUBNORMAL = 2.0 ** -9
 
 
 def check_format(name: str) -> str:

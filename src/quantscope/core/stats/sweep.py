@@ -44,6 +44,20 @@ EVAL_CELLS = 1 << 21
 #: Smallest and largest scale the MSE search tries, as multiples of the min/max scale.
 F_MIN = 1e-4
 S_MAX = 2.0
+#: The exact sweep (:mod:`quantscope.core.kernels.scale_sweep`) after the search: around each
+#: refined minimum, scales within this relative half-width and zero points within this many
+#: codes of the minimum's (plus a share of the code range proportional to the width)...
+POLISH_SPAN = 0.04
+POLISH_ZERO_POINTS = 3
+#: ...or the whole range of scales and zero points where a unit's sweep would visit at most
+#: this many (breakpoint, zero point) pairs: then the minimum is the global one by
+#: construction, not only the best of the search's basins.
+POLISH_WHOLE = 3e7
+#: At most this many (breakpoint, zero point) pairs for one search's sweeps together (a
+#: fraction of a second): beyond, the windows of the largest units are left out -- with
+#: hundreds of values per code the error's ripples between breakpoints are far below the
+#: 10^-3 dB the search is held to, and the grid's refinement reaches its minimum.
+POLISH_TOTAL = 1e8
 _TINY32 = float(np.finfo(np.float32).tiny)
 
 #: Mantissas of the ticks a log axis labels when its values span less than two decades.
@@ -492,7 +506,77 @@ def mse_optimal_params(rows: SortedRows, *, qmin: int, qmax: int, symmetric: boo
             u = row_k[k]
             if better[k] < out_e[u]:
                 out_e[u], out_s[u], out_z[u] = better[k], sc[flat[k]], zc[flat[k]]
+    if n_rows == 1:  # around each refined minimum
+        _polish(rows, row_k, np.exp(centre), centre_z, s0, symmetric, rule, out_s, out_z,
+                out_e)
+    else:  # many units: around each one's best only (their sweeps add up)
+        _polish(rows, units, out_s.astype(np.float64), out_z.astype(np.int64), s0, symmetric,
+                rule, out_s, out_z, out_e)
     return out_s, out_z, out_e
+
+
+def _polish(rows: SortedRows, row_k: np.ndarray, centre: np.ndarray, centre_z: np.ndarray,
+            s0: np.ndarray, symmetric: bool, rule: tuple, out_s: np.ndarray,
+            out_z: np.ndarray, out_e: np.ndarray) -> None:
+    """Replace each unit's result by the exact least error of the scales around its refined
+    minima (the whole range where that is affordable), found by the breakpoint sweep
+    (:func:`quantscope.core.kernels.scale_sweep.window_minimum`): a log grid and its
+    refinements sample a function that, at 8 bits and a few thousand values, ripples from one
+    breakpoint to the next, and its best sample may sit in a ripple beside the lowest one.
+    The sweep's scale is rounded to float32 (and its neighbours tried), each candidate's error
+    evaluated exactly; a unit's result changes only where that is lower."""
+    from quantscope.core.kernels.scale_sweep import rows_minimum
+
+    qmin, qmax = rule[0], rule[1]
+    z_sym = 0 if qmin < 0 else (qmin + qmax + 1) // 2
+    lengths = rows.lengths.astype(np.float64)
+    levels = qmax - qmin + 1
+    zcount = 1 if symmetric else levels
+    whole_cost = lengths * levels * zcount
+    whole = whole_cost <= POLISH_WHOLE
+    whole &= np.cumsum(np.where(whole, whole_cost, 0.0)) <= POLISH_TOTAL / 2
+    # windows: the whole range for the affordable units, else one per refined minimum
+    w_row = np.concatenate([np.flatnonzero(whole), row_k[~whole[row_k]]])
+    w_mid = np.concatenate([s0[whole], centre[~whole[row_k]]])
+    span = np.concatenate([np.full(int(whole.sum()), np.nan),
+                           np.full(int((~whole[row_k]).sum()), POLISH_SPAN)])
+    w_z = np.concatenate([np.full(int(whole.sum()), z_sym), centre_z[~whole[row_k]]])
+    s_lo = np.where(np.isnan(span), F_MIN * w_mid, w_mid / (1.0 + np.nan_to_num(span)))
+    s_hi = np.where(np.isnan(span), S_MAX * w_mid, w_mid * (1.0 + np.nan_to_num(span)))
+    s_lo = np.maximum(s_lo, _TINY32)
+    if symmetric:
+        z_lo = z_hi = np.full(w_row.size, z_sym, np.int64)
+    else:
+        reach = POLISH_ZERO_POINTS + int(np.ceil(POLISH_SPAN * levels))
+        z_lo = np.where(np.isnan(span), qmin, np.clip(w_z - reach, qmin, qmax)).astype(np.int64)
+        z_hi = np.where(np.isnan(span), qmax, np.clip(w_z + reach, qmin, qmax)).astype(np.int64)
+    # the sweep's cost: each value crosses about (|x| / s) · (width / s) breakpoints
+    rms = np.sqrt(rows.sumsq[w_row] / np.maximum(lengths[w_row], 1.0))
+    width = np.where(np.isnan(span), levels, rms / w_mid * 2 * np.nan_to_num(span))
+    cost = lengths[w_row] * (1.0 + np.minimum(width, levels) * (z_hi - z_lo + 1))
+    keep = np.cumsum(cost) <= POLISH_TOTAL
+    w_row, s_lo, s_hi, z_lo, z_hi = (w_row[keep], s_lo[keep], s_hi[keep], z_lo[keep],
+                                     z_hi[keep])
+    if w_row.size == 0:
+        return
+    err = np.empty(w_row.size)
+    sc = np.empty(w_row.size)
+    zp = np.empty(w_row.size, np.int64)
+    rows_minimum(rows.values, rows.starts, w_row.astype(np.int64), s_lo, s_hi, z_lo, z_hi,
+                 qmin, qmax, err, sc, zp)
+    ok = np.isfinite(err)
+    w_row, sc, zp = w_row[ok], sc[ok], zp[ok]
+    s32 = sc.astype(np.float32)
+    cand_s = np.stack([np.nextafter(s32, np.float32(0)), s32,
+                       np.nextafter(s32, np.float32(np.inf))], axis=1).ravel()
+    cand_s = np.maximum(cand_s, np.float32(_TINY32))
+    cand_r = np.repeat(w_row, 3)
+    cand_z = np.repeat(zp, 3).astype(np.int32)
+    exact = _errors(rows, cand_r, cand_s, cand_z, rule)
+    for k in np.flatnonzero(exact < out_e[cand_r]):  # few: the units the sweep improved
+        u = cand_r[k]
+        if exact[k] < out_e[u]:
+            out_e[u], out_s[u], out_z[u] = exact[k], cand_s[k], cand_z[k]
 
 
 def mse_optimal_windows(rows: SortedRows, *, symmetric: bool, bits: int = 8,

@@ -37,7 +37,8 @@ FAMILY = {"int": "total", "fp": "rounding", "mx": "sqnr", "nv": "clipping", "nf"
 
 def family(spec: str) -> str:
     """``"int"``, ``"fp"``, ``"mx"``, ``"nv"`` or ``"nf"``."""
-    return spec[:2] if spec[:2] in FAMILY else ("int" if spec.startswith("int") else "fp")
+    return spec[:2] if spec[:2] in FAMILY else (
+        "int" if spec.startswith(("int", "gptq", "awq")) else "fp")
 
 
 def marked_specs(settings) -> list[str]:
@@ -232,9 +233,16 @@ def _title(spec: str) -> str:
     return f"int{b} · per-channel" if b is not None else format_title(spec)
 
 
+#: Short names of the formats named for a tool's rule.
+_TOOL_SHORT = {"gptq_int4_g128": "GPTQ", "gptq_int4_g128_asym": "GPTQa",
+               "awq_int4_g128": "AWQ", "nvfp4_modelopt": "nvfp4·mo"}
+
+
 def _short(spec: str) -> str:
     name, _, gran = spec.partition("/")
     if name.startswith("gguf_"):  # llama.cpp's own short names: Q4_K, Q8_0
         return name[5:].upper()
+    if name in _TOOL_SHORT:  # a tool's rule by the tool's name: the plot is narrow
+        return _TOOL_SHORT[name]
     return name + ("" if gran in ("", "channel") and _int_width(spec) else
                    {"tensor": "·t", "channel": "·c", "": ""}[gran])
