@@ -93,8 +93,13 @@ class ModelMode:
             self.source_status.setText(st.source.label() if st.source else "")
         if self.model_view is not None:
             name = self.from_model()
+            text = f"{printable(short)} · showing {printable(name or '')}"
+            compared = getattr(self, "_compared", None)
+            if name is None and compared is not None and st.source is not None and (
+                    st.source.name, st.source.tensor) == compared[:2]:
+                name, text = compared[1], compared[2]  # a compared weight's original
             self.model_back_bar.setVisible(not model and name is not None)
-            self.model_back_label.setText(f"{printable(short)} · showing {printable(name or '')}")
+            self.model_back_label.setText(text)
         self.update_headline()
 
     def ready_to_render(self) -> bool:
@@ -174,12 +179,12 @@ class ModelMode:
 
         view = self.model_view.compare_view
         settings = dataclasses.replace(self.state.settings, formats=row.panes(), axis=0)
-        self.load(Source("file", str(view.reference), tensor=row.reference), settings=settings)
-        self.model_back_label.setText(
-            f"◀  Model view · {printable(row.name)}: the original, first pane "
-            f"{row.panes()[0]} (stored as {row.stored.format if row.stored else '?'}), "
-            "then the best formats at its bits")
-        self.show_panes()
+        source = Source("file", str(view.reference), tensor=row.reference)
+        self._compared = (source.name, source.tensor, (
+            f"{printable(row.name)}: the original, first pane {row.panes()[0]} (stored as "
+            f"{row.stored.format if row.stored else '?'}), then the best formats at its bits"))
+        # the panes come back once they hold the original (see _open_model_tensor)
+        self.load(source, settings=settings, on_loaded=self.show_panes)
 
     def _open_model_tensor(self, row) -> None:
         from quantscope.state import Source
