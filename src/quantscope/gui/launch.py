@@ -99,9 +99,12 @@ def talk_from_args(args: argparse.Namespace):
         if scene is not None:
             raise UserError("--scene N needs --talk (a talk file, or none for the built-in)")
         return None
-    given = [n for n in ("file", "sample", "generator", "session") if getattr(args, n, None)]
+    given = [n for n in ("file", "sample", "generator", "session", "compare")
+             if getattr(args, n, None)]
     if given:
-        raise UserError(f"--talk brings its own tensors: give it without {', '.join(given)}")
+        raise UserError("--talk brings its own tensors and settings: give it without "
+                        + ", ".join(f"--{n}" if n in ("compare", "session") else n
+                                    for n in given))
     talk = load_talk(talk_arg) if talk_arg else builtin_talk()
     talk.scene(scene or 1)  # a scene the talk lacks is refused now, with the numbers it has
     return talk
