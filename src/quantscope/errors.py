@@ -37,3 +37,8 @@ class EngineTypeError(QuantscopeError, TypeError):
 class Cancelled(QuantscopeError):
     """A computation stopped because its result is no longer wanted (a newer request came, or
     the user pressed Cancel); whoever asked for it drops it without a message."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so that it unwinds as after Ctrl-C: temporary
+    files are removed, a scan hands in what it finished, and the program exits 143."""

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from quantscope.core.tensors.frameworks import as_numpy, framework_of, quantized_scheme
-from quantscope.core.tensors.validate import EngineTypeError
-from quantscope.errors import UserError
+from quantscope.core.tensors.validate import EngineTypeError, check_narrowed
+from quantscope.errors import UserError, one_line
 from quantscope.state import Settings, SettingsError, Source
 from quantscope.state.settings import CODE_RANGES
 from quantscope.state.source import DEMO_SAMPLE
@@ -84,15 +84,31 @@ def _named_source(text: str, tensor: str | None) -> Source:
     from quantscope.core.tensors.generators import GENERATORS
     from quantscope.io.samples import list_samples
 
-    if Path(text).exists():
+    if not text:
+        raise UserError("an empty path names no file, sample or generator")
+    try:
+        exists = Path(text).exists()
+    except (OSError, ValueError) as exc:  # a name too long for the system, a NUL byte
+        raise UserError(f"{_short(text)}: not a usable path "
+                        f"({getattr(exc, 'strerror', None) or exc})") from None
+    if exists:
         return Source("file", text, tensor=tensor)
     samples = [n for n, _, _ in list_samples()]
     if text in samples:
         return Source("sample", text, tensor=tensor)
     if text in GENERATORS:
         return Source.generator(text, GENERATORS[text].default_shape, 0)
-    raise UserError(f"{text!r} is no file, bundled sample ({', '.join(samples)}) or generator "
-                    f"({', '.join(GENERATORS)})")
+    raise UserError(f"{_short(text)} is no file, bundled sample ({', '.join(samples)}) or "
+                    f"generator ({', '.join(GENERATORS)})")
+
+
+def _short(text: str) -> str:
+    """A path for a one-line message: escaped, and cut in the middle past 120 characters
+    (with its length), since a path may be a megabyte of text."""
+    shown = one_line(repr(text))
+    if len(shown) <= 120:
+        return shown
+    return f"{shown[:60]}...{shown[-40:]} ({len(text):,} characters)"
 
 
 def _array_source(data, name: str | None) -> tuple[Source, Read, dict]:
@@ -113,7 +129,12 @@ def _array_source(data, name: str | None) -> tuple[Source, Read, dict]:
         label = f"{framework or type(data).__name__} {dtype.name} tensor"
         if isinstance(data, np.ndarray):
             label = f"{dtype.name} array"
-    snapshot = np.array(arr, copy=True)  # in its own dtype: a bf16 copy is half a float32 one
+    if dtype.kind == "f" and dtype.itemsize > 4:  # narrowed now: values beyond float32 are
+        with np.errstate(over="ignore"):  # refused before any number (a float32 copy is
+            snapshot = arr.astype(np.float32)  # also half of a float64 one)
+        check_narrowed(arr, snapshot, label or "the tensor")
+    else:
+        snapshot = np.array(arr, copy=True)  # in its own dtype: a bf16 copy is half a float32
 
     def read() -> tuple[np.ndarray, str]:
         x = snapshot if snapshot.dtype == np.float32 else snapshot.astype(np.float32)

@@ -243,3 +243,27 @@ def test_at_1280x720_the_figures_sit_beside_the_names_in_view(make_window, qtbot
         assert header.sectionViewportPosition(col) + header.sectionSize(col) <= visible, title
     view.filter.setText("encoder attention")  # the filter still sees the whole name
     assert model.rowCount() == 10
+
+
+def test_a_refused_index_after_a_model_leaves_a_chart_that_paints(make_window, qtbot,
+                                                                 tmp_path):
+    """The floor band's legend sample outlived the band: painting it read the
+    ``LinearRegionItem``'s missing ``opts`` on this and every later load."""
+    model = tmp_path / "model"
+    model.mkdir()
+    _sharded(model)
+    win = make_window()
+    view = _open(win, qtbot, model)
+    chart = view.chart
+    assert chart.floor.isVisible()
+    bad = tmp_path / "bad" / "model.safetensors.index.json"
+    bad.parent.mkdir()
+    bad.write_text('{"weight_map": {"a": "../outside.safetensors"}}')
+    win.open_path(bad)
+    qtbot.waitUntil(lambda: not chart.floor.isVisible() or view.problems, timeout=30_000)
+    for _ in range(2):  # this load and the next: every paint of the legend works
+        win.grab()
+        chart.widget.grab()
+    again = _open(win, qtbot, model)
+    again.chart.widget.grab()
+    assert again.chart.floor.isVisible()

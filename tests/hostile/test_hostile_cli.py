@@ -212,3 +212,31 @@ def test_arbitrary_arguments_keep_the_promise(capsys, tmp_path_factory, command,
     else:
         assert "Traceback" not in err
     record(refused=code != 0)
+
+
+@pytest.mark.parametrize(("options", "refused"), [
+    (["--format", "mxfp4", "--bits", "4"], "--bits"),
+    (["--format", "nvfp4", "--group-size", "32", "--granularity", "group"],
+     "--group-size, --granularity"),
+    (["--format", "fp8_e4m3", "--unsigned"], "--unsigned"),
+    (["--format", "fp8_e4m3", "--runtime", "pytorch"], "--runtime"),
+    (["--format", "int4_g128", "--rounding", "half_away", "--full-range"],
+     "--narrow-range/--full-range, --rounding"),
+    (["--format", "mxfp4", "--axis", "1", "--asymmetric"], "--axis, --asymmetric"),
+    (["--format", "nf4", "--arithmetic", "multiply"], "--arithmetic"),
+])
+def test_export_format_refuses_the_options_it_cannot_honour(tmp_path, capsys, small, options,
+                                                           refused):
+    out = tmp_path / "o.npz"
+    code, stdout, err = _run(capsys, "export", str(small), "-o", str(out), *options)
+    assert_one_line_error(code, stdout, err, f"does not take {refused}")
+    assert not out.exists()
+    record(refused=True)
+
+
+def test_export_format_with_only_its_own_options_writes(tmp_path, capsys, small):
+    out = tmp_path / "o.npz"
+    code, stdout, err = _run(capsys, "export", str(small), "-o", str(out), "--format", "mxfp4")
+    assert code == 0, err
+    assert out.exists() and "mxfp4" in stdout
+    record(refused=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 import zipfile
 
@@ -141,12 +142,19 @@ def test_bf16_sample_matches_the_bit_definition_of_bfloat16():
     np.testing.assert_array_equal(values, f32.astype(ml_dtypes.bfloat16).astype(np.float32))
 
 
-def test_float64_overflow_becomes_inf_without_warning(tmp_path):
-    np.save(tmp_path / "big.npy", np.array([1e300, -1e300, 1.5]))
+def test_float64_beyond_float32_is_refused_with_count_and_place(tmp_path):
+    """Values that would become inf in float32 are named before any number is shown (they
+    used to be counted as non-finite and dropped, the screen saying only "SQNR inf")."""
+    np.save(tmp_path / "big.npy", np.array([[1.5, 1e300], [-1e300, 2.0]]))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a RuntimeWarning would now fail the test
-        values, _ = load_for_analysis(tmp_path / "big.npy")
-    np.testing.assert_array_equal(values, np.array([np.inf, -np.inf, 1.5], np.float32))
+        with pytest.raises(TensorFileError, match=re.escape(
+                "2 float64 value(s) beyond float32's range (±3.403e+38), the first at index "
+                "(0, 1) (1e+300)")):
+            load_for_analysis(tmp_path / "big.npy")
+    np.save(tmp_path / "fine.npy", np.array([np.inf, -3e38, 1.5]))  # inf is inf already
+    values, _ = load_for_analysis(tmp_path / "fine.npy")
+    np.testing.assert_array_equal(values, np.array([np.inf, -3e38, 1.5], np.float32))
 
 
 def test_format_comes_from_content_not_extension(tmp_path):

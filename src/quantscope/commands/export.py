@@ -41,11 +41,11 @@ def add_parser(subparsers) -> None:
     scheme.add_argument("--asymmetric", action="store_true",
                         help="affine range with a zero point (default: symmetric)")
     scheme.add_argument("--granularity", choices=("tensor", "channel", "group"),
-                        default="tensor", help="one scale per tensor (default), per channel "
+                        help="one scale per tensor (default), per channel "
                                                "along --axis, or per --group-size block")
-    scheme.add_argument("--axis", type=int, default=0, help="channel / group axis (default 0)")
+    scheme.add_argument("--axis", type=int, help="channel / group axis (default 0)")
     scheme.add_argument("--group-size", type=int, help="block length for --granularity group")
-    scheme.add_argument("--bits", type=int, default=8, help="bit width, 2 to 8 (default 8)")
+    scheme.add_argument("--bits", type=int, help="bit width, 2 to 8 (default 8)")
     narrow = scheme.add_mutually_exclusive_group()
     narrow.add_argument("--narrow-range", dest="narrow_range", action="store_true",
                         default=None, help="drop the most negative code (default if symmetric)")
@@ -78,18 +78,44 @@ def _check_optional_engine(args: argparse.Namespace) -> None:
                         "version")
 
 
+def _refuse_what_the_format_sets(args: argparse.Namespace) -> None:
+    """A number format other than int8 fixes its own bit width, code range, rounding and (for
+    block formats) its blocks along the last axis: an option it cannot honour is refused, not
+    dropped from an archive that would then claim to be what was asked."""
+    from quantscope.core.formats.catalog import format_kind
+
+    kind = format_kind(args.format)
+    given = {"--bits": args.bits is not None, "--group-size": args.group_size is not None,
+             "--unsigned": args.unsigned, "--runtime": args.runtime is not None,
+             "--narrow-range/--full-range": args.narrow_range is not None,
+             "--rounding": args.rounding is not None, "--arithmetic": args.arithmetic is not None}
+    if kind != "element":  # blocks and groups run along the last axis
+        given.update({"--granularity": args.granularity is not None,
+                      "--axis": args.axis is not None})
+    if kind not in ("element", "int"):  # element formats refuse it themselves; int groups
+        given["--asymmetric"] = args.asymmetric  # take it
+    refused = [option for option, present in given.items() if present]
+    if refused:
+        raise UserError(f"--format {args.format} sets its own bit width, code range, rounding"
+                        f"{'' if kind == 'element' else ' and blocks'}: it does not take "
+                        + ", ".join(refused))
+
+
 def choose_from_args(x: np.ndarray, args: argparse.Namespace) -> QuantParams:
     """The engine's parameters for the scheme options."""
-    if args.granularity == "group" and args.group_size is None:
+    granularity = args.granularity or "tensor"
+    axis = 0 if args.axis is None else args.axis
+    bits = 8 if args.bits is None else args.bits
+    if granularity == "group" and args.group_size is None:
         raise UserError("--granularity group needs --group-size N")
-    if args.group_size is not None and args.granularity != "group":
+    if args.group_size is not None and granularity != "group":
         raise UserError("--group-size only applies with --granularity group")
-    if args.granularity != "tensor" and not -x.ndim <= args.axis < max(x.ndim, 1):
-        raise UserError(f"--axis {args.axis} is out of range for shape {x.shape}")
+    if granularity != "tensor" and not -x.ndim <= axis < max(x.ndim, 1):
+        raise UserError(f"--axis {axis} is out of range for shape {x.shape}")
     _check_optional_engine(args)
     return choose_qparams(
-        x, symmetric=not args.asymmetric, granularity=args.granularity, axis=args.axis,
-        group_size=args.group_size, bits=args.bits, narrow_range=args.narrow_range,
+        x, symmetric=not args.asymmetric, granularity=granularity, axis=axis,
+        group_size=args.group_size, bits=bits, narrow_range=args.narrow_range,
         signed=False if args.unsigned else None, method=args.method, rounding=args.rounding,
         arithmetic=args.arithmetic, runtime=args.runtime,
         **({"format": args.format} if getattr(args, "format", "int8") != "int8" else {}))
@@ -102,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
     if path.exists() and out.exists() and out.resolve() == path.resolve():
         raise UserError(f"refusing to overwrite the input {show_path(path)} with the export")
     check_output(out, "-o")  # before the work, not after it
+    if args.format != "int8":
+        _refuse_what_the_format_sets(args)
     x, info = load_for_analysis(path, args.tensor)
     params = choose_from_args(x, args)
     if args.nonfinite == "raise":

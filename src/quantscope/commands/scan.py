@@ -141,6 +141,12 @@ class ProgressBar:
         self.stream.flush()
         self.last_len = len(line)
 
+    def stop(self) -> None:
+        """End the bar's line where it stands (the scan was interrupted)."""
+        if self.stream is not None and self.count:
+            self.stream.write("\n")
+            self.stream.flush()
+
     def finish(self) -> None:
         if self.stream is None or not self.count:
             return
@@ -232,14 +238,26 @@ def _models(args: argparse.Namespace) -> list[tuple[Path, str]]:
     return models
 
 
+class _Interrupted(Exception):
+    """A local scan stopped by Ctrl-C or SIGTERM, with its rows (the unfinished ones still
+    pending) and the interruption to raise once they are printed."""
+
+    def __init__(self, rows: list, interruption: KeyboardInterrupt) -> None:
+        super().__init__("interrupted")
+        self.rows, self.interruption = rows, interruption
+
+
 def _scan(rows, settings: Settings, args: argparse.Namespace, bar: ProgressBar):
     """Every row scanned here, or on the cluster ``--dask`` names (same rows either way)."""
     from quantscope.state.model_scan import ModelScan
 
     if args.dask is None:
-        return ModelScan(rows, settings, axis=args.axis, threshold=args.outlier,
-                         formats=args.formats).run(on_row=lambda r: bar.tensor(r.name),
-                                                   on_progress=bar.chunk)
+        scanner = ModelScan(rows, settings, axis=args.axis, threshold=args.outlier,
+                            formats=args.formats)
+        try:
+            return scanner.run(on_row=lambda r: bar.tensor(r.name), on_progress=bar.chunk)
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: hand in what is finished
+            raise _Interrupted(scanner.rows, exc) from None
     from quantscope.state.cluster_scan import ClusterScan, connect
 
     with connect(args.dask) as client:
@@ -300,12 +318,19 @@ def run(args: argparse.Namespace) -> int:
                       len(pending))
     announce_compiles()
     start = time.perf_counter()
-    rows = _scan(rows, settings, args, bar)
+    interrupted: KeyboardInterrupt | None = None
+    try:
+        rows = _scan(rows, settings, args, bar)
+    except _Interrupted as stop:  # print what is finished, then stop
+        rows, interrupted = stop.rows, stop.interruption
     seconds = time.perf_counter() - start
-    bar.finish()
+    if interrupted is None:
+        bar.finish()
+    else:
+        bar.stop()
     out, docs, start_at = [], [], 0
     for label, checkpoint, model in listed:
-        mine = rows[start_at:start_at + len(model)]
+        mine = [r for r in rows[start_at:start_at + len(model)] if r.status != PENDING]
         start_at += len(model)
         ranked = rank(mine, args.sort)
         shown = ranked[: args.top] if args.top else ranked
@@ -324,10 +349,31 @@ def run(args: argparse.Namespace) -> int:
               json.dumps({"models": [json.loads(d) for d in docs]}, indent=2))
     else:
         print(("" if args.csv else "\n\n").join(out), end="" if args.csv else "\n")
+    if interrupted is not None:
+        if not (args.json or args.csv):
+            done = sum(r.status != PENDING for r in rows) - (len(rows) - len(pending))
+            print(f"interrupted: {done} of {len(pending)} tensors scanned")
+        sys.stdout.flush()
+        raise interrupted
     errors = [r for r in rows if r.status == "error"]
-    for message in dict.fromkeys([*problems, *(r.reason for r in errors)]):
-        print(f"quantscope: warning: {message}", file=sys.stderr)
+    warn_capped([*problems, *(r.reason for r in errors)])
     return 1 if errors or problems else 0
+
+
+#: Warnings printed one per line; the rest are counted in one more line.
+WARNINGS_SHOWN = 20
+
+
+def warn_capped(messages: list[str]) -> None:
+    """One ``quantscope: warning:`` line per distinct message, at most
+    :data:`WARNINGS_SHOWN` of them, then one line counting the others: an index that names a
+    million missing tensors is one problem, not a million lines on the terminal."""
+    distinct = list(dict.fromkeys(messages))
+    for message in distinct[:WARNINGS_SHOWN]:
+        print(f"quantscope: warning: {message}", file=sys.stderr)
+    if len(distinct) > WARNINGS_SHOWN:
+        print(f"quantscope: warning: ... and {len(distinct) - WARNINGS_SHOWN:,} more warnings "
+              "like these (--json lists every tensor's status)", file=sys.stderr)
 
 
 def _with_model(text: str, label: str, several: bool, header: bool) -> str:

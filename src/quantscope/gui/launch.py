@@ -60,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scene", type=int, metavar="N",
                         help="with --talk: start at scene N (with --screenshot: render it)")
     parser.add_argument("--size", default="1600x1000", help="window size (default 1600x1000)")
+    parser.add_argument("--reference", metavar="ORIGINAL",
+                        help="with a quantized checkpoint FILE: compare it with its original "
+                             "in the model view (File > Compare with original...)")
     parser.add_argument("--compare", nargs="?", const="int8/channel,fp8_e4m3/tensor,mxfp4,"
                         "int4_g128", metavar="F1,F2,F3,F4",
                         help="the four panes show these number formats (default int8/channel,"
@@ -96,9 +99,12 @@ def talk_from_args(args: argparse.Namespace):
         if scene is not None:
             raise UserError("--scene N needs --talk (a talk file, or none for the built-in)")
         return None
-    given = [n for n in ("file", "sample", "generator", "session") if getattr(args, n, None)]
+    given = [n for n in ("file", "sample", "generator", "session", "compare")
+             if getattr(args, n, None)]
     if given:
-        raise UserError(f"--talk brings its own tensors: give it without {', '.join(given)}")
+        raise UserError("--talk brings its own tensors and settings: give it without "
+                        + ", ".join(f"--{n}" if n in ("compare", "session") else n
+                                    for n in given))
     talk = load_talk(talk_arg) if talk_arg else builtin_talk()
     talk.scene(scene or 1)  # a scene the talk lacks is refused now, with the numbers it has
     return talk
@@ -191,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
         pass  # apply_session is loading it
     else:  # several tensors and no --tensor: the picker asks (headless: the error lists them)
         window.load(source, pick=not headless, settings=settings)
+        if getattr(args, "reference", None):
+            window.compare_with_original(args.reference)
     if not headless:
         code = app.exec()
         remember_window(window)

@@ -29,6 +29,7 @@ import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.graphicsItems.LegendItem import ItemSample
 from pyqtgraph.graphicsItems.ScatterPlotItem import renderSymbol
+from pyqtgraph.icons import invisibleEye
 from pyqtgraph.Qt.internals import PrimitiveArray
 from PySide6.QtCore import QLineF, QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetricsF, QPaintEngine, QPainter, QPen, QPixmap
@@ -315,11 +316,8 @@ class BandSample(ItemSample):
         self.edge = solid
 
     def paint(self, p: QPainter, *args) -> None:
-        if not self.item.isVisible():
-            # the crossed-out eye ItemSample draws (its paint reads the item's ``opts``,
-            # which a LinearRegionItem does not have)
-            from pyqtgraph.graphicsItems.LegendItem import invisibleEye
-
+        if not self.item.isVisible():  # the crossed-out eye, as ItemSample draws it (its own
+            # paint reads the item's ``opts``, which a LinearRegionItem does not have)
             p.drawPixmap(QPoint(1, 1), invisibleEye.qicon.pixmap(18, 18))
             return
         p.setPen(pg.mkPen(self.edge, width=1))
@@ -416,6 +414,7 @@ class ModelChart(QWidget):
         self.points: dict[str, list[tuple[float, ModelRow]]] = {}
         #: Legend entries by kind, which the legend's samples draw (and hide, when clicked).
         self.entries: dict[str, LegendEntry] = {}
+        self._legend_stale = False
         self.hidden: set[str] = set()
         self._colors = series_colors(current_theme())
         self._hit_x = self._hit_y = np.zeros(0)
@@ -552,7 +551,8 @@ class ModelChart(QWidget):
         else:
             self.floor.setRegion((db - 1e4, db))
             self.floor.show()
-        self.entries = {}  # the legend names the band: rebuild it
+        self._legend_stale = True  # the legend names the band: rebuild it (even when no kind
+        # is listed: an empty legend still held the band's sample of the last model)
 
     def _floor_brush(self) -> QColor:
         theme = current_theme()
@@ -563,8 +563,9 @@ class ModelChart(QWidget):
     def _update_legend(self, kinds: list[str]) -> None:
         """One entry per kind in its colour; rebuilt (and refitted) only when the kinds or the
         look change: relaying the legend out is dear."""
-        if list(self.entries) == kinds:
+        if list(self.entries) == kinds and not self._legend_stale:
             return
+        self._legend_stale = False
         theme = current_theme()
         self.legend.clear()
         self.entries = {}
@@ -666,6 +667,7 @@ class ModelChart(QWidget):
         self._colors = series_colors(theme)
         self.marker.setPen(pg.mkPen(theme.foreground, width=2))
         self.entries = {}  # colours and sizes come from the theme: every entry anew
+        self._legend_stale = True
         self._ticks, self._x_range = (), None
         self.redraw()
         self._set_x_axis()

@@ -45,6 +45,9 @@ class ModelMode:
     def model_headline(self) -> str:
         """The window's headline while the model view is on screen: what it shows."""
         bits = self.model_view.settings.bits
+        if not self.model_view.compare_view.isHidden():
+            return ("what each stored weight lost against the original, beside the best "
+                    f"formats at its bits (above); every tensor at int{bits} (below)")
         if self.presentation:
             return f"every tensor at int{bits} · per tensor and per channel"
         return (f"every tensor quantized to int{bits}, per tensor and per channel: click a "
@@ -93,6 +96,7 @@ class ModelMode:
         view = self.model_view = ModelView(jobs=self.jobs)
         view.hide()
         view.tensor_chosen.connect(self._open_model_tensor)
+        view.compare_view.row_chosen.connect(self._open_compared)
         view.failed.connect(self.show_error)
         bar = self.model_back_bar = QWidget()
         h = QHBoxLayout(bar)
@@ -114,6 +118,44 @@ class ModelMode:
         self.model_action.setEnabled(True)
         return view
 
+    def compare_with_original(self, reference: str | Path) -> None:
+        """Measure the open quantized checkpoint against ``reference``, its original: what
+        each stored weight lost, beside the best formats at its bits (in the model view)."""
+        if self.model_view is None or self.model_view.path is None:
+            self.show_error("open a quantized checkpoint (File ▸ Open checkpoint folder…) "
+                            "before comparing it with its original")
+            return
+        self.model_view.compare_with(reference)
+        self.show_model_view()
+
+    def compare_dialog(self) -> None:
+        """File > Compare with original…: the unquantized checkpoint (a .safetensors file, or
+        the *.index.json of a sharded one) the open quantized checkpoint was made from."""
+        dialog = QFileDialog(self, "Compare with the original checkpoint", str(Path.cwd()))
+        dialog.setOption(QFileDialog.Option.DontUseNativeDialog, True)
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.setNameFilter("Checkpoints (*.safetensors *.index.json *.pt *.pth *.bin "
+                             "*.gguf *.npz);;All files (*)")
+        dialog.fileSelected.connect(self.compare_with_original)
+        dialog.open()
+        self.compare_file_dialog = dialog
+
+    def _open_compared(self, row) -> None:
+        """A compared weight opens as its original, the stored scheme's engine format in the
+        first pane and the best alternatives at the same or fewer bits in the others."""
+        import dataclasses
+
+        from quantscope.state import Source
+
+        view = self.model_view.compare_view
+        settings = dataclasses.replace(self.state.settings, formats=row.panes(), axis=0)
+        self.load(Source("file", str(view.reference), tensor=row.reference), settings=settings)
+        self.model_back_label.setText(
+            f"◀  Model view · {printable(row.name)}: the original, first pane "
+            f"{row.panes()[0]} (stored as {row.stored.format if row.stored else '?'}), "
+            "then the best formats at its bits")
+        self.show_panes()
+
     def _open_model_tensor(self, row) -> None:
         from quantscope.state import Source
 
@@ -127,6 +169,9 @@ class ModelMode:
         file_menu = menus["File"]
         folder = QAction("Open checkpoint &folder…", self, triggered=self.open_folder_dialog)
         file_menu.insertAction(file_menu.actions()[1], folder)
+        self.compare_action = QAction("&Compare with original…", self,
+                                      triggered=self.compare_dialog)
+        file_menu.insertAction(file_menu.actions()[2], self.compare_action)
         self.model_action = QAction("&Model view", self, checkable=True,
                                     shortcut=QKeySequence("Ctrl+M"))
         self.model_action.setEnabled(False)  # until a checkpoint is open

@@ -190,7 +190,17 @@ class ModelView(QWidget):
         self.splitter.addWidget(self.chart)
         self.splitter.setStretchFactor(0, 13)
         self.splitter.setStretchFactor(1, 7)
-        outer.addWidget(self.splitter, 1)
+        from quantscope.gui.stored_view import StoredCompareView
+
+        self.compare_view = StoredCompareView(jobs=self.job.jobs)
+        self.compare_view.hide()
+        self.compare_view.failed.connect(self.failed)
+        self.vertical = QSplitter(Qt.Orientation.Vertical)
+        self.vertical.addWidget(self.compare_view)
+        self.vertical.addWidget(self.splitter)
+        self.vertical.setStretchFactor(0, 3)
+        self.vertical.setStretchFactor(1, 2)
+        outer.addWidget(self.vertical, 1)
         self.filter.textChanged.connect(self.model.set_filter)
         self.export_csv.clicked.connect(lambda: self._export_dialog("csv"))
         self.export_json.clicked.connect(lambda: self._export_dialog("json"))
@@ -232,6 +242,7 @@ class ModelView(QWidget):
         self.chart.set_rows([])
         self.title.setText(f"{printable(str(self.path))}: listing…")
         self.problems_label.hide()
+        self.compare_view.hide()  # a comparison belongs to the checkpoint it was made for
         self._start(listing=True)
 
     def show_table(self, table, plan=None) -> None:
@@ -442,9 +453,21 @@ class ModelView(QWidget):
 
     # -- state for the window -----------------------------------------------------------------
     def is_complete(self) -> bool:
-        """Every analysable row has its numbers and nothing is running."""
+        """Every analysable row has its numbers and nothing is running (the comparison with
+        an original included, when one is shown)."""
         return (bool(self.rows) and not self.job.busy and not self.rescan_timer.isActive()
-                and not any(r.status == PENDING for r in self.rows))
+                and not any(r.status == PENDING for r in self.rows)
+                and (self.compare_view.isHidden() or self.compare_view.is_complete()))
+
+    def compare_with(self, reference: str | Path) -> None:
+        """Measure the open (quantized) checkpoint against its ``reference`` original: the
+        comparison table shows above the int8 table."""
+        if self.path is None:
+            return
+        self.compare_view.show()
+        total = max(self.vertical.height(), 400)
+        self.vertical.setSizes([total * 3 // 5, total - total * 3 // 5])
+        self.compare_view.compare(self.path, reference)
 
     def records(self) -> list[dict]:
         from quantscope.state.model_records import row_record
@@ -495,4 +518,5 @@ class ModelView(QWidget):
         self.generation += 1
         self.flush_timer.stop()
         self.rescan_timer.stop()
+        self.compare_view.shutdown()
         self.job.shutdown()

@@ -125,10 +125,11 @@ def load_for_analysis(path: str | os.PathLike, name: str | None = None, *,
     """A tensor read into memory as a C-contiguous float32 array, plus what it was stored as.
 
     The engine works in float32 (the dtype real int8 runtimes quantize from); bf16, fp16 and
-    fp8 widen exactly, float64 rounds to nearest (overflow becomes ±inf, which the engine
-    reports), integers and bools are converted as values -- block by block, so the only
-    full-size array is the result. The result never maps the file: it stays valid when the
-    file is rewritten or deleted. ``path`` is anything :func:`list_tensors` takes.
+    fp8 widen exactly, float64 rounds to nearest (a finite value beyond float32's range is
+    refused with its count and place: as inf it would be dropped unseen), integers and bools
+    are converted as values -- block by block, so the only full-size array is the result. The
+    result never maps the file: it stays valid when the file is rewritten or deleted.
+    ``path`` is anything :func:`list_tensors` takes.
 
     Parameters
     ----------

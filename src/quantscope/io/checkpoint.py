@@ -153,18 +153,36 @@ def _from_files(root: Path, files: list[Path]) -> Checkpoint:
     return Checkpoint(root, files, tensors, problems)
 
 
+#: Rows listed for tensors an index names but that cannot be read (a missing shard, a shard
+#: that does not hold them); the problems count them all. An index naming a million such
+#: names is one problem, not a million rows of memory and warnings.
+MAX_UNREADABLE_ROWS = 1000
+#: Distinct shard files an index may name: each costs a look at the disk before anything is
+#: shown, and published checkpoints have at most a few hundred.
+MAX_SHARDS = 10_000
+
+
 def _from_index(index: Path, root: Path) -> Checkpoint:
     weight_map = _weight_map(index)
     by_shard: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
         by_shard.setdefault(shard, []).append(name)
+    if len(by_shard) > MAX_SHARDS:
+        raise fail(index, f"names {len(by_shard):,} shard files; an index of more than "
+                   f"{MAX_SHARDS:,} is refused (the largest published checkpoints have a few "
+                   "hundred)")
     tensors: list[CheckpointTensor] = []
     problems: list[str] = []
     files: list[Path] = []
+    unusable: dict[str, list[str]] = {}  # the shards refused without opening them, by why
+    unreadable = 0  # tensors the index names that cannot be read (rows for the first ones)
+    folder = str(index.parent)
     for shard in _natural_names(by_shard):
         names = by_shard[shard]
         file = index.parent / shard
-        problem = _shard_problem(index, shard)
+        why = _shard_problem(folder, shard)
+        problem = None if why is None else (f"{index}: names shard {printable(shard)[:80]!r}, "
+                                            f"{why}")
         infos: dict[str, TensorInfo] = {}
         if problem is None:
             try:
@@ -172,8 +190,13 @@ def _from_index(index: Path, root: Path) -> Checkpoint:
             except TensorFileError as exc:
                 problem = str(exc)
         if problem is not None:
-            problems.append(problem)
-            tensors.extend(CheckpointTensor(n, file, None, problem) for n in names)
+            if why is None:
+                problems.append(problem)
+            else:
+                unusable.setdefault(why, []).append(shard)
+            room = max(0, MAX_UNREADABLE_ROWS - unreadable)
+            tensors.extend(CheckpointTensor(n, file, None, problem) for n in names[:room])
+            unreadable += len(names)
             continue
         files.append(file)
         missing = [n for n in names if n not in infos]
@@ -184,15 +207,30 @@ def _from_index(index: Path, root: Path) -> Checkpoint:
         for info in infos.values():  # file order; a tensor the index forgot is still shown
             if weight_map.get(info.name, shard) == shard:
                 tensors.append(CheckpointTensor(info.name, file, info))
+        room = max(0, MAX_UNREADABLE_ROWS - unreadable)
         tensors.extend(CheckpointTensor(n, file, None, f"{file}: holds no tensor "
                                         f"{printable(n)!r} (the index says it does)")
-                       for n in missing)
+                       for n in missing[:room])
+        unreadable += len(missing)
+    for why, shards in unusable.items():  # one line however many shards: an index can name
+        problems.append(f"{index}: names {len(shards):,} shard(s) "  # a million of them
+                        + (f"{printable(shards[0])[:80]!r}, " if len(shards) == 1 else
+                           f"(e.g. {printable(shards[0])[:80]!r}), ")
+                        + (why if len(shards) == 1 else _plural(why)))
     return Checkpoint(root, files, tensors, problems)
 
 
+def _plural(why: str) -> str:
+    return why.replace("which does", "which do").replace("which is not a plain file name",
+                                                          "which are not plain file names")
+
+
 def _natural_names(names) -> list[str]:
-    return [q.name for q in _natural([Path(n) for n in names])] if all(
-        Path(n).name == n and n not in ("", ".", "..") for n in names) else sorted(names)
+    plain = all(n not in ("", ".", "..") and "/" not in n and "\\" not in n for n in names)
+    if not plain:
+        return sorted(names)
+    return sorted(names, key=lambda n: [int(t) if t.isdigit() else t
+                                        for t in re.split(r"(\d+)", n)])
 
 
 def _weight_map(index: Path) -> dict[str, str]:
@@ -212,14 +250,14 @@ def _weight_map(index: Path) -> dict[str, str]:
     return weight_map
 
 
-def _shard_problem(index: Path, shard: str) -> str | None:
+def _shard_problem(folder: str, shard: str) -> str | None:
     """Why a shard named by the index is refused, or None: it must be a plain file name in
-    the index's own folder (no ``../`` or absolute path reading elsewhere) and exist."""
-    if shard in ("", ".", "..") or Path(shard).name != shard or "\\" in shard:
-        return (f"{index}: names shard {printable(shard)[:80]!r}, which is not a plain file "
-                "name in the index's directory; refused")
-    if not (index.parent / shard).is_file():
-        return f"{index}: names shard {printable(shard)[:80]!r}, which does not exist"
+    the index's own folder (no ``../`` or absolute path reading elsewhere) and exist. Plain
+    string tests, no ``Path`` per name: an index may name a million shards."""
+    if shard in ("", ".", "..") or "/" in shard or "\\" in shard or "\0" in shard:
+        return "which is not a plain file name in the index's directory; refused"
+    if not os.path.isfile(os.path.join(folder, shard)):
+        return "which does not exist"
     return None
 
 

@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from quantscope.core.tensors.validate import beyond_float32, beyond_float32_message
 from quantscope.io.checks import check_fits_in_memory, fail
 
 #: Bytes read (and converted) per block: big enough for full disk speed, small beside a tensor.
@@ -71,7 +72,12 @@ def read_values(stream: BinaryIO, path: str | os.PathLike, where: str, *,
     if out_dtype == dtype:
         _fill(stream, memoryview(flat.view(np.uint8)), path, where, total, progress, block)
     else:
-        _convert(stream, flat, dtype, path, where, total, progress, block)
+        beyond, first, value = _convert(stream, flat, dtype, path, where, total, progress,
+                                        block)
+        if beyond:
+            index = tuple(int(i) for i in np.unravel_index(
+                first, shape, order="F" if fortran else "C")) if shape else ()
+            raise fail(path, f"{where}: " + beyond_float32_message(beyond, index, value))
     if fortran and out.ndim > 1 and as_float32:
         out = np.require(out, requirements="C")  # the engine reads rows in C order
     return out
@@ -92,8 +98,11 @@ def _fill(stream: BinaryIO, target: memoryview, path, where: str, total: int,
 
 
 def _convert(stream: BinaryIO, flat: np.ndarray, dtype: np.dtype, path, where: str,
-             total: int, progress: Progress | None, block: int) -> None:
-    """Read blocks of ``dtype`` and widen/round each into ``flat`` (float32)."""
+             total: int, progress: Progress | None, block: int) -> tuple[int, int, float]:
+    """Read blocks of ``dtype`` and widen/round each into ``flat`` (float32); returns how
+    many finite values overflowed to inf (float64 beyond float32's range), the storage-order
+    index of the first and its value."""
+    beyond, first, value = 0, -1, 0.0
     per_block = max(1, block // dtype.itemsize)
     scratch = np.empty(min(per_block, flat.size), dtype=dtype)
     raw = memoryview(scratch.view(np.uint8))
@@ -107,11 +116,16 @@ def _convert(stream: BinaryIO, flat: np.ndarray, dtype: np.dtype, path, where: s
             if not got:
                 raise _short(path, where, done * dtype.itemsize + filled, total)
             filled += got
-        with np.errstate(over="ignore", invalid="ignore"):  # float64 overflow -> inf, on purpose
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow counted just below
             flat[done:done + count] = scratch[:count]
+        more, at = beyond_float32(scratch[:count], flat[done:done + count])
+        if more and not beyond:
+            first, value = done + at, float(scratch[at])
+        beyond += more
         done += count
         if progress is not None and total > block:
             progress(done / flat.size, f"reading {where}")
+    return beyond, first, value
 
 
 def _read_into(stream: BinaryIO, view: memoryview, path, where: str) -> int:

@@ -31,6 +31,8 @@ def cache_was_cold() -> bool:
     from quantscope.core.kernels.sorted_kernel import evaluate_rows
 
     stats = getattr(evaluate_rows, "stats", None)  # a Numba dispatcher's own counters
+    if getattr(getattr(evaluate_rows, "_cache", None), "cache_path", None) is None:
+        return False  # compiled in memory: compiling ahead in another process saves nothing
     return bool(stats is not None and sum(stats.cache_misses.values()))
 
 

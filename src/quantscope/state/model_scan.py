@@ -28,6 +28,7 @@ import dataclasses
 import os
 import re
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -283,14 +284,30 @@ class ModelScan:
         self._headers: dict = {}  # each file's header, validated once for the whole scan
         threads = [threading.Thread(target=self._loop, args=(True,), daemon=True,
                                     name="quantscope-scan") for _ in range(self.workers - 1)]
+        self._halted = False
         for t in threads:
             t.start()
         try:
             self._loop(False)
+        except BaseException:  # Ctrl-C or SIGTERM on this thread: the others stop too
+            with self._lock:
+                self._halted = True
+                self._lock.notify_all()
+            deadline = time.monotonic() + 0.5  # a chunk in flight finishes or is abandoned
+            for t in threads:
+                t.join(max(0.0, deadline - time.monotonic()))
+            raise
         finally:
             for t in threads:
-                t.join()
+                if not self._halted:
+                    t.join()
         return self.rows
+
+    @property
+    def finished(self) -> int:
+        """Rows no longer pending (all of them after :meth:`run` returns; fewer after it was
+        interrupted or stopped)."""
+        return sum(r.status != PENDING for r in self.rows)
 
     # -- planning -------------------------------------------------------------------------------
     def _fused_for(self, row: ModelRow) -> FusedPass | None:
@@ -338,7 +355,7 @@ class ModelScan:
         while True:
             with self._lock:
                 while True:
-                    if self._stop():
+                    if self._halted or self._stop():
                         self._lock.notify_all()
                         return
                     while not self._tasks and self._todo:

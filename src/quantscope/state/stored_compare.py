@@ -29,6 +29,7 @@ from quantscope.errors import QuantscopeError
 from quantscope.io import load_for_analysis
 from quantscope.io.checkpoint import list_checkpoint
 from quantscope.io.stored import StoredCheckpoint, StoredTensor, open_stored
+from quantscope.io.stored.gguf_stored import GgufStored, open_gguf_stored
 from quantscope.io.tensor_info import TensorFileError
 from quantscope.state.settings import Settings
 
@@ -76,6 +77,13 @@ class CompareRow:
     stored: StoredFigures | None = None
     alternatives: tuple[Alternative, ...] = ()
     problem: str | None = None
+    #: The engine's pane format closest to the stored scheme (:func:`engine_spec`).
+    engine_spec: str | None = None
+
+    def panes(self) -> tuple[str, str, str, str]:
+        """The four pane formats this row opens with: stored scheme, then alternatives."""
+        return pane_formats(self.engine_spec, self.alternatives,
+                            self.stored.bits_per_element if self.stored else None)
 
     @property
     def best(self) -> Alternative | None:
@@ -156,8 +164,12 @@ def alternatives(x: np.ndarray, bits: float, settings: Settings | None = None
     return tuple(kept)
 
 
-def open_quantized(path: str | os.PathLike) -> StoredCheckpoint:
-    """The quantized checkpoint at ``path``, or one clear error when it declares none."""
+def open_quantized(path: str | os.PathLike) -> StoredCheckpoint | GgufStored:
+    """The quantized checkpoint at ``path`` (a Hugging Face one declaring its quantization, or
+    a GGUF file), or one clear error when it is neither."""
+    gguf = open_gguf_stored(path)
+    if gguf is not None:
+        return gguf
     stored = open_stored(path)
     if stored is None:
         raise TensorFileError(f"{path}: declares no quantization (no quantization_config in "
@@ -189,7 +201,7 @@ def compare(quantized: str | os.PathLike, reference: str | os.PathLike, *,
     return result
 
 
-def _row(stored: StoredCheckpoint, name: str, ref_name: str | None, ref_tensors: dict,
+def _row(stored: StoredCheckpoint | GgufStored, name: str, ref_name: str | None, ref_tensors: dict,
          with_alternatives: bool) -> CompareRow:
     if ref_name is None:
         return CompareRow(name, None, (), problem="no tensor of this name in the original")
@@ -204,10 +216,71 @@ def _row(stored: StoredCheckpoint, name: str, ref_name: str | None, ref_tensors:
                           problem=f"shapes differ: stored {list(decoded.values.shape)}, "
                                   f"original {list(x.shape)}")
     figures = stored_figures(x, decoded)
+    spec = engine_spec(decoded.format)
     alts: tuple[Alternative, ...] = ()
     if with_alternatives and x.ndim >= 1:
         try:
             alts = alternatives(x, figures.bits_per_element)
         except QuantscopeError as exc:
-            return CompareRow(name, ref_name, x.shape, figures, problem=str(exc))
-    return CompareRow(name, ref_name, x.shape, figures, alts)
+            return CompareRow(name, ref_name, x.shape, figures, problem=str(exc),
+                              engine_spec=spec)
+    return CompareRow(name, ref_name, x.shape, figures, alts, engine_spec=spec)
+
+
+def engine_spec(fmt) -> str | None:
+    """The engine's pane format closest to a stored scheme (its element, what one scale
+    covers), or None when the engine has none: ``awq uint4 g128`` -> ``int4_g128``,
+    ``fp8 per channel`` -> ``fp8_e4m3/channel``, NVFP4 -> ``nvfp4``, NF4 blocks of 64 ->
+    ``nf4``. Block-wise FP8 and odd group sizes have no pane of their own."""
+    from quantscope.state.formats import CHOICES
+
+    element = fmt.element.removeprefix("u")
+    spec: str | None = None
+    if element == "int4" and fmt.granularity == "group":
+        spec = f"int4_g{fmt.group_size}"
+    elif element == "int8" and fmt.granularity in ("tensor", "channel"):
+        spec = f"int8/{fmt.granularity}"
+    elif element in ("fp8_e4m3", "fp8_e5m2") and fmt.granularity in ("tensor", "channel"):
+        spec = f"{element}/{fmt.granularity}"
+    elif element == "fp4_e2m1" and fmt.group_size == 16:
+        spec = "nvfp4"
+    elif element == "nf4" and fmt.group_size == 64:
+        spec = "nf4"
+    return spec if spec in CHOICES else None
+
+
+def pane_formats(stored_spec: str | None, alternatives: tuple[Alternative, ...] = (),
+                 bits: float | None = None) -> tuple[str, str, str, str]:
+    """The four panes for a stored weight: its scheme's engine format first, then the best
+    alternatives (by SQNR when they were measured, else the engine's formats at ``bits`` or
+    fewer per element, largest first), each once; panes left over (fewer alternatives than
+    three) take the default comparison's formats, int8 per channel first."""
+    from quantscope.core.formats.catalog import FORMAT_TABLE
+    from quantscope.state.formats import DEFAULT_COMPARISON
+
+    chosen: list[str] = [stored_spec] if stored_spec else []
+    ranked = [a.spec for a in alternatives]
+    if not ranked and bits is not None:
+        cheap = [(spec, _nominal_bits(spec, FORMAT_TABLE)) for spec in _simple_specs()]
+        ranked = [s for s, b in sorted(cheap, key=lambda t: -t[1]) if b <= bits + _BITS_SLACK]
+    for spec in [*ranked, *DEFAULT_COMPARISON]:
+        if spec not in chosen:
+            chosen.append(spec)
+        if len(chosen) == 4:
+            break
+    return (chosen[0], chosen[1], chosen[2], chosen[3])
+
+
+def _simple_specs() -> tuple[str, ...]:
+    from quantscope.state.formats import CHOICES
+
+    return tuple(c for c in CHOICES if not c.startswith("gguf"))
+
+
+def _nominal_bits(spec: str, table: dict) -> float:
+    """Bits per element of a pane format on a large tensor (its scales included)."""
+    from quantscope.state.formats import element_bits
+
+    name = spec.partition("/")[0]
+    _, _, block, scale_bits = table[name][:4]
+    return element_bits(name) + (scale_bits / block if block else 0.0)

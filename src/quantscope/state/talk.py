@@ -13,19 +13,21 @@ something the screen does not show.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from quantscope.core.labs.mapping import DEFAULT_VALUES, map_values
 from quantscope.core.text.formatting import fmt_db
-from quantscope.errors import QuantscopeError
+from quantscope.errors import QuantscopeError, one_line
 from quantscope.io.samples import sample_path
 from quantscope.state.settings import Settings
 from quantscope.state.source import Source
 
 TALK_FORMAT = "quantscope-talk"
 TALK_VERSION = 1
-MAX_TALK_BYTES = 1 << 20
 #: "panes", or the title of a view tab.
 TABS = ("panes", "Trade-off", "Channels", "Bit width", "Matmul", "Mapping")
 PAIR_KEYS = ("1", "2", "3", "4")
@@ -106,19 +108,39 @@ def _scene(d, i: int) -> Scene:
     pair = str(d.get("pair", "1"))
     if pair not in PAIR_KEYS:
         raise TalkError(f"{where}: pair must be one of {', '.join(PAIR_KEYS)}, got {pair!r}")
-    zoom = d.get("zoom")
-    if zoom is not None:
-        ok = (isinstance(zoom, list) and len(zoom) == 2
-              and all(isinstance(v, int | float) and not isinstance(v, bool) for v in zoom)
-              and zoom[0] < zoom[1])
-        if not ok:
-            raise TalkError(f"{where}: zoom must be [lo, hi] with lo < hi, got {zoom!r}")
-        zoom = (float(zoom[0]), float(zoom[1]))
+    zoom = _zoom(d.get("zoom"), where)
     caption = d.get("caption", "")
     if caption not in CAPTIONS:
         raise TalkError(f"{where}: caption must be one of {[c for c in CAPTIONS if c]} or "
                         f"empty, got {caption!r}")
     return Scene(d.get("title", f"scene {i}"), source, settings, tab, pair, zoom, caption)
+
+
+#: The largest |value| a zoom may reach: float32's range, where every tensor's values lie (a
+#: wider window has no histogram to show, and past ~1e308 its width overflows to inf).
+ZOOM_LIMIT = float(np.finfo(np.float32).max)
+
+
+def _zoom(zoom, where: str) -> tuple[float, float] | None:
+    """``[lo, hi]`` as two finite floats within float32's range, lo below hi by a width the
+    plots can draw; None stays None."""
+    if zoom is None:
+        return None
+    shown = one_line(repr(zoom))[:80]
+    if not (isinstance(zoom, list) and len(zoom) == 2 and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in zoom)):
+        raise TalkError(f"{where}: zoom must be [lo, hi], two numbers, got {shown}")
+    try:
+        lo, hi = float(zoom[0]), float(zoom[1])
+    except OverflowError:  # an integer of hundreds of digits
+        lo = hi = math.inf
+    if not all(math.isfinite(v) and abs(v) <= ZOOM_LIMIT for v in (lo, hi)):
+        raise TalkError(f"{where}: zoom must be finite numbers within ±{ZOOM_LIMIT:.3g}, got "
+                        f"{shown}")
+    if not hi - lo > 1e-6 * max(abs(lo), abs(hi), 1e-30):
+        raise TalkError(f"{where}: zoom must be [lo, hi] with lo < hi (and wide enough to "
+                        f"draw), got {shown}")
+    return lo, hi
 
 
 def talk_from_dict(d) -> Talk:
@@ -139,19 +161,20 @@ def talk_from_dict(d) -> Talk:
 
 
 def load_talk(path: str | Path) -> Talk:
-    """Read and validate a talk file."""
-    path = Path(path)
+    """Read and validate a talk file, through the reader sessions use (a regular file of
+    bounded size, JSON whose nesting, numbers and types are checked before anything is
+    built)."""
+    from quantscope.state.session import SessionError, _read_session_text, decode_json
+
+    shown = one_line(str(path))
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise TalkError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if size > MAX_TALK_BYTES:
-        raise TalkError(f"{path} is {size} bytes: not a talk file (at most {MAX_TALK_BYTES})")
+        doc = decode_json(_read_session_text(Path(path)))
+    except SessionError as exc:
+        raise TalkError(f"{shown}: {exc}".replace("session", "talk")) from None
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TalkError(f"{path} is not valid JSON: {exc}") from None
-    return talk_from_dict(doc)
+        return talk_from_dict(doc)
+    except RecursionError:
+        raise TalkError(f"{shown}: nested too deeply") from None
 
 
 def save_talk(talk: Talk, path: str | Path) -> None:

@@ -27,11 +27,12 @@ import math
 from dataclasses import dataclass
 
 import ml_dtypes
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
+
+from quantscope.core.kernels.jit_cache import njit
 
 #: Element kinds as the compiled loops see them.
 KIND_FLOAT, KIND_INT, KIND_LUT = 0, 1, 2
@@ -130,7 +131,7 @@ ELEMENTS: dict[str, ElementType] = {et.name: et for et in (
     ElementType("nf4", 4, KIND_LUT, 1.0),
 )}
 
-_jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+_jit = njit(nogil=True, error_model="numpy")
 
 
 @intrinsic
@@ -160,14 +161,14 @@ def bits_float32(typingctx, u):
     return types.float32(u), codegen
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def pow2(k) -> float:
     """``2^k`` exactly for ``-126 <= k <= 127``, from its float32 bits: ``math.ldexp`` is a
     library call per element, a third of a pass over FP4's many subnormal values."""
     return np.float64(bits_float32(np.int64(k + 127) << 23))
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def round_element(v, kind, mbits, emin, step, lut_mid, lut_val) -> float:
     """The nearest representable value of finite float32 ``v``, unbounded above (float64).
 
@@ -200,7 +201,7 @@ def round_element(v, kind, mbits, emin, step, lut_mid, lut_val) -> float:
     return lut_val[lo]
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def cast_one(v, kind, mbits, emin, step, max_finite, overflow, signed_zero, saturate,
              lut_mid, lut_val) -> float:
     """Float32 ``v`` cast to the element type (float64 holding the element's value, or

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from quantscope.core.formats.elements import (
@@ -35,15 +34,16 @@ from quantscope.core.formats.elements import (
     round_element,
 )
 from quantscope.core.kernels.block_sums import prefix_at, prefix_from
+from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.sorted_kernel import _gallop, _lower_bound, _upper_bound
 
-_jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+_jit = njit(nogil=True, error_model="numpy")
 _EPS = float(np.finfo(np.float64).eps)
 #: Fix-up moves per threshold before giving up on the search and walking the row.
 _MAX_MOVES = 64
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def _scaled(xv, s, inv, use_inv):
     return np.float32(xv * inv) if use_inv else np.float32(xv / s)
 
@@ -54,7 +54,7 @@ def _grid_index(grid, r) -> int:
     return _lower_bound(grid, 0, grid.size, r)
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def _index_of(r, kind, mbits, emin, step, grid) -> int:
     """:func:`_grid_index` without the search where the grid is every code of a sign and
     magnitude type (zero in the middle, once): a float's magnitude code from its bits (the
@@ -87,7 +87,7 @@ def interval_of(xv, s, inv, use_inv, kind, mbits, emin, step, max_finite, lut_mi
     return _index_of(r, kind, mbits, emin, step, grid) + 1
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def _walk(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, overflow, signed_zero,
           saturate, lut_mid, lut_val, grid, hist, stamp, unit, out_f, out_i, e) -> None:
     """Every element of row ``x`` by the cast; totals into ``out_f[e]`` / ``out_i[e]``:
@@ -150,7 +150,7 @@ def _walk(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, overflow, sig
     out_i[e, 3] = used
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def _round_flat(v, kind, mbits, emin, step, lut_mid, lut_val) -> float:
     """:func:`~quantscope.core.formats.elements.round_element`, the same value, without its branch
     between the normal and the subnormal range for floating-point types: both are formed and
@@ -169,7 +169,7 @@ def _round_flat(v, kind, mbits, emin, step, lut_mid, lut_val) -> float:
     return normal if (mag >> 23) - 127 >= emin else sub
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def _index_flat(r, kind, mbits, emin, step, grid) -> int:
     """:func:`_index_of` (the same index) with the subnormal count of quanta selected rather
     than branched to, by a multiplication with the exact reciprocal of the quantum."""
@@ -188,7 +188,7 @@ def _index_flat(r, kind, mbits, emin, step, grid) -> int:
 CHUNK = 1024
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def _walk_saturating(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, lut_mid,
                      lut_val, grid, hist, stamp, dbuf, slots, unit, out_f, out_i, e) -> None:
     """:func:`_walk` for a saturating cast: the same totals bit for bit, in three short loops
@@ -269,7 +269,7 @@ def _walk_saturating(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, lu
     out_i[e, 3] = used
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def _rows_saturating(x2d, scale, inv_scale, use_inv, kind, mbits, emin, step, max_finite,
                      lut_mid, lut_val, grid, hist, stamp, out_f, out_i) -> None:
     dbuf = np.empty(CHUNK, np.float64)
@@ -332,7 +332,7 @@ def edge_ties_up(edges, kind, mbits, emin, step, max_finite, lut_mid, lut_val, g
     return up
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def _above(xv, s, inv, use_inv, edge, up) -> bool:
     """Whether finite ``xv`` lies above a boundary of a floating-point type (see
     :func:`edge_ties_up`): its scaled value beyond the boundary, or on it with the tie up."""

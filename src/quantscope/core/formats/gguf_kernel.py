@@ -101,19 +101,24 @@ def report_blocks(t, xb, yb, levels, out_f, out_i, hist) -> None:
         below = 0
         above = 0
         used = 0
+        below_edge = 0.0
+        above_edge = 0.0
         for k in range(n):
             x = np.float64(xb[i, k])
-            a = np.float64(lo[k])
-            b = np.float64(hi[k])
-            bot = min(a, b)
-            top = max(a, b)
-            half = (top - bot) / (2.0 * (levels - 1))
+            if k == 0 or lo[k] != lo[k - 1] or hi[k] != hi[k - 1]:  # a new sub-block
+                a = np.float64(lo[k])
+                b = np.float64(hi[k])
+                bot = min(a, b)
+                top = max(a, b)
+                half = (top - bot) / (2.0 * (levels - 1))
+                below_edge = bot - half
+                above_edge = top + half
             d = x - np.float64(v[k])
             e2 = d * d
-            if x < bot - half:
+            if x < below_edge:
                 below += 1
                 clip += e2
-            elif x > top + half:
+            elif x > above_edge:
                 above += 1
                 clip += e2
             else:

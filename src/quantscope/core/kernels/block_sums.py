@@ -17,17 +17,18 @@ be off (see :mod:`quantscope.core.stats.sorted_stats`).
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from quantscope.core.kernels.jit_cache import njit
 
 #: Elements per block: a record (32 bytes) per 128 elements is 0.25 bytes per element, and a
 #: prefix is at most 127 steps of a running sum away (about 0.2 µs).
 BLOCK = 128
 
-_jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+_jit = njit(nogil=True, error_model="numpy")
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def _step(hi, lo, v):
     """One step of the double-double running sum: ``hi + v`` rounded, its exact rounding error
     (TwoSum) added to ``lo``."""

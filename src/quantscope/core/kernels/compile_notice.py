@@ -47,7 +47,10 @@ def announce_compiles(write: Callable[[str], object] | None = None) -> None:
     from quantscope.core.kernels import direct_kernel
 
     kernel: Any = direct_kernel.dequantize_range  # a Numba dispatcher (its stubs lack _cache)
-    where = kernel._cache.cache_path
+    where = kernel._cache.cache_path  # None: no writable folder, compiled in memory
+    line = (MESSAGE.format(where=where) if where else
+            "quantscope: compiling the engine's loops in memory (no writable cache folder: "
+            "every run compiles them, 10-20 s)")
 
     class FirstCompile(event.Listener):
         """Writes the line at the first compile's start (it stays registered: unregistering
@@ -58,7 +61,7 @@ def announce_compiles(write: Callable[[str], object] | None = None) -> None:
         def on_start(self, ev: event.Event) -> None:
             if not self.written:
                 self.written = True
-                say(MESSAGE.format(where=where))
+                say(line)
 
         def on_end(self, ev: event.Event) -> None:
             pass

@@ -21,12 +21,12 @@ import itertools
 import platform
 from typing import Any
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.quantize_lines import LANES, NEAR_BOUNDARY, quantize_lines
 from quantscope.core.kernels.sorted_kernel import (
     ARITHMETIC_CODES,
@@ -43,8 +43,8 @@ PAGE_BYTES = 4096
 #: The smallest normal float32.
 TINY_NORMAL = np.float32(np.finfo(np.float32).tiny)
 
-_jit = numba.njit(cache=True, nogil=True, error_model="numpy")
-_inline = numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+_jit = njit(nogil=True, error_model="numpy")
+_inline = njit(nogil=True, error_model="numpy", inline="always")
 
 __all__ = ["ARITHMETIC_CODES", "analyze_range", "dequantize_range", "quantize_range"]
 

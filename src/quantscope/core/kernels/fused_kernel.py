@@ -22,14 +22,14 @@ most 65536 distinct values (:func:`histogram_error`) instead of a second pass ov
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.sorted_kernel import code_of
 
-_jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+_jit = njit(nogil=True, error_model="numpy")
 #: The loops with sums may reorder them (and only that): without it no float sum vectorises.
-_fast = numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+_fast = njit(nogil=True, error_model="numpy", fastmath={"reassoc"})
 _TINY = np.float32(np.finfo(np.float32).tiny)
 
 #: Kinds of stored data (see the module docstring).

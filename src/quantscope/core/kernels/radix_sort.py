@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import as_completed
 
-import numba
 import numpy as np
 
 from quantscope.core.kernels import parallel as _threads
+from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.parallel import collector_paused, parallel, submit
 
 #: Key bits that pick the bucket (the top ones).
@@ -37,7 +37,7 @@ _SHIFT = 32 - BUCKET_BITS
 #: Bucket sorts are handed out in about this many pieces per thread (progress between them).
 PIECES_PER_THREAD = 8
 
-_jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+_jit = njit(nogil=True, error_model="numpy")
 
 
 @_jit

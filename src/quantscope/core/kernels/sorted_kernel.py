@@ -27,7 +27,6 @@ direct pass changes code.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from llvmlite import ir
 from llvmlite.binding import llvm_version_info
@@ -35,6 +34,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from quantscope.core.kernels.block_sums import prefix_at, prefix_from
+from quantscope.core.kernels.jit_cache import njit
 
 #: ``arithmetic`` names as the kernel's integer codes.
 ARITHMETIC_CODES = {"divide": 0, "multiply": 1, "fma": 2, "multiply_add": 3, "divide64": 4}
@@ -55,7 +55,7 @@ WALK_CHUNK = 1024
 PREFETCH_CHUNKS = 2
 
 #: Compiled on first use and cached beside the module (about 8 s once, then 0.4 s per process).
-_jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+_jit = njit(nogil=True, error_model="numpy")
 
 #: Multiplier and table of the de Bruijn count of trailing zeros (the portable stand-in).
 _DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
@@ -121,7 +121,7 @@ def prefetch(typingctx, arr, i):
 CACHE_LINE = 64
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def prefetch_range(arr, lo: int, hi: int) -> None:
     """:func:`prefetch` every cache line that ``arr[lo:hi]`` (1-D, contiguous) covers."""
     for k in range(lo, hi, max(1, CACHE_LINE // arr.itemsize)):
@@ -319,7 +319,7 @@ def _xhat(j: int, levels: int, qmin: int, qmax: int, s, z) -> float:
     return np.float64(np.float32(np.float32(code - z) * s))
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+@njit(nogil=True, error_model="numpy", fastmath={"reassoc"})
 def _sum_in_any_order(values) -> float:
     """``Σ values`` in float64, in whatever order vectorises (the only floating-point operation
     here is the addition, so the licence to reassociate reaches nothing else; the terms are
@@ -356,7 +356,7 @@ def row_sums_of_squares(values, starts, out) -> None:
         out[r] = acc
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, arithmetic, half_away) -> float:
     """Each element's code (:func:`code_of`) into ``codes``, its squared error into ``sq``, in
     one loop the compiler vectorises (``x`` is the row's own slice: indices from 0 need no
@@ -440,12 +440,12 @@ def _compress_changes(typingctx, codes, i, pos, j):
 
 
 if HAS_COMPRESS:
-    @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+    @njit(nogil=True, error_model="numpy", inline="always")
     def _list_changes(codes, i, pos, j) -> int:
         """:func:`_compress_changes`."""
         return _compress_changes(codes, i, pos, j)
 else:  # pragma: no cover - an LLVM before 19
-    @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+    @njit(nogil=True, error_model="numpy", inline="always")
     def _list_changes(codes, i, pos, j) -> int:
         """:func:`_compress_changes` element by element."""
         m = _change_bits(codes[i - 1:i + 63], codes[i:i + 64]) & 0xFFFF
@@ -457,7 +457,7 @@ else:  # pragma: no cover - an LLVM before 19
         return c
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy", inline="always")
 def _squares_in_chunks(x, codes, sq, s, inv, z, lo, hi, arithmetic, half_away):
     """Every element's code into ``codes`` and its squared error, :data:`WALK_CHUNK` elements
     at a time (``sq`` holds one chunk's squares), summed in float64 (n elements within n units

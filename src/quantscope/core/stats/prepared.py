@@ -41,6 +41,7 @@ from quantscope.core.tensors.validate import (
     MAX_SWEEP_POINTS,
     EngineValueError,
     as_float32,
+    check_narrowed,
     check_params_fit,
     check_points,
 )
@@ -303,9 +304,11 @@ def working_copy(x, progress: Progress | None = None) -> np.ndarray:
     src, dst = arr.reshape(-1), out.reshape(-1)
     for lo in range(0, src.size, CONVERT_BLOCK):
         hi = min(lo + CONVERT_BLOCK, src.size)
-        dst[lo:hi] = src[lo:hi]
+        with np.errstate(over="ignore"):
+            dst[lo:hi] = src[lo:hi]
         if progress:
             progress(hi / src.size, "converting to float32")
+    check_narrowed(arr, out)
     return out
 
 

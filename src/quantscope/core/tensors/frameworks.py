@@ -71,6 +71,12 @@ def as_numpy(x: object, what: str = "x") -> np.ndarray:
         For data with no real floating-point or integer values to read (see the module
         docstring), with the call that fixes it.
     """
+    return check_expanded(_as_numpy(x, what), what)
+
+
+def _as_numpy(x: object, what: str) -> np.ndarray:
+    if isinstance(x, np.ma.MaskedArray):
+        return _unmasked(x, what)
     if isinstance(x, np.ndarray):
         return x
     framework = framework_of(x)
@@ -78,18 +84,114 @@ def as_numpy(x: object, what: str = "x") -> np.ndarray:
         return _from_torch(x, what)
     if framework == "cupy":
         return np.asarray(cast(_DeviceArray, x).get())
+    kind = type(x).__name__
     if framework is None:
         _refuse_sparse(x, what)
         if hasattr(x, "__dlpack__") and not hasattr(x, "__array__"):
             try:
                 return np.from_dlpack(x)
-            except (BufferError, TypeError, RuntimeError) as exc:
-                raise EngineTypeError(f"{what} ({type(x).__name__}) cannot be read through "
-                                      f"DLPack: {exc}") from None
+            except Exception as exc:  # the user's own object: whatever its methods raise
+                raise EngineTypeError(f"{what} ({kind}) cannot be read through DLPack: "
+                                      f"{_reason(exc)}") from None
+        if not isinstance(x, list | tuple) and _is_plain_sequence(x):
+            x = _sequence_items(x, what)
     try:
         return np.asarray(x)
-    except ValueError as exc:  # ragged nested lists
-        raise EngineTypeError(f"{what} cannot be read as an array: {exc}") from None
+    except MemoryError:
+        raise
+    except Exception as exc:  # ragged lists, or the user's object raising from its methods
+        raise EngineTypeError(f"{what} ({kind}) cannot be read as an array: "
+                              f"{_reason(exc)}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    text = text if len(text) <= 160 else text[:157] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _is_plain_sequence(x: object) -> bool:
+    """An object NumPy would read by ``len`` and indexing (no array protocol of its own)."""
+    return (hasattr(x, "__len__") and hasattr(x, "__getitem__")
+            and not any(hasattr(x, a) for a in ("__array__", "__array_interface__",
+                                                "__array_struct__", "__buffer__"))
+            and not isinstance(x, str | bytes | bytearray | memoryview | dict))
+
+
+def _sequence_items(x: object, what: str) -> list:
+    """The items of a user's sequence, at most as many as its ``len`` says: NumPy iterates
+    until ``IndexError``, so a ``__getitem__`` that never raises it would fill memory."""
+    kind = type(x).__name__
+    try:
+        n = len(x)  # type: ignore[arg-type]
+        items = []
+        for i in range(n):
+            items.append(x[i])  # type: ignore[index]
+        try:
+            x[n]  # type: ignore[index]
+        except IndexError:
+            pass
+        else:
+            raise EngineTypeError(f"{what} ({kind}) says its length is {n} but holds more "
+                                  "items (its __len__ and __getitem__ disagree)")
+    except EngineTypeError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise EngineTypeError(f"{what} ({kind}) cannot be read as a sequence: "
+                              f"{_reason(exc)}") from None
+    return items
+
+
+def _unmasked(x: np.ma.MaskedArray, what: str) -> np.ndarray:
+    """A masked array's data when nothing is masked; refused otherwise: the engine's
+    statistics would honour the mask in some places and not in others."""
+    masked = int(np.ma.count_masked(x))
+    if masked:
+        raise EngineTypeError(
+            f"{what} is a masked array with {masked:,} masked value(s) of {x.size:,}; "
+            "quantscope reads every value, so pass x.compressed() (the unmasked values) or "
+            "x.filled(v) (masked ones replaced by v)")
+    return np.asarray(x.data)
+
+
+#: A view whose stride-0 axes (``np.broadcast_to``, torch ``expand``) repeat its data is read
+#: as the tensor it stands for, once its float32 copy would stay below this...
+EXPANDED_LIMIT = 256 << 20
+#: ...or below this many times the memory it really holds.
+EXPANDED_FACTOR = 4
+
+
+def check_expanded(arr: np.ndarray, what: str = "x") -> np.ndarray:
+    """``arr`` itself, or :class:`EngineValueError` up front when it is a stride-0 view whose
+    values, once copied (every statistic reads them as a float32 tensor), would need far
+    more memory than the data it holds: a 4 KB ``np.broadcast_to`` of 10^9 elements."""
+    if arr.ndim == 0 or all(s != 0 or n <= 1 for s, n in zip(arr.strides, arr.shape,
+                                                              strict=True)):
+        return arr
+    held = arr.itemsize * int(np.prod([n for s, n in zip(arr.strides, arr.shape, strict=True)
+                                       if s != 0], dtype=np.float64))
+    needed = 4 * float(arr.size)
+    if needed <= max(EXPANDED_LIMIT, EXPANDED_FACTOR * held):
+        return arr
+    from quantscope.errors import EngineValueError
+
+    axes = [i for i, (s, n) in enumerate(zip(arr.strides, arr.shape, strict=True))
+            if s == 0 and n > 1]
+    raise EngineValueError(
+        f"{what} is an expanded view (broadcast or expand: axes {axes} of shape "
+        f"{tuple(arr.shape)} repeat their data) holding {_size(held)} of values but "
+        f"standing for {arr.size:,} elements, {_size(needed)} as float32; pass the data "
+        "it repeats, or a copy (np.ascontiguousarray) if the repeated tensor is what you mean")
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if nbytes < 1024 or unit == "TiB":
+            return f"{nbytes:,.0f} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.1f} TiB"
 
 
 def _refuse_sparse(x: object, what: str) -> None:
@@ -101,6 +203,11 @@ def _refuse_sparse(x: object, what: str) -> None:
 def _from_torch(t, what: str) -> np.ndarray:
     import torch  # already imported: ``t`` is one of its tensors
 
+    if getattr(t, "is_nested", False):
+        raise EngineTypeError(f"{what} is a nested (ragged) torch tensor of "
+                              f"{t.size(0)} components; quantscope needs one rectangular "
+                              "tensor: pass one component (x.unbind()[i]) or "
+                              "x.to_padded_tensor(0.0)")
     if t.layout != torch.strided:
         raise EngineTypeError(f"{what} is a sparse torch tensor ({t.layout}); quantscope needs "
                               "the dense values: pass x.to_dense()")

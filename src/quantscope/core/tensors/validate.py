@@ -201,11 +201,46 @@ def as_float32(x: object, what: str = "x") -> np.ndarray:
     name = arr.dtype.name
     is_ml_float = name == "bfloat16" or name.startswith("float8")
     if kind == "f" or is_ml_float:
-        return arr if arr.dtype == np.float32 else arr.astype(np.float32)
+        if arr.dtype == np.float32:
+            return arr
+        with np.errstate(over="ignore"):
+            out = arr.astype(np.float32)
+        check_narrowed(arr, out, what)
+        return out
     raise EngineTypeError(
         f"{what} has dtype {arr.dtype}; quantization needs a floating-point tensor "
         "(float32, float64, float16 or bfloat16)"
     )
+
+
+def beyond_float32(wide: np.ndarray, narrow: np.ndarray) -> tuple[int, int]:
+    """How many values of ``wide`` (float64 or wider) are finite but became ±inf in its
+    float32 copy ``narrow`` (same shape), and the flat index of the first (-1: none)."""
+    if wide.dtype.itemsize <= 4 or narrow.size == 0:
+        return 0, -1
+    inf = np.isinf(narrow)
+    if not inf.any():
+        return 0, -1
+    inf &= np.isfinite(wide)
+    count = int(np.count_nonzero(inf))
+    return count, int(np.argmax(inf.reshape(-1))) if count else -1
+
+
+def beyond_float32_message(count: int, index: tuple[int, ...], value: float) -> str:
+    """The refusal for :func:`beyond_float32`'s values: count, where, and why."""
+    return (f"{count:,} float64 value(s) beyond float32's range (±{_FLT_MAX:.4g}), the first "
+            f"at index {index} ({value:.6g}): quantscope analyses float32 as every runtime "
+            "does, where they would become inf; scale or clip them first")
+
+
+def check_narrowed(wide: np.ndarray, narrow: np.ndarray, what: str = "x") -> None:
+    """Refuse a float32 copy that turned finite float64 values into inf: they would be
+    counted as non-finite and dropped while every number looked fine."""
+    count, first = beyond_float32(wide, narrow)
+    if count:
+        index = tuple(int(i) for i in np.unravel_index(first, wide.shape)) if wide.ndim else ()
+        raise EngineValueError(f"{what} has " + beyond_float32_message(
+            count, index, float(wide.reshape(-1)[first])))
 
 
 def in_memory(x: np.ndarray) -> np.ndarray:

@@ -76,7 +76,11 @@ class StoredCheckpoint:
         info = TensorInfo(name=entry.name, shape=shape, dtype=dtype,
                           file_dtype=f"{self.config.method} quantized",
                           nbytes=sum(entry.parts.nbytes().values()), format="stored")
-        return CheckpointTensor(entry.name, first.file, info)
+        # a stored weight is read through its checkpoint (its parts may sit in several
+        # shards), so it is listed at the checkpoint's folder or index, not at one shard
+        root = self.checkpoint.path
+        return CheckpointTensor(entry.name, root if root.is_dir() or root.name.endswith(
+            ".index.json") else first.file, info)
 
     def decode(self, name: str) -> StoredTensor:
         """The weight ``name`` decoded (see the module docstring).
