@@ -16,7 +16,8 @@ _FRONT_END = {"view": "quantscope.viewer", "run": "quantscope.viewer",
               "Figure": "quantscope.figures", "load": "quantscope.io",
               "list_tensors": "quantscope.io", "scan": "quantscope.state.scan_api",
               "ModelTable": "quantscope.state.model_table",
-              "observe": "quantscope.state.observe", "plan": "quantscope.state.plan"}
+              "observe": "quantscope.state.observe", "plan": "quantscope.state.plan",
+              "widget": "quantscope.notebook"}
 
 __all__ = [*_core_all, *_FRONT_END]
 __version__ = "0.1.0"
