@@ -61,8 +61,11 @@ def scan(obj, *, formats: bool = False, axis: int | None = None, label: str | No
     if path_like(obj):
         from quantscope.io import load_for_analysis
         from quantscope.io.checkpoint import list_checkpoint
+        from quantscope.io.stored import source_checkpoint
 
-        checkpoint = list_checkpoint(obj)
+        # a quantized checkpoint's stored weights decoded, under their own names (a cluster's
+        # workers read raw bytes: there the stored parts are listed as they are)
+        checkpoint = list_checkpoint(obj) if client is not None else source_checkpoint(obj)
         rows = model_rows(checkpoint)
         if rows and all(r.status == "error" for r in rows):
             raise QuantscopeError(rows[0].reason)
