@@ -112,7 +112,8 @@ def test_numbers_json_are_the_engine_numbers(state, tmp_path):
     assert doc["format"] == "quantscope-numbers" and doc["version"] == 1
     assert doc["settings"] == state.settings.to_dict()
     assert doc["source"]["name"] == "normal"
-    assert doc["views"]["Bit width"]["x"] == [1.0, "inf"]
+    assert doc["views"]["Bit width"]["x"] == [1.0, None]  # numbers stay numbers, or null
+    assert doc["views"]["Bit width"]["nonfinite"] == {"x[1]": "inf"}
     for pane in PANES:
         rep = state.results[pane]
         got = doc["panes"][pane]

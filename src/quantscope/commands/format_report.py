@@ -70,6 +70,10 @@ def format_table(label: str, shape: tuple, axis: int, reports: dict[str, QuantRe
     return "\n".join(lines)
 
 
+#: ``report --format --json``'s document version (see ``report.REPORT_SCHEMA``).
+FORMAT_REPORT_SCHEMA = "quantscope.format-report/1"
+
+
 def run(args, state) -> int:
     """``report --format``: the loaded tensor of ``state`` under its settings (the options,
     and the channel axis the window's rule chose) in every format asked for."""
@@ -79,7 +83,8 @@ def run(args, state) -> int:
     label = state.source.label() if state.source is not None else "tensor"
     reports, errors = format_rows(x, args.format, state.settings, state.prepared)
     if args.json:
-        print(dumps({"source": label, "shape": list(x.shape), "axis": axis,
+        print(dumps({"schema": FORMAT_REPORT_SCHEMA, "source": label, "shape": list(x.shape),
+                     "axis": axis,
                      "applied": state.applied(), "formats": summaries(reports),
                      "errors": errors}, indent=2))
     else:

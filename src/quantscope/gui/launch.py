@@ -142,6 +142,12 @@ def run(args: argparse.Namespace) -> int:
     elif _no_display():
         raise UserError("no display to open the window on (DISPLAY and WAYLAND_DISPLAY are "
                         "unset); run it on a desktop, or render it with --screenshot OUT.png")
+    else:  # before any compile: Qt would abort on a missing library only at the first window
+        from quantscope.gui.system_libs import xcb_problem
+
+        problem = xcb_problem()
+        if problem is not None:
+            raise UserError(problem)
     size = _parse_size(args.size) if args.size else None
     talk = talk_from_args(args)
     source = source_from_args(args)
