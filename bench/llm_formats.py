@@ -32,6 +32,7 @@ import numpy as np  # noqa: E402
 from _timing import load  # noqa: E402
 from quantscope.core import choose_qparams, prepare  # noqa: E402
 from quantscope.core.formats.catalog import FORMATS, bits_per_element, format_kind  # noqa: E402
+from quantscope.core.formats.int4_tools import TOOL_INT4  # noqa: E402
 
 FIRST_GOAL_S = 1.0
 AGAIN_GOAL_S = 0.05
@@ -64,6 +65,8 @@ def four_bit_specs() -> list[tuple[str, dict]]:
             if element_of(name).bits == 4:
                 out += [(name, {"granularity": "tensor"}),
                         (name, {"granularity": "channel", "axis": 0})]
+        elif kind == "int" and name in TOOL_INT4:  # the tool's rule fixes its symmetry
+            out.append((name, {}))
         elif kind == "int":
             out += [(name, {"symmetric": True}), (name, {"symmetric": False})]
         elif kind == "gguf":  # llama.cpp's 4-bit types: Q4_0, Q4_1, Q4_K

@@ -65,3 +65,24 @@ def test_a_layout_with_too_many_groups_is_streamed_with_the_direct_numbers(monke
         other = p.with_(zero_point=np.clip(p.zero_point + 1, p.qmin, p.qmax))
         assert prep.analyze(other) is not streamed
         assert prep.analyze(other).mse == analyze(x, other).mse
+
+
+@pytest.mark.parametrize("shape, block", [((64, 100), 16), ((3, 5, 33), 32), ((9, 16), 16),
+                                          ((1000, 3), 64)])
+def test_the_compiled_block_amax_is_numpys_finite_range(shape, block):
+    """Ragged last blocks, NaN and ±inf left out, a row of NaN only (amax 0), as the range
+    rule of the engine (``unit_min_max``) gives it."""
+    from quantscope.core.formats.catalog import block_amax
+    from quantscope.core.schemes.qparams import unit_min_max
+
+    rng = np.random.default_rng(block)
+    x = rng.standard_normal(shape).astype(np.float32)
+    if x.size:
+        x.flat[::17] = np.nan
+        x.flat[5 % x.size] = np.inf
+        x.flat[9 % x.size] = -np.inf
+        x.reshape(-1, shape[-1])[0, :block] = np.nan
+    lo, hi, _ = unit_min_max(x, -1, block)
+    want = np.maximum(-lo, hi).astype(np.float32)
+    got = block_amax(x, -1, block)
+    assert got.shape == want.shape and np.array_equal(got, want)

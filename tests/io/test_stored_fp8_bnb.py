@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from stored_builders import as_f32, mismatches, write_checkpoint
 
 from oracles import need
 from quantscope.io.stored import open_stored
+from stored_builders import as_f32, mismatches, write_checkpoint
 
 torch = need("torch")
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from stored_builders import compress_checkpoint, write_checkpoint
 
 from oracles import need
 from quantscope.cli import main
@@ -20,6 +19,7 @@ from quantscope.io import load_for_analysis
 from quantscope.io.stored import open_stored
 from quantscope.state.stored_compare import compare, match_names, stored_figures
 from quantscope.state.stored_overview import overview
+from stored_builders import compress_checkpoint, write_checkpoint
 
 ORIGINAL = (Path(__file__).resolve().parents[2] / "src" / "quantscope" / "resources"
             / "samples" / "layer0_bf16.safetensors")
@@ -158,3 +158,8 @@ def test_quantized_folder_opens_decoded_in_the_source_path(quantized, capsys):
     rows = {r.name: r for r in scan_checkpoint(source_checkpoint(quantized))}
     assert rows[QUERY].status == "ok"
     assert rows[QUERY].figures.per_tensor_db == pytest.approx(expected.sqnr_db, abs=1e-9)
+    import quantscope as qs
+
+    table = {r.name: r for r in qs.scan(quantized).rows}
+    assert len(table) == 16 and table[QUERY].info.format == "stored"
+    assert table[QUERY].figures.per_tensor_db == pytest.approx(expected.sqnr_db, abs=1e-9)

@@ -147,11 +147,13 @@ def test_onnx_qdq_weights_dequantize_exactly_in_onnxruntime(tmp_path):
     ort = need("onnxruntime")
     from onnx import helper
 
-    from quantscope.io.onnx_qdq import initializers
+    from quantscope.io.onnx_qdq import initializers, weight_axes
 
     src, out = tmp_path / "tiny.onnx", tmp_path / "tiny_qdq.onnx"
     _onnx_model(str(src), onnx)
-    table = qs.scan(initializers(src))
+    axes = weight_axes(src)  # MatMul's W1 [in, out]: outputs last; Gemm's W2 with transB: 0
+    assert axes == {"W1": -1, "W2": 0}
+    table = qs.scan(initializers(src), axes=axes)
     p = plan(table, 9.5, formats=["int8/tensor", "int8/channel", "int4_g32"], keep=())
     p = p.with_pins({"W1": "int8/channel", "W2": "int8/tensor", "B2": None})
     export = onnx_qdq(p, src, out)
@@ -172,6 +174,8 @@ def test_onnx_qdq_weights_dequantize_exactly_in_onnxruntime(tmp_path):
         assert np.count_nonzero(got != expect) == 0
         compared += got.size
     assert compared == 64 * 32 + 16 * 32
+    assert [a.i for n in model.graph.node if n.name == "W1_DequantizeLinear"
+            for a in n.attribute] == [-1]  # one scale per output column of the MatMul
     # an int4 decision is named, never written as something else
     p4 = p.choose("W2", "int4_g32")
     export4 = onnx_qdq(p4, src, tmp_path / "int4.onnx")
@@ -196,3 +200,15 @@ def test_cli_writes_every_export(tmp_path, capsys):
     QuantizationConfig.model_validate(json.loads(ct.read_text()))
     assert json.loads(pj.read_text())["schema"] == PLAN_SCHEMA
     assert "weight_quantizer" in mo.read_text()
+
+
+def test_cli_onnx_qdq(tmp_path, capsys):
+    onnx = need("onnx")
+    src, out = tmp_path / "tiny.onnx", tmp_path / "q.onnx"
+    _onnx_model(str(src), onnx)
+    assert main(["plan", str(src), "--budget", "9.5", "--target", "onnx", "--no-default-keep",
+                 "--onnx-out", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {t["name"]: t["format"] for t in doc["tensors"]}["W1"].startswith("int8/")
+    kinds = [n.op_type for n in onnx.load(str(out)).graph.node]
+    assert kinds.count("DequantizeLinear") == 2

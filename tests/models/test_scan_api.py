@@ -78,3 +78,15 @@ def test_not_a_model_is_refused():
         qs.scan(42)
     with pytest.raises(UserError, match="unknown setting"):
         qs.scan({"w": np.ones((2, 2), np.float32)}, bogus=1)
+
+
+def test_formats_json_equals_cli_scan_formats(tmp_path, capsys):
+    model = tiny_lm(torch, width=32)
+    path = tmp_path / "tiny.safetensors"
+    safetensors_torch.save_file(model.state_dict(), str(path))
+    cli = _cli_json(path, capsys, "--formats")
+    doc = json.loads(qs.scan(model, formats=True).to_json())
+    doc.pop("source"), cli.pop("source")
+    assert doc == cli
+    best = {t["name"]: t for t in doc["tensors"]}["layers.1.up_proj.weight"]
+    assert best["best_8bit"]["format"] and best["best_4bit"]["bits_per_element"] >= 4

@@ -100,9 +100,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--onnx-out needs an .onnx CHECKPOINT")
     announce_compiles()
     if is_onnx:
-        from quantscope.io.onnx_qdq import initializers
+        from quantscope.io.onnx_qdq import initializers, weight_axes
 
-        table = scan(initializers(args.file), label=args.file, method=args.method)
+        table = scan(initializers(args.file), label=args.file, method=args.method,
+                     axes=weight_axes(args.file))
     else:
         table = scan(args.file, method=args.method)
     keep = ([] if args.no_default_keep else list(DEFAULT_KEEP)) + list(args.keep)

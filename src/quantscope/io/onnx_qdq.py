@@ -60,6 +60,25 @@ def initializers(path: str | os.PathLike) -> dict[str, np.ndarray]:
     return out
 
 
+def weight_axes(path: str | os.PathLike) -> dict[str, int]:
+    """The output-channel axis of each initializer a MatMul, Gemm or Conv multiplies by: a
+    MatMul's right operand ``[in, out]`` has it on the last axis, a Gemm's ``B`` on axis 0
+    with ``transB`` and 1 without, a Conv's weight ``[out, in, k...]`` on axis 0."""
+    onnx, helper, _ = _onnx()
+    model = _load(onnx, path)
+    names = {init.name for init in model.graph.initializer}
+    axes: dict[str, int] = {}
+    for node in model.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type == "MatMul" and len(node.input) > 1 and node.input[1] in names:
+            axes[node.input[1]] = -1
+        elif node.op_type == "Gemm" and len(node.input) > 1 and node.input[1] in names:
+            axes[node.input[1]] = 0 if attrs.get("transB", 0) else 1
+        elif node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in names:
+            axes[node.input[1]] = 0
+    return axes
+
+
 def _load(onnx, path: str | os.PathLike):
     try:
         return onnx.load(os.fspath(path))

@@ -20,9 +20,10 @@ from pathlib import Path
 
 from quantscope.io import pytorch
 from quantscope.io.checks import MAX_NDIM, check_regular_file, fail
-from quantscope.io.pytorch import _Bounded, _entries, _itemsize, _Parsed, _run, _Storage
+from quantscope.io.pytorch import _Bounded, _Parsed, _run
 from quantscope.io.tensor_info import count, printable
 from quantscope.io.torch_pickle import Dtype, PickleRefused, StorageType, TensorRef
+from quantscope.io.torch_storage import Storage, entries, itemsize
 
 MEMBERS = ("storages", "tensors", "pickle")
 #: A real tar checkpoint holds three or four members; more is not one.
@@ -94,7 +95,7 @@ def parse_tar(path: str | os.PathLike) -> _Parsed:
                         "object graph")
     except OSError as exc:
         raise fail(path, f"cannot read file ({exc.strerror or exc})") from None
-    return _Parsed(_entries(path, root), False)
+    return _Parsed(entries(path, root), False)
 
 
 def _count(path, stream, what: str) -> int:
@@ -108,11 +109,11 @@ def _no_storage(pid: object) -> object:
     raise PickleRefused("refers to a storage where none may appear")
 
 
-def _storages(path, fh, member: tarfile.TarInfo) -> dict[str, _Storage]:
+def _storages(path, fh, member: tarfile.TarInfo) -> dict[str, Storage]:
     end = member.offset_data + member.size
     fh.seek(member.offset_data)
     stream = _Bounded(fh, end)
-    found: dict[str, _Storage] = {}
+    found: dict[str, Storage] = {}
     for _ in range(_count(path, stream, "storage count")):
         head = _run(path, stream, _no_storage, "storage header")
         if not (isinstance(head, tuple) and len(head) == 3 and isinstance(head[2], StorageType)
@@ -123,12 +124,12 @@ def _storages(path, fh, member: tarfile.TarInfo) -> dict[str, _Storage]:
         if len(raw) < 8 or fh.tell() > end:
             raise fail(path, f"storage {printable(key)[:40]!r} ends early (truncated)")
         numel = struct.unpack("<q", raw)[0]
-        nbytes = numel * _itemsize(head[2].dtype)
+        nbytes = numel * itemsize(head[2].dtype)
         start = fh.tell()
         if numel < 0 or start + nbytes > end:
             raise fail(path, f"storage {printable(key)[:40]!r} claims {count(numel)} elements, "
                              f"more than its member holds")
-        found[key] = _Storage(key, head[2].dtype, numel, nbytes, start=start)
+        found[key] = Storage(key, head[2].dtype, numel, nbytes, start=start)
         fh.seek(start + nbytes)
     views = _run(path, stream, _no_storage, "storage views")
     if not isinstance(views, list) or len(views) > MAX_ENTRIES:
@@ -141,14 +142,14 @@ def _storages(path, fh, member: tarfile.TarInfo) -> dict[str, _Storage]:
         if root is None or not isinstance(offset, int) or not isinstance(numel, int) or \
                 offset < 0 or numel < 0 or offset + numel > root.numel:
             raise fail(path, f"storage view {printable(key)[:40]!r} lies outside its root")
-        item = _itemsize(root.dtype)
-        found[key] = _Storage(key, root.dtype, numel, numel * item,
+        item = itemsize(root.dtype)
+        found[key] = Storage(key, root.dtype, numel, numel * item,
                               start=root.start + offset * item)  # type: ignore[operator]
     return found
 
 
 def _tensors(path, fh, member: tarfile.TarInfo,
-             storages: dict[str, _Storage]) -> dict[str, TensorRef]:
+             storages: dict[str, Storage]) -> dict[str, TensorRef]:
     end = member.offset_data + member.size
     fh.seek(member.offset_data)
     stream = _Bounded(fh, end)

@@ -66,3 +66,20 @@ def expresses(target: str, spec: str) -> bool:
     if target == "onnx":
         return spec.partition("/")[0] == "int8"
     raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+
+
+def module_of(name: str) -> str | None:
+    """``"model.layers.0.q_proj.weight"`` -> ``"model.layers.0.q_proj"``; None for a tensor
+    that is not a module's weight."""
+    head, dot, tail = name.rpartition(".")
+    return head if dot and tail == "weight" and head else None
+
+
+def tensor_refusal(target: str, name: str, shape: tuple[int, ...]) -> str | None:
+    """Why ``target`` quantizes no format of this tensor, or None: compressed-tensors takes
+    Linear weights ``[out, in]``, ModelOpt a module's weight; ONNX QDQ any initializer."""
+    if target in ("compressed-tensors", "modelopt") and module_of(name) is None:
+        return f"{target} quantizes a module's .weight only"
+    if target == "compressed-tensors" and len(shape) != 2:
+        return f"compressed-tensors quantizes Linear weights [out, in], not {len(shape)}-D"
+    return None

@@ -155,7 +155,8 @@ def row_figures(row: ModelRow, x: np.ndarray, settings: Settings, *, axis: int |
 
 def scan_entries(entries: list[TensorEntry], settings: Settings, *, axis: int | None = None,
                  formats: bool = False, label: str = "memory",
-                 on_row: Callable[[ModelRow], None] | None = None) -> list[ModelRow]:
+                 on_row: Callable[[ModelRow], None] | None = None,
+                 axes: Mapping[str, int] | None = None) -> list[ModelRow]:
     """Every entry's row, scanned one tensor at a time (see the module docstring)."""
     rows = entry_rows(entries, label)
     for i, (row, entry) in enumerate(zip(rows, entries, strict=True)):
@@ -166,7 +167,8 @@ def scan_entries(entries: list[TensorEntry], settings: Settings, *, axis: int | 
         except QuantscopeError as exc:
             rows[i] = dataclasses.replace(row, status=ERROR, reason=str(exc))
         else:
-            rows[i] = row_figures(row, x, settings, axis=axis, formats=formats)
+            given = axes.get(row.name, axis) if axes else axis
+            rows[i] = row_figures(row, x, settings, axis=given, formats=formats)
             del x
         if on_row is not None:
             on_row(rows[i])

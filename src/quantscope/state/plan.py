@@ -356,6 +356,10 @@ def plan(table: ModelTable, budget: float = 4.5, *, formats: Sequence[str] | Non
     for i, r in enumerate(todo):
         assert r.info is not None
         reason = keep_reason(r, keep)
+        if reason is None and target is not None:
+            from quantscope.state.export_targets import tensor_refusal
+
+            reason = tensor_refusal(target, r.name, r.info.shape)
         if reason is not None and r.name not in pins:
             rows.append(PlanRow(r.name, r.info.shape, r.info.dtype, r.params, r.axis, None,
                                 kept=reason))

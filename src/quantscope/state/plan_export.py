@@ -34,6 +34,7 @@ import numpy as np
 from quantscope.core.formats.catalog import FormatParams
 from quantscope.state.export_targets import ct_args as _ct_args
 from quantscope.state.export_targets import modelopt_cfg as _mo_cfg
+from quantscope.state.export_targets import module_of
 from quantscope.state.formats import format_pane_params
 from quantscope.state.plan import Plan, PlanRow
 
@@ -61,13 +62,6 @@ class Export:
         ``-1``) that JSON would turn into strings: what ``modelopt``'s ``load_config``
         reads."""
         return "\n".join(_yaml(self.config, 0)) + "\n"
-
-
-def module_of(name: str) -> str | None:
-    """``"model.layers.0.q_proj.weight"`` -> ``"model.layers.0.q_proj"``; None for a tensor
-    that is not a module's weight."""
-    head, dot, tail = name.rpartition(".")
-    return head if dot and tail == "weight" and head else None
 
 
 # -- compressed-tensors -----------------------------------------------------------------------

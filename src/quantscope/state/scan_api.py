@@ -21,7 +21,8 @@ from quantscope.state.settings import Settings
 
 
 def scan(obj, *, formats: bool = False, axis: int | None = None, label: str | None = None,
-         on_row=None, client=None, **settings) -> ModelTable:
+         on_row=None, client=None, axes: dict[str, int] | None = None,
+         **settings) -> ModelTable:
     """Scan every tensor of ``obj`` (see the module docstring) under ``settings``.
 
     Parameters
@@ -33,6 +34,9 @@ def scan(obj, *, formats: bool = False, axis: int | None = None, label: str | No
         Also name each tensor's best 8-bit and best 4-bit format (``scan --formats``).
     axis : int, optional
         The per-channel axis of every tensor (``scan --axis``); default each tensor's own.
+    axes : dict, optional
+        In-memory tensors only: the per-channel axis of the tensors named (an ONNX MatMul's
+        weight ``[in, out]`` has its output channels on axis 1), others as ``axis``.
     label : str, optional
         What the table calls the model (default: the path, or the object's kind).
     client : distributed.Client or str, optional
@@ -57,8 +61,11 @@ def scan(obj, *, formats: bool = False, axis: int | None = None, label: str | No
     if path_like(obj):
         from quantscope.io import load_for_analysis
         from quantscope.io.checkpoint import list_checkpoint
+        from quantscope.io.stored import source_checkpoint
 
-        checkpoint = list_checkpoint(obj)
+        # a quantized checkpoint's stored weights decoded, under their own names (a cluster's
+        # workers read raw bytes: there the stored parts are listed as they are)
+        checkpoint = list_checkpoint(obj) if client is not None else source_checkpoint(obj)
         rows = model_rows(checkpoint)
         if rows and all(r.status == "error" for r in rows):
             raise QuantscopeError(rows[0].reason)
@@ -73,7 +80,8 @@ def scan(obj, *, formats: bool = False, axis: int | None = None, label: str | No
                         "(safetensors) and scan its path with client=")
     entries = tensor_entries(obj)
     kind = type(obj).__name__ if is_module(obj) else "state dict"
-    rows = scan_entries(entries, chosen, axis=axis, formats=formats, label=kind, on_row=on_row)
+    rows = scan_entries(entries, chosen, axis=axis, formats=formats, label=kind, on_row=on_row,
+                        axes=axes)
     by_name = {e.name: e for e in entries}
 
     def read_memory(row: ModelRow) -> np.ndarray:

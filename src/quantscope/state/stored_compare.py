@@ -29,6 +29,7 @@ from quantscope.errors import QuantscopeError
 from quantscope.io import load_for_analysis
 from quantscope.io.checkpoint import list_checkpoint
 from quantscope.io.stored import StoredCheckpoint, StoredTensor, open_stored
+from quantscope.io.stored.gguf_stored import GgufStored, open_gguf_stored
 from quantscope.io.tensor_info import TensorFileError
 from quantscope.state.settings import Settings
 
@@ -163,8 +164,12 @@ def alternatives(x: np.ndarray, bits: float, settings: Settings | None = None
     return tuple(kept)
 
 
-def open_quantized(path: str | os.PathLike) -> StoredCheckpoint:
-    """The quantized checkpoint at ``path``, or one clear error when it declares none."""
+def open_quantized(path: str | os.PathLike) -> StoredCheckpoint | GgufStored:
+    """The quantized checkpoint at ``path`` (a Hugging Face one declaring its quantization, or
+    a GGUF file), or one clear error when it is neither."""
+    gguf = open_gguf_stored(path)
+    if gguf is not None:
+        return gguf
     stored = open_stored(path)
     if stored is None:
         raise TensorFileError(f"{path}: declares no quantization (no quantization_config in "
@@ -196,7 +201,7 @@ def compare(quantized: str | os.PathLike, reference: str | os.PathLike, *,
     return result
 
 
-def _row(stored: StoredCheckpoint, name: str, ref_name: str | None, ref_tensors: dict,
+def _row(stored: StoredCheckpoint | GgufStored, name: str, ref_name: str | None, ref_tensors: dict,
          with_alternatives: bool) -> CompareRow:
     if ref_name is None:
         return CompareRow(name, None, (), problem="no tensor of this name in the original")

@@ -61,6 +61,11 @@ def code_levels(decoded: StoredTensor) -> tuple[np.ndarray, int]:
     """The codes as indexes from 0, and how many levels the element type has."""
     element = decoded.format.element
     codes = decoded.codes
+    if decoded.format.method == "gguf":  # codes 0..levels-1 of llama.cpp's block type
+        from quantscope.core.formats.gguf_types import GGUF_TYPES
+
+        bits = next(t.bits for t in GGUF_TYPES.values() if t.ggml_name == element)
+        return codes.astype(np.int64).reshape(-1), 1 << bits
     if element.startswith(("int", "uint")):
         bits = int(element.removeprefix("u").removeprefix("int"))
         offset = 0 if element.startswith("uint") else 1 << (bits - 1)

@@ -48,7 +48,12 @@ import numpy as np
 
 from quantscope.core.formats.elements import ELEMENTS, ElementType, cast
 from quantscope.core.formats.gguf_types import CATALOG_ROWS as GGUF_ROWS
-from quantscope.core.tensors.layout import expand_params, granularity_of
+from quantscope.core.tensors.layout import (
+    expand_params,
+    granularity_of,
+    normalize_axis,
+    param_shape,
+)
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
 
 #: name -> (kind, element type, block, scale bits per block or unit).
@@ -239,6 +244,12 @@ def block_amax(xf: np.ndarray, axis: int, block: int) -> np.ndarray:
     the per-group parameter shape."""
     from quantscope.core.schemes.qparams import unit_min_max
 
+    if xf.ndim and normalize_axis(axis, xf.ndim) == xf.ndim - 1 and xf.size:
+        from quantscope.core.kernels.block_max import block_abs_max
+
+        n = xf.shape[-1]  # one compiled pass: NumPy's three took 15 copies' time
+        amax = block_abs_max(xf.reshape(-1, n), block)
+        return amax.reshape(param_shape(xf.shape, axis, block))
     lo, hi, _ = unit_min_max(xf, axis, block)
     return np.maximum(-lo, hi).astype(np.float32)
 

@@ -51,6 +51,8 @@ class StoredFormat:
     @property
     def label(self) -> str:
         """``compressed-tensors int4 g128 asym``: one phrase for tables and pane titles."""
+        if self.method == "gguf":  # llama.cpp's type name says the whole block layout
+            return f"gguf {self.element}"
         parts = [self.method, self.element]
         if self.granularity == "group" and self.group_size:
             parts.append(f"g{self.group_size}")
