@@ -49,7 +49,10 @@ def test_exact_quantization_gives_strict_json(tmp_path, capsys):
     np.save(path, np.array([[-1.0, 0.0, 1.0]], np.float32))
     assert main(["report", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)  # strict: no bare Infinity
-    assert doc["schemes"]["symmetric/tensor"]["sqnr_db"] == "inf"
+    assert doc["schema"] == "quantscope.report/1"
+    exact = doc["schemes"]["symmetric/tensor"]
+    assert exact["sqnr_db"] is None and exact["nonfinite"] == {"sqnr_db": "inf"}
+    assert isinstance(exact["mse"], float) and exact["mse"] == 0.0
 
 
 @pytest.mark.parametrize("content, message", [

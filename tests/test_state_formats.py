@@ -75,3 +75,25 @@ def test_format_points_cover_every_format(query_weight):
     assert pts["mxfp4"].sqnr_db == analyze(x, p).sqnr_db
     assert pts["mxfp4"].bits_per_element == bits_per_element(p, x.size) == 4.25
     assert pts["int4/channel"].sqnr_db < pts["int8/channel"].sqnr_db
+
+
+def test_describe_keys_the_comparison_by_format_as_report_format_json():
+    """``report --json`` of the comparison layout and ``report --format --json`` file the
+    same format under the same key with the same numbers."""
+    from quantscope.commands.format_report import summaries
+    from quantscope.state import ExplorerState, Source
+    from quantscope.state.formats import format_reports
+
+    x = np.random.default_rng(5).normal(size=(32, 128)).astype(np.float32)
+    st = ExplorerState()
+    st.set_tensor(x, Source("array", "x", axis=0))
+    specs = ("nvfp4", "int8/channel", "mxfp4", "int4_g32")
+    st.update_settings(formats=specs)
+    st.compute()
+    doc = st.describe()
+    assert "schemes" not in doc and doc["errors"] == {}
+    reports, _ = format_reports(x, specs, st.settings)
+    for spec, row in summaries(reports).items():
+        got = dict(doc["formats"][spec])
+        assert got.pop("pane") == PANES[specs.index(spec)]
+        assert got == row, spec

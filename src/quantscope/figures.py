@@ -11,6 +11,7 @@ keeps only the pictures and the numbers they show.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -113,7 +114,10 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
         Pane keys to draw (``"symmetric/tensor"``, ...; default all four), or one view:
         ``"Trade-off"``, ``"Channels"``, ``"Bit width"`` or ``"Matmul"``.
     size : (int, int), optional
-        Width and height in screen pixels (default 1280 x 960); the PNG is twice as large.
+        Width and height in screen pixels (default 1280 x 960); the PNG is exactly twice as
+        large. Where the panes' contents need more room than ``size`` (a small size, wide
+        fonts), they are laid out on a larger canvas of the same shape and drawn scaled down
+        to it, rather than refused.
     svg : bool
         Also draw the figure as SVG, for :meth:`Figure.save` to a ``.svg`` (about 0.5 s more).
     **settings
@@ -147,7 +151,11 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
         if view is not None:
             v._run_until(w.views_ready, timeout)
             w.views_controller.settle()
-        png, text = _render(target, svg)
+        from quantscope.gui.export import _warm_up
+
+        _warm_up(target)  # the axes take their widths from a first paint: lay out after it
+        _fit(w, target, (width, height))
+        png, text = _render(target, svg, (2 * width, 2 * height))
         return Figure(png, text, (width, height), 2.0, v.numbers())
     finally:
         v.close()
@@ -195,30 +203,46 @@ def _arrange(w, keys: list[str], view: str | None):
     return w.centralWidget()
 
 
-def _fit(w, target, size: tuple[int, int]) -> None:
-    """Resize the window until ``target`` is exactly ``size`` (the rest of the window's
-    layout around it is measured, not assumed)."""
+def _fit(w, target, size: tuple[int, int]) -> tuple[int, int]:
+    """Lay ``target`` out at ``size``, or, where its contents need more room than that (the
+    four panes' numbers in wider fonts), at the least multiple of ``size`` that holds them,
+    same shape: the picture is then drawn scaled to ``size``, its text a little smaller.
+    Returns the size laid out. (The rest of the window's layout around ``target`` is
+    measured, not assumed.)"""
+    want = size
+    for _ in range(4):
+        got = _resize_to(w, target, want)
+        if got == want:
+            return want
+        need = target.minimumSizeHint()
+        grow = max(got[0] / size[0], got[1] / size[1], need.width() / size[0],
+                   need.height() / size[1], want[0] / size[0] * 1.02)
+        want = (math.ceil(size[0] * grow), math.ceil(size[1] * grow))
+    raise UserError(f"cannot lay the figure out at {size[0]}x{size[1]} or any multiple of it "
+                    f"(its contents need at least {target.minimumSizeHint().width()}x"
+                    f"{target.minimumSizeHint().height()})")
+
+
+def _resize_to(w, target, want: tuple[int, int]) -> tuple[int, int]:
+    """Resize the window until ``target`` is ``want``, as far as it goes; return its size."""
     app = qt_app()
-    want_w, want_h = size
-    w.resize(want_w, want_h)
+    w.resize(*want)
     for _ in range(4):
         app.processEvents()
-        dw, dh = target.width() - want_w, target.height() - want_h
+        dw, dh = target.width() - want[0], target.height() - want[1]
         if dw == 0 and dh == 0:
-            return
+            break
         w.resize(w.width() - dw, w.height() - dh)
     app.processEvents()
-    if (target.width(), target.height()) != size:
-        raise UserError(f"cannot lay the figure out at {size[0]}x{size[1]} (it needs at least "
-                        f"{target.minimumSizeHint().width()}x{target.minimumSizeHint().height()})")
+    return target.width(), target.height()
 
 
-def _render(target, svg: bool) -> tuple[bytes, str | None]:
+def _render(target, svg: bool, pixels: tuple[int, int]) -> tuple[bytes, str | None]:
     from quantscope.gui.export import render_png, render_svg
 
     with tempfile.TemporaryDirectory(prefix="quantscope-figure-") as tmp:
         png_path, svg_path = Path(tmp) / "figure.png", Path(tmp) / "figure.svg"
-        render_png(target, png_path)
+        render_png(target, png_path, pixels=pixels)
         if svg:
-            render_svg(target, svg_path)
+            render_svg(target, svg_path, shown=(pixels[0] // 2, pixels[1] // 2))
         return png_path.read_bytes(), svg_path.read_text(encoding="utf-8") if svg else None

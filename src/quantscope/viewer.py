@@ -26,6 +26,7 @@ from pathlib import Path
 from quantscope.errors import QuantscopeError, UserError
 from quantscope.inputs import resolve_source, settings_changes
 from quantscope.state import ExplorerState, Settings
+from quantscope.state.numbers import pane_numbers
 
 #: How long :meth:`Viewer.wait` waits by default (a 10^8-element tensor prepares in seconds).
 WAIT_TIMEOUT_S = 120.0
@@ -141,7 +142,12 @@ class Viewer:
             from quantscope.state.compile_ahead import start_if_cold
 
             start_if_cold()
-        self.window.resize(*(size or DEFAULT_SIZE))
+        if show:  # on a screen: fitting it (a laptop's 1280x720 gets a maximized window)
+            from quantscope.gui.compact import open_fitting
+
+            open_fitting(self.window, size)
+        else:
+            self.window.resize(*(size or DEFAULT_SIZE))
         self.closed = False
         self._load_ticket = 0
         self._load_done = True
@@ -280,21 +286,25 @@ class Viewer:
         """The four panes' numbers as displayed, keyed as ``quantscope report --json``.
 
         ``schemes`` maps each pane to its report's ``summary()`` (or ``{"error": text}`` for a
-        pane the engine refused); ``current`` says whether they belong to the current tensor
-        and settings (call :meth:`wait` first to be sure they do).
+        pane the engine refused); in the comparison layout ``formats`` maps each format
+        (``"nvfp4"``, ``"fp8_e4m3/tensor"``) to its summary with ``format``,
+        ``bits_per_element`` and the ``pane`` showing it; ``current`` says whether they
+        belong to the current tensor and settings (call :meth:`wait` first to be sure they
+        do).
         """
         self._check_open()
         st, w = self.state, self.window
-        schemes = {}
-        for key, pane in w.panes.items():
-            if pane.report is not None:
-                schemes[key] = pane.report.summary()
-            else:
-                schemes[key] = {"error": pane.error.text() or "not computed yet"}
+        shown = {k: pane.report for k, pane in w.panes.items() if pane.report is not None}
+        refused = {k: pane.error.text() or "not computed yet" for k, pane in w.panes.items()
+                   if pane.report is None}
+        numbers = pane_numbers(st.settings, shown, refused)
+        section = "schemes" if "schemes" in numbers else "formats"
+        for key, text in numbers["errors"].items():  # a refused pane keeps its place
+            numbers[section][key] = {"error": text}
         return {"source": st.source.label() if st.source else None,
                 "shape": list(st.tensor.shape) if st.tensor is not None else None,
                 "axis": st.settings.axis, "settings": st.settings.to_dict(),
-                "schemes": schemes, "current": self.is_current()}
+                section: numbers[section], "current": self.is_current()}
 
     def screenshot(self, path: str | os.PathLike, size: tuple[int, int] | None = None,
                    timeout: float = WAIT_TIMEOUT_S) -> Path:

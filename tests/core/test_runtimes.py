@@ -281,3 +281,38 @@ def test_prepared_statistics_follow_every_preset_bit_for_bit(runtime, symmetric,
     assert (direct.clipped_below, direct.clipped_above) == (fast.clipped_below, fast.clipped_above)
     assert direct.max_abs_error == fast.max_abs_error
     assert fast.mse == pytest.approx(direct.mse, rel=1e-9)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize("bits", [8, 4])
+def test_what_a_preset_declares_it_fixes_is_what_it_computes(runtime, bits):
+    """``preset_fixes`` is read from the rules, not measured: every scheme it declares is the
+    one ``choose_qparams`` computes (codes, rounding, arithmetic), a refused one is refused,
+    and a declared fixed code range is the one given whichever ``narrow_range`` is asked."""
+    from quantscope.core.calibration.runtimes import preset_fixes
+    from quantscope.errors import QuantscopeError
+
+    x = np.linspace(-1.0, 2.0, 64, dtype=np.float32).reshape(4, 16)
+    for per_channel in (False, True):
+        fixes = preset_fixes(runtime, bits, per_channel)
+        for name, fix in fixes.items():
+            kw = dict(symmetric=name == "symmetric", bits=bits, runtime=runtime,
+                      granularity="channel" if per_channel else "tensor", axis=0)
+            if fix is None:
+                with pytest.raises(QuantscopeError):
+                    choose_qparams(x, **kw)
+                continue
+            try:
+                p = choose_qparams(x, **kw)
+            except QuantscopeError:  # bits this runtime refuses for every scheme
+                assert all(f is None for f in fixes.values()) or bits != 8
+                continue
+            assert (p.qmin, p.qmax, p.rounding) == (fix["qmin"], fix["qmax"], fix["rounding"])
+            assert p.arithmetic == fix["arithmetic"]
+            if fix["narrow_range"] is not None:
+                for narrow in (True, False):
+                    try:
+                        q = choose_qparams(x, narrow_range=narrow, **kw)
+                    except QuantscopeError:
+                        continue  # a contradicting range is refused, never taken
+                    assert (q.qmin, q.qmax) == (p.qmin, p.qmax)

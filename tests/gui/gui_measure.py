@@ -99,7 +99,12 @@ def cut_labels(root: QWidget) -> list[str]:
     for w in root.findChildren(QLabel):
         if not shown(w, root) or not w.text().strip():
             continue
-        if w.wordWrap():
+        needs = getattr(w, "shown_width", None)  # a label of two lengths (KeyLabel)
+        if needs is not None:
+            if needs() > w.contentsRect().width() + 1:
+                bad.append(f"{w.objectName()!r} {w.text()[:40]!r}: needs {needs()} px, has "
+                           f"{w.contentsRect().width()}")
+        elif w.wordWrap():
             if w.heightForWidth(w.width()) > w.height() + 1:
                 bad.append(f"{w.objectName()!r} {w.text()[:40]!r}: needs "
                            f"{w.heightForWidth(w.width())} px of height, has {w.height()}")

@@ -112,7 +112,8 @@ def test_numbers_json_are_the_engine_numbers(state, tmp_path):
     assert doc["format"] == "quantscope-numbers" and doc["version"] == 1
     assert doc["settings"] == state.settings.to_dict()
     assert doc["source"]["name"] == "normal"
-    assert doc["views"]["Bit width"]["x"] == [1.0, "inf"]
+    assert doc["views"]["Bit width"]["x"] == [1.0, None]  # numbers stay numbers, or null
+    assert doc["views"]["Bit width"]["nonfinite"] == {"x[1]": "inf"}
     for pane in PANES:
         rep = state.results[pane]
         got = doc["panes"][pane]
@@ -198,3 +199,22 @@ def test_cached_items_are_written_as_vectors(plot, tmp_path):
     save_image(plot, out)
     assert out.read_text().count("<image") == plain.read_text().count("<image")
     assert all(item.cacheMode() == cached for item in items)  # the screen keeps its cache
+
+
+def test_quantized_npz_names_the_dtype_the_tensor_was_stored_in(tmp_path):
+    """A bf16 checkpoint's tensor is held as float32 by the state; the archive says bf16."""
+    from quantscope.state.source import load_source, overview, prepare_tensor
+
+    source = Source("file", "/work/shared/data/minilm/layer0_bf16.safetensors",
+                    tensor="encoder.layer.0.attention.self.query.weight")
+    x, dtype = load_source(source)
+    st = ExplorerState()
+    prepared = prepare_tensor(x, st.settings)
+    st.set_tensor(x, source, prepared=prepared, overview=overview(x, dtype, prepared))
+    st.compute()
+    out = tmp_path / "q.npz"
+    save_quantized(st, "symmetric/channel", out)
+    with np.load(out, allow_pickle=False) as z:
+        meta = json.loads(str(z["metadata"]))
+    assert dtype == "bfloat16"
+    assert meta["source_dtype"] == "bfloat16"

@@ -5,6 +5,7 @@ with the panes' formats ringed."""
 from __future__ import annotations
 
 import numpy as np
+from PySide6.QtCore import QPointF
 
 from quantscope.core import analyze, choose_qparams
 from quantscope.core.formats.gguf_types import GGUF_TYPES
@@ -146,3 +147,54 @@ def test_format_names_never_cover_each_other(make_window, qtbot, wait_results):
             assert box.adjusted(-1, -1, 1, 1).contains(a), (size, a, box)
             for b in rects[i + 1:]:
                 assert not a.intersects(b), (size, a, b)
+
+
+def test_metrics_file_each_format_under_its_name_with_the_pane_showing_it(make_window,
+                                                                          qtbot, wait_results):
+    """In the comparison layout ``--metrics`` keys the numbers by format, as ``report
+    --format --json`` does: NVFP4 under "nvfp4" with its bits per element, never under the
+    int pane's key "symmetric/tensor"."""
+    from quantscope.core.formats.catalog import bits_per_element
+
+    win = make_window()
+    x = _load(win, qtbot, wait_results)
+    specs = ("nvfp4", "int8/channel", "mxfp4", "fp8_e4m3/tensor")
+    win.state.update_settings(formats=specs)
+    wait_results(win)
+    doc = win.metrics()
+    assert "schemes" not in doc and set(doc["formats"]) == set(specs)
+    nv = doc["formats"]["nvfp4"]
+    want = analyze(x, choose_qparams(x, format="nvfp4"))
+    assert nv["format"] == "nvfp4" and nv["pane"] == "symmetric/tensor"
+    assert nv["sqnr_db"] == want.sqnr_db and nv["mse"] == want.mse
+    # 4 bits, an 8-bit scale per 16 elements, one fp32 scale for the tensor
+    assert nv["bits_per_element"] == bits_per_element(want.params, x.size) == 4.5 + 32 / x.size
+    assert doc["formats"]["fp8_e4m3/tensor"]["format"] == "fp8_e4m3"
+    assert win.state.describe()["formats"] == doc["formats"]
+
+
+def test_names_sit_beside_their_points_in_a_narrow_tab(make_window, qtbot, wait_results):
+    """At 1600 px the Bit width tab is a narrow column: two dozen names piled into one block
+    in the plot's top corner, far from their points. Now each name sits beside its point,
+    and where they cannot all, the panes' formats and the best of each tier are named."""
+    from quantscope.gui.views.formats import MAX_BLOCK_LINES, _short
+
+    win = make_window(install_views=True)
+    _load(win, qtbot, wait_results)
+    view = win.views_controller.formats
+    win.views.setCurrentWidget(win.views_controller.bits_and_formats)
+    qtbot.waitUntil(view.is_ready, timeout=60_000)
+    qtbot.wait(50)
+    box = view.plot.getViewBox()
+    assert box.width() < 400  # the narrow column beside the panes
+    assert view.labels
+    where = {_short(p.spec): box.mapViewToScene(QPointF(p.bits_per_element, p.sqnr_db))
+             for p in view.data}
+    for label in view.labels:
+        lines = label.textItem.toPlainText().split("\n")
+        assert len(lines) <= MAX_BLOCK_LINES, lines
+        rect = label.mapRectToScene(label.boundingRect())
+        near = [spot for name, spot in where.items() if name == lines[0].split()[0]]
+        assert any(abs(spot.y() - rect.center().y()) < 40 and
+                   (abs(spot.x() - rect.left()) < 60 or abs(spot.x() - rect.right()) < 60)
+                   for spot in near), (lines, rect)

@@ -245,6 +245,48 @@ def test_at_1280x720_the_figures_sit_beside_the_names_in_view(make_window, qtbot
     assert model.rowCount() == 10
 
 
+def test_every_label_names_the_tensor_on_screen(make_window, qtbot, wait_results, tmp_path):
+    """Clicking a tensor shows the panes only once they hold it (the headline, the status bar
+    and the Tensor box never show the previous tensor's name over them); the bar back to the
+    model view names the tensor and leaves once the panes show a tensor from elsewhere."""
+    from quantscope.state import Source
+
+    _sharded(tmp_path)
+    win = make_window()
+    view = _open(win, qtbot, tmp_path)
+    assert win.source_status.text() == str(tmp_path)  # the model view's checkpoint
+    seen = []
+
+    def record():  # what the labels say whenever the panes are on screen
+        if not win.model_active():
+            seen.append((win.state.source.tensor if win.state.source else None,
+                         win.source_status.text(), win.source_panel.source_label.text(),
+                         win.model_back_label.text()))
+    win.state.tensor_changed.connect(record)
+    for name in ("model.layers.1.self_attn.q_proj.weight", "model.layers.4.mlp.down_proj.weight"):
+        view.chart.tensor_clicked.emit(name)
+        assert win.model_active()  # until the tensor is in place
+        qtbot.waitUntil(lambda n=name: not win.model_active() and win.state.source.tensor == n,
+                        timeout=30_000)
+        wait_results(win)
+        label = win.state.source.label()
+        assert name in label
+        assert win.source_status.text() == label
+        assert win.source_panel.source_label.text() == label
+        assert win.model_back_bar.isVisible()
+        assert win.model_back_label.text().endswith(f"showing {name}")
+        assert name in win.headline.text()
+        win.model_back_button.click()
+        assert win.model_active() and win.source_status.text() == str(tmp_path)
+    assert all(tensor in status and tensor in box and back.endswith(tensor)
+               for tensor, status, box, back in seen), seen
+    win.show_panes()
+    win.load(Source.generator("normal", (16, 32), 0))
+    qtbot.waitUntil(lambda: win.state.source.kind == "generator", timeout=30_000)
+    assert not win.model_back_bar.isVisible()
+    assert win.source_status.text() == win.state.source.label()
+
+
 def test_a_refused_index_after_a_model_leaves_a_chart_that_paints(make_window, qtbot,
                                                                  tmp_path):
     """The floor band's legend sample outlived the band: painting it read the

@@ -66,17 +66,15 @@ def test_a_compared_row_opens_with_the_stored_scheme_first(make_window, qtbot, w
                     timeout=60_000)
     wait_results(win, timeout=180_000)  # the FP4 and INT4 group panes' loops may compile
     formats = win.state.settings.formats
-    assert formats[0] == "int4_g128"  # the stored int4 g128 scheme's engine format
-    others = [a.spec for a in view.rows[i].alternatives if a.spec != "int4_g128"]
-    # then the best at the same or fewer bits (here only two: the FP4 ones; the k-quants need
-    # rows of 256), the last pane the int8 reference
-    assert formats[1:1 + len(others[:3])] == tuple(others[:3]) and len(others) == 2
-    assert formats[3] == "int8/channel"
+    # the stored compressed-tensors int4 g128 asym scheme is AutoAWQ's rule in the engine
+    assert formats[0] == "awq_int4_g128"
+    others = [a.spec for a in view.rows[i].alternatives if a.spec != "awq_int4_g128"]
+    assert len(others) >= 3 and formats[1:] == tuple(others[:3])  # then the best at its bits
     from quantscope.io import load_for_analysis
 
     original, _ = load_for_analysis(ORIGINAL, QUERY)
     np.testing.assert_array_equal(win.state.tensor, original)
-    assert "int4_g128" in win.model_back_label.text()
+    assert "awq_int4_g128" in win.model_back_label.text()
 
 
 def test_a_stored_weight_opens_decoded_from_the_model_table(make_window, qtbot, wait_results,

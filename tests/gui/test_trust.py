@@ -87,8 +87,17 @@ def test_controls_a_preset_decides_are_greyed_and_show_its_value(loaded, wait_re
     win.state.update_settings(method="manual", manual_clip=(-1.0, 1.5))
     wait_results(win)
     assert c.note.isVisibleTo(win) and "tflite preset has no manual clip" in c.note.text()
+    win.state.update_settings(method="minmax")
+    _combo(c.runtime, "tflite-xnnpack")  # weights half away, activations half to even
+    wait_results(win)
+    assert not c.rounding.isEnabled()
+    assert c.rounding.currentText() == "preset: sym half away from zero / asym half to even"
+    assert {p: win.state.results[p].params.rounding for p in win.state.results} == {
+        "symmetric/tensor": "half_away", "symmetric/channel": "half_away",
+        "asymmetric/tensor": "half_even", "asymmetric/channel": "half_even"}
     _combo(c.runtime, None)
     assert c.narrow.isEnabled() and c.rounding.isEnabled() and not c.note.isVisibleTo(win)
+    assert c.rounding.count() == 2 and c.rounding.currentData() == "half_even"
     wait_results(win)
     assert shown(win) == engine_texts(win.state)
 

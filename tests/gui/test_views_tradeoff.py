@@ -283,3 +283,23 @@ def test_thresholds_below_one_are_labelled_as_they_are(qtbot):
             assert shown and max(shown) <= hi + 1e-9 and hi < 1, (name, shown, hi)
     finally:
         v.job.shutdown()
+
+
+def test_old_curves_fade_and_lose_their_best_point_while_the_new_sweep_computes(view, state,
+                                                                               qtbot):
+    plot = view.plots["symmetric"]
+    first = plot.sweep
+    assert plot.total.opacity() == 1.0 and plot.best_dot.isVisible()
+    state.update_settings(bits=4)
+    state.compute()
+    qtbot.waitUntil(lambda: plot.sweep is not first or plot.total.opacity() < 1.0,
+                    timeout=20_000)
+    if plot.sweep is first:  # caught computing: the curves on screen are the 8-bit ones
+        assert plot.total.opacity() < 0.5 and plot.rounding.opacity() < 0.5
+        assert not plot.best_dot.isVisible() and not plot.best_line.isVisible()
+        qtbot.waitUntil(lambda: plot.sweep is not first, timeout=20_000)
+    assert plot.total.opacity() == 1.0 and plot.best_dot.isVisible()
+    assert plot.best_line.isVisible()
+    view.show_computing()  # whatever the timing, computing fades every scheme's curves
+    assert all(p.total.opacity() < 0.5 and not p.best_line.isVisible()
+               for p in view.plots.values())

@@ -70,12 +70,12 @@ def test_scan_ranks_worst_first_with_engine_numbers(capsys, checkpoint):
         assert abs(row["per_tensor_sqnr_db"] - _engine_db(x, "tensor")) <= SQNR_DB
         if x.ndim >= 2:
             assert abs(row["per_channel_sqnr_db"] - _engine_db(x, "channel")) <= SQNR_DB
-            assert row["gap_db"] == row["per_channel_sqnr_db"] - row["per_tensor_sqnr_db"]
+            assert row["gain_db"] == row["per_channel_sqnr_db"] - row["per_tensor_sqnr_db"]
         else:
-            assert row["per_channel_sqnr_db"] is None and row["gap_db"] is None
+            assert row["per_channel_sqnr_db"] is None and row["gain_db"] is None
     loud = doc["tensors"][0]
-    gaps = [t["gap_db"] for t in doc["tensors"] if t["gap_db"] is not None]
-    assert loud["gap_db"] == max(gaps) > 0  # per-channel rescues the starved channels
+    gains = [t["gain_db"] for t in doc["tensors"] if t["gain_db"] is not None]
+    assert loud["gain_db"] == max(gains) > 0  # per-channel rescues the starved channels
     assert doc["tensors"][[t["name"] for t in doc["tensors"]].index("calm.weight")][
         "file_dtype"] == "BF16"
     skipped = {s["name"]: s["reason"] for s in doc["skipped"]}
@@ -130,9 +130,14 @@ def test_scan_all_zero_tensors_are_exact_and_json_stays_valid(capsys, tmp_path):
          "w": RNG.standard_normal((4, 4)).astype(np.float32)}))
     code, out, _ = _run(capsys, "scan", str(path), "--json")
     assert code == 0 and "Infinity" not in out and "NaN" not in out
-    rows = [(t["name"], t["per_tensor_sqnr_db"], t["gap_db"]) for t in json.loads(out)["tensors"]]
-    assert rows[0][0] == "w"  # finite SQNR ranks before exact ones
-    assert rows[1:] == [("zero.bias", "inf", None), ("zero.weight", "inf", 0.0)]
+    doc = json.loads(out)
+    assert doc["schema"] == "quantscope.scan/1"
+    rows = [(t["name"], t["per_tensor_sqnr_db"], t["gain_db"], t.get("nonfinite"))
+            for t in doc["tensors"]]
+    assert rows[0][0] == "w" and rows[0][3] is None  # finite SQNR ranks before exact ones
+    assert rows[1:] == [("zero.bias", None, None, {"per_tensor_sqnr_db": "inf"}),
+                        ("zero.weight", None, 0.0, {"per_tensor_sqnr_db": "inf",
+                                                    "per_channel_sqnr_db": "inf"})]
 
 
 @pytest.mark.parametrize("argv, fragments", [

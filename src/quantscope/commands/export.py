@@ -52,14 +52,15 @@ def add_parser(subparsers) -> None:
     narrow.add_argument("--full-range", dest="narrow_range", action="store_false")
     scheme.add_argument("--unsigned", action="store_true", help="codes 0..2^bits-1 (uint8)")
     scheme.add_argument("--rounding", choices=ROUNDING_RULES,
-                        help="default: half_even, or the --runtime's own rule")
+                        help="default: half_even, or the --preset's own rule")
     scheme.add_argument("--arithmetic", choices=ARITHMETIC_RULES,
-                        help="how x/scale is formed (default: divide, or the --runtime's own)")
+                        help="how x/scale is formed (default: divide, or the --preset's own)")
     scheme.add_argument("--method", default="minmax",
                         help="range calibration: minmax (default) or, when available, "
                              "percentile / mse / entropy")
-    scheme.add_argument("--runtime", help="copy a runtime's rules (pytorch, pytorch-fake, "
-                                          "onnxruntime, tflite, tflite-xnnpack, tensorrt)")
+    scheme.add_argument("--preset", "--runtime", dest="runtime",
+                        help="copy a runtime's rules (pytorch, pytorch-fake, onnxruntime, "
+                             "tflite, tflite-xnnpack, tensorrt; --runtime is an alias)")
     scheme.add_argument("--format", default="int8",
                         help="number format (default int8 with --bits): fp8_e4m3, mxfp4, "
                              "nvfp4, nf4, int4_g128... (see quantscope report --help)")
@@ -74,7 +75,7 @@ def _check_optional_engine(args: argparse.Namespace) -> None:
         raise UserError(f"--method {args.method}: calibration is not available in this "
                         "version (use minmax)")
     if args.runtime and importlib.util.find_spec("quantscope.core.calibration.runtimes") is None:
-        raise UserError(f"--runtime {args.runtime}: runtime presets are not available in this "
+        raise UserError(f"--preset {args.runtime}: runtime presets are not available in this "
                         "version")
 
 

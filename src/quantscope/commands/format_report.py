@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from quantscope.core import QuantReport
-from quantscope.core.formats.catalog import FORMATS, bits_per_element, check_format
+from quantscope.core.formats.catalog import FORMATS, check_format
 from quantscope.core.text.formatting import fmt_cell
 from quantscope.errors import UserError
 
@@ -44,13 +44,9 @@ def format_rows(x: np.ndarray, names: list[str], settings, prepared=None
 
 def summaries(reports: dict[str, QuantReport]) -> dict[str, dict]:
     """JSON-ready numbers per row: the report summary, the format and bits per element."""
-    out = {}
-    for key, r in reports.items():
-        s = r.summary()
-        s["format"] = key.split("/")[0]
-        s["bits_per_element"] = bits_per_element(r.params, r.n + r.n_nonfinite)
-        out[key] = s
-    return out
+    from quantscope.state.numbers import format_summary
+
+    return {key: format_summary(key, r) for key, r in reports.items()}
 
 
 def format_table(label: str, shape: tuple, axis: int, reports: dict[str, QuantReport],
@@ -74,6 +70,10 @@ def format_table(label: str, shape: tuple, axis: int, reports: dict[str, QuantRe
     return "\n".join(lines)
 
 
+#: ``report --format --json``'s document version (see ``report.REPORT_SCHEMA``).
+FORMAT_REPORT_SCHEMA = "quantscope.format-report/1"
+
+
 def run(args, state) -> int:
     """``report --format``: the loaded tensor of ``state`` under its settings (the options,
     and the channel axis the window's rule chose) in every format asked for."""
@@ -83,7 +83,8 @@ def run(args, state) -> int:
     label = state.source.label() if state.source is not None else "tensor"
     reports, errors = format_rows(x, args.format, state.settings, state.prepared)
     if args.json:
-        print(dumps({"source": label, "shape": list(x.shape), "axis": axis,
+        print(dumps({"schema": FORMAT_REPORT_SCHEMA, "source": label, "shape": list(x.shape),
+                     "axis": axis,
                      "applied": state.applied(), "formats": summaries(reports),
                      "errors": errors}, indent=2))
     else:

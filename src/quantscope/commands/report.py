@@ -2,11 +2,11 @@
 
 Every setting the window has is an option here (``--method``, ``--percentile``, ``--clip``,
 ``--rounding``, ``--code-range``, ``--bits``, ``--axis``, ``--role``, ``--group-size``,
-``--runtime``, ``--session``), and the numbers come from the window's own state object and
-mapping (:class:`quantscope.state.ExplorerState`), on the tensor prepared as the window
-prepares it, so for the same tensor and settings the report equals the window by construction,
-bit for bit. Without options: the engine's defaults (min/max, half to even, narrow-range
-symmetric) and the channel axis the tensor's role implies.
+``--preset`` (alias ``--runtime``), ``--session``), and the numbers come from the window's own
+state object and mapping (:class:`quantscope.state.ExplorerState`), on the tensor prepared as
+the window prepares it, so for the same tensor and settings the report equals the window by
+construction, bit for bit. Without options: the engine's defaults (min/max, half to even,
+narrow-range symmetric) and the channel axis the tensor's role implies.
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ from quantscope.state.options import (
     settings_from_args,
 )
 from quantscope.state.source import DEMO_SAMPLE
+
+#: ``report --json``'s document version: bumped when a key changes meaning or name. Numbers
+#: are numbers; an infinite one (an exact quantization's SQNR) is ``null`` with a flag in the
+#: same object's ``"nonfinite"`` (:mod:`quantscope.jsonable`).
+REPORT_SCHEMA = "quantscope.report/1"
 
 SCHEMES = (
     ("symmetric", "tensor"),
@@ -151,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         return format_report.run(args, state)
     doc = state.describe()
     if args.json:
-        print(dumps(doc, indent=2))
+        print(dumps({"schema": REPORT_SCHEMA, **doc}, indent=2))
     else:
         print(format_table(doc, state.results))
     return 0

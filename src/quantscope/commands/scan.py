@@ -80,8 +80,9 @@ def add_parser(subparsers) -> None:
                         "otherwise axis 0)")
     p.add_argument("--method", choices=("minmax", "percentile", "mse", "entropy"),
                    default="minmax", help="range method (default minmax: the fast pass)")
-    p.add_argument("--preset", choices=("pytorch", "onnxruntime", "tflite", "tensorrt"),
-                   help="a runtime's parameter rules and arithmetic")
+    p.add_argument("--preset", "--runtime", choices=("pytorch", "onnxruntime", "tflite",
+                                                     "tensorrt"),
+                   help="a runtime's parameter rules and arithmetic (--runtime is an alias)")
     p.add_argument("--formats", action="store_true",
                    help="also name each tensor's best 8-bit and 4-bit number format (slow)")
     p.add_argument("--outlier", type=float, default=6.0, metavar="T",

@@ -12,8 +12,8 @@ runs in presentation mode, which has its own layout (:mod:`quantscope.gui.stage`
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtWidgets import QPushButton
+from PySide6.QtCore import QObject, QSize, Qt, QTimer
+from PySide6.QtWidgets import QLayout, QPushButton
 
 #: Below this many rows of window the panes' captions are left out.
 SHORT_ROWS = 900
@@ -21,6 +21,29 @@ SHORT_ROWS = 900
 VIEWS_SHARE = 0.4
 #: Pixels the panes keep beyond their minimum width when they give the views room.
 PANES_SLACK_PX = 40
+#: The window's size on opening, where the screen has room for it.
+OPENING_SIZE = (1600, 1000)
+#: Of the screen's free area, what a window's title bar and frame take at most.
+FRAME_PX = (16, 48)
+
+
+def open_fitting(window, size: tuple[int, int] | None = None) -> None:
+    """Size a window about to be shown to fit its screen: ``size`` (default
+    :data:`OPENING_SIZE`) where the screen's free area holds it with its frame, else
+    maximized (a 1280x720 or 1366x768 laptop or projector), never larger than the screen
+    (a window opened at 1600x1000 on a 1280x720 screen hung off its edges)."""
+    want_w, want_h = size or OPENING_SIZE
+    screen = window.screen()
+    if screen is None:
+        window.resize(want_w, want_h)
+        return
+    free = screen.availableGeometry()
+    room_w, room_h = free.width() - FRAME_PX[0], free.height() - FRAME_PX[1]
+    if want_w <= room_w and want_h <= room_h:
+        window.resize(want_w, want_h)
+        return
+    window.resize(min(want_w, room_w), min(want_h, room_h))
+    window.setWindowState(window.windowState() | Qt.WindowState.WindowMaximized)
 
 
 class Compact(QObject):
@@ -59,8 +82,36 @@ class Compact(QObject):
 
     def install(self) -> None:
         """Let the window be narrower than panes and views together (the views' own minimum
-        no longer holds it wider than a laptop's screen: they step aside instead)."""
+        no longer holds it wider than a laptop's screen: they step aside instead), and no
+        taller than its compact layout needs (see :meth:`hold_floor`)."""
         self.window.views.setMinimumWidth(1)
+        self.window.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
+
+    def floor(self) -> QSize:
+        """The least size of the window outside presentation: its layout's minimum without
+        the panes' captions, which a window shorter than :data:`SHORT_ROWS` leaves out.
+
+        Qt's default is the layout's minimum of the moment, captions included while the
+        window is tall: a window opened at 1080 rows could then not be made shorter than
+        about 715 (more with wider fonts), and the compact layout that fits 720 rows was
+        never reached."""
+        w = self.window
+        size = w.layout().totalMinimumSize()
+        if w.presentation:
+            return QSize(0, 0)  # the text follows the window's height instead
+        spacing = w.panes[next(iter(w.panes))].layout().spacing()
+        rows: dict[int, int] = {}
+        for i, pane in enumerate(w.panes.values()):
+            if pane.caption.isVisibleTo(pane):
+                row = i // 2
+                rows[row] = max(rows.get(row, 0), pane.caption.minimumHeight() + spacing)
+        return QSize(size.width(), size.height() - sum(rows.values()))
+
+    def hold_floor(self) -> None:
+        """Make :meth:`floor` the window's minimum size."""
+        floor = self.floor()
+        if self.window.minimumSize() != floor:
+            self.window.setMinimumSize(floor)
 
     def need_width(self) -> int:
         """The width the dock, the panes and the views need side by side."""
@@ -91,6 +142,7 @@ class Compact(QObject):
         self.button.setVisible(narrow)
         self.button.setText("◂ Panes" if wide else "Views ▸")
         self._set_short(w.height() < SHORT_ROWS)
+        self.hold_floor()
 
     def _make_room(self) -> None:
         """The views beside the panes get their whole minimum width (their tabs overflowed

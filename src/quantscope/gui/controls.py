@@ -280,7 +280,7 @@ class ControlsPanel(QGroupBox):
             self.percentile.setValue(s.percentile)
             self.percentile_slider.setValue(percentile_to_slider(s.percentile))
             # a control the preset decides shows the preset's value, greyed
-            self.rounding.setCurrentIndex(self.rounding.findData(rules["rounding"] or s.rounding))
+            self._show_rounding(s.rounding, rules)
             self._show_code_range(s.narrow_range, rules["code_range"])
             self.bits.setValue(s.bits)
             self.bits_label.setValue(s.bits)
@@ -303,8 +303,8 @@ class ControlsPanel(QGroupBox):
         self._show_window_in_use()
         for widget in (self.percentile, self.percentile_slider):
             widget.setEnabled(s.method == "percentile")
-        self.rounding.setEnabled(rules["rounding"] is None)
-        self.rounding.setToolTip("" if rules["rounding"] is None
+        self.rounding.setEnabled(rules["rounding_text"] is None)
+        self.rounding.setToolTip("" if rules["rounding_text"] is None
                                  else "the runtime preset decides the rounding")
         self.narrow.setEnabled(rules["code_range"] is None)
         applied = st.applied()
@@ -314,6 +314,21 @@ class ControlsPanel(QGroupBox):
         notes = applied["notes"]
         self.note.setText("⚠ " + "; ".join(notes) if notes else "")
         self.note.setVisible(bool(notes))
+
+    def _show_rounding(self, rounding: str, rules: dict) -> None:
+        """The rounding combo: the setting, the preset's rule (greyed), or, where the preset
+        rounds its schemes differently, each scheme's rule (one rule shown for both was
+        false for one of them)."""
+        if self.rounding.count() > len(ROUNDING_LABELS):
+            self.rounding.removeItem(len(ROUNDING_LABELS))
+        text = rules["rounding_text"]
+        if text is None or rules["rounding"] is not None:
+            self.rounding.setCurrentIndex(self.rounding.findData(rules["rounding"] or rounding))
+            return
+        for key, label in ROUNDING_LABELS.items():
+            text = text.replace(key, label)
+        self.rounding.addItem(f"preset: {text}", "preset")
+        self.rounding.setCurrentIndex(len(ROUNDING_LABELS))
 
     def _show_code_range(self, narrow: bool | None, preset_text: str | None) -> None:
         """The code range combo: the setting, or (greyed) the range the preset imposes."""

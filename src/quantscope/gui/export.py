@@ -171,18 +171,25 @@ def _paint_svg(painter: QPainter, placed) -> None:
 
 
 def render_png(widget: QWidget, path: str | Path, ratio: float = PIXEL_RATIO,
-               parts: list[QWidget] | None = None) -> QSize:
+               parts: list[QWidget] | None = None,
+               pixels: tuple[int, int] | None = None) -> QSize:
     """Save ``widget`` (or only its ``parts``, see :func:`figure_parts`) as a PNG of
-    ``ratio`` x its size in pixels (crisp on slides)."""
+    ``ratio`` x its size in pixels (crisp on slides), or of exactly ``pixels`` (width,
+    height), the widget drawn scaled to them."""
     path = Path(path)
     _check_dir(path)
     _warm_up(widget)
     size, placed = _layout(widget, parts)
-    image = QImage(int(size.width() * ratio), int(size.height() * ratio),
-                   QImage.Format.Format_ARGB32_Premultiplied)
-    image.setDevicePixelRatio(ratio)
+    if pixels is None:
+        pixels = (round(size.width() * ratio), round(size.height() * ratio))
+    sx, sy = pixels[0] / max(size.width(), 1), pixels[1] / max(size.height(), 1)
+    image = QImage(pixels[0], pixels[1], QImage.Format.Format_ARGB32_Premultiplied)
+    image.setDevicePixelRatio(min(sx, sy))
     image.fill(_background(widget))
     painter = QPainter(image)
+    ratio = image.devicePixelRatio()
+    if abs(sx - sy) > 1e-9:  # the same shape to the pixel is not always possible: stretch
+        painter.scale(sx / ratio, sy / ratio)  # the few pixels of difference
     painter.setRenderHint(QPainter.RenderHint.Antialiasing)
     painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
     try:
@@ -196,10 +203,12 @@ def render_png(widget: QWidget, path: str | Path, ratio: float = PIXEL_RATIO,
 
 
 def render_svg(widget: QWidget, path: str | Path, title: str = "quantscope",
-               parts: list[QWidget] | None = None) -> None:
+               parts: list[QWidget] | None = None,
+               shown: tuple[int, int] | None = None) -> None:
     """Save ``widget`` (or only its ``parts``) as an SVG that browsers and Inkscape show as
     on screen, each plot's contents clipped to its plot (SVG 1.1 clip paths: what Qt's
-    default SVG Tiny 1.2 lacks, so a zoomed histogram spilled over its axes)."""
+    default SVG Tiny 1.2 lacks, so a zoomed histogram spilled over its axes). ``shown``
+    (width, height) is the size the picture is displayed at, when not the widget's."""
     path = Path(path)
     _check_dir(path)
     _warm_up(widget)
@@ -223,7 +232,8 @@ def render_svg(widget: QWidget, path: str | Path, title: str = "quantscope",
     finally:
         painter.end()
     try:
-        text = clean_svg(tmp.read_text(encoding="utf-8"), w, h, _background(widget).name())
+        text = clean_svg(tmp.read_text(encoding="utf-8"), w, h, _background(widget).name(),
+                         shown=shown)
         path.write_text(text, encoding="utf-8")
     finally:
         tmp.unlink(missing_ok=True)
@@ -308,13 +318,14 @@ def css_fonts(family: str) -> str:
     return ", ".join([*(f"'{n}'" for n in names), generic])
 
 
-def clean_svg(text: str, width: int, height: int, background: str = "#ffffff") -> str:
+def clean_svg(text: str, width: int, height: int, background: str = "#ffffff",
+              shown: tuple[int, int] | None = None) -> str:
     """Make Qt's SVG portable (see the module docstring); returns the new document text."""
     ET.register_namespace("", SVG_NS)
     ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
     root = ET.fromstring(text)
-    root.set("width", str(width))
-    root.set("height", str(height))
+    root.set("width", str(shown[0] if shown else width))  # the viewBox scales to it
+    root.set("height", str(shown[1] if shown else height))
     root.set("viewBox", f"0 0 {width} {height}")
     for g in root.iter(f"{{{SVG_NS}}}g"):
         _flatten_group(g)
@@ -421,7 +432,9 @@ def save_quantized(state: ExplorerState, pane: str, path: str | Path) -> None:
     report = state.results.get(pane) or analyze_with(state.tensor, state.prepared, params)
     label = state.source.label() if state.source else "array"
     tensor = (state.source.tensor or state.source.name) if state.source else "array"
-    meta = build_metadata(params, source=label, tensor=tensor, source_dtype="float32",
+    # the dtype the tensor was stored in (bf16, fp8...), as ``quantscope export`` writes it;
+    # the state holds a float32 copy of every tensor, so its own dtype says nothing
+    meta = build_metadata(params, source=label, tensor=tensor, source_dtype=state.stored_dtype,
                           shape=state.tensor.shape, report=report)
     meta["pane"] = pane
     members = None

@@ -59,7 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "mode; PageDown / PageUp step through its scenes")
     parser.add_argument("--scene", type=int, metavar="N",
                         help="with --talk: start at scene N (with --screenshot: render it)")
-    parser.add_argument("--size", default="1600x1000", help="window size (default 1600x1000)")
+    parser.add_argument("--size", help="window size (default: 1600x1000 where the screen "
+                                       "has room, else maximized; rendered: 1600x1000)")
     parser.add_argument("--reference", metavar="ORIGINAL",
                         help="with a quantized checkpoint FILE: compare it with its original "
                              "in the model view (File > Compare with original...)")
@@ -141,7 +142,13 @@ def run(args: argparse.Namespace) -> int:
     elif _no_display():
         raise UserError("no display to open the window on (DISPLAY and WAYLAND_DISPLAY are "
                         "unset); run it on a desktop, or render it with --screenshot OUT.png")
-    size = _parse_size(args.size)
+    else:  # before any compile: Qt would abort on a missing library only at the first window
+        from quantscope.gui.system_libs import xcb_problem
+
+        problem = xcb_problem()
+        if problem is not None:
+            raise UserError(problem)
+    size = _parse_size(args.size) if args.size else None
     talk = talk_from_args(args)
     source = source_from_args(args)
     settings = settings_from_args(args)
@@ -166,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
     from PySide6.QtWidgets import QApplication
 
     from quantscope.gui import create_window
+    from quantscope.gui.compact import OPENING_SIZE, open_fitting
     from quantscope.gui.session import apply_session, remember_window, startup_session
 
     session = startup_session(getattr(args, "session", None), headless=headless,
@@ -176,7 +184,10 @@ def run(args: argparse.Namespace) -> int:
     app = _APP = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else
                                                           "quantscope"])
     window = create_window(ExplorerState(settings))
-    window.resize(*size)
+    if headless:  # rendered: the size asked for, or the default, whatever the screen
+        window.resize(*(size or OPENING_SIZE))
+    else:
+        open_fitting(window, size)
     theme = getattr(args, "theme", None)
     dark = None if theme is None else theme == "dark"
     presentation = True if args.presentation else None

@@ -27,7 +27,7 @@ class ModelMode:
         """List and scan the checkpoint at ``path``; show the model view."""
         view = self._ensure_model_view()
         view.open(path, self.state.settings)
-        self.model_back_label.setText(f"◀  Model view: {printable(Path(path).name)}")
+        self.model_label = (str(path), Path(path).name)
         self.show_model_view()
 
     def open_model_table(self, table, plan=None) -> None:
@@ -35,7 +35,7 @@ class ModelMode:
         and, if given, its plan; show the model view."""
         view = self._ensure_model_view()
         view.show_table(table, plan)
-        self.model_back_label.setText(f"◀  Model view: {printable(table.label)}")
+        self.model_label = (table.label, table.label)
         self.show_model_view()
 
     def model_active(self) -> bool:
@@ -58,18 +58,48 @@ class ModelMode:
             self.model_action.setChecked(False)
             return
         self.splitter.hide()
-        self.model_back_bar.hide()
         self.model_view.show()
         self.model_action.setChecked(True)
-        self.update_headline()
+        self.label_what_is_shown()
 
     def show_panes(self) -> None:
         if self.model_view is None:
             return
         self.model_view.hide()
         self.splitter.show()
-        self.model_back_bar.setVisible(self.model_view.path is not None)
         self.model_action.setChecked(False)
+        self.label_what_is_shown()
+
+    def from_model(self) -> str | None:
+        """The name of the tensor in the panes when it is one of the open checkpoint's
+        tensors (None for any other: a generator, a file opened since)."""
+        src, view = self.state.source, self.model_view
+        if view is None or src is None or src.kind != "file" or src.tensor is None:
+            return None
+        if any(r.name == src.tensor and str(r.path) == str(src.name) for r in view.rows):
+            return src.tensor
+        return None
+
+    def label_what_is_shown(self) -> None:
+        """The headline, the status bar and the bar back to the model view say what is on
+        screen now: the model view's checkpoint, or the tensor in the panes. Called whenever
+        either changes, so no label keeps an earlier tensor's name."""
+        st = self.state
+        model = self.model_active()
+        where, short = getattr(self, "model_label", ("", ""))
+        if model:
+            self.source_status.setText(printable(where))
+        else:
+            self.source_status.setText(st.source.label() if st.source else "")
+        if self.model_view is not None:
+            name = self.from_model()
+            text = f"{printable(short)} · showing {printable(name or '')}"
+            compared = getattr(self, "_compared", None)
+            if name is None and compared is not None and st.source is not None and (
+                    st.source.name, st.source.tensor) == compared[:2]:
+                name, text = compared[1], compared[2]  # a compared weight's original
+            self.model_back_bar.setVisible(not model and name is not None)
+            self.model_back_label.setText(text)
         self.update_headline()
 
     def ready_to_render(self) -> bool:
@@ -149,18 +179,19 @@ class ModelMode:
 
         view = self.model_view.compare_view
         settings = dataclasses.replace(self.state.settings, formats=row.panes(), axis=0)
-        self.load(Source("file", str(view.reference), tensor=row.reference), settings=settings)
-        self.model_back_label.setText(
-            f"◀  Model view · {printable(row.name)}: the original, first pane "
-            f"{row.panes()[0]} (stored as {row.stored.format if row.stored else '?'}), "
-            "then the best formats at its bits")
-        self.show_panes()
+        source = Source("file", str(view.reference), tensor=row.reference)
+        self._compared = (source.name, source.tensor, (
+            f"{printable(row.name)}: the original, first pane {row.panes()[0]} (stored as "
+            f"{row.stored.format if row.stored else '?'}), then the best formats at its bits"))
+        # the panes come back once they hold the original (see _open_model_tensor)
+        self.load(source, settings=settings, on_loaded=self.show_panes)
 
     def _open_model_tensor(self, row) -> None:
         from quantscope.state import Source
 
-        self.load(Source("file", row.path, tensor=row.name))
-        self.show_panes()
+        # the panes come back once they hold this tensor: shown at once they would say the
+        # previous tensor's name (headline, status bar, Tensor box) until it loaded
+        self.load(Source("file", row.path, tensor=row.name), on_loaded=self.show_panes)
 
     def _build_model_menu(self) -> None:
         """File > Open checkpoint folder…, View > Model view (Ctrl+M)."""

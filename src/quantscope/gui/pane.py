@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 
 from quantscope.core import QuantReport
 from quantscope.gui.caption_label import CaptionLabel
+from quantscope.gui.key_label import KeyLabel
 from quantscope.gui.numbers import (
     FIELDS,
     WIDE,
@@ -104,12 +105,14 @@ def grid_words(params) -> str:
     return f"{unit}grid"
 
 
-def pane_key(theme, per_unit: bool, grid: str | None = None) -> str:
-    """The one-line key under a pane's title: a swatch in each mark's colour and its name."""
+def pane_key(theme, per_unit: bool, grid: str | None = None, short: bool = False) -> str:
+    """The one-line key under a pane's title: a swatch in each mark's colour and its name
+    (``short``: the grid's in one word, for a narrow pane; see
+    :mod:`quantscope.gui.key_label`)."""
     def swatch(role: str, glyph: str) -> str:
         return f'<span style="color:{theme.mark(role)}; font-weight:700">{glyph}</span>'
 
-    grid = grid or ("median channel's grid" if per_unit else "code grid")
+    grid = "grid" if short else grid or ("median channel's grid" if per_unit else "code grid")
     return (f"{swatch('window', '[ ]')} window &nbsp;{swatch('clipped', '▀')} clipped "
             f"&nbsp;{swatch('zero', '┆')} zero point &nbsp;{swatch('grid', '│')} {grid}")
 
@@ -157,7 +160,7 @@ class Pane(QFrame):
         self.detail.setObjectName("paneDetail")
         self.detail.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.title)
-        self.key_label = QLabel("")  # what the marks mean (see apply_theme)
+        self.key_label = KeyLabel()  # what the marks mean (see apply_theme)
         self.key_label.setObjectName("paneKey")
         # the detail shares the key's line (every pane has one, so rows stay level): no
         # height taken from the plots
@@ -352,6 +355,14 @@ class Pane(QFrame):
             short = " · ".join([words[0], words[1].split(" ")[0]]) if len(words) > 1 else text
             text = short if metrics.horizontalAdvance(short) <= room else ""
         self._set_text(self.detail, text)
+
+    def hasHeightForWidth(self) -> bool:
+        """No: the grid's equal stretch alone sizes the four panes. A wrapped caption asked
+        its row for the height its text needs, so under a TensorRT preset (the asymmetric
+        row refused, without captions) the symmetric row took 100 px from the other, and
+        after the undo the rows stayed a few pixels apart. The caption's room is reserved
+        anyway (``CAPTION_LINES``)."""
+        return False
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -622,7 +633,9 @@ class Pane(QFrame):
         """The key and its tooltip for what the grid lines of the scheme on show are."""
         words, fmt = getattr(self, "_key_words", (None, False))
         per_unit = not self.key.endswith("/tensor") if words is None else "median" in words
-        self._set_text(self.key_label, pane_key(self._theme, per_unit, words))
+        self._changing(self.key_label)  # held with the pane, as every text is
+        self.key_label.set_texts(pane_key(self._theme, per_unit, words),
+                                 pane_key(self._theme, per_unit, words, short=True))
         lines = ("grey lines: the representable values" if fmt else
                  "grey lines: rounding boundaries between neighbouring codes")
         self.key_label.setToolTip(

@@ -12,9 +12,8 @@ from __future__ import annotations
 import gc
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
-    QLayout,
     QMainWindow,
     QWidget,
 )
@@ -36,6 +35,7 @@ from quantscope.state import (
     pane_title,
     prepare_tensor,
 )
+from quantscope.state.numbers import pane_numbers
 
 #: How long the panes may lag the controls before they are marked as showing old numbers.
 STALE_MS = 200
@@ -144,14 +144,8 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         Off restores the window exactly as it was before."""
         self.presentation = bool(on)
         reserve_lines(self.headline, 1 if self.presentation else HEADLINE_LINES, slack=0)
-        # presenting, the text follows the window's height (resizeEvent), so the window takes
-        # any size it is given and the text then fits it; the layout's minimum at the text
-        # size of the moment would refuse a projector's 720 rows
-        constraint = QLayout.SizeConstraint
-        self.layout().setSizeConstraint(constraint.SetNoConstraint if self.presentation
-                                        else constraint.SetDefaultConstraint)
-        if self.presentation:
-            self.setMinimumSize(0, 0)  # what the default constraint had set
+        if not self.presentation:
+            self._show_full_screen(False)  # leaving the talk leaves full screen
         if self.presentation:
             self.compact.fit()  # gives the stage back what a small window left out
             self.stage.enter()
@@ -186,6 +180,34 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
                     f"histogram, the code grid over it, and the error")
         self.headline.setText(text)
         self.headline.setToolTip(text)
+
+    def toggle_full_screen(self) -> None:
+        """F11: present, filling the screen (what F11 means everywhere); while presenting:
+        leave, giving the window back as it was before, look, state (maximized, or its size)
+        and all. View > Presentation mode alone keeps the window's size."""
+        if self.presentation:
+            self.presentation_action.setChecked(False)
+        else:
+            self._show_full_screen(True)
+            self.presentation_action.setChecked(True)
+
+    def _show_full_screen(self, on: bool) -> None:
+        if on:
+            if not self.isFullScreen():
+                self._before_full = (self.windowState(), self.size())
+                self.setWindowState(self.windowState() | Qt.WindowState.WindowFullScreen)
+        elif self.isFullScreen():
+            state, size = getattr(self, "_before_full", (Qt.WindowState.WindowNoState,
+                                                         self.size()))
+            self.setWindowState(state & ~Qt.WindowState.WindowFullScreen)
+            if not state & (Qt.WindowState.WindowMaximized | Qt.WindowState.WindowFullScreen):
+                self.resize(size)  # not every platform restores the size of a normal window
+
+    def event(self, event) -> bool:
+        handled = super().event(event)
+        if event.type() == QEvent.Type.LayoutRequest:
+            self.compact.hold_floor()  # the contents' minimum may have changed
+        return handled
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -247,8 +269,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
     # -- reacting to the state ----------------------------------------------------------------
     def _tensor_changed(self) -> None:
         st = self.state
-        self.source_status.setText(st.source.label() if st.source else "")
-        self.update_headline()
+        self.label_what_is_shown()
         self._show_titles()
         if st.overview is None:  # set directly (tests, views): prepare it in the background
             tensor, settings = st.tensor, st.settings
@@ -462,17 +483,19 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         st = self.state
         doc = st.describe()
         doc["source_spec"] = st.source.to_dict() if st.source else None
-        doc["schemes"], doc["errors"] = {}, {}
-        panes = {}
+        shown, refused, panes = {}, {}, {}
         for key, pane in self.panes.items():
             if pane.report is not None:
                 entry = metrics_entry(pane.heading(), pane.report)
                 entry["displayed"] = pane.displayed()
                 panes[key] = entry
-                doc["schemes"][key] = pane.report.summary()
+                shown[key] = pane.report
             else:
                 panes[key] = {"title": pane.heading(), "error": pane.error.text()}
-                doc["errors"][key] = pane.error.text()
+                refused[key] = pane.error.text()
+        doc.pop("schemes", None)
+        doc.pop("formats", None)
+        doc.update(pane_numbers(st.settings, shown, refused))  # the reports on screen
         doc["panes"] = panes
         return doc
 

@@ -178,8 +178,11 @@ class WindowLayout:
                                   toggled=self.controls.log_counts.setChecked)
         view.addAction(self.log_action)
         self.presentation_action = QAction("&Presentation mode", self, checkable=True,
-                                           shortcut="F11", toggled=self.set_presentation)
+                                           toggled=self.set_presentation)
         view.addAction(self.presentation_action)
+        self.full_screen_action = QAction("&Full-screen presentation / leave", self,
+                                          shortcut="F11", triggered=self.toggle_full_screen)
+        view.addAction(self.full_screen_action)
         self.dark_action = QAction("&Dark theme", self, checkable=True, toggled=self.set_dark)
         view.addAction(self.dark_action)
         self.view_menu = view

@@ -150,41 +150,28 @@ def applied_settings(shape: tuple[int, ...], settings: Settings,
 
 @functools.lru_cache(maxsize=64)
 def preset_rules(runtime: str | None, bits: int = 8) -> dict:
-    """What a runtime preset decides instead of the controls: ``"rounding"`` (its rule) and
-    ``"code_range"`` (its symmetric and asymmetric code ranges, as text) when the preset
-    ignores the control's value, else None. Found by asking the engine with both values of
-    each control on a small tensor, so it holds for whatever rules the presets implement.
-    """
-    out: dict = {"rounding": None, "code_range": None}
+    """What a runtime preset decides instead of the controls, as the preset declares it
+    (:func:`quantscope.core.calibration.runtimes.preset_fixes`): ``"rounding"``, its rule
+    when both schemes round alike, else None; ``"rounding_text"``, what the rounding control
+    shows greyed (``"sym half_away / asym half_even"`` where the schemes differ), None when
+    the control decides; ``"code_range"``, the symmetric and asymmetric code ranges as text
+    when the preset fixes them, else None."""
+    out: dict = {"rounding": None, "rounding_text": None, "code_range": None}
     if runtime is None:
         return out
-    probe = np.linspace(-1.0, 2.0, 16, dtype=np.float32)
+    from quantscope.core.calibration.runtimes import preset_fixes
 
-    def params(sym: bool, **kw) -> QuantParams | None:
-        try:
-            return choose_qparams(probe, symmetric=sym, bits=bits, runtime=runtime, **kw)
-        except QuantscopeError:
-            return None
-
-    ranges = {}
-    for sym in (True, False):
-        own = params(sym)
-        if own is None:
-            continue
-        narrow, full = params(sym, narrow_range=True), params(sym, narrow_range=False)
-        # honoured only if both values are accepted and give different ranges
-        if narrow is not None and full is not None and (
-                (narrow.qmin, narrow.qmax) != (full.qmin, full.qmax)):
-            return {**out, "rounding": _rounding_of(params)}
-        ranges["sym" if sym else "asym"] = f"{own.qmin}…{own.qmax}"
-    out["code_range"] = " / ".join(f"{k} {v}" for k, v in ranges.items()) or None
-    out["rounding"] = _rounding_of(params)
+    fixes = {k[:4] if k.startswith("asym") else k[:3]: v
+             for k, v in preset_fixes(runtime, bits).items() if v is not None}
+    roundings = {v["rounding"] for v in fixes.values()}
+    if len(roundings) == 1:
+        out["rounding"] = out["rounding_text"] = roundings.pop()
+    else:
+        out["rounding_text"] = " / ".join(f"{k} {v['rounding']}" for k, v in fixes.items())
+    if all(v["narrow_range"] is not None for v in fixes.values()):
+        out["code_range"] = " / ".join(f"{k} {v['qmin']}…{v['qmax']}"
+                                       for k, v in fixes.items()) or None
     return out
-
-
-def _rounding_of(params) -> str | None:
-    p = params(True) or params(False)
-    return p.rounding if p is not None else None
 
 
 def analyze_with(x: np.ndarray, prepared: Prepared | None, params: QuantParams | FormatParams

@@ -33,6 +33,7 @@ from quantscope.state.compute import (
     pane_params,
 )
 from quantscope.state.errors import SettingsError
+from quantscope.state.numbers import pane_numbers
 from quantscope.state.settings import PANES, Settings
 from quantscope.state.source import Source, TensorOverview, tensor_problem
 
@@ -150,6 +151,12 @@ class ExplorerState:
             self.settings_changed.emit()  # the rule shown changed even if the axis did not
         return True
 
+    @property
+    def stored_dtype(self) -> str:
+        """The dtype the tensor was stored in (``bfloat16`` for a bf16 checkpoint), known once
+        the tensor is prepared; the state itself always holds float32."""
+        return self.overview.dtype if self.overview is not None else "float32"
+
     def histogram(self, boundaries: np.ndarray, view: tuple[float, float], max_bins: int):
         """(edges, counts) of the tensor binned on a pane's code ``boundaries`` over ``view``
         (:func:`quantscope.state.histogram.pane_histogram`), or None before the tensor is
@@ -159,8 +166,7 @@ class ExplorerState:
         if self.prepared is None or self.tensor is None:
             return None
         values = self.prepared.layout(None, None).values
-        dtype = self.overview.dtype if self.overview is not None else "float32"
-        return pane_histogram(values, boundaries, view, max_bins, dtype)
+        return pane_histogram(values, boundaries, view, max_bins, self.stored_dtype)
 
     def window_in_use(self) -> tuple[float, float] | None:
         """The per-tensor clip window the panes use now: the manual window, else the
@@ -284,11 +290,12 @@ class ExplorerState:
 
     def describe(self) -> dict:
         """The numbers of every pane and the settings applied, JSON-ready: what
-        ``quantscope report --json`` prints and ``--metrics`` writes (same keys)."""
+        ``quantscope report --json`` prints and ``--metrics`` writes (same keys): ``schemes``
+        by pane, or in the comparison layout ``formats`` by format
+        (:func:`quantscope.state.numbers.pane_numbers`)."""
         src = self.source
         return {"source": src.label() if src else None,
                 "shape": list(self.tensor.shape) if self.tensor is not None else None,
                 "axis": self.settings.axis, "applied": self.applied(),
                 "settings": self.settings.to_dict(),
-                "schemes": {p: self.results[p].summary() for p in PANES if p in self.results},
-                "errors": {p: self.errors[p] for p in PANES if p in self.errors}}
+                **pane_numbers(self.settings, self.results, self.errors)}

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import math
 from typing import Any
 
+from quantscope.jsonable import dumps
 from quantscope.state.model_scan import ModelRow
 from quantscope.state.settings import Settings
 
@@ -22,16 +21,15 @@ FORMAT_COLUMNS = ("best_8bit", "best_8bit_sqnr_db", "best_8bit_bits", "best_4bit
                   "best_4bit_sqnr_db", "best_4bit_bits")
 
 
-def _json_number(value: float | None) -> float | str | None:
-    """JSON has no infinity: exact quantizations are reported as the string ``"inf"``."""
-    if value is None or math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+#: ``scan --json``'s document version: bumped when a key changes meaning or name.
+SCAN_SCHEMA = "quantscope.scan/1"
 
 
 def row_record(row: ModelRow, rank_: int | None = None, sharded: bool = False
                ) -> dict[str, Any]:
-    """One row as the JSON/CSV record (also what the window exports)."""
+    """One row as the JSON/CSV record (also what the window exports). Numbers stay floats,
+    infinite ones too (an exact quantization's SQNR): :func:`to_json` writes them as ``null``
+    with a ``"nonfinite"`` flag (:mod:`quantscope.jsonable`), CSV as ``inf``."""
     f, info = row.figures, row.info
     record: dict[str, Any] = {  # JSON values: numbers, strings, lists, objects or null
         "name": row.name,
@@ -48,9 +46,9 @@ def row_record(row: ModelRow, rank_: int | None = None, sharded: bool = False
         record = {"rank": rank_, **record}
     if f is not None:
         record.update({
-            "per_tensor_sqnr_db": _json_number(f.per_tensor_db),
-            "per_channel_sqnr_db": _json_number(f.per_channel_db),
-            "gap_db": _json_number(f.gain_db),
+            "per_tensor_sqnr_db": f.per_tensor_db,
+            "per_channel_sqnr_db": f.per_channel_db,
+            "gain_db": f.gain_db,
             "axis": row.axis,
             "clipped_percent": 100 * f.clipped_fraction,
             "max_abs": f.max_abs,
@@ -61,7 +59,7 @@ def row_record(row: ModelRow, rank_: int | None = None, sharded: bool = False
         })
         if row.formats is not None:
             for key, p in (("best_8bit", row.formats.best8), ("best_4bit", row.formats.best4)):
-                record[key] = {"format": p.spec, "sqnr_db": _json_number(p.sqnr_db),
+                record[key] = {"format": p.spec, "sqnr_db": p.sqnr_db,
                                "bits_per_element": p.bits_per_element}
     else:
         record["reason"] = row.reason
@@ -72,10 +70,12 @@ def row_record(row: ModelRow, rank_: int | None = None, sharded: bool = False
 
 def to_json(label: str, rows: list[ModelRow], shown: list[ModelRow], settings: Settings,
             sharded: bool, axis: int | None = None) -> str:
-    """The machine-readable report (valid JSON: infinities become strings). ``axis`` is the
+    """The machine-readable report (schema :data:`SCAN_SCHEMA`; strict JSON: infinities are
+    ``null`` with a ``"nonfinite"`` flag). ``axis`` is the
     one given for every tensor, None when each tensor had its own (each record's ``axis``)."""
     analysed = [r for r in rows if r.figures is not None]
     doc = {
+        "schema": SCAN_SCHEMA,
         "source": label,
         "scheme": {"bits": settings.bits, "symmetric": True, "method": settings.method,
                    "preset": settings.runtime,
@@ -88,7 +88,7 @@ def to_json(label: str, rows: list[ModelRow], shown: list[ModelRow], settings: S
         "errors": [{"name": r.name, "file": r.file, "reason": r.reason}
                    for r in rows if r.status == "error"],
     }
-    return json.dumps(doc, indent=2, allow_nan=False)
+    return dumps(doc, indent=2)
 
 
 def to_csv(rows: list[ModelRow]) -> str:
@@ -101,7 +101,6 @@ def to_csv(rows: list[ModelRow]) -> str:
     for r in rows:
         rec = row_record(r, sharded=True)
         rec["shape"] = "x".join(map(str, rec["shape"])) if rec["shape"] else ""
-        rec["gain_db"] = rec.get("gap_db")
         for key in ("best_8bit", "best_4bit"):
             if key in rec:
                 best = rec.pop(key)

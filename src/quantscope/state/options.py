@@ -44,8 +44,10 @@ def add_settings_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group-size", type=int,
                    help="per-group panes: groups of this many consecutive elements along the "
                         "reduction (input) dimension (0: per channel)")
-    p.add_argument("--runtime", choices=[r for r in RUNTIMES if r],
-                   help="reproduce a runtime's parameter rules and arithmetic")
+    p.add_argument("--preset", "--runtime", dest="runtime", metavar="PRESET",
+                   choices=[r for r in RUNTIMES if r],
+                   help="reproduce a runtime's parameter rules and arithmetic: "
+                        f"{', '.join(r for r in RUNTIMES if r)} (--runtime is an alias)")
 
 
 def settings_from_args(args: argparse.Namespace, base=None):

@@ -229,7 +229,7 @@ def _row(stored: StoredCheckpoint | GgufStored, name: str, ref_name: str | None,
 
 def engine_spec(fmt) -> str | None:
     """The engine's pane format closest to a stored scheme (its element, what one scale
-    covers), or None when the engine has none: ``awq uint4 g128`` -> ``int4_g128``,
+    covers), or None when the engine has none: ``awq uint4 g128`` -> ``awq_int4_g128``,
     ``fp8 per channel`` -> ``fp8_e4m3/channel``, NVFP4 -> ``nvfp4``, NF4 blocks of 64 ->
     ``nf4``. Block-wise FP8 and odd group sizes have no pane of their own."""
     from quantscope.state.formats import CHOICES
@@ -237,7 +237,12 @@ def engine_spec(fmt) -> str | None:
     element = fmt.element.removeprefix("u")
     spec: str | None = None
     if element == "int4" and fmt.granularity == "group":
-        spec = f"int4_g{fmt.group_size}"
+        # the packages' own rules where the engine has them: AutoAWQ's asymmetric min/max
+        # (compressed-tensors' asymmetric rule is the same), GPTQ's symmetric zero point 8
+        own = (f"awq_int4_g{fmt.group_size}" if fmt.method == "awq" or (
+            fmt.method == "compressed-tensors" and not fmt.symmetric) else
+            f"gptq_int4_g{fmt.group_size}" + ("" if fmt.symmetric else "_asym"))
+        spec = own if own in CHOICES else f"int4_g{fmt.group_size}"
     elif element == "int8" and fmt.granularity in ("tensor", "channel"):
         spec = f"int8/{fmt.granularity}"
     elif element in ("fp8_e4m3", "fp8_e5m2") and fmt.granularity in ("tensor", "channel"):
@@ -246,6 +251,8 @@ def engine_spec(fmt) -> str | None:
         spec = "nvfp4"
     elif element == "nf4" and fmt.group_size == 64:
         spec = "nf4"
+    elif fmt.method == "gguf":  # llama.cpp's own block types are engine formats
+        spec = f"gguf_{element.lower()}"
     return spec if spec in CHOICES else None
 
 

@@ -280,6 +280,40 @@ def runtime_scheme(runtime: str, *, symmetric: bool, signed=None, narrow_range=N
     return sc
 
 
+def preset_fixes(runtime: str, bits: int = 8, per_channel: bool = False
+                 ) -> dict[str, dict | None]:
+    """What ``runtime`` decides in place of the caller, per scheme, read from its rules
+    above (nothing is quantized to find out): ``{"symmetric": ..., "asymmetric": ...}``,
+    each None where the runtime refuses the scheme (TensorRT has no zero point), else a dict
+    of ``qmin``, ``qmax`` (the codes that can occur), ``signed``, ``rounding``,
+    ``arithmetic`` and ``narrow_range``:
+    None when the runtime takes the caller's code range, else the one it fixes (True:
+    narrow). A runtime may round its two schemes differently (LiteRT's XNNPACK: weights half
+    away from zero, activations half to even), so a control showing one rule for both would
+    say something false about one of them."""
+    out: dict[str, dict | None] = {}
+    for name, symmetric in (("symmetric", True), ("asymmetric", False)):
+        try:
+            sc = runtime_scheme(runtime, symmetric=symmetric, bits=bits, per_channel=per_channel)
+        except EngineValueError:
+            out[name] = None
+            continue
+        ranges = set()
+        for narrow in (True, False):
+            try:
+                other = runtime_scheme(runtime, symmetric=symmetric, bits=bits,
+                                       per_channel=per_channel, narrow_range=narrow)
+            except EngineValueError:
+                continue
+            ranges.add((other.qmin, other.qmax))
+        fixed = None if len(ranges) > 1 else sc.qmin == -sc.qmax
+        # the codes that can occur: a runtime may saturate wider than its scale's range
+        out[name] = {"qmin": sc.sat_min, "qmax": sc.sat_max, "signed": sc.sat_min < 0,
+                     "rounding": sc.rounding, "arithmetic": sc.arithmetic,
+                     "narrow_range": fixed}
+    return out
+
+
 def runtime_qparams(xf: np.ndarray, runtime: str, *, symmetric: bool, axis: int | None,
                     group_size: int | None, bits: int = 8, narrow_range: bool | None = None,
                     signed: bool | None = None, rounding: str | None = None,

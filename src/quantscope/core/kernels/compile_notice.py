@@ -7,12 +7,19 @@ command would otherwise print nothing at all, and look hung. A command that talk
 calls :func:`announce_compiles` just before its first compiled loop; the library itself stays
 silent. Numba reports a compile (not a load from its cache) as a ``numba:compile`` event, so the
 line appears only when a compile really starts, once per process.
+
+The line goes to stderr whatever stderr is -- a terminal, a pipe, a log, a notebook cell -- since
+a wait with no word looks hung wherever it happens (stdout, what scripts read, stays clean);
+``quantscope -q`` (:func:`set_verbosity` 0) silences it. Progress follows: on a terminal one
+line counting the loops compiled, updated in place; elsewhere a line every
+:data:`PROGRESS_EVERY_S` seconds while compiles go on.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,8 +27,18 @@ from typing import Any
 MESSAGE = ("quantscope: compiling the engine's loops for this machine (the first run after an "
            "install takes 10-20 s; later runs load them from {where})")
 
+#: Seconds between progress lines where stderr is no terminal (a pipe, a log, a notebook).
+PROGRESS_EVERY_S = 10.0
+
 _lock = threading.Lock()
 _installed = False
+_verbosity = 1
+
+
+def set_verbosity(level: int) -> None:
+    """0: no notice at all (``quantscope -q``); 1 (default) and 2: the notice on any stream."""
+    global _verbosity
+    _verbosity = int(level)
 
 
 def _to_stderr(line: str) -> None:
@@ -30,14 +47,15 @@ def _to_stderr(line: str) -> None:
 
 def announce_compiles(write: Callable[[str], object] | None = None) -> None:
     """Have ``write(line)`` called once, when the first compile of this process starts. By
-    default the line goes to stderr when stderr is a terminal (as a progress bar does: a log or
-    a pipe that a script reads gets no chatter).
+    default the line goes to stderr, followed by progress (see the module docstring), unless
+    :func:`set_verbosity` set 0.
 
     Imports Numba: call it only where a compiled loop runs next. Later calls do nothing."""
     global _installed
-    if write is None and not sys.stderr.isatty():
+    if write is None and _verbosity <= 0:
         return
     say: Callable[[str], object] = write or _to_stderr
+    progress = write is None
     with _lock:
         if _installed:
             return
@@ -57,13 +75,30 @@ def announce_compiles(write: Callable[[str], object] | None = None) -> None:
         inside Numba's broadcast loop would skip the next listener)."""
 
         written = False
+        compiled = 0
+        started = last = 0.0
 
         def on_start(self, ev: event.Event) -> None:
             if not self.written:
                 self.written = True
+                self.started = self.last = time.monotonic()
                 say(line)
 
         def on_end(self, ev: event.Event) -> None:
-            pass
+            if not progress:
+                return
+            self.compiled += 1
+            now = time.monotonic()
+            text = (f"quantscope: {self.compiled} loops compiled in "
+                    f"{now - self.started:.0f} s")
+            try:
+                if sys.stderr.isatty():
+                    sys.stderr.write(f"\r{text} ")
+                    sys.stderr.flush()
+                elif now - self.last >= PROGRESS_EVERY_S:
+                    self.last = now
+                    _to_stderr(text)
+            except (OSError, ValueError):  # a closed stderr: progress is only a courtesy
+                pass
 
     event.register("numba:compile", FirstCompile())

@@ -27,6 +27,8 @@ from quantscope.gui.views.lifecycle import StateView
 from quantscope.state import ExplorerState
 from quantscope.state.formats import FormatPoint, PointsRequest, format_title
 
+#: The most names one block of labels may hold before only the key formats are named.
+MAX_BLOCK_LINES = 3
 #: Right end of the bits axis: room for the labels of the 8.25-bit MX points.
 X_MAX = 10.0
 #: Colour role of each family of formats.
@@ -76,6 +78,7 @@ class FormatsView(StateView):
         self.data: list[FormatPoint] = []
         # the names are placed in pixels: again whenever the plot's size or range changes
         self._named: list[FormatPoint] = []
+        self._key_specs: set[str] = set()  # named even where names would pile up
         self._measure_item = QGraphicsTextItem()
         box = self.plot.getViewBox()
         box.sigResized.connect(self._place_labels)
@@ -140,6 +143,8 @@ class FormatsView(StateView):
             item.setData([p.bits_per_element for p in mine], [p.sqnr_db for p in mine],
                          data=[p.spec for p in mine])
         self._named = pts
+        self._key_specs = set(marked_specs(self.shown_key)) | {
+            p.spec for p in _best_of_tiers(pts).values()}
         self._place_labels()
         anchor = next((p for p in curve if p.spec == "int8/channel"), None)
         if anchor is not None:
@@ -149,12 +154,7 @@ class FormatsView(StateView):
         self.rings.setData([p.bits_per_element for p in marked], [p.sqnr_db for p in marked])
         self.plot.setXRange(1.5, X_MAX, padding=0)
         self.plot.enableAutoRange(axis=pg.ViewBox.YAxis)
-        best = {}
-        for p in others + curve:
-            tier = "8-bit" if p.bits_per_element >= 6.5 else (
-                "4-bit" if p.bits_per_element < 5 else None)
-            if tier and (tier not in best or p.sqnr_db > best[tier].sqnr_db):
-                best[tier] = p
+        best = _best_of_tiers(others + curve)
         lines = [f"best {tier}: {_title(p.spec)} {p.sqnr_db:.2f} dB at "
                  f"{p.bits_per_element:.3f} bits" for tier, p in best.items()]
         lines.append("ringed: the panes' formats · dotted: 6.02 dB per bit through int8 "
@@ -170,8 +170,6 @@ class FormatsView(StateView):
         box = self.plot.getViewBox()
         if not self._named or box.width() <= 0 or box.height() <= 0:
             return
-        points = [(box.mapViewToScene(QPointF(p.bits_per_element, p.sqnr_db)), _short(p.spec))
-                  for p in self._named]
         sizes: dict[tuple[str, ...], QSizeF] = {}  # a block is measured again on each merge
 
         def measure(lines: list[str]) -> QSizeF:
@@ -180,7 +178,18 @@ class FormatsView(StateView):
                 sizes[key] = self._measure(lines)
             return sizes[key]
 
-        blocks = place_labels(points, measure, box.sceneBoundingRect())
+        # every name where each has a place near its point; where names would pile up in
+        # blocks (a narrow tab: two dozen formats in 300 pixels ended as one block of names
+        # in the top corner, far from their points) only the panes' formats and the best
+        # of each tier are named, the others are named by their tooltips
+        named = self._named
+        for _ in range(2):
+            points = [(box.mapViewToScene(QPointF(p.bits_per_element, p.sqnr_db)),
+                       _short(p.spec)) for p in named]
+            blocks = place_labels(points, measure, box.sceneBoundingRect())
+            if max((len(b.lines) for b in blocks), default=0) <= MAX_BLOCK_LINES:
+                break
+            named = [p for p in self._named if p.spec in self._key_specs]
         for block in blocks:
             text = pg.TextItem("\n".join(block.lines), color=self._theme.color("total"),
                                anchor=(0, 0))
@@ -197,6 +206,18 @@ class FormatsView(StateView):
         return {p.spec: {"bits_per_element": p.bits_per_element, "sqnr_db": p.sqnr_db,
                          "rounding_mse": p.rounding_mse, "clipping_mse": p.clipping_mse}
                 for p in self.data}
+
+
+def _best_of_tiers(points: list[FormatPoint]) -> dict[str, FormatPoint]:
+    """The highest-SQNR format of the 8-bit tier (6.5 bits and up) and of the 4-bit tier
+    (under 5 bits), by tier."""
+    best: dict[str, FormatPoint] = {}
+    for p in points:
+        tier = "8-bit" if p.bits_per_element >= 6.5 else (
+            "4-bit" if p.bits_per_element < 5 else None)
+        if tier and (tier not in best or p.sqnr_db > best[tier].sqnr_db):
+            best[tier] = p
+    return best
 
 
 def _int_width(spec: str) -> int | None:

@@ -56,6 +56,8 @@ def _finite_points(x, y) -> tuple[np.ndarray, np.ndarray]:
     return x[ok], y[ok]
 
 
+#: How visible a curve of the previous settings stays while the new sweep is computed.
+STALE_OPACITY = 0.25
 #: Where the clip line's label sits: its top this fraction of the plot's height up from the
 #: bottom edge (near the top, where it is easy to find while dragging).
 CLIP_LABEL_AT = 0.94
@@ -169,6 +171,13 @@ class _SchemePlot:
         self.current.setHoverPen(pg.mkPen(theme.color("current"),
                                           width=theme.marker_width * 1.8))
 
+    def set_stale(self, stale: bool) -> None:
+        """Fade the curves and hide the best point while a new sweep is computed."""
+        for item in (self.rounding, self.clipping, self.total, self.sqnr):
+            item.setOpacity(STALE_OPACITY if stale else 1.0)
+        for item in (self.best_line, self.best_dot):
+            item.setVisible(not stale)
+
     def set_sweep(self, sweep: ClipSweep) -> None:
         self.sweep = sweep
         t = sweep.thresholds
@@ -275,7 +284,12 @@ class TradeoffView(StateView):
         return SweepRequest.of(state)
 
     def show_computing(self) -> None:
+        """The curves drawn belong to the previous settings: faded, and their best point
+        hidden, until the new sweep replaces them (the panes' new clip line crossed old
+        curves that still said where the best was)."""
         self.summary.setText("computing the sweep…")
+        for plot in self.plots.values():
+            plot.set_stale(True)
 
     def show_progress(self, fraction: float) -> None:
         self.summary.setText(f"computing the sweep… {100 * fraction:.0f}%")
@@ -319,6 +333,7 @@ class TradeoffView(StateView):
     def show_result(self, sweeps: dict[str, ClipSweep]) -> None:
         for name, sweep in sweeps.items():
             self.plots[name].set_sweep(sweep)
+            self.plots[name].set_stale(False)
         self._update_summary()
         self._on_results_changed()
 

@@ -1,0 +1,98 @@
+"""The window on a laptop or projector screen, with any installed fonts: it opens fitting the
+screen, can be made 1280x720 and 1366x768 whatever size it had before (the compact layout is
+its floor, not the tall layout's minimum of the moment), and F11 fills the screen and gives
+the window back as it was.
+
+Fonts differ between machines; two font sets stand for them here: the default one, and a
+serif face drawn 12 % wider (letter spacing), wider than any common sans face."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import QApplication
+from test_projector import settle
+
+from quantscope.gui.compact import open_fitting
+
+FONT_SETS = {"default": None, "wide serif": ("DejaVu Serif", 112.0)}
+
+
+@pytest.fixture(params=list(FONT_SETS))
+def fonts(request):
+    app = QApplication.instance()
+    before = QFont(app.font())
+    spec = FONT_SETS[request.param]
+    if spec is not None:
+        font = QFont(before)
+        font.setFamily(spec[0])
+        font.setLetterSpacing(QFont.SpacingType.PercentageSpacing, spec[1])
+        app.setFont(font)
+    yield request.param
+    app.setFont(before)
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1366, 768)])
+def test_a_window_opened_tall_can_be_made_laptop_sized(fonts, size, app_window, qtbot):
+    win = app_window(1000)
+    win.resize(1920, 1080)
+    settle(win, qtbot)
+    assert not win.compact.short  # the captions and strips are in
+    win.resize(*size)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == size, timeout=5000)
+    settle(win, qtbot)
+    assert (win.width(), win.height()) == size
+    assert win.minimumSize().width() <= 1280 and win.minimumSize().height() <= 720
+    for key, pane in win.panes.items():  # every pane whole, side by side, above the bar
+        assert pane.isVisible() and pane.width() >= pane.minimumSizeHint().width(), key
+        assert pane.height() >= pane.minimumSizeHint().height(), key
+        assert pane.plot.getViewBox().height() >= 80, key
+    assert win.centralWidget().height() >= win.centralWidget().minimumSizeHint().height()
+
+
+def test_the_keys_of_a_narrow_pane_keep_every_mark(fonts, app_window, qtbot):
+    win = app_window(1000)
+    win.resize(1280, 720)
+    settle(win, qtbot)
+    for pane in win.panes.values():
+        key = pane.key_label
+        assert key.width() >= key.minimumSizeHint().width()
+        for word in ("window", "clipped", "zero point", "grid"):
+            assert word in key.text()
+    win.resize(1920, 1080)
+    settle(win, qtbot)
+    assert "code grid" in win.panes["symmetric/tensor"].key_label.text()
+
+
+def test_f11_fills_the_screen_and_gives_the_window_back(app_window, qtbot):
+    win = app_window(1000)
+    win.resize(1280, 720)
+    settle(win, qtbot)
+    win.full_screen_action.trigger()  # F11
+    qtbot.waitUntil(win.isFullScreen, timeout=5000)
+    assert win.presentation
+    settle(win, qtbot)
+    screen = win.screen().geometry()
+    assert (win.width(), win.height()) == (screen.width(), screen.height())
+    win.full_screen_action.trigger()
+    qtbot.waitUntil(lambda: not win.isFullScreen(), timeout=5000)
+    assert not win.presentation
+    settle(win, qtbot)
+    assert (win.width(), win.height()) == (1280, 720)
+
+
+def test_a_window_opens_maximized_on_a_screen_smaller_than_its_size(qtbot):
+    """Qt's offscreen screen is 800x800: 1600x1000 does not fit, so the window is
+    maximized to the screen's free area instead of hanging off its edges."""
+    from quantscope.gui import create_window
+
+    win = create_window()
+    qtbot.addWidget(win)
+    open_fitting(win)
+    assert win.windowState() & Qt.WindowState.WindowMaximized
+    free = win.screen().availableGeometry()  # or, smaller than the floor, the floor
+    assert win.width() <= max(free.width(), win.minimumWidth())
+    assert win.height() <= max(free.height(), win.minimumHeight())
+    assert win.width() < 1600 and win.height() < 1000
+    win.close()
