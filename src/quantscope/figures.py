@@ -259,6 +259,28 @@ def _render(target, svg: bool, pixels: tuple[int, int]) -> tuple[bytes, str | No
     with tempfile.TemporaryDirectory(prefix="quantscope-figure-") as tmp:
         png_path, svg_path = Path(tmp) / "figure.png", Path(tmp) / "figure.svg"
         render_png(target, png_path, pixels=pixels)
+        png = palette_png(png_path.read_bytes())
         if svg:
             render_svg(target, svg_path, shown=(pixels[0] // 2, pixels[1] // 2))
-        return png_path.read_bytes(), svg_path.read_text(encoding="utf-8") if svg else None
+        return png, svg_path.read_text(encoding="utf-8") if svg else None
+
+
+def palette_png(png: bytes) -> bytes:
+    """``png`` re-encoded with a palette of 128 colours, at the same pixels.
+
+    A figure is flat colours, lines and antialiased text: its 128 most frequent colours are
+    kept exactly and only rare edge pixels take the nearest of them (about 1 % of a default
+    figure's pixels change, by a few levels on average), and the file shrinks about 3x (the
+    default four-pane figure: ~400 KB in RGB, ~140 KB with the palette), which is what a
+    notebook stores and sends for every figure cell."""
+    import numpy as np
+    from PySide6.QtGui import QImage
+
+    from quantscope.notebook.raster import encode_png, quantize_colours
+
+    image = QImage.fromData(png).convertToFormat(QImage.Format.Format_RGB888)
+    w, h, stride = image.width(), image.height(), image.bytesPerLine()
+    rgb = np.frombuffer(image.constBits(), np.uint8).reshape(h, stride)[:, :3 * w]
+    index, palette = quantize_colours(rgb.reshape(h, w, 3), 128)
+    out = encode_png(index, palette, level=9)
+    return out if len(out) < len(png) else png

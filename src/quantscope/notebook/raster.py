@@ -31,8 +31,9 @@ PALETTE = np.array([
 MIN_GRID_PX = 4
 
 
-def encode_png(index: np.ndarray, palette: np.ndarray = PALETTE) -> bytes:
-    """An 8-bit palette PNG of ``index`` (rows x columns of palette indices)."""
+def encode_png(index: np.ndarray, palette: np.ndarray = PALETTE, level: int = 1) -> bytes:
+    """An 8-bit palette PNG of ``index`` (rows x columns of palette indices); ``level`` is
+    zlib's (1: fast, for redraws; 9: small, for files kept)."""
     h, w = index.shape
     raw = np.zeros((h, w + 1), np.uint8)  # filter byte 0 (none) before every row
     raw[:, 1:] = index
@@ -44,7 +45,7 @@ def encode_png(index: np.ndarray, palette: np.ndarray = PALETTE) -> bytes:
     header = struct.pack(">IIBBBBB", w, h, 8, 3, 0, 0, 0)
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
             + chunk(b"PLTE", palette.astype(np.uint8).tobytes())
-            + chunk(b"IDAT", zlib.compress(raw.tobytes(), 1)) + chunk(b"IEND", b""))
+            + chunk(b"IDAT", zlib.compress(raw.tobytes(), level)) + chunk(b"IEND", b""))
 
 
 def decode_png(data: bytes) -> np.ndarray:
@@ -127,3 +128,23 @@ def draw_pane(edges: np.ndarray, counts: np.ndarray, boundaries: np.ndarray,
             img[:, col] = WINDOW
     img[h - 1, :] = AXIS
     return img
+
+
+def quantize_colours(rgb: np.ndarray, colours: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """``(index, palette)`` of an ``H x W x 3`` uint8 image: its ``colours`` most frequent
+    colours kept exactly, every other pixel given the nearest of them. A rendered figure is
+    flat fills, lines and text, whose antialiased edges are the only rare colours, so the
+    fills and lines stay exact and only a few edge pixels move."""
+    flat = rgb.reshape(-1, 3).astype(np.uint32)
+    packed = (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2]
+    values, inverse, counts = np.unique(packed, return_inverse=True, return_counts=True)
+    keep = np.sort(np.argsort(counts, kind="stable")[::-1][:colours])
+    cols = np.stack([(values >> 16) & 255, (values >> 8) & 255, values & 255], axis=1
+                    ).astype(np.int32)
+    palette = cols[keep]
+    nearest = np.empty(values.size, np.int64)
+    for start in range(0, values.size, 4096):  # distances in chunks: colours x 256 each
+        d = ((cols[start:start + 4096, None, :] - palette[None, :, :]) ** 2).sum(-1)
+        nearest[start:start + 4096] = d.argmin(axis=1)
+    index = nearest[inverse.reshape(-1)].astype(np.uint8).reshape(rgb.shape[:2])
+    return index, palette.astype(np.uint8)
