@@ -169,3 +169,14 @@ def test_missing_ipywidgets_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ipywidgets", None)
     with pytest.raises(UserError, match=r"quantscope\[notebook\]"):
         qs.widget(np.ones((4, 4), np.float32))
+
+
+def test_figure_of_a_multi_tensor_file_without_tensor_fails_at_once(tmp_path):
+    import time
+
+    path = tmp_path / "two.npz"
+    np.savez(path, a=np.ones((4, 4), np.float32), b=np.zeros((4, 4), np.float32))
+    start = time.monotonic()
+    with pytest.raises(UserError, match=r"holds 2 tensors; choose one with tensor=NAME: a, b"):
+        qs.figure(str(path))
+    assert time.monotonic() - start < 5  # no window, no wait for numbers that never come

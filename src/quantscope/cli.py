@@ -165,15 +165,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     they were computing (a scan's workers are told to stop and have handed in what they
     finished by then)."""
     program = argv is None
+    args = list(sys.argv[1:] if argv is None else argv)
+    if program and args and args[0] in COMMANDS:  # the window keeps SIGTERM's default: an
+        _terminate_as_exception()  # exception raised inside Qt's event loop would be lost
     if program:
-        _terminate_as_exception()
         # Numba loads SciPy's BLAS (for np.linalg in compiled code, which quantscope never
         # uses); OpenBLAS then starts a thread per core with a 32 MiB buffer each, and under
         # a low ``ulimit -v`` it retries those allocations without end (a minute of system
         # time, no output). One thread needs one buffer. The engine's own threads are not
         # BLAS's, and NumPy's BLAS was loaded before this line, so nothing else changes.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    code = _main(list(sys.argv[1:] if argv is None else argv))
+    code = _main(args)
     if program and code in (130, 143, 141):
         _leave(code)
     return code

@@ -127,6 +127,7 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
     (``QT_QPA_PLATFORM=offscreen``), so this works in a Jupyter kernel on a headless server.
     """
     keys, view = _targets(panes)
+    _one_tensor(data, tensor)
     _refuse_folder(data)
     width, height = size or DEFAULT_SIZE
     if not (100 <= width <= 10000 and 100 <= height <= 10000):
@@ -159,6 +160,21 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
         return Figure(png, text, (width, height), 2.0, v.numbers())
     finally:
         v.close()
+
+
+def _one_tensor(data, tensor: str | None) -> None:
+    """Refuse at once a file of several tensors without ``tensor=``: the window would open it
+    in its model view, where no pane ever shows numbers, and the figure would wait for them
+    until its timeout."""
+    if tensor is not None or not isinstance(data, str | os.PathLike) or not Path(data).exists():
+        return
+    from quantscope.io import list_tensors
+    from quantscope.io.checks import list_for_message
+
+    names = [t.name for t in list_tensors(data)]
+    if len(names) > 1:
+        raise UserError(f"{one_line(os.fspath(data))} holds {len(names)} tensors; choose one "
+                        f"with tensor=NAME: {list_for_message(names)}")
 
 
 def _captions(w) -> None:

@@ -83,6 +83,10 @@ def qt_app(*, offscreen_if_headless: bool = False):
 
     _APP = QApplication.instance() or QApplication([sys.argv[0] if sys.argv and sys.argv[0]
                                                     else "quantscope"])
+    if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
+        from quantscope.gui.qt_messages import drop_offscreen_noise
+
+        drop_offscreen_noise()
     return _APP
 
 

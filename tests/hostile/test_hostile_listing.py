@@ -55,3 +55,39 @@ def test_missing_shards_are_one_warning(tmp_path):
                         "3,000 shard(s) (e.g. 'shard-0.safetensors'), which do not exist"), lines[0]
     assert len(lines) <= 22, len(lines)
     record(refused=False)
+
+
+def test_formats_scan_reads_each_header_once_and_the_same_values(tmp_path, monkeypatch):
+    """The engine's path of a scan (``--formats``) located each tensor by loading it by name,
+    which validated the whole header again: quadratic in the tensors of a file."""
+    import dataclasses
+
+    import ml_dtypes
+    from safetensors.numpy import save_file
+
+    import quantscope.io.safetensors as st
+    from quantscope.io import load_for_analysis
+    from quantscope.io.checkpoint import list_checkpoint
+    from quantscope.state import Settings
+    from quantscope.state.formats import best_formats
+    from quantscope.state.model_scan import OK, ModelScan, channel_axis, model_rows
+
+    rng = np.random.default_rng(3)
+    tensors = {f"l.{i}.weight": rng.standard_normal((8, 64)).astype(
+        ml_dtypes.bfloat16 if i % 2 else np.float32) for i in range(40)}
+    path = tmp_path / "m.safetensors"
+    save_file(tensors, str(path))
+    rows = model_rows(list_checkpoint(path))
+    reads = []
+    real = st.read_header
+    monkeypatch.setattr(st, "read_header", lambda p: reads.append(p) or real(p))
+    done = ModelScan(rows, Settings(), formats=True, workers=2).run()
+    assert len(reads) <= 1, len(reads)
+    assert [r.status for r in done] == [OK] * 40
+    for row in done[:6]:
+        x, _ = load_for_analysis(path, row.name)
+        axis = channel_axis(row, None)
+        at = dataclasses.replace(Settings(), axis=axis)
+        want = best_formats(x, at, per_channel=axis is not None)
+        assert row.formats == want, row.name
+    record(refused=False)

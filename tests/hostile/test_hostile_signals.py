@@ -53,6 +53,22 @@ def _interrupt_after(proc: subprocess.Popen, seconds: float, sig: int) -> float:
     return time.monotonic() - sent
 
 
+def _wait_for_memory(proc: subprocess.Popen, nbytes: int, timeout: float = 120) -> None:
+    """Until the process holds ``nbytes`` of memory (its input is loaded)."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout and proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                rss = next(int(line.split()[1]) << 10 for line in f
+                           if line.startswith("VmRSS:"))
+        except (OSError, StopIteration):
+            rss = 0
+        if rss >= nbytes:
+            return
+        time.sleep(0.05)
+    pytest.fail("the command never loaded its input")
+
+
 def _warm(*argv: str) -> None:
     """Run once to the end, so that the timed run loads its compiled loops."""
     done = _start(*argv)
@@ -110,7 +126,8 @@ def test_export_stopped_leaves_no_file_and_no_temporary(tmp_path, sig, code):
     before = set(os.listdir(tmp_path))
     out = tmp_path / "out.npz"
     proc = _start("export", str(big), "--granularity", "channel", "-o", str(out))
-    took = _interrupt_after(proc, 2.5, sig)
+    _wait_for_memory(proc, 300 << 20)  # the 128 MiB tensor is read: the export is at work
+    took = _interrupt_after(proc, 0.0, sig)
     _, err = proc.communicate()
     assert proc.returncode == code, err
     assert took < STOP_SECONDS, f"stopped {took:.2f} s after the signal"

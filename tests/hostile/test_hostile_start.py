@@ -160,10 +160,17 @@ def test_read_only_install_without_cache_uses_a_private_temp_folder(tmp_path):
 def _damage(install: Path) -> tuple[Path, Path]:
     """Garbage in one index, a truncated data file of another function: the two forms a
     killed write or a full disk leave."""
+    from quantscope.core.kernels.block_sums import build_range
+    from quantscope.core.kernels.sorted_kernel import evaluate_rows
+
     cache = install / "quantscope" / "core" / "kernels" / "__pycache__"
-    index = sorted(cache.glob("sorted_kernel.evaluate_rows-*.nbi"))[0]
+    version = f"py{sys.version_info[0]}{sys.version_info[1]}"
+    # the files of the functions as they are now (older line numbers leave stale ones)
+    index = cache / (f"sorted_kernel.evaluate_rows-{evaluate_rows.py_func.__code__.co_firstlineno}"
+                     f".{version}.nbi")
     index.write_bytes(b"\x80\x05garbage, not a pickle")
-    data = sorted(cache.glob("block_sums.build_range-*.nbc"))[0]
+    data = cache / (f"block_sums.build_range-{build_range.py_func.__code__.co_firstlineno}"
+                    f".{version}.1.nbc")
     data.write_bytes(data.read_bytes()[:40])
     return index, data
 

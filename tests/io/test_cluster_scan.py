@@ -219,3 +219,17 @@ def test_qs_scan_with_a_client_equals_the_local_table(client, sharded):
     assert qs.scan(sharded, client=client).to_json() == qs.scan(sharded).to_json()
     with pytest.raises(UserError, match="Dask cluster scans files"):
         qs.scan({"w": np.ones((4, 4), np.float32)}, client=client)
+
+
+def test_a_quantized_checkpoint_is_not_scanned_on_a_cluster_nor_among_others(capsys, sharded,
+                                                                             tmp_path):
+    from stored_builders import compress_checkpoint
+
+    original = tmp_path / "original.safetensors"
+    write(original, safetensors_bytes({"layer.0.dense.weight": (
+        RNG.standard_normal((16, 128)) * 0.05).astype(np.float32)}))
+    quantized = compress_checkpoint(original, tmp_path / "w4")
+    assert main(["scan", str(quantized), "--dask", "local:1"]) == 2
+    assert "drop --dask" in capsys.readouterr().err
+    assert main(["scan", str(sharded), str(quantized)]) == 2
+    assert "is a quantized checkpoint: scan it on its own" in capsys.readouterr().err

@@ -295,8 +295,15 @@ def run(args: argparse.Namespace) -> int:
         if args.more:
             raise UserError("--reference compares one quantized checkpoint with its original; "
                             "give one FILE")
+        if args.dask is not None:
+            raise UserError("--dask scans the stored tensors of unquantized checkpoints; a "
+                            "quantized checkpoint is decoded and compared here: drop --dask")
         return scan_stored.run(args, *resolve_file_or_sample(args))
     models = _models(args)
+    quantized = [label for path, label in models if read_quant_config(path) is not None]
+    if quantized:
+        raise UserError(f"{quantized[0]} is a quantized checkpoint: scan it on its own "
+                        "(its weights are decoded, with --reference to compare them)")
     listed, problems = [], []
     for path, label in models:
         try:

@@ -183,6 +183,10 @@ def run(args: argparse.Namespace) -> int:
     global _APP  # the QApplication must outlive every widget, up to interpreter exit
     app = _APP = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else
                                                           "quantscope"])
+    if headless:
+        from quantscope.gui.qt_messages import drop_offscreen_noise
+
+        drop_offscreen_noise()
     window = create_window(ExplorerState(settings))
     if headless:  # rendered: the size asked for, or the default, whatever the screen
         window.resize(*(size or OPENING_SIZE))

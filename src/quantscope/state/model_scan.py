@@ -428,12 +428,34 @@ class ModelScan:
         if row.info is not None and row.info.format == "stored":  # decoded, not raw bytes
             x = load_stored(_path(row), row.name).values
         else:
-            x, _ = load_for_analysis(_path(row), row.name)
+            x = self._read_float32(row)
         axis = channel_axis(row, self.axis)
         work.result = engine_figures(x, axis, self.settings, self.threshold)
         if self.formats and work.result.n:
             at = self.settings if axis is None else dataclasses.replace(self.settings, axis=axis)
             work.formats = best_formats(x, at, per_channel=axis is not None)
+
+    def _read_float32(self, row: ModelRow) -> np.ndarray:
+        """The row's tensor as float32. A safetensors tensor of a dtype the fused pass reads
+        is located through its file's header, validated once per scan: loading it by name
+        validated the whole header again for each tensor, a scan of 10^5 tensors in one file
+        quadratic in their number."""
+        info = row.info
+        assert info is not None  # a pending row was listed with its tensor's info
+        raw = raw_dtype(info.dtype)
+        if info.format == "safetensors" and raw is not None and info.size:
+            with self._lock:  # the header cache is shared by the threads
+                reader = RawTensor(_path(row), info, self._headers)
+            try:
+                if reader.layout_ok:
+                    bits = np.empty(int(np.prod(info.shape, dtype=np.int64)), raw)
+                    reader.read_into(0, bits)
+                    values = bits.view(info.numpy_dtype).reshape(info.shape)
+                    return values if values.dtype == np.float32 else values.astype(np.float32)
+            finally:
+                reader.close()
+        x, _ = load_for_analysis(_path(row), row.name)
+        return x
 
     def _finish(self, work: _Work) -> None:
         """Complete a tensor's row and hand it on (any thread)."""

@@ -90,6 +90,23 @@ class QuantReport:
     def qmax(self) -> int:
         return self.params.qmax
 
+    def __repr__(self) -> str:
+        """One line of the numbers that matter, however many channels: the generated repr
+        printed every per-channel array in full (tens of thousands of characters for a few
+        hundred channels). The details stay a step away: ``summary()``, ``params``,
+        ``per_channel``."""
+        p = self.params
+        fmt = getattr(p, "format", None)
+        what = (str(fmt) if fmt is not None else
+                f"{'symmetric' if p.symmetric else 'asymmetric'} int{p.bits}")
+        units = np.asarray(p.scale).size
+        gran = f"per-{p.granularity}" + (f" ({units:,} units)" if units > 1 else "")
+        clipped = self.clipped_below + self.clipped_above
+        more = "; per_channel: each unit's numbers" if self.per_channel is not None else ""
+        return (f"<QuantReport {what} {gran}: SQNR {self.sqnr_db:.2f} dB, rounding MSE "
+                f"{self.rounding_mse:.4g}, clipping MSE {self.clipping_mse:.4g}, codes used "
+                f"{self.codes_used}/{p.levels}, clipped {clipped:,} of {self.n:,}{more}>")
+
     def _repr_html_(self) -> str:
         """A compact table of :meth:`summary` (what Jupyter shows for a report)."""
         from quantscope.core.text.display import report_html
