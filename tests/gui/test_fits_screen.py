@@ -96,3 +96,20 @@ def test_a_window_opens_maximized_on_a_screen_smaller_than_its_size(qtbot):
     assert win.height() <= max(free.height(), win.minimumHeight())
     assert win.width() < 1600 and win.height() < 1000
     win.close()
+
+
+def test_the_views_get_their_room_back_after_a_talk_on_a_small_screen(app_window, qtbot):
+    """F11 at 1280x720 and back left the splitter with views of no width: a window made
+    larger afterwards showed the panes alone, the views shown but 0 px wide."""
+    win = app_window(1000)
+    win.resize(1280, 720)
+    settle(win, qtbot)
+    win.full_screen_action.trigger()
+    settle(win, qtbot)
+    win.full_screen_action.trigger()
+    settle(win, qtbot)
+    win.resize(1920, 1080)
+    settle(win, qtbot)
+    qtbot.waitUntil(lambda: win.splitter.sizes()[1] >= win.views.minimumSizeHint().width(),
+                    timeout=5000)
+    assert win.views.isVisible() and not win.compact.narrow

@@ -151,7 +151,9 @@ class Compact(QObject):
         natural width back whenever there is room for it."""
         w = self.window
         sizes = w.splitter.sizes()
-        if sizes[1] == 0 or w.presentation or self.narrow or not self.enabled:
+        # views shown with no width (a talk at a small size left the splitter so) get room
+        if (w.views.isHidden() or w.splitter.widget(0).isHidden() or w.presentation
+                or self.narrow or not self.enabled):  # (the views alone: all the width)
             return
         room = w.views.minimumSizeHint().width()
         dock = w.side_dock
