@@ -148,6 +148,8 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
         v.wait(timeout)
         if view is None:
             _captions(w)
+            if len(keys) < len(PANES):
+                _headline_for(w, keys)
         _fit(w, target, (width, height))
         if view is not None:
             v._run_until(w.views_ready, timeout)
@@ -185,6 +187,21 @@ def _captions(w) -> None:
     ov = w.state.overview
     for pane, caption in pane_captions(w.state.results, ov.min, ov.max).items():
         w.panes[pane].set_caption(caption.text)
+
+
+def _headline_for(w, keys: list[str]) -> None:
+    """The figure's first line names the panes drawn: the window's says "four ways", which a
+    figure of one or two panes is not."""
+    from quantscope.state import pane_title
+
+    st = w.state
+    what = st.source.label() if st.source is not None else "tensor"
+    if st.tensor is not None and (st.source is None or st.source.kind != "generator"):
+        what += f" ({'×'.join(map(str, st.tensor.shape))})"
+    shape = tuple(st.tensor.shape) if st.tensor is not None else None
+    titles = [pane_title(k, st.settings, shape) for k in keys]
+    how = "" if st.settings.formats is not None else f" quantized to int{st.settings.bits}"
+    w.headline.setText(f"{what}{how}: {' and '.join(titles)}")
 
 
 def _arrange(w, keys: list[str], view: str | None):

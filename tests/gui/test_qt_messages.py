@@ -53,3 +53,21 @@ def test_default_figure_is_small_at_the_same_pixels(monkeypatch):
     diff = np.abs(pixels(image) - pixels(reference))
     assert diff.mean() < 1.0 and np.quantile(diff.max(axis=-1), 0.999) <= 24, (
         diff.mean(), diff.max())
+
+
+def test_one_pane_figure_title_says_what_is_drawn(monkeypatch):
+    import quantscope as qs
+    from quantscope.viewer import Viewer
+
+    seen: list[str] = []
+    close = Viewer.close
+
+    def spy(self):
+        seen.append(self.window.headline.text())
+        close(self)
+
+    monkeypatch.setattr(Viewer, "close", spy)  # the headline as rendered, before closing
+    qs.figure(panes="asymmetric/channel", bits=4, size=(640, 480))
+    assert "four ways" not in seen[0]
+    assert seen[0].endswith("quantized to int4: Asymmetric · per-channel · axis -1 · "
+                            "1,536 channels"), seen[0]
