@@ -10,14 +10,14 @@ low two bits plus its mask bit as ``0..7`` (value ``code - 4``), Q6_K's six bits
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from quantscope.core.formats.gguf_kquants import scale_min_k4
 from quantscope.core.formats.gguf_legacy import get_half
+from quantscope.core.kernels.jit_cache import njit
 
 _f32 = np.float32
-_kernel = numba.njit(cache=True, nogil=True, error_model="numpy")
+_kernel = njit(nogil=True, error_model="numpy")
 
 
 @_kernel

@@ -9,7 +9,6 @@ scratch is allocated per call.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from quantscope.core.formats.gguf_decode import decode_block
@@ -27,8 +26,9 @@ from quantscope.core.formats.gguf_legacy import (
     quantize_q5_1,
     quantize_q8_0,
 )
+from quantscope.core.kernels.jit_cache import njit
 
-_jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+_jit = njit(nogil=True, error_model="numpy")
 
 
 @_jit

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from quantscope.core.formats.gguf_legacy import get_half, nearest_int, put_half
+from quantscope.core.kernels.jit_cache import njit
 
 _f32 = np.float32
-_kernel = numba.njit(cache=True, nogil=True, error_model="numpy")
+_kernel = njit(nogil=True, error_model="numpy")
 #: ggml's GROUP_MAX_EPS: a sub-block whose amax is below it is all zeros.
 _GROUP_MAX_EPS = np.float32(1e-15)
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from quantscope.core.formats.elements import bits_float32, float32_bits
+from quantscope.core.kernels.jit_cache import njit
 
 _f32 = np.float32
-_kernel = numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+_kernel = njit(nogil=True, error_model="numpy", inline="always")
 #: ggml's float16 conversion constants: 2^112, 2^-110, 2^-112.
 _TO_INF = np.float32(2.0 ** 112)
 _TO_ZERO = np.float32(2.0 ** -110)

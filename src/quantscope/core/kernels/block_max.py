@@ -8,13 +8,13 @@ blocks is one loop over its values.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.parallel import parallel, shares
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
+@njit(nogil=True, error_model="numpy")
 def _rows_block_max(x2d, block, out):
     """``out[r, b]``: the largest finite ``|x|`` of ``x2d[r, b·block:(b+1)·block]`` (0 when
     the block holds no finite value)."""

@@ -18,10 +18,11 @@ minimum by far less than the 10^-4 dB the searches are judged by.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-_jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+from quantscope.core.kernels.jit_cache import njit
+
+_jit = njit(nogil=True, error_model="numpy")
 
 
 @_jit
