@@ -62,6 +62,7 @@ def compile_rest() -> None:
     argument types the window, the scan and the engine API hand them."""
     from quantscope.core import analyze, choose_qparams, dequantize, quantize
     from quantscope.core.formats.elements import cast, cast_e8m0
+    from quantscope.core.kernels.block_max import block_abs_max
     from quantscope.core.stats.fused import figures_of
     from quantscope.core.stats.prepared import prepare
     from quantscope.io.dtypes import dtype_from_name
@@ -78,6 +79,11 @@ def compile_rest() -> None:
     settings = Settings()
     format_points(x, prepare(x), settings)  # every format, prepared (the window's path)
     format_points(x[:64], None, settings)  # and direct
+    rows = x.reshape(-1, x.shape[-1])
+    frozen = rows.copy()
+    frozen.flags.writeable = False  # the window's tensors are read-only: another signature
+    for blocks in (rows, frozen):  # block scales of formats along the last axis
+        block_abs_max(blocks, 32)
     cast(x[:64], "float8_e4m3fn")
     cast_e8m0(x[:64])
     for dtype in (np.float32, np.float16, dtype_from_name("bfloat16")):  # the scan's raw dtypes
