@@ -88,13 +88,14 @@ def _targets(panes) -> tuple[list[str], str | None]:
     return [p for p in PANES if p in items], None
 
 
-def _refuse_folder(data) -> None:
-    """A figure draws one tensor: a folder (a model, or ``""``: the current folder) would
-    leave it waiting for a tensor the window never loads, until the timeout."""
+def _refuse_folder(data, tensor: str | None) -> None:
+    """A figure draws one tensor: a folder without ``tensor=`` (a model, or ``""``: the
+    current folder) would leave it waiting for a tensor the window never loads, until the
+    timeout. A folder with ``tensor=NAME`` opens that tensor of the model."""
     if not isinstance(data, str | os.PathLike):
         return
     text = os.fspath(data)
-    if isinstance(text, str) and (not text or os.path.isdir(text)):
+    if isinstance(text, str) and (not text or (tensor is None and os.path.isdir(text))):
         raise UserError(f"{one_line(repr(text))[:120]} is {'a folder' if text else 'empty'}: "
                         "a figure draws one tensor; name a tensor file (with tensor=NAME "
                         "for one of several), a sample or a generator")
@@ -127,8 +128,8 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
     (``QT_QPA_PLATFORM=offscreen``), so this works in a Jupyter kernel on a headless server.
     """
     keys, view = _targets(panes)
+    _refuse_folder(data, tensor)
     _one_tensor(data, tensor)
-    _refuse_folder(data)
     width, height = size or DEFAULT_SIZE
     if not (100 <= width <= 10000 and 100 <= height <= 10000):
         raise UserError(f"size {size!r} is out of range (100..10000 per side)")
