@@ -92,6 +92,8 @@ class LabControls(QWidget):
         self.w_sym = _combo((("symmetric", True), ("asymmetric", False)))
         self.w_gran = _combo((("per output channel", True), ("per tensor", False)))
         self.w_round = _combo(ROUNDINGS)
+        for box in (self.a_sym, self.w_sym):  # one word each, whole in a narrow tab
+            box.setMinimumContentsLength(len("asymmetric"))
         self.out = _combo(OUTPUTS)
         self.requant = _combo(REQUANT)
         self.order = _combo((("channels: worst first", True), ("channels: by index", False)))
@@ -173,20 +175,22 @@ class LabControls(QWidget):
             grid.takeAt(i)
         a_sym, a_gran, a_round = self.schemes["A"]
         if stacked:
-            places = [(self.names["A"], 0, 0, 1, 1), (self.sources["A"], 0, 1, 1, 2),
-                      (self.loaders["A"], 0, 3, 1, 1),
-                      *((w, 1, col, 1, 1) for col, w in enumerate(self.schemes["A"], 1)),
-                      (self.names["W"], 2, 0, 1, 1), (self.sources["W"], 2, 1, 1, 2),
-                      (self.loaders["W"], 2, 3, 1, 1),
-                      *((w, 3, col, 1, 1) for col, w in enumerate(self.schemes["W"], 1)),
-                      (self.names["out"], 4, 0, 1, 1), (self.out, 4, 1, 1, 2),
-                      (self.order, 4, 3, 1, 1), (self.requant, 5, 1, 1, 2),
-                      (self.transpose, 5, 3, 1, 1), (self.extra, 6, 1, 1, 3)]
+            # each side's scheme under its source: symmetry and granularity on one row, the
+            # rounding rule (the longest words) on the next, so none is cut in a narrow tab
+            places = []
+            for side, top in (("A", 0), ("W", 3)):
+                sym, gran, rounding = self.schemes[side]
+                places += [(self.names[side], top, 0, 1, 1), (self.sources[side], top, 1, 1, 2),
+                           (self.loaders[side], top, 3, 1, 1), (sym, top + 1, 1, 1, 1),
+                           (gran, top + 1, 2, 1, 2), (rounding, top + 2, 1, 1, 3)]
+            places += [(self.names["out"], 6, 0, 1, 1), (self.out, 6, 1, 1, 2),
+                       (self.order, 6, 3, 1, 1), (self.requant, 7, 1, 1, 2),
+                       (self.transpose, 7, 3, 1, 1), (self.extra, 8, 1, 1, 3)]
             # in proportion to their words here too ("half away from 0 (TFLite)" is longest)
             stretches = {col: max(len(box.itemText(0)) for box in boxes) + ARROW_CHARS
                          for col, boxes in ((1, (a_sym, self.w_sym)),
                                             (2, (a_gran, self.w_gran)),
-                                            (3, (a_round, self.w_round, self.order)))}
+                                            (3, (self.order,)))}
             stretches.update({4: 0, 5: 0})
         else:
             places = [(self.names["out"], 2, 0, 1, 1), (self.out, 2, 1, 1, 1),
