@@ -10,8 +10,12 @@ import pkgutil
 import quantscope
 from quantscope.errors import QuantscopeError
 
-#: Exceptions used as signals inside one module, never shown to anyone.
-SIGNALS = {"quantscope.gui.loading._PickFirst"}
+#: Exceptions used as signals inside one module (or its package), never shown to anyone: each
+#: is caught and turned into a quantscope error, or is the interruption itself (SIGTERM unwinds
+#: as Ctrl-C does).
+SIGNALS = {"quantscope.gui.loading._PickFirst", "quantscope.commands.scan._Interrupted",
+           "quantscope.errors.Terminated", "quantscope.io.stored.compressed._Misfit",
+           "quantscope.io.torch_globals.PickleRefused"}
 
 
 def test_every_error_type_derives_from_the_root():

@@ -125,7 +125,8 @@ def test_window_fits_1280x720_and_shows_the_views_when_wider(app_window, qtbot):
 def test_format_names_never_cover_each_other(make_window, qtbot, wait_results):
     """At a laptop's size the Formats plot is ~200 px tall: the names of the FP8 and MX
     variants around 8 bits, grouped by distance in bits and dB, printed over each other.
-    Every name is shown, each block of names lies inside the plot, and no two overlap."""
+    Every name is shown, or where they would pile up in blocks the panes' formats and the best
+    of each tier are; each block of names lies inside the plot, and no two overlap."""
     from quantscope.gui.views.formats import _short
 
     win = make_window(install_views=True)
@@ -142,7 +143,9 @@ def test_format_names_never_cover_each_other(make_window, qtbot, wait_results):
         names = [name for label in view.labels for line in label.textItem.toPlainText()
                  .splitlines() for name in line.split()]
         shown = {_short(p.spec) for p in view.data if np.isfinite(p.sqnr_db)}
-        assert sorted(names) == sorted(shown), size
+        key = {_short(p.spec) for p in view.data
+               if np.isfinite(p.sqnr_db) and p.spec in view._key_specs}
+        assert key and sorted(names) in (sorted(shown), sorted(key)), (size, names)
         for i, a in enumerate(rects):
             assert box.adjusted(-1, -1, 1, 1).contains(a), (size, a, box)
             for b in rects[i + 1:]:

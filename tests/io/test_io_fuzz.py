@@ -102,8 +102,10 @@ def _exercise(path: Path, file_size: int, compressed: bool) -> None:
         np.asarray(array).tobytes()  # touch every byte of the mapping
         try:
             values, again = load_for_analysis(path, info.name)
-        except TensorFileError as exc:  # load_tensor just worked: only emptiness is left
-            assert info.size == 0 and "is empty" in str(exc)
+        except TensorFileError as exc:  # load_tensor just worked: emptiness, or float64
+            # values float32 cannot hold (refused with their count and place) are left
+            assert (info.size == 0 and "is empty" in str(exc)) or (
+                "beyond float32's range" in str(exc) and info.dtype == "float64")
             continue
         assert values.dtype == np.float32 and values.shape == info.shape and again == info
 
