@@ -34,7 +34,7 @@ def test_report_format_table_names_it(weight, tmp_path, fmt):
     np.save(path, weight)
     rows = _cli("report", str(path), "--format", fmt).splitlines()
     assert rows[1].split()[0] == "format"  # the column
-    assert [r.split()[0] for r in rows[2:] if r.strip()][0].startswith(fmt)
+    assert next(r.split()[0] for r in rows[2:] if r.strip()).startswith(fmt)
 
 
 @pytest.mark.parametrize("fmt", ("nvfp4", "fp8_e4m3", "mxfp4"))

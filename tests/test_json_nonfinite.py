@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest

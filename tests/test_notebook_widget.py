@@ -6,6 +6,7 @@ Every change of a control must redraw the images and give the numbers of the eng
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -251,11 +252,11 @@ def test_panes_have_axes_and_a_title(weight_widget):
     assert np.array_equal(img[:want.shape[0]] == TEXT, want == TEXT)
     view = (float(x.min()), float(x.max()))
     ticks = value_ticks(view, 500)
-    assert len(ticks) >= 4 and all(a < b for (a, _), (b, _) in zip(ticks, ticks[1:]))
+    assert len(ticks) >= 4 and all(a < b for (a, _), (b, _) in itertools.pairwise(ticks))
     # heights are log10(count + 1) scaled to the plot: count 1 sits at log10(2) of a decade
     assert count_ticks(2.0, 200) == [(0, 0), (1, 29), (10, 101), (100, 194)]
     ys = [y for _, y in count_ticks(5.0, 200)]  # too close to 0, the tick of 1 is left out
-    assert ys[1] == 40 and min(b - a for a, b in zip(ys, ys[1:])) >= 8 * TEXT_SIZE + 2
+    assert ys[1] == 40 and min(b - a for a, b in itertools.pairwise(ys)) >= 8 * TEXT_SIZE + 2
 
 
 def test_tick_labels():
