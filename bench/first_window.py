@@ -2,11 +2,12 @@
 process start to the four panes painted with their numbers, on a fresh install (a copy of the
 package with no ``__pycache__`` and an empty Numba cache) and warm (the same copy again).
 
-The window runs as a person starts it: the real command (``quantscope.cli.main()`` with no arguments) on the
-display given (Xvfb's ``DISPLAY``, or ``--offscreen``). A one-shot Qt timer, armed when the
-window is built, waits for :meth:`MainWindow.all_shown`, lets Qt paint what the reports
-changed, prints the time since the process started, stops any compile-ahead process this
-start began (so the next measurement has the cores to itself) and quits.
+The window runs as a person starts it: the real command (``quantscope.cli.main()``, no
+arguments) on the display given (Xvfb's ``DISPLAY``, or ``--offscreen``). A one-shot Qt
+timer, armed when the window is built, waits for :meth:`MainWindow.all_shown`, lets Qt
+paint what the reports changed, prints the time since the process started, stops any
+compile-ahead process this start began (so the next measurement has the cores to itself)
+and quits.
 
 Target: first window <= 5 s on a fresh install.
 
