@@ -9,9 +9,14 @@ paint what the reports changed, prints the time since the process started, stops
 compile-ahead process this start began (so the next measurement has the cores to itself)
 and quits.
 
+``--notebook`` times the same in a notebook run by nbclient: a kernel started on the fresh
+copy, one cell drawing the demo tensor's four panes with ``qs.figure`` (the kernel's start
+not counted: Jupyter has it running before a person types), and shows the lines the cell
+wrote to stderr (the compile notice a person sees under the cell while waiting).
+
 Target: first window <= 5 s on a fresh install.
 
-Run: ``xvfb-run -a python bench/first_window.py [--repeat 2] [--offscreen]``.
+Run: ``xvfb-run -a python bench/first_window.py [--repeat 2] [--offscreen] [--notebook]``.
 """
 
 from __future__ import annotations
@@ -87,11 +92,65 @@ def one_start(src: Path, cache: Path, offscreen: bool) -> tuple[float, str, str]
     return took, line.split()[2], proc.stderr.strip()
 
 
+NOTEBOOK_CELL = """\
+import time
+t0 = time.time()
+import numpy as np, quantscope as qs
+from quantscope.io.samples import sample_path
+fig = qs.figure(np.load(sample_path("gelu_activations")))
+fig.save("panes.png")
+print(f"FIGURE {time.time() - t0:.2f}")
+"""
+
+
+def notebook_start(src: Path, cache: Path) -> tuple[float, list[str]]:
+    """Seconds the figure cell took on a running kernel, and its stderr lines."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(NOTEBOOK_CELL)])
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "NUMBA_CACHE_DIR", "HOME")}
+    os.environ.update(PYTHONPATH=str(src), NUMBA_CACHE_DIR=str(cache),
+                      HOME=str(cache.parent / "home"))  # the kernel inherits these
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       resources={"metadata": {"path": str(cache.parent)}}).execute()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    streams = [o for o in nb.cells[0].outputs if o.output_type == "stream"]
+    out = "".join(o.text for o in streams if o.name == "stdout")
+    err = "".join(o.text for o in streams if o.name == "stderr").splitlines()
+    line = next(ln for ln in out.splitlines() if ln.startswith("FIGURE "))
+    return float(line.split()[1]), err
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=2, help="fresh installs measured")
     parser.add_argument("--offscreen", action="store_true", help="Qt's offscreen platform")
+    parser.add_argument("--notebook", action="store_true",
+                        help="time qs.figure in a notebook (nbclient) instead of the window")
     args = parser.parse_args()
+    if args.notebook:
+        print(f"qs.figure of the demo tensor in a notebook cell, {os.cpu_count()} cores, load "
+              f"{os.getloadavg()[0]:.1f}")
+        for i in range(args.repeat):
+            with tempfile.TemporaryDirectory(prefix="qs-fresh-") as tmp:
+                root = Path(tmp)
+                src = fresh_copy(root)
+                (root / "home").mkdir()
+                cache = root / "numba-cache"
+                cache.mkdir()
+                fresh, err = notebook_start(src, cache)
+                warm, _ = notebook_start(src, cache)
+                print(f"run {i + 1}: fresh install {fresh:.2f} s, warm {warm:.2f} s")
+                if i == 0:
+                    print("  stderr under the fresh cell:\n    " + "\n    ".join(err[-4:]))
+        return
     if not args.offscreen and not os.environ.get("DISPLAY"):
         raise SystemExit("no DISPLAY: run under xvfb-run -a, or pass --offscreen")
     print(f"python -m quantscope, demo tensor, {os.cpu_count()} cores, load "
