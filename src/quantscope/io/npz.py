@@ -23,6 +23,7 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import BinaryIO
 
 import numpy as np
 
@@ -156,6 +157,20 @@ def _member_header(path: str | os.PathLike, archive: zipfile.ZipFile,
         raise fail(path, f"{where} declares {member.file_size} uncompressed bytes but its "
                          f"header (shape {header.shape}, {header.dtype.name}) needs {expected}")
     return header
+
+
+def member_stream(path: str | os.PathLike, archive: zipfile.ZipFile,
+                  member: zipfile.ZipInfo) -> BinaryIO:
+    """A member's bytes as a stream: ``zipfile``'s own for a stored member, a
+    :class:`MemberStream` (bounded by the bytes it produces; call its ``finish`` after the
+    last byte) for a compressed one. Every loader of zip archives reads through this."""
+    if member.compress_type == zipfile.ZIP_STORED:
+        return archive.open(member)
+    if member.compress_type not in _SUPPORTED_COMPRESSION:
+        raise fail(path, f"member {member.filename[:80]!r} uses unsupported zip compression "
+                         f"{member.compress_type}")
+    return MemberStream(archive.fp, _data_start(path, archive, member), member, path,
+                        f"member {member.filename[:80]!r}")
 
 
 def list_npz(path: str | os.PathLike) -> list[TensorInfo]:
