@@ -134,16 +134,17 @@ def _points(xs: Sequence[np.ndarray], spec: str, settings) -> list[FormatPoint]:
         # as they would not have been alone, so each is evaluated alone
         return [_point(spec, bits, analyze(x, format_pane_params(x, spec, settings)))
                 for x in xs]
-    out = []
-    for k in range(len(xs)):
-        part = slice(k * units, (k + 1) * units)
-        n = int(tot.n[part].sum())
-        rnd = float(tot.round_err[part].sum())
-        clip = float(tot.clip_err[part].sum())
-        sig = float(tot.sig[part].sum())
-        out.append(FormatPoint(spec, bits, sqnr_db(sig, rnd + clip) if n else float("nan"),
-                               rnd / n if n else 0.0, clip / n if n else 0.0))
-    return out
+    # each tensor's units are one row of [K, units]: a row sum adds in the order the sum of
+    # a lone tensor's units does (the equality test holds it to that)
+    k = len(xs)
+    n = tot.n.reshape(k, units).sum(axis=1)
+    rnd = np.ascontiguousarray(tot.round_err).reshape(k, units).sum(axis=1)
+    clip = np.ascontiguousarray(tot.clip_err).reshape(k, units).sum(axis=1)
+    sig = np.ascontiguousarray(tot.sig).reshape(k, units).sum(axis=1)
+    db = np.asarray(sqnr_db(sig, rnd + clip))
+    return [FormatPoint(spec, bits, float(db[i]) if n[i] else float("nan"),
+                        float(rnd[i] / n[i]) if n[i] else 0.0,
+                        float(clip[i] / n[i]) if n[i] else 0.0) for i in range(k)]
 
 
 def _stacked_params(each: list):
