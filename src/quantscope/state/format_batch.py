@@ -114,7 +114,8 @@ def _points(xs: Sequence[np.ndarray], spec: str, settings) -> list[FormatPoint]:
         stacked, at, units = rows, f"{name}/channel", 1
         at_settings = dataclasses.replace(settings, axis=0)
     elif gran == "channel":
-        axis = int(first.axis)  # the engine's axis, as the pane chose it on this shape
+        axis = first.axis  # the engine's axis, as the pane chose it on this shape
+        assert axis is not None  # a per-channel pane has one
         rows = np.concatenate([np.moveaxis(x, axis, 0).reshape(x.shape[axis], -1)
                                for x in xs])
         stacked, at, units = rows, spec, xs[0].shape[axis]
