@@ -18,7 +18,7 @@ from quantscope.notebook.raster import draw_pane, encode_png, view_range
 from quantscope.state import METHODS, PANES, RUNTIME_DESCRIPTIONS, ExplorerState
 from quantscope.state.display import FIELDS, bucket_grid, display_values
 from quantscope.state.formats import CHOICES, DEFAULT_COMPARISON
-from quantscope.state.settings import pane_title
+from quantscope.state.titles import pane_title
 
 #: Pixels of one pane's image (the four panes' grid fits a notebook's width).
 PANE_SIZE = (560, 200)

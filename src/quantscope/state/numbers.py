@@ -12,7 +12,8 @@ and ``figure(...).numbers`` all take this one section.
 from __future__ import annotations
 
 from quantscope.core import QuantReport
-from quantscope.state.settings import PANES, Settings
+from quantscope.state.choices import PANES, FormatChoice
+from quantscope.state.settings import Settings
 
 
 def format_summary(spec: str, report: QuantReport) -> dict:
@@ -21,7 +22,7 @@ def format_summary(spec: str, report: QuantReport) -> dict:
     from quantscope.core.formats.catalog import bits_per_element
 
     out = report.summary()
-    out["format"] = spec.partition("/")[0]
+    out["format"] = FormatChoice(spec).name
     out["bits_per_element"] = bits_per_element(report.params, report.n + report.n_nonfinite)
     return out
 

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from quantscope.core.formats.catalog import FormatParams
+from quantscope.state.choices import FormatChoice
 from quantscope.state.export_targets import ct_args as _ct_args
 from quantscope.state.export_targets import modelopt_cfg as _mo_cfg
 from quantscope.state.export_targets import module_of
@@ -71,7 +72,7 @@ _CT_FORMATS = {"int8": "int-quantized", "fp8_e4m3": "float-quantized", "nvfp4":
 
 
 def _ct_format(spec: str) -> str:
-    name = spec.partition("/")[0]
+    name = FormatChoice(spec).name
     return "pack-quantized" if name.startswith("int4_g") else _CT_FORMATS[name]
 
 
@@ -249,7 +250,7 @@ def onnx_qdq(plan: Plan, source, out) -> Export:
         if r.name not in present:
             out_.unexpressed.append((r.name, r.spec, "no float initializer of that name"))
             continue
-        if r.spec.partition("/")[0] != "int8":
+        if FormatChoice(r.spec).name != "int8":
             out_.unexpressed.append((r.name, r.spec, "the QDQ export writes int8 weights"))
             continue
         x, p = chosen_params(plan, r)

@@ -31,6 +31,7 @@ from quantscope.io.checkpoint import list_checkpoint
 from quantscope.io.stored import StoredCheckpoint, StoredTensor, open_stored
 from quantscope.io.stored.gguf_stored import GgufStored, open_gguf_stored
 from quantscope.io.tensor_info import TensorFileError
+from quantscope.state.choices import FormatChoice
 from quantscope.state.settings import Settings
 
 #: A bits-per-element comparison tolerance (fractions like 4 + 16/128 are exact in binary;
@@ -288,6 +289,6 @@ def _nominal_bits(spec: str, table: dict) -> float:
     """Bits per element of a pane format on a large tensor (its scales included)."""
     from quantscope.state.formats import element_bits
 
-    name = spec.partition("/")[0]
+    name = FormatChoice(spec).name
     _, _, block, scale_bits = table[name][:4]
     return element_bits(name) + (scale_bits / block if block else 0.0)
