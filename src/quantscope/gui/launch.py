@@ -11,7 +11,6 @@ opens on the built-in demo tensor, whose first numbers equal ``quantscope report
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import os
 import sys
@@ -27,6 +26,7 @@ from quantscope.state.options import (
     add_source_arguments,
     settings_from_args,
 )
+from quantscope.state.setting_names import add_setting_options, changes_from_args
 from quantscope.state.source import DEMO_SAMPLE
 
 #: How long ``--screenshot`` waits for the panes before giving up (a 10^8-element file may
@@ -64,10 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference", metavar="ORIGINAL",
                         help="with a quantized checkpoint FILE: compare it with its original "
                              "in the model view (File > Compare with original...)")
-    parser.add_argument("--compare", nargs="?", const="int8/channel,fp8_e4m3/tensor,mxfp4,"
-                        "int4_g128", metavar="F1,F2,F3,F4",
-                        help="the four panes show these number formats (default int8/channel,"
-                             "fp8_e4m3/tensor,mxfp4,int4_g128), e.g. nvfp4 or fp8_e5m2/channel")
+    add_setting_options(parser, "window")  # --compare
 
 
 def source_from_args(args: argparse.Namespace) -> Source:
@@ -100,12 +97,12 @@ def talk_from_args(args: argparse.Namespace):
         if scene is not None:
             raise UserError("--scene N needs --talk (a talk file, or none for the built-in)")
         return None
-    given = [n for n in ("file", "sample", "generator", "session", "compare")
-             if getattr(args, n, None)]
+    shown = {"file": "file", "sample": "sample", "generator": "generator",
+             "session": "--session", "formats": "--compare"}
+    given = [text for dest, text in shown.items() if getattr(args, dest, None)]
     if given:
         raise UserError("--talk brings its own tensors and settings: give it without "
-                        + ", ".join(f"--{n}" if n in ("compare", "session") else n
-                                    for n in given))
+                        + ", ".join(given))
     talk = load_talk(talk_arg) if talk_arg else builtin_talk()
     talk.scene(scene or 1)  # a scene the talk lacks is refused now, with the numbers it has
     return talk
@@ -152,10 +149,9 @@ def run(args: argparse.Namespace) -> int:
     talk = talk_from_args(args)
     source = source_from_args(args)
     settings = settings_from_args(args)
-    if getattr(args, "compare", None):
+    if getattr(args, "formats", None):
         try:
-            settings = dataclasses.replace(settings, formats=tuple(args.compare.split(","))
-                                           ).check()
+            settings = changes_from_args(args, settings, groups=("window",))
         except SettingsError as exc:
             raise UserError(f"--compare: {exc}") from None
 
