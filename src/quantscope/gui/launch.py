@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     # the engine's compiled loops loaded now, before Qt (imported first, it doubles Numba's
     # start-up): a load in the window then never stalls the GUI thread loading one
     from quantscope.core.kernels.compile_notice import announce_compiles
-    from quantscope.state.source import warm_up_engine
+    from quantscope.state.warm_up import warm_up_engine
 
     announce_compiles()
     warm_up_engine()

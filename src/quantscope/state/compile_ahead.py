@@ -1,6 +1,6 @@
 """The engine's other compiled loops, compiled ahead in a process of their own on a first run.
 
-The launcher's warm-up (:func:`quantscope.state.source.warm_up_engine`) loads the loops the
+The launcher's warm-up (:func:`quantscope.state.warm_up.warm_up_engine`) loads the loops the
 panes use. Number formats, the model scan's one-read figures and the direct passes of the
 engine API have loops of their own that Numba compiles on their first call: on a machine's
 first run that is 15-20 s inside the window, with the GUI thread short of the interpreter
@@ -68,7 +68,7 @@ def compile_rest() -> None:
     from quantscope.io.dtypes import dtype_from_name
     from quantscope.state.formats import format_points
     from quantscope.state.settings import Settings
-    from quantscope.state.source import WARM_UP_SHAPE
+    from quantscope.state.warm_up import WARM_UP_SHAPE
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal(WARM_UP_SHAPE).astype(np.float32)  # above the direct passes' bound
