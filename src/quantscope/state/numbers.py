@@ -19,6 +19,7 @@ from quantscope.state.settings import Settings
 def format_summary(spec: str, report: QuantReport) -> dict:
     """A format's report summary with its ``format`` name and ``bits_per_element`` (scales
     included): one row of ``report --format --json``."""
+    # the format table loads Numba: the int panes' numbers, the same section, never need it
     from quantscope.core.formats.catalog import bits_per_element
 
     out = report.summary()

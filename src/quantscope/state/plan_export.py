@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from quantscope.core.formats.catalog import FormatParams
+from quantscope.io.onnx_qdq import Int8Weight, initializers, write_qdq
 from quantscope.state.choices import FormatChoice
 from quantscope.state.export_targets import ct_args as _ct_args
 from quantscope.state.export_targets import modelopt_cfg as _mo_cfg
@@ -240,8 +241,6 @@ def onnx_qdq(plan: Plan, source, out) -> Export:
     (:func:`quantscope.io.onnx_qdq.write_qdq`): each codes, scale and zero point exactly as
     quantscope computes them. Rows planned in another format, or naming no initializer of
     the model, are listed as unexpressed."""
-    from quantscope.io.onnx_qdq import Int8Weight, initializers, write_qdq
-
     present = set(initializers(source))
     out_ = Export("ONNX QDQ", {})
     weights = {}

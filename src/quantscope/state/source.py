@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from quantscope.core.stats.prepared import prepare, warm_up, working_copy
 from quantscope.core.tensors.binning import equal_bins, percentiles
+from quantscope.core.tensors.generators import GENERATORS, generate
+from quantscope.errors import QuantscopeError
+from quantscope.io import load_for_analysis
+from quantscope.io.samples import sample_path
+from quantscope.state.axes import units
 from quantscope.state.errors import SettingsError, short_repr
 
 # -- where tensors come from ------------------------------------------------------------------
@@ -103,8 +109,6 @@ class Source:
         """A generator source with every parameter spelled out (defaults filled in from the
         registry, so the source still rebuilds the same bits if a default changes later) and
         sorted, so equal sources compare equal."""
-        from quantscope.core.tensors.generators import GENERATORS
-
         gen = GENERATORS.get(name)
         full = {**(gen.defaults() if gen else {}), **params}
         return cls("generator", name, shape=tuple(int(v) for v in shape), seed=int(seed),
@@ -134,15 +138,11 @@ def load_source(source: Source, progress: Progress | None = None) -> tuple[np.nd
     if progress:
         progress(0.0, f"loading {source.label()}")
     if source.kind == "generator":
-        from quantscope.core.tensors.generators import GENERATORS, generate
-
         params = dict(source.params)
         integer = {p.name for p in GENERATORS[source.name].params if p.integer} \
             if source.name in GENERATORS else set()
         params = {k: int(v) if k in integer else v for k, v in params.items()}
         return generate(source.name, source.shape, source.seed or 0, **params), "float32"
-    from quantscope.io import load_for_analysis
-    from quantscope.io.samples import sample_path
 
     if source.kind in ("file", "sample"):
         path = source.name if source.kind == "file" else sample_path(source.name)
@@ -191,8 +191,6 @@ def _blocks(arr: np.ndarray):
 def working_tensor(x, progress: Progress | None = None) -> np.ndarray:
     """``x`` as the float32 array the engine works on: itself when float32 (a memory-mapped
     file stays mapped), else converted once, in blocks, with ``progress`` (any thread)."""
-    from quantscope.core.stats.prepared import working_copy
-
     return working_copy(x, progress)
 
 
@@ -305,10 +303,6 @@ def prepare_tensor(x: np.ndarray, settings=None, axis: int | None = None,
     is loaded now too (a session's first percentile then does not stall); a one-shot report
     loads only the ones it runs.
     """
-    from quantscope.core.stats.prepared import prepare, warm_up
-    from quantscope.errors import QuantscopeError
-    from quantscope.state.axes import units
-
     if warm:
         warm_up()
     prepared = prepare(x, progress)

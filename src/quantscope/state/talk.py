@@ -23,6 +23,7 @@ from quantscope.core.labs.mapping import DEFAULT_VALUES, map_values
 from quantscope.core.text.formatting import fmt_db
 from quantscope.errors import QuantscopeError, one_line
 from quantscope.io.samples import sample_path
+from quantscope.state.session import SessionError, _read_session_text, decode_json
 from quantscope.state.settings import Settings
 from quantscope.state.source import Source
 
@@ -164,8 +165,6 @@ def load_talk(path: str | Path) -> Talk:
     """Read and validate a talk file, through the reader sessions use (a regular file of
     bounded size, JSON whose nesting, numbers and types are checked before anything is
     built)."""
-    from quantscope.state.session import SessionError, _read_session_text, decode_json
-
     shown = one_line(str(path))
     try:
         doc = decode_json(_read_session_text(Path(path)))
