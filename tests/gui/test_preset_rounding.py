@@ -12,7 +12,7 @@ import pytest
 
 from quantscope.core.tensors.generators import generate
 from quantscope.gui.controls import ROUNDING_LABELS, ControlsPanel
-from quantscope.state import RUNTIMES, ExplorerState, Pane, Source
+from quantscope.state import RUNTIMES, ExplorerState, PaneKey, Source
 
 TIES = np.array([0.5, 1.5, 2.5, 3.5], np.float32)
 #: What each rule makes of TIES at scale 1, zero point 0.
@@ -30,7 +30,7 @@ def rule_on_ties(params) -> str:
     return rules[0]
 
 
-def rule_said(text: str, pane: Pane) -> str:
+def rule_said(text: str, pane: PaneKey) -> str:
     """The rule the box's text gives ``pane``: one label for all, or
     ``"preset: sym LABEL / asym LABEL"``."""
     by_label = {label: rule for rule, label in ROUNDING_LABELS.items()}
@@ -56,7 +56,7 @@ def test_the_rounding_box_says_what_each_pane_does_on_ties(qtbot, runtime, manua
     text = panel.rounding.currentText()
     assert panel.rounding.isEnabled() == manual, text
     checked = 0
-    for pane in Pane:
+    for pane in PaneKey:
         if pane in reports:
             assert rule_said(text, pane) == rule_on_ties(reports[pane].params), (pane, text)
             checked += 1

@@ -8,7 +8,7 @@ the value types and pure functions the front ends use.
 from __future__ import annotations
 
 from quantscope.state.axes import ROLES, AxisChoice, choose_axis, units
-from quantscope.state.choices import FormatChoice, Pane
+from quantscope.state.choices import FormatChoice, PaneKey
 from quantscope.state.compute import (
     ComputeRequest,
     ComputeResult,
@@ -52,7 +52,7 @@ __all__ = [
     "ComputeResult",
     "ExplorerState",
     "FormatChoice",
-    "Pane",
+    "PaneKey",
     "Settings",
     "SettingsError",
     "Source",

@@ -1,4 +1,4 @@
-"""Typed names for what the user picks: which pane (:class:`Pane`) and which number format a
+"""Typed names for what the user picks: which pane (:class:`PaneKey`) and which number format a
 comparison pane shows (:class:`FormatChoice`).
 
 Both are written as text wherever a person or a file sees them (``"symmetric/channel"`` in
@@ -7,7 +7,7 @@ both are ``str`` subclasses, so that text stays exactly what it was: a JSON key,
 look-up by the plain string and an old session file all still work. What changes is that
 the code never splits the text again: the one parser is the constructor, which refuses a
 malformed name with :class:`~quantscope.state.errors.SettingsError`, and the one printer is
-``str()`` (built by :meth:`Pane.of` / :meth:`FormatChoice.of` from the parts). The parts are
+``str()`` (built by :meth:`PaneKey.of` / :meth:`FormatChoice.of` from the parts). The parts are
 attributes (``pane.symmetric``, ``pane.per_tensor``, ``choice.name``, ``choice.granularity``).
 
 This module imports nothing heavy: the settings parse a choice here, and only
@@ -26,7 +26,7 @@ from quantscope.state.errors import SettingsError, short_repr
 GRANULARITIES = ("tensor", "channel")
 
 
-class Pane(enum.StrEnum):
+class PaneKey(enum.StrEnum):
     """One of the four panes: symmetric / asymmetric x per tensor / per channel (per group
     when ``Settings.group_size`` is set). Its value is the key of ``report --json``."""
 
@@ -54,7 +54,7 @@ class Pane(enum.StrEnum):
         return self.granularity == "tensor"
 
     @classmethod
-    def of(cls, symmetric: bool, granularity: str) -> Pane:
+    def of(cls, symmetric: bool, granularity: str) -> PaneKey:
         """The pane of a scheme and a granularity (the one place that writes the text)."""
         if granularity not in GRANULARITIES:
             raise SettingsError(f"granularity must be one of {GRANULARITIES}, "
@@ -62,8 +62,8 @@ class Pane(enum.StrEnum):
         return cls(f"{'symmetric' if symmetric else 'asymmetric'}/{granularity}")
 
     @classmethod
-    def parse(cls, text: object) -> Pane:
-        """The pane named by ``text`` (a :class:`Pane` is returned as it is); anything else
+    def parse(cls, text: object) -> PaneKey:
+        """The pane named by ``text`` (a :class:`PaneKey` is returned as it is); anything else
         raises :class:`SettingsError` naming the four panes."""
         try:
             if not isinstance(text, str):
@@ -75,7 +75,7 @@ class Pane(enum.StrEnum):
 
 
 #: The four panes in the window's order (their values are ``report --json``'s keys).
-PANES: tuple[Pane, ...] = tuple(Pane)
+PANES: tuple[PaneKey, ...] = tuple(PaneKey)
 
 
 class FormatChoice(str):

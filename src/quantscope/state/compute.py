@@ -29,7 +29,7 @@ from quantscope.core.kernels.parallel import (
 )
 from quantscope.errors import QuantscopeError
 from quantscope.state.axes import units
-from quantscope.state.choices import PANES, Pane
+from quantscope.state.choices import PANES, PaneKey
 from quantscope.state.pane_rules import (
     DIRECT_MAX,
     analyze_with,
@@ -60,7 +60,7 @@ def pane_params(x: np.ndarray, pane: str, settings: Settings,
     (:func:`~quantscope.state.formats.format_pane_params`). A layout the tensor cannot have
     raises :class:`SettingsError` with the reason, which the pane shows instead of numbers.
     """
-    key = Pane.parse(pane)
+    key = PaneKey.parse(pane)
     if settings.formats is not None:  # the comparison layout: a format per pane
         # the formats' module loads Numba, which the int panes never need
         from quantscope.state.formats import format_pane_params
@@ -156,7 +156,7 @@ def compute_reports(request: ComputeRequest,
         except QuantscopeError as exc:
             errors[pane] = str(exc)
 
-    units = [p for p in request.panes if not Pane.parse(p).per_tensor]
+    units = [p for p in request.panes if not PaneKey.parse(p).per_tensor]
     big = request.prepared is not None and request.tensor.size >= PARALLEL_MIN_SIZE
     if big and len(units) > 1 and PARALLEL_CORES and _warm_layout(request):
         # the per-channel reports dominate (60+ ms each at 16M); the engine's kernel releases

@@ -25,6 +25,7 @@ from quantscope.core import Prepared, QuantParams, QuantReport
 from quantscope.core.labs.explain import clip_window
 from quantscope.core.tensors.validate import in_memory
 from quantscope.state.axes import ROLES, AxisChoice, choose_axis
+from quantscope.state.choices import PANES, PaneKey
 from quantscope.state.compute import (
     ComputeRequest,
     ComputeResult,
@@ -36,7 +37,7 @@ from quantscope.state.compute import (
 from quantscope.state.errors import SettingsError
 from quantscope.state.histogram import pane_histogram
 from quantscope.state.numbers import pane_numbers
-from quantscope.state.settings import PANES, Settings
+from quantscope.state.settings import Settings
 from quantscope.state.source import Source, TensorOverview, prepare_tensor, tensor_problem
 
 if TYPE_CHECKING:  # for the annotations only: formats loads Numba, a report must not
@@ -180,7 +181,7 @@ class ExplorerState:
 
             windows = (tensor_window(self.results[p].params) for p in PANES if p in self.results)
             return next((w for w in windows if w is not None), None)
-        for pane in ("asymmetric/tensor", "symmetric/tensor"):
+        for pane in (PaneKey.ASYMMETRIC_TENSOR, PaneKey.SYMMETRIC_TENSOR):
             rep = self.results.get(pane)
             if rep is not None and isinstance(rep.params, QuantParams):  # the int panes'
                 return clip_window(rep.params)

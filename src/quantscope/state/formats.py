@@ -26,7 +26,7 @@ from quantscope.core.formats.int4_tools import TOOL_INT4
 from quantscope.core.labs.explain import clip_window
 from quantscope.errors import Cancelled, QuantscopeError
 from quantscope.state.axes import units
-from quantscope.state.choices import FormatChoice, Pane, offered_formats
+from quantscope.state.choices import FormatChoice, PaneKey, offered_formats
 from quantscope.state.errors import SettingsError
 from quantscope.state.pane_rules import analyze_with, int_pane_params
 
@@ -92,7 +92,7 @@ def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
         return choose_qparams(x, format=name, prepared=prepared)
     if name == "int8":  # the classic symmetric pane's rules, at 8 bits
         plain = dataclasses.replace(settings, formats=None, bits=8, group_size=None)
-        return int_pane_params(x, Pane.of(True, gran or "tensor"), plain, prepared=prepared)
+        return int_pane_params(x, PaneKey.of(True, gran or "tensor"), plain, prepared=prepared)
     if gran is None:
         raise SettingsError(f"format {name} needs a granularity: {name}/tensor or "
                             f"{name}/channel")
@@ -161,7 +161,7 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
     if x.ndim and curve:
         plain = dataclasses.replace(settings, formats=None, group_size=None)
         for b in range(2, 8):
-            p = int_pane_params(x, Pane.SYMMETRIC_CHANNEL, dataclasses.replace(plain, bits=b),
+            p = int_pane_params(x, PaneKey.SYMMETRIC_CHANNEL, dataclasses.replace(plain, bits=b),
                                 prepared=prepared)
             out.append(point(FormatChoice.of(f"int{b}", "channel"), p))
     return out

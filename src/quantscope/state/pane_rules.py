@@ -23,7 +23,7 @@ from quantscope.core.calibration.runtimes import preset_fixes
 from quantscope.core.schemes.qparams import unit_min_max
 from quantscope.core.schemes.quantize import COMPILED_MIN
 from quantscope.state.axes import units
-from quantscope.state.choices import Pane
+from quantscope.state.choices import PaneKey
 from quantscope.state.errors import SettingsError
 from quantscope.state.settings import Settings
 
@@ -67,7 +67,7 @@ def preset_in_force(settings: Settings) -> str | None:
     return settings.runtime
 
 
-def int_pane_params(x: np.ndarray, pane: Pane, settings: Settings,
+def int_pane_params(x: np.ndarray, pane: PaneKey, settings: Settings,
                     ranges: RangeMemo | None = None, prepared: Prepared | None = None
                     ) -> QuantParams:
     """The parameters of one of the four int panes under ``settings`` (its comparison
@@ -86,7 +86,7 @@ def int_pane_params(x: np.ndarray, pane: Pane, settings: Settings,
     (:mod:`quantscope.state.axes`). A layout the tensor cannot have raises
     :class:`SettingsError` with the reason, which the pane shows instead of numbers.
     """
-    pane = Pane.parse(pane)
+    pane = PaneKey.parse(pane)
     symmetric = pane.symmetric
     axis = group = None
     granularity = "tensor"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from quantscope.state.axes import units
-from quantscope.state.choices import PANES, Pane
+from quantscope.state.choices import PANES, PaneKey
 from quantscope.state.settings import Settings
 
 
@@ -13,7 +13,7 @@ def pane_title(pane: str, settings: Settings | None = None,
     and with the tensor's ``shape`` which axis holds the channels and how many there are
     (``"Asymmetric · per-channel · axis -1: 1,536 channels"``); in the comparison layout,
     the pane's format."""
-    key = Pane.parse(pane)
+    key = PaneKey.parse(pane)
     if settings is not None and settings.formats is not None:
         # a format's title reads the engine's format table, which loads Numba: only the
         # comparison layout, which computes with those formats anyway, pays for it
