@@ -16,11 +16,14 @@ import os
 import sys
 from pathlib import Path
 
+from quantscope.core.kernels.compile_notice import announce_compiles
 from quantscope.core.tensors.generators import GENERATORS
 from quantscope.errors import UserError, one_line
+from quantscope.gui.system_libs import xcb_problem
 from quantscope.io.writing import check_output, write_text
 from quantscope.jsonable import dumps
 from quantscope.state import ExplorerState, SettingsError, Source
+from quantscope.state.compile_ahead import start_if_cold
 from quantscope.state.options import (
     add_settings_arguments,
     add_source_arguments,
@@ -28,6 +31,8 @@ from quantscope.state.options import (
 )
 from quantscope.state.setting_names import add_setting_options, changes_from_args
 from quantscope.state.source import DEMO_SAMPLE
+from quantscope.state.talk import builtin_talk, load_talk
+from quantscope.state.warm_up import warm_up_engine
 
 #: How long ``--screenshot`` waits for the panes before giving up (a 10^8-element file may
 #: take a while to prepare on a slow machine).
@@ -73,6 +78,7 @@ def source_from_args(args: argparse.Namespace) -> Source:
     if len(given) > 1:
         raise UserError(f"give only one of FILE, --sample and --generator (got {given})")
     if args.generator:
+        # Qt, like every gui module: imported only after the warm-up (see main)
         from quantscope.gui.source_panel import parse_shape
 
         shape = parse_shape(args.shape) if args.shape else GENERATORS[args.generator].default_shape
@@ -90,8 +96,6 @@ def source_from_args(args: argparse.Namespace) -> Source:
 def talk_from_args(args: argparse.Namespace):
     """The talk ``--talk`` asks for (None without it), checked with ``--scene`` before any
     window opens: a talk brings its own tensors, so it takes no FILE, sample or generator."""
-    from quantscope.state.talk import builtin_talk, load_talk
-
     talk_arg, scene = getattr(args, "talk", None), getattr(args, "scene", None)
     if talk_arg is None:
         if scene is not None:
@@ -140,7 +144,6 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("no display to open the window on (DISPLAY and WAYLAND_DISPLAY are "
                         "unset); run it on a desktop, or render it with --screenshot OUT.png")
     else:  # before any compile: Qt would abort on a missing library only at the first window
-        from quantscope.gui.system_libs import xcb_problem
 
         problem = xcb_problem()
         if problem is not None:
@@ -157,15 +160,13 @@ def run(args: argparse.Namespace) -> int:
 
     # the engine's compiled loops loaded now, before Qt (imported first, it doubles Numba's
     # start-up): a load in the window then never stalls the GUI thread loading one
-    from quantscope.core.kernels.compile_notice import announce_compiles
-    from quantscope.state.warm_up import warm_up_engine
 
     announce_compiles()
     warm_up_engine()
     if not headless:  # a first run: the loops of formats, scans and the API compile meanwhile
-        from quantscope.state.compile_ahead import start_if_cold
 
         start_if_cold()
+    # Qt now, after the warm-up: imported before Numba, it doubles Numba's start-up
     from PySide6.QtWidgets import QApplication
 
     from quantscope.gui import create_window
@@ -271,7 +272,7 @@ def _render_once(app, window, args: argparse.Namespace) -> int:
     if settle is not None:  # the explanatory views draw from their own background jobs
         settle()
     if args.screenshot:
-        from quantscope.gui.export import save_image
+        from quantscope.gui.export import save_image  # Qt, as above
 
         try:
             save_image(window, check_output(args.screenshot, "--screenshot"))
