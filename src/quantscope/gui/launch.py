@@ -189,6 +189,12 @@ def run(args: argparse.Namespace) -> int:
         window.resize(*(size or OPENING_SIZE))
     else:
         open_fitting(window, size)
+        if size is None:  # the place it had on this screen last time, where it still fits
+            from quantscope.gui.geometry import restore_geometry
+            from quantscope.gui.session import user_settings
+
+            restore_geometry(window, user_settings())
+        window.desktop.remember_files = True  # File ▸ Open Recent (headless runs keep none)
     theme = getattr(args, "theme", None)
     dark = None if theme is None else theme == "dark"
     presentation = True if args.presentation else None
@@ -214,6 +220,10 @@ def run(args: argparse.Namespace) -> int:
     if not headless:
         code = app.exec()
         remember_window(window)
+        from quantscope.gui.geometry import remember_geometry
+        from quantscope.gui.session import user_settings
+
+        remember_geometry(window, user_settings())
         _dispose(app, window)
         return code
     try:

@@ -18,6 +18,7 @@ result is installed only if the settings it was computed for are still the curre
 
 from __future__ import annotations
 
+import collections
 import html
 import threading
 import time
@@ -137,6 +138,9 @@ class QuantWidget:
         self._idle = threading.Event()
         self._idle.set()
         self.redraws = 0
+        #: The last windows shown on the clip slider (what a browser may echo back).
+        self._shown_windows: collections.deque[tuple[float, float]] = collections.deque(
+            maxlen=16)
         lo, hi = self._data_range()
         s = state.settings
         layout = w.Layout(width="auto")
@@ -234,6 +238,8 @@ class QuantWidget:
         elif key == "percentile":
             changes["percentile"] = float(c["percentile"].value)
         elif key == "clip":
+            if self._echoes_window():
+                return
             changes = {"method": "manual",
                        "manual_clip": tuple(float(v) for v in c["clip"].value)}
         elif key == "preset":
@@ -305,15 +311,26 @@ class QuantWidget:
             self._local.syncing = False
         self._sync_window()
 
+    def _echoes_window(self) -> bool:
+        """True when the clip slider's new value is a window the kernel showed on it, sent
+        back: a browser's slider snaps a value the kernel set to its step and returns it as
+        if moved, sometimes after the next change was made (the echo of an older window),
+        which must not switch the method to manual."""
+        c = self.controls["clip"]
+        return any(all(abs(float(v) - s) <= c.step for v, s in zip(c.value, shown, strict=True))
+                   for shown in self._shown_windows)
+
     def _sync_window(self) -> None:
         """Show the clip window the panes use on its slider (known once they are computed)."""
         window = self.state.window_in_use()
         if window is None:
             return
         c = self.controls["clip"]
+        shown = (min(max(window[0], c.min), c.max), max(min(window[1], c.max), c.min))
+        self._shown_windows.append(shown)
         self._local.syncing = True
         try:
-            c.value = (min(max(window[0], c.min), c.max), max(min(window[1], c.max), c.min))
+            c.value = shown
         finally:
             self._local.syncing = False
 

@@ -131,11 +131,19 @@ class ViewsController(QObject):
     def save_session(self, path: str | Path) -> None:
         save_session(capture(self.window.state, dark=getattr(self.window, "dark", False),
                              presentation=getattr(self.window, "presentation", False)), path)
+        self._session_file(path)
 
     def open_session(self, path: str | Path) -> None:
         """Load and apply a session file; a bad one raises and changes nothing."""
         # the source is listed and checked in the window's load job, as it loads
         apply_session(self.window, load_session(path, check_source=False))
+        self._session_file(path)
+
+    def _session_file(self, path: str | Path) -> None:
+        """Ctrl+S writes to the session last saved or opened, and it joins Open Recent."""
+        desktop = getattr(self.window, "desktop", None)
+        if desktop is not None:
+            desktop.session_opened(path)
 
     def _guarded(self, fn, *args) -> None:
         try:
@@ -181,8 +189,7 @@ class ViewsController(QObject):
             self._action(quant, pane_title(pane) + "…", lambda _=False, p=pane: (
                 self._export_dialog("Export the quantized tensor", "NumPy archive (*.npz)",
                                     lambda path: self.export_quantized(p, path))))
-        self._action(file_menu, "Save session…", lambda: self._export_dialog(
-            "Save the session", "Session (*.json)", self.save_session))
+        # Save session (Ctrl+S) and Save session as… are the window's own (gui.desktop)
         self._action(file_menu, "Open session…", self._open_session_dialog)
         self._action(file_menu, "Open talk…", self._open_talk_dialog)
         self._action(file_menu, "Add this screen to a talk…", self._add_scene_dialog)
