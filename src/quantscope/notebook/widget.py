@@ -25,16 +25,20 @@ import time
 import weakref
 from collections.abc import Callable
 
+from quantscope.core.kernels.compile_notice import announce_compiles
 from quantscope.errors import UserError
+from quantscope.inputs import resolve_source
 from quantscope.notebook.font import text_width
 from quantscope.notebook.raster import TEXT_SIZE, draw_pane, encode_png, view_range
-from quantscope.state import METHODS, PANES, RUNTIME_DESCRIPTIONS, ExplorerState
+from quantscope.state import METHODS, PANES, RUNTIME_DESCRIPTIONS, ExplorerState, load_source
 from quantscope.state.compute import ComputeResult, compute_reports
 from quantscope.state.display import FIELDS, bucket_grid, display_values
 from quantscope.state.formats import CHOICES, DEFAULT_COMPARISON
 from quantscope.state.histogram import pane_histogram
 from quantscope.state.scheduler import COMPUTE, Event, JobContext, Scheduler
-from quantscope.state.settings import Settings, pane_title
+from quantscope.state.setting_names import settings_changes
+from quantscope.state.settings import Settings
+from quantscope.state.titles import pane_title
 
 #: Pixels of one pane's image (two panes side by side fill a notebook's width).
 PANE_SIZE = (640, 280)
@@ -84,9 +88,6 @@ def load_state(data=None, *, tensor: str | None = None, name: str | None = None,
                **settings) -> ExplorerState:
     """An :class:`ExplorerState` on ``data`` (what ``quantscope.view`` takes), prepared and
     computed, with ``settings`` as ``Viewer.set`` takes them; bad input raises at once."""
-    from quantscope.inputs import resolve_source, settings_changes
-    from quantscope.state import load_source
-
     source, read, hint = resolve_source(data, tensor=tensor, name=name)
     x, _ = read() if read is not None else load_source(source)
     state = ExplorerState()
@@ -97,7 +98,6 @@ def load_state(data=None, *, tensor: str | None = None, name: str | None = None,
     changes = settings_changes(state.settings, {**hint, **settings}, state.tensor.ndim)
     if changes and not state.update_settings(**changes) and errors:
         raise UserError(errors[-1])
-    from quantscope.core.kernels.compile_notice import announce_compiles
 
     announce_compiles()
     state.prepare()
@@ -195,8 +195,6 @@ class QuantWidget:
         """Change settings by name, as ``Viewer.set`` and ``quantscope report`` take them
         (``bits=4``, ``method="percentile"``, ``clip=(lo, hi)``...); the controls follow.
         An unknown name or a bad value raises SettingsError and changes nothing."""
-        from quantscope.inputs import settings_changes
-
         changes = settings_changes(self.state.settings, settings, self.state.tensor.ndim)
         self._change(changes, time.perf_counter())
         return self
