@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from quantscope.core.formats.elements import float32_bits
 from quantscope.core.formats.gguf_legacy import nearest_int
 from quantscope.core.kernels.jit_cache import njit
 
@@ -30,6 +31,54 @@ _kernel = njit(nogil=True, error_model="numpy")
 GROUP_MAX_EPS = np.float32(1e-15)
 #: Rows of the scratch ``st`` the searches use.
 SCRATCH_ROWS = 16
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
+def _nearest_int32(fval) -> np.int32:
+    """:func:`~quantscope.core.formats.gguf_legacy.nearest_int` in int32 arithmetic: its
+    result, the low 23 bits less 2^22, always fits, and int32 lanes are twice as many per
+    vector as int64 ones."""
+    val = _f32(_f32(fval) + _f32(12582912.0))
+    i = np.int32(float32_bits(val))
+    return (i & np.int32(0x007FFFFF)) - np.int32(0x00400000)
+
+
+@_kernel
+def _trial_sums(n, nl, nmax, xt, wt, at, isc, mn, sl, sl2, sxl) -> None:
+    """One trial's codes (into ``at``) and weighted sums of every lane: a loop of its own,
+    so the compiler sees few arrays and vectorises the lanes."""
+    top = np.int32(nmax)
+    zero = np.int32(0)
+    for j in range(nl):
+        sl[j] = _f32(0.0)
+        sl2[j] = _f32(0.0)
+        sxl[j] = _f32(0.0)
+    for i in range(n):
+        for j in range(nl):
+            q = max(zero, min(top, _nearest_int32(isc[j] * (xt[i, j] - mn[j]))))
+            at[i, j] = q
+            lf = _f32(q)
+            wl = wt[i, j] * lf
+            sl[j] += wl
+            sl2[j] += wl * lf
+            sxl[j] += wl * xt[i, j]
+
+
+@_kernel
+def _trial_error(n, nl, xt, wt, at, new_s, new_m, use_mad, err) -> None:
+    """Each lane's weighted error of a trial's codes ``at`` with its fitted scale and min."""
+    for j in range(nl):
+        err[j] = _f32(0.0)
+    if use_mad:
+        for i in range(n):
+            for j in range(nl):
+                diff = new_s[j] * _f32(at[i, j]) + new_m[j] - xt[i, j]
+                err[j] += wt[i, j] * _f32(abs(diff))
+    else:
+        for i in range(n):
+            for j in range(nl):
+                diff = new_s[j] * _f32(at[i, j]) + new_m[j] - xt[i, j]
+                err[j] += wt[i, j] * (diff * diff)
 
 
 @_kernel
@@ -84,18 +133,7 @@ def qkx2_lanes(n, nl, nmax, xt, wt, Lt, at, rmin, rdelta, nstep, use_mad, st, sc
     for step in range(nstep + 1 if nstep >= 1 else 0):
         for j in range(nl):
             isc[j] = (rmin + rdelta * _f32(step) + _f32(nmax)) / (mx[j] - mn[j])
-            sl[j] = _f32(0.0)
-            sl2[j] = _f32(0.0)
-            sxl[j] = _f32(0.0)
-        for i in range(n):
-            for j in range(nl):
-                q = max(0, min(nmax, nearest_int(isc[j] * (xt[i, j] - mn[j]))))
-                at[i, j] = q
-                lf = _f32(q)
-                wl = wt[i, j] * lf
-                sl[j] += wl
-                sl2[j] += wl * lf
-                sxl[j] += wl * xt[i, j]
+        _trial_sums(n, nl, nmax, xt, wt, at, isc, mn, sl, sl2, sxl)
         for j in range(nl):
             det = sum_w[j] * sl2[j] - sl[j] * sl[j]
             this_scale = (sum_w[j] * sxl[j] - sum_x[j] * sl[j]) / det
@@ -105,13 +143,8 @@ def qkx2_lanes(n, nl, nmax, xt, wt, Lt, at, rmin, rdelta, nstep, use_mad, st, sc
                 this_scale = sxl[j] / sl2[j]
             new_s[j] = this_scale
             new_m[j] = this_min
-            err[j] = _f32(0.0)
             take[j] = _f32(1.0) if det > 0 and live[j] != 0 else _f32(0.0)
-        for i in range(n):
-            for j in range(nl):
-                diff = new_s[j] * _f32(at[i, j]) + new_m[j] - xt[i, j]
-                diff = _f32(abs(diff)) if use_mad else diff * diff
-                err[j] += wt[i, j] * diff
+        _trial_error(n, nl, xt, wt, at, new_s, new_m, use_mad, err)
         for j in range(nl):
             if take[j] != 0 and err[j] < best[j]:
                 best[j] = err[j]
