@@ -69,6 +69,8 @@ def four_bit_specs() -> list[tuple[str, dict]]:
             out.append((name, {}))
         elif kind == "int":
             out += [(name, {"symmetric": True}), (name, {"symmetric": False})]
+        elif kind == "torchao":  # torchao's int4 weight-only, groups of 32/64/128
+            out.append((name, {}))
         elif kind == "gguf":  # llama.cpp's 4-bit types: Q4_0, Q4_1, Q4_K
             from quantscope.core.formats.gguf_types import GGUF_TYPES
 

@@ -37,6 +37,7 @@ from quantscope.core.formats.elements import (
 from quantscope.core.kernels.block_sums import prefix_at, prefix_from
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.sorted_kernel import _gallop, _lower_bound, _upper_bound
+from quantscope.core.kernels.unit_totals import store_unit
 
 _jit = njit(nogil=True, error_model="numpy")
 _EPS = float(np.finfo(np.float64).eps)
@@ -139,16 +140,7 @@ def _walk(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, overflow, sig
         if stamp[idx] != unit:
             stamp[idx] = unit
             used += 1
-    out_f[e, 0] = rnd
-    out_f[e, 1] = clip
-    out_f[e, 2] = worst
-    out_f[e, 3] = sig
-    out_f[e, 4] = lo
-    out_f[e, 5] = hi
-    out_i[e, 0] = n
-    out_i[e, 1] = below
-    out_i[e, 2] = above
-    out_i[e, 3] = used
+    store_unit(out_f, out_i, e, rnd, clip, worst, sig, lo, hi, n, below, above, used)
 
 
 @njit(nogil=True, error_model="numpy", inline="always")
@@ -271,16 +263,7 @@ def _walk_saturating(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, lu
             hist[slot] += 1
             used += np.int64(stamp[slot] != unit and slot != spare)
             stamp[slot] = unit
-    out_f[e, 0] = rnd
-    out_f[e, 1] = clip
-    out_f[e, 2] = worst
-    out_f[e, 3] = sig
-    out_f[e, 4] = lo
-    out_f[e, 5] = hi
-    out_i[e, 0] = n
-    out_i[e, 1] = below
-    out_i[e, 2] = above
-    out_i[e, 3] = used
+    store_unit(out_f, out_i, e, rnd, clip, worst, sig, lo, hi, n, below, above, used)
 
 
 @njit(nogil=True, error_model="numpy", inline="always")

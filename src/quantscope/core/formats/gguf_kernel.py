@@ -32,6 +32,7 @@ from quantscope.core.formats.gguf_legacy import (
     quantize_q8_0,
 )
 from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.unit_totals import store_unit
 
 _jit = njit(nogil=True, error_model="numpy")
 
@@ -148,16 +149,7 @@ def report_blocks(t, xb, yb, levels, out_f, out_i, hist) -> None:
             if stamp[code] != i:
                 stamp[code] = i
                 used += 1
-        out_f[i, 0] = rnd
-        out_f[i, 1] = clip
-        out_f[i, 2] = worst
-        out_f[i, 3] = sig
-        out_f[i, 4] = xmin
-        out_f[i, 5] = xmax
-        out_i[i, 0] = n
-        out_i[i, 1] = below
-        out_i[i, 2] = above
-        out_i[i, 3] = used
+        store_unit(out_f, out_i, i, rnd, clip, worst, sig, xmin, xmax, n, below, above, used)
 
 
 @_jit

@@ -113,6 +113,20 @@ def block_codes(t, lanes, nl, b, L) -> None:
 
 
 @_kernel
+def _largest(scales, mins, count):
+    """The largest of the first ``count`` sub-block scales and of their minimums (0 if none
+    is positive), scanned in sub-block order as the C code does."""
+    max_scale = _f32(0.0)
+    max_min = _f32(0.0)
+    for j in range(count):
+        if scales[j] > max_scale:
+            max_scale = scales[j]
+        if mins[j] > max_min:
+            max_min = mins[j]
+    return max_scale, max_min
+
+
+@_kernel
 def _signed_amax(x, n):
     amax = _f32(0.0)
     mx = _f32(0.0)
@@ -180,13 +194,7 @@ def quantize_q2_k(x, y, L, scales, mins) -> None:
     """Q2_K: 16 sub-blocks of 16, 2-bit codes, 4-bit scales and mins (``make_qkx2_quants``
     weighted by ``|x|``, absolute error: ``scales``, ``mins`` and the codes in ``L`` from
     :func:`fit_chunk`); bytes: scales (min << 4 | scale), codes, d, dmin."""
-    max_scale = _f32(0.0)
-    max_min = _f32(0.0)
-    for j in range(16):
-        if scales[j] > max_scale:
-            max_scale = scales[j]
-        if mins[j] > max_min:
-            max_min = mins[j]
+    max_scale, max_min = _largest(scales, mins, 16)
     if max_scale > 0:
         iscale = _f32(15.0) / max_scale
         for j in range(16):
@@ -281,13 +289,7 @@ def _k4_scales(x, y, L, scales, mins, nmax) -> None:
     """Q4_K / Q5_K up to the final codes in ``L``: the eight fits' scales and mins (from
     :func:`fit_chunk`) quantized to 6 bits and packed into bytes 4-15, fp16 d and dmin into
     bytes 0-3."""
-    max_scale = _f32(0.0)
-    max_min = _f32(0.0)
-    for j in range(8):
-        if scales[j] > max_scale:
-            max_scale = scales[j]
-        if mins[j] > max_min:
-            max_min = mins[j]
+    max_scale, max_min = _largest(scales, mins, 8)
     inv_scale = _f32(63.0) / max_scale if max_scale > 0 else _f32(0.0)
     inv_min = _f32(63.0) / max_min if max_min > 0 else _f32(0.0)
     for j in range(8):

@@ -44,6 +44,14 @@ def _nearest_int32(fval) -> np.int32:
 
 
 @_kernel
+def _keep_taken(n, nl, Lt, at, take) -> None:
+    """The trial's codes ``at`` become the lane's codes where the lane took the trial."""
+    for i in range(n):
+        for j in range(nl):
+            Lt[i, j] = at[i, j] if take[j] != 0 else Lt[i, j]
+
+
+@_kernel
 def _trial_sums(n, nl, nmax, xt, wt, at, isc, mn, sl, sl2, sxl) -> None:
     """One trial's codes (into ``at``) and weighted sums of every lane: a loop of its own,
     so the compiler sees few arrays and vectorises the lanes."""
@@ -152,9 +160,7 @@ def qkx2_lanes(n, nl, nmax, xt, wt, Lt, at, rmin, rdelta, nstep, use_mad, st, sc
                 mn[j] = new_m[j]
             else:
                 take[j] = _f32(0.0)
-        for i in range(n):
-            for j in range(nl):
-                Lt[i, j] = at[i, j] if take[j] != 0 else Lt[i, j]
+        _keep_taken(n, nl, Lt, at, take)
     for j in range(nl):
         scale_out[j] = scale[j] if live[j] != 0 else _f32(0.0)
         min_out[j] = -mn[j]
@@ -216,9 +222,7 @@ def qx_rmse1_lanes(n, nl, nmax, xt, Lt, at, st, scale_out) -> None:
                 take[j] = _f32(1.0)
             else:
                 take[j] = _f32(0.0)
-        for i in range(n):
-            for j in range(nl):
-                Lt[i, j] = at[i, j] if take[j] != 0 else Lt[i, j]
+        _keep_taken(n, nl, Lt, at, take)
     for j in range(nl):
         live = amax[j] >= GROUP_MAX_EPS
         scale_out[j] = scale[j] if live else _f32(0.0)
