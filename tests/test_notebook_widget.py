@@ -269,3 +269,37 @@ def test_tick_labels():
     assert tick_label(3e6, 1e6) == "3e6"
     assert [count_label(10 ** k) for k in (0, 2, 3, 5, 6, 9)] == ["1", "100", "1k", "100k",
                                                                   "1M", "1G"]
+
+
+def test_the_browser_echo_of_the_clip_window_is_not_a_change(weight_widget):
+    """A browser's range slider snaps the window the kernel shows to its step and sends it
+    back: that echo keeps the method; a real move (more than a step) makes it manual."""
+    _, _, w = weight_widget
+    w.set(bits=8, method="percentile", clip=None).wait()
+    c = w.controls["clip"]
+    snapped = tuple(c.min + round((v - c.min) / c.step) * c.step for v in c.value)
+    assert snapped != tuple(c.value)  # the echo differs from what the kernel set...
+    c.value = snapped
+    w.wait()
+    assert w.state.settings.method == "percentile"  # ...and changes nothing
+    # an echo of that window arriving after the next change, before its redraw
+    import threading
+
+    from quantscope.notebook.widget import scheduler
+    from quantscope.state.scheduler import COMPUTE
+
+    release = threading.Event()
+    scheduler().submit("test-hold", lambda ctx: release.wait(30), priority=COMPUTE)
+    try:
+        w.controls["bits"].value = 4
+        c.value = snapped
+    finally:
+        release.set()
+    w.wait()
+    assert w.state.settings.method == "percentile" and w.state.settings.bits == 4
+    lo, hi = c.value
+    c.value = (lo + 10 * c.step, hi)
+    w.wait()
+    assert w.state.settings.method == "manual"
+    assert w.state.settings.manual_clip == pytest.approx((lo + 10 * c.step, hi))
+    w.set(method="minmax", clip=None).wait()

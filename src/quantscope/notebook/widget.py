@@ -18,21 +18,26 @@ result is installed only if the settings it was computed for are still the curre
 
 from __future__ import annotations
 
+import collections
 import html
 import threading
 import time
 import weakref
 from collections.abc import Callable
 
+from quantscope.core.kernels.compile_notice import announce_compiles
 from quantscope.errors import UserError
+from quantscope.inputs import resolve_source
 from quantscope.notebook.raster import draw_pane, encode_png, view_range
-from quantscope.state import METHODS, PANES, RUNTIME_DESCRIPTIONS, ExplorerState
+from quantscope.state import METHODS, PANES, RUNTIME_DESCRIPTIONS, ExplorerState, load_source
 from quantscope.state.compute import ComputeResult, compute_reports
 from quantscope.state.display import FIELDS, bucket_grid, display_values
 from quantscope.state.formats import CHOICES, DEFAULT_COMPARISON
 from quantscope.state.histogram import pane_histogram
 from quantscope.state.scheduler import COMPUTE, Event, JobContext, Scheduler
-from quantscope.state.settings import Settings, pane_title
+from quantscope.state.setting_names import settings_changes
+from quantscope.state.settings import Settings
+from quantscope.state.titles import pane_title
 
 #: Pixels of one pane's image (two panes side by side fill a notebook's width).
 PANE_SIZE = (640, 280)
@@ -82,9 +87,6 @@ def load_state(data=None, *, tensor: str | None = None, name: str | None = None,
                **settings) -> ExplorerState:
     """An :class:`ExplorerState` on ``data`` (what ``quantscope.view`` takes), prepared and
     computed, with ``settings`` as ``Viewer.set`` takes them; bad input raises at once."""
-    from quantscope.inputs import resolve_source, settings_changes
-    from quantscope.state import load_source
-
     source, read, hint = resolve_source(data, tensor=tensor, name=name)
     x, _ = read() if read is not None else load_source(source)
     state = ExplorerState()
@@ -95,7 +97,6 @@ def load_state(data=None, *, tensor: str | None = None, name: str | None = None,
     changes = settings_changes(state.settings, {**hint, **settings}, state.tensor.ndim)
     if changes and not state.update_settings(**changes) and errors:
         raise UserError(errors[-1])
-    from quantscope.core.kernels.compile_notice import announce_compiles
 
     announce_compiles()
     state.prepare()
@@ -137,6 +138,9 @@ class QuantWidget:
         self._idle = threading.Event()
         self._idle.set()
         self.redraws = 0
+        #: The last windows shown on the clip slider (what a browser may echo back).
+        self._shown_windows: collections.deque[tuple[float, float]] = collections.deque(
+            maxlen=16)
         lo, hi = self._data_range()
         s = state.settings
         layout = w.Layout(width="auto")
@@ -190,8 +194,6 @@ class QuantWidget:
         """Change settings by name, as ``Viewer.set`` and ``quantscope report`` take them
         (``bits=4``, ``method="percentile"``, ``clip=(lo, hi)``...); the controls follow.
         An unknown name or a bad value raises SettingsError and changes nothing."""
-        from quantscope.inputs import settings_changes
-
         changes = settings_changes(self.state.settings, settings, self.state.tensor.ndim)
         self._change(changes, time.perf_counter())
         return self
@@ -236,6 +238,8 @@ class QuantWidget:
         elif key == "percentile":
             changes["percentile"] = float(c["percentile"].value)
         elif key == "clip":
+            if self._echoes_window():
+                return
             changes = {"method": "manual",
                        "manual_clip": tuple(float(v) for v in c["clip"].value)}
         elif key == "preset":
@@ -307,15 +311,26 @@ class QuantWidget:
             self._local.syncing = False
         self._sync_window()
 
+    def _echoes_window(self) -> bool:
+        """True when the clip slider's new value is a window the kernel showed on it, sent
+        back: a browser's slider snaps a value the kernel set to its step and returns it as
+        if moved, sometimes after the next change was made (the echo of an older window),
+        which must not switch the method to manual."""
+        c = self.controls["clip"]
+        return any(all(abs(float(v) - s) <= c.step for v, s in zip(c.value, shown, strict=True))
+                   for shown in self._shown_windows)
+
     def _sync_window(self) -> None:
         """Show the clip window the panes use on its slider (known once they are computed)."""
         window = self.state.window_in_use()
         if window is None:
             return
         c = self.controls["clip"]
+        shown = (min(max(window[0], c.min), c.max), max(min(window[1], c.max), c.min))
+        self._shown_windows.append(shown)
         self._local.syncing = True
         try:
-            c.value = (min(max(window[0], c.min), c.max), max(min(window[1], c.max), c.min))
+            c.value = shown
         finally:
             self._local.syncing = False
 
