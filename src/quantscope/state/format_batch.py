@@ -40,6 +40,7 @@ from quantscope.core.formats.gguf_types import GGUF_TYPES
 from quantscope.core.formats.int4_tools import TOOL_INT4
 from quantscope.core.schemes.quantize import COMPILED_MIN
 from quantscope.core.stats.report import sqnr_db
+from quantscope.state.choices import FormatChoice
 from quantscope.state.formats import (
     BestFormats,
     FormatPoint,
@@ -100,7 +101,8 @@ def _best_of_batch(xs: Sequence[np.ndarray], settings, per_channel: bool
 
 def _points(xs: Sequence[np.ndarray], spec: str, settings) -> list[FormatPoint]:
     """Format ``spec`` on every tensor of ``xs``: one parameter choice, one report."""
-    name, _, gran = spec.partition("/")
+    spec = FormatChoice(spec)
+    name, gran = spec.name, spec.granularity
     first = format_pane_params(xs[0], spec, settings)
     bits = bits_per_element(first, xs[0].size)  # a function of the shape alone
     params = None
@@ -111,7 +113,7 @@ def _points(xs: Sequence[np.ndarray], spec: str, settings) -> list[FormatPoint]:
         units = int(np.asarray(first.scale).size)
     elif gran == "tensor":
         rows = np.stack([x.reshape(-1) for x in xs])
-        stacked, at, units = rows, f"{name}/channel", 1
+        stacked, at, units = rows, FormatChoice.of(name, "channel"), 1
         at_settings = dataclasses.replace(settings, axis=0)
     elif gran == "channel":
         axis = first.axis  # the engine's axis, as the pane chose it on this shape
@@ -165,4 +167,5 @@ def _stacked_params(each: list):
 
 
 def _point(spec: str, bits: float, report) -> FormatPoint:
-    return FormatPoint(spec, bits, report.sqnr_db, report.rounding_mse, report.clipping_mse)
+    return FormatPoint(FormatChoice(spec), bits, report.sqnr_db, report.rounding_mse,
+                       report.clipping_mse)
