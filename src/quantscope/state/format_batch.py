@@ -36,7 +36,6 @@ import numpy as np
 
 from quantscope.core import QuantParams, analyze
 from quantscope.core.formats.catalog import bits_per_element
-from quantscope.core.formats.gguf_types import GGUF_TYPES
 from quantscope.core.formats.int4_tools import TOOL_INT4
 from quantscope.core.schemes.quantize import COMPILED_MIN
 from quantscope.core.stats.report import sqnr_db
@@ -47,6 +46,7 @@ from quantscope.state.formats import (
     best_formats,
     candidates,
     format_pane_params,
+    whole_blocks_only,
 )
 
 #: Tensors of at most this many elements are batched; larger ones take compiled loops of
@@ -90,8 +90,9 @@ def best_formats_many(xs: Sequence[np.ndarray], settings, *, per_channel: bool
 def _best_of_batch(xs: Sequence[np.ndarray], settings, per_channel: bool
                    ) -> list[BestFormats]:
     def best(bits: int) -> list[FormatPoint]:
+        # a format whose blocks do not fit the rows has no point, as in format_points
         columns = [_points(xs, spec, settings) for spec in candidates(bits, per_channel)
-                   if not (spec in GGUF_TYPES and xs[0].shape[-1] % GGUF_TYPES[spec].block)]
+                   if not (whole_blocks_only(spec) and xs[0].shape[-1] % whole_blocks_only(spec))]
         # max() keeps the first of equals, as best_formats does over the same order
         return [max((c[k] for c in columns), key=lambda p: (p.sqnr_db, -p.bits_per_element))
                 for k in range(len(xs))]
