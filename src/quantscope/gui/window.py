@@ -111,6 +111,9 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         st.error.connect(self.show_error)
         if install_views:
             self._install_views()
+        from quantscope.gui.desktop import Desktop
+
+        self.desktop = Desktop(self)  # Ctrl+S, Open Recent, Help ▸ About, accessible names
         # re-sizes presentation text when a presenting window is resized (see resizeEvent)
         self.theme_timer = QTimer(self)
         self.theme_timer.setSingleShot(True)
@@ -507,6 +510,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
     def shutdown(self) -> None:
         """Stop the background work and every timer (idempotent)."""
         self.controls.throttle.timer.stop()
+        self.desktop.shutdown()
         self.stale_timer.stop()
         self.pane_timer.stop()
         self.theme_timer.stop()

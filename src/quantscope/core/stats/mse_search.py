@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import THREADS, parallel
 from quantscope.core.stats.sorted_stats import SortedRows, evaluate
 
@@ -100,8 +101,6 @@ def mse_search(rows: SortedRows, *, qmin: int, qmax: int, symmetric: bool,
                eps: float = EPS) -> MseOptimum:
     """The MSE-optimal float32 scale and zero point of every row of ``rows`` for codes
     ``[qmin, qmax]`` (module doc), each row's search on the engine's threads."""
-    from quantscope.core.kernels.mse_bound import rows_optimum  # compiled: loaded on first use
-
     n_rows = rows.n_rows
     s0 = minmax_scales(rows, qmin, qmax, symmetric)
     s_lo = np.maximum(F_MIN * s0, _TINY32)
@@ -119,7 +118,7 @@ def mse_search(rows: SortedRows, *, qmin: int, qmax: int, symmetric: bool,
 
     def share(sel: np.ndarray) -> None:
         part = np.zeros((sel.size, 5))
-        rows_optimum(rows.values, rows.starts, rec, rec_starts, search[sel], sel, qmin, qmax,
+        compiled.rows_optimum(rows.values, rows.starts, rec, rec_starts, search[sel], sel, qmin, qmax,
                      z_fixed, s_lo[sel], s_hi[sel], s_mm[sel], eps, floor[sel], GRID,
                      MAX_BOXES, part)
         out[sel] = part
