@@ -118,9 +118,9 @@ def mse_search(rows: SortedRows, *, qmin: int, qmax: int, symmetric: bool,
 
     def share(sel: np.ndarray) -> None:
         part = np.zeros((sel.size, 5))
-        compiled.rows_optimum(rows.values, rows.starts, rec, rec_starts, search[sel], sel, qmin, qmax,
-                     z_fixed, s_lo[sel], s_hi[sel], s_mm[sel], eps, floor[sel], GRID,
-                     MAX_BOXES, part)
+        compiled.rows_optimum(rows.values, rows.starts, rec, rec_starts, search[sel], sel,
+                              qmin, qmax, z_fixed, s_lo[sel], s_hi[sel], s_mm[sel], eps,
+                              floor[sel], GRID, MAX_BOXES, part)
         out[sel] = part
 
     n_shares = min(n_rows, 4 * THREADS)
