@@ -22,7 +22,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from layer_trace import LayerTrace  # noqa: E402
+from layer_trace import LayerTrace
 
 
 def _until(app, predicate, timeout: float = 120.0) -> None:
