@@ -21,10 +21,10 @@ that target's config, never changed to another format.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from quantscope.errors import UserError
+from quantscope.jsonable import dumps
 
 
 def add_parser(subparsers) -> None:
@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from quantscope.io.writing import write_text
     from quantscope.state.plan import DEFAULT_KEEP, plan
     from quantscope.state.plan_export import (
+        PLAN_SCHEMA,
         compressed_tensors_config,
         modelopt_config,
         onnx_qdq,
@@ -110,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
     result = plan(table, args.budget, formats=_formats(args.formats), target=args.target,
                   keep=keep,
                   objective=args.objective, pins=_pins(args.pin))
-    print(json.dumps(result.record(), indent=2) if args.json else result.summary())
+    print(dumps({"schema": PLAN_SCHEMA, **result.record()}, indent=2) if args.json
+          else result.summary())
     exports = []
     if args.compressed_tensors:
         exports.append((compressed_tensors_config(result), args.compressed_tensors,

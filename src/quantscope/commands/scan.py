@@ -11,8 +11,8 @@ read of the stored bytes on every core (see quantscope.state.model_scan).
 
 With --formats each row also names the tensor's best 8-bit format (int8, FP8 E4M3 / E5M2 and
 their FNUZ variants per tensor and per channel, MXFP8, MXINT8, GGUF Q8_0) and best 4-bit format
-(INT4 g32/g64/g128, FP4 E2M1, MXFP4, NVFP4, NF4, GGUF Q4_0 / Q4_1 / Q4_K where the rows hold
-whole blocks) by SQNR, as `quantscope report --format` and the
+(INT4 g32/g64/g128, GPTQ, AWQ and torchao INT4, FP4 E2M1, MXFP4, NVFP4, NF4, GGUF Q4_0 /
+Q4_1 / Q4_K where the rows hold whole blocks) by SQNR, as `quantscope report --format` and the
 window's comparison panes compute them; it loads every tensor and analyses some twenty
 formats, so it takes far longer than the int8 figures alone.
 

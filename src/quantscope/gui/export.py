@@ -438,8 +438,9 @@ def save_quantized(state: ExplorerState, pane: str, path: str | Path) -> None:
                           shape=state.tensor.shape, report=report)
     meta["pane"] = pane
     members = None
-    if getattr(params, "kind", None) == "gguf":  # llama.cpp's bytes, as `export` writes them
+    kind = getattr(params, "kind", None)
+    if kind in ("gguf", "torchao"):  # their own arrays, as `export` writes them
         meta["scheme"] = params.scheme(state.tensor.size)  # type: ignore[union-attr]
         meta["dequantize"] = meta["scheme"].pop("dequantize")
-        members = params.archive_members()  # type: ignore[union-attr]
+        members = params.archive_members(codes)  # type: ignore[union-attr]
     write_archive(path, codes, params, meta, members)

@@ -84,6 +84,8 @@ def compile_rest() -> None:
     frozen.flags.writeable = False  # the window's tensors are read-only: another signature
     for blocks in (rows, frozen):  # block scales of formats along the last axis
         block_abs_max(blocks, 32)
+    tao = choose_qparams(x, format="torchao_int4_g32")  # its codes and values (export)
+    tao.dequantize(tao.quantize(x))
     cast(x[:64], "float8_e4m3fn")
     cast_e8m0(x[:64])
     for dtype in (np.float32, np.float16, dtype_from_name("bfloat16")):  # the scan's raw dtypes

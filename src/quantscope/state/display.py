@@ -154,6 +154,15 @@ def format_grid(p) -> Grid:
                 "all blocks\nlines: the representable values")
         return Grid(lines, (lo, hi), 0.0, note,
                     float(np.percentile(np.diff(lines), 90)) if lines.size > 1 else 0.0)
+    if p.kind == "torchao":  # codes around a float zero: the median-scale group's values
+        i = int(np.argsort(scale, kind="stable")[scale.size // 2])
+        zero = np.asarray(p.zero, np.float64).reshape(-1)
+        lines = zero[i] + p.values * scale[i]
+        lo = float(np.min(zero - 8.5 * scale))
+        hi = float(np.max(zero + 7.5 * scale))
+        note = (f"grid of the median-scale group #{i}; window spans all groups\n"
+                "lines: the representable values")
+        return Grid(lines, (lo, hi), 0.0, note, float(scale[i]))
     over = float(element_edges(p.element)[-1])
     if scale.size == 1:
         s, note = float(scale[0]), ""

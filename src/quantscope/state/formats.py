@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 
 from quantscope.core import QuantParams, choose_qparams
-from quantscope.core.formats.catalog import FORMATS, FormatParams, format_kind
+from quantscope.core.formats.catalog import FORMAT_TABLE, FORMATS, FormatParams, format_kind
 from quantscope.core.formats.gguf_types import GGUF_TYPES
 from quantscope.core.formats.int4_tools import TOOL_INT4
 from quantscope.state.axes import units
@@ -28,7 +28,8 @@ DEFAULT_COMPARISON = ("int8/channel", "fp8_e4m3/tensor", "mxfp4", "int4_g128")
 _LABELS = {
     "int8": "int8", "int4_g32": "INT4 g32", "int4_g64": "INT4 g64", "int4_g128": "INT4 g128",
     "gptq_int4_g128": "GPTQ INT4 g128", "gptq_int4_g128_asym": "GPTQ INT4 g128 asym",
-    "awq_int4_g128": "AWQ INT4 g128",
+    "awq_int4_g128": "AWQ INT4 g128", "torchao_int4_g32": "torchao INT4 g32",
+    "torchao_int4_g64": "torchao INT4 g64", "torchao_int4_g128": "torchao INT4 g128",
     "fp8_e4m3": "FP8 E4M3", "fp8_e5m2": "FP8 E5M2", "fp8_e4m3fnuz": "FP8 E4M3FNUZ",
     "fp8_e5m2fnuz": "FP8 E5M2FNUZ", "fp6_e2m3": "FP6 E2M3", "fp6_e3m2": "FP6 E3M2",
     "fp4_e2m1": "FP4 E2M1", "mxfp8_e4m3": "MXFP8 E4M3", "mxfp8_e5m2": "MXFP8 E5M2",
@@ -39,7 +40,8 @@ _LABELS = {
 }
 #: After the name: the blocks (the pane's heading), then their scales (its detail line).
 _BLOCK_NOTE = {"mx": "blocks of 32 · E8M0 scales", "nvfp4": "blocks of 16 · E4M3 + FP32 scales",
-               "nf4": "blocks of 64 · absmax scales", "int": "fp16 scales"}
+               "nf4": "blocks of 64 · absmax scales", "int": "fp16 scales",
+               "torchao": "bf16 scales + float zeros"}
 
 
 def format_choices() -> tuple[str, ...]:
@@ -170,8 +172,8 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
     for spec in specs:
         if x.ndim == 0 and (spec.endswith("/channel") or "/" not in spec):
             continue
-        if spec in GGUF_TYPES and x.shape[-1] % GGUF_TYPES[spec].block:
-            continue  # llama.cpp's blocks do not fit this tensor's rows: no point to plot
+        if _whole_blocks_only(spec) and x.shape[-1] % _whole_blocks_only(spec):
+            continue  # the tool's blocks do not fit this tensor's rows: no point to plot
         out.append(point(spec, format_pane_params(x, spec, settings, prepared)))
     if x.ndim and curve:
         plain = dataclasses.replace(settings, formats=None, group_size=None)
@@ -182,13 +184,23 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
     return out
 
 
+def _whole_blocks_only(spec: str) -> int:
+    """The block of a format that refuses rows of a partial block (llama.cpp's types,
+    torchao's int4, which would pad them with zeros), else 0."""
+    if spec in GGUF_TYPES:
+        return GGUF_TYPES[spec].block
+    if "/" not in spec and format_kind(spec) == "torchao":
+        return int(FORMAT_TABLE[spec][2] or 0)
+    return 0
+
+
 def element_bits(name: str) -> int:
     """Bits of one stored element of format ``name`` (its scales not counted)."""
     from quantscope.core.formats.catalog import element_of
 
     if name == "int8":
         return 8
-    if format_kind(name) == "int":
+    if format_kind(name) in ("int", "torchao"):
         return 4
     if name in GGUF_TYPES:
         return GGUF_TYPES[name].bits

@@ -177,7 +177,9 @@ class Plan:
         return _solve(rows, self.budget, self.objective, self.table)
 
     def record(self) -> dict[str, Any]:
-        """The plan as JSON-ready values (``quantscope plan --json``)."""
+        """The plan's values (``quantscope plan --json``): numbers stay floats, an exact
+        tensor's SQNR ``inf`` too; :func:`quantscope.jsonable.dumps` writes it as ``null``
+        with a ``"nonfinite"`` flag."""
         return {
             "budget_bits": self.budget, "objective": self.objective,
             "average_bits": self.average_bits, "model_bits": self.model_bits,
@@ -188,7 +190,7 @@ class Plan:
                 "name": r.name, "shape": list(r.shape), "dtype": r.dtype, "params": r.params,
                 "format": r.spec, "kept": r.kept, "pinned": r.pinned,
                 "bits_per_element": r.bits / max(r.params, 1), "error": r.error,
-                "sqnr_db": _json_db(r.chosen.sqnr_db) if r.chosen else None,
+                "sqnr_db": r.chosen.sqnr_db if r.chosen else None,
             } for r in self.rows],
         }
 
@@ -231,10 +233,6 @@ class Plan:
 
     def __repr__(self) -> str:
         return self.summary()
-
-
-def _json_db(v: float) -> float | str:
-    return v if math.isfinite(v) else ("inf" if v > 0 else "nan")
 
 
 def candidate_specs(formats: Sequence[str] | None = None) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from quantscope.core.formats.catalog import FormatParams
+from quantscope.jsonable import dumps
 from quantscope.state.export_targets import ct_args as _ct_args
 from quantscope.state.export_targets import modelopt_cfg as _mo_cfg
 from quantscope.state.export_targets import module_of
@@ -55,7 +56,7 @@ class Export:
                 for name, spec, why in self.unexpressed]
 
     def to_json(self) -> str:
-        return json.dumps(_jsonable(self.config), indent=2)
+        return dumps(_jsonable(self.config), indent=2)
 
     def to_yaml(self) -> str:
         """The config as YAML, which keeps integer keys (ModelOpt's ``block_sizes`` has
