@@ -68,6 +68,11 @@ def main() -> None:
     for pair, n in sorted(panes.by_direction().items()):
         print(f"    {pair}: {n}")
     print(f"then until the views are ready: {views.count()} more")
+    plumbing = panes.plumbing()
+    print(f"of them, the window moving the computation along itself (request, submit, "
+          f"ticket check, accept): {len(plumbing)}")
+    for a, f, c, g in plumbing:
+        print(f"    {a}:{f} → {c}:{g}")
     print("in order (caller → callee):")
     for line in panes.lines():
         print(f"    {line}")

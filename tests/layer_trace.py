@@ -64,6 +64,16 @@ class LayerTrace:
         """Crossings counted by ``"caller → callee"`` layer pair."""
         return Counter(f"{a} → {c}" for a, _, c, _ in self.crossings)
 
+    def plumbing(self) -> list[tuple[str, str, str, str]]:
+        """The crossings by which the window itself moved a computation along: the window,
+        its loader or the jobs adapter calling the state's ``request`` / ``accept`` or the
+        scheduler (``submit``, ``is_current``, ``latest``). None in the house where the
+        state computes."""
+        window = ("gui.window.", "gui.loading.", "gui.jobs.Jobs.")
+        moves = ("state.explorer.ExplorerState.request", "state.explorer.ExplorerState.accept",
+                 "state.scheduler.Scheduler.")
+        return [c for c in self.crossings if c[1].startswith(window) and c[3].startswith(moves)]
+
     def lines(self) -> list[str]:
         """One line per run of identical crossings, in order (``×n`` when repeated)."""
         out: list[str] = []

@@ -1,6 +1,6 @@
 """One change of bits through the house: state → scheduler → engine → state → views, each
-hand-off once, in that order, and few calls across layers on the GUI thread (the window that
-ran the computation itself crossed them 77 times for the same change)."""
+hand-off once, in that order; the window never moves the computation along itself (the old
+window snapshotted the state, submitted, checked tickets and installed results)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from layer_trace import LayerTrace
 
-#: The bound on GUI-thread calls across layers for one bits change until every pane shows it
-#: (measured: see bench/trace_bits_change.py).
-MAX_CROSSINGS = 400
+#: The bound on GUI-thread calls across layers (every function call, accessors included) for
+#: one bits change until every pane shows it: 178 measured on this window (the one that ran
+#: the computation itself: 180; bench/trace_bits_change.py prints both). Drawing dominates:
+#: each pane reads its report's display values from the state.
+MAX_CROSSINGS = 200
 
 
 def test_one_bits_change_goes_round_the_house_once(app_window, qtbot):
@@ -45,8 +47,7 @@ def test_one_bits_change_goes_round_the_house_once(app_window, qtbot):
     computing = ("state.compute.compute_reports", "state.live.LiveExplorer.request_compute",
                  "core.stats.analyze", "core.stats.fused", "core.calibration.")
     assert not [c for c in trace.crossings if c[0] == "gui" and c[3].startswith(computing)]
-    assert not [c for c in trace.crossings if c[1].startswith(("gui.window.", "gui.loading."))
-                and c[3].startswith("state.scheduler.")]
+    assert trace.plumbing() == []  # the old window: request, submit, is_current, accept
     print(f"{trace.count()} crossings: {dict(trace.by_direction())}")
     assert 0 < trace.count() <= MAX_CROSSINGS, "\n".join(trace.lines())
 
