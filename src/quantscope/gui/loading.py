@@ -13,6 +13,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QFileDialog
 
 from quantscope.gui.picker import TensorPicker
+from quantscope.io import kinds
 from quantscope.state import Settings, Source
 from quantscope.state.load_job import PickFirst, Read, source_reader
 
@@ -20,8 +21,6 @@ from quantscope.state.load_job import PickFirst, Read, source_reader
 def file_filter() -> str:
     """The Open dialog's filter: every registered kind's extensions (a parser registered later
     is offered too), checkpoint indexes, and all files (kinds are recognised by content)."""
-    from quantscope.io import kinds
-
     patterns = " ".join(f"*{s}" for kind in kinds() for s in kind.suffixes)
     return f"Tensor files and checkpoints ({patterns} *.index.json);;All files (*)"
 

@@ -112,6 +112,9 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.state.error.connect(self.show_error)
         if install_views:
             self._install_views()
+        from quantscope.gui.desktop import Desktop
+
+        self.desktop = Desktop(self)  # Ctrl+S, Open Recent, Help ▸ About, accessible names
         # re-sizes presentation text when a presenting window is resized (see resizeEvent)
         self.theme_timer = QTimer(self)
         self.theme_timer.setSingleShot(True)
@@ -463,6 +466,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
 
     def shutdown(self) -> None:
         """Stop the background work and every timer (idempotent)."""
+        self.desktop.shutdown()
         self.stale_timer.stop()
         self.pane_timer.stop()
         self.theme_timer.stop()
