@@ -232,6 +232,19 @@ def test_every_control_has_an_accessible_name_and_description(app_window, qtbot)
     assert {"bit width", "rounding", "runtime preset", "Open file"} <= names
 
 
+def test_the_model_view_is_labelled_when_it_opens(make_window, qtbot):
+    from quantscope.gui.accessible import describe, unlabelled
+    from quantscope.io.samples import sample_path
+
+    win = make_window()
+    win.open_path(str(sample_path("bf16_checkpoint")))  # 16 tensors: the model view
+    qtbot.waitUntil(win.model_active, timeout=30_000)
+    qtbot.waitUntil(win.model_view.is_complete, timeout=120_000)
+    qtbot.waitUntil(lambda: not unlabelled(win), timeout=5_000)
+    assert win.model_view.table.accessibleName()
+    assert not unlabelled(win), [describe(w) for w in unlabelled(win)]
+
+
 def test_names_come_from_labels_and_never_replace_a_given_one(qtbot):
     from PySide6.QtWidgets import QFormLayout, QSpinBox
 
