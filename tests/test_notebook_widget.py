@@ -212,6 +212,8 @@ def test_a_change_returns_before_the_redraw_and_the_latest_wins(weight_widget):
             w.controls["bits"].value = bits
         assert w.state.settings.bits == 3  # the setting is taken at once...
         assert w.redraws == before and not w._idle.is_set()  # ...the redraw is not done
+        with pytest.raises(TimeoutError):
+            w.wait(timeout=0.05)
     finally:
         release.set()
     w.wait()

@@ -141,6 +141,11 @@ class Viewer:
             atexit.unregister(_close_all)
             atexit.register(_close_all)
         self.state = ExplorerState(Settings())
+        # a first run compiles the panes' loops in create_window (a minute on a busy
+        # machine): the notice and its progress reach a notebook cell's stderr too
+        from quantscope.core.kernels.compile_notice import announce_compiles
+
+        announce_compiles()
         self.window = create_window(self.state, install_views=install_views)
         if show:  # a first run: the loops of formats, scans and the API compile meanwhile
             from quantscope.state.compile_ahead import start_if_cold

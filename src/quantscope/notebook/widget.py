@@ -199,9 +199,11 @@ class QuantWidget:
         self._change(changes, time.perf_counter())
         return self
 
-    def wait(self, timeout: float | None = 60.0) -> QuantWidget:
+    def wait(self, timeout: float | None = None) -> QuantWidget:
         """Block until the panes show the latest change (a script's or a test's step; the
-        controls never need it). Raises TimeoutError after ``timeout`` seconds."""
+        controls never need it). Without ``timeout`` it waits as long as the change takes
+        (a first use of a number format compiles its loops: a minute on a loaded machine);
+        with one, raises TimeoutError after that many seconds."""
         if not self._idle.wait(timeout):
             raise TimeoutError(f"the widget's redraw took over {timeout} s")
         return self
