@@ -184,10 +184,14 @@ def _computed(data, name: str | None, tensor: str | None, settings: dict, timeou
     """A live state with ``data`` loaded under ``settings`` and every pane's report in: the
     load and the reports run in its scheduler, and this thread delivers their outcomes while
     it waits (no event loop, no window). Raises what the window would show as an error."""
+    from quantscope.core.kernels.compile_notice import announce_compiles
     from quantscope.inputs import resolve_source, settings_changes
     from quantscope.state.live import LiveExplorer
     from quantscope.state.load_job import PickFirst, source_reader
 
+    # a first figure compiles the panes' loops (a minute on a busy machine): the notice and
+    # its progress reach a notebook cell's stderr, as the window's do
+    announce_compiles()
     live = LiveExplorer()
     st = live.state
     refused: list[str] = []

@@ -65,7 +65,7 @@ from quantscope.state.scheduler import (
     Scheduler,
     plain_message,
 )
-from quantscope.state.settings import Settings
+from quantscope.state.settings import PANES, Settings
 from quantscope.state.source import Source, overview, prepare_tensor
 
 #: The state's own kinds of job and their priorities (a load makes a queued report moot).
@@ -168,8 +168,6 @@ class LiveExplorer:
 
     def has_results(self) -> bool:
         """True when the state holds a report or an error for every pane."""
-        from quantscope.state.settings import PANES
-
         st = self.state
         return all(k in st.results or k in st.errors for k in PANES)
 

@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
+import quantscope.io as tensor_files
 from quantscope.errors import QuantscopeError
+from quantscope.io.samples import sample_path
 from quantscope.state.axes import choose_axis
 from quantscope.state.errors import SettingsError
 from quantscope.state.settings import Settings
@@ -69,13 +71,10 @@ def source_reader(source: Source, *, pick: bool = True) -> Read:
 
     def read(report):
         if wants_list:
-            from quantscope.io import list_tensors
-            from quantscope.io.samples import sample_path
-
             report(-1, f"listing {source.label()}")
             path = source.name if source.kind == "file" else sample_path(source.name)
             try:
-                infos = list_tensors(path)
+                infos = tensor_files.list_tensors(path)
             except QuantscopeError:
                 if source.kind != "file":
                     raise
