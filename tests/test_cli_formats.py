@@ -106,3 +106,41 @@ def test_report_formats_on_a_1d_tensor_say_why_no_channels(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert list(doc["formats"]) == ["fp8_e4m3/tensor", "mxfp4"]
     assert "1-D" in doc["errors"]["fp8_e4m3/channel"]
+
+
+def test_torchao_int4_in_report_export_and_the_panes(tmp_path, capsys, query_weight):
+    """torchao's int4: ``report --format`` equals the engine and the window's pane (title,
+    grid, numbers), and ``export --format`` writes codes, bf16 scales and float zeros that
+    dequantize by the written rule to the engine's values."""
+    from quantscope.state import ExplorerState, Settings
+    from quantscope.state.display import format_grid
+    from quantscope.state.formats import format_title
+
+    name = "torchao_int4_g128"
+    src, out = tmp_path / "w.npy", tmp_path / "out.npz"
+    np.save(src, query_weight)
+    assert main(["report", str(src), "--json", "--format", name]) == 0
+    doc = json.loads(capsys.readouterr().out)["formats"][name]
+    p = choose_qparams(query_weight, format=name)
+    assert doc["sqnr_db"] == pytest.approx(analyze(query_weight, p).sqnr_db, rel=1e-12)
+    assert doc["bits_per_element"] == 4.25
+    panes = (name, "int4_g128", "gptq_int4_g128", "torchao_int4_g32")
+    state = ExplorerState()
+    assert state.set_tensor(query_weight, settings=Settings(formats=panes))
+    state.prepare()
+    reports = state.compute()
+    assert reports["symmetric/tensor"].sqnr_db == doc["sqnr_db"]
+    assert format_title(name) == "torchao INT4 g128 · bf16 scales + float zeros"
+    grid = format_grid(reports["symmetric/tensor"].params)
+    assert grid.boundaries.size == 16 and np.all(np.diff(grid.boundaries) > 0)
+    assert main(["export", str(src), "--format", name, "-o", str(out)]) == 0
+    z = np.load(out, allow_pickle=False)
+    scheme = json.loads(str(z["metadata"]))["scheme"]
+    assert scheme["zero_point_domain"] == "float" and scheme["block_size"] == 128
+    bf16 = ml_dtypes.bfloat16
+    s = np.repeat(z["scale"], 128, axis=-1).astype(bf16)
+    zero = np.repeat(z["zero"], 128, axis=-1).astype(bf16)
+    assert np.array_equal(z["scale"].astype(bf16).astype(np.float32), z["scale"])  # bf16
+    # the written rule, one bfloat16 rounding per operation
+    xhat = ((z["codes"].astype(np.float32) - 8).astype(bf16) * s).astype(bf16) + zero
+    assert np.array_equal(xhat.astype(np.float32), p.dequantize(p.quantize(query_weight)))

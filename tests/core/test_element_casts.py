@@ -105,3 +105,28 @@ def test_nf4_and_mxint8_grids():
         NF4_LEVELS[8], NF4_LEVELS[12], 1.0]
     assert cast(np.array([1 / 128, 3 / 128, 5.0], np.float32), "int8_mx").tolist() == [
         0.0, 4 / 128, 127 / 64]
+
+
+def test_written_out_largest_values_are_ml_dtypes_own():
+    """The element table writes each type's largest finite value out (ml_dtypes loads only at
+    the first cast); it must be ml_dtypes' ``finfo(type).max`` exactly."""
+    import ml_dtypes
+
+    from quantscope.core.formats.elements import ELEMENTS, KIND_FLOAT
+
+    floats = [et for et in ELEMENTS.values() if et.kind == KIND_FLOAT]
+    assert len(floats) == 7
+    for et in floats:
+        assert et.dtype is getattr(ml_dtypes, et.name)
+        assert et.max_finite == float(ml_dtypes.finfo(et.dtype).max), et.name
+
+
+def test_the_element_table_loads_without_ml_dtypes():
+    import subprocess
+    import sys
+
+    code = ("import sys; import quantscope.core.formats.catalog, quantscope.state.formats; "
+            "print('ml_dtypes' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"

@@ -14,13 +14,15 @@ from quantscope.core.formats.catalog import FORMATS, FormatParams, bits_per_elem
 
 SAMPLES = Path(__file__).resolve().parents[2] / "src" / "quantscope" / "resources" / "samples"
 FORMAT_NAMES = ("int8 int4_g32 int4_g64 int4_g128 gptq_int4_g128 gptq_int4_g128_asym "
-                "awq_int4_g128 fp8_e4m3 fp8_e5m2 fp8_e4m3fnuz fp8_e5m2fnuz "
+                "awq_int4_g128 torchao_int4_g32 torchao_int4_g64 torchao_int4_g128 "
+                "fp8_e4m3 fp8_e5m2 fp8_e4m3fnuz fp8_e5m2fnuz "
                 "fp6_e2m3 fp6_e3m2 fp4_e2m1 mxfp8_e4m3 mxfp8_e5m2 mxfp6_e2m3 mxfp6_e3m2 mxfp4 "
                 "mxint8 nvfp4 nvfp4_modelopt nf4 gguf_q8_0 gguf_q4_0 gguf_q4_1 gguf_q5_0 "
                 "gguf_q5_1 gguf_q2_k gguf_q3_k gguf_q4_k gguf_q5_k gguf_q6_k").split()
 #: The formats made of a grid and scales; the GGUF types (stored blocks, a 256-element
-#: super-block the 384-wide samples do not fill) have tests of their own (test_gguf_*.py).
-GRID_FORMATS = tuple(n for n in FORMATS if format_kind(n) != "gguf")
+#: super-block the 384-wide samples do not fill) and torchao's int4 (bfloat16 arithmetic, a
+#: float zero point) have tests of their own (test_gguf_*.py, test_torchao_int4.py).
+GRID_FORMATS = tuple(n for n in FORMATS if format_kind(n) not in ("gguf", "torchao"))
 
 
 def numpy_report(x: np.ndarray, p) -> dict:

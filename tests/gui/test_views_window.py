@@ -25,7 +25,8 @@ def test_tabs_and_menus_are_installed(window):
     assert vc.captions_action.isChecked()
     file_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&File")
     texts = [a.text() for a in file_menu.actions()]
-    assert "Save session…" in texts and "Open session…" in texts and texts[-1] == "&Quit"
+    assert "&Save session" in texts and "Save session &as…" in texts
+    assert "Open session…" in texts and texts[-1] == "&Quit"
 
 
 def test_pane_captions_follow_the_results_and_can_be_hidden(window, qtbot):

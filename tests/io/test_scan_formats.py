@@ -18,8 +18,9 @@ RNG = np.random.default_rng(2020)
 EIGHT = ("int8", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "mxfp8_e4m3",
          "mxfp8_e5m2", "mxint8", "gguf_q8_0")
 FOUR = ("int4_g32", "int4_g64", "int4_g128", "gptq_int4_g128", "gptq_int4_g128_asym",
-        "awq_int4_g128", "fp4_e2m1", "mxfp4", "nvfp4", "nvfp4_modelopt", "nf4", "gguf_q4_0",
-        "gguf_q4_1", "gguf_q4_k")
+        "awq_int4_g128", "torchao_int4_g32", "torchao_int4_g64", "torchao_int4_g128",
+        "fp4_e2m1", "mxfp4", "nvfp4", "nvfp4_modelopt", "nf4", "gguf_q4_0", "gguf_q4_1",
+        "gguf_q4_k")
 
 
 @pytest.fixture

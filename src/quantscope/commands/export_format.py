@@ -10,6 +10,8 @@ Plain arrays only (``np.load(OUT, allow_pickle=False)`` reads them all):
 * ``block_scales``: the stored block scales -- E8M0 / E4M3 bits as uint8 (MX / NVFP4), float32
   absmax (NF4); ``tensor_scale``: NVFP4's float32 tensor scale;
 * ``metadata``: JSON with the format, element type, block layout and the error figures;
+* for torchao's int4 (``torchao_int4_g*``): ``codes`` (uint8 0..15), ``scale`` and ``zero``
+  (each group's bfloat16 value as float32);
 * for llama.cpp's GGUF types: ``blocks`` (uint8, the bytes a GGUF file stores, one row of bytes
   per row of the tensor), ``codes``, ``scale`` (each block's ``|d|``), ``block_scales``.
 """
@@ -23,8 +25,8 @@ from quantscope.core.formats.catalog import FormatParams, bits_per_element
 
 def format_members(params: FormatParams, codes: np.ndarray) -> dict[str, np.ndarray]:
     """The archive's arrays (see the module docstring), none needing pickle."""
-    if params.kind == "gguf":  # llama.cpp's bytes themselves, with their codes and scales
-        return params.archive_members()  # type: ignore[attr-defined]
+    if params.kind in ("gguf", "torchao"):  # llama.cpp's bytes; torchao's float zeros
+        return params.archive_members(codes)  # type: ignore[attr-defined]
     raw = codes.view(np.uint8) if codes.dtype.kind not in "iu" else codes
     out = {"codes": raw, "values": params.values.astype(np.float32),
            "scale": np.asarray(params.scale, np.float32),
@@ -39,7 +41,7 @@ def format_members(params: FormatParams, codes: np.ndarray) -> dict[str, np.ndar
 
 def format_scheme(params: FormatParams, n: int) -> dict:
     """The metadata's ``scheme`` entry for a format."""
-    if params.kind == "gguf":
+    if params.kind in ("gguf", "torchao"):
         return params.scheme(n)  # type: ignore[attr-defined]
     et = params.element
     scale_dtype = None

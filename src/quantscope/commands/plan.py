@@ -21,10 +21,11 @@ that target's config, never changed to another format.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from quantscope.errors import UserError
+from quantscope.jsonable import dumps
+from quantscope.state.setting_names import add_setting_options
 
 
 def add_parser(subparsers) -> None:
@@ -53,8 +54,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--objective", choices=("relative", "sse", "params"), default="relative",
                    help="summed MSE relative to each tensor's signal (default), summed "
                         "squared error, or relative MSE weighted by elements")
-    p.add_argument("--method", choices=("minmax", "percentile", "mse", "entropy"),
-                   default="minmax", help="range method of the calibrated formats")
+    add_setting_options(p, fields=("method",),
+                        choices={"method": ("minmax", "percentile", "mse", "entropy")},
+                        defaults={"method": "minmax"},
+                        helps={"method": "range method of the calibrated formats"})
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--compressed-tensors", metavar="OUT.json",
                    help="write a compressed-tensors quantization_config")
@@ -88,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from quantscope.io.writing import write_text
     from quantscope.state.plan import DEFAULT_KEEP, plan
     from quantscope.state.plan_export import (
+        PLAN_SCHEMA,
         compressed_tensors_config,
         modelopt_config,
         onnx_qdq,
@@ -110,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
     result = plan(table, args.budget, formats=_formats(args.formats), target=args.target,
                   keep=keep,
                   objective=args.objective, pins=_pins(args.pin))
-    print(json.dumps(result.record(), indent=2) if args.json else result.summary())
+    print(dumps({"schema": PLAN_SCHEMA, **result.record()}, indent=2) if args.json
+          else result.summary())
     exports = []
     if args.compressed_tensors:
         exports.append((compressed_tensors_config(result), args.compressed_tensors,

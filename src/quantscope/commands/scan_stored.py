@@ -13,7 +13,6 @@ first. Without an original: each weight's code occupancy and the spread of its s
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from typing import Any
@@ -21,6 +20,13 @@ from typing import Any
 from quantscope.errors import QuantscopeError, UserError
 from quantscope.io.checks import show_path
 from quantscope.io.tensor_info import printable
+from quantscope.jsonable import dumps
+
+#: ``scan QUANTIZED --json``'s document version (the stored codes and scales overview), and
+#: ``scan QUANTIZED --reference ORIGINAL --json``'s; bumped when a key changes meaning or name.
+#: Numbers are numbers: an infinite one is ``null`` with a ``"nonfinite"`` flag.
+STORED_SCHEMA = "quantscope.scan-stored/1"
+REFERENCE_SCHEMA = "quantscope.scan-reference/1"
 
 
 def _db(value: float | None) -> str:
@@ -29,12 +35,6 @@ def _db(value: float | None) -> str:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return f"{value:.2f}"
-
-
-def _num(value: float | None) -> float | str | None:
-    if value is None or math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
 def _table(head: tuple[str, ...], rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
@@ -80,7 +80,7 @@ def compare_json(result, rows) -> str:
     """``--json``: each row with its ``stored`` object and its ranked alternatives."""
     def alt(a) -> dict[str, Any]:
         return {"format": a.spec, "bits_per_element": a.bits_per_element,
-                "sqnr_db": _num(a.sqnr_db), "rounding_mse": a.rounding_mse,
+                "sqnr_db": a.sqnr_db, "rounding_mse": a.rounding_mse,
                 "clipping_mse": a.clipping_mse}
 
     records = []
@@ -90,7 +90,7 @@ def compare_json(result, rows) -> str:
         if r.stored is not None:
             s = r.stored
             rec["stored"] = {"format": s.format, "bits_per_element": s.bits_per_element,
-                             "sqnr_db": _num(s.sqnr_db), "rounding_mse": s.rounding_mse,
+                             "sqnr_db": s.sqnr_db, "rounding_mse": s.rounding_mse,
                              "clipping_mse": s.clipping_mse,
                              "clipped_fraction": s.clipped_fraction}
             rec["best_alternative"] = alt(r.best) if r.best is not None else None
@@ -98,10 +98,10 @@ def compare_json(result, rows) -> str:
         if r.problem is not None:
             rec["problem"] = r.problem
         records.append(rec)
-    doc = {"quantized": str(result.quantized), "reference": str(result.reference),
-           "method": result.method, "tensors": records,
+    doc = {"schema": REFERENCE_SCHEMA, "quantized": str(result.quantized),
+           "reference": str(result.reference), "method": result.method, "tensors": records,
            "reference_only": result.unmatched_reference, "stored_plain": result.plain}
-    return json.dumps(doc, indent=2, allow_nan=False)
+    return dumps(doc, indent=2)  # infinities: null with a "nonfinite" flag
 
 
 def overview_table(label: str, method: str, items, problems) -> str:
@@ -137,10 +137,9 @@ def run(args: argparse.Namespace, path, label: str) -> int:
     if stored.names and not items:
         raise QuantscopeError(problems[0][1])
     if args.json:
-        print(json.dumps({"source": label, "method": stored.config.method,
-                          "tensors": [o.as_dict() for o in items],
-                          "errors": [{"name": n, "reason": r} for n, r in problems]},
-                         indent=2, allow_nan=False))
+        print(dumps({"schema": STORED_SCHEMA, "source": label,
+                     "method": stored.config.method, "tensors": [o.as_dict() for o in items],
+                     "errors": [{"name": n, "reason": r} for n, r in problems]}, indent=2))
     else:
         print(overview_table(label, stored.config.method, items, problems))
     return 1 if problems else 0

@@ -159,6 +159,42 @@ def check_fits_in_memory(path: str | os.PathLike, nbytes: int, where: str) -> No
                          f"machine's {limit} bytes")
 
 
+def memory_cap_bytes() -> int | None:
+    """The most memory a decompressed tensor may take: the least of physical memory, the
+    memory the kernel reports available now (``MemAvailable``) and the address space left
+    under ``ulimit -v``; None where none of them is known."""
+    known = [v for v in (physical_memory_bytes(), _available_bytes(), _address_space_left())
+             if v is not None]
+    return min(known) if known else None
+
+
+def _available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _address_space_left() -> int | None:
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return max(0, soft - int(line.split()[1]) * 1024)
+    except (ImportError, OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def physical_memory_bytes() -> int | None:
     """Physical memory in bytes, or None where the OS does not say."""
     try:

@@ -6,9 +6,12 @@ bounded number of members, and members that do not overlap one another (Python 3
 ``zipfile`` does not check: overlapping members let a small file claim any total size).
 ``load_tensor`` memory-maps a stored member straight out of the archive; for analysis, and for
 every compressed member, the data is read into memory block by block -- decompressed straight
-into the final buffer -- after its declared size matched its header, stayed within what the
-compressed bytes can plausibly expand to (for every codec: a zip bomb cannot lie its way to a
-huge allocation) and fits in memory. Zip CRCs are checked by ``zipfile`` as the member is read.
+into the final buffer -- after its declared size matched its header's shape and dtype and fits
+in the memory there is (:func:`~quantscope.io.checks.memory_cap_bytes`, refused up front with
+the figures). A compressed member is decompressed by :class:`~quantscope.io.zip_member.
+MemberStream`, bounded by the bytes it produces: never more than it declares (one byte more is
+refused as a zip bomb), so a member of any compression ratio costs what it honestly holds, and
+the CRC of what it produced is checked at its end.
 """
 
 from __future__ import annotations
@@ -20,23 +23,21 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import BinaryIO
 
 import numpy as np
 
 from quantscope.io.checks import (
     check_regular_file,
     fail,
+    memory_cap_bytes,
     pick_name,
 )
 from quantscope.io.npy import NpyHeader, info_from_header, map_data, read_npy_header
 from quantscope.io.reading import STREAM_BLOCK_BYTES, Progress, read_values
-from quantscope.io.tensor_info import TensorInfo, count
+from quantscope.io.tensor_info import TensorFileError, TensorInfo, count
+from quantscope.io.zip_member import MemberStream
 
-#: Deflate cannot expand data by more than about 1032:1; bzip2 and lzma can (a 635-byte member
-#: may claim 512 MiB), so no codec is trusted beyond deflate's limit: even a tensor of zeros
-#: does not need more. A little header slack on top.
-MAX_RATIO = 1032
-_RATIO_SLACK = 4096
 #: Members an archive may hold (real ``.npz`` files hold a handful; listing a million would
 #: take seconds and gigabytes before any check could run).
 MAX_MEMBERS = 100_000
@@ -60,6 +61,8 @@ def _open_archive(path: str | os.PathLike) -> Iterator[zipfile.ZipFile]:
         with open(path, "rb") as fh:
             _check_member_count(path, fh)
         archive = zipfile.ZipFile(path)
+    except TensorFileError:
+        raise
     except _ZIP_ERRORS as exc:
         raise fail(path, f"is not a readable .npz/zip archive ({_reason(exc)})") from None
     with archive:
@@ -78,7 +81,7 @@ def _check_member_count(path: str | os.PathLike, fh) -> None:
         return  # zipfile itself reports the archive as unreadable
     entries = record[zipfile._ECD_ENTRIES_TOTAL]
     if entries > MAX_MEMBERS:
-        raise fail(path, f"holds {count(entries)} zip members (at most {MAX_MEMBERS}); "
+        raise fail(path, f"holds {entries:,} zip members (at most {MAX_MEMBERS:,}); "
                          "refused")
 
 
@@ -139,13 +142,13 @@ def _member_header(path: str | os.PathLike, archive: zipfile.ZipFile,
         raise fail(path, f"{where} is encrypted")
     if member.compress_type not in _SUPPORTED_COMPRESSION:
         raise fail(path, f"{where} uses unsupported zip compression {member.compress_type}")
-    if member.file_size > member.compress_size * MAX_RATIO + _RATIO_SLACK:
-        # refused when listed, not only when loaded: a listed tensor is a loadable one
-        raise fail(path, f"{where} claims {member.file_size} bytes from only "
-                         f"{member.compress_size} compressed bytes: more than {MAX_RATIO}:1, "
-                         "impossible for deflate and refused for every codec (a zip bomb)")
     try:
-        with archive.open(member) as stream:
+        if member.compress_type == zipfile.ZIP_STORED:
+            with archive.open(member) as stream:
+                header = read_npy_header(stream, path, where)
+        else:  # never zipfile's reader: it decompresses bzip2/lzma input without a limit
+            stream = MemberStream(archive.fp, _data_start(path, archive, member), member,
+                                  path, where)
             header = read_npy_header(stream, path, where)
     except _ZIP_ERRORS as exc:
         raise fail(path, f"{where} is corrupt ({_reason(exc)})") from None
@@ -154,6 +157,20 @@ def _member_header(path: str | os.PathLike, archive: zipfile.ZipFile,
         raise fail(path, f"{where} declares {member.file_size} uncompressed bytes but its "
                          f"header (shape {header.shape}, {header.dtype.name}) needs {expected}")
     return header
+
+
+def member_stream(path: str | os.PathLike, archive: zipfile.ZipFile,
+                  member: zipfile.ZipInfo) -> BinaryIO:
+    """A member's bytes as a stream: ``zipfile``'s own for a stored member, a
+    :class:`MemberStream` (bounded by the bytes it produces; call its ``finish`` after the
+    last byte) for a compressed one. Every loader of zip archives reads through this."""
+    if member.compress_type == zipfile.ZIP_STORED:
+        return archive.open(member)
+    if member.compress_type not in _SUPPORTED_COMPRESSION:
+        raise fail(path, f"member {member.filename[:80]!r} uses unsupported zip compression "
+                         f"{member.compress_type}")
+    return MemberStream(archive.fp, _data_start(path, archive, member), member, path,
+                        f"member {member.filename[:80]!r}")
 
 
 def list_npz(path: str | os.PathLike) -> list[TensorInfo]:
@@ -208,19 +225,27 @@ def _read_stored(path: str | os.PathLike, archive: zipfile.ZipFile, member: zipf
 def _read_compressed(path: str | os.PathLike, archive: zipfile.ZipFile,
                      member: zipfile.ZipInfo, header: NpyHeader, as_float32: bool,
                      progress: Progress | None) -> np.ndarray:
-    """Decompress one member straight into an array of exactly the size its header declares."""
+    """Decompress one member straight into an array of exactly the size its header declares,
+    producing no byte beyond it (:class:`MemberStream`)."""
     where = f"member {member.filename[:80]!r}"
     archive_size = os.fstat(archive.fp.fileno()).st_size
     if member.compress_size > archive_size:
         raise fail(path, f"{where} claims {member.compress_size} compressed bytes, more than "
                          f"the whole {archive_size}-byte archive (truncated or corrupt)")
+    out_bytes = header.nbytes // max(1, header.dtype.itemsize) * (
+        4 if as_float32 else header.dtype.itemsize)
+    cap = memory_cap_bytes()
+    if cap is not None and out_bytes > cap:
+        raise fail(path, f"{where} decompresses to {count(out_bytes)} bytes in memory, more "
+                         f"than the {count(cap)} bytes available; refused before decompressing")
     try:
-        with archive.open(member) as stream:
-            stream.read(header.data_offset)
-            array = read_values(stream, path, where, shape=header.shape, dtype=header.dtype,
-                                fortran=header.fortran_order, as_float32=as_float32,
-                                progress=progress, block=STREAM_BLOCK_BYTES)
-            stream.read(1)  # reach the end so zipfile verifies the CRC
+        stream = MemberStream(archive.fp, _data_start(path, archive, member), member, path,
+                              where)
+        stream.read(header.data_offset)
+        array = read_values(stream, path, where, shape=header.shape, dtype=header.dtype,
+                            fortran=header.fortran_order, as_float32=as_float32,
+                            progress=progress, block=STREAM_BLOCK_BYTES)
+        stream.finish()  # the member ends at its declared size, and its CRC matches
     except _ZIP_ERRORS as exc:
         raise fail(path, f"{where} is corrupt ({_reason(exc)})") from None
     except MemoryError:

@@ -135,7 +135,7 @@ def _parsed(path: str | os.PathLike) -> _Parsed:
 
 
 def _parse_zip(path: str | os.PathLike) -> _Parsed:
-    from quantscope.io.npz import _ZIP_ERRORS, MAX_RATIO, _open_archive, _stored_start
+    from quantscope.io.npz import _ZIP_ERRORS, _open_archive, _stored_start, member_stream
 
     with _open_archive(path) as archive:
         names = archive.namelist()
@@ -149,13 +149,12 @@ def _parse_zip(path: str | os.PathLike) -> _Parsed:
             raise fail(path, "is a zip without exactly one data.pkl: not a PyTorch checkpoint")
         prefix = pkl[: -len("data.pkl")]
         member = archive.getinfo(pkl)
-        if member.file_size > MAX_PICKLE_BYTES or (
-                member.file_size > member.compress_size * MAX_RATIO + 4096):
+        if member.file_size > MAX_PICKLE_BYTES:
             raise fail(path, f"{pkl} claims {count(member.file_size)} bytes; refused")
         try:
-            data = archive.read(member)
-            order = archive.read(prefix + "byteorder") if prefix + "byteorder" in names \
-                else b"little"
+            data = _read_member(path, archive, member, member_stream)
+            order = _read_member(path, archive, archive.getinfo(prefix + "byteorder"),
+                                 member_stream) if prefix + "byteorder" in names else b"little"
         except _ZIP_ERRORS as exc:
             raise fail(path, f"{pkl} is corrupt ({type(exc).__name__})") from None
         if order not in (b"little", b"big"):
@@ -179,16 +178,28 @@ def _parse_zip(path: str | os.PathLike) -> _Parsed:
             if entry.compress_type == zipfile.ZIP_STORED:
                 found = Storage(key, dtype, numel, nbytes, start=_stored_start(
                     path, archive, entry))
-            else:
-                if entry.file_size > entry.compress_size * MAX_RATIO + 4096:
-                    raise PickleRefused(f"storage member {printable(key)[:40]!r} claims more "
-                                        "bytes than its compressed data can hold (a zip bomb)")
+            else:  # read bounded by the bytes it produces (io.zip_member)
                 found = Storage(key, dtype, numel, nbytes, member=entry)
             storages[key] = found
             return found
 
         root = _run(path, io.BytesIO(data), storage, "data.pkl")
     return _Parsed(entries(path, root), order == b"big")
+
+
+def _read_member(path, archive: zipfile.ZipFile, member: zipfile.ZipInfo,
+                 member_stream) -> bytes:
+    """A small member whole, never producing more than its declared size."""
+    if member.file_size > MAX_PICKLE_BYTES:
+        raise fail(path, f"{member.filename[:80]!r} claims {count(member.file_size)} bytes; "
+                         "refused")
+    stream = member_stream(path, archive, member)
+    data = stream.read(member.file_size)
+    finish = getattr(stream, "finish", None)
+    if finish is not None:
+        finish()
+    stream.close()
+    return data
 
 
 class _Bounded(io.RawIOBase):

@@ -244,9 +244,10 @@ def _read_block(path, storage: Storage, start_byte: int, shape: tuple[int, ...],
                 fh.seek(storage.start + start_byte)
                 return read_values(fh, path, where, shape=shape, dtype=dtype,
                                    as_float32=as_float32, progress=progress)
-        from quantscope.io.npz import _ZIP_ERRORS
+        from quantscope.io.npz import _ZIP_ERRORS, member_stream
 
-        with zipfile.ZipFile(path) as archive, archive.open(storage.member) as stream:
+        with zipfile.ZipFile(path) as archive, member_stream(path, archive,
+                                                             storage.member) as stream:
             skip = start_byte
             while skip:
                 got = len(stream.read(min(skip, STREAM_BLOCK_BYTES)))

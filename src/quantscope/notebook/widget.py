@@ -6,22 +6,44 @@ panes are redrawn by :mod:`quantscope.notebook.raster` on the kernel and sent as
 PNGs (nothing needs Qt, a display or a JavaScript build). The tensor is prepared once (sorted,
 with prefix sums), after which a change costs ~2^bits binary searches per pane, so a redraw
 stays interactive at 16M elements.
+
+A change never blocks the kernel: the control's callback only checks and records the new
+setting, and the panes are computed and drawn as a job of the state's scheduler
+(:class:`quantscope.state.scheduler.Scheduler`, the one the window uses): its thread computes
+the reports from an immutable snapshot of the state, draws the PNGs and sends them (ipykernel
+sends comm messages from any thread). The latest change wins: a newer change replaces a
+queued redraw and makes a running one stale, so dragging a slider never builds a backlog, and a
+result is installed only if the settings it was computed for are still the current ones.
 """
 
 from __future__ import annotations
 
+import collections
 import html
+import threading
 import time
+import weakref
+from collections.abc import Callable
 
+from quantscope.core.kernels.compile_notice import announce_compiles
 from quantscope.errors import UserError
-from quantscope.notebook.raster import draw_pane, encode_png, view_range
-from quantscope.state import METHODS, PANES, RUNTIME_DESCRIPTIONS, ExplorerState
+from quantscope.inputs import resolve_source
+from quantscope.notebook.font import text_width
+from quantscope.notebook.raster import TEXT_SIZE, draw_pane, encode_png, view_range
+from quantscope.state import METHODS, PANES, RUNTIME_DESCRIPTIONS, ExplorerState, load_source
+from quantscope.state.compute import ComputeResult, compute_reports
 from quantscope.state.display import FIELDS, bucket_grid, display_values
 from quantscope.state.formats import CHOICES, DEFAULT_COMPARISON
-from quantscope.state.settings import pane_title
+from quantscope.state.histogram import pane_histogram
+from quantscope.state.scheduler import COMPUTE, Event, JobContext, Scheduler
+from quantscope.state.setting_names import settings_changes
+from quantscope.state.settings import Settings
+from quantscope.state.titles import pane_title
 
-#: Pixels of one pane's image (the four panes' grid fits a notebook's width).
-PANE_SIZE = (560, 200)
+#: Pixels of one pane's image (two panes side by side fill a notebook's width).
+PANE_SIZE = (640, 280)
+#: What each pane's image shows, after the pane's own title.
+DRAWN = "values per bin (log count)"
 #: ``scheme`` control value that shows every pane.
 ALL_PANES = "all four"
 #: ``layout`` control values: the four int schemes, or one number format per pane.
@@ -40,13 +62,32 @@ def _ipywidgets():
     return ipywidgets
 
 
+_scheduler: Scheduler | None = None
+_widgets: weakref.WeakValueDictionary[str, QuantWidget] = weakref.WeakValueDictionary()
+_scheduler_lock = threading.Lock()
+
+
+def scheduler() -> Scheduler:
+    """The scheduler every widget of this kernel redraws on (made on first use): each widget
+    is one key of it, so a change replaces that widget's queued redraw only."""
+    global _scheduler
+    with _scheduler_lock:
+        if _scheduler is None:
+            _scheduler = Scheduler(_deliver, name="quantscope-widget")
+        return _scheduler
+
+
+def _deliver(event: Event) -> None:
+    """The scheduler's outcomes, handed to the widget whose key they carry (on its thread)."""
+    w = _widgets.get(event.key)
+    if w is not None:
+        w._on_event(event)
+
+
 def load_state(data=None, *, tensor: str | None = None, name: str | None = None,
                **settings) -> ExplorerState:
     """An :class:`ExplorerState` on ``data`` (what ``quantscope.view`` takes), prepared and
     computed, with ``settings`` as ``Viewer.set`` takes them; bad input raises at once."""
-    from quantscope.inputs import resolve_source, settings_changes
-    from quantscope.state import load_source
-
     source, read, hint = resolve_source(data, tensor=tensor, name=name)
     x, _ = read() if read is not None else load_source(source)
     state = ExplorerState()
@@ -57,7 +98,6 @@ def load_state(data=None, *, tensor: str | None = None, name: str | None = None,
     changes = settings_changes(state.settings, {**hint, **settings}, state.tensor.ndim)
     if changes and not state.update_settings(**changes) and errors:
         raise UserError(errors[-1])
-    from quantscope.core.kernels.compile_notice import announce_compiles
 
     announce_compiles()
     state.prepare()
@@ -81,12 +121,27 @@ class QuantWidget:
         Each pane's image (``value`` is its PNG).
     last_redraw_s : float
         Seconds the last change took, from the control's new value to new images.
+    redraws : int
+        Redraws installed since the widget was made (a superseded change draws nothing).
     """
 
     def __init__(self, state: ExplorerState) -> None:
         w = _ipywidgets()
         self.state = state
-        self._syncing = False
+        self._key = f"widget-{id(self)}"
+        _widgets[self._key] = self
+        # one writer of the state and the controls at a time: the kernel's thread (a control
+        # moved, set()) or the scheduler's (a redraw installed); re-entrant, as a control set
+        # while holding it calls back at once
+        self._lock = threading.RLock()
+        self._local = threading.local()  # per thread: "this thread is echoing the state"
+        self._asked = 0.0  # when the change the pending redraw is for was made
+        self._idle = threading.Event()
+        self._idle.set()
+        self.redraws = 0
+        #: The last windows shown on the clip slider (what a browser may echo back).
+        self._shown_windows: collections.deque[tuple[float, float]] = collections.deque(
+            maxlen=16)
         lo, hi = self._data_range()
         s = state.settings
         layout = w.Layout(width="auto")
@@ -117,7 +172,9 @@ class QuantWidget:
         self.message = w.HTML()
         self.last_redraw_s = 0.0
         self.pngs: dict[str, bytes] = {}
-        boxes = {p: w.VBox([self.titles[p], self.images[p], self.tables[p]],
+        # the title is drawn in the image (a saved pane still says what it shows); the HTML
+        # one is kept for screen readers' and tests' sake, not displayed
+        boxes = {p: w.VBox([self.images[p], self.tables[p]],
                            layout=w.Layout(width="49%", min_width="300px"))
                  for p in PANES}
         self._boxes = boxes
@@ -131,23 +188,30 @@ class QuantWidget:
         self.box = w.VBox([*rows, self.message, self.panes_box])
         state.error.connect(self._on_error)
         self._sync_controls()
-        self._draw()
+        self._install(_render(_Snapshot.of(state, self._data_range())))
 
     # -- what Python callers use ----------------------------------------------------------
     def set(self, **settings) -> QuantWidget:
         """Change settings by name, as ``Viewer.set`` and ``quantscope report`` take them
         (``bits=4``, ``method="percentile"``, ``clip=(lo, hi)``...); the controls follow.
         An unknown name or a bad value raises SettingsError and changes nothing."""
-        from quantscope.inputs import settings_changes
-
         changes = settings_changes(self.state.settings, settings, self.state.tensor.ndim)
-        start = time.perf_counter()
-        if self.state.update_settings(**changes):
-            self._redraw(start)
+        self._change(changes, time.perf_counter())
+        return self
+
+    def wait(self, timeout: float | None = None) -> QuantWidget:
+        """Block until the panes show the latest change (a script's or a test's step; the
+        controls never need it). Without ``timeout`` it waits as long as the change takes
+        (a first use of a number format compiles its loops: a minute on a loaded machine);
+        with one, raises TimeoutError after that many seconds."""
+        if not self._idle.wait(timeout):
+            raise TimeoutError(f"the widget's redraw took over {timeout} s")
         return self
 
     def numbers(self) -> dict:
-        """The panes' numbers and the settings applied: the keys of ``report --json``."""
+        """The panes' numbers and the settings applied: the keys of ``report --json``
+        (after the redraw in progress, so they are those of the latest change)."""
+        self.wait()
         return self.state.describe()
 
     def _repr_mimebundle_(self, **kwargs):
@@ -160,7 +224,7 @@ class QuantWidget:
 
     # -- controls -> state ----------------------------------------------------------------
     def _on_control(self, key: str) -> None:
-        if self._syncing:
+        if getattr(self._local, "syncing", False):
             return
         start = time.perf_counter()
         c = self.controls
@@ -177,6 +241,8 @@ class QuantWidget:
         elif key == "percentile":
             changes["percentile"] = float(c["percentile"].value)
         elif key == "clip":
+            if self._echoes_window():
+                return
             changes = {"method": "manual",
                        "manual_clip": tuple(float(v) for v in c["clip"].value)}
         elif key == "preset":
@@ -185,18 +251,41 @@ class QuantWidget:
             numbers = c["layout"].value == LAYOUTS[1]
             changes["formats"] = (tuple(c[f"format{i}"].value for i in range(4))
                                   if numbers else None)
-        if self.state.update_settings(**changes):
-            self._redraw(start)
+        self._change(changes, start)
 
     def _on_error(self, message: str) -> None:
         self.message.value = f'<span style="color:#c00">{html.escape(message)}</span>'
 
-    def _redraw(self, start: float) -> None:
-        self.message.value = ""
-        self.state.compute()
-        self._sync_controls()
-        self._draw()
-        self.last_redraw_s = time.perf_counter() - start
+    def _change(self, changes: dict, start: float) -> None:
+        """Apply ``changes`` to the state (on the caller's thread: a refusal shows at once)
+        and queue the redraw; the caller returns as soon as it is queued."""
+        with self._lock:
+            if not self.state.update_settings(**changes):
+                return
+            self.message.value = ""
+            self._sync_controls()
+            snapshot = _Snapshot.of(self.state, self._data_range())
+            self._asked = start
+            self._idle.clear()
+        scheduler().submit(self._key, _job(snapshot), priority=COMPUTE)
+
+    def _on_event(self, event: Event) -> None:
+        """A redraw job's outcome, on the scheduler's thread."""
+        if event.what == "failed":
+            with self._lock:
+                self._on_error(str(event.value))
+                self._idle.set()
+        elif event.what == "done":
+            drawn: _Drawn = event.value
+            with self._lock:
+                if not self.state.accept(drawn.result):
+                    return  # computed for settings changed since: a newer job follows
+                self._install(drawn)
+                self._sync_window()
+                self.last_redraw_s = time.perf_counter() - self._asked
+                self.redraws += 1
+                if scheduler().is_current(self._key, event.ticket):
+                    self._idle.set()
 
     # -- state -> controls and panes ------------------------------------------------------
     def _data_range(self) -> tuple[float, float]:
@@ -209,7 +298,7 @@ class QuantWidget:
     def _sync_controls(self) -> None:
         """Show the state's settings on the controls without feeding them back."""
         s, c = self.state.settings, self.controls
-        self._syncing = True
+        self._local.syncing = True
         try:
             c["bits"].value = s.bits
             c["method"].value = s.method
@@ -220,13 +309,33 @@ class QuantWidget:
                 if s.formats is not None:
                     c[f"format{i}"].value = s.formats[i]
                 c[f"format{i}"].disabled = s.formats is None
-            window = self.state.window_in_use()
-            if window is not None:
-                lo, hi = c["clip"].min, c["clip"].max
-                c["clip"].value = (min(max(window[0], lo), hi), max(min(window[1], hi), lo))
             c["percentile"].disabled = s.method != "percentile"
         finally:
-            self._syncing = False
+            self._local.syncing = False
+        self._sync_window()
+
+    def _echoes_window(self) -> bool:
+        """True when the clip slider's new value is a window the kernel showed on it, sent
+        back: a browser's slider snaps a value the kernel set to its step and returns it as
+        if moved, sometimes after the next change was made (the echo of an older window),
+        which must not switch the method to manual."""
+        c = self.controls["clip"]
+        return any(all(abs(float(v) - s) <= c.step for v, s in zip(c.value, shown, strict=True))
+                   for shown in self._shown_windows)
+
+    def _sync_window(self) -> None:
+        """Show the clip window the panes use on its slider (known once they are computed)."""
+        window = self.state.window_in_use()
+        if window is None:
+            return
+        c = self.controls["clip"]
+        shown = (min(max(window[0], c.min), c.max), max(min(window[1], c.max), c.min))
+        self._shown_windows.append(shown)
+        self._local.syncing = True
+        try:
+            c.value = shown
+        finally:
+            self._local.syncing = False
 
     def _show_panes(self) -> None:
         chosen = self.controls["scheme"].value
@@ -234,29 +343,82 @@ class QuantWidget:
             box.layout.display = None if chosen in (ALL_PANES, pane) else "none"
             box.layout.width = "100%" if chosen == pane else "49%"
 
-    def _draw(self) -> None:
-        s = self.state
-        data = self._data_range()
+    def _install(self, drawn: _Drawn) -> None:
+        """Put drawn panes on the page: titles, images, tables."""
         for pane in PANES:
-            title = pane_title(pane, s.settings, tuple(s.tensor.shape))
+            title, png, table = drawn.panes[pane]
             self.titles[pane].value = f"<b>{html.escape(title)}</b>"
-            report = s.results.get(pane)
-            if report is None:
-                self.pngs[pane] = b""
-                self.images[pane].value = b""
-                self.tables[pane].value = html.escape(s.errors.get(pane, "no result"))
-                continue
-            grid = bucket_grid(report)
-            view = view_range(data, grid.window)
-            hist = s.histogram(grid.boundaries, view, PANE_SIZE[0])
-            assert hist is not None  # prepared above
-            img = draw_pane(hist[0], hist[1], grid.boundaries, grid.window, grid.zero, view,
-                            PANE_SIZE)
-            png = encode_png(img)
             self.pngs[pane] = png
             self.images[pane].value = png
-            self.tables[pane].value = _table(report, view)
+            self.tables[pane].value = table
         self._show_panes()
+
+
+class _Snapshot:
+    """What a redraw needs, taken on the kernel's thread: the state's compute request (an
+    immutable snapshot) and what the drawing reads (settings, shape, sorted values)."""
+
+    __slots__ = ("data", "dtype", "request", "settings", "shape", "values")
+
+    def __init__(self, request, settings: Settings, shape: tuple[int, ...], values,
+                 dtype: str, data: tuple[float, float]) -> None:
+        self.request, self.settings, self.shape = request, settings, shape
+        self.values, self.dtype, self.data = values, dtype, data
+
+    @classmethod
+    def of(cls, state: ExplorerState, data: tuple[float, float]) -> _Snapshot:
+        prepared = state.prepare()
+        return cls(state.request(), state.settings, tuple(state.tensor.shape),
+                   prepared.layout(None, None).values, state.stored_dtype, data)
+
+
+class _Drawn:
+    """A redraw's outcome: the reports and, by pane, ``(title, png, table html)``."""
+
+    __slots__ = ("panes", "result")
+
+    def __init__(self, result: ComputeResult, panes: dict[str, tuple[str, bytes, str]]):
+        self.result, self.panes = result, panes
+
+
+def _job(snapshot: _Snapshot) -> Callable[[JobContext], _Drawn]:
+    """The scheduler job of one change: the reports, then (unless superseded meanwhile)
+    the drawn panes."""
+    def run(ctx: JobContext) -> _Drawn:
+        result = compute_reports(snapshot.request, None, ctx.beside)
+        ctx.check()
+        return _render(snapshot, result)
+    return run
+
+
+def _render(snap: _Snapshot, result: ComputeResult | None = None) -> _Drawn:
+    """Every pane of ``result`` (the request's reports; None: computed here) drawn: a pure
+    function of the snapshot, run on whichever thread computed the reports."""
+    if result is None:
+        result = compute_reports(snap.request)
+    panes: dict[str, tuple[str, bytes, str]] = {}
+    for pane in PANES:
+        title = pane_title(pane, snap.settings, snap.shape)
+        report = result.reports.get(pane)
+        if report is None:
+            message = html.escape(result.errors.get(pane, "no result"))
+            panes[pane] = (title, b"", message)
+            continue
+        grid = bucket_grid(report)
+        view = view_range(snap.data, grid.window)
+        edges, counts = pane_histogram(snap.values, grid.boundaries, view,
+                                       PANE_SIZE[0], snap.dtype)
+        img = draw_pane(edges, counts, grid.boundaries, grid.window, grid.zero, view,
+                        PANE_SIZE, image_title(title))
+        panes[pane] = (title, encode_png(img), _table(report, view))
+    return _Drawn(result, panes)
+
+
+def image_title(title: str) -> str:
+    """The title drawn in a pane's image: the pane's and what is drawn, or the pane's alone
+    when both do not fit (the axes' labels say the rest)."""
+    full = f"{title}: {DRAWN}"
+    return full if text_width(full, TEXT_SIZE) <= PANE_SIZE[0] - 8 else title
 
 
 def _table(report, view: tuple[float, float]) -> str:

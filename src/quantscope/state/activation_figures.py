@@ -13,7 +13,6 @@ engine's exact report (:func:`quantscope.core.analyze`) on the exact captured va
 from __future__ import annotations
 
 import html
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +54,7 @@ def scheme_figures(x2: np.ndarray, fmt: str, granularity: str, method: str
     except QuantscopeError as exc:
         return {"error": str(exc)}
     sqnr = float(r.sqnr_db)
-    return {"sqnr_db": sqnr if math.isfinite(sqnr) else ("inf" if sqnr > 0 else "nan"),
+    return {"sqnr_db": sqnr,
             "mse": float(r.mse), "clipped_percent": 100.0 * float(r.clipped_fraction)}
 
 
@@ -125,6 +124,6 @@ class ActivationRow:
             vals = [a.name, f"{a.tokens}x{a.channels}", f"{a.max_abs:.4g}"]
             for k in keys:
                 v = a.figures.get(k, {}).get("sqnr_db", "-")
-                vals.append(f"{v:.2f}" if isinstance(v, float) else str(v))
+                vals.append(f"{v:.2f}" if isinstance(v, float) else str(v))  # inf: "inf"
             out.append("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in vals) + "</tr>")
         return "".join(out) + "</table>"

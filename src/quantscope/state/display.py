@@ -141,10 +141,13 @@ def format_grid(p) -> Grid:
     crowd near zero and spread out towards the ends, so its buckets are not uniform), the
     window out to where values start to clip. Per channel or per block: the grid of the
     median-scale unit, the window of the largest scale."""
+    # the number formats' modules load Numba: the window's int panes import this module and
+    # must not pay for them
     from quantscope.core.stats.format_stats import element_edges
 
     scale = np.asarray(p.scale, np.float64).reshape(-1)
     if p.kind == "gguf":  # stored blocks: the codes' values in the median-scale block
+        # Numba, as above
         from quantscope.core.formats.gguf import block_code_values, representable_span
 
         i = int(np.argsort(scale, kind="stable")[scale.size // 2])
@@ -154,6 +157,15 @@ def format_grid(p) -> Grid:
                 "all blocks\nlines: the representable values")
         return Grid(lines, (lo, hi), 0.0, note,
                     float(np.percentile(np.diff(lines), 90)) if lines.size > 1 else 0.0)
+    if p.kind == "torchao":  # codes around a float zero: the median-scale group's values
+        i = int(np.argsort(scale, kind="stable")[scale.size // 2])
+        zero = np.asarray(p.zero, np.float64).reshape(-1)
+        lines = zero[i] + p.values * scale[i]
+        lo = float(np.min(zero - 8.5 * scale))
+        hi = float(np.max(zero + 7.5 * scale))
+        note = (f"grid of the median-scale group #{i}; window spans all groups\n"
+                "lines: the representable values")
+        return Grid(lines, (lo, hi), 0.0, note, float(scale[i]))
     over = float(element_edges(p.element)[-1])
     if scale.size == 1:
         s, note = float(scale[0]), ""

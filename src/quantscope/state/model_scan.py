@@ -52,6 +52,7 @@ from quantscope.io.stored import load_stored
 from quantscope.io.tensor_info import TensorInfo
 from quantscope.state.axes import choose_axis
 from quantscope.state.compute import lower_thread_priority, pane_params
+from quantscope.state.format_batch import BATCH_ELEMENTS, batchable, best_formats_many
 from quantscope.state.formats import BestFormats, best_formats
 from quantscope.state.settings import Settings
 from quantscope.state.source import Source
@@ -222,6 +223,8 @@ class _Work:
     failed: str | None = None
     result: TensorFigures | None = None
     formats: BestFormats | None = None
+    #: Rows of small tensors of one shape scanned together (their formats in one batch).
+    batch: list[ModelRow] | None = None
 
 
 class ModelScan:
@@ -278,6 +281,9 @@ class ModelScan:
         self._busy = 0
         self._work_done = 0
         self._work_total = sum(r.nbytes * self._passes(r) for r in self._todo) or 1
+        if self.formats:  # small tensors of one shape: their formats evaluated together
+            batches, self._todo = self._batches(self._todo)
+            self._tasks.extend((_Work(b[0], None, None, 1, batch=b), 0, -3) for b in batches)
         self._on_row, self._on_progress = on_row, on_progress
         self._stop = should_stop or (lambda: False)
         self._buffers = threading.local()
@@ -310,6 +316,29 @@ class ModelScan:
         return sum(r.status != PENDING for r in self.rows)
 
     # -- planning -------------------------------------------------------------------------------
+    def _batches(self, rows) -> tuple[list[list[ModelRow]], deque[ModelRow]]:
+        """Rows of small tensors grouped by shape and channel axis (batches of at most
+        ``BATCH_ELEMENTS`` values, so the threads share them), and the rows left to scan one
+        at a time."""
+        groups: dict[tuple, list[ModelRow]] = {}
+        single: deque[ModelRow] = deque()
+        for row in rows:
+            info = row.info
+            if info is None or info.format == "stored" or not batchable(info.shape,
+                                                                        self.settings):
+                single.append(row)
+                continue
+            groups.setdefault((info.shape, channel_axis(row, self.axis)), []).append(row)
+        batches = []
+        for (shape, _), members in groups.items():
+            if len(members) < 2:
+                single.extend(members)
+                continue
+            size = int(np.prod(shape, dtype=np.int64))
+            step = max(2, min(512, BATCH_ELEMENTS // size))
+            batches += [members[i:i + step] for i in range(0, len(members), step)]
+        return batches, single
+
     def _fused_for(self, row: ModelRow) -> FusedPass | None:
         return fused_pass_for(row, self.settings, self.axis, self.threshold, self.formats,
                               self.chunk_elements)[0]
@@ -385,6 +414,9 @@ class ModelScan:
         return buf[:n]
 
     def _run(self, work: _Work, phase: int, chunk: int) -> None:
+        if chunk == -3:
+            self._run_batch(work.batch or [])
+            return
         row = work.row
         nbytes = 0
         if work.failed is None:
@@ -422,6 +454,47 @@ class ModelScan:
             self._on_progress(min(scaled, self.total_bytes), self.total_bytes, row.name)
         if last:
             self._finish(work)
+
+    def _run_batch(self, rows: list[ModelRow]) -> None:
+        """Small tensors of one shape: each one's int8 figures, then their best formats at
+        once (:func:`~quantscope.state.format_batch.best_formats_many`, equal to one at a
+        time)."""
+        axis = channel_axis(rows[0], self.axis)
+        works, ready = [], []
+        for row in rows:
+            work = _Work(row, None, None, 1)
+            works.append(work)
+            try:
+                x = self._read_float32(row)
+                work.result = engine_figures(x, axis, self.settings, self.threshold)
+                if work.result.n == x.size:
+                    ready.append((work, x))
+                elif work.result.n:  # non-finite values: the one-tensor path, as always
+                    work.formats = best_formats(x, self._at(axis), per_channel=axis is not None)
+            except QuantscopeError as exc:
+                work.failed = str(exc)
+            except MemoryError:
+                work.failed = f"{row.name}: not enough memory to analyse this tensor"
+        try:
+            best = best_formats_many([x for _, x in ready], self._at(axis),
+                                     per_channel=axis is not None)
+            for (work, _), b in zip(ready, best, strict=True):
+                work.formats = b
+        except QuantscopeError as exc:
+            for work, _ in ready:
+                work.failed = str(exc)
+        nbytes = sum(r.nbytes for r in rows)
+        with self._lock:
+            self._work_done += nbytes
+            done = self._work_done
+        if self._on_progress is not None and nbytes:
+            scaled = int(self.total_bytes * done / self._work_total)
+            self._on_progress(min(scaled, self.total_bytes), self.total_bytes, rows[-1].name)
+        for work in works:
+            self._finish(work)
+
+    def _at(self, axis: int | None) -> Settings:
+        return self.settings if axis is None else dataclasses.replace(self.settings, axis=axis)
 
     def _engine(self, work: _Work) -> None:
         row = work.row

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from quantscope.errors import UserError
+from quantscope.jsonable import dumps
 from quantscope.state.activation_figures import ActivationRow
 from quantscope.state.model_records import row_record, to_json
 from quantscope.state.model_scan import OK, ModelRow
@@ -102,7 +104,7 @@ class ModelTable:
             return text
         doc = json.loads(text)
         doc["activations"] = [a.record() for a in self.activations]
-        return json.dumps(doc, indent=2, allow_nan=False)
+        return dumps(doc, indent=2)  # an exact activation's SQNR: null, flagged
 
     def records(self) -> list[dict[str, Any]]:
         """Every weight row (model order) then every activation row, as flat dicts."""
@@ -125,8 +127,6 @@ class ModelTable:
         try:  # looked up by name: pandas is optional and ships no type stubs
             pd = importlib.import_module("pandas")
         except ImportError:
-            from quantscope.errors import UserError
-
             raise UserError("to_pandas() needs pandas (pip install pandas); to_json() and "
                             "records() need nothing") from None
         return pd.DataFrame(self.records())

@@ -34,6 +34,9 @@ import numpy as np
 from quantscope.core.calibration.plan_knapsack import solve
 from quantscope.core.formats.catalog import FORMATS, bits_per_element
 from quantscope.errors import QuantscopeError, UserError
+from quantscope.io.dtypes import dtype_from_name
+from quantscope.state.compute import analyze_with
+from quantscope.state.export_targets import TARGETS, expresses, tensor_refusal
 from quantscope.state.formats import CHOICES, format_pane_params, pane_specs
 from quantscope.state.model_scan import ModelRow
 from quantscope.state.model_table import ModelTable
@@ -95,8 +98,6 @@ class PlanRow:
 
 def stored_bits(dtype: str) -> int:
     """Bits of one element of a stored dtype name (``"bfloat16"`` -> 16)."""
-    from quantscope.io.dtypes import dtype_from_name
-
     return 8 * dtype_from_name(dtype).itemsize
 
 
@@ -177,7 +178,9 @@ class Plan:
         return _solve(rows, self.budget, self.objective, self.table)
 
     def record(self) -> dict[str, Any]:
-        """The plan as JSON-ready values (``quantscope plan --json``)."""
+        """The plan's values (``quantscope plan --json``): numbers stay floats, an exact
+        tensor's SQNR ``inf`` too; :func:`quantscope.jsonable.dumps` writes it as ``null``
+        with a ``"nonfinite"`` flag."""
         return {
             "budget_bits": self.budget, "objective": self.objective,
             "average_bits": self.average_bits, "model_bits": self.model_bits,
@@ -188,7 +191,7 @@ class Plan:
                 "name": r.name, "shape": list(r.shape), "dtype": r.dtype, "params": r.params,
                 "format": r.spec, "kept": r.kept, "pinned": r.pinned,
                 "bits_per_element": r.bits / max(r.params, 1), "error": r.error,
-                "sqnr_db": _json_db(r.chosen.sqnr_db) if r.chosen else None,
+                "sqnr_db": r.chosen.sqnr_db if r.chosen else None,
             } for r in self.rows],
         }
 
@@ -233,10 +236,6 @@ class Plan:
         return self.summary()
 
 
-def _json_db(v: float) -> float | str:
-    return v if math.isfinite(v) else ("inf" if v > 0 else "nan")
-
-
 def candidate_specs(formats: Sequence[str] | None = None) -> tuple[str, ...]:
     """The pane formats a plan chooses among: every one of the format table by default
     (formats added to the table join automatically), else the names given (a bare name
@@ -270,8 +269,6 @@ def measure(row: ModelRow, x: np.ndarray, specs: Sequence[str], settings,
             objective: str | Callable = "relative"
             ) -> tuple[tuple[Candidate, ...], dict[str, str]]:
     """Every spec on one tensor: its candidates and the specs it refuses (why)."""
-    from quantscope.state.compute import analyze_with
-
     at = settings if row.axis is None else dataclasses.replace(settings, axis=row.axis)
     finite = x[np.isfinite(x)]
     signal = float(np.mean(np.square(finite, dtype=np.float64))) if finite.size else 0.0
@@ -334,8 +331,6 @@ def plan(table: ModelTable, budget: float = 4.5, *, formats: Sequence[str] | Non
                         f"got {objective!r}")
     specs = candidate_specs(formats)
     if target is not None:
-        from quantscope.state.export_targets import TARGETS, expresses
-
         if target not in TARGETS:
             raise UserError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
         specs = tuple(s for s in specs if expresses(target, s))
@@ -357,8 +352,6 @@ def plan(table: ModelTable, budget: float = 4.5, *, formats: Sequence[str] | Non
         assert r.info is not None
         reason = keep_reason(r, keep)
         if reason is None and target is not None:
-            from quantscope.state.export_targets import tensor_refusal
-
             reason = tensor_refusal(target, r.name, r.info.shape)
         if reason is not None and r.name not in pins:
             rows.append(PlanRow(r.name, r.info.shape, r.info.dtype, r.params, r.axis, None,

@@ -164,6 +164,12 @@ def choose_format_params(xf: np.ndarray, name: str, *, symmetric: bool, granular
         if options:
             raise EngineValueError(f"format {name!r} takes no options, got {sorted(options)}")
         return gguf_params(xf, name, method=method)
+    if kind == "torchao":  # torchao's own bfloat16 rule decides every scale and zero
+        from quantscope.core.formats.torchao_int4 import torchao_params
+
+        if options:
+            raise EngineValueError(f"format {name!r} takes no options, got {sorted(options)}")
+        return torchao_params(xf, name, method=method)
     if kind in ("mx", "nvfp4", "nf4"):
         if method != "minmax" or options:
             raise EngineValueError(f"format {name!r} takes its scales from each block's "

@@ -30,7 +30,10 @@ scale rule:
   :class:`~quantscope.core.schemes.qparams.QuantParams`;
 * ``gptq_int4_g128``, ``gptq_int4_g128_asym``, ``awq_int4_g128``: INT4 as GPTQ and AutoAWQ
   compute it (16 codes 0..15 with a zero point; their rules in
-  :mod:`quantscope.core.formats.int4_tools`).
+  :mod:`quantscope.core.formats.int4_tools`);
+* ``torchao_int4_g32`` / ``_g64`` / ``_g128``: torchao's int4 weight-only (tinygemm) rule,
+  codes 0..15 with a float zero point, bfloat16 scales and zeros computed in bfloat16
+  (:mod:`quantscope.core.formats.torchao_int4`; their parameters are the scales and zeros).
 
 * ``gguf_q8_0`` ... ``gguf_q6_k``: llama.cpp's block types, bit for bit with its reference
   quantizers (:mod:`quantscope.core.formats.gguf`; their parameters are the stored blocks).
@@ -48,6 +51,7 @@ import numpy as np
 
 from quantscope.core.formats.elements import ELEMENTS, ElementType, cast
 from quantscope.core.formats.gguf_types import CATALOG_ROWS as GGUF_ROWS
+from quantscope.core.kernels import compiled
 from quantscope.core.tensors.layout import (
     expand_params,
     granularity_of,
@@ -65,6 +69,9 @@ FORMAT_TABLE: dict[str, tuple[str, str | None, int | None, int]] = {
     "gptq_int4_g128": ("int", None, 128, 20),
     "gptq_int4_g128_asym": ("int", None, 128, 20),
     "awq_int4_g128": ("int", None, 128, 20),
+    "torchao_int4_g32": ("torchao", None, 32, 32),
+    "torchao_int4_g64": ("torchao", None, 64, 32),
+    "torchao_int4_g128": ("torchao", None, 128, 32),
     "fp8_e4m3": ("element", "float8_e4m3fn", None, 32),
     "fp8_e5m2": ("element", "float8_e5m2", None, 32),
     "fp8_e4m3fnuz": ("element", "float8_e4m3fnuz", None, 32),
@@ -99,7 +106,7 @@ def check_format(name: str) -> str:
 
 
 def format_kind(name: str) -> str:
-    """``"int"``, ``"element"``, ``"mx"``, ``"nvfp4"``, ``"nf4"`` or ``"gguf"``."""
+    """``"int"``, ``"element"``, ``"mx"``, ``"nvfp4"``, ``"nf4"``, ``"torchao"`` or ``"gguf"``."""
     return FORMAT_TABLE[check_format(name)][0]
 
 
@@ -245,10 +252,8 @@ def block_amax(xf: np.ndarray, axis: int, block: int) -> np.ndarray:
     from quantscope.core.schemes.qparams import unit_min_max
 
     if xf.ndim and normalize_axis(axis, xf.ndim) == xf.ndim - 1 and xf.size:
-        from quantscope.core.kernels.block_max import block_abs_max
-
         n = xf.shape[-1]  # one compiled pass: NumPy's three took 15 copies' time
-        amax = block_abs_max(xf.reshape(-1, n), block)
+        amax = compiled.block_abs_max(xf.reshape(-1, n), block)
         return amax.reshape(param_shape(xf.shape, axis, block))
     lo, hi, _ = unit_min_max(xf, axis, block)
     return np.maximum(-lo, hi).astype(np.float32)

@@ -26,7 +26,6 @@ import functools
 import math
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -59,7 +58,8 @@ class ElementType:
     ``mbits``/``emin`` describe a floating-point type (mantissa bits, exponent of the smallest
     normal); ``step`` a fixed-point one; ``levels`` a lookup table. ``dtype`` is the
     ``ml_dtypes`` type whose bits the codes are (None for MXINT8, stored as int8 codes, and NF4,
-    stored as 4-bit indices)."""
+    stored as 4-bit indices), resolved on first use: importing ml_dtypes costs 2-5 s, which a
+    window that never casts to these types should not pay at start-up."""
 
     name: str
     bits: int
@@ -70,7 +70,16 @@ class ElementType:
     step: float = 0.0
     overflow: int = OVERFLOW_SATURATE
     signed_zero: bool = True
-    dtype: type | None = None
+    dtype_name: str | None = None
+
+    @property
+    def dtype(self) -> type | None:
+        """The ``ml_dtypes`` type named ``dtype_name`` (imported here, at the first need)."""
+        if self.dtype_name is None:
+            return None
+        import ml_dtypes
+
+        return getattr(ml_dtypes, self.dtype_name)
 
     @property
     def emax(self) -> int:
@@ -113,20 +122,21 @@ def _lut_mid(et: ElementType) -> np.ndarray:
     return et.midpoints if et.kind == KIND_LUT else np.zeros(1)
 
 
-def _float(name, bits, mbits, bias, overflow, signed_zero=True) -> ElementType:
-    dtype = getattr(ml_dtypes, name)
-    return ElementType(name, bits, KIND_FLOAT, float(ml_dtypes.finfo(dtype).max), mbits=mbits,
-                       emin=1 - bias, overflow=overflow, signed_zero=signed_zero, dtype=dtype)
+def _float(name, bits, mbits, bias, overflow, max_finite, signed_zero=True) -> ElementType:
+    """A floating-point element type; ``max_finite`` is ``ml_dtypes.finfo(name).max`` (written
+    out so that ml_dtypes loads only when a cast needs it; a test holds the two equal)."""
+    return ElementType(name, bits, KIND_FLOAT, max_finite, mbits=mbits, emin=1 - bias,
+                       overflow=overflow, signed_zero=signed_zero, dtype_name=name)
 
 
 ELEMENTS: dict[str, ElementType] = {et.name: et for et in (
-    _float("float8_e4m3fn", 8, 3, 7, OVERFLOW_NAN),
-    _float("float8_e5m2", 8, 2, 15, OVERFLOW_INF),
-    _float("float8_e4m3fnuz", 8, 3, 8, OVERFLOW_NAN, signed_zero=False),
-    _float("float8_e5m2fnuz", 8, 2, 16, OVERFLOW_NAN, signed_zero=False),
-    _float("float6_e2m3fn", 6, 3, 1, OVERFLOW_SATURATE),
-    _float("float6_e3m2fn", 6, 2, 3, OVERFLOW_SATURATE),
-    _float("float4_e2m1fn", 4, 1, 1, OVERFLOW_SATURATE),
+    _float("float8_e4m3fn", 8, 3, 7, OVERFLOW_NAN, 448.0),
+    _float("float8_e5m2", 8, 2, 15, OVERFLOW_INF, 57344.0),
+    _float("float8_e4m3fnuz", 8, 3, 8, OVERFLOW_NAN, 240.0, signed_zero=False),
+    _float("float8_e5m2fnuz", 8, 2, 16, OVERFLOW_NAN, 57344.0, signed_zero=False),
+    _float("float6_e2m3fn", 6, 3, 1, OVERFLOW_SATURATE, 7.5),
+    _float("float6_e3m2fn", 6, 2, 3, OVERFLOW_SATURATE, 28.0),
+    _float("float4_e2m1fn", 4, 1, 1, OVERFLOW_SATURATE, 6.0),
     ElementType("int8_mx", 8, KIND_INT, 127 / 64, step=1 / 64),
     ElementType("nf4", 4, KIND_LUT, 1.0),
 )}

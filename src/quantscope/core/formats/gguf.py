@@ -191,8 +191,9 @@ class GgufParams(FormatParams):
         """The codes the blocks store (uint8, the tensor's shape)."""
         return decode(self.blocks, self.format, self.shape, codes=True)
 
-    def archive_members(self) -> dict[str, np.ndarray]:
-        """What an export archive holds for these blocks: ``blocks`` (uint8, exactly the bytes
+    def archive_members(self, codes: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """What an export archive holds for these blocks (``codes``, the caller's, are
+        the stored ones and are read from the blocks): ``blocks`` (uint8, exactly the bytes
         a GGUF file stores for this tensor, one row of bytes per row), ``codes`` (uint8, the
         stored codes), ``scale`` (each block's ``|d|``) and ``block_scales`` (the signed
         fp16 ``d`` as float32)."""

@@ -81,6 +81,10 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
         from quantscope.core.stats.gguf_stats import analyze_gguf
 
         return analyze_gguf(x, params)  # type: ignore[arg-type]
+    if params.kind == "torchao":  # torchao's bfloat16 chain, not a grid and a scale
+        from quantscope.core.stats.torchao_stats import analyze_torchao
+
+        return analyze_torchao(x, params)  # type: ignore[arg-type]
     xf = as_float32(x)
     if params.granularity != "tensor" and xf.ndim == 0:
         raise EngineValueError("a 0-d tensor cannot be quantized per channel or per block")
@@ -135,6 +139,10 @@ def prepared_format_report(prepared, params: FormatParams) -> QuantReport:
         from quantscope.core.stats.gguf_stats import prepared_gguf_report
 
         return prepared_gguf_report(prepared, params)  # type: ignore[arg-type]
+    if params.kind == "torchao":
+        from quantscope.core.stats.torchao_stats import prepared_torchao_report
+
+        return prepared_torchao_report(prepared, params)  # type: ignore[arg-type]
     if params.group_size is not None:  # block formats: one pass, kept for these scales
         key = ("format", params.format, params.axis, params.group_size, params.saturate)
         return kept_report(prepared, key, (params.scale, params.inv_scale),

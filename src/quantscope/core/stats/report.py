@@ -14,7 +14,7 @@ Definitions (shared by the direct pass and the fast prepared path, which must ag
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -76,6 +76,10 @@ class QuantReport:
     code_histogram: np.ndarray
     signal_power: float
     per_channel: UnitStats | None = None
+    #: The per-unit sums the report was built from (None where assembled otherwise): a caller
+    #: that laid many tensors out as the units of one array splits them back per tensor
+    #: exactly (:mod:`quantscope.state.format_batch`).
+    unit_totals: UnitTotals | None = field(default=None, repr=False)
 
     @property
     def clipped_fraction(self) -> float:
@@ -207,5 +211,5 @@ def build_report(params: QuantParams | FormatParams, tot: UnitTotals, size: int
         max_abs_error=float(tot.max_abs.max()) if n else 0.0,
         clipped_below=int(tot.below.sum()), clipped_above=int(tot.above.sum()),
         codes_used=int(np.count_nonzero(tot.hist)), code_histogram=tot.hist,
-        signal_power=sig / n if n else 0.0, per_channel=per,
+        signal_power=sig / n if n else 0.0, per_channel=per, unit_totals=tot,
     )

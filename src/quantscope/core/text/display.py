@@ -34,7 +34,9 @@ def report_html(report) -> str:
     """A :class:`~quantscope.core.stats.report.QuantReport` as one two-column table."""
     s = report.summary()
     p = report.params
-    kind = "symmetric" if s["symmetric"] else "asymmetric"
+    fmt = getattr(p, "format", None)  # a number format's report names it, as its repr does
+    kind = (str(fmt) if fmt is not None
+            else f"{'symmetric' if s['symmetric'] else 'asymmetric'} int{p.bits}")
     where = {"tensor": "per tensor", "channel": f"per channel (axis {p.axis})",
              "group": f"per group of {p.group_size} (axis {p.axis})"}[s["granularity"]]
     if s["scale"] is not None:

@@ -1,0 +1,177 @@
+"""How long does the first window take? ``python -m quantscope`` on the demo tensor, from the
+process start to the four panes painted with their numbers, on a fresh install (a copy of the
+package with no ``__pycache__`` and an empty Numba cache) and warm (the same copy again).
+
+The window runs as a person starts it: the real command (``quantscope.cli.main()``, no
+arguments) on the display given (Xvfb's ``DISPLAY``, or ``--offscreen``). A one-shot Qt
+timer, armed when the window is built, waits for :meth:`MainWindow.all_shown`, lets Qt
+paint what the reports changed, prints the time since the process started, stops any
+compile-ahead process this start began (so the next measurement has the cores to itself)
+and quits.
+
+``--notebook`` times the same in a notebook run by nbclient: a kernel started on the fresh
+copy, one cell drawing the demo tensor's four panes with ``qs.figure`` (the kernel's start
+not counted: Jupyter has it running before a person types), and shows the lines the cell
+wrote to stderr (the compile notice a person sees under the cell while waiting).
+
+Target: first window <= 5 s on a fresh install.
+
+Run: ``xvfb-run -a python bench/first_window.py [--repeat 2] [--offscreen] [--notebook]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_S = 5.0
+SRC = Path(__file__).resolve().parents[1] / "src" / "quantscope"
+
+#: Run in the child: the real command, with a timer that reports the first painted panes.
+DRIVER = r"""
+import sys, time
+T0 = float(sys.argv[1])
+import quantscope.gui as gui
+_create = gui.create_window
+
+def create_window(*a, **k):
+    window = _create(*a, **k)
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    def poll():
+        if window.all_shown():
+            QApplication.processEvents()
+            window.repaint()
+            took = time.time() - T0
+            ahead = __import__("quantscope.state.compile_ahead", fromlist=["x"])._started
+            print(f"FIRST_WINDOW {took:.2f} ahead={'yes' if ahead else 'no'}", flush=True)
+            if ahead is not None:
+                ahead.terminate()
+                ahead.wait()
+            window.close()
+        else:
+            QTimer.singleShot(10, poll)
+
+    QTimer.singleShot(0, poll)
+    return window
+
+gui.create_window = create_window
+sys.argv = ["quantscope"]
+from quantscope.cli import main
+raise SystemExit(main())
+"""
+
+
+def fresh_copy(root: Path) -> Path:
+    """The package copied under ``root`` without any ``__pycache__``: a fresh install."""
+    target = root / "src"
+    shutil.copytree(SRC, target / "quantscope", ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def one_start(src: Path, cache: Path, offscreen: bool) -> tuple[float, str, str]:
+    env = {**os.environ, "PYTHONPATH": str(src), "NUMBA_CACHE_DIR": str(cache)}
+    env.pop("QT_QPA_PLATFORM", None)
+    if offscreen:
+        env["QT_QPA_PLATFORM"] = "offscreen"
+    env["HOME"] = str(cache.parent / "home")  # no remembered session or window place
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-c", DRIVER, repr(t0)], capture_output=True,
+                          text=True, env=env, timeout=600)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("FIRST_WINDOW ")), "")
+    if not line:
+        raise SystemExit(f"no first window (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    took = float(line.split()[1])
+    return took, line.split()[2], proc.stderr.strip()
+
+
+NOTEBOOK_CELL = """\
+import time
+t0 = time.time()
+import numpy as np, quantscope as qs
+from quantscope.io.samples import sample_path
+fig = qs.figure(np.load(sample_path("gelu_activations")))
+fig.save("panes.png")
+print(f"FIGURE {time.time() - t0:.2f}")
+"""
+
+
+def notebook_start(src: Path, cache: Path) -> tuple[float, list[str]]:
+    """Seconds the figure cell took on a running kernel, and its stderr lines."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(NOTEBOOK_CELL)])
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "NUMBA_CACHE_DIR", "HOME")}
+    os.environ.update(PYTHONPATH=str(src), NUMBA_CACHE_DIR=str(cache),
+                      HOME=str(cache.parent / "home"))  # the kernel inherits these
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       resources={"metadata": {"path": str(cache.parent)}}).execute()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    streams = [o for o in nb.cells[0].outputs if o.output_type == "stream"]
+    out = "".join(o.text for o in streams if o.name == "stdout")
+    err = "".join(o.text for o in streams if o.name == "stderr").splitlines()
+    line = next(ln for ln in out.splitlines() if ln.startswith("FIGURE "))
+    return float(line.split()[1]), err
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=2, help="fresh installs measured")
+    parser.add_argument("--offscreen", action="store_true", help="Qt's offscreen platform")
+    parser.add_argument("--notebook", action="store_true",
+                        help="time qs.figure in a notebook (nbclient) instead of the window")
+    args = parser.parse_args()
+    if args.notebook:
+        print(f"qs.figure of the demo tensor in a notebook cell, {os.cpu_count()} cores, load "
+              f"{os.getloadavg()[0]:.1f}")
+        for i in range(args.repeat):
+            with tempfile.TemporaryDirectory(prefix="qs-fresh-") as tmp:
+                root = Path(tmp)
+                src = fresh_copy(root)
+                (root / "home").mkdir()
+                cache = root / "numba-cache"
+                cache.mkdir()
+                fresh, err = notebook_start(src, cache)
+                warm, _ = notebook_start(src, cache)
+                print(f"run {i + 1}: fresh install {fresh:.2f} s, warm {warm:.2f} s")
+                if i == 0:
+                    print("  stderr under the fresh cell:\n    " + "\n    ".join(err[-4:]))
+        return
+    if not args.offscreen and not os.environ.get("DISPLAY"):
+        raise SystemExit("no DISPLAY: run under xvfb-run -a, or pass --offscreen")
+    print(f"python -m quantscope, demo tensor, {os.cpu_count()} cores, load "
+          f"{os.getloadavg()[0]:.1f}; target first window <= {TARGET_S:g} s")
+    for i in range(args.repeat):
+        with tempfile.TemporaryDirectory(prefix="qs-fresh-") as tmp:
+            root = Path(tmp)
+            src = fresh_copy(root)
+            (root / "home").mkdir()
+            cache = root / "numba-cache"
+            cache.mkdir()
+            fresh, ahead, notice = one_start(src, cache, args.offscreen)
+            warm, _, _ = one_start(src, cache, args.offscreen)
+            verdict = "PASS" if fresh <= TARGET_S else "MISS"
+            print(f"run {i + 1}: fresh install {fresh:.2f} s (ratio to target "
+                  f"{fresh / TARGET_S:.2f}, {verdict}; compile-ahead started: {ahead}), "
+                  f"warm {warm:.2f} s")
+            if i == 0:
+                print("  stderr of the fresh start:\n    " + "\n    ".join(
+                    notice.splitlines()[-4:]))
+
+
+if __name__ == "__main__":
+    main()
