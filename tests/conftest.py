@@ -93,7 +93,7 @@ def _warm_kernels(config) -> None:
     rest = subprocess.Popen([sys.executable, "-c",
                             "from quantscope.state.compile_ahead import compile_rest; "
                             "compile_rest()"])
-    from quantscope.state.source import warm_up_engine
+    from quantscope.state.warm_up import warm_up_engine
 
     warm_up_engine()
     if rest.wait() != 0:
