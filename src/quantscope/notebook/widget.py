@@ -28,7 +28,8 @@ from collections.abc import Callable
 from quantscope.core.kernels.compile_notice import announce_compiles
 from quantscope.errors import UserError
 from quantscope.inputs import resolve_source
-from quantscope.notebook.raster import draw_pane, encode_png, view_range
+from quantscope.notebook.font import text_width
+from quantscope.notebook.raster import TEXT_SIZE, draw_pane, encode_png, view_range
 from quantscope.state import METHODS, PANES, RUNTIME_DESCRIPTIONS, ExplorerState, load_source
 from quantscope.state.compute import ComputeResult, compute_reports
 from quantscope.state.display import FIELDS, bucket_grid, display_values
@@ -198,9 +199,11 @@ class QuantWidget:
         self._change(changes, time.perf_counter())
         return self
 
-    def wait(self, timeout: float | None = 60.0) -> QuantWidget:
+    def wait(self, timeout: float | None = None) -> QuantWidget:
         """Block until the panes show the latest change (a script's or a test's step; the
-        controls never need it). Raises TimeoutError after ``timeout`` seconds."""
+        controls never need it). Without ``timeout`` it waits as long as the change takes
+        (a first use of a number format compiles its loops: a minute on a loaded machine);
+        with one, raises TimeoutError after that many seconds."""
         if not self._idle.wait(timeout):
             raise TimeoutError(f"the widget's redraw took over {timeout} s")
         return self
@@ -406,9 +409,16 @@ def _render(snap: _Snapshot, result: ComputeResult | None = None) -> _Drawn:
         edges, counts = pane_histogram(snap.values, grid.boundaries, view,
                                        PANE_SIZE[0], snap.dtype)
         img = draw_pane(edges, counts, grid.boundaries, grid.window, grid.zero, view,
-                        PANE_SIZE, f"{title}: {DRAWN}")
+                        PANE_SIZE, image_title(title))
         panes[pane] = (title, encode_png(img), _table(report, view))
     return _Drawn(result, panes)
+
+
+def image_title(title: str) -> str:
+    """The title drawn in a pane's image: the pane's and what is drawn, or the pane's alone
+    when both do not fit (the axes' labels say the rest)."""
+    full = f"{title}: {DRAWN}"
+    return full if text_width(full, TEXT_SIZE) <= PANE_SIZE[0] - 8 else title
 
 
 def _table(report, view: tuple[float, float]) -> str:

@@ -36,16 +36,17 @@ import numpy as np
 
 from quantscope.core import QuantParams, analyze
 from quantscope.core.formats.catalog import bits_per_element
-from quantscope.core.formats.gguf_types import GGUF_TYPES
 from quantscope.core.formats.int4_tools import TOOL_INT4
 from quantscope.core.schemes.quantize import COMPILED_MIN
 from quantscope.core.stats.report import sqnr_db
+from quantscope.state.choices import FormatChoice
 from quantscope.state.formats import (
     BestFormats,
     FormatPoint,
     best_formats,
     candidates,
     format_pane_params,
+    whole_blocks_only,
 )
 
 #: Tensors of at most this many elements are batched; larger ones take compiled loops of
@@ -89,8 +90,9 @@ def best_formats_many(xs: Sequence[np.ndarray], settings, *, per_channel: bool
 def _best_of_batch(xs: Sequence[np.ndarray], settings, per_channel: bool
                    ) -> list[BestFormats]:
     def best(bits: int) -> list[FormatPoint]:
+        # a format whose blocks do not fit the rows has no point, as in format_points
         columns = [_points(xs, spec, settings) for spec in candidates(bits, per_channel)
-                   if not (spec in GGUF_TYPES and xs[0].shape[-1] % GGUF_TYPES[spec].block)]
+                   if not (whole_blocks_only(spec) and xs[0].shape[-1] % whole_blocks_only(spec))]
         # max() keeps the first of equals, as best_formats does over the same order
         return [max((c[k] for c in columns), key=lambda p: (p.sqnr_db, -p.bits_per_element))
                 for k in range(len(xs))]
@@ -100,7 +102,8 @@ def _best_of_batch(xs: Sequence[np.ndarray], settings, per_channel: bool
 
 def _points(xs: Sequence[np.ndarray], spec: str, settings) -> list[FormatPoint]:
     """Format ``spec`` on every tensor of ``xs``: one parameter choice, one report."""
-    name, _, gran = spec.partition("/")
+    spec = FormatChoice(spec)
+    name, gran = spec.name, spec.granularity
     first = format_pane_params(xs[0], spec, settings)
     bits = bits_per_element(first, xs[0].size)  # a function of the shape alone
     params = None
@@ -111,7 +114,7 @@ def _points(xs: Sequence[np.ndarray], spec: str, settings) -> list[FormatPoint]:
         units = int(np.asarray(first.scale).size)
     elif gran == "tensor":
         rows = np.stack([x.reshape(-1) for x in xs])
-        stacked, at, units = rows, f"{name}/channel", 1
+        stacked, at, units = rows, FormatChoice.of(name, "channel"), 1
         at_settings = dataclasses.replace(settings, axis=0)
     elif gran == "channel":
         axis = first.axis  # the engine's axis, as the pane chose it on this shape
@@ -165,4 +168,5 @@ def _stacked_params(each: list):
 
 
 def _point(spec: str, bits: float, report) -> FormatPoint:
-    return FormatPoint(spec, bits, report.sqnr_db, report.rounding_mse, report.clipping_mse)
+    return FormatPoint(FormatChoice(spec), bits, report.sqnr_db, report.rounding_mse,
+                       report.clipping_mse)
