@@ -1,6 +1,7 @@
 """SQNR and bits per element of llama.cpp's GGUF types beside the other 4- and 8-bit formats,
-on a bundled real weight, real activations and a Llama-8B-sized MLP weight, with the time each
-GGUF quantization (llama.cpp's reference quantizer) takes.
+on a bundled real weight, real activations and a Llama-8B-sized MLP weight (int8 per channel,
+FP8, MXFP4, NVFP4 both ways, NF4, INT4 g128 by the engine's, GPTQ's, AWQ's and torchao's
+rules), with the time each GGUF quantization (llama.cpp's reference quantizer) takes.
 
 Run: ``PYTHONPATH=src python bench/gguf_table.py [--rows 14336] [--cols 4096]``. The bundled
 tensors are the ones whose rows hold whole 256-element super-blocks: MiniLM's
@@ -21,8 +22,11 @@ from quantscope.io.samples import sample_path
 
 OTHERS = (("int8 per-channel", "int8", {"granularity": "channel", "axis": 0}),
           ("FP8 E4M3 per-channel", "fp8_e4m3", {"granularity": "channel", "axis": 0}),
-          ("MXFP4", "mxfp4", {}), ("NVFP4", "nvfp4", {}), ("NF4", "nf4", {}),
-          ("INT4 g128", "int4_g128", {}))
+          ("MXFP4", "mxfp4", {}), ("NVFP4 (torchao)", "nvfp4", {}),
+          ("NVFP4 (ModelOpt)", "nvfp4_modelopt", {}), ("NF4", "nf4", {}),
+          ("INT4 g128 (narrow symmetric)", "int4_g128", {}),
+          ("GPTQ INT4 g128", "gptq_int4_g128", {}), ("AWQ INT4 g128", "awq_int4_g128", {}),
+          ("torchao INT4 g128", "torchao_int4_g128", {}))
 GGUF = ("gguf_q8_0", "gguf_q6_k", "gguf_q5_k", "gguf_q5_1", "gguf_q5_0", "gguf_q4_k",
         "gguf_q4_1", "gguf_q4_0", "gguf_q3_k", "gguf_q2_k")
 

@@ -273,7 +273,7 @@ def main() -> None:
     # as ``quantscope`` starts: the engine's compiled loops loaded before Qt and the window, so
     # the first load does not load them on a worker thread holding the GIL (the GUI thread
     # blocked for that long, longer still when that thread is niced beside a busy process)
-    from quantscope.state.source import warm_up_engine
+    from quantscope.state.warm_up import warm_up_engine
 
     warm_up_engine()
     from PySide6.QtWidgets import QApplication

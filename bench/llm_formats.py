@@ -1,4 +1,5 @@
-"""Every 4-bit format on one Llama-8B MLP weight (14336 x 4096 float32, 58.7M elements).
+"""Every 4-bit format (and GGUF's Q5_K, Q6_K and Q8_0) on one Llama-8B MLP weight
+(14336 x 4096 float32, 58.7M elements).
 
 Run: ``PYTHONPATH=src python bench/llm_formats.py [--rows 14336] [--cols 4096] [--pairs 3]``.
 The weight is real-looking: normal, each output row with its own spread, and a few input
@@ -37,6 +38,8 @@ from quantscope.core.formats.int4_tools import TOOL_INT4  # noqa: E402
 FIRST_GOAL_S = 1.0
 AGAIN_GOAL_S = 0.05
 PEAK_GOAL = 12.0
+#: llama.cpp types beyond 4 bits the goals name too.
+WIDER_GGUF = ("gguf_q5_k", "gguf_q6_k", "gguf_q8_0")
 
 
 def llama_mlp_weight(rows: int, cols: int, seed: int = 0) -> np.ndarray:
@@ -69,6 +72,8 @@ def four_bit_specs() -> list[tuple[str, dict]]:
             out.append((name, {}))
         elif kind == "int":
             out += [(name, {"symmetric": True}), (name, {"symmetric": False})]
+        elif kind == "torchao":  # torchao's int4 weight-only, groups of 32/64/128
+            out.append((name, {}))
         elif kind == "gguf":  # llama.cpp's 4-bit types: Q4_0, Q4_1, Q4_K
             from quantscope.core.formats.gguf_types import GGUF_TYPES
 
@@ -101,7 +106,7 @@ def main() -> None:
           f"{load()}")
     print(f"{'format':26s} {'first':>9s} {'x copyto':>9s} {'again':>9s} {'peak B/el':>9s} "
           f"{'SQNR dB':>8s} {'bits/el':>8s}")
-    for name, opts in four_bit_specs():
+    for name, opts in four_bit_specs() + [(n, {}) for n in WIDER_GGUF]:
         if args.only and name not in args.only:
             continue
         label = name + "".join(f" {v if k != 'symmetric' else ('sym' if v else 'asym')}"

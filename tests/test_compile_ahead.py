@@ -34,7 +34,7 @@ from quantscope.state.formats import format_points
 from quantscope.state.source import Source, load_source, overview, prepare_tensor, working_tensor
 
 from quantscope.state.compile_ahead import cache_was_cold
-from quantscope.state.source import warm_up_engine
+from quantscope.state.warm_up import warm_up_engine
 
 warm_up_engine()
 print("cold:", cache_was_cold())
@@ -66,7 +66,7 @@ def _python(code_or_module: list[str], cache) -> list[str]:
 
 def test_after_the_compile_ahead_the_window_formats_scans_and_api_compile_nothing(tmp_path):
     # a cold cache of its own: the warm-up compiles, and knows it
-    warm = "from quantscope.state import compile_ahead as c, source as s\n" \
+    warm = "from quantscope.state import compile_ahead as c, warm_up as s\n" \
            "s.warm_up_engine()\nprint('cold:', c.cache_was_cold())"
     assert _python(["-c", warm], tmp_path) == ["cold: True"]
     _python(["-m", "quantscope.state.compile_ahead"], tmp_path)

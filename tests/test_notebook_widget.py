@@ -212,6 +212,8 @@ def test_a_change_returns_before_the_redraw_and_the_latest_wins(weight_widget):
             w.controls["bits"].value = bits
         assert w.state.settings.bits == 3  # the setting is taken at once...
         assert w.redraws == before and not w._idle.is_set()  # ...the redraw is not done
+        with pytest.raises(TimeoutError):
+            w.wait(timeout=0.05)
     finally:
         release.set()
     w.wait()
@@ -234,7 +236,7 @@ def test_panes_have_axes_and_a_title(weight_widget):
         count_ticks,
         value_ticks,
     )
-    from quantscope.notebook.widget import DRAWN, PANE_SIZE
+    from quantscope.notebook.widget import DRAWN, PANE_SIZE, image_title
 
     x, _, w = weight_widget
     w.set(bits=8, method="minmax", clip=None).wait()
@@ -247,6 +249,9 @@ def test_panes_have_axes_and_a_title(weight_widget):
     assert (img[base + 8:, :] == TEXT).any() and (img[top:base, :left - 6] == TEXT).any()
     # the title: exactly the pixels of the pane's title text
     title = f"{w.titles['symmetric/tensor'].value[3:-4]}: {DRAWN}".replace("&#x27;", "'")
+    assert image_title(w.titles["symmetric/tensor"].value[3:-4]) == title  # it fits
+    long = "Symmetric · per-channel · axis 0 · 1,024 channels"  # too long with DRAWN
+    assert image_title(long) == long
     want = np.zeros((8 * TEXT_SIZE + 4, PANE_SIZE[0]), np.uint8)
     draw_text(want, 4, 4, title, TEXT, TEXT_SIZE)
     assert np.array_equal(img[:want.shape[0]] == TEXT, want == TEXT)

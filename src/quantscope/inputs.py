@@ -4,8 +4,6 @@ the settings by name. Qt-free; shared by :mod:`quantscope.viewer` and :mod:`quan
 
 from __future__ import annotations
 
-import dataclasses
-import numbers
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -15,48 +13,13 @@ import numpy as np
 from quantscope.core.tensors.frameworks import as_numpy, framework_of, quantized_scheme
 from quantscope.core.tensors.validate import EngineTypeError, check_narrowed
 from quantscope.errors import UserError, one_line
-from quantscope.state import Settings, SettingsError, Source
-from quantscope.state.settings import CODE_RANGES
+from quantscope.state import Source
+from quantscope.state.setting_names import settings_changes
 from quantscope.state.source import DEMO_SAMPLE
-
-#: ``quantscope report``'s option names that differ from the Settings fields.
-ALIASES = ("clip", "code_range")
 
 Read = Callable[[], tuple[np.ndarray, str]]
 
-
-def settings_changes(current: Settings, options: dict, ndim: int | None = None) -> dict:
-    """Turn ``set(**options)`` into Settings field changes, checked against a tensor of
-    ``ndim`` dimensions; raises SettingsError (nothing changes) for an unknown name or value.
-
-    ``clip=(lo, hi)`` is the manual clip window and selects the manual method unless
-    ``method`` is given too; ``clip=None`` drops it. ``code_range`` takes ``"narrow"``,
-    ``"full"`` or ``"default"``. Integral values (NumPy's too) become ints.
-    """
-    fields = {f.name for f in dataclasses.fields(Settings)}
-    changes: dict = {}
-    for key, value in options.items():
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-            value = int(value)
-        if key == "clip" or key == "manual_clip":
-            window = None if value is None else tuple(float(v) for v in value)
-            if window is not None and len(window) != 2:
-                raise SettingsError(f"{key} must be (lo, hi), got {value!r}")
-            changes["manual_clip"] = window
-            if key == "clip" and window is not None and "method" not in options:
-                changes["method"] = "manual"
-        elif key == "code_range":
-            if value not in CODE_RANGES:
-                raise SettingsError(f"code_range must be one of {list(CODE_RANGES)}, "
-                                    f"got {value!r}")
-            changes["narrow_range"] = CODE_RANGES[value]
-        elif key in fields:
-            changes[key] = value
-        else:
-            raise SettingsError(f"unknown setting {key!r}; settings are "
-                                f"{', '.join(sorted(fields | set(ALIASES)))}")
-    dataclasses.replace(current, **changes).check(ndim)
-    return changes
+__all__ = ["Read", "resolve_source", "settings_changes"]
 
 
 def resolve_source(data, *, tensor: str | None = None, name: str | None = None

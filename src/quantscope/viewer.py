@@ -220,8 +220,9 @@ class Viewer:
 
         Names are :class:`~quantscope.state.Settings`' fields (``method``, ``percentile``,
         ``manual_clip``, ``rounding``, ``narrow_range``, ``bits``, ``axis``, ``group_size``,
-        ``runtime``) or ``quantscope report``'s options (``clip=(lo, hi)`` for a manual clip
-        window, ``code_range="narrow" | "full" | "default"``). A setting the tensor cannot
+        ``runtime``, ``formats``) or the command line's words for them (``clip=(lo, hi)`` for a
+        manual clip window, ``code_range="narrow" | "full" | "default"``, ``preset=``), as
+        :data:`quantscope.state.setting_names.SETTING_NAMES` lists them. A setting the tensor cannot
         have raises :class:`~quantscope.state.SettingsError` and changes nothing. Settings
         apply to the tensor being loaded, so a pending :meth:`load` is waited for first.
         """

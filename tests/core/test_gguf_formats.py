@@ -124,3 +124,20 @@ def test_rows_are_independent_and_the_layout_is_llama_cpps():
         assert whole.shape == (37, 512 // t.block * t.type_size)
         for r in (0, 17, 36):
             assert np.array_equal(whole[r], encode(x[r], name))
+
+
+@pytest.mark.parametrize("name", ["gguf_q2_k", "gguf_q4_k", "gguf_q5_k", "gguf_q6_k"])
+def test_a_blocks_bytes_do_not_depend_on_its_chunk(name):
+    """The k-quants' searches run on the sub-blocks of a chunk of super-blocks at once
+    (vector lanes); each block's bytes must still be its own: a tensor of 150 super-blocks
+    (two whole chunks of 64 and a partial one, with zero, constant and one-signed blocks)
+    encodes to the bytes of its blocks encoded one at a time."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_t(3, (150, 256)) * rng.uniform(1e-3, 10, (150, 1))).astype(np.float32)
+    x[3] = 0.0
+    x[70] = 0.25
+    x[140] = np.abs(x[140])
+    x[141, :32] = -1.0
+    whole = encode(x, name)
+    one_by_one = np.stack([encode(x[i], name) for i in range(x.shape[0])])
+    assert np.array_equal(whole, one_by_one)

@@ -45,13 +45,13 @@ def test_missing_libraries_are_named_with_the_install_command():
 
 def test_the_window_refuses_before_any_compile(monkeypatch, capsys):
     """``quantscope`` stops with the sentence before the engine's warm-up starts."""
-    from quantscope.state import source
+    from quantscope.gui import launch
 
     monkeypatch.setenv("DISPLAY", ":0")
     monkeypatch.delenv("QT_QPA_PLATFORM", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     monkeypatch.setattr(system_libs, "_loads", lambda s: s != "libxcb-cursor.so.0")
-    monkeypatch.setattr(source, "warm_up_engine", lambda: pytest.fail("warm-up started"))
+    monkeypatch.setattr(launch, "warm_up_engine", lambda: pytest.fail("warm-up started"))
     assert main([]) == 2
     err = capsys.readouterr().err
     assert "sudo apt-get install libxcb-cursor0" in err and "Traceback" not in err

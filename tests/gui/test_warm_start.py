@@ -1,5 +1,5 @@
 """A first load in a fresh process loads no compiled loop: the engine's loops were loaded before
-the window showed (``quantscope.state.source.warm_up_engine``). Loading one from Numba's cache
+the window showed (``quantscope.state.warm_up.warm_up_engine``). Loading one from Numba's cache
 holds the GIL inside LLVM for 10-300 ms; in the worker during a load it stalled the window."""
 
 from __future__ import annotations

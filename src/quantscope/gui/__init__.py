@@ -17,10 +17,12 @@ def configure_pyqtgraph() -> None:
 
 def create_window(state=None, *, install_views: bool = True):
     """Configure pyqtgraph and build a :class:`~quantscope.gui.window.MainWindow`, once the
-    engine's compiled loops are loaded (:func:`quantscope.state.source.warm_up_engine`, once
+    engine's compiled loops are loaded (:func:`quantscope.state.warm_up.warm_up_engine`, once
     per process; ``quantscope`` runs it before importing Qt): loaded during a load, they held
     the GIL in the worker and stalled the window for 60-300 ms."""
-    from quantscope.state.source import warm_up_engine
+    # ``import quantscope.gui`` (pyqtgraph's configuration) must not build the explorer's
+    # state nor the window's modules: they are imported when a window is made
+    from quantscope.state.warm_up import warm_up_engine
 
     warm_up_engine()
     configure_pyqtgraph()

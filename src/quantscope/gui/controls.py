@@ -29,7 +29,13 @@ from PySide6.QtWidgets import (
 from superqt import QDoubleRangeSlider
 
 from quantscope.gui.caption_label import CaptionCombo
-from quantscope.state import RUNTIME_DESCRIPTIONS, ExplorerState, Settings, preset_rules
+from quantscope.state import (
+    RUNTIME_DESCRIPTIONS,
+    ExplorerState,
+    Settings,
+    preset_in_force,
+    preset_rules,
+)
 from quantscope.state.settings import MAX_GROUP_SIZE
 
 METHOD_LABELS = {"minmax": "min / max", "percentile": "percentile", "mse": "MSE-optimal",
@@ -270,7 +276,8 @@ class ControlsPanel(QGroupBox):
         """Show the state's settings (signals blocked: no echo back into the state)."""
         st = self.state
         s: Settings = st.settings
-        rules = preset_rules(s.runtime, s.bits)
+        # the rules that compute the panes: a preset's own, except under a manual window
+        rules = preset_rules(preset_in_force(s), s.bits)
         widgets = (self.method, self.percentile, self.percentile_slider, self.clip, self.clip_lo,
                    self.clip_hi, self.rounding, self.narrow, self.bits, self.bits_label,
                    self.axis, self.group, self.runtime, self.role)

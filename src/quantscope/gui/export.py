@@ -35,8 +35,9 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QLabel, QWidget
 from quantscope.core.labs.captions import pane_captions
 from quantscope.errors import QuantscopeError
 from quantscope.gui.theme import current_theme
+from quantscope.io.archive import build_metadata, write_archive
 from quantscope.jsonable import dumps
-from quantscope.state import PANES, ExplorerState, pane_title
+from quantscope.state import PANES, ExplorerState, analyze_with, pane_title
 
 SVG_NS = "http://www.w3.org/2000/svg"
 PIXEL_RATIO = 2.0
@@ -419,9 +420,6 @@ def save_numbers(state: ExplorerState, path: str | Path,
 def save_quantized(state: ExplorerState, pane: str, path: str | Path) -> None:
     """Codes, scales, zero points and the scheme of ``pane`` to .npz (``quantscope export``'s
     format: ``np.load(path, allow_pickle=False)`` reads it)."""
-    from quantscope.io.archive import build_metadata, write_archive
-    from quantscope.state import analyze_with
-
     if state.tensor is None:
         raise ExportError("no tensor to export")
     path = Path(path)

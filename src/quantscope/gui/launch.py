@@ -11,23 +11,28 @@ opens on the built-in demo tensor, whose first numbers equal ``quantscope report
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import os
 import sys
 from pathlib import Path
 
+from quantscope.core.kernels.compile_notice import announce_compiles
 from quantscope.core.tensors.generators import GENERATORS
 from quantscope.errors import UserError, one_line
+from quantscope.gui.system_libs import xcb_problem
 from quantscope.io.writing import check_output, write_text
 from quantscope.jsonable import dumps
 from quantscope.state import ExplorerState, SettingsError, Source
+from quantscope.state.compile_ahead import start_if_cold
 from quantscope.state.options import (
     add_settings_arguments,
     add_source_arguments,
     settings_from_args,
 )
+from quantscope.state.setting_names import add_setting_options, changes_from_args
 from quantscope.state.source import DEMO_SAMPLE
+from quantscope.state.talk import builtin_talk, load_talk
+from quantscope.state.warm_up import warm_up_engine
 
 #: How long ``--screenshot`` waits for the panes before giving up (a 10^8-element file may
 #: take a while to prepare on a slow machine).
@@ -64,10 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference", metavar="ORIGINAL",
                         help="with a quantized checkpoint FILE: compare it with its original "
                              "in the model view (File > Compare with original...)")
-    parser.add_argument("--compare", nargs="?", const="int8/channel,fp8_e4m3/tensor,mxfp4,"
-                        "int4_g128", metavar="F1,F2,F3,F4",
-                        help="the four panes show these number formats (default int8/channel,"
-                             "fp8_e4m3/tensor,mxfp4,int4_g128), e.g. nvfp4 or fp8_e5m2/channel")
+    add_setting_options(parser, "window")  # --compare
 
 
 def source_from_args(args: argparse.Namespace) -> Source:
@@ -76,6 +78,7 @@ def source_from_args(args: argparse.Namespace) -> Source:
     if len(given) > 1:
         raise UserError(f"give only one of FILE, --sample and --generator (got {given})")
     if args.generator:
+        # Qt, like every gui module: imported only after the warm-up (see main)
         from quantscope.gui.source_panel import parse_shape
 
         shape = parse_shape(args.shape) if args.shape else GENERATORS[args.generator].default_shape
@@ -93,19 +96,17 @@ def source_from_args(args: argparse.Namespace) -> Source:
 def talk_from_args(args: argparse.Namespace):
     """The talk ``--talk`` asks for (None without it), checked with ``--scene`` before any
     window opens: a talk brings its own tensors, so it takes no FILE, sample or generator."""
-    from quantscope.state.talk import builtin_talk, load_talk
-
     talk_arg, scene = getattr(args, "talk", None), getattr(args, "scene", None)
     if talk_arg is None:
         if scene is not None:
             raise UserError("--scene N needs --talk (a talk file, or none for the built-in)")
         return None
-    given = [n for n in ("file", "sample", "generator", "session", "compare")
-             if getattr(args, n, None)]
+    shown = {"file": "file", "sample": "sample", "generator": "generator",
+             "session": "--session", "formats": "--compare"}
+    given = [text for dest, text in shown.items() if getattr(args, dest, None)]
     if given:
         raise UserError("--talk brings its own tensors and settings: give it without "
-                        + ", ".join(f"--{n}" if n in ("compare", "session") else n
-                                    for n in given))
+                        + ", ".join(given))
     talk = load_talk(talk_arg) if talk_arg else builtin_talk()
     talk.scene(scene or 1)  # a scene the talk lacks is refused now, with the numbers it has
     return talk
@@ -143,7 +144,6 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("no display to open the window on (DISPLAY and WAYLAND_DISPLAY are "
                         "unset); run it on a desktop, or render it with --screenshot OUT.png")
     else:  # before any compile: Qt would abort on a missing library only at the first window
-        from quantscope.gui.system_libs import xcb_problem
 
         problem = xcb_problem()
         if problem is not None:
@@ -152,24 +152,21 @@ def run(args: argparse.Namespace) -> int:
     talk = talk_from_args(args)
     source = source_from_args(args)
     settings = settings_from_args(args)
-    if getattr(args, "compare", None):
+    if getattr(args, "formats", None):
         try:
-            settings = dataclasses.replace(settings, formats=tuple(args.compare.split(","))
-                                           ).check()
+            settings = changes_from_args(args, settings, groups=("window",))
         except SettingsError as exc:
             raise UserError(f"--compare: {exc}") from None
 
     # the engine's compiled loops loaded now, before Qt (imported first, it doubles Numba's
     # start-up): a load in the window then never stalls the GUI thread loading one
-    from quantscope.core.kernels.compile_notice import announce_compiles
-    from quantscope.state.source import warm_up_engine
 
     announce_compiles()
     warm_up_engine()
     if not headless:  # a first run: the loops of formats, scans and the API compile meanwhile
-        from quantscope.state.compile_ahead import start_if_cold
 
         start_if_cold()
+    # Qt now, after the warm-up: imported before Numba, it doubles Numba's start-up
     from PySide6.QtWidgets import QApplication
 
     from quantscope.gui import create_window
@@ -285,7 +282,7 @@ def _render_once(app, window, args: argparse.Namespace) -> int:
     if settle is not None:  # the explanatory views draw from their own background jobs
         settle()
     if args.screenshot:
-        from quantscope.gui.export import save_image
+        from quantscope.gui.export import save_image  # Qt, as above
 
         try:
             save_image(window, check_output(args.screenshot, "--screenshot"))

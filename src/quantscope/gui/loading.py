@@ -15,6 +15,8 @@ from PySide6.QtWidgets import QFileDialog
 from quantscope.errors import QuantscopeError
 from quantscope.gui.jobs import JobContext
 from quantscope.gui.picker import TensorPicker
+from quantscope.io import kinds, list_tensors
+from quantscope.io.samples import sample_path
 from quantscope.state import (
     Settings,
     SettingsError,
@@ -31,8 +33,6 @@ from quantscope.state import (
 def file_filter() -> str:
     """The Open dialog's filter: every registered kind's extensions (a parser registered later
     is offered too), checkpoint indexes, and all files (kinds are recognised by content)."""
-    from quantscope.io import kinds
-
     patterns = " ".join(f"*{s}" for kind in kinds() for s in kind.suffixes)
     return f"Tensor files and checkpoints ({patterns} *.index.json);;All files (*)"
 
@@ -71,9 +71,6 @@ class Loading:
 
         def read(report):
             if wants_list:
-                from quantscope.io import list_tensors
-                from quantscope.io.samples import sample_path
-
                 report(-1, f"listing {source.label()}")
                 path = source.name if source.kind == "file" else sample_path(source.name)
                 try:

@@ -16,6 +16,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from quantscope.io.tensor_info import printable
+from quantscope.state import Source
 
 
 class ModelMode:
@@ -121,6 +122,8 @@ class ModelMode:
     def _ensure_model_view(self):
         if self.model_view is not None:
             return self.model_view
+        # the model view's modules (the scan, the plan, stored checkpoints) load when a model
+        # first opens, not with every window
         from quantscope.gui.model_view import ModelView
 
         view = self.model_view = ModelView(jobs=self.jobs)
@@ -175,7 +178,6 @@ class ModelMode:
         first pane and the best alternatives at the same or fewer bits in the others."""
         import dataclasses
 
-        from quantscope.state import Source
 
         view = self.model_view.compare_view
         settings = dataclasses.replace(self.state.settings, formats=row.panes(), axis=0)
@@ -187,8 +189,6 @@ class ModelMode:
         self.load(source, settings=settings, on_loaded=self.show_panes)
 
     def _open_model_tensor(self, row) -> None:
-        from quantscope.state import Source
-
         # the panes come back once they hold this tensor: shown at once they would say the
         # previous tensor's name (headline, status bar, Tensor box) until it loaded
         self.load(Source("file", row.path, tensor=row.name), on_loaded=self.show_panes)

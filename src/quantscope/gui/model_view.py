@@ -34,9 +34,13 @@ from quantscope.errors import QuantscopeError
 from quantscope.gui.jobs import Jobs, Lane
 from quantscope.gui.model_chart import ModelChart
 from quantscope.gui.model_table import FIRST_SEEN, VISUAL_ORDER, ModelTable, header_text
+from quantscope.gui.plan_panel import PlanPanel
+from quantscope.gui.stored_view import StoredCompareView
+from quantscope.io.stored import source_checkpoint
 from quantscope.io.tensor_info import format_bytes, printable
 from quantscope.state import Settings
-from quantscope.state.model_scan import OK, PENDING, ModelRow
+from quantscope.state.model_records import row_record, to_csv, to_json
+from quantscope.state.model_scan import OK, PENDING, ModelRow, ModelScan, model_rows, reset
 
 #: Finished rows and progress reach the table and chart at most this often (a chart update
 #: with its paint takes about 10-35 ms with 800 tensors, 30-40 ms with 3,000:
@@ -190,7 +194,6 @@ class ModelView(QWidget):
         self.splitter.addWidget(self.chart)
         self.splitter.setStretchFactor(0, 13)
         self.splitter.setStretchFactor(1, 7)
-        from quantscope.gui.stored_view import StoredCompareView
 
         self.compare_view = StoredCompareView(jobs=self.job.jobs)
         self.compare_view.hide()
@@ -268,8 +271,6 @@ class ModelView(QWidget):
     def show_plan(self, plan) -> None:
         """Show (or replace) the plan panel's plan."""
         if getattr(self, "plan_panel", None) is None:
-            from quantscope.gui.plan_panel import PlanPanel
-
             self.plan_panel = PlanPanel(self)
             self.layout().addWidget(self.plan_panel, 1)
         self.plan_panel.set_plan(plan)
@@ -280,7 +281,6 @@ class ModelView(QWidget):
         settings = _scan_settings(settings)
         if settings == self.settings or self.path is None:
             return
-        from quantscope.state.model_scan import reset
 
         self.settings = settings
         self.chart.bits = settings.bits
@@ -316,9 +316,6 @@ class ModelView(QWidget):
         self.progress_label.setText(f"cancelled: {left} tensors left — Resume scans them")
 
     def _start(self, listing: bool) -> None:
-        from quantscope.io.stored import source_checkpoint
-        from quantscope.state.model_scan import ModelScan, model_rows
-
         self.generation += 1
         gen, path, settings = self.generation, self.path, self.settings
         rows = None if listing else list(self.rows)
@@ -470,8 +467,6 @@ class ModelView(QWidget):
         self.compare_view.compare(self.path, reference)
 
     def records(self) -> list[dict]:
-        from quantscope.state.model_records import row_record
-
         return [row_record(r, sharded=True) for r in self.rows]
 
     def metrics(self) -> dict:
@@ -481,14 +476,11 @@ class ModelView(QWidget):
 
     def save(self, path: str | Path) -> None:
         """Export the table: CSV or JSON by the file's suffix."""
-        from quantscope.state.model_records import to_csv, to_json
-        from quantscope.state.model_scan import OK as ok
-
         path = Path(path)
         if path.suffix.lower() == ".csv":
             text = to_csv(self.rows)
         else:
-            shown = [r for r in self.rows if r.status == ok]
+            shown = [r for r in self.rows if r.status == OK]
             text = to_json(str(self.path), self.rows, shown, self.settings, True)
         try:
             path.write_text(text)

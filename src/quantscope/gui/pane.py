@@ -56,7 +56,7 @@ from quantscope.gui.pane_axes import (
 )
 from quantscope.gui.step_histogram import StepHistogram
 from quantscope.gui.style import reserve_lines, reserve_width, selectable_on_hover
-from quantscope.state import TensorOverview
+from quantscope.state import PaneKey, TensorOverview
 
 HIST_PEN = pg.mkPen("#1f4e9c", width=1.5)
 HIST_BRUSH = pg.mkBrush(31, 78, 156, 70)
@@ -316,7 +316,7 @@ class Pane(QFrame):
             value.setFont(font)
             value.setObjectName("fieldValue")
             selectable_on_hover(value)
-            per_unit = key == "scale" and not self.key.endswith("/tensor")
+            per_unit = key == "scale" and not PaneKey.parse(self.key).per_tensor
             reserve_width(value, WIDE_UNIT_SCALES if per_unit else WIDE[key])
             if key == "scale":
                 scale_row.addWidget(name)
@@ -632,7 +632,7 @@ class Pane(QFrame):
     def _write_key(self) -> None:
         """The key and its tooltip for what the grid lines of the scheme on show are."""
         words, fmt = getattr(self, "_key_words", (None, False))
-        per_unit = not self.key.endswith("/tensor") if words is None else "median" in words
+        per_unit = not PaneKey.parse(self.key).per_tensor if words is None else "median" in words
         self._changing(self.key_label)  # held with the pane, as every text is
         self.key_label.set_texts(pane_key(self._theme, per_unit, words),
                                  pane_key(self._theme, per_unit, words, short=True))

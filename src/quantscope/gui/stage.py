@@ -27,14 +27,17 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
 from quantscope.gui.pane import link_plots
-from quantscope.state import PANES, pane_title
+from quantscope.state import PANES, PaneKey, pane_title
 
 #: key -> (the two panes, left and right; what the pair compares).
-PAIRS: dict[str, tuple[tuple[str, str], str]] = {
-    "1": (("symmetric/tensor", "asymmetric/tensor"), "per tensor: symmetric vs asymmetric"),
-    "2": (("symmetric/channel", "asymmetric/channel"), "per channel: symmetric vs asymmetric"),
-    "3": (("symmetric/tensor", "symmetric/channel"), "symmetric: per tensor vs per channel"),
-    "4": (("asymmetric/tensor", "asymmetric/channel"),
+PAIRS: dict[str, tuple[tuple[PaneKey, PaneKey], str]] = {
+    "1": ((PaneKey.SYMMETRIC_TENSOR, PaneKey.ASYMMETRIC_TENSOR),
+          "per tensor: symmetric vs asymmetric"),
+    "2": ((PaneKey.SYMMETRIC_CHANNEL, PaneKey.ASYMMETRIC_CHANNEL),
+          "per channel: symmetric vs asymmetric"),
+    "3": ((PaneKey.SYMMETRIC_TENSOR, PaneKey.SYMMETRIC_CHANNEL),
+          "symmetric: per tensor vs per channel"),
+    "4": ((PaneKey.ASYMMETRIC_TENSOR, PaneKey.ASYMMETRIC_CHANNEL),
           "asymmetric: per tensor vs per channel"),
 }
 DEFAULT_PAIR = "1"
@@ -66,7 +69,7 @@ class Stage(QObject):
         self.keys.hide()
         self.actions: dict[str, QAction] = {}
         for key in PAIRS:
-            self._action(key, f"Pane pair {key}", lambda _=False, k=key: self.show_pair(k))
+            self._action(key, f"PaneKey pair {key}", lambda _=False, k=key: self.show_pair(k))
         self._action("V", "Views / panes", lambda: self.show_views(not self.showing_views))
         self._action("]", "Next view", lambda: self.step_view(1))
         self._action("[", "Previous view", lambda: self.step_view(-1))

@@ -118,6 +118,8 @@ class StoredCompareView(QWidget):
 
     def compare(self, quantized: str | Path, reference: str | Path) -> None:
         """Measure ``quantized``'s stored weights against ``reference`` in the background."""
+        # the comparison measures with the number formats, whose modules load Numba: only
+        # when a checkpoint is compared
         from quantscope.state.stored_compare import compare
 
         self.quantized, self.reference = Path(quantized), Path(reference)

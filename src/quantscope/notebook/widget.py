@@ -25,15 +25,20 @@ import time
 import weakref
 from collections.abc import Callable
 
+from quantscope.core.kernels.compile_notice import announce_compiles
 from quantscope.errors import UserError
-from quantscope.notebook.raster import draw_pane, encode_png, view_range
-from quantscope.state import METHODS, PANES, RUNTIME_DESCRIPTIONS, ExplorerState
+from quantscope.inputs import resolve_source
+from quantscope.notebook.font import text_width
+from quantscope.notebook.raster import TEXT_SIZE, draw_pane, encode_png, view_range
+from quantscope.state import METHODS, PANES, RUNTIME_DESCRIPTIONS, ExplorerState, load_source
 from quantscope.state.compute import ComputeResult, compute_reports
 from quantscope.state.display import FIELDS, bucket_grid, display_values
 from quantscope.state.formats import CHOICES, DEFAULT_COMPARISON
 from quantscope.state.histogram import pane_histogram
 from quantscope.state.scheduler import COMPUTE, Event, JobContext, Scheduler
-from quantscope.state.settings import Settings, pane_title
+from quantscope.state.setting_names import settings_changes
+from quantscope.state.settings import Settings
+from quantscope.state.titles import pane_title
 
 #: Pixels of one pane's image (two panes side by side fill a notebook's width).
 PANE_SIZE = (640, 280)
@@ -83,9 +88,6 @@ def load_state(data=None, *, tensor: str | None = None, name: str | None = None,
                **settings) -> ExplorerState:
     """An :class:`ExplorerState` on ``data`` (what ``quantscope.view`` takes), prepared and
     computed, with ``settings`` as ``Viewer.set`` takes them; bad input raises at once."""
-    from quantscope.inputs import resolve_source, settings_changes
-    from quantscope.state import load_source
-
     source, read, hint = resolve_source(data, tensor=tensor, name=name)
     x, _ = read() if read is not None else load_source(source)
     state = ExplorerState()
@@ -96,7 +98,6 @@ def load_state(data=None, *, tensor: str | None = None, name: str | None = None,
     changes = settings_changes(state.settings, {**hint, **settings}, state.tensor.ndim)
     if changes and not state.update_settings(**changes) and errors:
         raise UserError(errors[-1])
-    from quantscope.core.kernels.compile_notice import announce_compiles
 
     announce_compiles()
     state.prepare()
@@ -194,15 +195,15 @@ class QuantWidget:
         """Change settings by name, as ``Viewer.set`` and ``quantscope report`` take them
         (``bits=4``, ``method="percentile"``, ``clip=(lo, hi)``...); the controls follow.
         An unknown name or a bad value raises SettingsError and changes nothing."""
-        from quantscope.inputs import settings_changes
-
         changes = settings_changes(self.state.settings, settings, self.state.tensor.ndim)
         self._change(changes, time.perf_counter())
         return self
 
-    def wait(self, timeout: float | None = 60.0) -> QuantWidget:
+    def wait(self, timeout: float | None = None) -> QuantWidget:
         """Block until the panes show the latest change (a script's or a test's step; the
-        controls never need it). Raises TimeoutError after ``timeout`` seconds."""
+        controls never need it). Without ``timeout`` it waits as long as the change takes
+        (a first use of a number format compiles its loops: a minute on a loaded machine);
+        with one, raises TimeoutError after that many seconds."""
         if not self._idle.wait(timeout):
             raise TimeoutError(f"the widget's redraw took over {timeout} s")
         return self
@@ -408,9 +409,16 @@ def _render(snap: _Snapshot, result: ComputeResult | None = None) -> _Drawn:
         edges, counts = pane_histogram(snap.values, grid.boundaries, view,
                                        PANE_SIZE[0], snap.dtype)
         img = draw_pane(edges, counts, grid.boundaries, grid.window, grid.zero, view,
-                        PANE_SIZE, f"{title}: {DRAWN}")
+                        PANE_SIZE, image_title(title))
         panes[pane] = (title, encode_png(img), _table(report, view))
     return _Drawn(result, panes)
+
+
+def image_title(title: str) -> str:
+    """The title drawn in a pane's image: the pane's and what is drawn, or the pane's alone
+    when both do not fit (the axes' labels say the rest)."""
+    full = f"{title}: {DRAWN}"
+    return full if text_width(full, TEXT_SIZE) <= PANE_SIZE[0] - 8 else title
 
 
 def _table(report, view: tuple[float, float]) -> str:

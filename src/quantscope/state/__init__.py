@@ -8,6 +8,7 @@ the value types and pure functions the front ends use.
 from __future__ import annotations
 
 from quantscope.state.axes import ROLES, AxisChoice, choose_axis, units
+from quantscope.state.choices import FormatChoice, PaneKey
 from quantscope.state.compute import (
     ComputeRequest,
     ComputeResult,
@@ -16,6 +17,7 @@ from quantscope.state.compute import (
     compute_reports,
     pane_params,
     params_key,
+    preset_in_force,
     preset_rules,
     unit_range,
 )
@@ -27,7 +29,6 @@ from quantscope.state.settings import (
     RUNTIME_DESCRIPTIONS,
     RUNTIMES,
     Settings,
-    pane_title,
 )
 from quantscope.state.source import (
     Source,
@@ -38,6 +39,7 @@ from quantscope.state.source import (
     tensor_problem,
     working_tensor,
 )
+from quantscope.state.titles import pane_title
 
 __all__ = [
     "METHODS",
@@ -49,6 +51,8 @@ __all__ = [
     "ComputeRequest",
     "ComputeResult",
     "ExplorerState",
+    "FormatChoice",
+    "PaneKey",
     "Settings",
     "SettingsError",
     "Source",
@@ -63,6 +67,7 @@ __all__ = [
     "pane_title",
     "params_key",
     "prepare_tensor",
+    "preset_in_force",
     "preset_rules",
     "tensor_problem",
     "unit_range",

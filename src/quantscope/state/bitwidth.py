@@ -23,7 +23,7 @@ def bitwidth_curves(x: np.ndarray, prepared, settings: Settings,
                     should_stop=lambda: False) -> dict[str, BitwidthCurve]:
     """The four panes' curves for one tensor and settings; stops early with
     :class:`Cancelled` when ``should_stop()`` says the result is no longer wanted."""
-    curves = {}
+    curves: dict[str, BitwidthCurve] = {}
     for pane in PANES:
         def params_for_bits(b: int, pane: str = pane):
             time.sleep(0)  # let the GUI thread run between reports

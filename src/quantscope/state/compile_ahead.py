@@ -1,6 +1,6 @@
 """The engine's other compiled loops, compiled ahead in a process of their own on a first run.
 
-The launcher's warm-up (:func:`quantscope.state.source.warm_up_engine`) loads the loops the
+The launcher's warm-up (:func:`quantscope.state.warm_up.warm_up_engine`) loads the loops the
 panes use. Number formats, the model scan's one-read figures and the direct passes of the
 engine API have loops of their own that Numba compiles on their first call: on a machine's
 first run that is 15-20 s inside the window, with the GUI thread short of the interpreter
@@ -24,14 +24,19 @@ import sys
 
 import numpy as np
 
+from quantscope.core import analyze, choose_qparams, dequantize, quantize
+from quantscope.core.kernels import compiled
+from quantscope.core.stats.prepared import prepare
+from quantscope.io.dtypes import dtype_from_name
+from quantscope.state.settings import Settings
+from quantscope.state.warm_up import WARM_UP_SHAPE
+
 
 def cache_was_cold() -> bool:
     """Whether this process compiled the panes' main loop rather than loading it (call after
     the warm-up): then the other loops are not in the cache either."""
-    from quantscope.core.kernels.sorted_kernel import evaluate_rows
-
-    stats = getattr(evaluate_rows, "stats", None)  # a Numba dispatcher's own counters
-    if getattr(getattr(evaluate_rows, "_cache", None), "cache_path", None) is None:
+    stats = getattr(compiled.evaluate_rows, "stats", None)  # a Numba dispatcher's own counters
+    if getattr(getattr(compiled.evaluate_rows, "_cache", None), "cache_path", None) is None:
         return False  # compiled in memory: compiling ahead in another process saves nothing
     return bool(stats is not None and sum(stats.cache_misses.values()))
 
@@ -60,15 +65,11 @@ def start_if_cold() -> subprocess.Popen | None:
 def compile_rest() -> None:
     """Call, once each on small tensors, every compiled loop beyond the warm-up's, with the
     argument types the window, the scan and the engine API hand them."""
-    from quantscope.core import analyze, choose_qparams, dequantize, quantize
+    # these modules define compiled loops (they load Numba): the launcher imports this module
+    # before the window shows and must not pay for them
     from quantscope.core.formats.elements import cast, cast_e8m0
-    from quantscope.core.kernels.block_max import block_abs_max
     from quantscope.core.stats.fused import figures_of
-    from quantscope.core.stats.prepared import prepare
-    from quantscope.io.dtypes import dtype_from_name
     from quantscope.state.formats import format_points
-    from quantscope.state.settings import Settings
-    from quantscope.state.source import WARM_UP_SHAPE
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal(WARM_UP_SHAPE).astype(np.float32)  # above the direct passes' bound
@@ -83,7 +84,7 @@ def compile_rest() -> None:
     frozen = rows.copy()
     frozen.flags.writeable = False  # the window's tensors are read-only: another signature
     for blocks in (rows, frozen):  # block scales of formats along the last axis
-        block_abs_max(blocks, 32)
+        compiled.block_abs_max(blocks, 32)
     tao = choose_qparams(x, format="torchao_int4_g32")  # its codes and values (export)
     tao.dequantize(tao.quantize(x))
     cast(x[:64], "float8_e4m3fn")

@@ -15,11 +15,11 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from quantscope.core import Prepared, QuantParams, QuantReport, choose_qparams, params_from_range
+from quantscope.core import Prepared, QuantParams, QuantReport
 from quantscope.core.kernels.parallel import (
     process_niceness,
     set_thread_niceness,
@@ -27,29 +27,26 @@ from quantscope.core.kernels.parallel import (
     shares_at,
     thread_niceness,
 )
-from quantscope.core.schemes.qparams import unit_min_max
-from quantscope.core.schemes.quantize import COMPILED_MIN
 from quantscope.errors import QuantscopeError
 from quantscope.state.axes import units
-from quantscope.state.errors import SettingsError
-from quantscope.state.settings import PANES, Settings
+from quantscope.state.choices import PANES, PaneKey
+from quantscope.state.pane_rules import (
+    DIRECT_MAX,
+    analyze_with,
+    int_pane_params,
+    needs_preparation,
+    preset_in_force,
+    preset_rules,
+    unit_range,
+)
+from quantscope.state.settings import Settings
+
+__all__ = ["DIRECT_MAX", "ComputeRequest", "ComputeResult", "Memo", "ReportCache",
+           "analyze_with", "applied_settings", "compute_reports", "needs_preparation",
+           "pane_params", "params_key", "preset_in_force", "preset_rules", "unit_range"]
 
 if TYPE_CHECKING:  # for the annotations only: formats loads Numba, a report must not
     from quantscope.core.formats.catalog import FormatParams
-
-
-def unit_range(x: np.ndarray, axis: int | None, group_size: int | None,
-               ranges: dict | Memo | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Each unit's finite (min, max) by the engine's :func:`unit_min_max`, memoised in
-    ``ranges`` (a :class:`ReportCache`'s memo, or any dict; one per tensor): a 16M-element
-    pass costs ~20 ms, and a slider drag would otherwise repeat it for every pane on every
-    step."""
-    key = (axis, group_size)
-    hit = ranges.get(key) if ranges is not None else None
-    if hit is not None:
-        return hit
-    lo, hi, _ = unit_min_max(x, axis, group_size)
-    return (lo, hi) if ranges is None else ranges.setdefault(key, (lo, hi))
 
 
 def pane_params(x: np.ndarray, pane: str, settings: Settings,
@@ -57,62 +54,19 @@ def pane_params(x: np.ndarray, pane: str, settings: Settings,
                 ) -> QuantParams | FormatParams:
     """The parameters of one pane: the one mapping from (tensor, settings) to numbers.
 
-    The window's panes, its views and ``quantscope report`` all come through here. Ranges go
-    through :func:`quantscope.core.choose_qparams`, with two exceptions that are the same
-    engine calls on a range already known: min/max under the engine's rules is
-    ``params_from_range`` of the units' min/max, exactly what ``choose_qparams`` computes (the
-    ranges memoised in ``ranges``: a pass over 16M elements costs ~20 ms per pane per slider
-    step; a test holds the two to identical parameters), and a manual clip is a range the user
-    picked (per channel, each channel's own min/max capped by the window). A runtime preset has
-    no manual window; under one the engine's rules apply and :func:`applied_settings` says so.
-
-    Per-channel panes use the channel axis; per-group panes the reduction axis
-    (:mod:`quantscope.state.axes`). A layout the tensor cannot have raises
-    :class:`SettingsError` with the reason, which the pane shows instead of numbers.
+    The window's panes, its views and ``quantscope report`` all come through here: an int
+    pane by :func:`~quantscope.state.pane_rules.int_pane_params`, a comparison pane (when
+    ``settings.formats`` is set) by its format's rules
+    (:func:`~quantscope.state.formats.format_pane_params`). A layout the tensor cannot have
+    raises :class:`SettingsError` with the reason, which the pane shows instead of numbers.
     """
-    if pane not in PANES:
-        raise SettingsError(f"unknown pane {pane!r}; panes are {PANES}")
+    key = PaneKey.parse(pane)
     if settings.formats is not None:  # the comparison layout: a format per pane
+        # the formats' module loads Numba, which the int panes never need
         from quantscope.state.formats import format_pane_params
 
-        return format_pane_params(x, settings.formats[PANES.index(pane)], settings, prepared)
-    sym, gran = pane.split("/")
-    symmetric = sym == "symmetric"
-    axis = group = None
-    granularity = "tensor"
-    if gran != "tensor":
-        u = units(x.shape, settings.axis, settings.group_size)
-        if u.refusal:
-            raise SettingsError(u.refusal)
-        axis, group, granularity = u.engine_axis, u.group_size, u.kind
-    narrow = settings.narrow_range
-    if settings.runtime is not None and preset_rules(settings.runtime, settings.bits)[
-            "code_range"] is not None:
-        narrow = None  # the preset decides the code range (the control shows its value)
-    common: dict[str, Any] = dict(symmetric=symmetric, bits=settings.bits, narrow_range=narrow)
-    if settings.method == "manual" and settings.manual_clip is not None:
-        lo, hi = settings.manual_clip
-        if symmetric:
-            t = max(abs(lo), abs(hi))
-            lo, hi = -t, t
-        if granularity == "tensor":
-            return params_from_range(lo, hi, rounding=settings.rounding, method="manual",
-                                     **common)
-        u_lo, u_hi = unit_range(x, axis, group, ranges)
-        return params_from_range(np.maximum(u_lo, lo), np.minimum(u_hi, hi), axis=axis,
-                                 group_size=group, rounding=settings.rounding, method="manual",
-                                 **common)
-    method = "minmax" if settings.method == "manual" else settings.method
-    if method == "minmax" and settings.runtime is None:
-        mins, maxs = unit_range(x, axis, group, ranges)
-        return params_from_range(mins, maxs, axis=axis, group_size=group,
-                                 rounding=settings.rounding, method="minmax", **common)
-    options = {"percentile": settings.percentile} if method == "percentile" else {}
-    kw = dict(granularity=granularity, axis=0 if axis is None else axis, group_size=group,
-              method=method, prepared=prepared, **common, **options)
-    if settings.runtime is not None:
-        return choose_qparams(x, runtime=settings.runtime, **kw)
-    return choose_qparams(x, rounding=settings.rounding, **kw)
+        return format_pane_params(x, settings.formats[PANES.index(key)], settings, prepared)
+    return int_pane_params(x, key, settings, ranges, prepared)
 
 
 def applied_settings(shape: tuple[int, ...], settings: Settings,
@@ -126,12 +80,11 @@ def applied_settings(shape: tuple[int, ...], settings: Settings,
     manual = settings.method == "manual" and settings.manual_clip is not None
     method = "manual" if manual else ("minmax" if settings.method == "manual"
                                       else settings.method)
-    preset = settings.runtime
+    preset = preset_in_force(settings)
     notes = []
-    if manual and preset is not None:
-        notes.append(f"the {preset} preset has no manual clip window: the engine's rules "
-                     "compute the panes")
-        preset = None
+    if settings.runtime is not None and preset is None:
+        notes.append(f"the {settings.runtime} preset has no manual clip window: the engine's "
+                     "rules compute the panes")
     doc = {
         "axis": settings.axis, "axis_rule": axis_rule, "channels": u.n_channels,
         "units": u.title(), "group_size": settings.group_size,
@@ -146,55 +99,6 @@ def applied_settings(shape: tuple[int, ...], settings: Settings,
         "narrow_range": settings.narrow_range, "notes": notes,
     }
     return doc
-
-
-@functools.lru_cache(maxsize=64)
-def preset_rules(runtime: str | None, bits: int = 8) -> dict:
-    """What a runtime preset decides instead of the controls, as the preset declares it
-    (:func:`quantscope.core.calibration.runtimes.preset_fixes`): ``"rounding"``, its rule
-    when both schemes round alike, else None; ``"rounding_text"``, what the rounding control
-    shows greyed (``"sym half_away / asym half_even"`` where the schemes differ), None when
-    the control decides; ``"code_range"``, the symmetric and asymmetric code ranges as text
-    when the preset fixes them, else None."""
-    out: dict = {"rounding": None, "rounding_text": None, "code_range": None}
-    if runtime is None:
-        return out
-    from quantscope.core.calibration.runtimes import preset_fixes
-
-    fixes = {k[:4] if k.startswith("asym") else k[:3]: v
-             for k, v in preset_fixes(runtime, bits).items() if v is not None}
-    roundings = {v["rounding"] for v in fixes.values()}
-    if len(roundings) == 1:
-        out["rounding"] = out["rounding_text"] = roundings.pop()
-    else:
-        out["rounding_text"] = " / ".join(f"{k} {v['rounding']}" for k, v in fixes.items())
-    if all(v["narrow_range"] is not None for v in fixes.values()):
-        out["code_range"] = " / ".join(f"{k} {v['qmin']}…{v['qmax']}"
-                                       for k, v in fixes.items()) or None
-    return out
-
-
-def analyze_with(x: np.ndarray, prepared: Prepared | None, params: QuantParams | FormatParams
-                 ) -> QuantReport:
-    """The one place that picks the fast exact path or the direct pass. Both are exact to
-    1e-9 but sum in different orders, so the window and ``quantscope report`` must take the
-    same one to agree to the last digit: the prepared path when the tensor is prepared, except
-    for a tensor of at most ``DIRECT_MAX`` elements, which takes the direct pass either way
-    (NumPy alone, about a millisecond; a one-shot report on it then needs no preparation and
-    loads no compiled loop, see :func:`needs_preparation`)."""
-    if prepared is not None and x.size > DIRECT_MAX:
-        return prepared.analyze(params)
-    from quantscope.core import analyze
-
-    return analyze(x, params)
-
-
-def needs_preparation(x: np.ndarray, settings: Settings) -> bool:
-    """Whether reports on ``x`` under ``settings`` come out of the prepared path, so a caller
-    that computes once (``quantscope report``) must prepare ``x`` to get the window's numbers:
-    a tensor above ``DIRECT_MAX`` elements, or a calibration that searches the sorted values
-    (min/max and a manual window need none)."""
-    return x.size > DIRECT_MAX or settings.method not in ("minmax", "manual")
 
 
 @dataclass(frozen=True, eq=False)
@@ -252,7 +156,7 @@ def compute_reports(request: ComputeRequest,
         except QuantscopeError as exc:
             errors[pane] = str(exc)
 
-    units = [p for p in request.panes if not p.endswith("/tensor")]
+    units = [p for p in request.panes if not PaneKey.parse(p).per_tensor]
     big = request.prepared is not None and request.tensor.size >= PARALLEL_MIN_SIZE
     if big and len(units) > 1 and PARALLEL_CORES and _warm_layout(request):
         # the per-channel reports dominate (60+ ms each at 16M); the engine's kernel releases
@@ -367,9 +271,6 @@ def params_key(params: QuantParams | FormatParams) -> tuple | None:
 
 #: Below this many elements every pane is computed on one thread (threads would cost more).
 PARALLEL_MIN_SIZE = 1 << 20
-#: At most this many elements, reports take the direct pass (see :func:`analyze_with`): the
-#: size below which that pass is NumPy alone (``quantscope.core.schemes.quantize.COMPILED_MIN``).
-DIRECT_MAX = COMPILED_MIN
 #: The per-channel panes on threads of their own wherever there are two cores: the kernel
 #: releases the GIL.
 PARALLEL_CORES = (os.cpu_count() or 1) >= 2

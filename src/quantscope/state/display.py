@@ -141,10 +141,13 @@ def format_grid(p) -> Grid:
     crowd near zero and spread out towards the ends, so its buckets are not uniform), the
     window out to where values start to clip. Per channel or per block: the grid of the
     median-scale unit, the window of the largest scale."""
+    # the number formats' modules load Numba: the window's int panes import this module and
+    # must not pay for them
     from quantscope.core.stats.format_stats import element_edges
 
     scale = np.asarray(p.scale, np.float64).reshape(-1)
     if p.kind == "gguf":  # stored blocks: the codes' values in the median-scale block
+        # Numba, as above
         from quantscope.core.formats.gguf import block_code_values, representable_span
 
         i = int(np.argsort(scale, kind="stable")[scale.size // 2])

@@ -22,8 +22,10 @@ import numpy as np
 from psygnal import Signal
 
 from quantscope.core import Prepared, QuantParams, QuantReport
+from quantscope.core.labs.explain import clip_window
 from quantscope.core.tensors.validate import in_memory
 from quantscope.state.axes import ROLES, AxisChoice, choose_axis
+from quantscope.state.choices import PANES, PaneKey
 from quantscope.state.compute import (
     ComputeRequest,
     ComputeResult,
@@ -33,9 +35,10 @@ from quantscope.state.compute import (
     pane_params,
 )
 from quantscope.state.errors import SettingsError
+from quantscope.state.histogram import pane_histogram
 from quantscope.state.numbers import pane_numbers
-from quantscope.state.settings import PANES, Settings
-from quantscope.state.source import Source, TensorOverview, tensor_problem
+from quantscope.state.settings import Settings
+from quantscope.state.source import Source, TensorOverview, prepare_tensor, tensor_problem
 
 if TYPE_CHECKING:  # for the annotations only: formats loads Numba, a report must not
     from quantscope.core.formats.catalog import FormatParams
@@ -161,8 +164,6 @@ class ExplorerState:
         """(edges, counts) of the tensor binned on a pane's code ``boundaries`` over ``view``
         (:func:`quantscope.state.histogram.pane_histogram`), or None before the tensor is
         prepared (its sorted values are what the bins count)."""
-        from quantscope.state.histogram import pane_histogram
-
         if self.prepared is None or self.tensor is None:
             return None
         values = self.prepared.layout(None, None).values
@@ -172,17 +173,15 @@ class ExplorerState:
         """The per-tensor clip window the panes use now: the manual window, else the
         asymmetric per-tensor pane's ``[scale (qmin - zp), scale (qmax - zp)]`` (the
         symmetric pane's when asymmetric is refused); None before any result."""
-        from quantscope.core.labs.explain import clip_window
-
         s = self.settings
         if s.method == "manual" and s.manual_clip is not None:
             return s.manual_clip
         if s.formats is not None:  # the comparison layout: the first per-tensor format's
-            from quantscope.state.formats import tensor_window
+            from quantscope.state.formats import tensor_window  # Numba: comparison only
 
             windows = (tensor_window(self.results[p].params) for p in PANES if p in self.results)
             return next((w for w in windows if w is not None), None)
-        for pane in ("asymmetric/tensor", "symmetric/tensor"):
+        for pane in (PaneKey.ASYMMETRIC_TENSOR, PaneKey.SYMMETRIC_TENSOR):
             rep = self.results.get(pane)
             if rep is not None and isinstance(rep.params, QuantParams):  # the int panes'
                 return clip_window(rep.params)
@@ -216,8 +215,6 @@ class ExplorerState:
         if self.tensor is None:
             raise SettingsError("no tensor loaded")
         if self.prepared is None:
-            from quantscope.state.source import prepare_tensor
-
             self.set_prepared(self.tensor, prepare_tensor(self.tensor, self.settings, warm=False),
                               None)
         assert self.prepared is not None

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from quantscope.state.choices import FormatChoice
+
 TARGETS = ("compressed-tensors", "modelopt", "onnx")
 
 
 def ct_args(spec: str) -> dict[str, Any] | None:
     """A compressed-tensors ``QuantizationArgs`` dict for the weights, or None."""
-    name, _, gran = spec.partition("/")
+    choice = FormatChoice(spec)
+    name, gran = choice.name, choice.granularity
     if name == "int8":
         return {"num_bits": 8, "type": "int", "symmetric": True, "strategy": gran}
     if name.startswith("int4_g"):
@@ -33,8 +36,9 @@ def ct_args(spec: str) -> dict[str, Any] | None:
 
 def modelopt_cfg(spec: str) -> dict[str, Any] | None:
     """A ModelOpt quantizer attribute dict for the weights, or None."""
-    name, _, gran = spec.partition("/")
-    axis = 0 if gran == "channel" else None
+    choice = FormatChoice(spec)
+    name = choice.name
+    axis = 0 if choice.per_channel else None
     element = {"fp8_e4m3": (4, 3), "fp8_e5m2": (5, 2)}
     if name == "int8":
         return {"num_bits": 8, "axis": axis}
@@ -64,7 +68,7 @@ def expresses(target: str, spec: str) -> bool:
     if target == "modelopt":
         return modelopt_cfg(spec) is not None
     if target == "onnx":
-        return spec.partition("/")[0] == "int8"
+        return FormatChoice(spec).name == "int8"
     raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
 
 

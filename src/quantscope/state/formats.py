@@ -15,15 +15,26 @@ import dataclasses
 import numpy as np
 
 from quantscope.core import QuantParams, choose_qparams
-from quantscope.core.formats.catalog import FORMAT_TABLE, FORMATS, FormatParams, format_kind
+from quantscope.core.formats.catalog import (
+    FORMAT_TABLE,
+    FormatParams,
+    bits_per_element,
+    element_of,
+    format_kind,
+)
 from quantscope.core.formats.gguf_types import GGUF_TYPES
 from quantscope.core.formats.int4_tools import TOOL_INT4
+from quantscope.core.labs.explain import clip_window
+from quantscope.errors import Cancelled, QuantscopeError
 from quantscope.state.axes import units
+from quantscope.state.choices import FormatChoice, PaneKey, offered_formats
 from quantscope.state.errors import SettingsError
+from quantscope.state.pane_rules import analyze_with, int_pane_params
 
 #: The comparison shown first (``--compare`` without a list): int8 per channel, FP8 E4M3 per
 #: tensor, MXFP4 and INT4 g128 on the same tensor.
-DEFAULT_COMPARISON = ("int8/channel", "fp8_e4m3/tensor", "mxfp4", "int4_g128")
+DEFAULT_COMPARISON = tuple(map(FormatChoice, ("int8/channel", "fp8_e4m3/tensor", "mxfp4",
+                                              "int4_g128")))
 
 _LABELS = {
     "int8": "int8", "int4_g32": "INT4 g32", "int4_g64": "INT4 g64", "int4_g128": "INT4 g128",
@@ -44,35 +55,15 @@ _BLOCK_NOTE = {"mx": "blocks of 32 · E8M0 scales", "nvfp4": "blocks of 16 · E4
                "torchao": "bf16 scales + float zeros"}
 
 
-def format_choices() -> tuple[str, ...]:
-    """Every pane format the window offers, in the engine's order."""
-    out = []
-    for name in FORMATS:
-        if name == "int8" or format_kind(name) == "element":
-            out += [f"{name}/tensor", f"{name}/channel"]
-        else:
-            out.append(name)
-    return tuple(out)
-
-
-CHOICES = format_choices()
-
-
-def check_formats(formats) -> None:
-    """Refuse anything but None or four known pane formats."""
-    if formats is None:
-        return
-    if not (isinstance(formats, tuple) and len(formats) == 4):
-        raise SettingsError(f"formats must be None or four pane formats, got {formats!r}")
-    bad = [f for f in formats if f not in CHOICES]
-    if bad:
-        raise SettingsError(f"unknown pane format(s) {bad}; choose from {', '.join(CHOICES)}")
+#: Every pane format the window offers (see :func:`quantscope.state.choices.offered_formats`).
+CHOICES = offered_formats()
 
 
 def format_title(spec: str, settings=None, shape: tuple[int, ...] | None = None) -> str:
     """``"FP8 E4M3 · per-tensor"``, ``"MXFP4 · blocks of 32 · E8M0 scales"``...; a per-channel
     format with the tensor's ``shape`` says its axis and channels, as the int panes do."""
-    name, _, gran = spec.partition("/")
+    choice = FormatChoice(spec)
+    name, gran = choice.name, choice.granularity
     if gran == "channel" and settings is not None and shape is not None:
         return f"{_LABELS[name]} · {units(tuple(shape), settings.axis, None).title()}"
     if gran:
@@ -89,7 +80,8 @@ def format_title(spec: str, settings=None, shape: tuple[int, ...] | None = None)
 def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
                        ) -> QuantParams | FormatParams:
     """The parameters of one comparison pane (see the module docstring)."""
-    name, _, gran = spec.partition("/")
+    choice = FormatChoice(spec)
+    name, gran = choice.name, choice.granularity
     kind = format_kind(name)
     method = settings.method
     options = {"percentile": settings.percentile} if method == "percentile" else {}
@@ -102,11 +94,11 @@ def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
             return choose_qparams(x, format=name, method=m, prepared=prepared, **opts)
         return choose_qparams(x, format=name, prepared=prepared)
     if name == "int8":  # the classic symmetric pane's rules, at 8 bits
-        from quantscope.state.compute import pane_params
-
-        pane = "symmetric/tensor" if gran == "tensor" else "symmetric/channel"
         plain = dataclasses.replace(settings, formats=None, bits=8, group_size=None)
-        return pane_params(x, pane, plain, prepared=prepared)
+        return int_pane_params(x, PaneKey.of(True, gran or "tensor"), plain, prepared=prepared)
+    if gran is None:
+        raise SettingsError(f"format {name} needs a granularity: {name}/tensor or "
+                            f"{name}/channel")
     axis = None
     if gran == "channel":  # the channel axis exactly as the int panes take it
         u = units(x.shape, settings.axis, None)
@@ -129,8 +121,6 @@ def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
 def tensor_window(params) -> tuple[float, float] | None:
     """The values a per-tensor pane represents without clipping: an int pane's clip window,
     an element format's ``±max_finite · scale``; None for per-channel and block panes."""
-    from quantscope.core.labs.explain import clip_window
-
     if params.granularity != "tensor":
         return None
     if isinstance(params, FormatParams):
@@ -143,7 +133,7 @@ def tensor_window(params) -> tuple[float, float] | None:
 class FormatPoint:
     """One format on one tensor: where it sits in SQNR against storage."""
 
-    spec: str
+    spec: FormatChoice
     bits_per_element: float
     sqnr_db: float
     rounding_mse: float
@@ -157,10 +147,6 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
     view's data.
     ``should_stop()`` is asked between formats (a background job stops early with
     :class:`~quantscope.errors.Cancelled`)."""
-    from quantscope.core.formats.catalog import bits_per_element
-    from quantscope.errors import Cancelled
-    from quantscope.state.compute import analyze_with, pane_params
-
     def point(spec, params) -> FormatPoint:
         if should_stop():
             raise Cancelled
@@ -169,8 +155,8 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
                            r.clipping_mse)
 
     out = []
-    for spec in specs:
-        if x.ndim == 0 and (spec.endswith("/channel") or "/" not in spec):
+    for spec in map(FormatChoice, specs):
+        if x.ndim == 0 and not spec.granularity == "tensor":
             continue
         if _whole_blocks_only(spec) and x.shape[-1] % _whole_blocks_only(spec):
             continue  # the tool's blocks do not fit this tensor's rows: no point to plot
@@ -178,9 +164,9 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
     if x.ndim and curve:
         plain = dataclasses.replace(settings, formats=None, group_size=None)
         for b in range(2, 8):
-            p = pane_params(x, "symmetric/channel", dataclasses.replace(plain, bits=b),
-                            prepared=prepared)
-            out.append(point(f"int{b}/channel", p))
+            p = int_pane_params(x, PaneKey.SYMMETRIC_CHANNEL, dataclasses.replace(plain, bits=b),
+                                prepared=prepared)
+            out.append(point(FormatChoice.of(f"int{b}", "channel"), p))
     return out
 
 
@@ -189,15 +175,14 @@ def _whole_blocks_only(spec: str) -> int:
     torchao's int4, which would pad them with zeros), else 0."""
     if spec in GGUF_TYPES:
         return GGUF_TYPES[spec].block
-    if "/" not in spec and format_kind(spec) == "torchao":
+    choice = FormatChoice(spec)
+    if choice.blocked and format_kind(choice.name) == "torchao":
         return int(FORMAT_TABLE[spec][2] or 0)
     return 0
 
 
 def element_bits(name: str) -> int:
     """Bits of one stored element of format ``name`` (its scales not counted)."""
-    from quantscope.core.formats.catalog import element_of
-
     if name == "int8":
         return 8
     if format_kind(name) in ("int", "torchao"):
@@ -209,8 +194,8 @@ def element_bits(name: str) -> int:
 
 def candidates(bits: int, per_channel: bool = True) -> tuple[str, ...]:
     """The pane formats whose elements have ``bits`` bits (per-channel ones if asked)."""
-    return tuple(c for c in CHOICES if element_bits(c.partition("/")[0]) == bits
-                 and (per_channel or not c.endswith("/channel")))
+    return tuple(c for c in CHOICES if element_bits(c.name) == bits
+                 and (per_channel or not c.per_channel))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,13 +220,14 @@ def best_formats(x: np.ndarray, settings, *, per_channel: bool = True, prepared=
     return BestFormats(best(8), best(4))
 
 
-def pane_specs(names) -> list[str]:
+def pane_specs(names) -> list[FormatChoice]:
     """Format names as pane formats: int8 and each element format per tensor and per channel,
     block and group formats as they are (each once, in order)."""
-    out: list[str] = []
+    out: list[FormatChoice] = []
     for name in names:
-        for spec in ((f"{name}/tensor", f"{name}/channel")
-                     if name == "int8" or format_kind(name) == "element" else (name,)):
+        for spec in ((FormatChoice.of(name, "tensor"), FormatChoice.of(name, "channel"))
+                     if name == "int8" or format_kind(name) == "element"
+                     else (FormatChoice.of(name),)):
             if spec not in out:
                 out.append(spec)
     return out
@@ -252,9 +238,6 @@ def format_reports(x: np.ndarray, specs, settings, prepared=None
     """Each pane format of ``specs`` on ``x`` under ``settings``, through the panes' mapping
     (:func:`format_pane_params`), so ``quantscope report --format`` prints what a comparison
     pane shows: (reports by spec, refusals by spec -- a layout the tensor cannot have)."""
-    from quantscope.errors import QuantscopeError
-    from quantscope.state.compute import analyze_with
-
     reports, errors = {}, {}
     for spec in specs:
         try:

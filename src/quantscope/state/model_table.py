@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from quantscope.errors import UserError
 from quantscope.jsonable import dumps
 from quantscope.state.activation_figures import ActivationRow
 from quantscope.state.model_records import row_record, to_json
@@ -126,8 +127,6 @@ class ModelTable:
         try:  # looked up by name: pandas is optional and ships no type stubs
             pd = importlib.import_module("pandas")
         except ImportError:
-            from quantscope.errors import UserError
-
             raise UserError("to_pandas() needs pandas (pip install pandas); to_json() and "
                             "records() need nothing") from None
         return pd.DataFrame(self.records())

@@ -12,16 +12,18 @@ and ``figure(...).numbers`` all take this one section.
 from __future__ import annotations
 
 from quantscope.core import QuantReport
-from quantscope.state.settings import PANES, Settings
+from quantscope.state.choices import PANES, FormatChoice
+from quantscope.state.settings import Settings
 
 
 def format_summary(spec: str, report: QuantReport) -> dict:
     """A format's report summary with its ``format`` name and ``bits_per_element`` (scales
     included): one row of ``report --format --json``."""
+    # the format table loads Numba: the int panes' numbers, the same section, never need it
     from quantscope.core.formats.catalog import bits_per_element
 
     out = report.summary()
-    out["format"] = spec.partition("/")[0]
+    out["format"] = FormatChoice(spec).name
     out["bits_per_element"] = bits_per_element(report.params, report.n + report.n_nonfinite)
     return out
 

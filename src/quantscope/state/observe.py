@@ -31,6 +31,7 @@ from quantscope.state.activation_capture import DEFAULT_CAP_BYTES, CaptureStore
 from quantscope.state.activation_figures import METHODS, ActivationRow, activation_figures
 from quantscope.state.memory_scan import is_module
 from quantscope.state.model_table import ModelTable
+from quantscope.state.scan_api import scan
 
 #: Class name -> the axis of its input's channels (a Linear's features are last).
 LAYER_TYPES = {"Linear": -1, "Conv1d": 1, "Conv2d": 1, "Conv3d": 1, "Conv1D": -1,
@@ -248,8 +249,6 @@ def observe(model, batches: Iterable, layers: Sequence[str] | None = None, *,
     finally:
         capture.detach()
     if table is None:
-        from quantscope.state.scan_api import scan
-
         table = scan(model, **settings)
     rows = []
     for key, store in capture.stores.items():

@@ -5,12 +5,12 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 from quantscope.errors import UserError
 from quantscope.state.axes import ROLES
 from quantscope.state.errors import SettingsError
-from quantscope.state.settings import CODE_RANGES, METHODS, ROUNDING_RULES, RUNTIMES, Settings
+from quantscope.state.setting_names import add_setting_options, changes_from_args
+from quantscope.state.settings import Settings
 
 
 def add_source_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,51 +21,22 @@ def add_source_arguments(p: argparse.ArgumentParser) -> None:
                    "tensor)")
     p.add_argument("--tensor", help="tensor name inside a multi-tensor file")
     p.add_argument("--sample", help="a bundled sample tensor by name")
-    p.add_argument("--axis", type=int, default=None,
-                   help="channel axis (default: from the tensor's role: 0 for weights "
-                        "[out, in, ...], -1 for activations [..., features])")
+    add_setting_options(p, "source")
     p.add_argument("--role", choices=[r for r in ROLES if r],
                    help="what the tensor is, when its name does not say (sets the axis)")
 
 
 def add_settings_arguments(p: argparse.ArgumentParser) -> None:
-    """The quantization settings, one option per control of the window."""
-    p.add_argument("--method", choices=METHODS, help="range method (default minmax)")
-    p.add_argument("--percentile", type=float, help="percentile for --method percentile "
-                                                    "(default 99.99)")
-    p.add_argument("--clip", nargs=2, type=float, metavar=("LO", "HI"),
-                   help="manual clip window (implies --method manual)")
-    p.add_argument("--rounding", choices=ROUNDING_RULES, help="rounding rule (default "
-                                                              "half_even)")
-    p.add_argument("--code-range", choices=list(CODE_RANGES),
-                   help="narrow drops the most negative code; default: narrow for symmetric, "
-                        "full for asymmetric")
-    p.add_argument("--bits", type=int, help="bit width, 2 to 8 (default 8)")
-    p.add_argument("--group-size", type=int,
-                   help="per-group panes: groups of this many consecutive elements along the "
-                        "reduction (input) dimension (0: per channel)")
-    p.add_argument("--preset", "--runtime", dest="runtime", metavar="PRESET",
-                   choices=[r for r in RUNTIMES if r],
-                   help="reproduce a runtime's parameter rules and arithmetic: "
-                        f"{', '.join(r for r in RUNTIMES if r)} (--runtime is an alias)")
+    """The quantization settings, one option per control of the window (the names are
+    :data:`quantscope.state.setting_names.SETTING_NAMES`')."""
+    add_setting_options(p, "settings")
 
 
-def settings_from_args(args: argparse.Namespace, base=None):
-    """The :class:`~quantscope.state.Settings` the options ask for, over ``base`` (a
-    session's settings, or the defaults); refused values raise UserError."""
-    changes = {}
-    for name in ("method", "percentile", "rounding", "bits", "runtime"):
-        value = getattr(args, name, None)
-        if value is not None:
-            changes[name] = value
-    if getattr(args, "code_range", None) is not None:
-        changes["narrow_range"] = CODE_RANGES[args.code_range]
-    if getattr(args, "group_size", None) is not None:
-        changes["group_size"] = args.group_size or None
-    if getattr(args, "clip", None) is not None:
-        changes["manual_clip"] = (float(args.clip[0]), float(args.clip[1]))
-        changes.setdefault("method", "manual")
+def settings_from_args(args: argparse.Namespace, base: Settings | None = None,
+                       groups: tuple[str, ...] = ("settings",)) -> Settings:
+    """The :class:`~quantscope.state.Settings` the options of ``groups`` ask for, over
+    ``base`` (a session's settings, or the defaults); refused values raise UserError."""
     try:
-        return dataclasses.replace(base or Settings(), **changes).check()
+        return changes_from_args(args, base, groups)
     except SettingsError as exc:
         raise UserError(str(exc)) from None

@@ -34,6 +34,9 @@ import numpy as np
 from quantscope.core.calibration.plan_knapsack import solve
 from quantscope.core.formats.catalog import FORMATS, bits_per_element
 from quantscope.errors import QuantscopeError, UserError
+from quantscope.io.dtypes import dtype_from_name
+from quantscope.state.compute import analyze_with
+from quantscope.state.export_targets import TARGETS, expresses, tensor_refusal
 from quantscope.state.formats import CHOICES, format_pane_params, pane_specs
 from quantscope.state.model_scan import ModelRow
 from quantscope.state.model_table import ModelTable
@@ -95,8 +98,6 @@ class PlanRow:
 
 def stored_bits(dtype: str) -> int:
     """Bits of one element of a stored dtype name (``"bfloat16"`` -> 16)."""
-    from quantscope.io.dtypes import dtype_from_name
-
     return 8 * dtype_from_name(dtype).itemsize
 
 
@@ -268,8 +269,6 @@ def measure(row: ModelRow, x: np.ndarray, specs: Sequence[str], settings,
             objective: str | Callable = "relative"
             ) -> tuple[tuple[Candidate, ...], dict[str, str]]:
     """Every spec on one tensor: its candidates and the specs it refuses (why)."""
-    from quantscope.state.compute import analyze_with
-
     at = settings if row.axis is None else dataclasses.replace(settings, axis=row.axis)
     finite = x[np.isfinite(x)]
     signal = float(np.mean(np.square(finite, dtype=np.float64))) if finite.size else 0.0
@@ -332,8 +331,6 @@ def plan(table: ModelTable, budget: float = 4.5, *, formats: Sequence[str] | Non
                         f"got {objective!r}")
     specs = candidate_specs(formats)
     if target is not None:
-        from quantscope.state.export_targets import TARGETS, expresses
-
         if target not in TARGETS:
             raise UserError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
         specs = tuple(s for s in specs if expresses(target, s))
@@ -355,8 +352,6 @@ def plan(table: ModelTable, budget: float = 4.5, *, formats: Sequence[str] | Non
         assert r.info is not None
         reason = keep_reason(r, keep)
         if reason is None and target is not None:
-            from quantscope.state.export_targets import tensor_refusal
-
             reason = tensor_refusal(target, r.name, r.info.shape)
         if reason is not None and r.name not in pins:
             rows.append(PlanRow(r.name, r.info.shape, r.info.dtype, r.params, r.axis, None,

@@ -32,7 +32,9 @@ from typing import Any
 import numpy as np
 
 from quantscope.core.formats.catalog import FormatParams
+from quantscope.io.onnx_qdq import Int8Weight, initializers, write_qdq
 from quantscope.jsonable import dumps
+from quantscope.state.choices import FormatChoice
 from quantscope.state.export_targets import ct_args as _ct_args
 from quantscope.state.export_targets import modelopt_cfg as _mo_cfg
 from quantscope.state.export_targets import module_of
@@ -72,7 +74,7 @@ _CT_FORMATS = {"int8": "int-quantized", "fp8_e4m3": "float-quantized", "nvfp4":
 
 
 def _ct_format(spec: str) -> str:
-    name = spec.partition("/")[0]
+    name = FormatChoice(spec).name
     return "pack-quantized" if name.startswith("int4_g") else _CT_FORMATS[name]
 
 
@@ -88,7 +90,7 @@ def compressed_tensors_config(plan: Plan) -> Export:
             why = "it quantizes a module's .weight only"
         elif len(r.shape) != 2:
             why = f"it quantizes Linear weights [out, in], not a {len(r.shape)}-D tensor"
-        elif r.axis not in (0, None) and r.spec.endswith("/channel"):
+        elif r.axis not in (0, None) and FormatChoice(r.spec).per_channel:
             why = f"its channels are the output rows, the plan's are axis {r.axis}"
         elif _ct_args(r.spec) is None:
             why = "it has no such scheme"
@@ -126,7 +128,7 @@ def modelopt_config(plan: Plan) -> Export:
             why = "it quantizes a module's .weight only"
         elif cfg is None:
             why = "it has no such format"
-        elif r.spec.endswith("/channel") and r.axis not in (0, None):
+        elif FormatChoice(r.spec).per_channel and r.axis not in (0, None):
             why = f"its per-channel weights use axis 0, the plan's axis {r.axis}"
         elif any(c in module for c in "*?[]"):
             why = "the module name holds a wildcard character"
@@ -240,8 +242,6 @@ def onnx_qdq(plan: Plan, source, out) -> Export:
     (:func:`quantscope.io.onnx_qdq.write_qdq`): each codes, scale and zero point exactly as
     quantscope computes them. Rows planned in another format, or naming no initializer of
     the model, are listed as unexpressed."""
-    from quantscope.io.onnx_qdq import Int8Weight, initializers, write_qdq
-
     present = set(initializers(source))
     out_ = Export("ONNX QDQ", {})
     weights = {}
@@ -250,7 +250,7 @@ def onnx_qdq(plan: Plan, source, out) -> Export:
         if r.name not in present:
             out_.unexpressed.append((r.name, r.spec, "no float initializer of that name"))
             continue
-        if r.spec.partition("/")[0] != "int8":
+        if FormatChoice(r.spec).name != "int8":
             out_.unexpressed.append((r.name, r.spec, "the QDQ export writes int8 weights"))
             continue
         x, p = chosen_params(plan, r)

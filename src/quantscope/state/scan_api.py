@@ -14,6 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from quantscope.errors import QuantscopeError, UserError
+from quantscope.io import load_for_analysis
+from quantscope.io.checkpoint import list_checkpoint
+from quantscope.io.stored import source_checkpoint
+from quantscope.state.cluster_scan import ClusterScan, connect
 from quantscope.state.memory_scan import is_module, path_like, scan_entries, tensor_entries
 from quantscope.state.model_scan import ModelRow, ModelScan, model_rows
 from quantscope.state.model_table import ModelTable
@@ -59,10 +63,6 @@ def scan(obj, *, formats: bool = False, axis: int | None = None, label: str | No
     except TypeError as exc:
         raise UserError(f"unknown setting: {exc}") from None
     if path_like(obj):
-        from quantscope.io import load_for_analysis
-        from quantscope.io.checkpoint import list_checkpoint
-        from quantscope.io.stored import source_checkpoint
-
         # a quantized checkpoint's stored weights decoded, under their own names (a cluster's
         # workers read raw bytes: there the stored parts are listed as they are)
         checkpoint = list_checkpoint(obj) if client is not None else source_checkpoint(obj)
@@ -95,7 +95,6 @@ def _scan_rows(rows: list[ModelRow], settings: Settings, axis: int | None, forma
     """The rows scanned here, or on the cluster ``client`` stands for."""
     if client is None:
         return ModelScan(rows, settings, axis=axis, formats=formats).run(on_row=on_row)
-    from quantscope.state.cluster_scan import ClusterScan, connect
 
     if isinstance(client, str):
         with connect(client) as own:

@@ -19,7 +19,10 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from quantscope.core.tensors.generators import GENERATORS, check_shape
 from quantscope.errors import QuantscopeError, one_line
+from quantscope.io import list_tensors
+from quantscope.io.samples import sample_path
 from quantscope.state.errors import short_repr
 from quantscope.state.explorer import ExplorerState
 from quantscope.state.settings import Settings
@@ -62,10 +65,6 @@ def capture(state: ExplorerState, *, dark: bool = False, presentation: bool = Fa
 
 def _source_ndim(source: Source) -> int:
     """Check that ``source`` can be rebuilt (without loading its data); return its ndim."""
-    from quantscope.core.tensors.generators import GENERATORS, check_shape
-    from quantscope.io import list_tensors
-    from quantscope.io.samples import sample_path
-
     if source.kind == "generator":
         gen = GENERATORS.get(source.name)
         if gen is None:

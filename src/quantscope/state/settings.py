@@ -1,4 +1,5 @@
-"""The explorer's settings (engine defaults throughout) and the names of its four panes."""
+"""The explorer's settings (engine defaults throughout); the panes they fill are
+:data:`~quantscope.state.choices.PANES`."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from dataclasses import dataclass
 
 from quantscope.core.calibration.runtimes import PRESETS
 from quantscope.core.tensors.validate import ROUNDING_RULES
+from quantscope.state.choices import PANES, FormatChoice, check_formats
 from quantscope.state.errors import SettingsError, short_repr
 
-#: The four panes: symmetric / asymmetric x per tensor / per channel (per group when
-#: ``Settings.group_size`` is set).
-PANES = ("symmetric/tensor", "symmetric/channel", "asymmetric/tensor", "asymmetric/channel")
+__all__ = ["CODE_RANGES", "MAX_GROUP_SIZE", "METHODS", "PANES", "ROUNDING_RULES",
+           "RUNTIMES", "RUNTIME_DESCRIPTIONS", "Settings"]
+
 METHODS = ("minmax", "percentile", "mse", "entropy", "manual")
 #: Runtime presets (None: the engine's own rules) and what each reproduces.
 RUNTIME_DESCRIPTIONS: dict[str | None, str] = {None: "the engine's own rules (the controls decide)"}
@@ -49,8 +51,13 @@ class Settings:
     group_size: int | None = None
     runtime: str | None = None
     #: One number format per pane (the comparison layout, see :mod:`quantscope.state.formats`),
-    #: or None for the four int schemes.
-    formats: tuple[str, str, str, str] | None = None
+    #: or None for the four int schemes; text given here is parsed into the typed choices.
+    formats: tuple[FormatChoice, FormatChoice, FormatChoice, FormatChoice] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.formats, tuple) and all(isinstance(f, str) for f in self.formats):
+            # parsed once here, so every reader gets the parts, never the text to split
+            object.__setattr__(self, "formats", tuple(FormatChoice(f) for f in self.formats))
 
     def check(self, ndim: int | None = None) -> Settings:
         """Return self if every field is valid (for a tensor of ``ndim`` dims), else raise."""
@@ -82,8 +89,9 @@ class Settings:
         if self.runtime not in RUNTIMES:
             raise SettingsError(f"runtime must be one of {RUNTIMES}, got {self.runtime!r}")
         if self.formats is not None:
-            from quantscope.state.formats import check_formats
-
+            if not isinstance(self.formats, tuple):
+                raise SettingsError(f"formats must be None or a tuple of four pane formats, "
+                                    f"got {short_repr(self.formats)}")
             check_formats(self.formats)
         return self
 
@@ -91,7 +99,7 @@ class Settings:
         """JSON-ready form (for sessions and the metrics file)."""
         d = dataclasses.asdict(self)
         d["manual_clip"] = list(self.manual_clip) if self.manual_clip else None
-        d["formats"] = list(self.formats) if self.formats else None
+        d["formats"] = [str(f) for f in self.formats] if self.formats else None
         return d
 
     @classmethod
@@ -111,24 +119,3 @@ class Settings:
             d["formats"] = tuple(d["formats"])
         return cls(**d).check()
 
-
-def pane_title(pane: str, settings: Settings | None = None,
-               shape: tuple[int, ...] | None = None) -> str:
-    """``"Symmetric · per-tensor"`` ...; per-channel panes say per-group when groups are on,
-    and with the tensor's ``shape`` which axis holds the channels and how many there are
-    (``"Asymmetric · per-channel · axis -1: 1,536 channels"``); in the comparison layout,
-    the pane's format."""
-    from quantscope.state.axes import units
-
-    if settings is not None and settings.formats is not None:
-        from quantscope.state.formats import format_title
-
-        return format_title(settings.formats[PANES.index(pane)], settings, shape)
-    sym, gran = pane.split("/")
-    if gran == "channel" and settings is not None and shape is not None:
-        gran_text = units(tuple(shape), settings.axis, settings.group_size).title()
-    elif gran == "channel" and settings is not None and settings.group_size:
-        gran_text = f"per-group ({settings.group_size})"
-    else:
-        gran_text = f"per-{gran}"
-    return f"{sym.capitalize()} · {gran_text}"

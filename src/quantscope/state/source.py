@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from quantscope.core.stats.prepared import prepare, warm_up, working_copy
 from quantscope.core.tensors.binning import equal_bins, percentiles
+from quantscope.core.tensors.generators import GENERATORS, generate
+from quantscope.errors import QuantscopeError
+from quantscope.io import load_for_analysis
+from quantscope.io.samples import sample_path
+from quantscope.state.axes import units
 from quantscope.state.errors import SettingsError, short_repr
 
 # -- where tensors come from ------------------------------------------------------------------
@@ -103,8 +109,6 @@ class Source:
         """A generator source with every parameter spelled out (defaults filled in from the
         registry, so the source still rebuilds the same bits if a default changes later) and
         sorted, so equal sources compare equal."""
-        from quantscope.core.tensors.generators import GENERATORS
-
         gen = GENERATORS.get(name)
         full = {**(gen.defaults() if gen else {}), **params}
         return cls("generator", name, shape=tuple(int(v) for v in shape), seed=int(seed),
@@ -134,15 +138,11 @@ def load_source(source: Source, progress: Progress | None = None) -> tuple[np.nd
     if progress:
         progress(0.0, f"loading {source.label()}")
     if source.kind == "generator":
-        from quantscope.core.tensors.generators import GENERATORS, generate
-
         params = dict(source.params)
         integer = {p.name for p in GENERATORS[source.name].params if p.integer} \
             if source.name in GENERATORS else set()
         params = {k: int(v) if k in integer else v for k, v in params.items()}
         return generate(source.name, source.shape, source.seed or 0, **params), "float32"
-    from quantscope.io import load_for_analysis
-    from quantscope.io.samples import sample_path
 
     if source.kind in ("file", "sample"):
         path = source.name if source.kind == "file" else sample_path(source.name)
@@ -191,8 +191,6 @@ def _blocks(arr: np.ndarray):
 def working_tensor(x, progress: Progress | None = None) -> np.ndarray:
     """``x`` as the float32 array the engine works on: itself when float32 (a memory-mapped
     file stays mapped), else converted once, in blocks, with ``progress`` (any thread)."""
-    from quantscope.core.stats.prepared import working_copy
-
     return working_copy(x, progress)
 
 
@@ -305,10 +303,6 @@ def prepare_tensor(x: np.ndarray, settings=None, axis: int | None = None,
     is loaded now too (a session's first percentile then does not stall); a one-shot report
     loads only the ones it runs.
     """
-    from quantscope.core.stats.prepared import prepare, warm_up
-    from quantscope.errors import QuantscopeError
-    from quantscope.state.axes import units
-
     if warm:
         warm_up()
     prepared = prepare(x, progress)
@@ -320,51 +314,3 @@ def prepare_tensor(x: np.ndarray, settings=None, axis: int | None = None,
             except QuantscopeError:
                 pass
     return prepared
-
-
-#: The settings changes :func:`warm_up_engine` runs after the defaults: each reaches compiled
-#: loops the default panes do not (percentiles, a manual window, another runtime's rule).
-WARM_UP_CHANGES: tuple[dict, ...] = (
-    {"method": "percentile", "percentile": 99.9},
-    {"method": "manual", "manual_clip": (-3.0, 3.0)},
-    {"method": "minmax", "runtime": "onnxruntime"},
-    {"runtime": None, "rounding": "half_away"},
-)
-#: The warm-up tensor: large enough that the engine splits its work across its threads
-#: (those shares are compiled loops of their own array layouts) and that reports take the
-#: prepared path (above ``compute.DIRECT_MAX``), small enough to take a few hundred
-#: milliseconds.
-WARM_UP_SHAPE = (512, 1024)
-_warmed = False
-
-
-def warm_up_engine() -> None:
-    """Run a load and its reports once, on a small tensor, the way the window does (once per
-    process; later calls return at once).
-
-    Loading a compiled loop from Numba's cache runs inside LLVM for 10-300 ms (the first one
-    initialises it), and much of that holds the GIL: done in the worker during the first
-    load, it stalled the GUI thread for that long. The launcher calls this before the window
-    shows, so no load in the window loads a compiled loop."""
-    global _warmed
-    if _warmed:
-        return
-    _warmed = True
-    from quantscope.state.explorer import ExplorerState
-
-    state = ExplorerState(cache_reports=False)
-    source = Source.generator("outliers", WARM_UP_SHAPE, 0, count=16, magnitude=25.0)
-    x, dtype = load_source(source)
-    x = working_tensor(x)
-    prepared = prepare_tensor(x, state.settings, None)
-    state.set_tensor(x, source, prepared=prepared, overview=overview(x, dtype, prepared),
-                     checked=True)
-    # a large tensor's overview bins its sorted values (this one is summarised by NumPy)
-    prepared.layout(None, None).histogram(
-        np.histogram_bin_edges(np.zeros(0, np.float32), bins=8, range=(-1.0, 1.0)))
-    from quantscope.state.compute import compute_reports
-
-    compute_reports(state.request())
-    for changes in WARM_UP_CHANGES:
-        state.update_settings(**changes)
-        compute_reports(state.request())

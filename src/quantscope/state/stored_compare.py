@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from quantscope.core.formats.catalog import FORMAT_TABLE
 from quantscope.core.stats.report import sqnr_db
 from quantscope.errors import QuantscopeError
 from quantscope.io import load_for_analysis
@@ -31,6 +32,8 @@ from quantscope.io.checkpoint import list_checkpoint
 from quantscope.io.stored import StoredCheckpoint, StoredTensor, open_stored
 from quantscope.io.stored.gguf_stored import GgufStored, open_gguf_stored
 from quantscope.io.tensor_info import TensorFileError
+from quantscope.state.choices import FormatChoice
+from quantscope.state.formats import CHOICES, DEFAULT_COMPARISON, element_bits, format_points
 from quantscope.state.settings import Settings
 
 #: A bits-per-element comparison tolerance (fractions like 4 + 16/128 are exact in binary;
@@ -152,8 +155,6 @@ def alternatives(x: np.ndarray, bits: float, settings: Settings | None = None
                  ) -> tuple[Alternative, ...]:
     """Every engine format at ``bits`` per element or fewer on ``x``, best SQNR first (a tie
     goes to fewer bits). Per-channel formats scale along axis 0: a weight's output rows."""
-    from quantscope.state.formats import CHOICES, format_points
-
     at = settings or Settings(axis=0)
     points = format_points(x, None, at, CHOICES, curve=False)
     kept = [Alternative(p.spec, p.bits_per_element, float(p.sqnr_db), float(p.rounding_mse),
@@ -232,8 +233,6 @@ def engine_spec(fmt) -> str | None:
     covers), or None when the engine has none: ``awq uint4 g128`` -> ``awq_int4_g128``,
     ``fp8 per channel`` -> ``fp8_e4m3/channel``, NVFP4 -> ``nvfp4``, NF4 blocks of 64 ->
     ``nf4``. Block-wise FP8 and odd group sizes have no pane of their own."""
-    from quantscope.state.formats import CHOICES
-
     element = fmt.element.removeprefix("u")
     spec: str | None = None
     if element == "int4" and fmt.granularity == "group":
@@ -262,9 +261,6 @@ def pane_formats(stored_spec: str | None, alternatives: tuple[Alternative, ...] 
     alternatives (by SQNR when they were measured, else the engine's formats at ``bits`` or
     fewer per element, largest first), each once; panes left over (fewer alternatives than
     three) take the default comparison's formats, int8 per channel first."""
-    from quantscope.core.formats.catalog import FORMAT_TABLE
-    from quantscope.state.formats import DEFAULT_COMPARISON
-
     chosen: list[str] = [stored_spec] if stored_spec else []
     ranked = [a.spec for a in alternatives]
     if not ranked and bits is not None:
@@ -279,15 +275,11 @@ def pane_formats(stored_spec: str | None, alternatives: tuple[Alternative, ...] 
 
 
 def _simple_specs() -> tuple[str, ...]:
-    from quantscope.state.formats import CHOICES
-
     return tuple(c for c in CHOICES if not c.startswith("gguf"))
 
 
 def _nominal_bits(spec: str, table: dict) -> float:
     """Bits per element of a pane format on a large tensor (its scales included)."""
-    from quantscope.state.formats import element_bits
-
-    name = spec.partition("/")[0]
+    name = FormatChoice(spec).name
     _, _, block, scale_bits = table[name][:4]
     return element_bits(name) + (scale_bits / block if block else 0.0)

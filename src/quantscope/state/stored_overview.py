@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from quantscope.core.formats.gguf_types import GGUF_TYPES
 from quantscope.io.stored import StoredTensor
 
 #: Quantiles of the block scales that a row shows.
@@ -62,7 +63,6 @@ def code_levels(decoded: StoredTensor) -> tuple[np.ndarray, int]:
     element = decoded.format.element
     codes = decoded.codes
     if decoded.format.method == "gguf":  # codes 0..levels-1 of llama.cpp's block type
-        from quantscope.core.formats.gguf_types import GGUF_TYPES
 
         bits = next(t.bits for t in GGUF_TYPES.values() if t.ggml_name == element)
         return codes.astype(np.int64).reshape(-1), 1 << bits

@@ -23,6 +23,8 @@ from quantscope.core.labs.mapping import DEFAULT_VALUES, map_values
 from quantscope.core.text.formatting import fmt_db
 from quantscope.errors import QuantscopeError, one_line
 from quantscope.io.samples import sample_path
+from quantscope.state.choices import PaneKey
+from quantscope.state.session import SessionError, _read_session_text, decode_json
 from quantscope.state.settings import Settings
 from quantscope.state.source import Source
 
@@ -164,8 +166,6 @@ def load_talk(path: str | Path) -> Talk:
     """Read and validate a talk file, through the reader sessions use (a regular file of
     bounded size, JSON whose nesting, numbers and types are checked before anything is
     built)."""
-    from quantscope.state.session import SessionError, _read_session_text, decode_json
-
     shown = one_line(str(path))
     try:
         doc = decode_json(_read_session_text(Path(path)))
@@ -205,10 +205,10 @@ def scene_caption(scene: Scene, results: dict) -> str:
     """The caption of ``scene`` from the reports the window shows for it (pane -> report);
     empty until the reports it needs are there."""
     rule = scene.caption
-    need = {"zero_point": ("symmetric/tensor", "asymmetric/tensor"),
-            "symmetric_limits": ("symmetric/channel", "asymmetric/channel"),
-            "clipping": ("symmetric/tensor", "asymmetric/tensor"),
-            "outliers": ("symmetric/tensor", "symmetric/channel")}.get(rule, ())
+    need = {"zero_point": (PaneKey.SYMMETRIC_TENSOR, PaneKey.ASYMMETRIC_TENSOR),
+            "symmetric_limits": (PaneKey.SYMMETRIC_CHANNEL, PaneKey.ASYMMETRIC_CHANNEL),
+            "clipping": (PaneKey.SYMMETRIC_TENSOR, PaneKey.ASYMMETRIC_TENSOR),
+            "outliers": (PaneKey.SYMMETRIC_TENSOR, PaneKey.SYMMETRIC_CHANNEL)}.get(rule, ())
     if any(k not in results for k in need):
         return ""
     if rule == "zero_point":

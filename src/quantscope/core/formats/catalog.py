@@ -51,6 +51,7 @@ import numpy as np
 
 from quantscope.core.formats.elements import ELEMENTS, ElementType, cast
 from quantscope.core.formats.gguf_types import CATALOG_ROWS as GGUF_ROWS
+from quantscope.core.kernels import compiled
 from quantscope.core.tensors.layout import (
     expand_params,
     granularity_of,
@@ -251,10 +252,8 @@ def block_amax(xf: np.ndarray, axis: int, block: int) -> np.ndarray:
     from quantscope.core.schemes.qparams import unit_min_max
 
     if xf.ndim and normalize_axis(axis, xf.ndim) == xf.ndim - 1 and xf.size:
-        from quantscope.core.kernels.block_max import block_abs_max
-
         n = xf.shape[-1]  # one compiled pass: NumPy's three took 15 copies' time
-        amax = block_abs_max(xf.reshape(-1, n), block)
+        amax = compiled.block_abs_max(xf.reshape(-1, n), block)
         return amax.reshape(param_shape(xf.shape, axis, block))
     lo, hi, _ = unit_min_max(xf, axis, block)
     return np.maximum(-lo, hi).astype(np.float32)

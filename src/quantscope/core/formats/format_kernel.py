@@ -26,6 +26,7 @@ import numpy as np
 from quantscope.core.formats.elements import (
     KIND_FLOAT,
     KIND_INT,
+    KIND_LUT,
     OVERFLOW_SATURATE,
     bits_float32,
     cast_one,
@@ -36,6 +37,7 @@ from quantscope.core.formats.elements import (
 from quantscope.core.kernels.block_sums import prefix_at, prefix_from
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.sorted_kernel import _gallop, _lower_bound, _upper_bound
+from quantscope.core.kernels.unit_totals import store_unit
 
 _jit = njit(nogil=True, error_model="numpy")
 _EPS = float(np.finfo(np.float64).eps)
@@ -138,16 +140,7 @@ def _walk(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, overflow, sig
         if stamp[idx] != unit:
             stamp[idx] = unit
             used += 1
-    out_f[e, 0] = rnd
-    out_f[e, 1] = clip
-    out_f[e, 2] = worst
-    out_f[e, 3] = sig
-    out_f[e, 4] = lo
-    out_f[e, 5] = hi
-    out_i[e, 0] = n
-    out_i[e, 1] = below
-    out_i[e, 2] = above
-    out_i[e, 3] = used
+    store_unit(out_f, out_i, e, rnd, clip, worst, sig, lo, hi, n, below, above, used)
 
 
 @njit(nogil=True, error_model="numpy", inline="always")
@@ -157,6 +150,13 @@ def _round_flat(v, kind, mbits, emin, step, lut_mid, lut_val) -> float:
     one is selected (in a block of MXFP4 a quarter of the elements are subnormal, at random: a
     mispredicted branch each). Dividing by the subnormal quantum is multiplying by its
     reciprocal, both exact powers of two."""
+    if kind == KIND_LUT:  # the level after the midpoints below v, counted without a branch
+        x = np.float64(v)
+        c = 0
+        for k in range(lut_mid.size):
+            c += lut_mid[k] < x
+        inside = x <= lut_val[lut_val.size - 1] and x >= lut_val[0]
+        return lut_val[c] if inside else x
     if kind != KIND_FLOAT:
         return round_element(v, kind, mbits, emin, step, lut_mid, lut_val)
     u = np.int64(float32_bits(np.float32(v)))
@@ -172,7 +172,13 @@ def _round_flat(v, kind, mbits, emin, step, lut_mid, lut_val) -> float:
 @njit(nogil=True, error_model="numpy", inline="always")
 def _index_flat(r, kind, mbits, emin, step, grid) -> int:
     """:func:`_index_of` (the same index) with the subnormal count of quanta selected rather
-    than branched to, by a multiplication with the exact reciprocal of the quantum."""
+    than branched to, by a multiplication with the exact reciprocal of the quantum; a lookup
+    table's level ``r`` (one of the grid's values) by counting the grid values below it."""
+    if kind == KIND_LUT:
+        c = 0
+        for k in range(grid.size):
+            c += grid[k] < r
+        return c
     if kind != KIND_FLOAT:
         return _index_of(r, kind, mbits, emin, step, grid)
     z0 = grid.size >> 1
@@ -257,16 +263,7 @@ def _walk_saturating(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, lu
             hist[slot] += 1
             used += np.int64(stamp[slot] != unit and slot != spare)
             stamp[slot] = unit
-    out_f[e, 0] = rnd
-    out_f[e, 1] = clip
-    out_f[e, 2] = worst
-    out_f[e, 3] = sig
-    out_f[e, 4] = lo
-    out_f[e, 5] = hi
-    out_i[e, 0] = n
-    out_i[e, 1] = below
-    out_i[e, 2] = above
-    out_i[e, 3] = used
+    store_unit(out_f, out_i, e, rnd, clip, worst, sig, lo, hi, n, below, above, used)
 
 
 @njit(nogil=True, error_model="numpy", inline="always")
@@ -302,8 +299,11 @@ def direct_rows(x2d, scale, inv_scale, use_inv, kind, mbits, emin, step, max_fin
             _rows_saturating(x2d, scale, inv_scale, use_inv, KIND_INT, mbits, emin, step,
                              max_finite, lut_mid, lut_val, grid, hist, stamp, out_f, out_i)
             return
-    # non-saturating casts, and a lookup table (NF4): its search per element does not
-    # vectorise, and split in three loops it was slower than this one loop
+        if kind == KIND_LUT:  # NF4: a branch-free count of midpoints instead of a search
+            _rows_saturating(x2d, scale, inv_scale, use_inv, KIND_LUT, mbits, emin, step,
+                             max_finite, lut_mid, lut_val, grid, hist, stamp, out_f, out_i)
+            return
+    # non-saturating casts: inf or NaN stand for the clipped elements
     for r in range(x2d.shape[0]):
         _walk(x2d[r], scale[r], inv_scale[r], use_inv, kind, mbits, emin, step, max_finite,
               overflow, signed_zero, saturate, lut_mid, lut_val, grid, hist, stamp, r, out_f,

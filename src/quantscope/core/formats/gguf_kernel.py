@@ -13,11 +13,16 @@ import numpy as np
 
 from quantscope.core.formats.gguf_decode import decode_block
 from quantscope.core.formats.gguf_kquants import (
+    CHUNK_BLOCKS,
+    block_codes,
+    fit_chunk,
+    lane_scratch,
     quantize_q2_k,
     quantize_q3_k,
     quantize_q4_k,
     quantize_q5_k,
     quantize_q6_k,
+    sub_block_shape,
 )
 from quantscope.core.formats.gguf_legacy import (
     quantize_q4_0,
@@ -27,6 +32,7 @@ from quantscope.core.formats.gguf_legacy import (
     quantize_q8_0,
 )
 from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.unit_totals import store_unit
 
 _jit = njit(nogil=True, error_model="numpy")
 
@@ -35,31 +41,42 @@ _jit = njit(nogil=True, error_model="numpy")
 def encode_blocks(t, xb, out) -> None:
     """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``."""
     L = np.zeros(256, np.int64)
-    aux = np.zeros(32, np.int64)
-    w = np.zeros(32, np.float32)
-    for i in range(xb.shape[0]):
-        x = xb[i]
-        y = out[i]
-        if t == 2:
-            quantize_q4_0(x, y)
-        elif t == 3:
-            quantize_q4_1(x, y)
-        elif t == 6:
-            quantize_q5_0(x, y)
-        elif t == 7:
-            quantize_q5_1(x, y)
-        elif t == 8:
-            quantize_q8_0(x, y)
-        elif t == 10:
-            quantize_q2_k(x, y, L, aux, w)
-        elif t == 11:
-            quantize_q3_k(x, y, L)
-        elif t == 12:
-            quantize_q4_k(x, y, L, aux, w)
-        elif t == 13:
-            quantize_q5_k(x, y, L, aux, w)
-        else:
-            quantize_q6_k(x, y, L)
+    if t == 11 or t < 10:  # no sub-block search to share between blocks
+        for i in range(xb.shape[0]):
+            x = xb[i]
+            y = out[i]
+            if t == 2:
+                quantize_q4_0(x, y)
+            elif t == 3:
+                quantize_q4_1(x, y)
+            elif t == 6:
+                quantize_q5_0(x, y)
+            elif t == 7:
+                quantize_q5_1(x, y)
+            elif t == 8:
+                quantize_q8_0(x, y)
+            else:
+                quantize_q3_k(x, y, L)
+        return
+    lanes = lane_scratch()
+    per = sub_block_shape(t)[1]
+    for c0 in range(0, xb.shape[0], CHUNK_BLOCKS):
+        c1 = min(c0 + CHUNK_BLOCKS, xb.shape[0])
+        fit_chunk(t, xb[c0:c1], lanes)
+        for b in range(c1 - c0):
+            block_codes(t, lanes, (c1 - c0) * per, b, L)
+            x = xb[c0 + b]
+            y = out[c0 + b]
+            scales = lanes[5][per * b:per * (b + 1)]
+            mins = lanes[6][per * b:per * (b + 1)]
+            if t == 10:
+                quantize_q2_k(x, y, L, scales, mins)
+            elif t == 12:
+                quantize_q4_k(x, y, L, scales, mins)
+            elif t == 13:
+                quantize_q5_k(x, y, L, scales, mins)
+            else:
+                quantize_q6_k(x, y, L, scales)
 
 
 @_jit
@@ -132,16 +149,7 @@ def report_blocks(t, xb, yb, levels, out_f, out_i, hist) -> None:
             if stamp[code] != i:
                 stamp[code] = i
                 used += 1
-        out_f[i, 0] = rnd
-        out_f[i, 1] = clip
-        out_f[i, 2] = worst
-        out_f[i, 3] = sig
-        out_f[i, 4] = xmin
-        out_f[i, 5] = xmax
-        out_i[i, 0] = n
-        out_i[i, 1] = below
-        out_i[i, 2] = above
-        out_i[i, 3] = used
+        store_unit(out_f, out_i, i, rnd, clip, worst, sig, xmin, xmax, n, below, above, used)
 
 
 @_jit

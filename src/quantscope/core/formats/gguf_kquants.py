@@ -5,14 +5,16 @@ Each super-block is cut into sub-blocks of 16 (Q2_K, Q3_K, Q6_K) or 32 (Q4_K, Q5
 per sub-block picks its scale (and, for the types with a minimum, its minimum):
 ``make_qkx2_quants`` tries ``nstep + 1`` inverse scales around ``nmax / (max - min)`` and keeps
 the weighted least-squares fit with the smallest weighted error; ``make_qx_quants`` and
-``make_q3_quants`` fit a symmetric scale to ``x²``-weighted codes. The sub-block scales and
-minimums are then themselves quantized (4, 6 or 8 bits) against fp16 super-block scales, and
-the codes recomputed from the stored scales, so every code is consistent with what a decoder
-reads.
+``make_q3_quants`` fit a symmetric scale to ``x²``-weighted codes. The first two run on all
+sub-blocks of a chunk of super-blocks at once (:mod:`~quantscope.core.formats.gguf_lanes`).
+The sub-block scales and minimums are then themselves quantized (4, 6 or 8 bits) against fp16
+super-block scales, and the codes recomputed from the stored scales, so every code is
+consistent with what a decoder reads.
 
 Every operation is float32 in the C code's order (a float64 intermediate or a fused
-multiply-add changes which candidate wins). ``L`` and ``aux`` are int64 scratch of the
-super-block's length; the functions write the block's bytes into ``y``.
+multiply-add changes which candidate wins). ``L`` is int64 scratch of the super-block's
+length; the searches run first over a chunk of super-blocks (:func:`fit_chunk`), then each
+block's function writes its bytes into ``y``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import math
 
 import numpy as np
 
+from quantscope.core.formats.gguf_lanes import SCRATCH_ROWS, qkx2_lanes, qx_rmse1_lanes
 from quantscope.core.formats.gguf_legacy import get_half, nearest_int, put_half
 from quantscope.core.kernels.jit_cache import njit
 
@@ -30,68 +33,97 @@ _kernel = njit(nogil=True, error_model="numpy")
 _GROUP_MAX_EPS = np.float32(1e-15)
 
 
+#: Super-blocks whose sub-blocks are searched together (512 or 1024 lanes: long enough for
+#: whole vectors, small enough that the transposed chunk stays in the L2 cache).
+CHUNK_BLOCKS = 64
+
+
 @_kernel
-def make_qkx2_quants(n, nmax, x, w, L, aux, rmin, rdelta, nstep, use_mad):
-    """Scale and minimum of ``x[:n]`` for codes ``0..nmax`` (codes into ``L``): returns
-    ``(scale, the_min)``, the value of code ``l`` being ``scale · l - the_min``."""
-    mn = x[0]
-    mx = x[0]
-    sum_w = w[0]
-    sum_x = sum_w * x[0]
-    for i in range(1, n):
-        if x[i] < mn:
-            mn = x[i]
-        if x[i] > mx:
-            mx = x[i]
-        sum_w += w[i]
-        sum_x += w[i] * x[i]
-    if mn > 0:
-        mn = _f32(0.0)
-    if mx == mn:
-        for i in range(n):
-            L[i] = 0
-        return _f32(0.0), _f32(-mn)
-    iscale = _f32(nmax) / (mx - mn)
-    scale = _f32(1.0) / iscale
-    best_error = _f32(0.0)
-    for i in range(n):
-        L[i] = max(0, min(nmax, nearest_int(iscale * (x[i] - mn))))
-        diff = scale * _f32(L[i]) + mn - x[i]
-        diff = _f32(abs(diff)) if use_mad else diff * diff
-        best_error += w[i] * diff
-    if nstep < 1:
-        return scale, _f32(-mn)
-    for step in range(nstep + 1):
-        iscale = (rmin + rdelta * _f32(step) + _f32(nmax)) / (mx - mn)
-        sum_l = _f32(0.0)
-        sum_l2 = _f32(0.0)
-        sum_xl = _f32(0.0)
-        for i in range(n):
-            q = max(0, min(nmax, nearest_int(iscale * (x[i] - mn))))
-            aux[i] = q
-            lf = _f32(q)
-            sum_l += w[i] * lf
-            sum_l2 += w[i] * lf * lf
-            sum_xl += w[i] * lf * x[i]
-        det = sum_w * sum_l2 - sum_l * sum_l
-        if det > 0:
-            this_scale = (sum_w * sum_xl - sum_x * sum_l) / det
-            this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det
-            if this_min > 0:
-                this_min = _f32(0.0)
-                this_scale = sum_xl / sum_l2
-            cur_error = _f32(0.0)
+def lane_scratch():
+    """The scratch of the lane searches (:mod:`~quantscope.core.formats.gguf_lanes`) over
+    :data:`CHUNK_BLOCKS` super-blocks: the chunk transposed (values, weights, codes, trial
+    codes), each lane's state, and the scales and minimums found."""
+    m = 256 * CHUNK_BLOCKS
+    return (np.zeros(m, np.float32), np.zeros(m, np.float32), np.zeros(m, np.int32),
+            np.zeros(m, np.int32), np.zeros((SCRATCH_ROWS, 16 * CHUNK_BLOCKS), np.float32),
+            np.zeros(16 * CHUNK_BLOCKS, np.float32), np.zeros(16 * CHUNK_BLOCKS, np.float32))
+
+
+@_kernel
+def sub_block_shape(t):
+    """(elements per sub-block, sub-blocks per super-block) of k-quant type ``t``."""
+    return (32, 8) if t == 12 or t == 13 else (16, 16)
+
+
+@_kernel
+def fit_chunk(t, xb, lanes) -> None:
+    """The sub-block searches of super-blocks ``xb`` (at most :data:`CHUNK_BLOCKS`) of type
+    ``t`` (Q2_K, Q4_K, Q5_K or Q6_K), all sub-blocks as lanes: their scales (and minimums)
+    into ``lanes[5]`` (``lanes[6]``), lane ``per · b + j`` for sub-block ``j`` of block ``b``,
+    and codes into ``lanes[2]`` as ``[n, lanes]``."""
+    xs, ws, ls, aus, st, scales, mins = lanes
+    n, per = sub_block_shape(t)
+    nl = xb.shape[0] * per
+    xt = xs[:n * nl].reshape(n, nl)
+    wt = ws[:n * nl].reshape(n, nl)
+    Lt = ls[:n * nl].reshape(n, nl)
+    at = aus[:n * nl].reshape(n, nl)
+    for b in range(xb.shape[0]):
+        for j in range(per):
             for i in range(n):
-                diff = this_scale * _f32(aux[i]) + this_min - x[i]
-                diff = _f32(abs(diff)) if use_mad else diff * diff
-                cur_error += w[i] * diff
-            if cur_error < best_error:
-                for i in range(n):
-                    L[i] = aux[i]
-                best_error = cur_error
-                scale = this_scale
-                mn = this_min
-    return scale, _f32(-mn)
+                xt[i, per * b + j] = xb[b, n * j + i]
+    if t == 14:
+        qx_rmse1_lanes(n, nl, 32, xt, Lt, at, st, scales)
+        return
+    if t == 10:  # Q2_K: weights |x|, absolute error
+        for i in range(n):
+            for j in range(nl):
+                wt[i, j] = _f32(abs(xt[i, j]))
+        qkx2_lanes(n, nl, 3, xt, wt, Lt, at, _f32(-0.5), _f32(0.1), 15, True, st, scales,
+                   mins)
+        return
+    av_x = st[15]  # Q4_K / Q5_K: weights sqrt(mean x²) + |x|, x² summed in element order
+    for j in range(nl):
+        av_x[j] = _f32(0.0)
+    for i in range(n):
+        for j in range(nl):
+            av_x[j] += xt[i, j] * xt[i, j]
+    for j in range(nl):
+        av_x[j] = _f32(math.sqrt(np.float64(av_x[j] / _f32(32.0))))  # sqrtf: rounded once
+    for i in range(n):
+        for j in range(nl):
+            wt[i, j] = av_x[j] + _f32(abs(xt[i, j]))
+    if t == 12:
+        qkx2_lanes(n, nl, 15, xt, wt, Lt, at, _f32(-1.0), _f32(0.1), 20, False, st, scales,
+                   mins)
+    else:
+        qkx2_lanes(n, nl, 31, xt, wt, Lt, at, _f32(-0.5), _f32(0.1), 15, False, st, scales,
+                   mins)
+
+
+@_kernel
+def block_codes(t, lanes, nl, b, L) -> None:
+    """Block ``b``'s codes from the chunk's search (``nl`` lanes) into ``L``, in element
+    order."""
+    n, per = sub_block_shape(t)
+    Lt = lanes[2][:n * nl].reshape(n, nl)
+    for j in range(per):
+        for i in range(n):
+            L[n * j + i] = Lt[i, per * b + j]
+
+
+@_kernel
+def _largest(scales, mins, count):
+    """The largest of the first ``count`` sub-block scales and of their minimums (0 if none
+    is positive), scanned in sub-block order as the C code does."""
+    max_scale = _f32(0.0)
+    max_min = _f32(0.0)
+    for j in range(count):
+        if scales[j] > max_scale:
+            max_scale = scales[j]
+        if mins[j] > max_min:
+            max_min = mins[j]
+    return max_scale, max_min
 
 
 @_kernel
@@ -104,45 +136,6 @@ def _signed_amax(x, n):
             amax = ax
             mx = x[i]
     return amax, mx
-
-
-@_kernel
-def make_qx_quants_rmse1(n, nmax, x, L):
-    """``make_qx_quants(n, nmax, x, L, 1, NULL)``: the ``x²``-weighted symmetric scale over
-    19 trial inverse scales; codes ``0..2·nmax - 1`` into ``L``."""
-    amax, mx = _signed_amax(x, n)
-    if amax < _GROUP_MAX_EPS:
-        for i in range(n):
-            L[i] = 0
-        return _f32(0.0)
-    iscale = _f32(-nmax) / mx
-    sumlx = _f32(0.0)
-    suml2 = _f32(0.0)
-    for i in range(n):
-        q = max(-nmax, min(nmax - 1, nearest_int(iscale * x[i])))
-        L[i] = q + nmax
-        w = x[i] * x[i]
-        sumlx += w * x[i] * _f32(q)
-        suml2 += w * _f32(q) * _f32(q)
-    scale = sumlx / suml2 if suml2 != 0 else _f32(0.0)
-    best = scale * sumlx
-    for t in range(-9, 10):
-        if t == 0:
-            continue
-        iscale = -(_f32(nmax) + _f32(0.1) * _f32(t)) / mx
-        sumlx = _f32(0.0)
-        suml2 = _f32(0.0)
-        for i in range(n):
-            q = max(-nmax, min(nmax - 1, nearest_int(iscale * x[i])))
-            w = x[i] * x[i]
-            sumlx += w * x[i] * _f32(q)
-            suml2 += w * _f32(q) * _f32(q)
-        if suml2 > 0 and sumlx * sumlx > best * suml2:
-            for i in range(n):
-                L[i] = nmax + max(-nmax, min(nmax - 1, nearest_int(iscale * x[i])))
-            scale = sumlx / suml2
-            best = scale * sumlx
-    return scale
 
 
 @_kernel
@@ -197,25 +190,11 @@ def _pack_2bit(L, y, at) -> None:
 
 
 @_kernel
-def quantize_q2_k(x, y, L, aux, w) -> None:
+def quantize_q2_k(x, y, L, scales, mins) -> None:
     """Q2_K: 16 sub-blocks of 16, 2-bit codes, 4-bit scales and mins (``make_qkx2_quants``
-    weighted by ``|x|``, absolute error); bytes: scales (min << 4 | scale), codes, d, dmin."""
-    scales = np.empty(16, np.float32)
-    mins = np.empty(16, np.float32)
-    max_scale = _f32(0.0)
-    max_min = _f32(0.0)
-    for j in range(16):
-        xs = x[16 * j:16 * j + 16]
-        for q in range(16):
-            w[q] = _f32(abs(xs[q]))
-        s, m = make_qkx2_quants(16, 3, xs, w, L[16 * j:16 * j + 16], aux, _f32(-0.5),
-                                _f32(0.1), 15, True)
-        scales[j] = s
-        mins[j] = m
-        if s > max_scale:
-            max_scale = s
-        if m > max_min:
-            max_min = m
+    weighted by ``|x|``, absolute error: ``scales``, ``mins`` and the codes in ``L`` from
+    :func:`fit_chunk`); bytes: scales (min << 4 | scale), codes, d, dmin."""
+    max_scale, max_min = _largest(scales, mins, 16)
     if max_scale > 0:
         iscale = _f32(15.0) / max_scale
         for j in range(16):
@@ -296,31 +275,6 @@ def quantize_q3_k(x, y, L) -> None:
 
 
 @_kernel
-def _sub_block_fit_32(x, L, aux, w, nmax, rmin, nstep, scales, mins):
-    """The eight 32-element fits of Q4_K / Q5_K: weights ``sqrt(mean x²) + |x|``; returns
-    the largest scale and the largest minimum."""
-    max_scale = _f32(0.0)
-    max_min = _f32(0.0)
-    for j in range(8):
-        xs = x[32 * j:32 * j + 32]
-        sum_x2 = _f32(0.0)
-        for q in range(32):
-            sum_x2 += xs[q] * xs[q]
-        av_x = _f32(math.sqrt(np.float64(sum_x2 / _f32(32.0))))  # sqrtf: correctly rounded
-        for q in range(32):
-            w[q] = av_x + _f32(abs(xs[q]))
-        s, m = make_qkx2_quants(32, nmax, xs, w, L[32 * j:32 * j + 32], aux, rmin,
-                                _f32(0.1), nstep, False)
-        scales[j] = s
-        mins[j] = m
-        if s > max_scale:
-            max_scale = s
-        if m > max_min:
-            max_min = m
-    return max_scale, max_min
-
-
-@_kernel
 def scale_min_k4(j, y, at):
     """``get_scale_min_k4``: the 6-bit scale and min of sub-block ``j`` from the 12 bytes at
     ``at``."""
@@ -331,12 +285,11 @@ def scale_min_k4(j, y, at):
 
 
 @_kernel
-def _k4_scales(x, y, L, aux, w, nmax, rmin, nstep) -> None:
-    """Q4_K / Q5_K up to the final codes in ``L``: fits, 6-bit scales and mins packed into
-    bytes 4-15, fp16 d and dmin into bytes 0-3."""
-    scales = np.empty(8, np.float32)
-    mins = np.empty(8, np.float32)
-    max_scale, max_min = _sub_block_fit_32(x, L, aux, w, nmax, rmin, nstep, scales, mins)
+def _k4_scales(x, y, L, scales, mins, nmax) -> None:
+    """Q4_K / Q5_K up to the final codes in ``L``: the eight fits' scales and mins (from
+    :func:`fit_chunk`) quantized to 6 bits and packed into bytes 4-15, fp16 d and dmin into
+    bytes 0-3."""
+    max_scale, max_min = _largest(scales, mins, 8)
     inv_scale = _f32(63.0) / max_scale if max_scale > 0 else _f32(0.0)
     inv_min = _f32(63.0) / max_min if max_min > 0 else _f32(0.0)
     for j in range(8):
@@ -364,21 +317,21 @@ def _k4_scales(x, y, L, aux, w, nmax, rmin, nstep) -> None:
 
 
 @_kernel
-def quantize_q4_k(x, y, L, aux, w) -> None:
+def quantize_q4_k(x, y, L, scales, mins) -> None:
     """Q4_K: 8 sub-blocks of 32, 4-bit codes, 6-bit scales and mins (``make_qkx2_quants``,
     21 trials); bytes: d, dmin, 12 bytes of scales and mins, codes (nibbles, low = the first
     32 of each 64)."""
-    _k4_scales(x, y, L, aux, w, 15, _f32(-1.0), 20)
+    _k4_scales(x, y, L, scales, mins, 15)
     for j in range(0, 256, 64):
         for q in range(32):
             y[16 + j // 2 + q] = L[j + q] | (L[j + q + 32] << 4)
 
 
 @_kernel
-def quantize_q5_k(x, y, L, aux, w) -> None:
+def quantize_q5_k(x, y, L, scales, mins) -> None:
     """Q5_K: Q4_K's layout with 5-bit codes (16 trials): the fifth bits in 32 bytes before
     the nibbles, bit ``2k`` / ``2k + 1`` for the two halves of the k-th 64 elements."""
-    _k4_scales(x, y, L, aux, w, 31, _f32(-0.5), 15)
+    _k4_scales(x, y, L, scales, mins, 31)
     for k in range(32):
         y[16 + k] = 0
     m1 = 1
@@ -399,15 +352,14 @@ def quantize_q5_k(x, y, L, aux, w) -> None:
 
 
 @_kernel
-def quantize_q6_k(x, y, L) -> None:
-    """Q6_K: 16 sub-blocks of 16, 6-bit codes, signed 8-bit scales (``make_qx_quants``);
-    bytes: low nibbles (128), high 2 bits (64), scales (16), d."""
-    scales = np.empty(16, np.float32)
+def quantize_q6_k(x, y, L, scales) -> None:
+    """Q6_K: 16 sub-blocks of 16, 6-bit codes, signed 8-bit scales (``make_qx_quants``:
+    ``scales`` and the codes in ``L`` from :func:`fit_chunk`); bytes: low nibbles (128), high
+    2 bits (64), scales (16), d."""
     max_scale = _f32(0.0)
     max_abs = _f32(0.0)
     for j in range(16):
-        s = make_qx_quants_rmse1(16, 32, x[16 * j:16 * j + 16], L[16 * j:16 * j + 16])
-        scales[j] = s
+        s = scales[j]
         if _f32(abs(s)) > max_abs:
             max_abs = _f32(abs(s))
             max_scale = s

@@ -24,6 +24,7 @@ import numpy as np
 
 from quantscope.core.formats.elements import bits_float32, float32_bits
 from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.unit_totals import store_unit
 
 _jit = njit(nogil=True, error_model="numpy")
 #: torchao's default ``eps``: ``torch.finfo(torch.bfloat16).smallest_normal``.
@@ -147,13 +148,5 @@ def group_report(xg, scale, zero, out_f, out_i, hist) -> None:
             if seen[q]:
                 used += 1
                 hist[q] += seen[q]
-        out_f[i, 0] = rnd
-        out_f[i, 1] = clip
-        out_f[i, 2] = worst
-        out_f[i, 3] = sig
-        out_f[i, 4] = x_lo
-        out_f[i, 5] = x_hi
-        out_i[i, 0] = x.size
-        out_i[i, 1] = below
-        out_i[i, 2] = above
-        out_i[i, 3] = used
+        store_unit(out_f, out_i, i, rnd, clip, worst, sig, x_lo, x_hi, x.size, below, above,
+                   used)

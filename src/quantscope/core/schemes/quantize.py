@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from quantscope.core.kernels import compiled
 from quantscope.core.schemes.overflow import check_overflow_rule, concerned, runtime_codes
 from quantscope.core.tensors.layout import expand_params, granularity_of
 from quantscope.core.tensors.validate import (
@@ -214,9 +215,7 @@ def quantize(
                                   "inv_scale")
     out = np.empty(xf.shape, dtype=code_dtype(qmin))
     if s.ndim == 0 and use_compiled(xf, arithmetic):
-        from quantscope.core.kernels.direct_kernel import quantize_flat
-
-        bad = quantize_flat(xf, s, z, qmin, qmax, rounding, arithmetic, inv_scale, out)
+        bad = compiled.quantize_flat(xf, s, z, qmin, qmax, rounding, arithmetic, inv_scale, out)
         if bad and nonfinite == "raise":
             check_nonfinite(xf, nonfinite)  # raises with the count and first index
         return out
@@ -299,9 +298,7 @@ def dequantize(q, scale, zero_point=0, *, axis: int | None = None,
     z = expand_params(q.shape, zp.astype(np.int32), axis, group_size, "zero_point")
     dst = np.empty(q.shape, np.float32) if out is None else check_output(out, q)
     if s.ndim == 0 and q.itemsize <= 4 and use_compiled(q, "divide"):
-        from quantscope.core.kernels.direct_kernel import dequantize_into
-
-        return dequantize_into(q, s, z, dst, fresh=out is None)
+        return compiled.dequantize_into(q, s, z, dst, fresh=out is None)
     with np.errstate(over="ignore"):  # a code beyond float32's range is ±inf, as in a runtime
         return np.multiply((q.astype(np.int32) - z).astype(np.float32), s, out=dst)
 
@@ -314,9 +311,7 @@ def use_compiled(x: np.ndarray, arithmetic: str) -> bool:
     16-lane loop, and the blocked NumPy pass gives the same codes."""
     if x.size <= COMPILED_MIN or not x.flags.c_contiguous:
         return False
-    from quantscope.core.kernels.sorted_kernel import LINE_ARITHMETIC
-
-    return arithmetic in LINE_ARITHMETIC
+    return arithmetic in compiled.LINE_ARITHMETIC
 
 
 def quantize_fp32_to_int8(x, scale) -> np.ndarray:

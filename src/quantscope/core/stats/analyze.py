@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from quantscope.core.kernels import compiled
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.schemes.quantize import BLOCK, quantize_codes_float, use_compiled
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
@@ -150,10 +151,8 @@ def _compiled_totals(xf: np.ndarray, params: QuantParams) -> UnitTotals:
     """The per-tensor totals from one compiled pass on every core
     (:func:`quantscope.core.kernels.direct_kernel.analyze_flat`: same codes and counts bit for
     bit)."""
-    from quantscope.core.kernels.direct_kernel import analyze_flat
-
     inv = None if params.inv_scale is None else np.asarray(params.inv_scale).reshape(())
-    hist, sums, ints = analyze_flat(xf, np.asarray(params.scale).reshape(()),
+    hist, sums, ints = compiled.analyze_flat(xf, np.asarray(params.scale).reshape(()),
                                     np.asarray(params.zero_point).reshape(()), params.qmin,
                                     params.qmax, params.rounding, params.arithmetic, inv)
     tot = UnitTotals(1, params.levels)

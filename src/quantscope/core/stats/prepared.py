@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from quantscope.core.kernels import compiled
 from quantscope.core.schemes.qparams import QuantParams, unit_min_max
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
 from quantscope.core.stats.sorted_stats import SortedRows, evaluate
@@ -326,10 +327,8 @@ def warm_up() -> None:
     """Load every compiled loop this module uses (once per process, ~0.1 s each from Numba's
     cache, ~8 s on the very first run): called while a tensor is being prepared, so the first
     percentile or per-channel report of a session does not stall for it."""
-    from quantscope.core.kernels.radix_sort import sort_finite
-
     x = np.linspace(-1.0, 1.0, 8 * 64, dtype=np.float32).reshape(8, 64)
-    sort_finite(x)  # the sort of large tensors
+    compiled.sort_finite(x)  # the sort of large tensors
     p = prepare(x)
     p.layout(0, None).build_sums()  # the prefix sums of many rows
     for axis in (None, 0):
@@ -352,11 +351,9 @@ def _row_percentiles(rows: SortedRows, lengths: np.ndarray, q: float,
     i0 = np.where(above, np.maximum(lengths - 1, 0), i0)
     i1 = np.where(above, np.maximum(lengths - 1, 0), i1)
     if absolute:
-        from quantscope.core.kernels.sorted_kernel import abs_order_stats
-
         a, b = np.empty(n.size), np.empty(n.size)
-        abs_order_stats(rows.values, rows.starts, i0, a)
-        abs_order_stats(rows.values, rows.starts, i1, b)
+        compiled.abs_order_stats(rows.values, rows.starts, i0, a)
+        compiled.abs_order_stats(rows.values, rows.starts, i1, b)
     else:
         safe = np.minimum(rows.starts[:-1], max(rows.values.size - 1, 0))
         a = rows.values[safe + i0].astype(np.float64) if rows.values.size else np.zeros(n.size)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from quantscope.core.kernels import compiled
 from quantscope.core.schemes.quantize import quantize_codes_float
 
 #: Relative accuracy guaranteed for the error sums (the contract with the direct pass is 1e-9).
@@ -82,17 +83,16 @@ class SortedRows:
         return self._build_sums(None)
 
     def _build_sums(self, progress: Progress | None):
-        from quantscope.core.kernels.block_sums import BLOCK, build_range, build_rows, n_records
-
         n_rows, starts, values = self.n_rows, self.starts, self.values
-        rec_starts = np.concatenate([[0], np.cumsum(n_records(self.lengths))]).astype(np.intp)
+        counts = compiled.n_records(self.lengths)
+        rec_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
         rec = np.empty((int(rec_starts[-1]), 4))
         bounds = np.zeros((n_rows, 2))
         if n_rows == 1:  # one long row: in chunks, with progress
             state, n = np.zeros(6), int(self.lengths[0])
-            chunk = BLOCK << 15
+            chunk = compiled.BLOCK << 15
             for lo in range(0, max(n, 1), chunk):
-                build_range(values, 0, lo, min(lo + chunk, n), rec, 0, state)
+                compiled.build_range(values, 0, lo, min(lo + chunk, n), rec, 0, state)
                 if progress:
                     progress(min(lo + chunk, n) / max(n, 1), "prefix sums")
             bounds[0] = state[4:6]
@@ -100,8 +100,8 @@ class SortedRows:
             from quantscope.core.kernels.parallel import THREADS, parallel
 
             edges = np.linspace(0, n_rows, min(n_rows, 4 * THREADS) + 1).astype(np.intp)
-            parallel(build_rows, [(values, starts, edges[i], edges[i + 1], rec, rec_starts,
-                                   bounds) for i in range(edges.size - 1)])
+            parallel(compiled.build_rows, [(values, starts, edges[i], edges[i + 1], rec,
+                                            rec_starts, bounds) for i in range(edges.size - 1)])
         u = _EPS / 2
         return rec, rec_starts, bounds[:, 0] * u, bounds[:, 1] * u
 
@@ -115,10 +115,8 @@ class SortedRows:
     @functools.cached_property
     def sumsq(self) -> np.ndarray:
         """Σx² of each row (float64; what a walked row reports as its signal)."""
-        from quantscope.core.kernels.sorted_kernel import row_sums_of_squares
-
         out = np.empty(self.n_rows)
-        row_sums_of_squares(self.values, self.starts, out)
+        compiled.row_sums_of_squares(self.values, self.starts, out)
         return out
 
     @property
@@ -164,10 +162,8 @@ class SortedRows:
         parts, counts, units, n_bad = [], [], [], 0
         for index, x2d in rows:
             if x2d.shape[0] == 1 and x2d.shape[1] >= RADIX_ROWS:
-                from quantscope.core.kernels.radix_sort import sort_finite
-
                 report = (lambda f: progress(f, "sorting")) if progress else None
-                vals, bad = sort_finite(x2d.reshape(-1), report)
+                vals, bad = compiled.sort_finite(x2d.reshape(-1), report)
                 n_bad += bad
                 parts.append(vals)
                 counts.append(np.array([vals.size], np.int64))
@@ -198,21 +194,18 @@ class SortedRows:
 
     def histogram(self, edges: np.ndarray, row: int = 0) -> np.ndarray:
         """``np.histogram(row values, bins=edges)[0]``, exactly, by binary searches."""
-        from quantscope.core.kernels.block_sums import bin_counts
-
         out = np.zeros(len(edges) - 1, np.int64)
-        bin_counts(self.values, self.starts[row], self.starts[row + 1], np.asarray(edges), out)
+        compiled.bin_counts(self.values, self.starts[row], self.starts[row + 1],
+                            np.asarray(edges), out)
         return out
 
     def sums(self, a: np.ndarray, b: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(Σx, Σx²)`` over sorted positions ``[a, b)`` (global) of row ``row``, exactly as
         the reports take them from the prefix sums."""
-        from quantscope.core.kernels.block_sums import interval_sums
-
         a, b, row = np.broadcast_arrays(np.asarray(a, np.intp), np.asarray(b, np.intp),
                                         np.asarray(row, np.intp))
         out = np.empty((a.size, 2))
-        interval_sums(self.values, self.starts, self.records, self.rec_starts,
+        compiled.interval_sums(self.values, self.starts, self.records, self.rec_starts,
                       np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1),
                       np.ascontiguousarray(row).reshape(-1), out)
         return out[:, 0].reshape(a.shape), out[:, 1].reshape(a.shape)
@@ -272,8 +265,6 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
     unless ``redo_loose`` is False (searches, which only rank candidates: each sum is then
     still within its bound, a few 1e-10 of the signal, and the winner is evaluated again).
     """
-    from quantscope.core.kernels.sorted_kernel import ARITHMETIC_CODES, evaluate_rows
-
     qmin, qmax, rounding, arithmetic = rule
     row = np.ascontiguousarray(row, np.intp).reshape(-1)
     s = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, np.float32).reshape(-1),
@@ -298,9 +289,9 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
     inv_e = s if inv is None else inv
     from quantscope.core.kernels.parallel import parallel
 
-    parallel(evaluate_rows, [
+    parallel(compiled.evaluate_rows, [
         (rows.values, rows.starts, rows.sumsq, rec, rec_starts, bound1, bound2, row[a:b],
-         s[a:b], inv_e[a:b], z[a:b], qmin, qmax, ARITHMETIC_CODES[arithmetic],
+         s[a:b], inv_e[a:b], z[a:b], qmin, qmax, compiled.ARITHMETIC_CODES[arithmetic],
          rounding == "half_away", inv is not None, walk_below, want_counts, hists[k],
          out_f[a:b], out_i[a:b]) for k, (a, b) in enumerate(parts) if b > a])
     hist = hists.sum(axis=0)

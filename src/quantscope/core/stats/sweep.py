@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from quantscope.core.kernels import compiled
 from quantscope.core.schemes.qparams import QuantParams, code_range, params_from_range
 from quantscope.core.stats.report import QuantReport, sqnr_db
 from quantscope.core.stats.sorted_stats import SortedRows, evaluate
@@ -525,8 +526,6 @@ def _polish(rows: SortedRows, row_k: np.ndarray, centre: np.ndarray, centre_z: n
     breakpoint to the next, and its best sample may sit in a ripple beside the lowest one.
     The sweep's scale is rounded to float32 (and its neighbours tried), each candidate's error
     evaluated exactly; a unit's result changes only where that is lower."""
-    from quantscope.core.kernels.scale_sweep import rows_minimum
-
     qmin, qmax = rule[0], rule[1]
     z_sym = 0 if qmin < 0 else (qmin + qmax + 1) // 2
     lengths = rows.lengths.astype(np.float64)
@@ -562,7 +561,7 @@ def _polish(rows: SortedRows, row_k: np.ndarray, centre: np.ndarray, centre_z: n
     err = np.empty(w_row.size)
     sc = np.empty(w_row.size)
     zp = np.empty(w_row.size, np.int64)
-    rows_minimum(rows.values, rows.starts, w_row.astype(np.int64), s_lo, s_hi, z_lo, z_hi,
+    compiled.rows_minimum(rows.values, rows.starts, w_row.astype(np.int64), s_lo, s_hi, z_lo, z_hi,
                  qmin, qmax, err, sc, zp)
     ok = np.isfinite(err)
     w_row, sc, zp = w_row[ok], sc[ok], zp[ok]

@@ -18,6 +18,8 @@ from PySide6.QtWidgets import QFileDialog, QSplitter, QWidget
 
 from quantscope.core.labs.captions import pane_captions
 from quantscope.errors import QuantscopeError
+from quantscope.gui.export import save_image, save_numbers, save_quantized
+from quantscope.gui.session import apply_session, capture, load_session, save_session
 from quantscope.gui.views.bitwidth import BitwidthView
 from quantscope.gui.views.channels import ChannelsView
 from quantscope.gui.views.formats import FormatsView
@@ -25,6 +27,7 @@ from quantscope.gui.views.mapping import MappingView
 from quantscope.gui.views.matmul import MatmulView
 from quantscope.gui.views.tradeoff import TradeoffView
 from quantscope.state import PANES, pane_title
+from quantscope.state.talk import load_talk
 
 
 class StackedViews(QSplitter):
@@ -112,38 +115,26 @@ class ViewsController(QObject):
                 if view.export_data()}
 
     def export_window(self, path: str | Path) -> None:
-        from quantscope.gui.export import save_image
-
         save_image(self.window, path)
 
     def export_view(self, path: str | Path, view: QWidget | None = None) -> None:
         """A view's figure (the current view's by default), or a pane as it is on screen."""
-        from quantscope.gui.export import save_image
-
         view = view or self.current_view()
         save_image(view, path, figure=any(view is v for v in self.views.values()))
 
     def export_numbers(self, path: str | Path) -> None:
-        from quantscope.gui.export import save_numbers
-
         save_numbers(self.window.state, path, self.view_data())
 
     def export_quantized(self, pane: str, path: str | Path) -> None:
-        from quantscope.gui.export import save_quantized
-
         save_quantized(self.window.state, pane, path)
 
     def save_session(self, path: str | Path) -> None:
-        from quantscope.gui.session import capture, save_session
-
         save_session(capture(self.window.state, dark=getattr(self.window, "dark", False),
                              presentation=getattr(self.window, "presentation", False)), path)
         self._session_file(path)
 
     def open_session(self, path: str | Path) -> None:
         """Load and apply a session file; a bad one raises and changes nothing."""
-        from quantscope.gui.session import apply_session, load_session
-
         # the source is listed and checked in the window's load job, as it loads
         apply_session(self.window, load_session(path, check_source=False))
         self._session_file(path)
@@ -247,8 +238,6 @@ class ViewsController(QObject):
         self.window.talk_player.add_scene(path, self.window.headline.text()[:80])
 
     def open_talk(self, path: str | Path) -> None:
-        from quantscope.state.talk import load_talk
-
         self.window.talk_player.open(load_talk(path))
 
     def _add_scene_dialog(self) -> None:

@@ -25,6 +25,7 @@ from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._point_labels import place_labels
 from quantscope.gui.views.lifecycle import StateView
 from quantscope.state import ExplorerState
+from quantscope.state.choices import FormatChoice
 from quantscope.state.formats import FormatPoint, PointsRequest, format_title
 
 #: The most names one block of labels may hold before only the key formats are named.
@@ -222,9 +223,9 @@ def _best_of_tiers(points: list[FormatPoint]) -> dict[str, FormatPoint]:
 
 def _int_width(spec: str) -> int | None:
     """``b`` for the int curve's ``"int{b}/channel"`` points, else None."""
-    name, _, gran = spec.partition("/")
-    if gran == "channel" and name.startswith("int") and name[3:].isdigit():
-        return int(name[3:])
+    choice = FormatChoice(spec)
+    if choice.per_channel and choice.name.startswith("int") and choice.name[3:].isdigit():
+        return int(choice.name[3:])
     return None
 
 
@@ -239,10 +240,11 @@ _TOOL_SHORT = {"gptq_int4_g128": "GPTQ", "gptq_int4_g128_asym": "GPTQa",
 
 
 def _short(spec: str) -> str:
-    name, _, gran = spec.partition("/")
+    choice = FormatChoice(spec)
+    name, gran = choice.name, choice.granularity
     if name.startswith("gguf_"):  # llama.cpp's own short names: Q4_K, Q8_0
         return name[5:].upper()
     if name in _TOOL_SHORT:  # a tool's rule by the tool's name: the plot is narrow
         return _TOOL_SHORT[name]
-    return name + ("" if gran in ("", "channel") and _int_width(spec) else
-                   {"tensor": "·t", "channel": "·c", "": ""}[gran])
+    return name + ("" if gran in (None, "channel") and _int_width(spec) else
+                   {"tensor": "·t", "channel": "·c", None: ""}[gran])

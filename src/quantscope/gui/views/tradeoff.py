@@ -37,7 +37,7 @@ from quantscope.gui.style import reserve_lines, summary_label
 from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.gui.views.lifecycle import StateView
-from quantscope.state import ExplorerState, Settings
+from quantscope.state import ExplorerState, PaneKey, Settings
 from quantscope.state.tradeoff import SCHEMES, SweepRequest, sweep_key, sweep_points
 
 #: Quiet time after the panes' last update before a sweep starts (see Lane.submit).
@@ -357,7 +357,7 @@ class TradeoffView(StateView):
         where the panes show other formats)."""
         if self.state is None or self.state.settings.formats is not None:
             return None
-        return self.state.results.get(f"{name}/tensor")
+        return self.state.results.get(PaneKey.of(name == "symmetric", "tensor"))
 
     def _update_summary(self) -> None:
         """Current and best clip per scheme, in a label that wraps (plot titles would force
