@@ -38,6 +38,7 @@ from quantscope.core import QuantParams, analyze
 from quantscope.core.formats.catalog import bits_per_element
 from quantscope.core.schemes.quantize import BLOCK, COMPILED_MIN
 from quantscope.core.stats.report import sqnr_db
+from quantscope.state.choices import FormatChoice
 from quantscope.state.formats import (
     BestFormats,
     FormatPoint,
@@ -182,6 +183,7 @@ def _concat(parts: list[Sums]) -> Sums:
 
 def _points(xs: Sequence[np.ndarray], spec: str, settings) -> list[FormatPoint]:
     """Format ``spec`` on every tensor of ``xs``: one parameter choice, one report."""
+    spec = FormatChoice(spec)
     name, _, gran = spec.partition("/")
     first = format_pane_params(xs[0], spec, settings)
     bits = bits_per_element(first, xs[0].size)  # a function of the shape alone
