@@ -108,6 +108,10 @@ def test_report_format_json(exact_files):
 
 
 def test_scan_json_with_and_without_formats(exact_files):
+    both = _cli_json("scan", str(exact_files / "model.npz"), str(exact_files / "exact.npy"),
+                     "--json")  # several checkpoints: one document per model
+    assert len(both["models"]) == 2
+    _check(both, min_flags=2)
     for extra in ((), ("--formats",)):
         doc = _cli_json("scan", str(exact_files / "model.npz"), "--json", *extra)
         _check(doc)
@@ -142,8 +146,11 @@ def test_scan_reference_json(tmp_path):
     quantized = compress_checkpoint(original, tmp_path / "w4", bits=4, group_size=128)
     doc = _cli_json("scan", str(quantized), "--reference", str(original), "--json")
     _check(doc)
+    assert doc["schema"] == "quantscope.scan-reference/1"
     stored = doc["tensors"][0]["stored"]
     assert stored["sqnr_db"] is None and stored["nonfinite"] == {"sqnr_db": "inf"}
+    overview = _cli_json("scan", str(quantized), "--json")  # the stored codes and scales
+    assert overview["schema"] == "quantscope.scan-stored/1" and nonfinite_strings(overview) == []
 
 
 def test_observe_json():

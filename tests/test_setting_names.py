@@ -136,3 +136,23 @@ def test_files_keep_one_key_per_setting_and_refuse_aliases(alias):
         parse_session(_session({alias: value}))
     with pytest.raises(TalkError, match="unknown setting"):
         talk_from_dict(_talk({alias: value}))
+
+
+@pytest.mark.parametrize("command", ["scan", "plan", "report", None],
+                         ids=["scan", "plan", "report", "window"])
+def test_every_command_spells_a_setting_as_the_table_does(command):
+    """A command may take fewer settings or fewer values (``scan`` has no manual window),
+    but an option that sets a setting has the table's flags, all of them, and no other."""
+    parser, _ = build_parser(command)
+    if command is not None:
+        parser = parser._subparsers._group_actions[0].choices[command]
+    by_flag = {f: row for row in SETTING_NAMES for f in row.flags}
+    seen = set()
+    for action in parser._actions:
+        rows = {by_flag[f].field: by_flag[f] for f in action.option_strings if f in by_flag}
+        if rows:
+            (row,) = rows.values()
+            assert tuple(action.option_strings) == row.flags, (command, action.dest)
+            assert action.dest == row.dest, (command, action.dest)
+            seen.add(row.field)
+    assert seen >= {"method"}

@@ -40,8 +40,6 @@ def test_ctrl_s_asks_where_the_first_time_then_saves_there(make_window, wait_res
         "ExactMatch")
     win.activateWindow()
     qtbot.keyClick(win, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier)
-    if desk.dialog is None:  # no active window on this platform: the action as Ctrl+S runs it
-        desk.save_action.trigger()
     assert desk.dialog is not None and desk.dialog.isVisible()  # Save As, no file yet
     path = tmp_path / "talk.json"
     desk.dialog.fileSelected.emit(str(path))
@@ -51,7 +49,7 @@ def test_ctrl_s_asks_where_the_first_time_then_saves_there(make_window, wait_res
     assert desk.session_path == str(path)
     win.state.update_settings(bits=5)
     desk.dialog = None
-    desk.save_action.trigger()  # Ctrl+S again: no dialog, the same file
+    qtbot.keyClick(win, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier)  # no dialog now
     assert desk.dialog is None
     assert json.loads(path.read_text())["settings"]["bits"] == 5
     assert desk.recent.entries()[0].kind == "session"
@@ -230,6 +228,19 @@ def test_every_control_has_an_accessible_name_and_description(app_window, qtbot)
     assert not missing, "\n".join(describe(w) for w in missing)
     names = {w.accessibleName() for w in found}
     assert {"bit width", "rounding", "runtime preset", "Open file"} <= names
+
+
+def test_the_model_view_is_labelled_when_it_opens(make_window, qtbot):
+    from quantscope.gui.accessible import describe, unlabelled
+    from quantscope.io.samples import sample_path
+
+    win = make_window()
+    win.open_path(str(sample_path("bf16_checkpoint")))  # 16 tensors: the model view
+    qtbot.waitUntil(win.model_active, timeout=30_000)
+    qtbot.waitUntil(win.model_view.is_complete, timeout=120_000)
+    qtbot.waitUntil(lambda: not unlabelled(win), timeout=5_000)
+    assert win.model_view.table.accessibleName()
+    assert not unlabelled(win), [describe(w) for w in unlabelled(win)]
 
 
 def test_names_come_from_labels_and_never_replace_a_given_one(qtbot):

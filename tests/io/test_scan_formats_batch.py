@@ -10,7 +10,12 @@ import pytest
 
 from quantscope.state import Settings
 from quantscope.state import format_batch as fb
-from quantscope.state.formats import best_formats, candidates, format_points
+from quantscope.state.formats import (
+    best_formats,
+    candidates,
+    format_points,
+    whole_blocks_only,
+)
 
 
 def _tensors(shape, k: int = 24, seed: int = 0) -> list[np.ndarray]:
@@ -38,8 +43,8 @@ def test_every_format_point_equals_the_one_tensor_path(shape, axis):
     compared = 0
     for bits in (8, 4):
         for spec in candidates(bits, axis is not None):
-            if not format_points(xs[0], None, settings, (spec,), curve=False):
-                continue  # blocks that do not fit this shape: no point, batched or not
+            if whole_blocks_only(spec) and shape[-1] % whole_blocks_only(spec):
+                continue  # llama.cpp's and torchao's blocks do not fit these rows
             got = fb._points(xs, spec, settings)
             for x, point in zip(xs, got, strict=True):
                 (want,) = format_points(x, None, settings, (spec,), curve=False)

@@ -25,6 +25,7 @@ import sys
 
 from quantscope.errors import UserError
 from quantscope.jsonable import dumps
+from quantscope.state.setting_names import add_setting_options
 
 
 def add_parser(subparsers) -> None:
@@ -53,8 +54,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--objective", choices=("relative", "sse", "params"), default="relative",
                    help="summed MSE relative to each tensor's signal (default), summed "
                         "squared error, or relative MSE weighted by elements")
-    p.add_argument("--method", choices=("minmax", "percentile", "mse", "entropy"),
-                   default="minmax", help="range method of the calibrated formats")
+    add_setting_options(p, fields=("method",),
+                        choices={"method": ("minmax", "percentile", "mse", "entropy")},
+                        defaults={"method": "minmax"},
+                        helps={"method": "range method of the calibrated formats"})
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--compressed-tensors", metavar="OUT.json",
                    help="write a compressed-tensors quantization_config")

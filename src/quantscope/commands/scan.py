@@ -42,6 +42,7 @@ from quantscope.commands.source import add_file_or_sample, resolve_file_or_sampl
 from quantscope.core import code_range
 from quantscope.errors import QuantscopeError, UserError
 from quantscope.io.tensor_info import format_bytes, printable
+from quantscope.state.setting_names import add_setting_options
 
 if TYPE_CHECKING:
     from quantscope.state import Settings
@@ -73,16 +74,18 @@ def add_parser(subparsers) -> None:
     p.add_argument("--sort", choices=("sqnr", "gap"), default="sqnr",
                    help="rank by per-tensor SQNR, lowest first (default), or by the gain "
                         "per-channel minus per-tensor, largest first")
-    p.add_argument("--bits", type=int, default=8, help="bit width (default 8)")
-    p.add_argument("--axis", type=int, default=None,
-                   help="per-channel axis of every tensor (default: each tensor's own, as the "
-                        "window picks it: a name saying weight gives axis 0, activation -1, "
-                        "otherwise axis 0)")
-    p.add_argument("--method", choices=("minmax", "percentile", "mse", "entropy"),
-                   default="minmax", help="range method (default minmax: the fast pass)")
-    p.add_argument("--preset", "--runtime", choices=("pytorch", "onnxruntime", "tflite",
-                                                     "tensorrt"),
-                   help="a runtime's parameter rules and arithmetic (--runtime is an alias)")
+    add_setting_options(
+        p, fields=("bits", "axis", "method", "runtime"),
+        choices={"method": ("minmax", "percentile", "mse", "entropy"),
+                 "runtime": ("pytorch", "onnxruntime", "tflite", "tensorrt")},
+        defaults={"bits": 8, "method": "minmax"},
+        helps={"bits": "bit width (default 8)",
+               "axis": "per-channel axis of every tensor (default: each tensor's own, as the "
+                       "window picks it: a name saying weight gives axis 0, activation -1, "
+                       "otherwise axis 0)",
+               "method": "range method (default minmax: the fast pass)",
+               "runtime": "pytorch, onnxruntime, tflite or tensorrt: a runtime's parameter "
+                          "rules and arithmetic (--runtime is an alias)"})
     p.add_argument("--formats", action="store_true",
                    help="also name each tensor's best 8-bit and 4-bit number format (slow)")
     p.add_argument("--outlier", type=float, default=6.0, metavar="T",
@@ -287,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
         if not count.isdigit() or not 1 <= int(count) <= 1024:
             raise UserError(f"--dask local:N takes a number of workers from 1 to 1024, "
                             f"got {args.dask!r}")
-    settings = Settings(bits=args.bits, method=args.method, runtime=args.preset).check()
+    settings = Settings(bits=args.bits, method=args.method, runtime=args.runtime).check()
     if args.reference is not None or (not args.more and read_quant_config(
             resolve_file_or_sample(args)[0]) is not None):
         from quantscope.commands import scan_stored

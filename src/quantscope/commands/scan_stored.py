@@ -13,7 +13,6 @@ first. Without an original: each weight's code occupancy and the spread of its s
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from typing import Any
@@ -22,6 +21,12 @@ from quantscope.errors import QuantscopeError, UserError
 from quantscope.io.checks import show_path
 from quantscope.io.tensor_info import printable
 from quantscope.jsonable import dumps
+
+#: ``scan QUANTIZED --json``'s document version (the stored codes and scales overview), and
+#: ``scan QUANTIZED --reference ORIGINAL --json``'s; bumped when a key changes meaning or name.
+#: Numbers are numbers: an infinite one is ``null`` with a ``"nonfinite"`` flag.
+STORED_SCHEMA = "quantscope.scan-stored/1"
+REFERENCE_SCHEMA = "quantscope.scan-reference/1"
 
 
 def _db(value: float | None) -> str:
@@ -93,8 +98,8 @@ def compare_json(result, rows) -> str:
         if r.problem is not None:
             rec["problem"] = r.problem
         records.append(rec)
-    doc = {"quantized": str(result.quantized), "reference": str(result.reference),
-           "method": result.method, "tensors": records,
+    doc = {"schema": REFERENCE_SCHEMA, "quantized": str(result.quantized),
+           "reference": str(result.reference), "method": result.method, "tensors": records,
            "reference_only": result.unmatched_reference, "stored_plain": result.plain}
     return dumps(doc, indent=2)  # infinities: null with a "nonfinite" flag
 
@@ -132,10 +137,9 @@ def run(args: argparse.Namespace, path, label: str) -> int:
     if stored.names and not items:
         raise QuantscopeError(problems[0][1])
     if args.json:
-        print(json.dumps({"source": label, "method": stored.config.method,
-                          "tensors": [o.as_dict() for o in items],
-                          "errors": [{"name": n, "reason": r} for n, r in problems]},
-                         indent=2, allow_nan=False))
+        print(dumps({"schema": STORED_SCHEMA, "source": label,
+                     "method": stored.config.method, "tensors": [o.as_dict() for o in items],
+                     "errors": [{"name": n, "reason": r} for n, r in problems]}, indent=2))
     else:
         print(overview_table(label, stored.config.method, items, problems))
     return 1 if problems else 0

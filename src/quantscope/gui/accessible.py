@@ -179,7 +179,7 @@ def _name_of(widget: QWidget, rows: dict[int, str]) -> str:
         return plain(widget.placeholderText())
     if isinstance(widget, QTabBar):
         tabs = [plain(widget.tabText(i)) for i in range(widget.count())]
-        return "Tabs: " + ", ".join(t for t in tabs if t) if any(tabs) else ""
+        return "Tabs: " + ", ".join(t for t in tabs if t) if any(tabs) else "Tabs"
     return _context(widget).split(", ")[-1]  # the innermost group or tab it fills
 
 

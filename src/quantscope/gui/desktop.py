@@ -61,6 +61,9 @@ class Desktop(QObject):
         views = getattr(window, "views", None)
         if views is not None:
             views.currentChanged.connect(self._label_timer.start)
+        model_action = getattr(window, "model_action", None)  # the model view, built on demand
+        if model_action is not None:
+            model_action.toggled.connect(self._label_timer.start)
         self.label_controls()
 
     # -- menus ------------------------------------------------------------------------------

@@ -42,10 +42,10 @@ from quantscope.state.choices import FormatChoice
 from quantscope.state.formats import (
     BestFormats,
     FormatPoint,
-    _whole_blocks_only,
     best_formats,
     candidates,
     format_pane_params,
+    whole_blocks_only,
 )
 
 #: Tensors of at most this many elements are batched; larger ones take compiled loops of
@@ -88,9 +88,9 @@ def best_formats_many(xs: Sequence[np.ndarray], settings, *, per_channel: bool
 def _best_of_batch(xs: Sequence[np.ndarray], settings, per_channel: bool
                    ) -> list[BestFormats]:
     def best(bits: int) -> list[FormatPoint]:
-        whole = {spec: _whole_blocks_only(spec) for spec in candidates(bits, per_channel)}
-        columns = [_points(xs, spec, settings) for spec, block in whole.items()
-                   if not (block and xs[0].shape[-1] % block)]  # as format_points skips
+        # a format whose blocks do not fit the rows has no point, as in format_points
+        columns = [_points(xs, spec, settings) for spec in candidates(bits, per_channel)
+                   if not (whole_blocks_only(spec) and xs[0].shape[-1] % whole_blocks_only(spec))]
         # max() keeps the first of equals, as best_formats does over the same order
         return [max((c[k] for c in columns), key=lambda p: (p.sqnr_db, -p.bits_per_element))
                 for k in range(len(xs))]
@@ -184,7 +184,7 @@ def _concat(parts: list[Sums]) -> Sums:
 def _points(xs: Sequence[np.ndarray], spec: str, settings) -> list[FormatPoint]:
     """Format ``spec`` on every tensor of ``xs``: one parameter choice, one report."""
     spec = FormatChoice(spec)
-    name, _, gran = spec.partition("/")
+    name, gran = spec.name, spec.granularity
     first = format_pane_params(xs[0], spec, settings)
     bits = bits_per_element(first, xs[0].size)  # a function of the shape alone
 
@@ -196,7 +196,7 @@ def _points(xs: Sequence[np.ndarray], spec: str, settings) -> list[FormatPoint]:
     elif gran == "tensor":
         at = dataclasses.replace(settings, axis=0)
         sums = tensor_sums(xs, "tensor", alone,
-                           lambda y: format_pane_params(y, f"{name}/channel", at))
+                           lambda y: format_pane_params(y, FormatChoice.of(name, "channel"), at))
     elif gran == "channel":
         at = dataclasses.replace(settings, axis=0)
         sums = tensor_sums(xs, "channel", alone, lambda y: format_pane_params(y, spec, at),

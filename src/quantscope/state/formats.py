@@ -158,7 +158,7 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
     for spec in map(FormatChoice, specs):
         if x.ndim == 0 and not spec.granularity == "tensor":
             continue
-        if _whole_blocks_only(spec) and x.shape[-1] % _whole_blocks_only(spec):
+        if whole_blocks_only(spec) and x.shape[-1] % whole_blocks_only(spec):
             continue  # the tool's blocks do not fit this tensor's rows: no point to plot
         out.append(point(spec, format_pane_params(x, spec, settings, prepared)))
     if x.ndim and curve:
@@ -170,7 +170,7 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
     return out
 
 
-def _whole_blocks_only(spec: str) -> int:
+def whole_blocks_only(spec: str) -> int:
     """The block of a format that refuses rows of a partial block (llama.cpp's types,
     torchao's int4, which would pad them with zeros), else 0."""
     if spec in GGUF_TYPES:

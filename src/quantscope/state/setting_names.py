@@ -142,13 +142,27 @@ def settings_changes(current: Settings, options: dict, ndim: int | None = None) 
     return changes
 
 
-def add_setting_options(parser: argparse.ArgumentParser, group: str) -> None:
-    """The command-line options of the rows of ``group`` (see :data:`OPTION_GROUPS`)."""
-    if group not in OPTION_GROUPS:
+def add_setting_options(parser: argparse.ArgumentParser, group: str | None = None, *,
+                        fields: tuple[str, ...] = (), choices: dict | None = None,
+                        helps: dict | None = None, defaults: dict | None = None) -> None:
+    """The command-line options of the rows of ``group`` (see :data:`OPTION_GROUPS`), or of
+    the rows of ``fields``, in the table's order. A command that takes a narrower setting
+    (``scan`` has no manual window, a few presets) passes its own ``choices``, ``helps`` and
+    ``defaults`` by field; the names stay the table's."""
+    if group is not None and group not in OPTION_GROUPS:
         raise ValueError(f"group must be one of {OPTION_GROUPS}, got {group!r}")
+    unknown = set(fields) - set(BY_FIELD)
+    if unknown:
+        raise ValueError(f"no setting named {sorted(unknown)}")
     for row in SETTING_NAMES:
-        if row.group == group:
-            parser.add_argument(*row.flags, dest=row.dest, help=row.help, **row.option)
+        if row.group == group or row.field in fields:
+            option = dict(row.option)
+            if choices and row.field in choices:
+                option["choices"] = choices[row.field]
+            if defaults and row.field in defaults:
+                option["default"] = defaults[row.field]
+            text = (helps or {}).get(row.field, row.help)
+            parser.add_argument(*row.flags, dest=row.dest, help=text, **option)
 
 
 def option_keywords(args: argparse.Namespace, groups: tuple[str, ...] = ("settings",)
