@@ -18,9 +18,10 @@ import time
 import numpy as np
 
 from quantscope.core import analyze, choose_qparams
+from quantscope.core.stats.mse_search import errors as _errors
+from quantscope.core.stats.mse_search import unit_ranges
 from quantscope.core.stats.prepared import prepare
 from quantscope.core.stats.sorted_stats import SortedRows
-from quantscope.core.stats.sweep import _errors, unit_ranges
 
 
 def brute_force(rows: SortedRows, *, qmin: int, qmax: int, symmetric: bool,

@@ -49,6 +49,8 @@ for formats in (("int8/channel", "fp8_e4m3/tensor", "mxfp4", "int4_g128"),
     state.update_settings(formats=formats)
     compute_reports(state.request())
 format_points(x, prepared, state.settings)
+choose_qparams(x, symmetric=False, method="mse", prepared=prepared)
+choose_qparams(x[:8], symmetric=True, method="mse", granularity="channel", axis=0)
 p = choose_qparams(x, symmetric=False)
 analyze(x, p)
 dequantize(quantize(x, p.scale, p.zero_point), p.scale, p.zero_point)

@@ -1,24 +1,27 @@
 """Figures for notebooks: ``quantscope.figure(x)`` draws the panes (or some, or a view) and
 Jupyter shows the picture inline -- on a server with no display too.
 
-The picture is the window's own rendering, not a re-plot: a hidden explorer window (Qt's
-offscreen platform when there is no display, chosen here before Qt starts) loads the tensor,
-waits until every pane shows its numbers, hides what the figure leaves out, and renders the
-rest through :mod:`quantscope.gui.export` -- PNG at twice the pixel density and SVG -- at
-exactly the size asked for. The window is closed before :func:`figure` returns; the figure
-keeps only the pictures and the numbers they show.
+The picture is the window's own drawing, not a re-plot, but no window is built: a live state
+(:class:`~quantscope.state.live.LiveExplorer`) loads the tensor and computes the panes' reports
+in its scheduler, :func:`figure` waits for the *state's* results, then builds only what it
+draws -- the panes asked for and their headline (:class:`~quantscope.gui.pane_board.PaneBoard`),
+or one view on the same state -- in Qt's offscreen platform when there is no display (chosen
+here before Qt starts), and renders it through :mod:`quantscope.gui.export` -- PNG at twice the
+pixel density and SVG -- at exactly the size asked for. Everything is closed before
+:func:`figure` returns; the figure keeps only the pictures and the numbers they show.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tempfile
 from pathlib import Path
 
-from quantscope.errors import UserError, one_line
+from quantscope.errors import QuantscopeError, UserError, one_line
 from quantscope.state import PANES
-from quantscope.viewer import WAIT_TIMEOUT_S, Viewer, qt_app
+from quantscope.viewer import WAIT_TIMEOUT_S, qt_app, state_numbers
 
 #: A figure's size when none is given: the 2x2 panes as a notebook cell shows them well.
 DEFAULT_SIZE = (1280, 960)
@@ -133,36 +136,143 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
     width, height = size or DEFAULT_SIZE
     if not (100 <= width <= 10000 and 100 <= height <= 10000):
         raise UserError(f"size {size!r} is out of range (100..10000 per side)")
+    live = _computed(data, name, tensor, settings, timeout)  # the state's results, no Qt
     qt_app(offscreen_if_headless=True)
     from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QWidget
 
-    # the views (and their background sweeps) only when one is drawn: a pane figure is
-    # ready in a third of the time without them
-    v = Viewer(data, name=name, tensor=tensor, show=False, install_views=view is not None,
-               **settings)
+    jobs, target = None, None
     try:
-        w = v.window
-        w.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)  # a real display too
-        w.show()
-        target = _arrange(w, keys, view)
-        _fit(w, target, (width, height))  # laid out once, before the numbers arrive
-        v.wait(timeout)
         if view is None:
-            _captions(w)
-            if len(keys) < len(PANES):
-                _headline_for(w, keys)
-        _fit(w, target, (width, height))
-        if view is not None:
-            v._run_until(w.views_ready, timeout)
-            w.views_controller.settle()
+            from quantscope.gui.pane_board import PaneBoard
+
+            target = PaneBoard(live.state, keys)
+        else:
+            from quantscope.gui.jobs import Jobs
+
+            jobs = Jobs(live)  # the views' work goes to the same scheduler
+            target = _view(live, view, jobs)
+        target.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)  # a display too
+        target.show()
+        _fit(target, target, (width, height))  # laid out once, before the numbers are drawn
+        if view is None:
+            target.show_state()
+        else:
+            _settle(target, timeout)
+        _fit(target, target, (width, height))
         from quantscope.gui.export import _warm_up
 
         _warm_up(target)  # the axes take their widths from a first paint: lay out after it
-        _fit(w, target, (width, height))
+        _fit(target, target, (width, height))
         png, text = _render(target, svg, (2 * width, 2 * height))
-        return Figure(png, text, (width, height), 2.0, v.numbers())
+        return Figure(png, text, (width, height), 2.0, state_numbers(live.state))
     finally:
-        v.close()
+        if target is not None:
+            for part in [target, *target.findChildren(QWidget)]:
+                if hasattr(part, "shutdown"):
+                    part.shutdown()  # a view's lane: its work stops before the state's
+        live.shutdown()
+        if target is not None:
+            target.close()
+            target.deleteLater()
+        if jobs is not None:
+            jobs.deleteLater()
+        qt_app().processEvents()
+
+
+def _computed(data, name: str | None, tensor: str | None, settings: dict, timeout: float):
+    """A live state with ``data`` loaded under ``settings`` and every pane's report in: the
+    load and the reports run in its scheduler, and this thread delivers their outcomes while
+    it waits (no event loop, no window). Raises what the window would show as an error."""
+    from quantscope.core.kernels.compile_notice import announce_compiles
+    from quantscope.inputs import resolve_source, settings_changes
+    from quantscope.state.live import LiveExplorer
+    from quantscope.state.load_job import PickFirst, source_reader
+
+    # a first figure compiles the panes' loops (a minute on a busy machine): the notice and
+    # its progress reach a notebook cell's stderr, as the window's do
+    announce_compiles()
+    live = LiveExplorer()
+    st = live.state
+    refused: list[str] = []
+    st.error.connect(refused.append)
+    outcome: dict = {}
+    live.loaded.connect(lambda ticket, result: outcome.setdefault("loaded", result))
+    live.failed.connect(lambda kind, message: outcome.setdefault("failed", message))
+    try:
+        if settings:
+            st.update_settings(**settings_changes(st.settings, settings, None))
+        if refused:
+            raise UserError(refused[0])
+        source, read, hint = resolve_source(data, tensor=tensor, name=name)
+        given = dataclasses.replace(st.settings, **hint) if hint else None
+        if read is None:
+            live.load(source, source_reader(source, pick=False), settings=given, reports=True)
+        else:
+            live.load(source, read, settings=given)
+
+        def done() -> bool:
+            if "failed" in outcome or refused:
+                return True
+            return "loaded" in outcome and live.idle() and not live.preparing() and (
+                st.tensor is None or live.has_results())
+
+        if not live.wait(done, timeout):
+            raise TimeoutError(f"the panes' numbers were not ready within {timeout} s")
+        if "failed" in outcome:
+            raise QuantscopeError(outcome["failed"])
+        if refused:
+            raise QuantscopeError(refused[0])
+        if isinstance(outcome["loaded"], PickFirst) or st.tensor is None:
+            raise UserError(f"{source.label()}: no single tensor to draw")
+    except BaseException:
+        live.shutdown()
+        raise
+    return live
+
+
+def _view(live, title: str, jobs):
+    """The view ``title`` on the live state, built alone (as the window's tab shows it)."""
+    st = live.state
+    if title == "Trade-off":
+        from quantscope.gui.views.tradeoff import TradeoffView
+
+        return TradeoffView(st, jobs=jobs)
+    if title == "Channels":
+        from quantscope.gui.views.channels import ChannelsView
+
+        return ChannelsView(st)
+    if title == "Bit width":
+        from quantscope.gui.views.bitwidth import BitwidthView
+        from quantscope.gui.views.controller import StackedViews
+        from quantscope.gui.views.formats import FormatsView
+
+        return StackedViews(BitwidthView(st, jobs=jobs), FormatsView(st, jobs=jobs))
+    from quantscope.gui.views.matmul import MatmulView
+
+    return MatmulView(st, jobs=jobs)
+
+
+def _settle(target, timeout: float) -> None:
+    """Turn the event loop until the view has drawn the state's data (its work runs in the
+    state's scheduler; the adapter delivers the outcome on this thread)."""
+    import time
+
+    from PySide6.QtWidgets import QWidget
+
+    app = qt_app()
+    deadline = time.monotonic() + timeout
+    parts = [target, *target.findChildren(QWidget)]
+    lanes = [p.job for p in parts if getattr(p, "job", None) is not None]
+    while time.monotonic() < deadline:
+        app.processEvents()
+        if target.is_ready() and not any(lane.busy for lane in lanes):
+            app.processEvents()  # the last queued outcome
+            if target.is_ready():
+                return
+        for lane in lanes:
+            lane.wait(0.02)
+    raise TimeoutError(f"the {type(target).__name__} was not drawn within {timeout} s")
 
 
 def _one_tensor(data, tensor: str | None) -> None:
@@ -178,63 +288,6 @@ def _one_tensor(data, tensor: str | None) -> None:
     if len(names) > 1:
         raise UserError(f"{one_line(os.fspath(data))} holds {len(names)} tensors; choose one "
                         f"with tensor=NAME: {list_for_message(names)}")
-
-
-def _captions(w) -> None:
-    """The panes' one-sentence captions, as the window shows them (its views put them there
-    in the window; a pane figure has none)."""
-    from quantscope.core.labs.captions import pane_captions
-
-    ov = w.state.overview
-    for pane, caption in pane_captions(w.state.results, ov.min, ov.max).items():
-        w.panes[pane].set_caption(caption.text)
-
-
-def _headline_for(w, keys: list[str]) -> None:
-    """The figure's first line names the panes drawn: the window's says "four ways", which a
-    figure of one or two panes is not."""
-    from quantscope.state import pane_title
-
-    st = w.state
-    what = st.source.label() if st.source is not None else "tensor"
-    if st.tensor is not None and (st.source is None or st.source.kind != "generator"):
-        what += f" ({'×'.join(map(str, st.tensor.shape))})"
-    shape = tuple(st.tensor.shape) if st.tensor is not None else None
-    titles = [pane_title(k, st.settings, shape) for k in keys]
-    how = "" if st.settings.formats is not None else f" quantized to int{st.settings.bits}"
-    w.headline.setText(f"{what}{how}: {' and '.join(titles)}")
-
-
-def _arrange(w, keys: list[str], view: str | None):
-    """Leave only what the figure shows; return the widget to render."""
-    from quantscope.gui.style import reserve_lines
-
-    w.compact.disable()  # the figure's size is the picture's, not a small screen's
-    # laid out again once the numbers are in (see figure): no room kept for a second line
-    # of headline that a later load might need
-    reserve_lines(w.headline, 1, slack=0)
-    w.side_dock.hide()
-    w.statusBar().hide()
-    w.menuBar().hide()
-    grid_host = w.splitter.widget(0)
-    if view is not None:
-        grid_host.hide()
-        index = next(i for i in range(w.views.count()) if w.views.tabText(i) == view)
-        w.views.setCurrentIndex(index)
-        w.views.tabBar().hide()
-        return w.views.widget(index)
-    w.views.hide()
-    if len(keys) < len(PANES):  # one row of the chosen panes, in the window's order
-        grid = grid_host.layout()
-        for key, pane in w.panes.items():
-            grid.removeWidget(pane)
-            pane.setVisible(key in keys)
-        for i, key in enumerate(keys):
-            grid.addWidget(w.panes[key], 0, i)
-        for i in range(2):
-            grid.setRowStretch(i, 1 - i)
-            grid.setColumnStretch(i, int(i < len(keys)))
-    return w.centralWidget()
 
 
 def _fit(w, target, size: tuple[int, int]) -> tuple[int, int]:

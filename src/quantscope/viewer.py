@@ -163,8 +163,8 @@ class Viewer:
         self._failure: str | None = None
         w = self.window
         w.closed.connect(self._on_closed)
-        w.jobs.done.connect(self._on_job_done)
-        w.jobs.failed.connect(self._on_job_failed)
+        w.live.loaded.connect(self._on_loaded)  # the live state's events, not the window's
+        w.live.failed.connect(self._on_failed)
         _VIEWERS.add(self)
         if settings:
             self.set(**settings)
@@ -178,23 +178,23 @@ class Viewer:
         self.closed = True
         _VIEWERS.discard(self)
 
-    def _on_job_done(self, kind: str, ticket: int, _result) -> None:
-        if kind == "load" and ticket == self._load_ticket:
+    def _on_loaded(self, ticket: int, _outcome) -> None:
+        if ticket == self._load_ticket:
             self._load_done = True
 
-    def _on_job_failed(self, kind: str, ticket: int, message: str) -> None:
-        if kind == "load" and ticket == self._load_ticket:
+    def _on_failed(self, kind: str, message: str) -> None:
+        # the state reports only its latest load's failure: this handle's, or a newer one
+        if kind == "load":
             self._load_done = True
-        if kind != "load" or ticket == self._load_ticket:
-            self._failure = message
+        self._failure = message
 
     def _check_open(self) -> None:
         if self.closed:
             raise ViewerClosedError("the window was closed; quantscope.view(x) opens a new one")
 
     def _load_pending(self) -> bool:
-        jobs = self.window.jobs
-        return not self._load_done and jobs.is_current("load", self._load_ticket)
+        scheduler = self.window.live.scheduler
+        return not self._load_done and scheduler.is_current("load", self._load_ticket)
 
     # -- commands ---------------------------------------------------------------------------
     def load(self, data=None, *, tensor: str | None = None, name: str | None = None) -> Viewer:
@@ -213,11 +213,11 @@ class Viewer:
         # a new tensor resets the manual window: the tensor's own one arrives with it
         given = dataclasses.replace(self.state.settings, **hint) if hint else None
         if read is None:
-            self.window.load(source, pick=False, settings=given)
-            self._load_ticket = self.window.jobs.latest("load")
+            ticket = self.window.load(source, pick=False, settings=given)
         else:
-            self._load_ticket = self.window.load_from(source, read, settings=given)
-        self._load_done = False
+            ticket = self.window.load_from(source, read, settings=given)
+        self._load_ticket = ticket or 0
+        self._load_done = ticket is None  # None: a checkpoint opened the model view
         return self
 
     def set(self, **settings) -> Viewer:
@@ -303,18 +303,11 @@ class Viewer:
         do).
         """
         self._check_open()
-        st, w = self.state, self.window
+        w = self.window
         shown = {k: pane.report for k, pane in w.panes.items() if pane.report is not None}
         refused = {k: pane.error.text() or "not computed yet" for k, pane in w.panes.items()
                    if pane.report is None}
-        numbers = pane_numbers(st.settings, shown, refused)
-        section = "schemes" if "schemes" in numbers else "formats"
-        for key, text in numbers["errors"].items():  # a refused pane keeps its place
-            numbers[section][key] = {"error": text}
-        return {"source": st.source.label() if st.source else None,
-                "shape": list(st.tensor.shape) if st.tensor is not None else None,
-                "axis": st.settings.axis, "settings": st.settings.to_dict(),
-                section: numbers[section], "current": self.is_current()}
+        return state_numbers(self.state, shown, refused, current=self.is_current())
 
     def screenshot(self, path: str | os.PathLike, size: tuple[int, int] | None = None,
                    timeout: float = WAIT_TIMEOUT_S) -> Path:
@@ -357,6 +350,22 @@ class Viewer:
         shape = "x".join(map(str, st.tensor.shape)) if st.tensor is not None else "-"
         return (f"<quantscope.Viewer {what} [{shape}], {st.settings.method}, "
                 f"{st.settings.bits} bits{', closed' if self.closed else ''}>")
+
+
+def state_numbers(st: ExplorerState, shown: dict | None = None, refused: dict | None = None,
+                  *, current: bool = True) -> dict:
+    """The panes' numbers keyed as ``quantscope report --json`` (:meth:`Viewer.numbers`):
+    ``shown`` / ``refused`` are the reports and refusals on screen (default: the state's)."""
+    shown = st.results if shown is None else shown
+    refused = st.errors if refused is None else refused
+    numbers = pane_numbers(st.settings, shown, refused)
+    section = "schemes" if "schemes" in numbers else "formats"
+    for key, text in numbers["errors"].items():  # a refused pane keeps its place
+        numbers[section][key] = {"error": text}
+    return {"source": st.source.label() if st.source else None,
+            "shape": list(st.tensor.shape) if st.tensor is not None else None,
+            "axis": st.settings.axis, "settings": st.settings.to_dict(),
+            section: numbers[section], "current": current}
 
 
 def view(data=None, *, name: str | None = None, tensor: str | None = None,
@@ -422,4 +431,4 @@ def _as_model_table(data, settings: dict):
     return None
 
 
-__all__ = ["Viewer", "ViewerClosedError", "run", "view"]
+__all__ = ["Viewer", "ViewerClosedError", "run", "state_numbers", "view"]

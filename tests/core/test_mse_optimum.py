@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from quantscope.core import analyze, choose_qparams, params_from_range
+from quantscope.core.stats.mse_search import mse_optimal_params
 from quantscope.core.stats.prepared import prepare
-from quantscope.core.stats.sweep import mse_optimal_params
 
 _BENCH = Path(__file__).resolve().parents[2] / "bench" / "mse_optimum.py"
 _spec = importlib.util.spec_from_file_location("mse_optimum_bench", _BENCH)

@@ -1,137 +1,91 @@
-"""The window's jobs (the scheduler's Qt adapter): queued requests are replaced, not stacked;
-superseded and cancelled results never arrive; failures arrive as messages; the threads stop on
-shutdown."""
+"""The one Qt adapter of the live state: outcomes of the job threads reach the GUI thread
+(and only the live state's current ones), a view's lane hears its key's, the state is told
+through a weak reference, and the threads stop on shutdown."""
 
 from __future__ import annotations
 
 import threading
 
+import numpy as np
 import pytest
-from PySide6.QtCore import QObject, Slot
 
-from quantscope.errors import QuantscopeError
-from quantscope.gui.jobs import Jobs
-
-
-class Sink(QObject):
-    """Receives the jobs' signals in the GUI thread (a QObject, so Qt queues the calls)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.done: list[tuple[str, int, object]] = []
-        self.failed: list[tuple[str, int, str]] = []
-
-    @Slot(str, int, object)
-    def on_done(self, kind, ticket, result) -> None:
-        self.done.append((kind, ticket, result))
-
-    @Slot(str, int, str)
-    def on_failed(self, kind, ticket, message) -> None:
-        self.failed.append((kind, ticket, message))
+from quantscope.gui.jobs import Jobs, Lane
+from quantscope.state.live import LiveExplorer
 
 
 @pytest.fixture
 def jobs(qtbot):
     w = Jobs()
-    sink = Sink()
-    w.done.connect(sink.on_done)
-    w.failed.connect(sink.on_failed)
-    w.sink = sink
     yield w
     assert w.shutdown()
     assert not w.is_running()
 
 
-def test_queued_requests_are_replaced_and_only_the_latest_arrives(jobs, qtbot):
+def test_outcomes_are_delivered_on_the_gui_thread(jobs, qtbot):
+    """The job runs on a scheduler thread; the state installs its result and emits its
+    events on the thread that owns it."""
+    live = jobs.live
+    threads: dict[str, int] = {}
+    live.results_ready.connect(lambda: threads.setdefault("results", threading.get_ident()))
+    jobs_thread: list[int] = []
+    real = live.scheduler.submit
+
+    def spy(key, fn, **kw):
+        def wrapped(ctx):
+            jobs_thread.append(threading.get_ident())
+            return fn(ctx)
+        return real(key, wrapped, **kw)
+
+    live.scheduler.submit = spy
+    live.set_tensor(np.linspace(-1, 1, 4096, dtype=np.float32).reshape(64, 64))
+    qtbot.waitUntil(lambda: "results" in threads, timeout=60_000)
+    assert threads["results"] == threading.get_ident()
+    assert jobs_thread and threading.get_ident() not in jobs_thread
+    assert live.has_results() and live.idle()
+
+
+def test_a_lane_hears_only_its_keys_newest_outcome(jobs, qtbot):
+    lane = Lane("view:test", jobs)
+    other = Lane("view:other", jobs)
+    got, others = [], []
+    lane.finished.connect(got.append)
+    other.finished.connect(others.append)
     gate, started = threading.Event(), threading.Event()
-    ran: list[int] = []
-
-    def blocker(ctx):
-        started.set()
-        gate.wait(5)
-        return "first"
-
-    jobs.submit("compute", blocker)  # occupies the thread
+    lane.submit(lambda ctx: started.set() or (gate.wait(5) and "old"))
     assert started.wait(5)
-    for i in range(5):  # queued behind it: each replaces the previous
-        jobs.submit("compute", lambda ctx, i=i: ran.append(i) or i)
+    lane.submit(lambda ctx: "new")  # the running one is stale now: its result is dropped
     gate.set()
-    qtbot.waitUntil(jobs.is_idle, timeout=5000)
-    qtbot.waitUntil(lambda: bool(jobs.sink.done), timeout=5000)
-    assert ran == [4]  # the superseded ones never ran
-    # "first" finished after being superseded: dropped on arrival
-    assert [r for _, _, r in jobs.sink.done] == [4]
-    assert jobs.sink.done[0][1] == jobs.latest("compute")
-
-
-def test_kinds_do_not_replace_each_other_and_loads_go_first(jobs, qtbot):
-    gate, started = threading.Event(), threading.Event()
-    order: list[str] = []
-    jobs.submit("compute", lambda ctx: started.set() or gate.wait(5))  # occupies the thread
-    assert started.wait(5)
-    jobs.submit("compute", lambda ctx: order.append("compute") or "c")
-    jobs.submit("load", lambda ctx: order.append("load") or "l")
-    gate.set()
-    qtbot.waitUntil(lambda: len(jobs.sink.done) == 2, timeout=5000)
-    assert order == ["load", "compute"]
-
-
-def test_cancel_drops_the_running_job_cooperatively(jobs, qtbot):
-    started, stopped = threading.Event(), threading.Event()
-
-    def slow(ctx):
-        started.set()
-        try:
-            while True:
-                ctx.check()
-                threading.Event().wait(0.002)
-        finally:
-            stopped.set()
-
-    jobs.submit("load", slow)
-    qtbot.waitUntil(started.is_set, timeout=5000)
-    jobs.cancel("load")
-    qtbot.waitUntil(stopped.is_set, timeout=5000)
-    qtbot.waitUntil(jobs.is_idle, timeout=5000)
-    assert jobs.sink.done == [] and jobs.sink.failed == []
-
-
-def test_failures_arrive_as_messages_and_the_thread_survives(jobs, qtbot):
-    def bad(ctx):
-        raise QuantscopeError("file.npy: is truncated")
-
-    jobs.submit("load", bad)
-    qtbot.waitUntil(lambda: bool(jobs.sink.failed), timeout=5000)
-    assert jobs.sink.failed[0][0] == "load" and "truncated" in jobs.sink.failed[0][2]
-    jobs.submit("compute", lambda ctx: 1 / 0)  # a bug: reported, not fatal
-    qtbot.waitUntil(lambda: len(jobs.sink.failed) == 2, timeout=5000)
-    assert "internal error (ZeroDivisionError" in jobs.sink.failed[1][2]
-    jobs.submit("compute", lambda ctx: "still alive")
-    qtbot.waitUntil(lambda: bool(jobs.sink.done), timeout=5000)
-    assert jobs.sink.done[-1][2] == "still alive"
+    qtbot.waitUntil(lambda: bool(got), timeout=5000)
+    assert lane.wait(5)
+    qtbot.wait(50)
+    assert got == ["new"] and others == []
 
 
 def test_unknown_kind_is_refused(jobs):
     with pytest.raises(ValueError, match="kind"):
         jobs.submit("render", lambda ctx: None)
+    with pytest.raises(ValueError, match="own kind"):
+        jobs.live.submit("compute", lambda ctx: None)
 
 
-def test_the_scheduler_holds_its_adapter_weakly(qtbot):
+def test_the_state_holds_its_adapter_weakly(qtbot):
     """No reference cycle through a Qt wrapper: the adapter goes with its last reference,
     not at some later cyclic collection on whichever thread trips it."""
     import gc
     import weakref
 
-    jobs = Jobs()
-    jobs.submit("compute", lambda ctx: "done")
+    live = LiveExplorer()
+    jobs = Jobs(live)
+    live.submit("view:x", lambda ctx: "done")
     assert jobs.scheduler.wait(timeout=5)
-    assert jobs.shutdown()
     ref = weakref.ref(jobs)
     enabled = gc.isenabled()
     gc.disable()
     try:
         del jobs
         assert ref() is None
+        live.wake()  # a job ending after the adapter went tells nobody, and does not raise
     finally:
         if enabled:
             gc.enable()
+        assert live.shutdown()

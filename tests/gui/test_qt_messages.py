@@ -57,16 +57,16 @@ def test_default_figure_is_small_at_the_same_pixels(monkeypatch):
 
 def test_one_pane_figure_title_says_what_is_drawn(monkeypatch):
     import quantscope as qs
-    from quantscope.viewer import Viewer
+    import quantscope.figures as figures
 
     seen: list[str] = []
-    close = Viewer.close
+    render = figures._render
 
-    def spy(self):
-        seen.append(self.window.headline.text())
-        close(self)
+    def spy(target, *args):
+        seen.append(target.headline.text())  # the headline as rendered
+        return render(target, *args)
 
-    monkeypatch.setattr(Viewer, "close", spy)  # the headline as rendered, before closing
+    monkeypatch.setattr(figures, "_render", spy)
     qs.figure(panes="asymmetric/channel", bits=4, size=(640, 480))
     assert "four ways" not in seen[0]
     assert seen[0].endswith("quantized to int4: Asymmetric · per-channel · axis -1 · "

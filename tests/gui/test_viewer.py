@@ -292,14 +292,20 @@ def test_a_result_queued_before_shutdown_does_not_restart_the_worker(make_window
     aborted the process at exit ('QThread: Destroyed while thread is still running')."""
     import threading
 
-    from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QApplication
 
     from quantscope.state import Source
 
     w = make_window()
     arrived = threading.Event()
-    w.jobs.done.connect(lambda *_: arrived.set(), Qt.ConnectionType.DirectConnection)
+    wake = w.live.wake  # called on the job's thread once the outcome waits in the inbox
+
+    def heard() -> None:
+        wake()
+        if any(e.key == "load" and e.what == "done" for e in list(w.live._inbox)):
+            arrived.set()
+
+    w.live.wake = heard
     w.load(Source.generator("normal", (64, 64), 0))
     assert arrived.wait(60)  # the result waits in the GUI thread's queue, not delivered yet
     w.shutdown()

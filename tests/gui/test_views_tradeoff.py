@@ -303,3 +303,19 @@ def test_old_curves_fade_and_lose_their_best_point_while_the_new_sweep_computes(
     view.show_computing()  # whatever the timing, computing fades every scheme's curves
     assert all(p.total.opacity() < 0.5 and not p.best_line.isVisible()
                for p in view.plots.values())
+
+
+def test_old_curves_fade_the_moment_the_settings_change(view, state, qtbot):
+    """Not only once the new sweep starts (after the panes' results and a rest): the panes'
+    new numbers and the marker on the new clip line come first, and must not sit over curves
+    of the old settings as if they matched."""
+    plots = list(view.plots.values())
+    assert all(p.total.opacity() == 1.0 and p.best_dot.isVisible() for p in plots)
+    state.update_settings(bits=4)  # nothing computed yet: the state's results are cleared
+    assert all(p.total.opacity() < 0.5 and p.sqnr.opacity() < 0.5 for p in plots)
+    assert not any(p.best_dot.isVisible() or p.best_line.isVisible() for p in plots)
+    state.compute()
+    qtbot.waitUntil(lambda: all(p.total.opacity() == 1.0 for p in plots), timeout=20_000)
+    assert all(p.best_dot.isVisible() for p in plots)
+    state.update_settings(method="percentile")  # the sweep varies the range: nothing fades
+    assert all(p.total.opacity() == 1.0 for p in plots)

@@ -11,8 +11,7 @@ def test_load_shows_the_preparation_percentage(make_window, qtbot, monkeypatch):
 
     win = make_window()
     texts = []
-    win.jobs.progress.connect(lambda kind, ticket, fraction, text: texts.append(
-        (kind, fraction, text)))
+    win.live.progress.connect(lambda kind, fraction, text: texts.append((kind, fraction, text)))
 
     def no_pass_on_the_gui_thread(x):
         raise AssertionError("set_tensor re-checked the tensor on the GUI thread")

@@ -3,16 +3,16 @@ bit width, channel axis, group size, runtime preset.
 
 The panel only *writes* settings through ``state.update_settings`` and *reads* them back on
 ``settings_changed`` inside a signals-blocked block (napari's habit), so a value echoed back never
-triggers a second computation. Slider drags go through :class:`Throttle`: the first change starts
-a 40 ms timer, later ones only replace the pending value, and releasing the slider applies at
-once -- the panes follow a drag about 25 times a second and never fall behind.
+triggers a second computation. A dragged slider writes every step at once: the live state's
+scheduler keeps only the newest request of the reports, so the panes never fall behind and no
+timer of the panel's own holds a value back.
 """
 
 from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -60,7 +60,6 @@ RUNTIME_LABELS = {None: "none (engine)", "pytorch": "PyTorch 2.13 CPU",
                   "tensorrt": "TensorRT / ModelOpt 0.47"}
 #: Slider positions per decade of "nines": 0 -> p90, 100 -> p99, 300 -> p99.99, 500 -> p99.9999.
 _NINES = 100
-DEBOUNCE_MS = 40
 
 
 def percentile_to_slider(p: float) -> int:
@@ -73,32 +72,6 @@ def percentile_to_slider(p: float) -> int:
 def slider_to_percentile(v: int) -> float:
     """Inverse of :func:`percentile_to_slider` (rounded to 6 decimals for display)."""
     return round(100 - 10 ** (1 - v / _NINES), 6)
-
-
-class Throttle(QObject):
-    """Coalesce rapid setting changes: apply at most every ``ms``, at once on :meth:`flush`."""
-
-    def __init__(self, state: ExplorerState, ms: int = DEBOUNCE_MS, parent=None) -> None:
-        super().__init__(parent)
-        self.state = state
-        self.pending: dict = {}
-        self.timer = QTimer(self)
-        self.timer.setSingleShot(True)
-        self.timer.setInterval(ms)
-        self.timer.timeout.connect(self.flush)
-
-    def push(self, **changes) -> None:
-        """Remember ``changes``; apply them when the timer fires (started by the first)."""
-        self.pending.update(changes)
-        if not self.timer.isActive():
-            self.timer.start()
-
-    def flush(self) -> None:
-        """Apply the pending changes now."""
-        self.timer.stop()
-        changes, self.pending = self.pending, {}
-        if changes:
-            self.state.update_settings(**changes)
 
 
 def _combo(options: dict, tips: dict | None = None, box: QComboBox | None = None) -> QComboBox:
@@ -120,7 +93,6 @@ class ControlsPanel(QGroupBox):
     def __init__(self, state: ExplorerState, parent=None) -> None:
         super().__init__("Quantization", parent)
         self.state = state
-        self.throttle = Throttle(state, parent=self)
         form = self.form = QFormLayout(self)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.method = _combo(METHOD_LABELS)
@@ -253,17 +225,10 @@ class ControlsPanel(QGroupBox):
                                   f"end ({hi:g})")
 
     def _slider(self, slider, changes) -> None:
-        """Throttle while the slider is dragged; apply at once otherwise (keys, wheel, code)."""
-
-        def moved(value) -> None:
-            if slider.isSliderDown():
-                self.throttle.push(**changes(value))
-            else:
-                self.throttle.pending.update(changes(value))
-                self.throttle.flush()
-
-        slider.valueChanged.connect(moved)
-        slider.sliderReleased.connect(self.throttle.flush)
+        """Every step of a slider goes to the state at once, dragged or not: the state's
+        scheduler keeps only the newest request of the reports (a drag never builds a
+        backlog), so no timer here holds a value back."""
+        slider.valueChanged.connect(lambda value: self.state.update_settings(**changes(value)))
 
     def _set_method(self, method: str) -> None:
         changes: dict = {"method": method}

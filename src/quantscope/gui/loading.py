@@ -1,5 +1,6 @@
 """Getting a tensor into the window: sources, files, the picker, drag-and-drop, progress and
-cancel. A mixin of :class:`quantscope.gui.window.MainWindow`; all heavy work runs in its scheduler.
+cancel. A mixin of :class:`quantscope.gui.window.MainWindow`; the load itself is the live
+state's (:meth:`quantscope.state.live.LiveExplorer.load`), run in its scheduler.
 """
 
 from __future__ import annotations
@@ -9,25 +10,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QFileDialog
 
-from quantscope.errors import QuantscopeError
-from quantscope.gui.jobs import JobContext
 from quantscope.gui.picker import TensorPicker
-from quantscope.io import kinds, list_tensors
-from quantscope.io.samples import sample_path
-from quantscope.state import (
-    Settings,
-    SettingsError,
-    Source,
-    choose_axis,
-    load_source,
-    overview,
-    prepare_tensor,
-    tensor_problem,
-    working_tensor,
-)
+from quantscope.io import kinds
+from quantscope.state import Settings, Source
+from quantscope.state.load_job import PickFirst, Read, source_reader
 
 
 def file_filter() -> str:
@@ -37,20 +25,12 @@ def file_filter() -> str:
     return f"Tensor files and checkpoints ({patterns} *.index.json);;All files (*)"
 
 
-class _PickFirst(Exception):  # a signal from the load job, not an error
-    """Raised in a load job for a file or sample with several tensors and none named."""
-
-    def __init__(self, path, infos) -> None:
-        super().__init__()
-        self.path, self.infos = path, infos
-
-
 class Loading:
     """Loading, picking, dropping, progress and cancel (``self`` is the MainWindow)."""
 
     def load(self, source: Source, *, pick: bool = True, settings: Settings | None = None,
              on_loaded: Callable[[], None] | None = None,
-             fallback: Source | None = None) -> None:
+             fallback: Source | None = None) -> int | None:
         """Build or read ``source`` in the background; the tensor changes when it is ready.
 
         A checkpoint -- a folder, an index, a file holding several tensors -- with no tensor
@@ -60,94 +40,46 @@ class Loading:
         session's, the command line's) are checked against the tensor in the background and
         arrive with it, then ``on_loaded()`` runs; without them the tensor-dependent ones
         are derived for it (``ExplorerState.set_tensor``). If the load fails nothing
-        changes, or ``fallback`` is loaded instead.
+        changes, or ``fallback`` is loaded instead. Returns the load's ticket (None when a
+        checkpoint opened the model view instead).
         """
         if source.kind == "file" and source.tensor is None and (
                 Path(source.name).is_dir() or source.name.endswith(".index.json")):
             self.open_model(source.name)  # a checkpoint folder or index: the model view
-            return
-        wants_list = source.tensor is None and (
-            source.kind == "file" or (pick and source.kind == "sample"))
+            return None
+        return self.load_from(source, source_reader(source, pick=pick), settings=settings,
+                              progress=True, on_loaded=on_loaded, fallback=fallback)
 
-        def read(report):
-            if wants_list:
-                report(-1, f"listing {source.label()}")
-                path = source.name if source.kind == "file" else sample_path(source.name)
-                try:
-                    infos = list_tensors(path)
-                except QuantscopeError:
-                    if source.kind != "file":
-                        raise
-                    infos = []  # load_source below reports it
-                if len(infos) > 1:
-                    raise _PickFirst(path, infos)
-            return load_source(source, report)
-
-        self.load_from(source, read, settings=settings, progress=True, on_loaded=on_loaded,
-                       fallback=fallback)
-
-    def load_from(self, source: Source, read, settings: Settings | None = None, *,
+    def load_from(self, source: Source, read: Read, settings: Settings | None = None, *,
                   progress: bool = False, on_loaded: Callable[[], None] | None = None,
                   fallback: Source | None = None) -> int:
         """Load what ``read()`` returns, ``(array, stored dtype name)``, labelled ``source``:
-        ``read``, the checks, the summary and the preparation run in the background, as for a
-        file (Python callers hand in-memory tensors this way). With ``progress``, ``read``
-        is called with the job's ``progress(fraction, text)`` (which also raises on a
-        cancel). Returns the job's ticket. ``settings``, ``on_loaded`` and ``fallback`` as
-        for :meth:`load`."""
+        ``read``, the checks, the summary and the preparation run in the live state's
+        scheduler, as for a file (Python callers hand in-memory tensors this way). With
+        ``progress``, ``read`` is called with the job's ``progress(fraction, text)`` (which
+        also raises on a cancel). Returns the job's ticket. ``settings``, ``on_loaded`` and
+        ``fallback`` as for :meth:`load`."""
         self._load_source = source
         self._load_extras = (settings, on_loaded, fallback)  # for the latest load only
-        given = settings
-        settings = settings or self.state.settings
-
-        def job(ctx: JobContext):
-            ctx.progress(-1, f"loading {source.label()}")
-            try:
-                x, dtype = read(ctx.progress) if progress else read()  # progress: cancels
-            except _PickFirst as pick:
-                return pick
-            problem = tensor_problem(x)
-            if problem is None and source.axis is not None and x.ndim > 0 and not (
-                    -x.ndim <= source.axis < x.ndim):
-                problem = f"channel axis {source.axis} is out of range for shape {x.shape}"
-            if problem is not None:
-                raise QuantscopeError(f"{source.label()}: {problem}")
-            axis = choose_axis(x.shape, source).axis
-            if given is not None:  # refused here, the load fails and nothing changes
-                try:
-                    dataclasses.replace(given, axis=axis).check(x.ndim)
-                except SettingsError as exc:
-                    raise SettingsError(f"{source.label()}: {exc}") from None
-            # every O(N) step here, in the background: the GUI thread only installs the result
-            x = working_tensor(x, lambda f, stage: ctx.progress(f, stage))
-            prepared = prepare_tensor(
-                x, settings, axis,
-                lambda f, stage: ctx.progress(f, f"preparing exact statistics: {stage} {f:.0%}"))
-            ctx.progress(-1, "summarising")
-            return source, x, prepared, overview(x, dtype, prepared), given
-
         self._start_progress(f"loading {source.label()}")
-        return self.jobs.submit("load", job)
+        return self.live.load(source, read, settings=settings, reports=progress)
 
-    def _loaded(self, result) -> None:
-        """A load job's result on the GUI thread: the model view or a picker to show, or
-        the tensor (with the settings it came with) to install."""
+    def _loaded(self, ticket: int, outcome) -> None:
+        """The live state's load ended (its latest): a picker or the model view to show, or
+        the tensor installed (True) or refused (False, its error shown by the state)."""
         self._stop_progress()
         settings, on_loaded, _ = self._load_extras
         self._load_extras = (None, None, None)
-        if isinstance(result, _PickFirst):  # several tensors and none named
-            if self._load_source.kind == "file":
-                self.open_model(result.path)  # the model view lists them all
+        if isinstance(outcome, PickFirst):  # several tensors and none named
+            if outcome.source.kind == "file":
+                self.open_model(outcome.path)  # the model view lists them all
             else:
-                self._show_picker(self._load_source, result.infos, settings)  # the user picks
+                self._show_picker(outcome.source, outcome.infos, settings)  # the user picks
             return
-        source, x, prepared, ov, settings = result
-        if self.state.set_tensor(x, source, prepared=prepared, overview=ov, checked=True,
-                                 settings=settings):
+        if outcome:
             self.clear_error()
             if on_loaded is not None:
                 on_loaded()
-        self._settle_heap()
 
     def _load_failed(self) -> None:
         """A load failed (its error is shown): load the fallback, if one was given."""
@@ -190,18 +122,12 @@ class Loading:
 
     def cancel_long_work(self) -> None:
         """Cancel a load or preparation; the previous tensor and settings stay."""
-        self.jobs.cancel("load")
-        self.jobs.cancel("prepare")
-        self._preparing_for = None
+        self.live.cancel_loading()
         self._stop_progress()
         self.statusBar().showMessage("cancelled; the previous tensor stays", 8000)
-        self._request_compute()
 
-
-    @Slot(str, int, float, str)
-    def _job_progress(self, kind: str, ticket: int, fraction: float, text: str) -> None:
-        if kind in ("load", "prepare") and ticket == self.jobs.latest(kind):
-            self._start_progress(text, fraction)
+    def _job_progress(self, kind: str, fraction: float, text: str) -> None:
+        self._start_progress(text, fraction)  # the state passes on its current jobs' only
 
     def _start_progress(self, text: str, fraction: float = -1) -> None:
         self.progress_label.setText(text)

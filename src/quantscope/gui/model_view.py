@@ -1,12 +1,13 @@
 """The model view: a whole checkpoint's int8 figures, a table and a per-layer chart.
 
 Opening a checkpoint lists it and scans it in one background job (a
-:class:`~quantscope.gui.jobs.Lane` of the window's scheduler, as every view's: latest request
-wins, results delivered on the GUI thread); :class:`~quantscope.state.model_scan.ModelScan` runs
-inside it on every core. Finished rows and progress come back through queued signals stamped
-with the scan's generation, and the GUI thread applies them in batches (:data:`FLUSH_MS`), so
-a checkpoint of thousands of tensors never holds it up. Cancel stops the scan where it is;
-Resume scans what is left; new settings (the window's, shown above the table) scan again.
+:class:`~quantscope.gui.jobs.Lane` of the live state's scheduler, as every view's: latest
+request wins, results delivered on the GUI thread); :class:`~quantscope.state.model_scan.ModelScan`
+runs inside it on every core. Finished rows and progress come back as the job's partial results
+(the scheduler drops a superseded scan's), and the GUI thread applies them in batches
+(:data:`FLUSH_MS`), so a checkpoint of thousands of tensors never holds it up. Cancel stops the
+scan where it is; Resume scans what is left; new settings (the window's, shown above the table)
+scan again once they rest (the scheduler's debounce).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -48,14 +49,6 @@ from quantscope.state.model_scan import OK, PENDING, ModelRow, ModelScan, model_
 FLUSH_MS = 150
 #: Settings changes are scanned once the controls rest this long.
 RESCAN_DELAY_MS = 300
-
-
-class _Relay(QObject):
-    """Signals the scan's threads emit; Qt queues them to the GUI thread."""
-
-    rows = Signal(int, object)  # generation, list[ModelRow] listed (the whole checkpoint)
-    row = Signal(int, object)  # generation, one finished ModelRow
-    progress = Signal(int, object, object)  # generation, done bytes, total (may pass 2**31)
 
 
 def count_text(n: int) -> str:
@@ -107,21 +100,13 @@ class ModelView(QWidget):
         self.job = Lane("view:model", jobs, self)
         self.job.finished.connect(self._on_job_finished)
         self.job.failed.connect(self._on_job_failed)
-        self.relay = _Relay(self)
-        self.relay.rows.connect(self._on_listed)
-        self.relay.row.connect(self._on_row)
-        self.relay.progress.connect(self._on_progress)
-        self.generation = 0
+        self.job.partial.connect(self._on_partial)
         self._arrived: list[ModelRow] = []
         self._done = self._total = 0
         self._started = 0.0
         self.flush_timer = QTimer(self)
         self.flush_timer.setInterval(FLUSH_MS)
         self.flush_timer.timeout.connect(self._flush)
-        self.rescan_timer = QTimer(self)
-        self.rescan_timer.setSingleShot(True)
-        self.rescan_timer.setInterval(RESCAN_DELAY_MS)
-        self.rescan_timer.timeout.connect(self.rescan)
         self._build()
 
     # -- layout -------------------------------------------------------------------------------
@@ -251,7 +236,6 @@ class ModelView(QWidget):
     def show_table(self, table, plan=None) -> None:
         """Show a model already scanned in Python (``quantscope.view(model)``): its rows as
         they are, nothing to scan; with a ``plan``, the plan panel below them."""
-        self.generation += 1
         self.job.cancel()
         self.path = None
         self.settings = _scan_settings(table.settings)
@@ -286,19 +270,19 @@ class ModelView(QWidget):
         self.chart.bits = settings.bits
         self.settings_label.setText(settings_text(settings))
         # the old numbers belong to the old settings: blank them now, scan when they rest
-        self.generation += 1
         self.job.cancel()
         self._arrived.clear()
         self.rows = reset(self.rows)
         self.model.update_rows(self.rows)
         self.chart.set_rows(self.rows)
         self.progress_label.setText("settings changed: scanning again…")
-        self.rescan_timer.start()
+        self.rescan(RESCAN_DELAY_MS)
 
-    def rescan(self) -> None:
-        """Scan every pending row under the current settings."""
+    def rescan(self, delay_ms: int = 0) -> None:
+        """Scan every pending row under the current settings (once no newer request came
+        for ``delay_ms``: the scheduler's debounce)."""
         if self.path is not None:
-            self._start(listing=False)
+            self._start(listing=False, delay_ms=delay_ms)
 
     def resume(self) -> None:
         """Scan the rows a cancel left pending."""
@@ -307,7 +291,6 @@ class ModelView(QWidget):
 
     def cancel(self) -> None:
         """Stop the scan where it is; the finished rows stay."""
-        self.generation += 1
         self.job.cancel()
         self._flush()
         self.chart.set_rows(self.rows)
@@ -315,11 +298,9 @@ class ModelView(QWidget):
         left = sum(1 for r in self.rows if r.status == PENDING)
         self.progress_label.setText(f"cancelled: {left} tensors left — Resume scans them")
 
-    def _start(self, listing: bool) -> None:
-        self.generation += 1
-        gen, path, settings = self.generation, self.path, self.settings
+    def _start(self, listing: bool, delay_ms: int = 0) -> None:
+        path, settings = self.path, self.settings
         rows = None if listing else list(self.rows)
-        relay = self.relay
         self.settings_label.setText(settings_text(settings))
         self._arrived.clear()
         self._started = time.perf_counter()
@@ -330,21 +311,21 @@ class ModelView(QWidget):
             if rows is None:
                 ckpt = source_checkpoint(path)
                 rows, problems = model_rows(ckpt), ckpt.problems
-                relay.rows.emit(gen, (rows, problems))
+                ctx.partial(("rows", (rows, problems)))
             last = [0.0]
 
             def progress(done: int, total: int, name: str) -> None:
                 now = time.perf_counter()
                 if now - last[0] >= 0.05 or done >= total:
                     last[0] = now
-                    relay.progress.emit(gen, done, total)
+                    ctx.partial(("progress", (done, total)))
 
-            return gen, ModelScan(rows, settings, background=True).run(
-                on_row=lambda r: relay.row.emit(gen, r), on_progress=progress,
+            return ModelScan(rows, settings, background=True).run(
+                on_row=lambda r: ctx.partial(("row", r)), on_progress=progress,
                 should_stop=ctx.stale)
 
         self._set_running(True)
-        self.job.submit(work)
+        self.job.submit(work, delay_ms=delay_ms)
 
     def _set_running(self, on: bool) -> None:
         self.cancel_button.setVisible(on)
@@ -355,10 +336,17 @@ class ModelView(QWidget):
         else:
             self.flush_timer.stop()
 
-    # -- arrivals (GUI thread) ----------------------------------------------------------------
-    def _on_listed(self, gen: int, listed) -> None:
-        if gen != self.generation:
-            return
+    # -- arrivals (GUI thread; the lane passes on the current scan's only) -------------------
+    def _on_partial(self, part) -> None:
+        what, value = part
+        if what == "row":
+            self._arrived.append(value)
+        elif what == "progress":
+            self._done, self._total = value
+        else:
+            self._on_listed(value)
+
+    def _on_listed(self, listed) -> None:
         self.rows, self.problems = listed
         self.model.set_rows(self.rows)
         self._size_columns()
@@ -378,15 +366,6 @@ class ModelView(QWidget):
         where = f" in {files} files" if files > 1 else ""
         self.title.setText(f"<b>{printable(self.path.name)}</b> — {n} tensors{where}, "
                            f"{count_text(params)} parameters, {format_bytes(nbytes)}")
-
-    def _on_row(self, gen: int, row: ModelRow) -> None:
-        if gen == self.generation:
-            self._arrived.append(row)
-
-    def _on_progress(self, gen: int, done: int, total: int) -> None:
-        if gen != self.generation:
-            return
-        self._done, self._total = done, total
 
     def _flush(self) -> None:
         """Apply the rows and progress that arrived since the last flush (one relayout)."""
@@ -411,10 +390,7 @@ class ModelView(QWidget):
             f"{format_bytes(self._done)} of {format_bytes(self._total)}"
             f" · {rate / 1e9:.2f} GB/s{eta} · {left} tensors to go")
 
-    def _on_job_finished(self, result) -> None:
-        gen, rows = result
-        if gen != self.generation:
-            return
+    def _on_job_finished(self, rows) -> None:
         self._arrived.clear()
         self.rows = rows
         self.model.update_rows(rows)
@@ -452,7 +428,7 @@ class ModelView(QWidget):
     def is_complete(self) -> bool:
         """Every analysable row has its numbers and nothing is running (the comparison with
         an original included, when one is shown)."""
-        return (bool(self.rows) and not self.job.busy and not self.rescan_timer.isActive()
+        return (bool(self.rows) and not self.job.busy
                 and not any(r.status == PENDING for r in self.rows)
                 and (self.compare_view.isHidden() or self.compare_view.is_complete()))
 
@@ -507,8 +483,6 @@ class ModelView(QWidget):
 
     def shutdown(self) -> None:
         """Stop the scan and every timer (the window calls this as it closes)."""
-        self.generation += 1
         self.flush_timer.stop()
-        self.rescan_timer.stop()
         self.compare_view.shutdown()
         self.job.shutdown()

@@ -1,17 +1,17 @@
 """The explorer window: controls and source on the left, the four panes in a 2x2 grid, extra
 views in tabs beside them, errors in an inline banner, progress and cancel in the status bar.
 
-The window owns the one scheduler of its background work (:class:`~quantscope.gui.jobs.Jobs`,
-shared with its views) and is the only place that moves data between it and the state: it
-snapshots the state into jobs, and installs the jobs' results on the GUI thread
-(``ExplorerState.set_tensor`` / ``set_prepared`` / ``accept``), where stale ones are dropped.
+The window computes nothing and moves no data between the engine and the state: the live state
+(:class:`~quantscope.state.live.LiveExplorer`) owns the one scheduler and the computation, and
+the window only subscribes to its events and draws (:class:`~quantscope.gui.jobs.Jobs`, the one
+Qt adapter, makes its outcomes arrive on the GUI thread). The views submit through the same
+scheduler (their lanes).
 """
 
 from __future__ import annotations
 
 import gc
 
-import numpy as np
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QMainWindow,
@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from quantscope.gui import collector
-from quantscope.gui.jobs import JobContext, Jobs
+from quantscope.gui.jobs import Jobs
 from quantscope.gui.loading import Loading
 from quantscope.gui.model_mode import ModelMode
 from quantscope.gui.numbers import metrics_entry
@@ -30,11 +30,9 @@ from quantscope.state import (
     PANES,
     ExplorerState,
     Source,
-    compute_reports,
-    overview,
     pane_title,
-    prepare_tensor,
 )
+from quantscope.state.live import LiveExplorer
 from quantscope.state.numbers import pane_numbers
 
 #: How long the panes may lag the controls before they are marked as showing old numbers.
@@ -62,11 +60,14 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
     #: Emitted once the window has closed (by hand or by code) and stopped its work.
     closed = Signal()
 
-    def __init__(self, state: ExplorerState | None = None, *, install_views: bool = True) -> None:
+    def __init__(self, state: ExplorerState | None = None, *, install_views: bool = True,
+                 live: LiveExplorer | None = None) -> None:
         super().__init__()
         collector.hold()  # collections on the GUI thread only while the window lives
         self._holds_collector = True
-        self.state = state or ExplorerState()
+        #: The live state: it computes; the window listens (one is made around ``state``).
+        self.live = live if live is not None else LiveExplorer(state or ExplorerState())
+        self.state = self.live.state
         self.setWindowTitle("quantscope — int8 quantization explorer")
         self.setAcceptDrops(True)
         self.setPalette(light_palette(self.palette()))
@@ -78,7 +79,6 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.dark = False
         self._load_source: Source | None = None
         self._load_extras: tuple = (None, None, None)  # see Loading.load
-        self._preparing_for: np.ndarray | None = None
         # Numbers that lag the controls must say so: after STALE_MS without results the panes'
         # numbers turn grey and the status bar says they belong to the previous settings.
         self.stale_timer = QTimer(self)
@@ -95,20 +95,21 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.pane_timer.setSingleShot(True)
         self.pane_timer.setInterval(0)
         self.pane_timer.timeout.connect(self._show_next_pane)
-        self.jobs = Jobs(self)
-        self.jobs.done.connect(self._job_done)
-        self.jobs.partial.connect(self._job_partial)
-        self.jobs.failed.connect(self._job_failed)
-        self.jobs.progress.connect(self._job_progress)
+        self.jobs = Jobs(self.live, self)  # the live state's outcomes, on this thread
         self._build()
         self._build_model_menu()
-        st = self.state
-        st.tensor_changed.connect(self._tensor_changed)
-        st.settings_changed.connect(self._settings_changed)
-        st.results_changed.connect(self._show_results)
-        st.partial_results.connect(self._show_partial)
-        st.prepared_changed.connect(self._show_overview)
-        st.error.connect(self.show_error)
+        live = self.live
+        live.tensor_changed.connect(self._tensor_changed)
+        live.settings_changed.connect(self._settings_changed)
+        live.stale.connect(self._results_stale)
+        live.results_ready.connect(self._show_results)
+        live.partial.connect(self._show_partial)
+        live.failed.connect(self._job_failed)
+        live.progress.connect(self._job_progress)
+        live.loaded.connect(self._loaded)
+        self.state.prepared_changed.connect(self._show_overview)
+        self.state.prepared_changed.connect(self._settle_heap)
+        self.state.error.connect(self.show_error)
         if install_views:
             self._install_views()
         from quantscope.gui.desktop import Desktop
@@ -271,27 +272,14 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
 
     # -- reacting to the state ----------------------------------------------------------------
     def _tensor_changed(self) -> None:
-        st = self.state
         self.label_what_is_shown()
         self._show_titles()
-        if st.overview is None:  # set directly (tests, views): prepare it in the background
-            tensor, settings = st.tensor, st.settings
-            self._preparing_for = tensor
-
-            def job(ctx: JobContext):
-                prepared = prepare_tensor(tensor, settings, None, lambda f, stage: ctx.progress(
-                    f, f"preparing exact statistics: {stage} {f:.0%}"))
-                ctx.progress(-1, "summarising")
-                return tensor, prepared, overview(tensor, prepared=prepared)
-
+        if self.live.preparing():  # set directly (tests, views): the state prepares it
             self._start_progress("preparing")
-            self.jobs.submit("prepare", job)
-        self._request_compute()
 
     def _settings_changed(self) -> None:
         self.update_headline()
         self._show_titles()
-        self._request_compute()
 
     def _show_titles(self) -> None:
         """Pane headings with the channel axis and the number of channels (or groups)."""
@@ -300,32 +288,10 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         for key, pane in self.panes.items():
             pane.set_title(pane_title(key, st.settings, shape))
 
-    def _request_compute(self) -> None:
-        st = self.state
-        if st.tensor is None or self._preparing_for is st.tensor:
-            return  # computed when the preparation arrives
-        request = st.request()
-        self.jobs.submit("compute",
-                         lambda ctx: compute_reports(request, ctx.partial, ctx.beside))
+    def _results_stale(self) -> None:
+        """The state is computing new reports: numbers still shown after STALE_MS turn grey."""
         if not self.stale_timer.isActive() and not self.computing_label.isVisible():
             self.stale_timer.start()
-
-    @Slot(str, int, object)
-    def _job_done(self, kind: str, ticket: int, result) -> None:
-        if not self.jobs.is_current(kind, ticket):  # superseded, cancelled or shut down
-            return  # (a result queued just before shutdown would restart the scheduler)
-        if kind == "load":
-            self._loaded(result)  # see Loading
-        elif kind == "prepare":
-            tensor, prepared, ov = result
-            if tensor is self._preparing_for:
-                self._preparing_for = None
-                self._stop_progress()
-                self.state.set_prepared(tensor, prepared, ov)
-                self._request_compute()
-                self._settle_heap()
-        elif kind == "compute":
-            self.state.accept(result)
 
     @staticmethod
     def _settle_heap() -> None:
@@ -335,22 +301,13 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         a slider drag. :meth:`shutdown` makes it collectable again."""
         gc.freeze()
 
-    @Slot(str, int, object)
-    def _job_partial(self, kind: str, ticket: int, result) -> None:
-        if kind == "compute" and self.jobs.is_current(kind, ticket):
-            self.state.accept(result)
-
-    @Slot(str, int, str)
-    def _job_failed(self, kind: str, ticket: int, message: str) -> None:
+    def _job_failed(self, kind: str, message: str) -> None:
         if kind == "compute":
             self._mark_stale(False)
         if kind in ("load", "prepare"):
             self._stop_progress()
-            if kind == "prepare":
-                self._preparing_for = None
-                self._request_compute()
         self.show_error(message)
-        if kind == "load" and self.jobs.is_current(kind, ticket):  # not a superseded one
+        if kind == "load":  # the state drops a superseded load's failure
             self._load_failed()
 
     def _show_overview(self) -> None:
@@ -509,7 +466,6 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
 
     def shutdown(self) -> None:
         """Stop the background work and every timer (idempotent)."""
-        self.controls.throttle.timer.stop()
         self.desktop.shutdown()
         self.stale_timer.stop()
         self.pane_timer.stop()
@@ -532,7 +488,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             controller.shutdown()
         if self.model_view is not None:
             self.model_view.shutdown()
-        self.jobs.shutdown()
+        self.jobs.shutdown()  # the live state's scheduler: every job of the window and views
         gc.unfreeze()  # see _settle_heap
         if self._holds_collector:
             self._holds_collector = False

@@ -77,6 +77,9 @@ def compile_rest() -> None:
         p = choose_qparams(x, symmetric=symmetric)
         dequantize(quantize(x, p.scale, p.zero_point), p.scale, p.zero_point)
         analyze(x, p)
+    for symmetric in (True, False):  # the MSE search: a long row (prefix sums), short rows
+        choose_qparams(x[:64], symmetric=symmetric, method="mse")
+        choose_qparams(x[:4], symmetric=symmetric, method="mse", granularity="channel", axis=0)
     settings = Settings()
     format_points(x, prepare(x), settings)  # every format, prepared (the window's path)
     format_points(x[:64], None, settings)  # and direct

@@ -1,7 +1,9 @@
 """One scheduler for all background work: loads, preparations, the panes' reports, the views'.
 
-napari's model owns one slicer with one executor and its Qt side only listens; here the window
-owns one :class:`Scheduler` and the window and every view submit to it. The rules:
+napari's model owns one slicer with one executor and its Qt side only listens; here the live
+state (:class:`quantscope.state.live.LiveExplorer`) owns one :class:`Scheduler`: it submits the
+loads, preparations and the panes' reports itself, and every view submits its work through it.
+The rules:
 
 * **Latest request wins, per key.** A request replaces the queued one of its key (a dragged
   slider never builds a backlog) and makes a running one stale. Every request is stamped with
@@ -30,10 +32,10 @@ owns one :class:`Scheduler` and the window and every view submit to it. The rule
   request of its key came for ``d`` seconds; it becomes the key's latest only then.
 
 Nothing here knows Qt. Outcomes go to one ``listener(event)`` called on the worker thread
-(:class:`Event`: done, failed, partial or progress); the GUI's adapter (``quantscope.gui.jobs``)
-forwards them to the GUI thread, where the current ticket is checked again. A job is a
-function of its context that captures the state it needs (immutable snapshots) and mutates
-none of the window's.
+(:class:`Event`: done, failed, partial or progress): the live state's, which queues them for
+its owner's thread (the GUI's adapter, ``quantscope.gui.jobs``, wakes that thread), where the
+current ticket or generation is checked again. A job is a function of its context that captures
+the state it needs (immutable snapshots) and mutates none of the state's.
 """
 
 from __future__ import annotations

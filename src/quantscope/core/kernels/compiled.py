@@ -26,7 +26,7 @@ HOMES: dict[str, str] = {
     "dequantize_into": "direct_kernel",
     "quantize_flat": "direct_kernel",
     "sort_finite": "radix_sort",
-    "rows_minimum": "scale_sweep",
+    "rows_optimum": "mse_bound",
     "ARITHMETIC_CODES": "sorted_kernel",
     "LINE_ARITHMETIC": "sorted_kernel",
     "abs_order_stats": "sorted_kernel",

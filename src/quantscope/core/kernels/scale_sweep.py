@@ -123,19 +123,3 @@ def window_minimum(x, s_lo, s_hi, qmin, qmax, z_lo, z_hi):
             svv[t] += v1 * v1 - v0 * v0
         upper = lower
     return max(best, 0.0), best_s, best_z
-
-
-@_jit
-def rows_minimum(values, starts, row, s_lo, s_hi, z_lo, z_hi, qmin, qmax, err, scale, zp):
-    """:func:`window_minimum` of sorted row ``row[e]`` (``values[starts[r]:starts[r + 1]]``)
-    over ``[s_lo[e], s_hi[e]]`` x ``[z_lo[e], z_hi[e]]``, into ``err``, ``scale``, ``zp``."""
-    for e in range(row.size):
-        r = row[e]
-        x = values[starts[r]:starts[r + 1]]
-        if x.size == 0 or not s_lo[e] < s_hi[e]:
-            err[e] = np.inf
-            scale[e] = s_hi[e]
-            zp[e] = z_lo[e]
-            continue
-        err[e], scale[e], zp[e] = window_minimum(x, s_lo[e], s_hi[e], qmin, qmax, z_lo[e],
-                                                 z_hi[e])

@@ -4,10 +4,9 @@ A clip window fixes the scale (and zero point). Narrow it and rounding error fal
 steps) while clipping error rises (more values beyond the window); :func:`clip_sweep_curve`
 evaluates that exactly along a line of windows -- the one sweep, used by the library's
 ``quantscope.clip_sweep`` and by the window's Trade-off tab alike -- and
-:func:`mse_optimal_params` finds the scale and zero point with the smallest total error over
-the whole (scale, zero point) space, by exact evaluations (each one ``levels + 1`` binary
-searches on the sorted data, or a walk of a short row, see
-:mod:`quantscope.core.stats.sorted_stats`).
+:func:`mse_optimal_windows` turns the scale and zero point with the smallest total error over
+the whole (scale, zero point) space (:mod:`quantscope.core.stats.mse_search`, a branch and
+bound that proves its minimum global) into the window the range rules take.
 
 The x-axis of a sweep is the *clip threshold* ``t`` in ``(0, max|x|]``: the values with
 ``|x| > t`` are clipped, on whichever side they lie, and nothing else moves
@@ -24,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quantscope.core.kernels import compiled
 from quantscope.core.schemes.qparams import QuantParams, code_range, params_from_range
+from quantscope.core.stats.mse_search import mse_optimal_params
 from quantscope.core.stats.report import QuantReport, sqnr_db
 from quantscope.core.stats.sorted_stats import SortedRows, evaluate
 from quantscope.core.tensors.validate import (
@@ -36,30 +35,6 @@ from quantscope.core.tensors.validate import (
     check_points,
 )
 from quantscope.errors import Cancelled
-
-#: MSE-optimal search: coarse log grid of scales, local minima kept, then refinement rounds.
-SEARCH_TENSOR = (160, 3, 17, 17, 17, 17)
-SEARCH_UNITS = (32, 2, 9, 9, 9, 9)
-#: Evaluation cells (windows x code boundaries) per batch in searches: ~100 MB of temporaries.
-EVAL_CELLS = 1 << 21
-#: Smallest and largest scale the MSE search tries, as multiples of the min/max scale.
-F_MIN = 1e-4
-S_MAX = 2.0
-#: The exact sweep (:mod:`quantscope.core.kernels.scale_sweep`) after the search: around each
-#: refined minimum, scales within this relative half-width and zero points within this many
-#: codes of the minimum's (plus a share of the code range proportional to the width)...
-POLISH_SPAN = 0.04
-POLISH_ZERO_POINTS = 3
-#: ...or the whole range of scales and zero points where a unit's sweep would visit at most
-#: this many (breakpoint, zero point) pairs: then the minimum is the global one by
-#: construction, not only the best of the search's basins.
-POLISH_WHOLE = 3e7
-#: At most this many (breakpoint, zero point) pairs for one search's sweeps together (a
-#: fraction of a second): beyond, the windows of the largest units are left out -- with
-#: hundreds of values per code the error's ripples between breakpoints are far below the
-#: 10^-3 dB the search is held to, and the grid's refinement reaches its minimum.
-POLISH_TOTAL = 1e8
-_TINY32 = float(np.finfo(np.float32).tiny)
 
 #: Mantissas of the ticks a log axis labels when its values span less than two decades.
 TICK_MANTISSAS = (1, 2, 5)
@@ -184,21 +159,6 @@ class ClipSweep:
                 "rounding_mse": self.rounding_mse.tolist(),
                 "clipping_mse": self.clipping_mse.tolist(), "mse": self.mse.tolist(),
                 "sqnr_db": self.sqnr_db.tolist(), "best_threshold": self.best_threshold}
-
-
-def unit_ranges(rows: SortedRows, symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The min/max window of each row (widened to include 0; symmetric about 0 if asked)."""
-    n = rows.lengths
-    if rows.values.size == 0:
-        return np.zeros(rows.n_rows), np.zeros(rows.n_rows)
-    first = rows.values[np.minimum(rows.starts[:-1], rows.values.size - 1)].astype(np.float64)
-    last = rows.values[np.maximum(rows.starts[1:] - 1, 0)].astype(np.float64)
-    lo = np.where(n > 0, np.minimum(first, 0.0), 0.0)
-    hi = np.where(n > 0, np.maximum(last, 0.0), 0.0)
-    if symmetric:
-        amax = np.maximum(-lo, hi)
-        return -amax, amax
-    return lo, hi
 
 
 #: ``analyze_params(params) -> QuantReport``: the prepared path or the direct pass.
@@ -358,231 +318,11 @@ def _measure_rows(rows: SortedRows, lower: np.ndarray, upper: np.ndarray, p: Qua
     }
 
 
-def _best_zero_points(rows: SortedRows, row: np.ndarray, scale: np.ndarray, lo: np.ndarray,
-                      hi: np.ndarray, rule: tuple, hint: np.ndarray | None = None
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """For each evaluation (row ``row[e]``, float32 ``scale[e]``): the zero point with the least
-    exact total squared error, and that error.
-
-    With the scale fixed the grid ``s·j`` is fixed (0 is on it) and the zero point only slides
-    the window of ``levels`` grid points along it: elements inside keep their code and error,
-    so each element's error is a convex function of the zero point (flat while it is inside,
-    its distance to the window's end squared beyond). Their sum is convex too, so a binary
-    search on the sign of ``E(z + 1) − E(z)`` finds the minimum, searching only the zero points
-    whose window ends lie within a step of the data (a window reaching further past an end is
-    never better than the one shifted back). With ``hint`` (a nearby scale's best zero point)
-    ``E`` is taken at ``hint`` and its two neighbours first: where the middle is the least,
-    convexity makes it the minimum; elsewhere the whole range is searched. Every ``E`` is an
-    exact evaluation."""
-    qmin, qmax = rule[0], rule[1]
-    s = scale.astype(np.float64)
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        z_lo = np.floor(qmax - 1 - hi[row] / s) + 1
-        z_hi = np.ceil(qmin + 1 - lo[row] / s) - 1
-    z_lo = np.clip(np.nan_to_num(z_lo, nan=qmin), qmin, qmax).astype(np.int64)
-    z_hi = np.clip(np.nan_to_num(z_hi, nan=qmax), qmin, qmax).astype(np.int64)
-    z_hi = np.maximum(z_hi, z_lo)
-    if hint is not None:  # E at hint - 1, hint, hint + 1: a middle minimum is the minimum
-        z = np.clip(hint.astype(np.int64), z_lo, z_hi)
-        trio = np.clip(z[:, None] + np.arange(-1, 2), z_lo[:, None], z_hi[:, None])
-        e3 = _errors(rows, np.repeat(row, 3), np.repeat(scale, 3), trio.ravel(),
-                     rule).reshape(-1, 3)
-        err = e3[:, 1].copy()
-        far = np.flatnonzero((e3[:, 1] > e3[:, 0]) | (e3[:, 1] > e3[:, 2]))
-        if far.size:
-            z[far] = _zero_point_search(rows, row[far], scale[far], z_lo[far], z_hi[far],
-                                        rule)
-            err[far] = _errors(rows, row[far], scale[far], z[far], rule)
-        return z.astype(np.int32), err
-    z_lo = _zero_point_search(rows, row, scale, z_lo, z_hi, rule)
-    return z_lo.astype(np.int32), _errors(rows, row, scale, z_lo, rule)
-
-
-def _zero_point_search(rows, row, scale, z_lo, z_hi, rule) -> np.ndarray:
-    """Binary search of the least error's zero point in ``[z_lo, z_hi]`` (convex in it)."""
-    while True:
-        active = np.flatnonzero(z_lo < z_hi)
-        if active.size == 0:
-            break
-        mid = (z_lo[active] + z_hi[active]) // 2
-        e2 = _errors(rows, np.repeat(row[active], 2), np.repeat(scale[active], 2),
-                     np.stack([mid, mid + 1], axis=1).ravel(), rule).reshape(-1, 2)
-        up = e2[:, 1] < e2[:, 0]
-        z_lo[active] = np.where(up, mid + 1, z_lo[active])
-        z_hi[active] = np.where(up, z_hi[active], mid)
-    return z_lo
-
-
-def _errors(rows: SortedRows, row: np.ndarray, scale: np.ndarray, zp: np.ndarray,
-            rule: tuple) -> np.ndarray:
-    """Exact total squared error of each evaluation, in batches of about :data:`EVAL_CELLS`."""
-    total = np.empty(row.size)
-    step = max(1, EVAL_CELLS // (rule[1] - rule[0] + 4))
-    for a in range(0, row.size, step):
-        b = min(a + step, row.size)
-        st = evaluate(rows, row[a:b], scale[a:b], zp[a:b], rule, want_counts=False,
-                      redo_loose=False)
-        total[a:b] = st.round_err + st.clip_err
-    return total
-
-
-def mse_optimal_params(rows: SortedRows, *, qmin: int, qmax: int, symmetric: bool,
-                       rounding: str = "half_even", arithmetic: str = "divide",
-                       grid: tuple[int, ...] | None = None
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row, the float32 scale and zero point with the least exact total squared error
-    (rounding plus clipping) for codes ``[qmin, qmax]``, and that error.
-
-    The search space is every float32 scale in ``[F_MIN · s0, S_MAX · s0]``, ``s0`` the
-    min/max scale (a larger scale only coarsens a grid that already covers the data), and, for
-    affine schemes, every zero point in ``[qmin, qmax]``; symmetric schemes keep the zero point
-    at 0 (the middle code for unsigned codes). For each scale the best zero point is found
-    exactly (:func:`_best_zero_points`, the error is convex in it); over the scale, a
-    log-spaced grid, then rounds of refinement around each of the best few local minima of the
-    grid (a tensor's error can have one basin that clips its outliers and one that keeps them).
-    Every value compared is an exact evaluation of the prepared statistics, so the minimum is
-    that of the true error, not of a histogram. The min/max scale is on the grid, so the
-    result is never worse than min/max.
-    """
-    rule = (qmin, qmax, rounding, arithmetic)
-    n_rows = rows.n_rows
-    lo, hi = unit_ranges(rows, symmetric)
-    if symmetric:
-        z_sym = 0 if qmin < 0 else (qmin + qmax + 1) // 2
-        s0 = np.maximum(-lo, hi) / max(qmax - z_sym, z_sym - qmin)
-    else:
-        s0 = (hi - lo) / (qmax - qmin)
-    s0 = np.where(s0 >= _TINY32 / F_MIN, s0, 1.0)
-    if grid is None:
-        grid = SEARCH_TENSOR if n_rows == 1 else SEARCH_UNITS
-    coarse, keep, *refine = grid
-
-    def errors_at(row, factor, hint=None):
-        scale = np.maximum(s0[row] * factor, _TINY32).astype(np.float32)
-        if symmetric:
-            zp = np.full(row.size, z_sym, np.int32)
-            return scale, zp, _errors(rows, row, scale, zp, rule)
-        zp, err = _best_zero_points(rows, row, scale, lo, hi, rule, hint)
-        return scale, zp, err
-
-    log_f = np.union1d(np.linspace(np.log(F_MIN), np.log(S_MAX), coarse), [0.0])
-    coarse = log_f.size
-    units = np.arange(n_rows)
-    scale = np.empty((n_rows, coarse), np.float32)
-    zp = np.empty((n_rows, coarse), np.int32)
-    err = np.empty((n_rows, coarse))
-    if n_rows == 1:  # one batch: a call per grid point would cost more than its work
-        scale[0], zp[0], err[0] = errors_at(np.zeros(coarse, np.intp), np.exp(log_f))
-    else:
-        hint = None
-        for j in range(coarse - 1, -1, -1):  # from wide to narrow: each scale hints the next
-            scale[:, j], zp[:, j], err[:, j] = errors_at(
-                units, np.full(n_rows, np.exp(log_f[j])), hint)
-            hint = zp[:, j]
-    best = np.argmin(err, axis=1)
-    out_s = scale.reshape(n_rows, coarse)[np.arange(n_rows), best]
-    out_z = zp.reshape(n_rows, coarse)[np.arange(n_rows), best]
-    out_e = err[np.arange(n_rows), best]
-    # the best few local minima of the grid, each refined on its own
-    padded = np.pad(err, ((0, 0), (1, 1)), constant_values=np.inf)
-    local = (err <= padded[:, :-2]) & (err <= padded[:, 2:])
-    ranked = np.argsort(np.where(local, err, np.inf), axis=1, kind="stable")[:, :keep]
-    centre = log_f[ranked].ravel()
-    centre_z = zp.reshape(n_rows, coarse)[np.arange(n_rows)[:, None], ranked].ravel()
-    row_k = np.repeat(np.arange(n_rows), ranked.shape[1])
-    step = np.full(centre.size, (np.log(S_MAX) - np.log(F_MIN)) / (grid[0] - 1))
-    for size in refine:
-        offs = np.linspace(-1.0, 1.0, size)
-        cand = np.minimum(centre[:, None] + offs[None, :] * step[:, None], np.log(S_MAX))
-        r = np.repeat(row_k, size)
-        sc, zc, ec = errors_at(r, np.exp(cand.ravel()), np.repeat(centre_z, size))
-        ec = ec.reshape(-1, size)
-        i = np.argmin(ec, axis=1)
-        centre = cand[np.arange(centre.size), i]
-        step = step * 2.0 / (size - 1)
-        flat = np.arange(centre.size) * size + i
-        centre_z = zc[flat]
-        better = ec[np.arange(centre.size), i]
-        for k in np.flatnonzero(better < out_e[row_k]):  # few: one per refined minimum
-            u = row_k[k]
-            if better[k] < out_e[u]:
-                out_e[u], out_s[u], out_z[u] = better[k], sc[flat[k]], zc[flat[k]]
-    if n_rows == 1:  # around each refined minimum
-        _polish(rows, row_k, np.exp(centre), centre_z, s0, symmetric, rule, out_s, out_z,
-                out_e)
-    else:  # many units: around each one's best only (their sweeps add up)
-        _polish(rows, units, out_s.astype(np.float64), out_z.astype(np.int64), s0, symmetric,
-                rule, out_s, out_z, out_e)
-    return out_s, out_z, out_e
-
-
-def _polish(rows: SortedRows, row_k: np.ndarray, centre: np.ndarray, centre_z: np.ndarray,
-            s0: np.ndarray, symmetric: bool, rule: tuple, out_s: np.ndarray,
-            out_z: np.ndarray, out_e: np.ndarray) -> None:
-    """Replace each unit's result by the exact least error of the scales around its refined
-    minima (the whole range where that is affordable), found by the breakpoint sweep
-    (:func:`quantscope.core.kernels.scale_sweep.window_minimum`): a log grid and its
-    refinements sample a function that, at 8 bits and a few thousand values, ripples from one
-    breakpoint to the next, and its best sample may sit in a ripple beside the lowest one.
-    The sweep's scale is rounded to float32 (and its neighbours tried), each candidate's error
-    evaluated exactly; a unit's result changes only where that is lower."""
-    qmin, qmax = rule[0], rule[1]
-    z_sym = 0 if qmin < 0 else (qmin + qmax + 1) // 2
-    lengths = rows.lengths.astype(np.float64)
-    levels = qmax - qmin + 1
-    zcount = 1 if symmetric else levels
-    whole_cost = lengths * levels * zcount
-    whole = whole_cost <= POLISH_WHOLE
-    whole &= np.cumsum(np.where(whole, whole_cost, 0.0)) <= POLISH_TOTAL / 2
-    # windows: the whole range for the affordable units, else one per refined minimum
-    w_row = np.concatenate([np.flatnonzero(whole), row_k[~whole[row_k]]])
-    w_mid = np.concatenate([s0[whole], centre[~whole[row_k]]])
-    span = np.concatenate([np.full(int(whole.sum()), np.nan),
-                           np.full(int((~whole[row_k]).sum()), POLISH_SPAN)])
-    w_z = np.concatenate([np.full(int(whole.sum()), z_sym), centre_z[~whole[row_k]]])
-    s_lo = np.where(np.isnan(span), F_MIN * w_mid, w_mid / (1.0 + np.nan_to_num(span)))
-    s_hi = np.where(np.isnan(span), S_MAX * w_mid, w_mid * (1.0 + np.nan_to_num(span)))
-    s_lo = np.maximum(s_lo, _TINY32)
-    if symmetric:
-        z_lo = z_hi = np.full(w_row.size, z_sym, np.int64)
-    else:
-        reach = POLISH_ZERO_POINTS + int(np.ceil(POLISH_SPAN * levels))
-        z_lo = np.where(np.isnan(span), qmin, np.clip(w_z - reach, qmin, qmax)).astype(np.int64)
-        z_hi = np.where(np.isnan(span), qmax, np.clip(w_z + reach, qmin, qmax)).astype(np.int64)
-    # the sweep's cost: each value crosses about (|x| / s) · (width / s) breakpoints
-    rms = np.sqrt(rows.sumsq[w_row] / np.maximum(lengths[w_row], 1.0))
-    width = np.where(np.isnan(span), levels, rms / w_mid * 2 * np.nan_to_num(span))
-    cost = lengths[w_row] * (1.0 + np.minimum(width, levels) * (z_hi - z_lo + 1))
-    keep = np.cumsum(cost) <= POLISH_TOTAL
-    w_row, s_lo, s_hi, z_lo, z_hi = (w_row[keep], s_lo[keep], s_hi[keep], z_lo[keep],
-                                     z_hi[keep])
-    if w_row.size == 0:
-        return
-    err = np.empty(w_row.size)
-    sc = np.empty(w_row.size)
-    zp = np.empty(w_row.size, np.int64)
-    compiled.rows_minimum(rows.values, rows.starts, w_row.astype(np.int64), s_lo, s_hi, z_lo, z_hi,
-                 qmin, qmax, err, sc, zp)
-    ok = np.isfinite(err)
-    w_row, sc, zp = w_row[ok], sc[ok], zp[ok]
-    s32 = sc.astype(np.float32)
-    cand_s = np.stack([np.nextafter(s32, np.float32(0)), s32,
-                       np.nextafter(s32, np.float32(np.inf))], axis=1).ravel()
-    cand_s = np.maximum(cand_s, np.float32(_TINY32))
-    cand_r = np.repeat(w_row, 3)
-    cand_z = np.repeat(zp, 3).astype(np.int32)
-    exact = _errors(rows, cand_r, cand_s, cand_z, rule)
-    for k in np.flatnonzero(exact < out_e[cand_r]):  # few: the units the sweep improved
-        u = cand_r[k]
-        if exact[k] < out_e[u]:
-            out_e[u], out_s[u], out_z[u] = exact[k], cand_s[k], cand_z[k]
-
-
 def mse_optimal_windows(rows: SortedRows, *, symmetric: bool, bits: int = 8,
                         narrow_range: bool | None = None, signed: bool = True,
                         rounding: str = "half_even", arithmetic: str = "divide",
-                        codes: tuple[int, int] | None = None, half_steps: float | None = None,
-                        grid: tuple[int, ...] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                        codes: tuple[int, int] | None = None, half_steps: float | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the window ``(lower, upper)`` of the MSE-optimal scale and zero point
     (:func:`mse_optimal_params`): ``[s·(qmin − z), s·(qmax − z)]``, or ``±s·half_steps`` when
     symmetric, so that the range rules (``params_from_range``, with ``half_steps`` its
@@ -592,7 +332,7 @@ def mse_optimal_windows(rows: SortedRows, *, symmetric: bool, bits: int = 8,
         codes = code_range(bits, symmetric=symmetric, narrow_range=narrow_range, signed=signed)
     qmin, qmax = codes
     scale, zp, _ = mse_optimal_params(rows, qmin=qmin, qmax=qmax, symmetric=symmetric,
-                                      rounding=rounding, arithmetic=arithmetic, grid=grid)
+                                      rounding=rounding, arithmetic=arithmetic)
     s = scale.astype(np.float64)
     if symmetric:
         half = (1 << (bits - 1)) - 1 if half_steps is None else half_steps

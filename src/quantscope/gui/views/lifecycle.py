@@ -142,6 +142,12 @@ class StateView(View):
     def show_computing(self) -> None:
         """The work was just requested."""
 
+    def show_stale(self) -> None:
+        """What is shown no longer belongs to the tensor or the settings it depends on (the
+        new work starts once the panes have their numbers and the hand rests): a view that
+        draws curves fades them, so the panes' new numbers never sit over old ones as if
+        they matched."""
+
     def follow(self) -> None:
         """The state changed: what follows it at once (a marker on the current setting)."""
 
@@ -183,6 +189,7 @@ class StateView(View):
         self.shown_key = None
         self._stale = True
         self.job.cancel()
+        self.show_stale()
         if self.state is not None and self.state.tensor is not None:
             self.follow()
         self.on_tensor_changed()
@@ -199,6 +206,7 @@ class StateView(View):
         depends = self.depends(self.state.settings)
         if depends is None or depends != self.shown_key:
             self._stale = True
+            self.show_stale()
 
     def _on_results_changed(self) -> None:
         if self.state is None:

@@ -4,9 +4,9 @@ Pick A (activations) and W (weights) -- the bundled MiniLM layer-0 pair by defau
 generator, or a file --, each side's scheme, the output and the requantization (LiteRT's
 reference single rounding, XNNPACK's float32 path or gemmlowp's double rounding), then drag
 SmoothQuant's α and LLM.int8()'s threshold. Every control change becomes one immutable
-:class:`~quantscope.state.matmul_lab.LabRequest`, coalesced over 40 ms and run in the view's
-one :class:`~quantscope.gui.jobs.Lane` of the window's scheduler (generation stamps; stale
-results dropped).
+:class:`~quantscope.state.matmul_lab.LabRequest`, run in the view's one
+:class:`~quantscope.gui.jobs.Lane` of the live state's scheduler (the newest request wins;
+stale results are dropped).
 The result of :func:`quantscope.core.labs.outliers.quantized_matmul` is drawn as it is: the big
 numbers are :func:`~quantscope.state.matmul_lab.display_text` of it, the plots its error
 array and per-channel SQNR, with the plain path (no fix) as a grey ghost for comparison.
@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QBoxLayout,
@@ -48,7 +48,6 @@ from quantscope.state.matmul_lab import (
     Operand,
 )
 
-DEBOUNCE_MS = 40
 #: Below this width the numbers stack above the plots (the window's default split gives the
 #: tabs ~40% of the screen; F9 gives them all of it).
 NARROW_PX = 900
@@ -69,8 +68,8 @@ DETAILS = {"sqnr": ("sqnr_plain", "max_error"), "headroom": ("accumulator", "saf
 class MatmulView(View):
     """The Matmul lab (see the module docstring). ``outcome`` is the last result shown.
 
-    It follows its own controls, not the explorer's state: a control change arms the
-    debounce timer, which builds the :class:`LabRequest` and submits it (when on screen)."""
+    It follows its own controls, not the explorer's state: a control change builds the
+    :class:`LabRequest` and submits it (when on screen)."""
 
     outcome_changed = Signal(object)
     error_shown = Signal(str)
@@ -84,10 +83,6 @@ class MatmulView(View):
         self.job = Lane("view:matmul", jobs, self)
         self.job.finished.connect(self._on_outcome)
         self.job.failed.connect(self._on_failed)
-        self.timer = QTimer(self)
-        self.timer.setSingleShot(True)
-        self.timer.setInterval(DEBOUNCE_MS)
-        self.timer.timeout.connect(self._submit)
         self._good: tuple[Operand, Operand] = (REAL_A, REAL_W)
         self._pending_request: LabRequest | None = None
         self._chan_pens: dict = {}
@@ -266,17 +261,12 @@ class MatmulView(View):
 
     # -- controls -> request ------------------------------------------------------------------
     def _schedule(self, *_args, user: bool = True) -> None:
-        """A control changed: arm the 40 ms timer unless it is armed already.
-
-        Not restarted on every change: a slider dragged continuously emits every few ms, and
-        a restarted timer would only fire once the hand stops. Armed once, it fires 40 ms
-        after the first change and reads the controls *then*, so a burst of changes becomes
-        one request and a drag updates ~25 times a second (the lane drops stale ones).
-        """
+        """A control changed: request what the controls say now. No timer of the view's own
+        holds a dragged value back: the lane keeps only the newest request (a queued one is
+        replaced, a running one's result dropped), as the panes' reports do."""
         if user:
             self._clear_error()
-        if not self.timer.isActive():
-            self.timer.start()
+        self._submit()
 
     def request(self) -> LabRequest:
         """The immutable request the controls stand for now."""
@@ -288,8 +278,8 @@ class MatmulView(View):
         self.controls.load_file(side, path, tensor)
 
     def refresh(self) -> None:
-        """Compute what the controls say, 40 ms from now (see :meth:`_schedule`)."""
-        self.timer.start()
+        """Compute what the controls say (see :meth:`_schedule`)."""
+        self._submit()
 
     def _submit(self) -> None:
         if not self.on_screen():
@@ -464,9 +454,8 @@ class MatmulView(View):
 
     # -- lifetime -----------------------------------------------------------------------------
     def shutdown(self) -> None:
-        """Stop the debounce timer and join the view's job (no work outlives the view)."""
-        self.timer.stop()
+        """Join the view's job (no work outlives the view)."""
         super().shutdown()
 
 
-__all__ = ["DEBOUNCE_MS", "MatmulView"]
+__all__ = ["MatmulView"]

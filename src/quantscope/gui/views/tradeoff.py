@@ -291,6 +291,13 @@ class TradeoffView(StateView):
         for plot in self.plots.values():
             plot.set_stale(True)
 
+    def show_stale(self) -> None:
+        """The settings the sweep depends on changed: the old curves fade and their best
+        point goes at once, not only once the new sweep starts (the panes' new numbers and
+        the marker on the new clip line arrive before it)."""
+        for plot in self.plots.values():
+            plot.set_stale(True)
+
     def show_progress(self, fraction: float) -> None:
         self.summary.setText(f"computing the sweep… {100 * fraction:.0f}%")
 

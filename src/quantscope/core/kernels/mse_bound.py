@@ -1,0 +1,518 @@
+"""The global minimum of the integer quantization error over scales and zero points, found by
+branch and bound: compiled loops.
+
+For codes ``c = clamp(rint(x / s) + z, qmin, qmax)`` each element's error is its distance to
+the nearest point of the grid ``{s·v : v ∈ [qmin − z, qmax − z]}`` (rounding to the nearest
+code and clamping both pick the nearest grid point), squared. As ``s`` shrinks, an element's
+unclamped code ``m = rint(x / s)`` steps outward by one at each *breakpoint*
+``s = |x| / (k + 1/2)``; between breakpoints every code is fixed and the total error is, for
+each zero point, the quadratic ``Σx² − 2s·Σxv + s²·Σv²``. An exhaustive search visits every
+such piece of every zero point: ``O(n · levels · zero points)``, hours for a 4096×4096 weight.
+
+Branch and bound visits few. For a *box* of scales ``[s1, s2]`` the codes ``m(s1)`` and
+``m(s2)`` of each element bound all its codes in the box (``m`` is monotone in ``s``). Sorted
+values with the same pair form a *run*, and the runs give, for every zero point at once, a
+valid lower bound of the error over the whole box (:func:`z_bounds`):
+
+* a run whose pair is one code ``m`` inside the zero point's range ``[qmin − z, qmax − z]``
+  keeps that code on the whole box: its error is exactly ``Σ(x − s·m)²``;
+* a run whose codes all lie beyond the range is clamped to the range's end ``e`` on the whole
+  box: exactly ``Σ(x − s·e)²``;
+* a run whose codes are two neighbours ``m, m + 1`` inside the range puts each element at
+  ``s·m`` or ``s·(m + 1)`` for some ``s`` of the box: its error is at least the squared distance
+  to the nearer of the intervals ``s1·m..s2·m`` and ``s1·(m + 1)..s2·(m + 1)``;
+* any other run (codes further apart, or straddling an end of the range) counts 0.
+
+The exact parts are one quadratic in ``s``, minimised over ``[s1, s2]`` in closed form; the
+rest is a constant. At ``s1 = s2`` every run is exact and the bound *is* the error
+(:func:`z_bounds` then evaluates every zero point of a scale in one pass).
+
+The search (:func:`unit_optimum`) evaluates a log grid of float32 scales (the min/max scale
+among them), then keeps boxes between evaluated float32 scales in a heap, lowest bound first:
+a box whose bound, for every zero point, is at least the best error found (less a relative
+``eps``) cannot hold a better scale and is dropped; otherwise its float32 midpoint is
+evaluated for the zero points that survive, and its two halves go back into the heap with
+those zero points. A box with no float32 scale strictly inside is done (its ends were
+evaluated). The bound tightens as boxes narrow -- fewer elements change code inside, and the
+quadratic part is exact -- so every box ends dropped or done: the result is, by construction,
+within ``eps`` of the least error of every float32 scale of the range and every zero point
+(and of every real scale between them). Small boxes of a walked row are solved outright by
+the exact breakpoint sweep (:func:`quantscope.core.kernels.scale_sweep.window_minimum`)
+instead of split further. The evaluations multiply by a float64 reciprocal and round half to
+even, as the engine's arithmetic does except beside rounding ties, where both codes have the
+same error to within an ulp.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quantscope.core.kernels.block_sums import prefix_from
+from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.scale_sweep import window_minimum
+
+_jit = njit(nogil=True, error_model="numpy")
+
+#: A box of a walked row is solved by the exact breakpoint sweep instead of split when its
+#: breakpoints times its zero points are at most this share of the row's length: a sweep
+#: costs dozens of walks (measured 1.2 ms against 15-100 µs for a box of a 4096-value row),
+#: so only the last few levels of bisection around a minimum are left to it; a searched row's
+#: boxes cost far less than its length, so they are always split.
+SWEEP_SHARE = 0.02
+#: Columns of a run's float record: count, Σx, Σx², and the lower bound of a two-code run.
+_N, _SX, _SXX, _LB = 0, 1, 2, 3
+#: Columns of the per-unit result.
+OUT_ERR, OUT_SCALE, OUT_ZP, OUT_PROVEN, OUT_BOXES = 0, 1, 2, 3, 4
+
+
+@_jit
+def _code(x, inv, k):
+    """``rint(x · inv)`` (``inv = 1 / s``) clamped to ``[-k, k]`` (beyond, every zero point
+    clamps it alike). A product is three times as fast as a quotient and differs from it only
+    beside a rounding tie, where both codes' errors are equal to within an ulp."""
+    r = np.rint(x * inv)
+    if r > k:
+        return k
+    if r < -k:
+        return -k
+    return int(r)
+
+
+@_jit
+def _two_code_distance(x, s1, s2, lo):
+    """Distance from ``x`` to the nearer of ``[s1, s2]·lo`` and ``[s1, s2]·(lo + 1)``."""
+    a, b = s1 * lo, s2 * lo
+    lo_lo, hi_lo = min(a, b), max(a, b)
+    a, b = s1 * (lo + 1), s2 * (lo + 1)
+    lo_hi, hi_hi = min(a, b), max(a, b)
+    d1 = max(0.0, x - hi_lo, lo_lo - x)
+    d2 = max(0.0, x - hi_hi, lo_hi - x)
+    return min(d1, d2)
+
+
+@_jit
+def runs_walk(x, a, b, s1, s2, k, rlo, rhi, rf):
+    """The runs of sorted ``x[a:b]`` for the box ``[s1, s2]``, one element at a time: into
+    ``rlo``/``rhi`` (the codes' pair, ascending) and ``rf`` (count, Σx, Σx², two-code bound).
+    Returns the number of runs."""
+    if s1 == s2:
+        return _runs_at(x, a, b, s1, k, rlo, rhi, rf)
+    inv1, inv2 = 1.0 / s1, 1.0 / s2
+    r = -1
+    for i in range(a, b):
+        xv = np.float64(x[i])
+        c1 = _code(xv, inv1, k)
+        c2 = _code(xv, inv2, k)
+        lo, hi = min(c1, c2), max(c1, c2)
+        if r < 0 or lo != rlo[r] or hi != rhi[r]:
+            r += 1
+            rlo[r] = lo
+            rhi[r] = hi
+            rf[r, 0] = 0.0
+            rf[r, 1] = 0.0
+            rf[r, 2] = 0.0
+            rf[r, 3] = 0.0
+        rf[r, 0] += 1.0
+        rf[r, 1] += xv
+        rf[r, 2] += xv * xv
+        if hi == lo + 1:
+            d = _two_code_distance(xv, s1, s2, lo)
+            rf[r, 3] += d * d
+    return r + 1
+
+
+@_jit
+def _runs_at(x, a, b, s, k, rlo, rhi, rf):
+    """:func:`runs_walk` at one scale: every run is one code."""
+    inv = 1.0 / s
+    r = -1
+    for i in range(a, b):
+        xv = np.float64(x[i])
+        c = _code(xv, inv, k)
+        if r < 0 or c != rlo[r]:
+            r += 1
+            rlo[r] = c
+            rhi[r] = c
+            rf[r, 0] = 0.0
+            rf[r, 1] = 0.0
+            rf[r, 2] = 0.0
+            rf[r, 3] = 0.0
+        rf[r, 0] += 1.0
+        rf[r, 1] += xv
+        rf[r, 2] += xv * xv
+    return r + 1
+
+
+@_jit
+def _same(xv, inv1, inv2, k, lo, hi):
+    c1 = _code(xv, inv1, k)
+    c2 = _code(xv, inv2, k)
+    return min(c1, c2) == lo and max(c1, c2) == hi
+
+
+@_jit
+def _first_above(x, lo, hi, t):
+    """First position in ``[lo, hi)`` of sorted ``x`` with ``x > t`` (``hi`` if none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if x[mid] <= t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@_jit
+def _first_not_below(x, lo, hi, t):
+    """First position in ``[lo, hi)`` of sorted ``x`` with ``x >= t`` (``hi`` if none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if x[mid] < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@_jit
+def _dd(g, h):
+    """``(Σx, Σx²)`` between two double-double prefixes ``g`` (start) and ``h`` (end)."""
+    return (h[0] - g[0]) + (h[1] - g[1]), (h[2] - g[2]) + (h[3] - g[3])
+
+
+@_jit
+def runs_search(x, a, b, rec, k0, s1, s2, k, rlo, rhi, rf):
+    """:func:`runs_walk` for a long row: each run's end found by galloping and binary search
+    on its codes, its sums from the row's block prefix sums
+    (:mod:`quantscope.core.kernels.block_sums`), so a box costs about ``runs · log n``."""
+    inv1, inv2 = 1.0 / s1, 1.0 / s2
+    r = 0
+    p = a
+    g = (0.0, 0.0, 0.0, 0.0)
+    while p < b:
+        xv = np.float64(x[p])
+        c1 = _code(xv, inv1, k)
+        c2 = _code(xv, inv2, k)
+        lo, hi = min(c1, c2), max(c1, c2)
+        last = p  # the last position known to be in the run
+        step = 1
+        end = b
+        while True:
+            t = last + step
+            if t >= b:
+                break
+            if _same(np.float64(x[t]), inv1, inv2, k, lo, hi):
+                last = t
+                step *= 2
+            else:
+                end = t
+                break
+        left, right = last + 1, end
+        while left < right:
+            mid = (left + right) >> 1
+            if _same(np.float64(x[mid]), inv1, inv2, k, lo, hi):
+                left = mid + 1
+            else:
+                right = mid
+        q = left
+        rlo[r] = lo
+        rhi[r] = hi
+        bound = 0.0
+        if hi == lo + 1:  # the squared distance to the nearer interval, split where it flips
+            u, v = s1 * lo, s2 * lo
+            hi_lo = max(u, v)
+            u, v = s1 * hi, s2 * hi
+            lo_hi = min(u, v)
+            if hi_lo < lo_hi:
+                centre = 0.5 * (hi_lo + lo_hi)
+                p1 = _first_above(x, p, q, hi_lo)
+                pm = _first_above(x, p1, q, centre)
+                p2 = _first_not_below(x, pm, q, lo_hi)
+                g1 = prefix_from(x, a, p, g, p1, rec, k0)
+                gm = prefix_from(x, a, p1, g1, pm, rec, k0)
+                g2 = prefix_from(x, a, pm, gm, p2, rec, k0)
+                sx, sxx = _dd(g1, gm)
+                bound += sxx - 2.0 * hi_lo * sx + hi_lo * hi_lo * (pm - p1)
+                sx, sxx = _dd(gm, g2)
+                bound += sxx - 2.0 * lo_hi * sx + lo_hi * lo_hi * (p2 - pm)
+                gq = prefix_from(x, a, p2, g2, q, rec, k0)
+            else:
+                gq = prefix_from(x, a, p, g, q, rec, k0)
+        else:
+            gq = prefix_from(x, a, p, g, q, rec, k0)
+        sx, sxx = _dd(g, gq)
+        rf[r, 0] = q - p
+        rf[r, 1] = sx
+        rf[r, 2] = sxx
+        rf[r, 3] = max(bound, 0.0)
+        r += 1
+        g = gq
+        p = q
+    return r
+
+
+@_jit
+def z_bounds(rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, cum, lb, arg):
+    """For every zero point ``z`` in ``[za, zb]``: the lower bound of the error over scales in
+    ``[s1, s2]`` (see the module doc) into ``lb[z − za]``, and the scale where its exact part
+    is least into ``arg[z − za]``. With ``s1 == s2`` the bound is the error at that scale.
+    ``cum`` is scratch of at least ``n_runs + 1`` rows."""
+    # running sums over runs: count, Σx, Σx² (all runs); Σx², Σm·x, Σm²·count (one-code runs);
+    # the two-code bounds
+    cum[0, :] = 0.0
+    for r in range(n_runs):
+        for c in range(7):
+            cum[r + 1, c] = cum[r, c]
+        cum[r + 1, 0] += rf[r, 0]
+        cum[r + 1, 1] += rf[r, 1]
+        cum[r + 1, 2] += rf[r, 2]
+        if rlo[r] == rhi[r]:
+            m = np.float64(rlo[r])
+            cum[r + 1, 3] += rf[r, 2]
+            cum[r + 1, 4] += m * rf[r, 1]
+            cum[r + 1, 5] += m * m * rf[r, 0]
+        elif rhi[r] == rlo[r] + 1:
+            cum[r + 1, 6] += rf[r, 3]
+    below = 0   # first run with hi >= A: runs before it clamp to A
+    inner = 0   # first run with lo >= A
+    inner_end = 0  # first run with hi > B
+    above = 0   # first run with lo > B: runs from it clamp to B
+    for z in range(zb, za - 1, -1):  # A and B grow: every pointer moves forward only
+        lo_code = qmin - z
+        hi_code = qmax - z
+        while below < n_runs and rhi[below] < lo_code:
+            below += 1
+        while inner < n_runs and rlo[inner] < lo_code:
+            inner += 1
+        while inner_end < n_runs and rhi[inner_end] <= hi_code:
+            inner_end += 1
+        while above < n_runs and rlo[above] <= hi_code:
+            above += 1
+        e_lo, e_hi = np.float64(lo_code), np.float64(hi_code)
+        nb, sxb, sxxb = cum[below, 0], cum[below, 1], cum[below, 2]
+        na = cum[n_runs, 0] - cum[above, 0]
+        sxa = cum[n_runs, 1] - cum[above, 1]
+        sxxa = cum[n_runs, 2] - cum[above, 2]
+        q0 = sxxb + sxxa
+        q1 = e_lo * sxb + e_hi * sxa
+        q2 = e_lo * e_lo * nb + e_hi * e_hi * na
+        t = 0.0
+        if inner_end > inner:
+            q0 += cum[inner_end, 3] - cum[inner, 3]
+            q1 += cum[inner_end, 4] - cum[inner, 4]
+            q2 += cum[inner_end, 5] - cum[inner, 5]
+            t = cum[inner_end, 6] - cum[inner, 6]
+        if q2 > 0.0:
+            s = min(max(q1 / q2, s1), s2)
+        else:
+            s = s2 if q1 > 0.0 else s1
+        lb[z - za] = q0 - 2.0 * q1 * s + q2 * s * s + t
+        arg[z - za] = s
+
+
+@_jit
+def _runs(x, a, b, rec, k0, search, s1, s2, k, rlo, rhi, rf):
+    if search:
+        return runs_search(x, a, b, rec, k0, s1, s2, k, rlo, rhi, rf)
+    return runs_walk(x, a, b, s1, s2, k, rlo, rhi, rf)
+
+
+@_jit
+def _heap_push(key, s1, s2, za, zb, size, v_key, v_s1, v_s2, v_za, v_zb):
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if key[parent] <= v_key:
+            break
+        key[i], s1[i], s2[i], za[i], zb[i] = key[parent], s1[parent], s2[parent], \
+            za[parent], zb[parent]
+        i = parent
+    key[i], s1[i], s2[i], za[i], zb[i] = v_key, v_s1, v_s2, v_za, v_zb
+
+
+@_jit
+def _heap_pop(key, s1, s2, za, zb, size):
+    """Remove the root of a heap of ``size`` entries (the caller read it first)."""
+    last = size - 1
+    v_key, v_s1, v_s2, v_za, v_zb = key[last], s1[last], s2[last], za[last], zb[last]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= last:
+            break
+        if c + 1 < last and key[c + 1] < key[c]:
+            c += 1
+        if v_key <= key[c]:
+            break
+        key[i], s1[i], s2[i], za[i], zb[i] = key[c], s1[c], s2[c], za[c], zb[c]
+        i = c
+    if last > 0:
+        key[i], s1[i], s2[i], za[i], zb[i] = v_key, v_s1, v_s2, v_za, v_zb
+
+
+@_jit
+def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm, eps,
+                 floor, grid, max_boxes, out):
+    """The least error of sorted ``x[a:b]`` over float32 scales in ``[s_lo, s_hi]`` and zero
+    points in ``[qmin, qmax]`` (only ``z_fixed`` when it is not below ``qmin``), by branch
+    and bound (see the module doc): ``out`` = (error, scale, zero point, 1.0 when every box
+    was settled, boxes opened). ``s_mm`` (the min/max scale) is evaluated with the ``grid``
+    log-spaced scales; a box is dropped when its bound reaches ``(1 − eps)`` times the best
+    error less ``floor`` (the float64 roundoff of the sums); at most ``max_boxes`` boxes are
+    opened (then ``out[3]`` is 0)."""
+    k = qmax - qmin + 1
+    cap_runs = 4 * k + 8
+    rlo = np.empty(cap_runs, np.int64)
+    rhi = np.empty(cap_runs, np.int64)
+    rf = np.empty((cap_runs, 4))
+    cum = np.empty((cap_runs + 1, 7))
+    if z_fixed >= qmin:
+        z0, z1 = z_fixed, z_fixed
+    else:
+        z0, z1 = qmin, qmax
+    nz = z1 - z0 + 1
+    lb = np.empty(nz)
+    arg = np.empty(nz)
+    best = np.inf
+    best_s = s_mm
+    best_z = z0
+    # the grid: float32 scales, ascending, the min/max scale among them
+    pts = np.empty(grid + 1)
+    for i in range(grid):
+        f = i / (grid - 1) if grid > 1 else 0.0
+        pts[i] = np.float64(np.float32(s_lo * (s_hi / s_lo) ** f))
+    pts[grid] = s_mm
+    pts = np.unique(pts)
+    for i in range(pts.size):
+        s = pts[i]
+        n_runs = _runs(x, a, b, rec, k0, search, s, s, k, rlo, rhi, rf)
+        z_bounds(rlo, rhi, rf, n_runs, s, s, qmin, qmax, z0, z1, cum, lb, arg)
+        for t in range(nz):
+            if lb[t] < best:
+                best, best_s, best_z = lb[t], s, z0 + t
+    # the heap of boxes, lowest bound first
+    cap = 256
+    h_key = np.empty(cap)
+    h_s1 = np.empty(cap)
+    h_s2 = np.empty(cap)
+    h_za = np.empty(cap, np.int64)
+    h_zb = np.empty(cap, np.int64)
+    size = 0
+    for i in range(pts.size - 1):
+        _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, -np.inf, pts[i], pts[i + 1], z0, z1)
+        size += 1
+    sum_abs = 0.0
+    for i in range(a, b):
+        sum_abs += abs(np.float64(x[i]))
+    boxes = 0
+    proven = 1.0
+    while size > 0:
+        key, s1, s2, za, zb = h_key[0], h_s1[0], h_s2[0], h_za[0], h_zb[0]
+        _heap_pop(h_key, h_s1, h_s2, h_za, h_zb, size)
+        size -= 1
+        threshold = best * (1.0 - eps) - floor
+        if key >= threshold:
+            break  # every box left has a bound at least this one's
+        if boxes >= max_boxes:
+            proven = 0.0
+            break
+        boxes += 1
+        n_runs = _runs(x, a, b, rec, k0, search, s1, s2, k, rlo, rhi, rf)
+        m = zb - za + 1
+        z_bounds(rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, cum, lb, arg)
+        lo_z, hi_z = za, za - 1  # the hull of the zero points that survive (none yet)
+        low = np.inf
+        for t in range(m):
+            if lb[t] < threshold:
+                if hi_z < lo_z:
+                    lo_z = za + t
+                hi_z = za + t
+                low = min(low, lb[t])
+        if hi_z < lo_z:
+            continue
+        events = sum_abs * (1.0 / s1 - 1.0 / s2) * (hi_z - lo_z + 1)
+        if not search and events <= SWEEP_SHARE * (b - a):
+            # the exact infimum over every real scale of the box; the float32 scales beside it
+            # are evaluated, and the box is settled when none of its scales can beat them
+            low, s_inf, z_inf = window_minimum(x[a:b], s1, s2, qmin, qmax, lo_z, hi_z)
+            for s_try in (np.float64(np.float32(s_inf)), _next32(s_inf, s1), _prev32(s_inf, s2)):
+                if s1 <= s_try <= s2:
+                    n_runs = _runs(x, a, b, rec, k0, search, s_try, s_try, k, rlo, rhi, rf)
+                    z_bounds(rlo, rhi, rf, n_runs, s_try, s_try, qmin, qmax, z_inf, z_inf, cum,
+                             lb, arg)
+                    if lb[0] < best:
+                        best, best_s, best_z = lb[0], s_try, z_inf
+            if low >= best * (1.0 - eps) - floor:
+                continue
+        mid = np.float64(np.float32(np.sqrt(s1 * s2)))
+        if not s1 < mid < s2:
+            mid = np.float64(np.float32(0.5 * (s1 + s2)))
+            if not s1 < mid < s2:
+                continue  # no float32 scale inside: both ends were evaluated
+        n_runs = _runs(x, a, b, rec, k0, search, mid, mid, k, rlo, rhi, rf)
+        z_bounds(rlo, rhi, rf, n_runs, mid, mid, qmin, qmax, lo_z, hi_z, cum, lb, arg)
+        for t in range(hi_z - lo_z + 1):
+            if lb[t] < best:
+                best, best_s, best_z = lb[t], mid, lo_z + t
+        if size + 2 > cap:
+            cap *= 2
+            h_key = _grow(h_key, cap)
+            h_s1 = _grow(h_s1, cap)
+            h_s2 = _grow(h_s2, cap)
+            h_za = _grow_int(h_za, cap)
+            h_zb = _grow_int(h_zb, cap)
+        _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, low, s1, mid, lo_z, hi_z)
+        size += 1
+        _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, low, mid, s2, lo_z, hi_z)
+        size += 1
+    out[0] = max(best, 0.0)
+    out[1] = best_s
+    out[2] = best_z
+    out[3] = proven
+    out[4] = boxes
+
+
+@_jit
+def _next32(s, floor):
+    """The float32 scale just above ``s`` (at least ``floor``)."""
+    t = np.float64(np.float32(s))
+    if t <= s:
+        t = np.float64(np.nextafter(np.float32(t), np.float32(np.inf)))
+    return max(t, floor)
+
+
+@_jit
+def _prev32(s, ceiling):
+    """The float32 scale just below ``s`` (at most ``ceiling``)."""
+    t = np.float64(np.float32(s))
+    if t >= s:
+        t = np.float64(np.nextafter(np.float32(t), np.float32(0.0)))
+    return min(t, ceiling)
+
+
+@_jit
+def _grow(v, cap):
+    w = np.empty(cap, v.dtype)
+    w[:v.size] = v
+    return w
+
+
+@_jit
+def _grow_int(v, cap):
+    w = np.empty(cap, np.int64)
+    w[:v.size] = v
+    return w
+
+
+@_jit
+def rows_optimum(values, starts, rec, rec_starts, search, rows, qmin, qmax, z_fixed, s_lo,
+                 s_hi, s_mm, eps, floor, grid, max_boxes, out):
+    """:func:`unit_optimum` of each sorted row ``rows[e]`` of ``values`` (rows at
+    ``starts``; ``search[e]`` says whether to use its block prefix sums ``rec`` from
+    ``rec_starts``), with that row's ``s_lo[e]``, ``s_hi[e]``, ``s_mm[e]`` and ``floor[e]``,
+    into ``out[e]``."""
+    for e in range(rows.size):
+        r = rows[e]
+        unit_optimum(values, starts[r], starts[r + 1], rec, rec_starts[r] if search[e] else 0,
+                     search[e], qmin, qmax, z_fixed, s_lo[e], s_hi[e], s_mm[e], eps, floor[e],
+                     grid, max_boxes, out[e])
