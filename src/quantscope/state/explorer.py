@@ -26,6 +26,7 @@ from quantscope.core.labs.explain import clip_window
 from quantscope.core.tensors.validate import in_memory
 from quantscope.state.axes import ROLES, AxisChoice, choose_axis
 from quantscope.state.choices import PANES, PaneKey
+from quantscope.state.clipped_histogram import binned, clipped_values
 from quantscope.state.compute import (
     ComputeRequest,
     ComputeResult,
@@ -35,7 +36,6 @@ from quantscope.state.compute import (
     pane_params,
 )
 from quantscope.state.errors import SettingsError
-from quantscope.state.clipped_histogram import binned, clipped_values
 from quantscope.state.histogram import pane_histogram
 from quantscope.state.numbers import pane_numbers
 from quantscope.state.settings import Settings
