@@ -202,7 +202,7 @@ def main() -> None:
                     help="scan --formats against the plain scan on tiny and large tensors")
     args = ap.parse_args()
     if args.formats:
-        formats_main(args.dir if args.dir != ap.get_default("dir")
+        formats_main(args.dir if args.dir != Path(ap.get_default("dir"))
                      else Path("/tmp/quantscope-bench-formats"), args.pairs)
         return
     folder: Path = args.dir
