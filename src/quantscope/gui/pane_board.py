@@ -57,6 +57,7 @@ class PaneBoard(QWidget):
         for i, key in enumerate(keys):
             pane = Pane(key, pane_title(key, state.settings))
             pane.histogram_source = state.histogram
+            pane.clipped_source = state.clipped_histogram
             pane.set_short(short)
             # all four: the window's 2x2 grid; fewer: one row, in the window's order
             grid.addWidget(pane, *(divmod(i, 2) if len(keys) == len(PANES) else (0, i)))
