@@ -174,10 +174,13 @@ class ExplorerState:
         """Per bin of ``edges``, how many of ``report``'s elements are clipped in their own
         channel's or group's window (:mod:`quantscope.state.clipped_histogram`); None for a
         per-tensor report, whose window is the one drawn, for a number format's (its units
-        are laid out by the format), or before the tensor is prepared."""
+        are laid out by the format), before the tensor is prepared, and for a report that is
+        no longer among the results (a pane still showing the previous tensor's: its units
+        are not the prepared tensor's)."""
         p, units = report.params, report.per_channel
         if (units is None or not isinstance(p, QuantParams) or p.granularity == "tensor"
-                or self.prepared is None):
+                or self.prepared is None
+                or not any(r is report for r in self.results.values())):
             return None
         cache: dict = self.__dict__.setdefault("_clipped", {})
         hit = cache.get(id(report))
