@@ -12,6 +12,9 @@ channels (columns) with outliers, as LLM weights have. For each format it prints
 * ``peak``: the most memory the first report held beyond the tensor and its preparation, in
   bytes per element (``tracemalloc``, which sees NumPy's buffers; the compiled loops allocate
   only per-thread scratch of a few KiB);
+* ``cpu ns/el``: the first report's processor time (every thread of the process) per element,
+  the figure a loaded shared machine does not inflate: divided by the cores it projects the
+  first report's time on an idle machine;
 * the SQNR and the bits per element, so the figures belong to a known result.
 
 The goals of the brief: a block format's first report <= 1 s, a re-report <= 50 ms, memory
@@ -105,7 +108,7 @@ def main() -> None:
           f"{time.perf_counter() - t0:.2f} s ({prep.nbytes / w.size:.2f} bytes/element); "
           f"{load()}")
     print(f"{'format':26s} {'first':>9s} {'x copyto':>9s} {'again':>9s} {'peak B/el':>9s} "
-          f"{'SQNR dB':>8s} {'bits/el':>8s}")
+          f"{'cpu ns/el':>9s} {'SQNR dB':>8s} {'bits/el':>8s}")
     for name, opts in four_bit_specs() + [(n, {}) for n in WIDER_GGUF]:
         if args.only and name not in args.only:
             continue
@@ -122,14 +125,16 @@ def main() -> None:
         p, report = first()
         peak = tracemalloc.get_traced_memory()[1] / w.size
         tracemalloc.stop()
-        firsts, copies = [], []
+        firsts, copies, cpus = [], [], []
         for _ in range(args.pairs):
             t = time.perf_counter()
             np.copyto(dst, w)
             copies.append(time.perf_counter() - t)
+            c = time.process_time()
             t = time.perf_counter()
             first()
             firsts.append(time.perf_counter() - t)
+            cpus.append(time.process_time() - c)
         p, report = first()
         again = []
         for _ in range(5):
@@ -141,8 +146,10 @@ def main() -> None:
         flags = ("" if tf <= FIRST_GOAL_S else " first>1s") + (
             "" if ta <= AGAIN_GOAL_S else " again>50ms") + (
             "" if peak <= PEAK_GOAL else " peak>12B")
+        cpu = min(cpus) / w.size * 1e9
         print(f"{label:26s} {tf * 1e3:7.0f}ms {rat:8.1f}x {ta * 1e3:7.1f}ms {peak:9.2f} "
-              f"{report.sqnr_db:8.3f} {bits_per_element(p, w.size):8.4f}{flags}", flush=True)
+              f"{cpu:9.1f} {report.sqnr_db:8.3f} {bits_per_element(p, w.size):8.4f}{flags}",
+              flush=True)
     print(f"np.copyto of the weight: median {statistics.median(copies) * 1e3:.1f} ms; {load()}")
 
 

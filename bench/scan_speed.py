@@ -15,6 +15,13 @@ a fresh process against the bound "largest tensor as float32 + 1 GB".
     python bench/scan_speed.py [--dir /tmp/quantscope-bench-llama] [--pairs 3] [--delete]
 
 ``--delete`` removes the checkpoint afterwards (it is 4.2 GB).
+
+``--formats`` measures ``scan --formats`` against the plain scan instead, in one run and in
+interleaved pairs, on three small checkpoints written to ``--dir``: 1,000 and 100,000 tiny
+float32 tensors (8x64, as many small norms and biases are) and four 2048x2048 float32 weights;
+it prints each as milliseconds per tensor and nanoseconds per byte, and the ratio.
+
+    python bench/scan_speed.py --formats [--dir /tmp/quantscope-bench-formats] [--pairs 2]
 """
 
 from __future__ import annotations
@@ -136,13 +143,68 @@ def _cpu() -> float:
     return t.user + t.system
 
 
+def _formats_sets(folder: Path) -> dict[str, Path]:
+    """The three checkpoints of ``--formats`` (written once, reused)."""
+    from safetensors.numpy import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(3)
+    sets = {"1,000 tiny (8x64)": (1000, (8, 64)), "100,000 tiny (8x64)": (100_000, (8, 64)),
+            "4 large (2048x2048)": (4, (2048, 2048))}
+    out = {}
+    for label, (count, shape) in sets.items():
+        path = folder / f"{count}x{shape[0]}x{shape[1]}.safetensors"
+        if not path.exists():
+            base = rng.standard_normal(shape).astype(np.float32)
+            save_file({f"layers.{i}.w": base * np.float32(rng.lognormal())
+                       for i in range(count)}, str(path))
+        out[label] = path
+    return out
+
+
+def formats_main(folder: Path, pairs: int) -> None:
+    """``scan --formats`` against the plain scan, interleaved (see the module docstring)."""
+    from quantscope.io.checkpoint import list_checkpoint
+    from quantscope.state import Settings
+    from quantscope.state.model_scan import ModelScan, model_rows
+
+    sets = _formats_sets(folder)
+    print(f"cores: {os.cpu_count()}, load average at the start: "
+          f"{', '.join(f'{v:.1f}' for v in os.getloadavg())}")
+    rows_of = {label: model_rows(list_checkpoint(path)) for label, path in sets.items()}
+    for rows in rows_of.values():  # compiled loops loaded, page cache filled
+        ModelScan(rows[:3], Settings(), formats=True).run()
+        ModelScan(rows[:3], Settings()).run()
+    for label, rows in rows_of.items():
+        nbytes = sum(r.nbytes for r in rows)
+        plain, formats = [], []
+        for _ in range(pairs):
+            for flag, times in ((False, plain), (True, formats)):
+                t = time.perf_counter()
+                done = ModelScan(rows, Settings(), formats=flag).run()
+                times.append(time.perf_counter() - t)
+                assert all(r.status == "ok" for r in done)
+        p, f = statistics.median(plain), statistics.median(formats)
+        n = len(rows)
+        print(f"{label}: plain {p:7.2f} s ({p / n * 1e3:6.3f} ms/tensor, {p / nbytes * 1e9:5.2f} "
+              f"ns/byte)   --formats {f:7.2f} s ({f / n * 1e3:6.3f} ms/tensor, "
+              f"{f / nbytes * 1e9:5.2f} ns/byte)   ratio {f / p:5.2f}x   pairs: "
+              + ", ".join(f"{b / a:.2f}x" for a, b in zip(plain, formats, strict=True)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default="/tmp/quantscope-bench-llama", type=Path)
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--delete", action="store_true", help="remove the checkpoint afterwards")
+    ap.add_argument("--formats", action="store_true",
+                    help="scan --formats against the plain scan on tiny and large tensors")
     args = ap.parse_args()
+    if args.formats:
+        formats_main(args.dir if args.dir != Path(ap.get_default("dir"))
+                     else Path("/tmp/quantscope-bench-formats"), args.pairs)
+        return
     folder: Path = args.dir
     if not (folder / MARKER).exists():
         start = time.perf_counter()

@@ -13,7 +13,7 @@ from quantscope.errors import QuantscopeError
 #: Exceptions used as signals inside one module (or its package), never shown to anyone: each
 #: is caught and turned into a quantscope error, or is the interruption itself (SIGTERM unwinds
 #: as Ctrl-C does).
-SIGNALS = {"quantscope.gui.loading._PickFirst", "quantscope.commands.scan._Interrupted",
+SIGNALS = {"quantscope.state.load_job._Several", "quantscope.commands.scan._Interrupted",
            "quantscope.errors.Terminated", "quantscope.io.stored.compressed._Misfit",
            "quantscope.io.torch_globals.PickleRefused"}
 

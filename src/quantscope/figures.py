@@ -144,9 +144,11 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
     jobs, target = None, None
     try:
         if view is None:
+            from quantscope.gui.compact import SHORT_ROWS
             from quantscope.gui.pane_board import PaneBoard
 
-            target = PaneBoard(live.state, keys)
+            # a short figure, as a short window, gives the histograms its height first
+            target = PaneBoard(live.state, keys, short=height < SHORT_ROWS)
         else:
             from quantscope.gui.jobs import Jobs
 

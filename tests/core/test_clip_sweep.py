@@ -85,3 +85,46 @@ def test_bad_thresholds_are_refused():
         clip_sweep_curve(x_min=lo, x_max=hi, symmetric=True)
     with pytest.raises(EngineValueError):
         clip_sweep_curve(prep.analyze, rows=rows, x_min=lo, x_max=hi, symmetric=True)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_the_best_marker_stays_on_the_data_when_the_optimum_reaches_past_it(
+        gelu_activations, symmetric):
+    """The affine MSE optimum of GELU activations puts its lower end below the data's
+    minimum (-0.17): the marker is where the window stops keeping data -- its upper end, or
+    max|x| -- never beyond the curve's last threshold; the same rule places a symmetric
+    optimum."""
+    x = gelu_activations
+    prep = qs.prepare(x)
+    lo, hi = (float(v) for v in prep.min_max())
+    p = qs.choose_qparams(x, symmetric=symmetric, method="mse", prepared=prep)
+    sweep = clip_sweep_curve(prep.analyze, x_min=lo, x_max=hi, symmetric=symmetric,
+                             points=32, refine=0, optimum=p)
+    s, z = float(p.scale), int(p.zero_point)
+    lower = -s * 127 if symmetric else s * (p.qmin - z)
+    upper = s * 127 if symmetric else s * (p.qmax - z)
+    if not symmetric:
+        assert lower < lo  # the case itself: the window reaches past the minimum
+    assert 0 < sweep.best_threshold <= sweep.thresholds[-1] == max(-lo, hi)
+    assert sweep.best_threshold == max(min(-lower, -lo), min(upper, hi))
+    # the marker's window clips what the optimum clips: nothing below, the same above
+    w_lo, w_hi = sweep.best_window
+    assert (x < w_lo).sum() == (x < lower).sum() and (x > w_hi).sum() == (x > upper).sum()
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_the_best_marker_of_a_grid_wider_than_the_data_is_max_abs(symmetric):
+    """Values on a grid of step 0.1 from -10 to 10 (15 affine): the optimum is that step,
+    coarser than the min/max scale, so its window (±12.7, or 25.5 wide) reaches past the data
+    on both sides; "best" then clips nothing and sits at max|x|, the curve's last point (it
+    was drawn at 12.7, beyond the curve)."""
+    top = 100 if symmetric else 150
+    x = (np.arange(-100, top + 1) * np.float32(0.1)).astype(np.float32)
+    prep = qs.prepare(x)
+    lo, hi = (float(v) for v in prep.min_max())
+    p = qs.choose_qparams(x, symmetric=symmetric, method="mse", prepared=prep)
+    assert float(p.scale) == pytest.approx(0.1, rel=1e-6)
+    sweep = clip_sweep_curve(prep.analyze, x_min=lo, x_max=hi, symmetric=symmetric,
+                             points=32, refine=0, optimum=p)
+    assert sweep.best_threshold == sweep.thresholds[-1] == max(-lo, hi)
+    assert sweep.best_mse < 1e-12

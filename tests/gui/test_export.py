@@ -159,6 +159,27 @@ def test_quantized_npz_round_trips_to_the_engine_values(state, tmp_path, pane):
         save_quantized(state, pane, tmp_path / "q.npy")
 
 
+def test_quantized_npz_of_stored_block_formats(tmp_path):
+    """A pane of torchao's int4 or a GGUF type saves its own arrays (float zeros; llama.cpp's
+    bytes) with the scheme's dequantize rule, as ``quantscope export --format`` does."""
+    x = np.random.default_rng(4).standard_normal((16, 256)).astype(np.float32)
+    st = ExplorerState()
+    assert st.set_tensor(x, settings=st.settings.__class__(
+        formats=("torchao_int4_g64", "gguf_q4_k", "int4_g128", "nf4")))
+    st.compute()
+    for pane, members in (("symmetric/tensor", {"codes", "scale", "zero"}),
+                          ("symmetric/channel", {"blocks", "codes", "scale", "block_scales"})):
+        out = tmp_path / f"{pane.replace('/', '_')}.npz"
+        save_quantized(st, pane, out)
+        params = st.params_for(pane)
+        with np.load(out, allow_pickle=False) as z:
+            assert set(z.files) == members | {"metadata"}
+            meta = json.loads(str(z["metadata"]))
+            np.testing.assert_array_equal(z["codes"], params.quantize(x))
+        assert meta["scheme"]["format"] == params.format
+        assert "dequantize" in meta and "dequantize" not in meta["scheme"]
+
+
 @pytest.mark.parametrize("suffix", [".svg", ".png"])
 def test_screenshot_command_honours_svg_and_png(qapp, tmp_path, suffix, capsys):
     from quantscope.cli import main

@@ -163,3 +163,24 @@ def test_axes_draw_only_readable_ticks(view, qtbot):
             for spacing, _ in levels:
                 px = spacing / (hi - lo) * length
                 assert px >= QFontMetricsF(axis.style["tickFont"]).height(), (side, spacing, px)
+
+
+def test_summary_counts_outlier_channels_along_every_axis(qtbot):
+    """A 60x input channel of a weight quantized per output channel: no output channel is an
+    outlier (each holds one of its values), and the summary names axis 1's channel 17."""
+    from quantscope.state.source import overview
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((64, 256)) * 0.02).astype(np.float32)
+    w[:, 17] *= 60
+    st = ExplorerState()
+    st.set_tensor(w, Source("array", "w", axis=0), overview=overview(w))
+    st.compute()
+    v = ChannelsView(st)
+    qtbot.addWidget(v)
+    v.resize(1100, 600)
+    v.show()
+    qtbot.waitUntil(lambda: "by axis" in v.summary.text())
+    text = v.summary.text()
+    assert "0 outlier channels (|x| ≥ 6)" in text
+    assert "outlier channels by axis: 0: 0/64, 1: 1/256 (#17, " in text

@@ -33,7 +33,7 @@ def _tensors(shape, k: int = 24, seed: int = 0) -> list[np.ndarray]:
 
 
 SHAPES = [((8, 64), 0), ((8, 64), 1), ((3, 5), 0), ((256,), None), ((4, 300), 0),
-          ((2, 3, 32), 0), ((16, 128), 0), ((4, 512), 0)]
+          ((2, 3, 32), 0), ((16, 128), 0), ((4, 512), 0), ((3, 200), 0), ((130,), None)]
 
 
 @pytest.mark.parametrize(("shape", "axis"), SHAPES, ids=[str(s) for s in SHAPES])
@@ -50,7 +50,7 @@ def test_every_format_point_equals_the_one_tensor_path(shape, axis):
                 (want,) = format_points(x, None, settings, (spec,), curve=False)
                 assert point == want, (spec, point, want)
                 compared += 1
-    assert compared >= len(xs) * 20
+    assert compared >= len(xs) * 15
     best = fb.best_formats_many(xs, settings, per_channel=axis is not None)
     assert best == [best_formats(x, settings, per_channel=axis is not None) for x in xs]
 
@@ -93,3 +93,14 @@ def test_a_scan_with_formats_batches_small_tensors_and_gets_the_same_rows(tmp_pa
         axis = channel_axis(row, None)
         at = Settings() if axis is None else dataclasses.replace(Settings(), axis=axis)
         assert row.formats == real(tensors[row.name], at, per_channel=axis is not None), row.name
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize(("shape", "axis"), SHAPES, ids=[str(s) for s in SHAPES])
+def test_batched_int_figures_equal_the_one_tensor_path(shape, axis, bits):
+    from quantscope.state.model_scan import engine_figures, engine_figures_many
+
+    xs = _tensors(shape, seed=7)
+    settings = dataclasses.replace(Settings(), bits=bits)
+    got = engine_figures_many(xs, axis, settings)
+    assert got == [engine_figures(x, axis, settings) for x in xs]

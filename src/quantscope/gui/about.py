@@ -52,28 +52,29 @@ def versions() -> dict[str, str]:
 
 
 def about_text() -> str:
-    """The dialog's plain text: versions, engine, licences (what "Copy" would give)."""
+    """The dialog's plain text, a fact per line: versions, engine, licences."""
     v = versions()
-    engine = (f"Engine: NumPy {v['numpy']} with loops compiled by Numba {v['numba']} "
-              f"(llvmlite {v['llvmlite']}); every number is exact, none is sampled.")
-    first = notice_summary()
     return "\n".join([
-        f"quantscope {v['quantscope']} — see exactly what quantization does to a tensor.",
-        f"Licence: {LICENCE}.",
-        engine,
-        f"Window: PySide6 {v['PySide6']} on Qt {v['Qt']}, pyqtgraph {v['pyqtgraph']}; "
-        f"Python {v['Python']} on {platform.system()} {platform.machine()}.",
-        f"Bundled data: {first}",
+        f"quantscope {v['quantscope']} — see exactly what quantization does to a tensor",
+        f"Licence: {LICENCE}",
+        f"Engine: NumPy {v['numpy']}, Numba {v['numba']} (llvmlite {v['llvmlite']}); "
+        "every number exact, none sampled",
+        f"Window: PySide6 {v['PySide6']} on Qt {v['Qt']}, pyqtgraph {v['pyqtgraph']}",
+        f"Python {v['Python']} on {platform.system()} {platform.machine()}",
+        f"Bundled tensors: {notice_summary()}",
     ])
 
 
 def notice_summary() -> str:
-    """One sentence on the bundled samples: their source and its licence."""
-    text = bundled_data_licences()
-    for line in text.splitlines():
-        if line.startswith("Source model:"):
-            return line.removeprefix("Source model:").strip() + " (details below)."
-    return text.splitlines()[0] if text else ""
+    """The bundled samples' source and its licence, from their notice's "Source model:"
+    sentence up to the licence's closing parenthesis."""
+    text = " ".join(bundled_data_licences().split())
+    start = text.find("Source model:")
+    if start < 0:
+        return text[:120]
+    rest = text[start + len("Source model:"):].strip()
+    end = rest.find(")")
+    return rest[:end + 1] if end >= 0 else rest[:120]
 
 
 def show_about(parent: QWidget) -> QMessageBox:
@@ -83,6 +84,7 @@ def show_about(parent: QWidget) -> QMessageBox:
     box.setWindowTitle("About quantscope")
     box.setIcon(QMessageBox.Icon.Information)
     box.setText(about_text())
+    box.setStyleSheet("QLabel#qt_msgbox_label { min-width: 38em; }")  # a fact per line, not wrapped
     box.setDetailedText(bundled_data_licences())
     box.setStandardButtons(QMessageBox.StandardButton.Close)
     box.setAccessibleName("About quantscope")

@@ -241,6 +241,12 @@ class Pane(QFrame):
         self.plot.addItem(self.grid, ignoreBounds=True)
         self.hist = StepHistogram(HIST_PEN, HIST_BRUSH)
         self.plot.addItem(self.hist, ignoreBounds=True)  # ranges are set, not followed
+        # per channel or group, the values clipped in their own unit's window, over the
+        # histogram: the one window drawn is the units' union, inside which a narrow
+        # channel's clipped values would otherwise show as unclipped
+        self.clipped_hist = StepHistogram(pg.mkPen(None), CLIP_BRUSH)
+        self.clipped_hist.hide()
+        self.plot.addItem(self.clipped_hist, ignoreBounds=True)
         self.zero = pg.InfiniteLine(angle=90, pen=ZERO_PEN, movable=False,
                                     label="zp", labelOpts={"position": 0.92, "color": "#333",
                                                            "fill": (255, 255, 255, 200)})
@@ -253,6 +259,9 @@ class Pane(QFrame):
         #: this pane's buckets (the window sets it to ``ExplorerState.histogram``); without
         #: it the pane shows the tensor's overview histogram
         self.histogram_source = None
+        #: ``(report, edges) -> counts`` or None: per bin, the report's elements clipped in
+        #: their own unit's window (``ExplorerState.clipped_histogram``; None per tensor)
+        self.clipped_source = None
         self._boundaries = np.zeros(0)
         self._binned: tuple = ()
         self._ytop: float | None = None
@@ -554,7 +563,10 @@ class Pane(QFrame):
         if not view[1] > view[0]:
             view = (ov.min, ov.max)
         bins = int(np.clip(2 * self.plot.getViewBox().width(), 256, MAX_BINS))
-        key = (self._boundaries.tobytes(), view, bins, self._log)
+        per_unit = self.clipped_source is not None and self.report.per_channel is not None
+        # per unit, a new report can clip other values on the same buckets
+        key = (self._boundaries.tobytes(), view, bins, self._log,
+               self.report if per_unit else None)
         if key == self._binned:
             return
         result = self.histogram_source(self._boundaries, view, bins)
@@ -572,6 +584,25 @@ class Pane(QFrame):
         if self._log:
             heights = np.log10(heights + 1.0)
         self._set_heights(edges, heights)
+        self._set_clipped(edges, unit / np.where(widths > 0, widths, np.inf))
+
+    def _set_clipped(self, edges: np.ndarray, per_value: np.ndarray) -> None:
+        """Draw the elements clipped in their own unit's window on ``edges``, in the
+        histogram's height unit (``per_value``: one value's height in each bin), or nothing
+        where the state has no per-unit clipping for this pane."""
+        counts = (self.clipped_source(self.report, edges)
+                  if self.clipped_source is not None else None)
+        #: how many elements the clipped bars stand for (the report's clipped count)
+        self.clipped_drawn = int(counts.sum()) if counts is not None else None
+        if counts is None or not counts.any():
+            self.clipped_hist.setData(np.zeros(0), np.zeros(0))
+            self.clipped_hist.hide()
+            return
+        heights = counts * per_value
+        if self._log:
+            heights = np.log10(heights + 1.0)
+        self.clipped_hist.setData(edges, heights)
+        self.clipped_hist.show()
 
     def _update_grid_pen(self) -> None:
         """Fade the bucket boundaries when they are denser than a few pixels: at full zoom 255
@@ -609,6 +640,7 @@ class Pane(QFrame):
         self.window.setBrush(theme_brush(mark("window"), 28))
         for line in self.window.lines:
             line.setPen(pg.mkPen(mark("window"), width=2 * thick))
+        self.clipped_hist.setBrush(theme_brush(mark("clipped"), 160))
         for item in (self.clip_lo, self.clip_hi):
             item.setBrush(theme_brush(mark("clipped"), 45))
             item.band.setBrush(theme_brush(mark("clipped"), 255))

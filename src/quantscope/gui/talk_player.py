@@ -60,6 +60,9 @@ class TalkPlayer(QObject):
             self.actions[key] = act
         window.state.results_changed.connect(self.update_caption)
         window.state.partial_results.connect(self.update_caption)
+        # the zoom waits until the panes show the scene: a pane that takes a new tensor's
+        # overview on its own turn fits the whole range, after any zoom set before it
+        window.results_shown.connect(self._zoom)
 
     @property
     def scene(self) -> Scene | None:
@@ -107,6 +110,8 @@ class TalkPlayer(QObject):
         self._show_tab(scene)
         self._zoom_pending = True
         self.update_caption()
+        if self.window.all_shown():  # nothing to compute: no panes will be shown again
+            self._zoom()
 
     def _show_tab(self, scene: Scene) -> None:
         w = self.window
@@ -148,7 +153,6 @@ class TalkPlayer(QObject):
         text = scene_caption(scene, self.window.state.results) if shown else ""
         head = f"Scene {self.number} of {len(self.talk.scenes)} · {scene.title}"
         self.caption.setText(f"{head}: {text}" if text else head)
-        self._zoom()
 
     # -- writing a talk from the window ---------------------------------------------------
     def capture(self, title: str) -> Scene:

@@ -26,6 +26,7 @@ from quantscope.core.labs.explain import clip_window
 from quantscope.core.tensors.validate import in_memory
 from quantscope.state.axes import ROLES, AxisChoice, choose_axis
 from quantscope.state.choices import PANES, PaneKey
+from quantscope.state.clipped_histogram import binned, clipped_values
 from quantscope.state.compute import (
     ComputeRequest,
     ComputeResult,
@@ -168,6 +169,29 @@ class ExplorerState:
             return None
         values = self.prepared.layout(None, None).values
         return pane_histogram(values, boundaries, view, max_bins, self.stored_dtype)
+
+    def clipped_histogram(self, report: QuantReport, edges: np.ndarray) -> np.ndarray | None:
+        """Per bin of ``edges``, how many of ``report``'s elements are clipped in their own
+        channel's or group's window (:mod:`quantscope.state.clipped_histogram`); None for a
+        per-tensor report, whose window is the one drawn, for a number format's (its units
+        are laid out by the format), before the tensor is prepared, and for a report that is
+        no longer among the results (a pane still showing the previous tensor's: its units
+        are not the prepared tensor's)."""
+        p, units = report.params, report.per_channel
+        if (units is None or not isinstance(p, QuantParams) or p.granularity == "tensor"
+                or self.prepared is None
+                or not any(r is report for r in self.results.values())):
+            return None
+        cache: dict = self.__dict__.setdefault("_clipped", {})
+        hit = cache.get(id(report))
+        if hit is None or hit[0] is not report:
+            rows = self.prepared.layout(p.axis, p.group_size)
+            hit = (report, clipped_values(rows, units.clipped_below, units.clipped_above))
+            shown = {id(r) for r in self.results.values()}  # older reports' values go
+            for stale in [k for k in cache if k not in shown]:
+                del cache[stale]
+            cache[id(report)] = hit
+        return binned(hit[1], edges)
 
     def window_in_use(self) -> tuple[float, float] | None:
         """The per-tensor clip window the panes use now: the manual window, else the

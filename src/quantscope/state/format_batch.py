@@ -20,11 +20,11 @@ Each tensor's figures are then the sums over its own units (the report's
 and MSE exactly as :func:`~quantscope.core.stats.report.build_report` does for one tensor:
 every row is summed in the same order as alone, so the points are equal bit for bit
 (``tests/io/test_scan_formats_batch.py`` checks each format against the one-tensor path).
-Formats whose parameters look at the whole tensor (NVFP4's FP32 tensor scale, the tools'
-INT4 rules) take each tensor's own parameters, stacked; the integer passes sum a block of rows
-in an order that depends on whether any of its elements clipped, so a batch with clipping is
-evaluated again one tensor at a time for that format; settings other than the scan's min/max
-are evaluated one tensor at a time.
+Formats whose parameters look at the whole tensor (NVFP4's FP32 tensor scale) take each
+tensor's own parameters, stacked; the integer passes sum a block of rows in an order that
+depends on whether any of its elements clipped, so the tensors that clip and those that do
+not are evaluated apart; settings other than the scan's min/max are evaluated one tensor at a
+time.
 """
 
 from __future__ import annotations
@@ -36,8 +36,7 @@ import numpy as np
 
 from quantscope.core import QuantParams, analyze
 from quantscope.core.formats.catalog import bits_per_element
-from quantscope.core.formats.int4_tools import TOOL_INT4
-from quantscope.core.schemes.quantize import COMPILED_MIN
+from quantscope.core.schemes.quantize import BLOCK, COMPILED_MIN
 from quantscope.core.stats.report import sqnr_db
 from quantscope.state.choices import FormatChoice
 from quantscope.state.formats import (
@@ -55,9 +54,8 @@ BATCH_MAX_ELEMENTS = COMPILED_MIN - 1
 #: Elements of one batch at most: its stacked copy and the kernels' temporaries stay small.
 BATCH_ELEMENTS = 1 << 21
 #: Formats whose parameters are chosen one tensor at a time (then analysed together): NVFP4's
-#: depend on the whole tensor (an FP32 tensor scale over the blocks), the tools' INT4 rules
-#: are their own.
-_ONE_AT_A_TIME = frozenset({"nvfp4", "nvfp4_modelopt", *TOOL_INT4})
+#: depend on the whole tensor (an FP32 tensor scale over the blocks).
+_ONE_AT_A_TIME = frozenset({"nvfp4", "nvfp4_modelopt"})
 
 
 def batchable(shape: tuple[int, ...], settings) -> bool:
@@ -100,55 +98,117 @@ def _best_of_batch(xs: Sequence[np.ndarray], settings, per_channel: bool
     return [BestFormats(b8, b4) for b8, b4 in zip(best(8), best(4), strict=True)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Sums:
+    """Each tensor's totals over its units, as :func:`build_report` adds them alone: finite
+    values, rounding and clipping squared error, signal, clipped values (arrays, one entry
+    per tensor)."""
+
+    n: np.ndarray
+    rnd: np.ndarray
+    clip: np.ndarray
+    sig: np.ndarray
+    clipped: np.ndarray
+
+    def sqnr_db(self) -> np.ndarray:
+        return np.asarray(sqnr_db(self.sig, self.rnd + self.clip))
+
+
+def tensor_sums(xs: Sequence[np.ndarray], gran: str, alone, together,
+                axis: int | None = None) -> Sums:
+    """Each tensor's :class:`Sums` under a scheme of granularity ``gran`` ("tensor",
+    "channel" along the engine ``axis``, or anything else for blocks and groups along the
+    last axis), from one analysis of the tensors laid out as units of one array.
+
+    ``alone(x)`` gives one tensor's parameters; ``together(stacked)`` the stacked array's
+    (None: each tensor's own, stacked).
+    """
+    if gran == "tensor":
+        stacked, units = np.stack([x.reshape(-1) for x in xs]), 1
+    elif gran == "channel":
+        assert axis is not None  # a per-channel scheme has one
+        stacked = np.concatenate([np.moveaxis(x, axis, 0).reshape(x.shape[axis], -1)
+                                  for x in xs])
+        units = xs[0].shape[axis]
+    else:
+        stacked = np.concatenate([x.reshape(-1, x.shape[-1]) for x in xs])
+        units = 0
+    params = together(stacked)
+    if params is None:
+        params = _stacked_params([alone(x) for x in xs])
+    if not units:
+        units = int(np.asarray(params.scale).size) // len(xs)
+    tot = analyze(stacked, params).unit_totals
+    assert tot is not None and tot.n.size == units * len(xs)  # built from unit sums
+    k = len(xs)
+    clipped = (tot.below + tot.above).reshape(k, units).sum(axis=1)
+    if isinstance(params, QuantParams) and clipped.any():
+        # the integer passes sum a block of rows in one of two orders, chosen by whether any
+        # element of the block clipped; alone, a tensor of at most BLOCK values is one block
+        # (or two, a full-group one and a ragged one). So the tensors that clip and those that
+        # do not are each summed as alone only among themselves, and a tensor that is
+        # several blocks alone is evaluated alone
+        group = params.group_size
+        width = xs[0].shape[-1]
+        split_groups = group is not None and width > group and width % group
+        if xs[0].size > BLOCK or split_groups:
+            return _concat([_alone_sums(x, alone) for x in xs])
+        if not clipped.all():
+            order = np.concatenate([np.flatnonzero(clipped), np.flatnonzero(clipped == 0)])
+            parts = [tensor_sums([xs[int(i)] for i in idx], gran, alone, together, axis)
+                     for idx in (np.flatnonzero(clipped), np.flatnonzero(clipped == 0))]
+            both = _concat(parts)
+            back = np.empty_like(order)
+            back[order] = np.arange(k)
+            return Sums(*(getattr(both, f.name)[back] for f in dataclasses.fields(Sums)))
+    # each tensor's units are one row of [K, units]: a row sum adds in the order the sum of
+    # a lone tensor's units does (the equality test holds it to that)
+    return Sums(tot.n.reshape(k, units).sum(axis=1),
+                np.ascontiguousarray(tot.round_err).reshape(k, units).sum(axis=1),
+                np.ascontiguousarray(tot.clip_err).reshape(k, units).sum(axis=1),
+                np.ascontiguousarray(tot.sig).reshape(k, units).sum(axis=1), clipped)
+
+
+def _alone_sums(x: np.ndarray, alone) -> Sums:
+    tot = analyze(x, alone(x)).unit_totals
+    assert tot is not None  # built from unit sums
+    return Sums(*(np.array([v]) for v in (tot.n.sum(), tot.round_err.sum(), tot.clip_err.sum(),
+                                           tot.sig.sum(), (tot.below + tot.above).sum())))
+
+
+def _concat(parts: list[Sums]) -> Sums:
+    return Sums(*(np.concatenate([getattr(p, f.name) for p in parts])
+                  for f in dataclasses.fields(Sums)))
+
+
 def _points(xs: Sequence[np.ndarray], spec: str, settings) -> list[FormatPoint]:
     """Format ``spec`` on every tensor of ``xs``: one parameter choice, one report."""
     spec = FormatChoice(spec)
     name, gran = spec.name, spec.granularity
     first = format_pane_params(xs[0], spec, settings)
     bits = bits_per_element(first, xs[0].size)  # a function of the shape alone
-    params = None
+
+    def alone(x):
+        return first if x is xs[0] else format_pane_params(x, spec, settings)
+
     if name in _ONE_AT_A_TIME:  # each tensor's own parameters, analysed as one array
-        params = _stacked_params([first] + [format_pane_params(x, spec, settings)
-                                            for x in xs[1:]])
-        stacked = np.concatenate([x.reshape(-1, x.shape[-1]) for x in xs])
-        units = int(np.asarray(first.scale).size)
+        sums = tensor_sums(xs, "blocks", alone, lambda stacked: None)
     elif gran == "tensor":
-        rows = np.stack([x.reshape(-1) for x in xs])
-        stacked, at, units = rows, FormatChoice.of(name, "channel"), 1
-        at_settings = dataclasses.replace(settings, axis=0)
+        at = dataclasses.replace(settings, axis=0)
+        sums = tensor_sums(xs, "tensor", alone,
+                           lambda y: format_pane_params(y, FormatChoice.of(name, "channel"), at))
     elif gran == "channel":
-        axis = first.axis  # the engine's axis, as the pane chose it on this shape
-        assert axis is not None  # a per-channel pane has one
-        rows = np.concatenate([np.moveaxis(x, axis, 0).reshape(x.shape[axis], -1)
-                               for x in xs])
-        stacked, at, units = rows, spec, xs[0].shape[axis]
-        at_settings = dataclasses.replace(settings, axis=0)
+        at = dataclasses.replace(settings, axis=0)
+        sums = tensor_sums(xs, "channel", alone, lambda y: format_pane_params(y, spec, at),
+                           axis=first.axis)
     else:  # blocks and groups along the last axis
-        stacked = np.concatenate([x.reshape(-1, x.shape[-1]) for x in xs])
-        at, at_settings = spec, settings
-        units = int(np.asarray(first.scale).size)
-    if params is None:
-        params = format_pane_params(stacked, at, at_settings)
-    report = analyze(stacked, params)
-    tot = report.unit_totals
-    assert tot is not None and tot.n.size == units * len(xs)  # built from unit sums
-    if isinstance(params, QuantParams) and (tot.below.any() or tot.above.any()):
-        # the integer passes sum a block of rows in one of two orders, chosen by whether any
-        # element of the block clipped: with clipping somewhere, a tensor's rows were summed
-        # as they would not have been alone, so each is evaluated alone
-        return [_point(spec, bits, analyze(x, format_pane_params(x, spec, settings)))
-                for x in xs]
-    # each tensor's units are one row of [K, units]: a row sum adds in the order the sum of
-    # a lone tensor's units does (the equality test holds it to that)
-    k = len(xs)
-    n = tot.n.reshape(k, units).sum(axis=1)
-    rnd = np.ascontiguousarray(tot.round_err).reshape(k, units).sum(axis=1)
-    clip = np.ascontiguousarray(tot.clip_err).reshape(k, units).sum(axis=1)
-    sig = np.ascontiguousarray(tot.sig).reshape(k, units).sum(axis=1)
-    db = np.asarray(sqnr_db(sig, rnd + clip))
+        sums = tensor_sums(xs, "blocks", alone,
+                           lambda y: format_pane_params(y, spec, settings))
+    db = sums.sqnr_db()
+    n = sums.n
     return [FormatPoint(spec, bits, float(db[i]) if n[i] else float("nan"),
-                        float(rnd[i] / n[i]) if n[i] else 0.0,
-                        float(clip[i] / n[i]) if n[i] else 0.0) for i in range(k)]
+                        float(sums.rnd[i] / n[i]) if n[i] else 0.0,
+                        float(sums.clip[i] / n[i]) if n[i] else 0.0) for i in range(len(xs))]
 
 
 def _stacked_params(each: list):
@@ -165,8 +225,3 @@ def _stacked_params(each: list):
     arrays = {f: rows(f) for f in ("scale", "inv_scale", "block_scales")
               if getattr(first, f) is not None}
     return dataclasses.replace(first, axis=-1, **arrays)
-
-
-def _point(spec: str, bits: float, report) -> FormatPoint:
-    return FormatPoint(FormatChoice(spec), bits, report.sqnr_db, report.rounding_mse,
-                       report.clipping_mse)

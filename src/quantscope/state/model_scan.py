@@ -52,7 +52,12 @@ from quantscope.io.stored import load_stored
 from quantscope.io.tensor_info import TensorInfo
 from quantscope.state.axes import choose_axis
 from quantscope.state.compute import lower_thread_priority, pane_params
-from quantscope.state.format_batch import BATCH_ELEMENTS, batchable, best_formats_many
+from quantscope.state.format_batch import (
+    BATCH_ELEMENTS,
+    batchable,
+    best_formats_many,
+    tensor_sums,
+)
 from quantscope.state.formats import BestFormats, best_formats
 from quantscope.state.settings import Settings
 from quantscope.state.source import Source
@@ -178,6 +183,42 @@ def engine_figures(x: np.ndarray, axis: int | None, settings: Settings,
         clipped_fraction=per_tensor.clipped_fraction,
         max_abs=float(finite_abs.max(initial=0.0)), outlier_channels=outliers,
         channels=channels, bits=settings.bits)
+
+
+def engine_figures_many(xs: list[np.ndarray], axis: int | None, settings: Settings,
+                        threshold: float = OUTLIER_THRESHOLD) -> list[TensorFigures]:
+    """``[engine_figures(x, axis, settings, threshold) for x in xs]``, equal to it, for finite
+    float32 tensors of one shape: their reports computed together
+    (:func:`quantscope.state.format_batch.tensor_sums`)."""
+    if len(xs) < 2 or settings.group_size is not None or not batchable(xs[0].shape, settings):
+        return [engine_figures(x, axis, settings, threshold) for x in xs]
+    flat = dataclasses.replace(settings, axis=0)
+    tensor = tensor_sums(xs, "tensor", lambda x: pane_params(x, "symmetric/tensor", settings),
+                         lambda y: pane_params(y, "symmetric/channel", flat))
+    channel = None
+    if axis is not None:
+        chan = dataclasses.replace(settings, axis=axis)
+        first = pane_params(xs[0], "symmetric/channel", chan)
+        channel = tensor_sums(
+            xs, "channel", lambda x: pane_params(x, "symmetric/channel", chan),
+            lambda y: pane_params(y, "symmetric/channel", flat), axis=first.axis).sqnr_db()
+    db = tensor.sqnr_db()
+    out = []
+    for i, x in enumerate(xs):
+        n = int(tensor.n[i])
+        outliers = channels = None
+        finite_abs = np.abs(x)
+        if axis is not None:
+            big = np.moveaxis(finite_abs >= np.float32(threshold), axis, 0)
+            channels = big.shape[0]
+            outliers = int(np.count_nonzero(big.reshape(channels, -1).any(axis=1)))
+        out.append(TensorFigures(
+            n=n, n_nonfinite=x.size - n, per_tensor_db=float(db[i]) if n else float("nan"),
+            per_channel_db=None if channel is None else float(channel[i]),
+            clipped_fraction=int(tensor.clipped[i]) / n if n else 0.0,
+            max_abs=float(finite_abs.max(initial=0.0)), outlier_channels=outliers,
+            channels=channels, bits=settings.bits))
+    return out
 
 
 def fused_pass_for(row: ModelRow, settings: Settings, axis: int | None = None,
@@ -466,23 +507,43 @@ class ModelScan:
             works.append(work)
             try:
                 x = self._read_float32(row)
-                work.result = engine_figures(x, axis, self.settings, self.threshold)
-                if work.result.n == x.size:
+                if np.isfinite(x).all():
                     ready.append((work, x))
-                elif work.result.n:  # non-finite values: the one-tensor path, as always
+                    continue
+                # non-finite values: the one-tensor path, as always
+                work.result = engine_figures(x, axis, self.settings, self.threshold)
+                if work.result.n:
                     work.formats = best_formats(x, self._at(axis), per_channel=axis is not None)
             except QuantscopeError as exc:
                 work.failed = str(exc)
             except MemoryError:
                 work.failed = f"{row.name}: not enough memory to analyse this tensor"
+        figures: list[TensorFigures | None]
+        try:
+            figures = list(engine_figures_many([x for _, x in ready], axis, self.settings,
+                                               self.threshold))
+        except QuantscopeError:  # one tensor's refusal is its own row's message
+            figures = []
+            for work, x in ready:
+                try:
+                    figures.append(engine_figures(x, axis, self.settings, self.threshold))
+                except QuantscopeError as exc:
+                    work.failed = str(exc)
+                    figures.append(None)
+        for (work, _), result in zip(ready, figures, strict=True):
+            work.result = result
+        ready = [(w, x) for w, x in ready if w.failed is None]
         try:
             best = best_formats_many([x for _, x in ready], self._at(axis),
                                      per_channel=axis is not None)
             for (work, _), b in zip(ready, best, strict=True):
                 work.formats = b
-        except QuantscopeError as exc:
-            for work, _ in ready:
-                work.failed = str(exc)
+        except QuantscopeError:  # one tensor's refusal is its own row's message
+            for work, x in ready:
+                try:
+                    work.formats = best_formats(x, self._at(axis), per_channel=axis is not None)
+                except QuantscopeError as exc:
+                    work.failed = str(exc)
         nbytes = sum(r.nbytes for r in rows)
         with self._lock:
             self._work_done += nbytes

@@ -16,6 +16,7 @@ import numpy as np
 
 from quantscope.core.stats.prepared import prepare, warm_up, working_copy
 from quantscope.core.tensors.binning import equal_bins, percentiles
+from quantscope.core.tensors.channels import channel_abs_max
 from quantscope.core.tensors.generators import GENERATORS, generate
 from quantscope.errors import QuantscopeError
 from quantscope.io import load_for_analysis
@@ -217,6 +218,9 @@ class TensorOverview:
     hist_edges: np.ndarray
     hist_counts: np.ndarray
     dtype: str = "float32"
+    #: Per axis (2-D and up), the largest |x| of each channel along it: outlier channels are
+    #: counted along every axis from these (:func:`quantscope.core.labs.outliers.axis_outliers`).
+    channel_abs_max: tuple[np.ndarray, ...] | None = None
 
     def rows(self) -> list[tuple[str, str]]:
         """(label, text) rows for the summary table."""
@@ -265,7 +269,7 @@ def overview(x: np.ndarray, dtype: str = "float32", prepared=None) -> TensorOver
     return TensorOverview(tuple(x.shape), int(x.size), n_nan, n_pos,
                           int(x.size - n - n_nan - n_pos), lo, hi, mean, std,
                           dict(zip(SUMMARY_PERCENTILES, map(float, pct), strict=True)),
-                          edges, counts, dtype)
+                          edges, counts, dtype, _channels(x))
 
 
 def _overview_numpy(x: np.ndarray, dtype: str) -> TensorOverview:
@@ -288,7 +292,12 @@ def _overview_numpy(x: np.ndarray, dtype: str) -> TensorOverview:
     return TensorOverview(tuple(x.shape), int(x.size), n_nan, n_pos,
                           int(flat.size - vals.size - n_nan - n_pos), lo, hi, mean, std,
                           dict(zip(SUMMARY_PERCENTILES, map(float, pct), strict=True)),
-                          edges, counts, dtype)
+                          edges, counts, dtype, _channels(x))
+
+
+def _channels(x: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """Each axis's channel maxima of a tensor of 2 or more dimensions (None below)."""
+    return channel_abs_max(x) if x.ndim >= 2 else None
 
 
 def prepare_tensor(x: np.ndarray, settings=None, axis: int | None = None,

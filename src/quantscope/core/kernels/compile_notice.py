@@ -2,9 +2,10 @@
 
 The compiled loops are cached by Numba beside their modules, per machine and per version of
 their source. The first command on a new machine or after an upgrade compiles them: 10-20 s on
-two cores (the window's warm-up about 15 s, a report that prepares about 10 s) in which the
-command would otherwise print nothing at all, and look hung. A command that talks to a person
-calls :func:`announce_compiles` just before its first compiled loop; the library itself stays
+two idle cores (the window's warm-up about 15 s, a report that prepares about 10 s), 50-90 s on
+the same cores shared with other work, in which the command would otherwise print nothing at
+all, and look hung. A command that talks to a person calls :func:`announce_compiles` just
+before its first compiled loop (``qs.view`` and ``qs.figure`` too); the library itself stays
 silent. Numba reports a compile (not a load from its cache) as a ``numba:compile`` event, so the
 line appears only when a compile really starts, once per process.
 
@@ -24,8 +25,10 @@ from collections.abc import Callable
 from typing import Any
 
 #: What the line says; ``{where}`` is the folder Numba caches the loops in.
-MESSAGE = ("quantscope: compiling the engine's loops for this machine (the first run after an "
-           "install takes 10-20 s; later runs load them from {where})")
+#: No fixed duration: 15-20 s on two idle cores became 50-90 s on the same two cores shared
+#: with other work, and a notice promising 20 s that takes a minute reads as a hang.
+MESSAGE = ("quantscope: compiling the engine's loops for this machine, once per install (about "
+           "a minute; progress follows); later runs load them from {where}")
 
 #: Seconds between progress lines where stderr is no terminal (a pipe, a log, a notebook).
 PROGRESS_EVERY_S = 10.0
@@ -68,7 +71,7 @@ def announce_compiles(write: Callable[[str], object] | None = None) -> None:
     where = kernel._cache.cache_path  # None: no writable folder, compiled in memory
     line = (MESSAGE.format(where=where) if where else
             "quantscope: compiling the engine's loops in memory (no writable cache folder: "
-            "every run compiles them, 10-20 s)")
+            "every run compiles them, about a minute)")
 
     class FirstCompile(event.Listener):
         """Writes the line at the first compile's start (it stays registered: unregistering

@@ -97,6 +97,13 @@ def runs_walk(x, a, b, s1, s2, k, rlo, rhi, rf):
     Returns the number of runs."""
     if s1 == s2:
         return _runs_at(x, a, b, s1, k, rlo, rhi, rf)
+    return _runs_gallop(x, a, b, s1, s2, k, rlo, rhi, rf)
+
+
+@_jit
+def _runs_element_by_element(x, a, b, s1, s2, k, rlo, rhi, rf):
+    """:func:`runs_walk` computing both codes of every element (the reference the galloping
+    walk is tested against)."""
     inv1, inv2 = 1.0 / s1, 1.0 / s2
     r = -1
     for i in range(a, b):
@@ -122,25 +129,96 @@ def runs_walk(x, a, b, s1, s2, k, rlo, rhi, rf):
 
 
 @_jit
+def _runs_gallop(x, a, b, s1, s2, k, rlo, rhi, rf):
+    """:func:`runs_walk` of a box: each run's end found by galloping and binary search on its
+    codes (a few code evaluations per run instead of one per element), its sums and two-code
+    bounds added up element by element."""
+    inv1, inv2 = 1.0 / s1, 1.0 / s2
+    r = 0
+    p = a
+    while p < b:
+        xv = np.float64(x[p])
+        c1 = _code(xv, inv1, k)
+        c2 = _code(xv, inv2, k)
+        lo, hi = min(c1, c2), max(c1, c2)
+        q = _run_end(x, p, b, inv1, inv2, k, lo, hi)
+        sx = 0.0
+        sxx = 0.0
+        bound = 0.0
+        if hi == lo + 1:
+            for i in range(p, q):
+                v = np.float64(x[i])
+                sx += v
+                sxx += v * v
+                d = _two_code_distance(v, s1, s2, lo)
+                bound += d * d
+        else:
+            for i in range(p, q):
+                v = np.float64(x[i])
+                sx += v
+                sxx += v * v
+        rlo[r] = lo
+        rhi[r] = hi
+        rf[r, 0] = q - p
+        rf[r, 1] = sx
+        rf[r, 2] = sxx
+        rf[r, 3] = bound
+        r += 1
+        p = q
+    return r
+
+
+@_jit
+def _run_end(x, p, b, inv1, inv2, k, lo, hi):
+    """First position after ``p`` (at most ``b``) whose codes are not ``(lo, hi)``: galloping
+    from ``p``, then a binary search (codes are monotone in the sorted values)."""
+    last = p
+    step = 1
+    end = b
+    while True:
+        t = last + step
+        if t >= b:
+            break
+        if _same(np.float64(x[t]), inv1, inv2, k, lo, hi):
+            last = t
+            step *= 2
+        else:
+            end = t
+            break
+    left, right = last + 1, end
+    while left < right:
+        mid = (left + right) >> 1
+        if _same(np.float64(x[mid]), inv1, inv2, k, lo, hi):
+            left = mid + 1
+        else:
+            right = mid
+    return left
+
+
+@_jit
 def _runs_at(x, a, b, s, k, rlo, rhi, rf):
-    """:func:`runs_walk` at one scale: every run is one code."""
+    """:func:`runs_walk` at one scale: every run is one code, found by galloping."""
     inv = 1.0 / s
-    r = -1
-    for i in range(a, b):
-        xv = np.float64(x[i])
-        c = _code(xv, inv, k)
-        if r < 0 or c != rlo[r]:
-            r += 1
-            rlo[r] = c
-            rhi[r] = c
-            rf[r, 0] = 0.0
-            rf[r, 1] = 0.0
-            rf[r, 2] = 0.0
-            rf[r, 3] = 0.0
-        rf[r, 0] += 1.0
-        rf[r, 1] += xv
-        rf[r, 2] += xv * xv
-    return r + 1
+    r = 0
+    p = a
+    while p < b:
+        c = _code(np.float64(x[p]), inv, k)
+        q = _run_end(x, p, b, inv, inv, k, c, c)
+        sx = 0.0
+        sxx = 0.0
+        for i in range(p, q):
+            v = np.float64(x[i])
+            sx += v
+            sxx += v * v
+        rlo[r] = c
+        rhi[r] = c
+        rf[r, 0] = q - p
+        rf[r, 1] = sx
+        rf[r, 2] = sxx
+        rf[r, 3] = 0.0
+        r += 1
+        p = q
+    return r
 
 
 @_jit
@@ -194,27 +272,7 @@ def runs_search(x, a, b, rec, k0, s1, s2, k, rlo, rhi, rf):
         c1 = _code(xv, inv1, k)
         c2 = _code(xv, inv2, k)
         lo, hi = min(c1, c2), max(c1, c2)
-        last = p  # the last position known to be in the run
-        step = 1
-        end = b
-        while True:
-            t = last + step
-            if t >= b:
-                break
-            if _same(np.float64(x[t]), inv1, inv2, k, lo, hi):
-                last = t
-                step *= 2
-            else:
-                end = t
-                break
-        left, right = last + 1, end
-        while left < right:
-            mid = (left + right) >> 1
-            if _same(np.float64(x[mid]), inv1, inv2, k, lo, hi):
-                left = mid + 1
-            else:
-                right = mid
-        q = left
+        q = _run_end(x, p, b, inv1, inv2, k, lo, hi)
         rlo[r] = lo
         rhi[r] = hi
         bound = 0.0

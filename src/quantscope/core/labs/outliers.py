@@ -36,7 +36,11 @@ __all__ = [
     "DEFAULT_ACTIVATION_SCHEME",
     "DEFAULT_OUTPUT_SCHEME",
     "DEFAULT_WEIGHT_SCHEME",
+    "OUTLIER_RATIO",
+    "AxisOutliers",
     "MatmulLabResult",
+    "axis_outliers",
+    "axis_outliers_text",
     "outlier_columns",
     "quantized_matmul",
     "smooth",
@@ -82,6 +86,63 @@ def outlier_columns(a, threshold: float = 6.0) -> np.ndarray:
     # compare in float64: against a float32 array NumPy would round the threshold to float32
     # (a threshold of 1e-40 would then select all-zero columns)
     return np.flatnonzero(np.abs(a32).max(axis=0).astype(np.float64) >= float(threshold))
+
+
+#: A channel whose largest ``|x|`` is at least this many times the median of its axis's
+#: channels' is an outlier channel, whatever the tensor's magnitude (LLM.int8()'s absolute
+#: 6.0 fits activations; a weight's outlier input channel is 60x its neighbours at 1.2).
+OUTLIER_RATIO = 6.0
+
+
+@dataclass(frozen=True, eq=False)
+class AxisOutliers:
+    """The outlier channels along one axis: their ``indices``, out of ``channels``, and how
+    far the largest stands out (``ratio``: its ``max|x|`` over the median channel's)."""
+
+    axis: int
+    channels: int
+    indices: np.ndarray
+    ratio: float
+
+    @property
+    def count(self) -> int:
+        return int(self.indices.size)
+
+
+def axis_outliers(abs_max: tuple[np.ndarray, ...], threshold: float = 6.0,
+                  ratio: float = OUTLIER_RATIO) -> list[AxisOutliers]:
+    """Per axis (from :func:`quantscope.core.tensors.channels.channel_abs_max`), the channels
+    whose ``max|x|`` reaches ``threshold`` (absolute, LLM.int8()'s rule) or ``ratio`` times
+    the median channel's."""
+    if not np.isfinite(threshold) or threshold < 0:
+        raise EngineValueError(f"threshold must be finite and >= 0, got {threshold!r}")
+    if not np.isfinite(ratio) or ratio < 1:
+        raise EngineValueError(f"ratio must be finite and >= 1, got {ratio!r}")
+    out = []
+    for axis, m in enumerate(abs_max):
+        m = np.asarray(m, np.float64)
+        median = float(np.median(m)) if m.size else 0.0
+        big = m >= float(threshold)
+        if median > 0:
+            big |= m >= float(ratio) * median
+        top = float(m.max()) / median if m.size and median > 0 else float("inf")
+        out.append(AxisOutliers(axis, int(m.size), np.flatnonzero(big),
+                                top if m.size else 0.0))
+    return out
+
+
+def axis_outliers_text(found: list[AxisOutliers]) -> str:
+    """One line naming the outlier channels of each axis, e.g. ``outlier channels by axis:
+    0: 0/1024, 1: 1/4096 (#17, 60x the median)``."""
+    parts = []
+    for a in found:
+        part = f"{a.axis}: {a.count}/{a.channels}"
+        if 0 < a.count <= 3:
+            part += " (" + ", ".join(f"#{i}" for i in a.indices) + f", {a.ratio:.3g}x the median)"
+        elif a.count:
+            part += f" (up to {a.ratio:.3g}x the median)"
+        parts.append(part)
+    return "outlier channels by axis: " + ", ".join(parts)
 
 
 def smoothquant_scales(a, w, alpha: float = 0.5) -> np.ndarray:

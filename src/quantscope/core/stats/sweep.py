@@ -76,7 +76,8 @@ class ClipSweep:
     properties then describe it, so "best" is the same optimum the panes show for
     ``method="mse"``. An asymmetric optimum need not lie on the curve (the curve moves both
     window ends together, the optimum places them freely): it is drawn at the larger of its
-    window ends, with its own MSE, at or below the curve.
+    window ends, each capped at the data's end on its side (:attr:`best_threshold`), with its
+    own MSE, at or below the curve.
     """
 
     symmetric: bool
@@ -104,13 +105,23 @@ class ClipSweep:
 
     @property
     def best_threshold(self) -> float:
+        """Where "best" sits on the threshold axis: the largest ``|x|`` of the data that the
+        optimum's window keeps. A window end reaching past the data on its side clips nothing
+        there, so it counts as the data's own end (an affine optimum often places its grid
+        past the minimum, and the marker then floated beyond the curve, where no threshold
+        of the axis lies); the result is at most ``max|x|``, the min/max point."""
         if self.optimum is None:
             return float(self.thresholds[self.best])
         p = self.optimum
         s, z = float(p.scale), int(p.zero_point)
         if p.symmetric:  # the threshold whose window the range rules turn into this scale
-            return s * ((1 << (p.bits - 1)) - 1)
-        return max(abs(s * (p.qmin - z)), abs(s * (p.qmax - z)))
+            half = s * ((1 << (p.bits - 1)) - 1)
+            lower, upper = -half, half
+        else:
+            lower, upper = s * (p.qmin - z), s * (p.qmax - z)
+        below = min(-lower, max(-self.x_min, 0.0))
+        above = min(upper, max(self.x_max, 0.0))
+        return max(below, above, 0.0)
 
     @property
     def best_window(self) -> tuple[float, float]:

@@ -39,6 +39,7 @@ from quantscope.core.labs.explain import (
     range_segments,
     unit_histogram,
 )
+from quantscope.core.labs.outliers import axis_outliers, axis_outliers_text
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.stats.report import QuantReport
 from quantscope.core.text.formatting import fmt_db, fmt_value
@@ -286,11 +287,19 @@ class ChannelsView(View):
             f"{n} {unit_word}{'s' if n != 1 else ''}; {n_out} outlier "
             f"{unit_word}{'s' if n_out != 1 else ''} (|x| ≥ {fmt_value(table.threshold)}); "
             f"worst {unit_word} {first}: {fmt_db(table.sqnr_db[first])}, median "
-            f"{fmt_db(np.median(table.sqnr_db))}")
+            f"{fmt_db(np.median(table.sqnr_db))}" + self._axes_text(table.threshold))
         self._fit_summary()
         if self.selected is None or self.selected >= len(table):
             self.selected = first
         self.select_unit(self.selected)
+
+    def _axes_text(self, threshold: float) -> str:
+        """Outlier channels counted along every axis of the tensor (an input-channel outlier
+        of a weight quantized per output channel shows only along axis 1)."""
+        ov = self.state.overview if self.state is not None else None
+        if ov is None or ov.channel_abs_max is None:
+            return ""
+        return "; " + axis_outliers_text(axis_outliers(ov.channel_abs_max, threshold))
 
     def _fill_table(self, table: ChannelTable) -> None:
         rows = table.worst[:WORST_ROWS]
