@@ -164,3 +164,17 @@ def hf_folder(tmp_path_factory):
         {"metadata": {"total_size": 0}, "weight_map": weight_map}))
     (root / "config.json").write_text(json.dumps({"model_type": "bert"}))
     return root, tensors
+
+
+def _tier(item) -> int:
+    """0: the engine, loaders and state; 1: the window; 2: the fresh-interpreter tests (slow)."""
+    if item.get_closest_marker("slow") is not None:
+        return 2
+    return 1 if "/gui/" in item.nodeid.replace("\\", "/") or item.nodeid.startswith("gui/") else 0
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the tests in tiers, fastest feedback first: engine and state tests, then the window
+    tests, then the ``slow`` ones (``-m "not slow"`` leaves those out). The sort is stable, so
+    each file keeps its order, and the same on every xdist worker."""
+    items.sort(key=_tier)
