@@ -70,6 +70,40 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     if config.getoption("--hostile-long"):
         os.environ["QUANTSCOPE_HOSTILE_LONG"] = "1"  # read by tests/hostile/hostile_support.py
+    config.addinivalue_line(
+        "markers", "slow: starts fresh interpreters or whole windows many times (the last tier)")
+    if not hasattr(config, "workerinput"):  # once per test session, before any worker starts
+        _warm_kernels(config)
+
+
+def _warm_kernels(config) -> None:
+    """Compile every kernel the suite uses into Numba's on-disk cache, once, before the tests.
+
+    On a fresh clone nothing is cached: without this, whichever test first touched a loop paid
+    its compile inside its own timeout (the first window test timed out), and both test workers
+    compiled the same loops side by side. The panes' loops are compiled here while a second
+    process compiles the others (:mod:`quantscope.state.compile_ahead`); the workers then load
+    them from the cache. ``QUANTSCOPE_TEST_NO_WARM_UP=1`` skips it (a test file run alone)."""
+    import subprocess
+    import time
+
+    if os.environ.get("QUANTSCOPE_TEST_NO_WARM_UP"):
+        return
+    start = time.perf_counter()
+    rest = subprocess.Popen([sys.executable, "-c",
+                            "from quantscope.state.compile_ahead import compile_rest; "
+                            "compile_rest()"])
+    from quantscope.state.warm_up import warm_up_engine
+
+    warm_up_engine()
+    if rest.wait() != 0:
+        raise pytest.UsageError("compiling the kernels ahead of the tests failed (see above)")
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    line = f"kernels compiled or loaded in {time.perf_counter() - start:.1f} s, before the tests"
+    if reporter is not None:
+        reporter.write_line(line)
+    else:
+        print(line)
 
 
 # The hostile-input tally (tests/hostile/hostile_support.py) is kept per process; under
@@ -130,3 +164,17 @@ def hf_folder(tmp_path_factory):
         {"metadata": {"total_size": 0}, "weight_map": weight_map}))
     (root / "config.json").write_text(json.dumps({"model_type": "bert"}))
     return root, tensors
+
+
+def _tier(item) -> int:
+    """0: the engine, loaders and state; 1: the window; 2: the fresh-interpreter tests (slow)."""
+    if item.get_closest_marker("slow") is not None:
+        return 2
+    return 1 if "/gui/" in item.nodeid.replace("\\", "/") or item.nodeid.startswith("gui/") else 0
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the tests in tiers, fastest feedback first: engine and state tests, then the window
+    tests, then the ``slow`` ones (``-m "not slow"`` leaves those out). The sort is stable, so
+    each file keeps its order, and the same on every xdist worker."""
+    items.sort(key=_tier)

@@ -8,7 +8,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from quantscope.state import compile_ahead
+
+pytestmark = pytest.mark.slow  # fresh interpreters: the last tier (tests/conftest.py)
 
 _USE_THEM = """
 import numpy as np

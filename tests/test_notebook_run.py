@@ -9,7 +9,10 @@ import os
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
+
+pytestmark = pytest.mark.slow  # fresh interpreters: the last tier (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 CELLS = [

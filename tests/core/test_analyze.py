@@ -159,3 +159,20 @@ def test_large_tensor_blocks_agree_with_quantize():
                                   np.bincount(q.astype(int) + 128, minlength=256))
     e2 = (x.astype(np.float64) - dequantize(q, p.scale, p.zero_point)) ** 2
     assert r.mse == pytest.approx(e2.mean(), rel=1e-12)
+
+
+def test_an_exact_tensor_reports_a_largest_error_of_plus_zero():
+    """Integers on the grid quantize exactly: the largest error is 0.0, never -0.0 (which
+    ``report --json`` would print as ``-0.0``), per tensor and per channel."""
+    import math
+
+    from quantscope.core import analyze, choose_qparams
+
+    x = np.linspace(-127, 127, 255).round().astype(np.float32).reshape(1, -1)
+    for granularity in ("tensor", "channel"):
+        p = choose_qparams(x, symmetric=True, granularity=granularity, axis=0, bits=8)
+        r = analyze(x, p)
+        assert r.sqnr_db == math.inf
+        assert math.copysign(1.0, r.max_abs_error) == 1.0
+        if r.per_channel is not None:
+            assert np.all(np.copysign(1.0, r.per_channel.max_abs_error) == 1.0)

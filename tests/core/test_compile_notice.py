@@ -8,10 +8,13 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from quantscope.cli import main
 from quantscope.core.kernels import compile_notice
 from quantscope.core.schemes.quantize import COMPILED_MIN
+
+pytestmark = pytest.mark.slow  # fresh interpreters: the last tier (tests/conftest.py)
 
 _RUN_A_LOOP = """
 import numpy as np

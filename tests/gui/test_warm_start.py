@@ -9,6 +9,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # fresh interpreters: the last tier (tests/conftest.py)
+
 #: Run in a fresh interpreter (this test process has long loaded every loop): counts the
 #: dispatches that found no loaded loop for their argument types -- a load from Numba's cache
 #: or a compile -- during the window's construction and during a first load.

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # fresh interpreters: the last tier (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 #: How long a command may take to stop after the signal (the goal is 1 s; the margin is for a

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # fresh interpreters: the last tier (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "quantscope"
 

@@ -190,6 +190,9 @@ def build_report(params: QuantParams | FormatParams, tot: UnitTotals, size: int
     err = rnd + clip
     unit_err = tot.round_err + tot.clip_err
     sig = float(tot.sig.sum())
+    # An exact unit's largest error can come out of the kernels as -0.0 (the maximum of 0.0 and
+    # -0.0); adding +0.0 makes it the 0.0 a reader expects, in JSON too.
+    max_abs = tot.max_abs + 0.0
     per = None
     if params.granularity != "tensor":
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -197,7 +200,7 @@ def build_report(params: QuantParams | FormatParams, tot: UnitTotals, size: int
             per = UnitStats(
                 n=tot.n, mse=unit_err / nn, rounding_mse=tot.round_err / nn,
                 clipping_mse=tot.clip_err / nn, sqnr_db=sqnr_db(tot.sig, unit_err),
-                max_abs_error=tot.max_abs, clipped_below=tot.below, clipped_above=tot.above,
+                max_abs_error=max_abs, clipped_below=tot.below, clipped_above=tot.above,
                 codes_used=tot.codes,
                 x_min=np.where(tot.n > 0, tot.x_min, 0.0),
                 x_max=np.where(tot.n > 0, tot.x_max, 0.0),
@@ -208,7 +211,7 @@ def build_report(params: QuantParams | FormatParams, tot: UnitTotals, size: int
         rounding_mse=rnd / n if n else 0.0,
         clipping_mse=clip / n if n else 0.0,
         sqnr_db=sqnr_db(sig, err) if n else float("nan"),
-        max_abs_error=float(tot.max_abs.max()) if n else 0.0,
+        max_abs_error=float(max_abs.max()) if n else 0.0,
         clipped_below=int(tot.below.sum()), clipped_above=int(tot.above.sum()),
         codes_used=int(np.count_nonzero(tot.hist)), code_histogram=tot.hist,
         signal_power=sig / n if n else 0.0, per_channel=per, unit_totals=tot,
