@@ -9,7 +9,8 @@ through freed memory (a segmentation fault inside
 collection is paused (:func:`quantscope.core.kernels.parallel.pause_collector`, counted with the
 engine's
 own pauses) and a GUI-thread timer collects by the collector's own thresholds, as pyqtgraph's
-``GarbageCollector`` does. The last window out collects once, here, and restores the collector.
+``GarbageCollector`` does. The last window out restores the collector and collects once, on the
+next turn of the event loop.
 """
 
 from __future__ import annotations
@@ -52,8 +53,11 @@ def release() -> None:
         return
     if _timer is not None:
         _timer.stop()
-    gc.collect()
     resume_collector()
+    # Collected once control is back in the event loop, never here: this runs inside the last
+    # window's closeEvent, and a collection that finalises that window's own wrapper (nothing
+    # else may hold it any more) deletes the C++ window under its running event handler.
+    QTimer.singleShot(0, gc.collect)
 
 
 def collect_due() -> None:
