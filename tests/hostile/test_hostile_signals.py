@@ -29,9 +29,15 @@ STOP_SECONDS = 2.0
 
 def _start(*argv: str, **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "QT_QPA_PLATFORM": "offscreen"}
+    # a test run started in the background of a non-interactive shell ignores SIGINT, and a
+    # child inherits that: the command under test gets Python's own Ctrl-C handling back
     return subprocess.Popen([sys.executable, "-m", "quantscope", *argv], env=env, text=True,
                             stdout=kw.pop("stdout", subprocess.PIPE),
-                            stderr=subprocess.PIPE, **kw)
+                            stderr=subprocess.PIPE, preexec_fn=_default_sigint, **kw)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="module")
