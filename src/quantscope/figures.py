@@ -141,6 +141,8 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
     from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QWidget
 
+    from quantscope.gui.descendants import descendants
+
     jobs, target = None, None
     try:
         if view is None:
@@ -170,7 +172,7 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
         return Figure(png, text, (width, height), 2.0, state_numbers(live.state))
     finally:
         if target is not None:
-            for part in [target, *target.findChildren(QWidget)]:
+            for part in [target, *descendants(target, QWidget)]:
                 if hasattr(part, "shutdown"):
                     part.shutdown()  # a view's lane: its work stops before the state's
         live.shutdown()
@@ -262,9 +264,11 @@ def _settle(target, timeout: float) -> None:
 
     from PySide6.QtWidgets import QWidget
 
+    from quantscope.gui.descendants import descendants
+
     app = qt_app()
     deadline = time.monotonic() + timeout
-    parts = [target, *target.findChildren(QWidget)]
+    parts = [target, *descendants(target, QWidget)]
     lanes = [p.job for p in parts if getattr(p, "job", None) is not None]
     while time.monotonic() < deadline:
         app.processEvents()

@@ -262,3 +262,41 @@ def test_names_come_from_labels_and_never_replace_a_given_one(qtbot):
     assert b.accessibleName() == "given"
     assert b.accessibleDescription() == "How many bits each code has."
     assert unlabelled(root) == []
+
+
+def _layout_items_outside_every_layout() -> list[str]:
+    """Python wrappers of layout items that no live layout holds: PySide cannot learn that Qt
+    deleted such an item, and hands its wrapper out for whatever object the allocator puts at
+    its address next (pyqtgraph once met a QWidgetItem among a widget's children)."""
+    import gc
+
+    import shiboken6
+    from PySide6.QtWidgets import QApplication, QLayout, QLayoutItem
+
+    from quantscope.gui.descendants import descendants
+
+    live = []
+    for w in QApplication.allWidgets():
+        top = w.layout()
+        if top is not None:
+            live += [top, *descendants(top, QLayout)]
+    return [type(o).__name__ for o in gc.get_objects()
+            if isinstance(o, QLayoutItem) and not isinstance(o, QLayout)
+            and shiboken6.isValid(o) and not any(lay.indexOf(o) >= 0 for lay in live)]
+
+
+def test_labelling_and_restyling_leave_no_wrapper_of_a_deleted_layout_item(app_window, qtbot):
+    from PySide6.QtWidgets import QLabel
+
+    from quantscope.gui.theme import apply_theme
+
+    win = app_window(1000)
+    for i in range(win.views.count()):
+        win.views.setCurrentIndex(i)
+        qtbot.wait(20)
+    for dark in (True, False):
+        win.desktop.label_controls()
+        apply_theme(win, dark=dark)
+        win.statusBar().addPermanentWidget(QLabel("x"))  # a status bar rebuilds its layout
+        qtbot.wait(20)
+    assert _layout_items_outside_every_layout() == []

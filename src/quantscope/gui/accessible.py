@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+import shiboken6
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractItemView,
@@ -30,7 +31,6 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHeaderView,
     QLabel,
-    QLayout,
     QLineEdit,
     QScrollBar,
     QTabBar,
@@ -38,6 +38,8 @@ from PySide6.QtWidgets import (
     QTextEdit,
     QWidget,
 )
+
+from quantscope.gui.descendants import descendants, form_rows, laid_out, layouts
 
 CONTROL_TYPES = (QAbstractButton, QComboBox, QAbstractSpinBox, QAbstractSlider, QLineEdit,
                  QTabBar, QAbstractItemView, QGraphicsView, QTextEdit)
@@ -77,42 +79,44 @@ def is_control(widget: QWidget) -> bool:
 
 def controls(root: QWidget) -> list[QWidget]:
     """Every control under ``root`` (hidden ones too: they show on another tab or mode)."""
-    return [w for w in root.findChildren(QWidget) if is_control(w)]
+    return [w for w in descendants(root, QWidget) if is_control(w)]
+
+
+def address(widget: QWidget) -> int:
+    """``widget``'s C++ address: a wrapper of one of Qt's own widgets is made afresh on each
+    walk (see :mod:`quantscope.gui.descendants`), so its Python ``id`` is no key."""
+    return shiboken6.getCppPointer(widget)[0]
 
 
 def _row_labels(root: QWidget) -> dict[int, str]:
-    """Controls named by their layout: a form row's label, a label's buddy, the label just
-    before the control in a row or column, else the last label before it in its layout."""
+    """Controls named by their layout, by :func:`address`: a form row's label, a label's buddy,
+    the label just before the control in a row or column, else the last label before it in
+    its layout."""
     found: dict[int, str] = {}
     after: dict[int, str] = {}  # the weakest: a label a few controls back
-    for label in root.findChildren(QLabel):
+    for label in descendants(root, QLabel):
         buddy = label.buddy()
         if buddy is not None and plain(label.text()):
-            found.setdefault(id(buddy), plain(label.text()))
-    for layout in root.findChildren(QLayout):
-        if isinstance(layout, QFormLayout):
-            for row in range(layout.rowCount()):
-                field = layout.itemAt(row, QFormLayout.ItemRole.FieldRole)
-                label = layout.itemAt(row, QFormLayout.ItemRole.LabelRole)
-                if field is None or label is None:
-                    continue
-                lw, fw = label.widget(), field.widget()
-                if isinstance(lw, QLabel) and fw is not None and plain(lw.text()):
-                    for w in [fw, *fw.findChildren(QWidget)]:
-                        found.setdefault(id(w), plain(lw.text()))
-        last: str | None = None  # a row's label names what follows it, up to the next label
-        just = False
-        for i in range(layout.count()):
-            w = layout.itemAt(i).widget()
-            if isinstance(w, QLabel):
-                last = plain(w.text()) or None
-                just = True
-            elif w is not None and last is not None:
-                if just:
-                    found.setdefault(id(w), last)
-                for part in [w, *w.findChildren(QWidget)]:
-                    after.setdefault(id(part), last)
-                just = False
+            found.setdefault(address(buddy), plain(label.text()))
+    for owner in [root, *descendants(root, QWidget)]:
+        for layout in layouts(owner):
+            if isinstance(layout, QFormLayout):
+                for lw, fw in form_rows(layout, owner):
+                    if isinstance(lw, QLabel) and fw is not None and plain(lw.text()):
+                        for w in [fw, *descendants(fw, QWidget)]:
+                            found.setdefault(address(w), plain(lw.text()))
+            last: str | None = None  # a row's label names what follows it, to the next label
+            just = False
+            for w in laid_out(layout, owner):
+                if isinstance(w, QLabel):
+                    last = plain(w.text()) or None
+                    just = True
+                elif last is not None:
+                    if just:
+                        found.setdefault(address(w), last)
+                    for part in [w, *descendants(w, QWidget)]:
+                        after.setdefault(address(part), last)
+                    just = False
     return {**after, **found}
 
 
@@ -171,8 +175,8 @@ def _name_of(widget: QWidget, rows: dict[int, str]) -> str:
         if title:
             where = _context(widget)
             return f"{title}, {where}" if where and where not in title else title
-    if id(widget) in rows:
-        return first_sentence(rows[id(widget)])
+    if address(widget) in rows:
+        return first_sentence(rows[address(widget)])
     if plain(widget.toolTip()):
         return first_sentence(widget.toolTip())
     if isinstance(widget, QLineEdit) and plain(widget.placeholderText()):

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QLabel, QWidget
 
 from quantscope.core.labs.captions import pane_captions
 from quantscope.errors import QuantscopeError
+from quantscope.gui.descendants import descendants
 from quantscope.gui.theme import current_theme
 from quantscope.io.archive import build_metadata, write_archive
 from quantscope.jsonable import dumps
@@ -70,7 +71,7 @@ def _vector_items(widget: QWidget):
     """Paint every graphics item afresh while exporting: items with a pixmap cache (the
     panes' axes and histogram, the views' axes, blitted on screen) would otherwise be written
     into an SVG as bitmaps, and into the 2x PNG as 1x pixels scaled up."""
-    views = widget.findChildren(QGraphicsView)
+    views = descendants(widget, QGraphicsView)
     if isinstance(widget, QGraphicsView):
         views.append(widget)
     saved = []
@@ -118,8 +119,8 @@ def figure_parts(view: QWidget) -> list[QWidget]:
     if callable(named):
         parts = named()
     else:  # its summary sentence (the numbers in words) and its plots
-        parts = [w for w in view.findChildren(QLabel, "viewCaption") if w.text()]
-        parts += view.findChildren(pg.GraphicsView)
+        parts = [w for w in descendants(view, QLabel, "viewCaption") if w.text()]
+        parts += descendants(view, pg.GraphicsView)
     parts = [w for w in parts if w.isVisibleTo(view) and not w.size().isEmpty()]
     # a part inside another part is painted with it
     return [w for w in parts if not any(o is not w and o.isAncestorOf(w) for o in parts)]

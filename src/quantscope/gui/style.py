@@ -10,6 +10,8 @@ from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QBoxLayout, QLabel, QSizePolicy
 
+from quantscope.gui.descendants import descendants
+
 
 def light_palette(base: QPalette) -> QPalette:
     """White windows and bases, near-black text: the projector-friendly default."""
@@ -60,7 +62,7 @@ class _Reserved(QObject):
                  template: str | None = None, slack: float = 0.5) -> None:
         super().__init__(label)
         self.lines, self.template, self.slack = lines, template, slack
-        for child in label.findChildren(_Reserved):  # one reservation of each kind
+        for child in descendants(label, _Reserved):  # one reservation of each kind
             if child is not self and (child.lines is None) == (lines is None):
                 child.setParent(None)
                 child.deleteLater()

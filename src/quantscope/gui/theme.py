@@ -27,6 +27,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QLayout, QStatusBar, QToolBar, QWidget
 
+from quantscope.gui.descendants import descendants
+
 #: Dynamic property that marks a widget as hidden in presentation mode.
 CLUTTER_PROPERTY = "clutter"
 
@@ -316,7 +318,7 @@ QMenu::item:selected {{ background: {theme.text("selected")[1]};
 
 
 def _style_pyqtgraph_widgets(root: QWidget, theme: Theme) -> None:
-    for view in root.findChildren(pg.GraphicsView):
+    for view in descendants(root, pg.GraphicsView):
         view.setBackground(theme.background)
         scene = view.scene()
         if scene is None:
@@ -327,7 +329,7 @@ def _style_pyqtgraph_widgets(root: QWidget, theme: Theme) -> None:
 
 
 def _hide_clutter(root: QWidget, presentation: bool) -> None:
-    for w in root.findChildren(QWidget):
+    for w in descendants(root, QWidget):
         if bool(w.property(CLUTTER_PROPERTY)) or isinstance(w, QStatusBar | QToolBar):
             # remember the pre-presentation visibility so leaving restores it exactly
             if presentation:
@@ -340,9 +342,9 @@ def _hide_clutter(root: QWidget, presentation: bool) -> None:
     # Qt does not pass a hidden widget's size change up its layouts, so a widget restyled or
     # hidden on a tab page not shown kept its old room in the cached size hints: the Channels
     # tab held the 283 px of its hidden outlier box and pushed a 1600 px window to 1682
-    for w in root.findChildren(QWidget):
+    for w in descendants(root, QWidget):
         w.updateGeometry()
-    for layout in root.findChildren(QLayout):
+    for layout in descendants(root, QLayout):
         layout.invalidate()
 
 
@@ -368,7 +370,7 @@ def apply_theme(window: QWidget, *, dark: bool = False, presentation: bool = Fal
     if hasattr(window, "menuBar"):  # the main window: its style sheet carries the look
         window.setStyleSheet(stylesheet(theme))
     _style_pyqtgraph_widgets(window, theme)
-    for w in [window, *window.findChildren(QWidget)]:
+    for w in [window, *descendants(window, QWidget)]:
         if getattr(w, "themed", False):  # views that restyle their own items
             w.apply_theme(theme)
     _hide_clutter(window, theme.presentation)

@@ -171,8 +171,6 @@ class LabControls(QWidget):
             return
         self.stacked = stacked
         grid = self.grid
-        for i in reversed(range(grid.count())):
-            grid.takeAt(i)
         a_sym, a_gran, a_round = self.schemes["A"]
         if stacked:
             # each side's scheme under its source: symmetry and granularity on one row, the
@@ -211,6 +209,8 @@ class LabControls(QWidget):
                              (3, (a_sym, self.w_sym)), (4, (a_gran, self.w_gran)),
                              (5, (a_round, self.w_round, self.order)))}
             stretches[2] = 0
+        for widget, *_ in places:  # through PySide, which forgets the old item's wrapper
+            grid.removeWidget(widget)
         for widget, row, col, rows, cols in places:
             grid.addWidget(widget, row, col, rows, cols)
         for col, stretch in stretches.items():
