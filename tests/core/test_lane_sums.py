@@ -23,7 +23,7 @@ def _compiled_slices(values, lo, hi):
 
 
 def _by_hand(terms: np.ndarray) -> float:
-    """The order written out with Python floats: lane ``i % 16``, then halves."""
+    """The order written out with Python floats: lane ``i % LANES``, then halves."""
     acc = [0.0] * LANES
     for i, t in enumerate(terms.tolist()):
         acc[i % LANES] += t
@@ -33,7 +33,7 @@ def _by_hand(terms: np.ndarray) -> float:
     return acc[0]
 
 
-@pytest.mark.parametrize("n", [0, 1, 7, 15, 16, 17, 31, 33, 100, 1023, 1024, 1025])
+@pytest.mark.parametrize("n", [0, 1, 7, 15, 16, 17, 31, 32, 33, 63, 65, 100, 1023, 1024, 1025])
 def test_compiled_numpy_and_by_hand_agree_on_every_length(n):
     rng = np.random.default_rng(n)
     terms = (rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n)) ** 2
