@@ -6,6 +6,10 @@ the top (it imports nothing) and write ``compiled.evaluate_rows(...)``: the firs
 name is asked for, :func:`__getattr__` imports the module that defines it and keeps the
 object here, so later look-ups are a plain module attribute. This is the one place that
 knows which module holds which loop; a name it does not list raises AttributeError.
+
+:func:`stand_in` puts other objects behind some names for a while: the NumPy twins of
+:mod:`quantscope.core.stats.loop_twins`, which give the same outputs bit for bit, serve the
+window's first reports on a machine whose loops are still being compiled in another process.
 """
 
 from __future__ import annotations
@@ -35,12 +39,31 @@ HOMES: dict[str, str] = {
 }
 
 
+#: The names served by stand-ins now (see :func:`stand_in`).
+_standing_in: set[str] = set()
+
+
+def stand_in(objects: dict[str, Any]) -> None:
+    """Serve ``objects`` (name -> object, names of :data:`HOMES`) instead of the compiled loops
+    from now on; the names served by earlier stand-ins and not in ``objects`` go back to the
+    compiled loops (imported on their next use). ``stand_in({})`` ends every stand-in."""
+    unknown = set(objects) - set(HOMES)
+    if unknown:
+        raise AttributeError(f"{__name__} has no compiled loop {sorted(unknown)[0]!r}")
+    for name in _standing_in - set(objects):
+        globals().pop(name, None)
+    globals().update(objects)
+    _standing_in.clear()
+    _standing_in.update(objects)
+
+
 def __getattr__(name: str) -> Any:
     home = HOMES.get(name)
     if home is None:
         raise AttributeError(f"{__name__} has no compiled loop {name!r}")
     value = getattr(importlib.import_module(f"quantscope.core.kernels.{home}"), name)
-    globals()[name] = value  # found without __getattr__ from now on
+    if name not in _standing_in:  # a stand-in set meanwhile stays in place
+        globals()[name] = value  # found without __getattr__ from now on
     return value
 
 
