@@ -38,7 +38,7 @@ def _tensors():
     heavy[3, 7] = np.nan
     heavy[50, :] = 0.0
     heavy[60, ::3] = np.inf
-    ties = (rng.integers(-300, 300, (40, 30000)) * 0.25).astype(np.float32)  # searched rows
+    ties = (rng.integers(-300, 300, (12, 26000)) * 0.25).astype(np.float32)  # searched rows
     return {"demo": demo, "heavy": heavy, "ties": ties}
 
 

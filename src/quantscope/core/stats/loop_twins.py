@@ -31,6 +31,7 @@ is why they are a stand-in, not the engine.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -280,9 +281,10 @@ TWINS = {
 }
 
 
-def install() -> None:
-    """Serve the loops of :data:`TWINS` from here until :func:`remove` (reports are the same)."""
-    compiled.stand_in(TWINS)
+def install(until: Callable[[], object] | None = None) -> None:
+    """Serve the loops of :data:`TWINS` from here until :func:`remove` (reports are the same);
+    ``until`` as for :func:`quantscope.core.kernels.compiled.stand_in`."""
+    compiled.stand_in(TWINS, until)
 
 
 def remove() -> None:
