@@ -197,11 +197,11 @@ def test_captions_side_by_side_take_equal_lines(qtbot):
 
     short = CAPTIONS[0]
     longer = short.replace("share 9 of 255", "share 17 of 256")
-    probe_host, (probe, _) = _row_of_captions(qtbot, 100)
+    _probe_host, (probe, _) = _row_of_captions(qtbot, 100)  # the host keeps the labels
     metrics = QFontMetricsF(probe.font())
     width = int(metrics.horizontalAdvance(short)) + 2
     assert metrics.horizontalAdvance(longer) > width  # the twin needs a second line alone
-    host, (left, right) = _row_of_captions(qtbot, width)
+    _host, (left, right) = _row_of_captions(qtbot, width)  # the host keeps the labels
     left.setText(short)
     right.setText(longer)
     room = left.contentsRect().width()
