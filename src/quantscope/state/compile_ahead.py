@@ -76,7 +76,7 @@ def panes_cached() -> bool:
     from quantscope.core.kernels import sorted_kernel
 
     cache = getattr(sorted_kernel.evaluate_rows, "_cache", None)
-    if getattr(cache, "cache_path", None) is None:
+    if cache is None or getattr(cache, "cache_path", None) is None:
         return True
     try:
         return bool(cache._cache_file._load_index())  # {} when absent or for other source

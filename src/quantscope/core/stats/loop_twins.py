@@ -56,7 +56,8 @@ def n_records(lengths: np.ndarray) -> np.ndarray:
     return np.asarray(lengths, np.int64) // BLOCK + 1
 
 
-def _running(start_hi: float, start_lo: float, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _running(start_hi: float | np.ndarray, start_lo: float | np.ndarray,
+             terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The double-double running sum of ``terms`` (last axis) from ``(start_hi, start_lo)``:
     ``hi`` and ``lo`` after each step (``block_sums._step``, step by step)."""
     shape = (*terms.shape[:-1], 1)
@@ -164,7 +165,8 @@ def evaluate_rows(values, starts, sumsq, rec, rec_starts, bound1, bound2, row, s
         r = int(row[e])
         _search(values, int(starts[r]), int(starts[r + 1]), rec, int(rec_starts[r]),
                 float(bound1[r]), float(bound2[r]), scale[e], inv_scale[e], zero_point[e],
-                qmin, qmax, arithmetic, half_away, has_inv, want_counts, hist, e, out_f, out_i)
+                qmin, qmax, arithmetic, half_away, has_inv, want_counts, hist, int(e), out_f,
+                out_i)
     done = lengths > 0
     out_f[done, 6] = values[starts[row[done]]]
     out_f[done, 7] = values[starts[row[done] + 1] - 1]
