@@ -9,7 +9,7 @@ from quantscope.core import choose_qparams, params_from_range
 from quantscope.core.kernels import block_sums, compiled, sorted_kernel
 from quantscope.core.stats import loop_twins
 from quantscope.core.stats.prepared import prepare
-from quantscope.core.stats.sorted_stats import SortedRows
+from quantscope.core.stats.sorted_stats import SortedRows, _columns
 from quantscope.io.samples import sample_path
 
 
@@ -111,8 +111,8 @@ def test_raw_outputs_and_bounds_are_the_compiled_ones():
 
 def _evaluate_raw(rows, row, scale, zp, walk_below):
     hist = np.zeros(256, np.int64)
-    out_f = np.zeros((row.size, 8))
-    out_i = np.zeros((row.size, 5), np.int64)
+    out_f = _columns(8, row.size, np.float64)  # the layout evaluate hands the loop: no other
+    out_i = _columns(5, row.size, np.int64)  # signature is compiled for this test
     rec, rec_starts, b1, b2 = rows._sums
     compiled.evaluate_rows(rows.values, rows.starts, rows.sumsq, rec, rec_starts, b1, b2, row,
                            scale, scale, zp, -128, 127, 0, False, False, walk_below, True,
