@@ -44,6 +44,7 @@ thread: the Qt adapter (:class:`quantscope.gui.jobs.Jobs`) with a queued signal;
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -51,7 +52,8 @@ from collections.abc import Callable
 import numpy as np
 from psygnal import Signal
 
-from quantscope.state.compute import compute_reports
+from quantscope.state.clipped_histogram import report_clipped
+from quantscope.state.compute import ComputeResult, compute_reports
 from quantscope.state.explorer import ExplorerState
 from quantscope.state.load_job import Loaded, PickFirst, Read, load_job
 from quantscope.state.scheduler import (
@@ -73,6 +75,22 @@ KINDS = {"load": LOAD, "prepare": PREPARE, "compute": COMPUTE}
 
 #: ``trace(step)``: called at each hand-off of a change, in order (see :meth:`trace_to`).
 Tracer = Callable[[str], None]
+
+
+def with_clipped(result: ComputeResult, prepared) -> ComputeResult:
+    """``result`` with the values each per-channel or per-group report clips in its own
+    units gathered (:func:`~quantscope.state.clipped_histogram.report_clipped`), on the
+    job's thread: the owner's thread then only bins them. At 16M elements with outliers the
+    gather and sort took 5-20 ms a pane, on the window's thread, in the turn that drew it."""
+    clipped = {}
+    for pane, report in result.reports.items():
+        try:
+            values = report_clipped(report, prepared)
+        except ValueError:  # a layout that does not match: the drawing asks again, and says
+            continue
+        if values is not None:
+            clipped[pane] = values
+    return dataclasses.replace(result, clipped=clipped) if clipped else result
 
 
 class LiveExplorer:
@@ -184,7 +202,8 @@ class LiveExplorer:
         def job(ctx: JobContext):
             if trace is not None:
                 trace("scheduler → engine: compute_reports")
-            return compute_reports(request, ctx.partial, ctx.beside)
+            return with_clipped(compute_reports(request, ctx.partial, ctx.beside),
+                                request.prepared)
 
         self.scheduler.submit("compute", job, priority=COMPUTE)
         self.stale.emit()
