@@ -60,6 +60,7 @@ from quantscope.state.scheduler import (
     COMPUTE,
     LOAD,
     PREPARE,
+    THREAD_NAME,
     THREADS,
     VIEW,
     Event,
@@ -105,6 +106,8 @@ class LiveExplorer:
         :meth:`deliver` run soon on the owner's thread (thread-safe; may be set later).
     threads : int
         The scheduler's threads (see :class:`~quantscope.state.scheduler.Scheduler`).
+    name : str
+        Their names' prefix (a front end that outlives a window's checks names its own).
     """
 
     stale = Signal()
@@ -114,7 +117,8 @@ class LiveExplorer:
     outcome = Signal(object)
 
     def __init__(self, state: ExplorerState | None = None, *,
-                 wake: Callable[[], None] | None = None, threads: int = THREADS) -> None:
+                 wake: Callable[[], None] | None = None, threads: int = THREADS,
+                 name: str = THREAD_NAME) -> None:
         self.state = state if state is not None else ExplorerState()
         st = self.state
         # the state's own events, under the names front ends subscribe to
@@ -127,7 +131,7 @@ class LiveExplorer:
         self._arrived = threading.Event()  # set with each outcome queued (see wait)
         self._preparing_for: np.ndarray | None = None  # the array being prepared
         self._trace: Tracer | None = None
-        self.scheduler = Scheduler(self._heard, threads=threads)
+        self.scheduler = Scheduler(self._heard, threads=threads, name=name)
         # connected before any front end: the job is queued before a view reacts
         st.tensor_changed.connect(self._on_tensor_changed)
         st.settings_changed.connect(self._on_settings_changed)
