@@ -41,9 +41,9 @@ quadratic part is exact -- so every box ends dropped or done: the result is, by 
 within ``eps`` of the least error of every float32 scale of the range and every zero point
 (and of every real scale between them). Small boxes of a walked row are solved outright by
 the sweep of their own breakpoints (:func:`quantscope.core.kernels.mse_sweep.box_sweep`, the
-least error of every float32 scale of the box) instead of split further. The evaluations multiply by a float64 reciprocal and round half to
-even, as the engine's arithmetic does except beside rounding ties, where both codes have the
-same error to within an ulp.
+least error of every float32 scale of the box) instead of split further. The evaluations
+multiply by a float64 reciprocal and round half to even, as the engine's arithmetic does
+except beside rounding ties, where both codes have the same error to within an ulp.
 """
 
 from __future__ import annotations

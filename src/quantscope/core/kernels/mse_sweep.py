@@ -86,10 +86,14 @@ def _piece_best(q0, q1, q2, lower, upper, s1, s2, best, found):
     """The least value of ``q0 − 2s·q1 + s²·q2`` over the float32 scales ``s`` of
     ``[lower, upper]`` (and of the box ``[s1, s2]``), if below ``best``: written to
     ``found`` = (value, scale); returns whether it was."""
-    if q2 > 0.0:
-        s = min(max(q1 / q2, lower), upper)
+    # the real minimiser: an end unless the vertex q1 / q2 lies inside (pieces between
+    # neighbouring crossings are narrow, so the division is rarely needed)
+    if q2 * upper <= q1:
+        s = upper
+    elif q2 * lower >= q1:
+        s = lower
     else:
-        s = upper if q1 > 0.0 else lower
+        s = q1 / q2
     if q0 - 2.0 * s * q1 + q2 * s * s >= best:
         return False  # not even the real minimum of the piece is better
     f = np.float32(s)
