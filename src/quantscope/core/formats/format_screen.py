@@ -8,6 +8,10 @@ the direct pass's to the bit; their sum is formed in whatever order vectorises
 (:func:`~quantscope.core.kernels.sorted_kernel._sum_in_any_order`), so it lies within ``n``
 units of roundoff of the direct pass's sum of the same ``n`` non-negative terms -- close enough
 to tell which formats cannot be a tensor's best, at a fraction of a full report's cost.
+:func:`screen_int_rows` does the same for integer codes with a scale and zero point (int8,
+INT4 groups, GPTQ's and AWQ's rules), by the direct rule of
+:mod:`quantscope.core.kernels.direct_kernel`; :func:`diff_sum_sq` for formats whose values
+come decoded (llama.cpp's blocks: ``x̂`` is the decoded float32 value, as its report has it).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 from quantscope.core.formats.elements import KIND_FLOAT, KIND_INT, KIND_LUT
 from quantscope.core.formats.format_kernel import _round_flat, _scaled
 from quantscope.core.kernels.jit_cache import njit
-from quantscope.core.kernels.sorted_kernel import _sum_in_any_order
+from quantscope.core.kernels.sorted_kernel import _sum_in_any_order, code_of
 
 _jit = njit(nogil=True, error_model="numpy")
 #: Terms formed before their sum joins the total (the scratch stays in L1).
@@ -42,7 +46,7 @@ def _squares(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, lut_mid, l
         clipped = abs(r) > max_finite
         r = math.copysign(max_finite, r) if clipped else r
         d = np.float64(xz) - np.float64(np.float32(np.float32(r) * sf))
-        out[at + k] = d * d
+        out[at + k] = d * d if fin else 0.0
 
 
 @njit(nogil=True, error_model="numpy", inline="always")
@@ -87,6 +91,74 @@ def screen_rows(x2d, r0, r1, c0, c1, scale, inv_scale, use_inv, kind, mbits, emi
                        step, max_finite, lut_mid, lut_val)
     return _screen(x2d, r0, r1, c0, c1, scale, inv_scale, use_inv, KIND_LUT, mbits, emin, step,
                    max_finite, lut_mid, lut_val)
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
+def _int_squares(x, s, z, qmin, qmax, half_away, out, at) -> None:
+    """``out[at + k]`` = the squared error of ``x[k]`` under an integer scale and zero point
+    by the divide rule (0 for NaN and inf): the direct pass's terms
+    (:func:`~quantscope.core.kernels.sorted_kernel.code_of`, the clamp, ``x̂ =
+    float32(float32(code − z) · s)``)."""
+    zf = np.float32(z)
+    cmin = np.float32(qmin)
+    cmax = np.float32(qmax)
+    for k in range(x.size):
+        xv = x[k]
+        fin = xv - xv == 0
+        xz = xv if fin else np.float32(0.0)
+        v = code_of(xz, s, s, z, 0, half_away)
+        c = cmin if v < cmin else (cmax if v > cmax else v)
+        d = np.float64(xz) - np.float64(np.float32(np.float32(c - zf) * s))
+        out[at + k] = d * d if fin else 0.0
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
+def _screen_int(x2d, r0, r1, c0, c1, scale, zero_point, qmin, qmax, half_away) -> float:
+    buf = np.empty(CHUNK, np.float64)
+    total = 0.0
+    width = c1 - c0
+    if width >= CHUNK:
+        for r in range(r0, r1):
+            for a in range(c0, c1, CHUNK):
+                b = min(a + CHUNK, c1)
+                _int_squares(x2d[r, a:b], scale[r], zero_point[r], qmin, qmax, half_away,
+                             buf, 0)
+                total += _sum_in_any_order(buf[:b - a])
+        return total
+    per = max(1, CHUNK // max(width, 1))
+    for g in range(r0, r1, per):
+        h = min(g + per, r1)
+        for r in range(g, h):
+            _int_squares(x2d[r, c0:c1], scale[r], zero_point[r], qmin, qmax, half_away, buf,
+                         (r - g) * width)
+        total += _sum_in_any_order(buf[:(h - g) * width])
+    return total
+
+
+@_jit
+def screen_int_rows(x2d, r0, r1, c0, c1, scale, zero_point, qmin, qmax, half_away) -> float:
+    """``Σ d²`` over ``x2d[r0:r1, c0:c1]``, row ``r`` quantized to integer codes
+    ``qmin..qmax`` with ``scale[r]`` and ``zero_point[r]`` by the divide rule, rounding half
+    away from zero if ``half_away`` (else half to even); NaN and inf weigh 0."""
+    if half_away:
+        return _screen_int(x2d, r0, r1, c0, c1, scale, zero_point, qmin, qmax, True)
+    return _screen_int(x2d, r0, r1, c0, c1, scale, zero_point, qmin, qmax, False)
+
+
+@_jit
+def diff_sum_sq(x, v, lo, hi) -> float:
+    """``Σ (x − v)²`` in float64 over flat float32 ``x[lo:hi]`` and ``v[lo:hi]``, in any
+    order; NaN or inf anywhere makes it NaN or inf (the caller's sign to take the exact
+    path, which refuses them)."""
+    buf = np.empty(CHUNK, np.float64)
+    total = 0.0
+    for a in range(lo, hi, CHUNK):
+        b = min(a + CHUNK, hi)
+        for k in range(a, b):
+            d = np.float64(x[k]) - np.float64(v[k])
+            buf[k - a] = d * d
+        total += _sum_in_any_order(buf[:b - a])
+    return total
 
 
 @_jit

@@ -6,8 +6,9 @@ clip counts, per-unit minima and maxima, each unit's sums in a fixed order) cost
 element and format. Most formats lose by decibels, which a far cheaper figure shows.
 
 How: for a format whose report is the direct pass of a saturating cast (element formats per
-tensor or per channel, MX, NVFP4, NF4), :func:`screen_sqnr` forms every element's squared
-error exactly as that pass does (the same terms, bit for bit:
+tensor or per channel, MX, NVFP4, NF4), of integer codes by the divide rule (int8, INT4
+groups, GPTQ, AWQ) or of llama.cpp's decoded blocks, :func:`screen_sqnr` forms every
+element's squared error exactly as that pass does (the same terms, bit for bit:
 :mod:`quantscope.core.formats.format_screen`) and sums them in whatever order vectorises, on
 every core. Both sums add the same ``n`` non-negative terms, so they differ by at most about
 ``2 n`` units of roundoff of the sum; the signal ``Σx²`` likewise. The SQNR of the report
@@ -25,8 +26,14 @@ import numpy as np
 
 from quantscope.core.formats.catalog import FormatParams
 from quantscope.core.formats.elements import OVERFLOW_SATURATE
-from quantscope.core.formats.format_screen import finite_sum_sq, screen_rows
+from quantscope.core.formats.format_screen import (
+    diff_sum_sq,
+    finite_sum_sq,
+    screen_int_rows,
+    screen_rows,
+)
 from quantscope.core.kernels.parallel import parallel, shares
+from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.tensors.layout import param_rows
 from quantscope.core.tensors.validate import as_float32
 
@@ -52,7 +59,13 @@ class SqnrBounds:
 def screenable(params) -> bool:
     """Whether :func:`screen_sqnr` bounds the report of ``params``: a format of
     :data:`SCREENED_KINDS` with a saturating cast (a non-saturating one's inf and NaN stand
-    for the clipped elements, which a sum of squares cannot hold)."""
+    for the clipped elements, which a sum of squares cannot hold), or integer codes by the
+    divide rule (int8, INT4 groups, GPTQ's and AWQ's rules; a runtime's other arithmetics
+    take their exact report), or llama.cpp's blocks (their decoded values against ``x``)."""
+    if isinstance(params, QuantParams):
+        return params.arithmetic == "divide" and params.inv_scale is None
+    if isinstance(params, FormatParams) and params.kind == "gguf":
+        return True
     return (isinstance(params, FormatParams) and params.kind in SCREENED_KINDS
             and (params.saturate or params.element.overflow == OVERFLOW_SATURATE))
 
@@ -64,12 +77,16 @@ def signal_sum(x: np.ndarray) -> float:
                                               shares(flat.size)])))
 
 
-def error_sum(x: np.ndarray, params: FormatParams) -> float:
+def error_sum(x: np.ndarray, params: FormatParams | QuantParams) -> float:
     """``Σ (x − x̂)²`` over the finite elements of ``x`` under ``params`` (a
     :func:`screenable` format), the direct pass's terms summed in any order."""
     if not screenable(params):
-        raise ValueError(f"format {params.format!r} is not screened (see screenable)")
+        raise ValueError(f"{params!r} is not screened (see screenable)")
     xf = as_float32(x)
+    if isinstance(params, QuantParams):
+        return _int_error_sum(xf, params)
+    if params.kind == "gguf":
+        return _decoded_error_sum(xf, params.dequantize())  # type: ignore[attr-defined]
     inv = params.inv_scale if params.inv_scale is not None else params.scale
     zeros = np.zeros(params.scale.shape, np.int32)
     sets, _ = param_rows(xf, params.scale, zeros, params.axis, params.group_size)
@@ -81,17 +98,40 @@ def error_sum(x: np.ndarray, params: FormatParams) -> float:
     for rs, irs in zip(sets, inv_sets, strict=True):
         x2d = np.ascontiguousarray(rs.x2d)
         s, iv = np.ascontiguousarray(rs.scale), np.ascontiguousarray(irs.scale)
-        n_rows, width = x2d.shape
-        if not x2d.size:
-            continue
-        if n_rows == 1:  # one long row (a tensor): its columns shared between the threads
-            parts = [(0, 1, lo, hi) for lo, hi in shares(width)]
-        else:
-            parts = [(lo, hi, 0, width) for lo, hi in _row_ranges(n_rows, x2d.size)]
-        total += sum(parallel(screen_rows, [
-            (x2d, r0, r1, c0, c1, s, iv, use_inv, kind, mbits, emin, step, mx, lut_mid,
-             lut_val) for r0, r1, c0, c1 in parts]))
+        if x2d.size:
+            total += sum(parallel(screen_rows, [
+                (x2d, r0, r1, c0, c1, s, iv, use_inv, kind, mbits, emin, step, mx, lut_mid,
+                 lut_val) for r0, r1, c0, c1 in _parts(x2d)]))
     return total
+
+
+def _decoded_error_sum(xf: np.ndarray, values: np.ndarray) -> float:
+    """``Σ (x − x̂)²`` against decoded values; NaN or inf if either holds one (the exact
+    report refuses both: see :func:`bounds`)."""
+    x, v = np.ascontiguousarray(xf).reshape(-1), np.ascontiguousarray(values).reshape(-1)
+    return float(sum(parallel(diff_sum_sq, [(x, v, lo, hi) for lo, hi in shares(x.size)])))
+
+
+def _int_error_sum(xf: np.ndarray, p: QuantParams) -> float:
+    sets, _ = param_rows(xf, p.scale, p.zero_point, p.axis, p.group_size)
+    half_away = p.rounding == "half_away"
+    total = 0.0
+    for rs in sets:
+        x2d = np.ascontiguousarray(rs.x2d)
+        s, z = np.ascontiguousarray(rs.scale), np.ascontiguousarray(rs.zero_point)
+        if x2d.size:
+            total += sum(parallel(screen_int_rows, [
+                (x2d, r0, r1, c0, c1, s, z, p.qmin, p.qmax, half_away)
+                for r0, r1, c0, c1 in _parts(x2d)]))
+    return total
+
+
+def _parts(x2d: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """``(r0, r1, c0, c1)`` per thread: one long row's columns shared, else its rows."""
+    n_rows, width = x2d.shape
+    if n_rows == 1:
+        return [(0, 1, lo, hi) for lo, hi in shares(width)]
+    return [(lo, hi, 0, width) for lo, hi in _row_ranges(n_rows, x2d.size)]
 
 
 def _row_ranges(n_rows: int, n_elements: int) -> list[tuple[int, int]]:
@@ -103,6 +143,8 @@ def _row_ranges(n_rows: int, n_elements: int) -> list[tuple[int, int]]:
 def bounds(signal: float, error: float, n_finite: int) -> SqnrBounds:
     """The interval holding the exact report's ``10 log10(signal / error)``, from sums of the
     same ``n_finite`` terms each formed in another order (module docstring)."""
+    if not math.isfinite(error):  # a value the exact report refuses: it must decide
+        return SqnrBounds(-math.inf, math.inf)
     if error == 0:
         return SqnrBounds(math.inf, math.inf)
     if signal == 0:
