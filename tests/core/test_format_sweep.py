@@ -13,11 +13,11 @@ import pytest
 from quantscope.core import analyze
 from quantscope.core.stats import format_sweep as fs
 from quantscope.state import Settings
-from quantscope.state.format_screen import best_of
 from quantscope.state.formats import (
     SCREEN_MIN,
     best_formats,
     best_key,
+    best_of,
     candidates,
     format_pane_params,
     format_points,

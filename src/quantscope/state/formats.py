@@ -230,8 +230,6 @@ def best_formats(x: np.ndarray, settings, *, per_channel: bool = True, prepared=
     error screen bounds (:mod:`quantscope.core.stats.format_sweep`) get their exact report
     only if their SQNR may reach the best one's: the others certainly lose, and the best
     point is the exact report's either way (``tests/core/test_format_sweep.py``)."""
-    from quantscope.state.format_screen import screened_best
-
     if prepared is None and x.size >= SCREEN_MIN:
         return screened_best(x, settings, per_channel)
 
@@ -252,6 +250,51 @@ def best_key(p: FormatPoint) -> tuple[float, float]:
     """What :func:`best_formats` maximises: SQNR, then fewer bits per element (``max`` keeps
     the first of equals)."""
     return (p.sqnr_db, -p.bits_per_element)
+
+
+def screened_best(x: np.ndarray, settings, per_channel: bool) -> BestFormats:
+    """:func:`best_formats` of a tensor not prepared, with an exact report only for the
+    formats that may win, equal to comparing every one's.
+
+    Each format's parameters are chosen as always; a format the error screen bounds
+    (:func:`quantscope.core.stats.format_sweep.screenable`) gets an interval certain to hold
+    its exact report's SQNR, at a fraction of the report's cost, every other one its exact
+    report. A screened format whose interval reaches the highest lower end (or exact SQNR) of
+    all gets its exact report too; one wholly below cannot be the best nor tie with it. The
+    best is taken among the exact reports in the candidates' order with the same key."""
+    from quantscope.core.stats.format_sweep import signal_sum
+
+    signal = signal_sum(x)
+    if signal == 0:  # every finite value 0 (or none): every error is 0, all tie
+        def plain(bits: int) -> FormatPoint:
+            return max(format_points(x, None, settings, candidates(bits, per_channel),
+                                     curve=False), key=best_key)
+
+        return BestFormats(plain(8), plain(4))
+    return BestFormats(*(best_of(x, settings, candidates(bits, per_channel), signal)[0]
+                         for bits in (8, 4)))
+
+
+def best_of(x: np.ndarray, settings, specs, signal: float
+            ) -> tuple[FormatPoint, list[FormatPoint]]:
+    """The best point among ``specs`` on ``x`` and every exact point computed for it
+    (``signal``: Σx² of the finite values, not 0; see :func:`screened_best`)."""
+    from quantscope.core.stats.format_sweep import screen_sqnr, screenable
+
+    exact: dict[int, FormatPoint] = {}
+    screened = []
+    for i, spec in enumerate(point_specs(x, specs)):
+        params = format_pane_params(x, spec, settings)
+        if screenable(params):
+            screened.append((i, spec, params, screen_sqnr(x, params, signal, x.size)))
+        else:
+            exact[i] = format_point(x, None, spec, params)
+    floor = max([b.low for *_, b in screened] + [p.sqnr_db for p in exact.values()])
+    for i, spec, params, b in screened:
+        if b.high >= floor:  # it may reach the best: its exact report decides
+            exact[i] = format_point(x, None, spec, params)
+    points = [exact[i] for i in sorted(exact)]
+    return max(points, key=best_key), points
 
 
 def pane_specs(names) -> list[FormatChoice]:

@@ -32,6 +32,7 @@ from quantscope.core.formats.format_screen import (
     screen_int_rows,
     screen_rows,
 )
+from quantscope.core.formats.gguf import GgufParams
 from quantscope.core.kernels.parallel import parallel, shares
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.tensors.layout import param_rows
@@ -64,7 +65,7 @@ def screenable(params) -> bool:
     take their exact report), or llama.cpp's blocks (their decoded values against ``x``)."""
     if isinstance(params, QuantParams):
         return params.arithmetic == "divide" and params.inv_scale is None
-    if isinstance(params, FormatParams) and params.kind == "gguf":
+    if isinstance(params, GgufParams):
         return True
     return (isinstance(params, FormatParams) and params.kind in SCREENED_KINDS
             and (params.saturate or params.element.overflow == OVERFLOW_SATURATE))
@@ -85,8 +86,8 @@ def error_sum(x: np.ndarray, params: FormatParams | QuantParams) -> float:
     xf = as_float32(x)
     if isinstance(params, QuantParams):
         return _int_error_sum(xf, params)
-    if params.kind == "gguf":
-        return _decoded_error_sum(xf, params.dequantize())  # type: ignore[attr-defined]
+    if isinstance(params, GgufParams):
+        return _decoded_error_sum(xf, params.dequantize())
     inv = params.inv_scale if params.inv_scale is not None else params.scale
     zeros = np.zeros(params.scale.shape, np.int32)
     sets, _ = param_rows(xf, params.scale, zeros, params.axis, params.group_size)
@@ -158,7 +159,7 @@ def bounds(signal: float, error: float, n_finite: int) -> SqnrBounds:
     return SqnrBounds(db - spread, db + spread)
 
 
-def screen_sqnr(x: np.ndarray, params: FormatParams, signal: float, n_finite: int
+def screen_sqnr(x: np.ndarray, params: FormatParams | QuantParams, signal: float, n_finite: int
                 ) -> SqnrBounds:
     """Bounds on the SQNR the report of ``params`` on ``x`` gives (``signal``: Σx² over the
     finite elements by :func:`signal_sum`; ``n_finite``: their count)."""
