@@ -63,14 +63,39 @@ def _screen(x2d, r0, r1, c0, c1, scale, inv_scale, use_inv, kind, mbits, emin, s
                          step, max_finite, lut_mid, lut_val, buf, 0)
                 total += _sum_in_any_order(buf[:b - a])
         return total
-    per = max(1, CHUNK // max(width, 1))  # short rows (blocks): several rows per chunk
+    # short rows (blocks of 16-256): a chunk of whole rows as one flat loop, each element's
+    # scale beside it (a loop per row of 32 ran at a sixth of a long row's speed)
+    per = max(1, CHUNK // max(width, 1))
+    flat = x2d.reshape(x2d.size)
+    sb = np.empty(CHUNK, np.float32)
+    ib = np.empty(CHUNK, np.float32)
     for g in range(r0, r1, per):
         h = min(g + per, r1)
+        m = (h - g) * width
         for r in range(g, h):
-            _squares(x2d[r, c0:c1], scale[r], inv_scale[r], use_inv, kind, mbits, emin, step,
-                     max_finite, lut_mid, lut_val, buf, (r - g) * width)
-        total += _sum_in_any_order(buf[:(h - g) * width])
+            sb[(r - g) * width:(r - g + 1) * width] = scale[r]
+            ib[(r - g) * width:(r - g + 1) * width] = inv_scale[r]
+        _squares_each(flat[g * width:g * width + m], sb, ib, use_inv, kind, mbits, emin, step,
+                      max_finite, lut_mid, lut_val, buf)
+        total += _sum_in_any_order(buf[:m])
     return total
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
+def _squares_each(x, sb, ib, use_inv, kind, mbits, emin, step, max_finite, lut_mid, lut_val,
+                  out) -> None:
+    """:func:`_squares` with element ``k``'s scale ``sb[k]`` (multiplier ``ib[k]``)."""
+    for k in range(x.size):
+        xv = x[k]
+        s = sb[k]
+        fin = xv - xv == 0
+        xz = xv if fin else np.float32(0.0)
+        r = _round_flat(_scaled(xz, s, ib[k], use_inv), kind, mbits, emin, step, lut_mid,
+                        lut_val)
+        clipped = abs(r) > max_finite
+        r = math.copysign(max_finite, r) if clipped else r
+        d = np.float64(xz) - np.float64(np.float32(np.float32(r) * s))
+        out[k] = d * d if fin else 0.0
 
 
 @_jit

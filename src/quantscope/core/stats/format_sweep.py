@@ -27,6 +27,7 @@ import numpy as np
 from quantscope.core.formats.catalog import FormatParams
 from quantscope.core.formats.elements import OVERFLOW_SATURATE
 from quantscope.core.formats.format_screen import (
+    CHUNK,
     diff_sum_sq,
     finite_sum_sq,
     screen_int_rows,
@@ -130,7 +131,7 @@ def _int_error_sum(xf: np.ndarray, p: QuantParams) -> float:
 def _parts(x2d: np.ndarray) -> list[tuple[int, int, int, int]]:
     """``(r0, r1, c0, c1)`` per thread: one long row's columns shared, else its rows."""
     n_rows, width = x2d.shape
-    if n_rows == 1:
+    if n_rows == 1 and width >= CHUNK:  # shorter rows are taken whole (format_screen)
         return [(0, 1, lo, hi) for lo, hi in shares(width)]
     return [(lo, hi, 0, width) for lo, hi in _row_ranges(n_rows, x2d.size)]
 
