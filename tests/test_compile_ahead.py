@@ -53,6 +53,8 @@ for formats in (("int8/channel", "fp8_e4m3/tensor", "mxfp4", "int4_g128"),
     state.update_settings(formats=formats)
     compute_reports(state.request())
 format_points(x, prepared, state.settings)
+from quantscope.state.formats import best_formats
+best_formats(x, state.settings)  # a large tensor's formats screened (scan --formats)
 choose_qparams(x, symmetric=False, method="mse", prepared=prepared)
 choose_qparams(x[:8], symmetric=True, method="mse", granularity="channel", axis=0)
 p = choose_qparams(x, symmetric=False)

@@ -153,6 +153,13 @@ def compile_rest() -> None:
         compiled.block_abs_max(blocks, 32)
     tao = choose_qparams(x, format="torchao_int4_g32")  # its codes and values (export)
     tao.dequantize(tao.quantize(x))
+    from quantscope.core.stats.format_sweep import error_sum, signal_sum
+
+    screened = [choose_qparams(x, format=name) for name in ("fp8_e4m3", "int8", "gguf_q8_0")]
+    for tensor in (x, frozen):  # the scan's screen of a large tensor's formats
+        signal_sum(tensor)
+        for params in screened:  # a cast, integer codes, decoded blocks
+            error_sum(tensor, params)
     cast(x[:64], "float8_e4m3fn")
     cast_e8m0(x[:64])
     for dtype in (np.float32, np.float16, dtype_from_name("bfloat16")):  # the scan's raw dtypes
