@@ -288,7 +288,7 @@ def best_of(x: np.ndarray, settings, specs, signal: float
     from quantscope.core.stats.format_sweep import ErrorScreen, bounds, screenable
 
     exact: dict[int, FormatPoint] = {}
-    screens: dict[int, tuple[FormatChoice, object, ErrorScreen]] = {}
+    screens: dict[int, tuple[FormatChoice, QuantParams | FormatParams, ErrorScreen]] = {}
     for i, spec in enumerate(point_specs(x, specs)):
         params = format_pane_params(x, spec, settings)
         if screenable(params):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -96,7 +97,7 @@ class ErrorScreen:
             raise ValueError(f"{params!r} is not screened (see screenable)")
         xf = as_float32(x)
         # (loop, rows, per-row arguments after the row and column range)
-        self._jobs: list[tuple[object, np.ndarray, tuple]] = []
+        self._jobs: list[tuple[Callable[..., float], np.ndarray, tuple]] = []
         if isinstance(params, QuantParams):
             sets, _ = param_rows(xf, params.scale, params.zero_point, params.axis,
                                  params.group_size)
@@ -117,7 +118,7 @@ class ErrorScreen:
                 self._add(screen_rows, rs.x2d, rs.scale, irs.scale, use_inv, kind, mbits, emin,
                           step, mx, lut_mid, lut_val)
 
-    def _add(self, loop, x2d: np.ndarray, *args) -> None:
+    def _add(self, loop: Callable[..., float], x2d: np.ndarray, *args) -> None:
         if x2d.size:
             self._jobs.append((loop, np.ascontiguousarray(x2d), tuple(
                 np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in args)))
