@@ -33,7 +33,7 @@ from quantscope.core.stats.prepared import prepare
 from quantscope.io.dtypes import dtype_from_name
 from quantscope.state.compute import compute_reports
 from quantscope.state.explorer import ExplorerState
-from quantscope.state.formats import format_points
+from quantscope.state.formats import best_formats, format_points
 from quantscope.state.source import Source, load_source, overview, prepare_tensor, working_tensor
 from quantscope.state.warm_up import warm_up_engine
 
@@ -71,6 +71,7 @@ small = np.random.default_rng(1).standard_normal((384, 384)).astype(np.float32)
 small.flags.writeable = False  # a file the window opened: read-only, on the direct passes
 window(small, Source.generator("normal", (384, 384), 1), np.dtype(np.float32))
 format_points(x, prepared, state.settings)
+best_formats(x, state.settings)  # a large tensor's formats screened (scan --formats)
 choose_qparams(x, symmetric=False, method="mse", prepared=prepared)
 choose_qparams(x[:8], symmetric=True, method="mse", granularity="channel", axis=0)
 p = choose_qparams(x, symmetric=False)
@@ -81,7 +82,8 @@ print("added after the compile-ahead:", sorted(set(added)))
 """
 
 _WARM_UP_COLD = ("from quantscope.state import compile_ahead as c, warm_up as s\n"
-                 "s.warm_up_engine()\nprint('cold:', c.cache_was_cold())")
+                 "print('cached:', c.panes_cached())\n"
+                 "s.warm_up_engine()\nprint('cold:', c.cache_was_cold(), c.panes_cached())")
 
 
 def _python(code: list[str], cache=None) -> list[str]:
@@ -105,8 +107,8 @@ def test_after_the_compile_ahead_the_window_formats_scans_and_api_compile_nothin
 def test_the_warm_up_knows_a_cold_cache_from_a_warm_one(tmp_path):
     """On an empty cache of its own the warm-up compiles and :func:`cache_was_cold` says so
     (the launcher then starts the compile-ahead process); the next start loads, and does not."""
-    assert _python(["-c", _WARM_UP_COLD], tmp_path) == ["cold: True"]
-    assert _python(["-c", _WARM_UP_COLD], tmp_path) == ["cold: False"]
+    assert _python(["-c", _WARM_UP_COLD], tmp_path) == ["cached: False", "cold: True True"]
+    assert _python(["-c", _WARM_UP_COLD], tmp_path) == ["cached: True", "cold: False True"]
 
 
 def test_a_warm_cache_starts_nothing(monkeypatch):
