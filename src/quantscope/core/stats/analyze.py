@@ -5,7 +5,8 @@ against.
 It walks the tensor as rows that share one scale
 (:func:`quantscope.core.tensors.layout.param_rows`), a
 block of about 64K elements at a time, so even 10^8 elements need no full-size temporary; every
-sum is taken in float64; the blocks of rows are shared between the engine's threads. A large tensor under one scale takes one compiled pass on every core
+sum is taken in float64; the blocks of rows are shared between the engine's threads. A large
+tensor under one scale takes one compiled pass on every core
 instead (:mod:`quantscope.core.kernels.direct_kernel`; the same codes and counts, bit for bit).
 """
 
