@@ -82,6 +82,9 @@ def test_exact_report_lies_within_the_screen_bounds(name):
             err = fs.error_sum(x, params)
             # the same terms in another order: within 2n units of roundoff of the sum
             assert abs(err - exact) <= 2 * x.size * 2.0 ** -53 * exact, (spec, err, exact)
+            # in slices (rows, or one long row's columns): every term once
+            parts = [fs.ErrorScreen(x, params).slice_sum(k, 8) for k in range(8)]
+            assert min(parts) >= 0 and abs(sum(parts) - exact) <= 2 * x.size * 2.0 ** -53 * exact
             b = fs.screen_sqnr(x, params, signal, x.size)
             assert b.low <= report.sqnr_db <= b.high, (spec, b, report.sqnr_db)
             assert b.high - b.low < 1e-6 or b.low == b.high

@@ -11,6 +11,7 @@ amax); block formats take their scales from each block's amax, as their specific
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -278,23 +279,41 @@ def screened_best(x: np.ndarray, settings, per_channel: bool) -> BestFormats:
 def best_of(x: np.ndarray, settings, specs, signal: float
             ) -> tuple[FormatPoint, list[FormatPoint]]:
     """The best point among ``specs`` on ``x`` and every exact point computed for it
-    (``signal``: Σx² of the finite values, not 0; see :func:`screened_best`)."""
-    from quantscope.core.stats.format_sweep import screen_sqnr, screenable
+    (``signal``: Σx² of the finite values, not 0; see :func:`screened_best`).
+
+    The screened formats' errors are summed a slice at a time
+    (:class:`~quantscope.core.stats.format_sweep.ErrorScreen`): every format's first slice,
+    then the most promising format whole (the floor), then each other one until its partial
+    error alone puts it below the floor (a partial sum only lowers the SQNR bound's error)."""
+    from quantscope.core.stats.format_sweep import ErrorScreen, bounds, screenable
 
     exact: dict[int, FormatPoint] = {}
-    screened = []
+    screens: dict[int, tuple[FormatChoice, QuantParams | FormatParams, ErrorScreen]] = {}
     for i, spec in enumerate(point_specs(x, specs)):
         params = format_pane_params(x, spec, settings)
         if screenable(params):
-            screened.append((i, spec, params, screen_sqnr(x, params, signal, x.size)))
+            screens[i] = (spec, params, ErrorScreen(x, params))
         else:
             exact[i] = format_point(x, None, spec, params)
-    floor = max([b.low for *_, b in screened] + [p.sqnr_db for p in exact.values()])
-    for i, spec, params, b in screened:
-        if b.high >= floor:  # it may reach the best: its exact report decides
+    error = {i: scr.slice_sum(0, SLICES) for i, (_, _, scr) in screens.items()}
+    done = dict.fromkeys(screens, 1)
+    floor = max([p.sqnr_db for p in exact.values()], default=-math.inf)
+    for i in sorted(screens, key=lambda i: error[i]):  # the likeliest winner first
+        scr = screens[i][2]
+        while done[i] < SLICES and bounds(signal, error[i], x.size).high >= floor:
+            error[i] += scr.slice_sum(done[i], SLICES)
+            done[i] += 1
+        if done[i] == SLICES:
+            floor = max(floor, bounds(signal, error[i], x.size).low)
+    for i, (spec, params, _) in screens.items():
+        if bounds(signal, error[i], x.size).high >= floor:  # it may reach the best
             exact[i] = format_point(x, None, spec, params)
     points = [exact[i] for i in sorted(exact)]
     return max(points, key=best_key), points
+
+
+#: Slices a screened format's error is summed in (see :func:`best_of`).
+SLICES = 8
 
 
 def pane_specs(names) -> list[FormatChoice]:

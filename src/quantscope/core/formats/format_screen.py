@@ -55,7 +55,7 @@ def _screen(x2d, r0, r1, c0, c1, scale, inv_scale, use_inv, kind, mbits, emin, s
     buf = np.empty(CHUNK, np.float64)
     total = 0.0
     width = c1 - c0
-    if width >= CHUNK:  # long rows (a tensor, a channel): chunks of one row
+    if width >= CHUNK or r1 - r0 <= 1:  # long rows (a tensor, a channel), or one row
         for r in range(r0, r1):
             for a in range(c0, c1, CHUNK):
                 b = min(a + CHUNK, c1)
@@ -63,8 +63,9 @@ def _screen(x2d, r0, r1, c0, c1, scale, inv_scale, use_inv, kind, mbits, emin, s
                          step, max_finite, lut_mid, lut_val, buf, 0)
                 total += _sum_in_any_order(buf[:b - a])
         return total
-    # short rows (blocks of 16-256): a chunk of whole rows as one flat loop, each element's
-    # scale beside it (a loop per row of 32 ran at a sixth of a long row's speed)
+    # short rows (blocks of 16-256), whole (c0 = 0, c1 = the width): a chunk of rows as one
+    # flat loop, each element's scale beside it (a loop per row of 32 ran at a sixth of a long
+    # row's speed)
     per = max(1, CHUNK // max(width, 1))
     flat = x2d.reshape(x2d.size)
     sb = np.empty(CHUNK, np.float32)
@@ -142,7 +143,7 @@ def _screen_int(x2d, r0, r1, c0, c1, scale, zero_point, qmin, qmax, half_away) -
     buf = np.empty(CHUNK, np.float64)
     total = 0.0
     width = c1 - c0
-    if width >= CHUNK:
+    if width >= CHUNK or r1 - r0 <= 1:
         for r in range(r0, r1):
             for a in range(c0, c1, CHUNK):
                 b = min(a + CHUNK, c1)

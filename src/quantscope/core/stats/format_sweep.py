@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from quantscope.core.formats.catalog import FormatParams
 from quantscope.core.formats.elements import OVERFLOW_SATURATE
 from quantscope.core.formats.format_screen import (
-    CHUNK,
     diff_sum_sq,
     finite_sum_sq,
     screen_int_rows,
@@ -82,58 +82,67 @@ def signal_sum(x: np.ndarray) -> float:
 def error_sum(x: np.ndarray, params: FormatParams | QuantParams) -> float:
     """``Σ (x − x̂)²`` over the finite elements of ``x`` under ``params`` (a
     :func:`screenable` format), the direct pass's terms summed in any order."""
-    if not screenable(params):
-        raise ValueError(f"{params!r} is not screened (see screenable)")
-    xf = as_float32(x)
-    if isinstance(params, QuantParams):
-        return _int_error_sum(xf, params)
-    if isinstance(params, GgufParams):
-        return _decoded_error_sum(xf, params.dequantize())
-    inv = params.inv_scale if params.inv_scale is not None else params.scale
-    zeros = np.zeros(params.scale.shape, np.int32)
-    sets, _ = param_rows(xf, params.scale, zeros, params.axis, params.group_size)
-    inv_sets = param_rows(xf, inv, zeros, params.axis, params.group_size)[0]
-    et = params.element
-    kind, mbits, emin, step, mx, _, _, lut_mid, lut_val = et.params()
-    use_inv = params.inv_scale is not None
-    total = 0.0
-    for rs, irs in zip(sets, inv_sets, strict=True):
-        x2d = np.ascontiguousarray(rs.x2d)
-        s, iv = np.ascontiguousarray(rs.scale), np.ascontiguousarray(irs.scale)
+    return ErrorScreen(x, params).slice_sum(0, 1)
+
+
+class ErrorScreen:
+    """One format's squared errors on ``x`` (a :func:`screenable` format), summed a slice at
+    a time: ``slice_sum(k, slices)`` adds the terms of the ``k``-th of ``slices`` equal parts
+    of the rows (of the columns, for one long row). A slice's sum is at most the whole sum
+    (the terms are not negative), so ``bounds(signal, partial, n).high`` bounds the SQNR
+    from above by itself: a format well below the best is ruled out after a slice or two."""
+
+    def __init__(self, x: np.ndarray, params: FormatParams | QuantParams) -> None:
+        if not screenable(params):
+            raise ValueError(f"{params!r} is not screened (see screenable)")
+        xf = as_float32(x)
+        # (loop, rows, per-row arguments after the row and column range)
+        self._jobs: list[tuple[Callable[..., float], np.ndarray, tuple]] = []
+        if isinstance(params, QuantParams):
+            sets, _ = param_rows(xf, params.scale, params.zero_point, params.axis,
+                                 params.group_size)
+            rule = (params.qmin, params.qmax, params.rounding == "half_away")
+            for rs in sets:
+                self._add(screen_int_rows, rs.x2d, rs.scale, rs.zero_point, *rule)
+        elif isinstance(params, GgufParams):  # one row: the tensor against its decoded values
+            values = np.ascontiguousarray(params.dequantize()).reshape(1, -1)
+            self._add(_decoded_rows, np.ascontiguousarray(xf).reshape(1, -1), values)
+        else:
+            inv = params.inv_scale if params.inv_scale is not None else params.scale
+            zeros = np.zeros(params.scale.shape, np.int32)
+            sets, _ = param_rows(xf, params.scale, zeros, params.axis, params.group_size)
+            inv_sets = param_rows(xf, inv, zeros, params.axis, params.group_size)[0]
+            kind, mbits, emin, step, mx, _, _, lut_mid, lut_val = params.element.params()
+            use_inv = params.inv_scale is not None
+            for rs, irs in zip(sets, inv_sets, strict=True):
+                self._add(screen_rows, rs.x2d, rs.scale, irs.scale, use_inv, kind, mbits, emin,
+                          step, mx, lut_mid, lut_val)
+
+    def _add(self, loop: Callable[..., float], x2d: np.ndarray, *args) -> None:
         if x2d.size:
-            total += sum(parallel(screen_rows, [
-                (x2d, r0, r1, c0, c1, s, iv, use_inv, kind, mbits, emin, step, mx, lut_mid,
-                 lut_val) for r0, r1, c0, c1 in _parts(x2d)]))
-    return total
+            self._jobs.append((loop, np.ascontiguousarray(x2d), tuple(
+                np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in args)))
+
+    def slice_sum(self, k: int, slices: int) -> float:
+        """``Σ d²`` over the ``k``-th of ``slices`` parts, on every core."""
+        total = 0.0
+        for loop, x2d, args in self._jobs:
+            n_rows, width = x2d.shape
+            if n_rows == 1:  # one row: a slice of its columns, shared between the threads
+                a, b = k * width // slices, (k + 1) * width // slices
+                parts = [(0, 1, a + lo, a + hi) for lo, hi in shares(b - a) if hi > lo]
+            else:  # whole rows, each thread its own
+                a, b = k * n_rows // slices, (k + 1) * n_rows // slices
+                parts = [(a + lo, a + hi, 0, width)
+                         for lo, hi in _row_ranges(b - a, (b - a) * width)] if b > a else []
+            if parts:
+                total += sum(parallel(loop, [(x2d, *part, *args) for part in parts]))
+        return total
 
 
-def _decoded_error_sum(xf: np.ndarray, values: np.ndarray) -> float:
-    """``Σ (x − x̂)²`` against decoded values; NaN or inf if either holds one (the exact
-    report refuses both: see :func:`bounds`)."""
-    x, v = np.ascontiguousarray(xf).reshape(-1), np.ascontiguousarray(values).reshape(-1)
-    return float(sum(parallel(diff_sum_sq, [(x, v, lo, hi) for lo, hi in shares(x.size)])))
-
-
-def _int_error_sum(xf: np.ndarray, p: QuantParams) -> float:
-    sets, _ = param_rows(xf, p.scale, p.zero_point, p.axis, p.group_size)
-    half_away = p.rounding == "half_away"
-    total = 0.0
-    for rs in sets:
-        x2d = np.ascontiguousarray(rs.x2d)
-        s, z = np.ascontiguousarray(rs.scale), np.ascontiguousarray(rs.zero_point)
-        if x2d.size:
-            total += sum(parallel(screen_int_rows, [
-                (x2d, r0, r1, c0, c1, s, z, p.qmin, p.qmax, half_away)
-                for r0, r1, c0, c1 in _parts(x2d)]))
-    return total
-
-
-def _parts(x2d: np.ndarray) -> list[tuple[int, int, int, int]]:
-    """``(r0, r1, c0, c1)`` per thread: one long row's columns shared, else its rows."""
-    n_rows, width = x2d.shape
-    if n_rows == 1 and width >= CHUNK:  # shorter rows are taken whole (format_screen)
-        return [(0, 1, lo, hi) for lo, hi in shares(width)]
-    return [(lo, hi, 0, width) for lo, hi in _row_ranges(n_rows, x2d.size)]
+def _decoded_rows(x2d, r0, r1, c0, c1, values) -> float:
+    """:func:`diff_sum_sq` of one row's columns ``c0:c1`` (the decoded formats' loop)."""
+    return float(diff_sum_sq(x2d[0], values[0], c0, c1))
 
 
 def _row_ranges(n_rows: int, n_elements: int) -> list[tuple[int, int]]:
@@ -160,8 +169,8 @@ def bounds(signal: float, error: float, n_finite: int) -> SqnrBounds:
     return SqnrBounds(db - spread, db + spread)
 
 
-def screen_sqnr(x: np.ndarray, params: FormatParams | QuantParams, signal: float, n_finite: int
-                ) -> SqnrBounds:
+def screen_sqnr(x: np.ndarray, params: FormatParams | QuantParams, signal: float,
+                n_finite: int) -> SqnrBounds:
     """Bounds on the SQNR the report of ``params`` on ``x`` gives (``signal``: Σx² over the
     finite elements by :func:`signal_sum`; ``n_finite``: their count)."""
     return bounds(signal, error_sum(x, params), n_finite)
