@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow  # fresh interpreters: the last tier (tests/confte
 _USE_THEM = """
 import os
 import runpy
+import sys
 
 import numpy as np
 from numba.core import dispatcher
@@ -39,9 +40,11 @@ from quantscope.state.warm_up import warm_up_engine
 
 warm_up_engine()
 print("warm-up reaches evaluate_rows:", bool(compiled.evaluate_rows.signatures))
-# what the launcher starts, `python -m quantscope.state.compile_ahead`, here in this process
-# (and at this process's priority: the module lowers its own to the least)
+# what a first window starts, `python -m quantscope.state.compile_ahead --panes` (the panes'
+# loops first, said on stdout, then the rest), here in this process and at its priority (the
+# module lowers its own to the least)
 os.nice = lambda increment: 0
+sys.argv = ["compile_ahead", "--panes"]
 runpy.run_module("quantscope.state.compile_ahead", run_name="__main__")
 added = []
 add_overload = dispatcher._DispatcherBase.add_overload
@@ -100,7 +103,7 @@ def test_after_the_compile_ahead_the_window_formats_scans_and_api_compile_nothin
     the tests): the question is which loops ``compile_rest`` leaves out, and a loop it leaves
     out shows as an overload added after it, compiled or loaded alike. The module is run as
     the launcher runs it, ``python -m quantscope.state.compile_ahead``."""
-    assert _python(["-c", _USE_THEM]) == ["warm-up reaches evaluate_rows: True",
+    assert _python(["-c", _USE_THEM]) == ["warm-up reaches evaluate_rows: True", "panes",
                                           "added after the compile-ahead: []"]
 
 
