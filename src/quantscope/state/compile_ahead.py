@@ -173,6 +173,11 @@ def compile_rest() -> None:
     settings = Settings()
     format_points(x, prepare(x), settings)  # every format, prepared (the window's path)
     format_points(x[:64], None, settings)  # and direct
+    # a tensor the window opened is read-only: its direct passes are loops of their own, on
+    # rows split between the threads (a slice of the report's columns) and not
+    frozen_direct = x[:256].copy()
+    frozen_direct.flags.writeable = False
+    format_points(frozen_direct, None, settings)
     rows = x.reshape(-1, x.shape[-1])
     frozen = rows.copy()
     frozen.flags.writeable = False  # the window's tensors are read-only: another signature
