@@ -75,8 +75,9 @@ def _python(code_or_module: list[str], cache) -> list[str]:
 def test_after_the_compile_ahead_the_window_formats_scans_and_api_compile_nothing(tmp_path):
     # a cold cache of its own: the warm-up compiles, and knows it
     warm = "from quantscope.state import compile_ahead as c, warm_up as s\n" \
-           "s.warm_up_engine()\nprint('cold:', c.cache_was_cold())"
-    assert _python(["-c", warm], tmp_path) == ["cold: True"]
+           "print('cached:', c.panes_cached())\n" \
+           "s.warm_up_engine()\nprint('cold:', c.cache_was_cold(), c.panes_cached())"
+    assert _python(["-c", warm], tmp_path) == ["cached: False", "cold: True True"]
     _python(["-m", "quantscope.state.compile_ahead"], tmp_path)
     assert _python(["-c", _USE_THEM], tmp_path) == ["cold: False", "compiled: []"]
 
