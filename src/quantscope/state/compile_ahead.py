@@ -187,10 +187,11 @@ def compile_rest() -> None:
     tao.dequantize(tao.quantize(x))
     from quantscope.core.stats.format_sweep import error_sum, signal_sum
 
-    screened = [choose_qparams(x, format=name) for name in ("fp8_e4m3", "int8", "gguf_q8_0")]
+    screened = [choose_qparams(x, format=name)
+                for name in ("fp8_e4m3", "int8", "gguf_q8_0", "torchao_int4_g32")]
     for tensor in (x, frozen):  # the scan's screen of a large tensor's formats
         signal_sum(tensor)
-        for params in screened:  # a cast, integer codes, decoded blocks
+        for params in screened:  # a cast, integer codes, decoded blocks and codes
             error_sum(tensor, params)
     cast(x[:64], "float8_e4m3fn")
     cast_e8m0(x[:64])
