@@ -88,6 +88,8 @@ def compile_rest() -> None:
     frozen.flags.writeable = False  # the window's tensors are read-only: another signature
     for blocks in (rows, frozen):  # block scales of formats along the last axis
         compiled.block_abs_max(blocks, 32)
+        # groups too many to sort (an LLM weight's groups of 32): their ranges and report
+        analyze(blocks, choose_qparams(blocks, format="int4_g32"))
     tao = choose_qparams(x, format="torchao_int4_g32")  # its codes and values (export)
     tao.dequantize(tao.quantize(x))
     cast(x[:64], "float8_e4m3fn")
