@@ -90,6 +90,8 @@ def compile_rest() -> None:
         compiled.block_abs_max(blocks, 32)
         # groups too many to sort (an LLM weight's groups of 32): their ranges and report
         analyze(blocks, choose_qparams(blocks, format="int4_g32"))
+        # llama.cpp's blocks chosen for a prepared tensor, measured as they are encoded
+        choose_qparams(blocks, format="gguf_q4_k", prepared=prepare(blocks))
     tao = choose_qparams(x, format="torchao_int4_g32")  # its codes and values (export)
     tao.dequantize(tao.quantize(x))
     cast(x[:64], "float8_e4m3fn")
