@@ -1,7 +1,7 @@
 """How long a change of a ``quantscope.widget`` control takes at 16M elements: how long the
 kernel is blocked (the control's callback: the setting checked and the redraw queued), and
 how long until new images are on the page (the reports computed on the prepared tensor, the
-panes drawn with their axes and encoded as PNGs, on the scheduler's thread).
+panes drawn with their axes and encoded as PNGs, on the live state's job thread).
 
     PYTHONPATH=src python bench/notebook_widget.py
 """

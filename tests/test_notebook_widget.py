@@ -16,7 +16,7 @@ import pytest
 
 import quantscope as qs
 from quantscope.cli import main
-from quantscope.errors import QuantscopeError, UserError
+from quantscope.errors import UserError
 from quantscope.notebook.raster import (
     BAR,
     CLIPPED,
@@ -171,10 +171,18 @@ def test_set_follows_to_controls_and_refuses_bad_values(weight_widget):
 
 
 def test_multi_tensor_file_without_tensor_fails_at_once(tmp_path):
+    """The live state lists the file's tensors and the error names them, in the Python
+    keyword a notebook user types (the command line's ``--tensor`` is for the shell)."""
+    import time
+
     path = tmp_path / "two.npz"
     np.savez(path, a=np.ones((4, 4), np.float32), b=np.zeros((4, 4), np.float32))
-    with pytest.raises(QuantscopeError, match="choose one with --tensor NAME: a, b"):
+    start = time.monotonic()
+    with pytest.raises(UserError, match=r"two\.npz holds 2 tensors; choose one with "
+                                        r"tensor=NAME: a, b"):
         qs.widget(str(path))
+    assert time.monotonic() - start < 30
+    assert qs.widget(str(path), tensor="b").state.tensor.shape == (4, 4)
 
 
 def test_missing_ipywidgets_names_the_extra(monkeypatch):
@@ -199,13 +207,14 @@ def test_a_change_returns_before_the_redraw_and_the_latest_wins(weight_widget):
     once it is free only the last change is drawn, and it equals a redraw made directly."""
     import threading
 
-    from quantscope.notebook.widget import _render, _Snapshot, scheduler
+    from quantscope.notebook.widget import _render, _Snapshot
+    from quantscope.state.compute import compute_reports
     from quantscope.state.scheduler import COMPUTE
 
     x, _, w = weight_widget
     w.set(bits=8, method="minmax", clip=None).wait()
     release = threading.Event()
-    scheduler().submit("test-hold", lambda ctx: release.wait(30), priority=COMPUTE)
+    w.live.scheduler.submit("test-hold", lambda ctx: release.wait(30), priority=COMPUTE)
     before = w.redraws
     try:
         for bits in (2, 3, 4, 5, 6, 7, 3):
@@ -218,10 +227,37 @@ def test_a_change_returns_before_the_redraw_and_the_latest_wins(weight_widget):
         release.set()
     w.wait()
     assert w.redraws == before + 1  # six changes superseded, never drawn
-    direct = _render(_Snapshot.of(w.state, w._data_range()))
-    assert all(w.pngs[p] == direct.panes[p][1] for p in PANES)
+    snap = _Snapshot.of(w.state, w._data_range())
+    direct = _render(snap, compute_reports(snap.request))  # reports computed afresh here
+    assert direct is not None and all(w.pngs[p] == direct.panes[p][1] for p in PANES)
     _assert_engine_numbers(w, x)
     assert w.numbers()["settings"]["bits"] == 3
+    w.set(bits=8).wait()
+
+
+def test_the_widget_computes_on_the_live_state(weight_widget):
+    """The widget owns no scheduler of its own: a change goes through the live state the
+    window and ``qs.figure`` use (state -> scheduler -> engine -> inbox -> state), and the
+    images follow its results."""
+    from quantscope.state.live import LiveExplorer
+
+    x, _, w = weight_widget
+    assert isinstance(w.live, LiveExplorer) and w.state is w.live.state
+    w.set(bits=8, method="minmax", clip=None).wait()
+    steps: list[str] = []
+    w.live.trace_to(steps.append)
+    try:
+        before = w.redraws
+        w.set(bits=5).wait()
+    finally:
+        w.live.trace_to(None)
+    assert steps[:2] == ["state.update_settings", "state.settings_changed → live"]
+    assert "live → scheduler.submit(compute)" in steps
+    assert "scheduler → engine: compute_reports" in steps
+    assert steps[-1] == "live → state.accept"
+    assert w.redraws == before + 1 and w.live.has_results()
+    _assert_engine_numbers(w, x)
+    assert w.numbers()["settings"]["bits"] == 5
     w.set(bits=8).wait()
 
 
@@ -290,11 +326,10 @@ def test_the_browser_echo_of_the_clip_window_is_not_a_change(weight_widget):
     # an echo of that window arriving after the next change, before its redraw
     import threading
 
-    from quantscope.notebook.widget import scheduler
     from quantscope.state.scheduler import COMPUTE
 
     release = threading.Event()
-    scheduler().submit("test-hold", lambda ctx: release.wait(30), priority=COMPUTE)
+    w.live.scheduler.submit("test-hold", lambda ctx: release.wait(30), priority=COMPUTE)
     try:
         w.controls["bits"].value = 4
         c.value = snapped

@@ -13,13 +13,13 @@ pixel density and SVG -- at exactly the size asked for. Everything is closed bef
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import tempfile
 from pathlib import Path
 
-from quantscope.errors import QuantscopeError, UserError, one_line
+from quantscope.errors import UserError, one_line
+from quantscope.inputs import live_state
 from quantscope.state import PANES
 from quantscope.viewer import WAIT_TIMEOUT_S, qt_app, state_numbers
 
@@ -136,7 +136,8 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
     width, height = size or DEFAULT_SIZE
     if not (100 <= width <= 10000 and 100 <= height <= 10000):
         raise UserError(f"size {size!r} is out of range (100..10000 per side)")
-    live = _computed(data, name, tensor, settings, timeout)  # the state's results, no Qt
+    # the state's results, no Qt
+    live = live_state(data, tensor=tensor, name=name, settings=settings, timeout=timeout)
     qt_app(offscreen_if_headless=True)
     from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QWidget
@@ -182,57 +183,6 @@ def figure(data=None, *, panes=None, size: tuple[int, int] | None = None,
         if jobs is not None:
             jobs.deleteLater()
         qt_app().processEvents()
-
-
-def _computed(data, name: str | None, tensor: str | None, settings: dict, timeout: float):
-    """A live state with ``data`` loaded under ``settings`` and every pane's report in: the
-    load and the reports run in its scheduler, and this thread delivers their outcomes while
-    it waits (no event loop, no window). Raises what the window would show as an error."""
-    from quantscope.core.kernels.compile_notice import announce_compiles
-    from quantscope.inputs import resolve_source, settings_changes
-    from quantscope.state.live import LiveExplorer
-    from quantscope.state.load_job import PickFirst, source_reader
-
-    # a first figure compiles the panes' loops (a minute on a busy machine): the notice and
-    # its progress reach a notebook cell's stderr, as the window's do
-    announce_compiles()
-    live = LiveExplorer()
-    st = live.state
-    refused: list[str] = []
-    st.error.connect(refused.append)
-    outcome: dict = {}
-    live.loaded.connect(lambda ticket, result: outcome.setdefault("loaded", result))
-    live.failed.connect(lambda kind, message: outcome.setdefault("failed", message))
-    try:
-        if settings:
-            st.update_settings(**settings_changes(st.settings, settings, None))
-        if refused:
-            raise UserError(refused[0])
-        source, read, hint = resolve_source(data, tensor=tensor, name=name)
-        given = dataclasses.replace(st.settings, **hint) if hint else None
-        if read is None:
-            live.load(source, source_reader(source, pick=False), settings=given, reports=True)
-        else:
-            live.load(source, read, settings=given)
-
-        def done() -> bool:
-            if "failed" in outcome or refused:
-                return True
-            return "loaded" in outcome and live.idle() and not live.preparing() and (
-                st.tensor is None or live.has_results())
-
-        if not live.wait(done, timeout):
-            raise TimeoutError(f"the panes' numbers were not ready within {timeout} s")
-        if "failed" in outcome:
-            raise QuantscopeError(outcome["failed"])
-        if refused:
-            raise QuantscopeError(refused[0])
-        if isinstance(outcome["loaded"], PickFirst) or st.tensor is None:
-            raise UserError(f"{source.label()}: no single tensor to draw")
-    except BaseException:
-        live.shutdown()
-        raise
-    return live
 
 
 def _view(live, title: str, jobs):

@@ -4,6 +4,7 @@ the settings by name. Qt-free; shared by :mod:`quantscope.viewer` and :mod:`quan
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -12,14 +13,17 @@ import numpy as np
 
 from quantscope.core.tensors.frameworks import as_numpy, framework_of, quantized_scheme
 from quantscope.core.tensors.validate import EngineTypeError, check_narrowed
-from quantscope.errors import UserError, one_line
+from quantscope.errors import QuantscopeError, UserError, one_line
+from quantscope.io.checks import list_for_message
 from quantscope.state import Source
+from quantscope.state.live import LiveExplorer
+from quantscope.state.load_job import PickFirst, source_reader
 from quantscope.state.setting_names import settings_changes
 from quantscope.state.source import DEMO_SAMPLE
 
 Read = Callable[[], tuple[np.ndarray, str]]
 
-__all__ = ["Read", "resolve_source", "settings_changes"]
+__all__ = ["Read", "live_state", "resolve_source", "settings_changes"]
 
 
 def resolve_source(data, *, tensor: str | None = None, name: str | None = None
@@ -118,3 +122,64 @@ def _own_window(t) -> dict:
     s, z = t.q_scale(), t.q_zero_point()
     qmin, qmax = (-128, 127) if t.dtype == torch.qint8 else (0, 255)
     return {"method": "manual", "manual_clip": ((qmin - z) * s, (qmax - z) * s)}
+
+
+def live_state(data=None, *, tensor: str | None = None, name: str | None = None,
+               settings: dict | None = None, timeout: float = 120.0) -> LiveExplorer:
+    """A live state (:class:`~quantscope.state.live.LiveExplorer`) with ``data`` loaded under
+    ``settings`` (by name, as :func:`settings_changes` takes them) and every pane's report in.
+
+    The one way a front end without a window gets its tensor: the load, the preparation and
+    the reports run in the state's scheduler, and this thread delivers their outcomes while
+    it waits (no event loop). ``qs.figure`` draws from it, ``qs.widget`` keeps it live.
+    Raises what the window would show as an error: a refused setting or file, a source of
+    several tensors with none named (listing their names), ``TimeoutError`` after
+    ``timeout`` seconds. The caller owns the state and shuts it down.
+    """
+    from quantscope.core.kernels.compile_notice import announce_compiles
+
+    # a first use compiles the panes' loops (a minute on a busy machine): the notice and its
+    # progress reach a notebook cell's stderr, as the window's do
+    announce_compiles()
+    live = LiveExplorer()
+    st = live.state
+    refused: list[str] = []
+    st.error.connect(refused.append)
+    outcome: dict = {}
+    live.loaded.connect(lambda ticket, result: outcome.setdefault("loaded", result))
+    live.failed.connect(lambda kind, message: outcome.setdefault("failed", message))
+    try:
+        if settings:
+            st.update_settings(**settings_changes(st.settings, settings, None))
+        if refused:
+            raise UserError(refused[0])
+        source, read, hint = resolve_source(data, tensor=tensor, name=name)
+        given = dataclasses.replace(st.settings, **hint) if hint else None
+        if read is None:
+            live.load(source, source_reader(source, pick=False), settings=given, reports=True)
+        else:
+            live.load(source, read, settings=given)
+
+        def done() -> bool:
+            if "failed" in outcome or refused:
+                return True
+            return "loaded" in outcome and live.idle() and not live.preparing() and (
+                st.tensor is None or live.has_results())
+
+        if not live.wait(done, timeout):
+            raise TimeoutError(f"the panes' numbers were not ready within {timeout} s")
+        if "failed" in outcome:
+            raise QuantscopeError(outcome["failed"])
+        if refused:
+            raise QuantscopeError(refused[0])
+        loaded = outcome["loaded"]
+        if isinstance(loaded, PickFirst):
+            names = [info.name for info in loaded.infos]
+            raise UserError(f"{source.label()} holds {len(names)} tensors; choose one with "
+                            f"tensor=NAME: {list_for_message(names)}")
+        if st.tensor is None:
+            raise UserError(f"{source.label()}: no single tensor to draw")
+    except BaseException:
+        live.shutdown()
+        raise
+    return live

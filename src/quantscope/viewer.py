@@ -8,9 +8,10 @@ last window closes. The QApplication is made on first use and kept for the proce
 
 The handle and the window's controls are one thing: both change :class:`ExplorerState`, the
 panes follow its signals, and :meth:`Viewer.numbers` reads what the panes display. Loads and
-reports run in the window's scheduler; :meth:`Viewer.wait` turns the event loop until every pane
-shows the numbers of the current tensor and settings. Nothing here imports Qt until a window
-is asked for, so ``import quantscope`` stays a pure engine.
+reports run in the live state's scheduler (:class:`~quantscope.state.live.LiveExplorer`, as for
+``figure``: the handle asks the state, not the window, for a tensor); :meth:`Viewer.wait` turns
+the event loop until every pane shows the numbers of the current tensor and settings. Nothing
+here imports Qt until a window is asked for, so ``import quantscope`` stays a pure engine.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from quantscope.errors import QuantscopeError, UserError
 from quantscope.inputs import resolve_source, settings_changes
 from quantscope.state import ExplorerState, Settings
+from quantscope.state.load_job import PickFirst, is_checkpoint, source_reader
 from quantscope.state.numbers import pane_numbers
 
 #: How long :meth:`Viewer.wait` waits by default (a 10^8-element tensor prepares in seconds).
@@ -122,7 +124,7 @@ class Viewer:
     """The explorer window on a tensor, scriptable (see the module docstring).
 
     Build it with :func:`view`. Every method returns quickly: loads and reports run in the
-    window's scheduler, and :meth:`wait` is the one call that waits for them.
+    live state's scheduler, and :meth:`wait` is the one call that waits for them.
 
     Attributes
     ----------
@@ -178,9 +180,12 @@ class Viewer:
         self.closed = True
         _VIEWERS.discard(self)
 
-    def _on_loaded(self, ticket: int, _outcome) -> None:
-        if ticket == self._load_ticket:
-            self._load_done = True
+    def _on_loaded(self, ticket: int, outcome) -> None:
+        if ticket != self._load_ticket:
+            return  # another load's (the window's own, or a superseded one)
+        self._load_done = True
+        if isinstance(outcome, PickFirst):  # several tensors, none named: show them all
+            self.window.open_model(outcome.path)
 
     def _on_failed(self, kind: str, message: str) -> None:
         # the state reports only its latest load's failure: this handle's, or a newer one
@@ -212,12 +217,16 @@ class Viewer:
         self._failure = None
         # a new tensor resets the manual window: the tensor's own one arrives with it
         given = dataclasses.replace(self.state.settings, **hint) if hint else None
-        if read is None:
-            ticket = self.window.load(source, pick=False, settings=given)
-        else:
-            ticket = self.window.load_from(source, read, settings=given)
-        self._load_ticket = ticket or 0
-        self._load_done = ticket is None  # None: a checkpoint opened the model view
+        if is_checkpoint(source):  # a folder or an index: the window's model view lists it
+            self.window.open_model(source.name)
+            self._load_ticket, self._load_done = 0, True
+            return self
+        # the live state loads it, as for a figure: the window only listens (its progress
+        # bar, its panes); a file of several tensors comes back as the names to pick from
+        reader = read if read is not None else source_reader(source, pick=False)
+        self._load_ticket = self.window.live.load(source, reader, settings=given,
+                                                  reports=read is None)
+        self._load_done = False
         return self
 
     def set(self, **settings) -> Viewer:

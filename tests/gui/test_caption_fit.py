@@ -166,3 +166,80 @@ def test_the_channel_axis_rule_reads_whole_in_a_laptop_window(make_window, qtbot
     assert all(metrics.horizontalAdvance(line) <= field.width() for line in lines), (
         lines, field.width())
     assert len(lines) * metrics.lineSpacing() <= field.height() + 1, (lines, field.height())
+
+
+def _row_of_captions(qtbot, width: int):
+    """``(host, captions)``: two paired captions side by side, each ``width`` pixels wide
+    (the caller keeps ``host``: the labels live as long as it does)."""
+    from PySide6.QtWidgets import QHBoxLayout, QWidget
+
+    from quantscope.gui.caption_label import CaptionLabel, pair_captions
+
+    host = QWidget()
+    row = QHBoxLayout(host)
+    labels = [CaptionLabel(2), CaptionLabel(2)]
+    for label in labels:
+        label.setFixedWidth(width)
+        row.addWidget(label)
+    pair_captions(labels)
+    qtbot.addWidget(host)
+    host.show()
+    qtbot.waitExposed(host)
+    return host, labels
+
+
+def test_captions_side_by_side_take_equal_lines(qtbot):
+    """Two captions a character apart, at the width where one just fits a line and its twin
+    does not: both are broken after the same clause (each was drawn alone before: one on a
+    line, the other on two), and their words are all there. Captions of equal length take
+    equal lines whatever the width."""
+    from quantscope.gui.caption_label import fit_caption
+
+    short = CAPTIONS[0]
+    longer = short.replace("share 9 of 255", "share 17 of 256")
+    _probe_host, (probe, _) = _row_of_captions(qtbot, 100)  # the host keeps the labels
+    metrics = QFontMetricsF(probe.font())
+    width = int(metrics.horizontalAdvance(short)) + 2
+    assert metrics.horizontalAdvance(longer) > width  # the twin needs a second line alone
+    _host, (left, right) = _row_of_captions(qtbot, width)  # the host keeps the labels
+    left.setText(short)
+    right.setText(longer)
+    room = left.contentsRect().width()
+    assert fit_caption(short, metrics, room) == short  # alone: one line...
+    assert "\n" in fit_caption(longer, metrics, room)  # ...and two
+    shown = [drawn_lines(label.shown_text(), label.font(), room) for label in (left, right)]
+    assert [len(lines) for lines in shown] == [2, 2], shown
+    assert shown[0][0] == shown[1][0] == "12 values up to 24.8 stretch the window:"
+    assert [" ".join(lines) for lines in shown] == [short, longer]
+    right.setText(short.replace("9 of 255", "7 of 255"))  # equal length: one line each
+    assert [len(drawn_lines(label.shown_text(), label.font(), room))
+            for label in (left, right)] == [1, 1]
+    for chars in (40, 60, 80, 100):  # equal lengths at any width
+        narrow = int(chars * metrics.averageCharWidth())
+        left.setFixedWidth(narrow)
+        right.setFixedWidth(narrow)
+        for label in (left, right):
+            label.adjustSize()
+        qtbot.wait(10)
+        counts = {len(drawn_lines(label.shown_text(), label.font(),
+                                  label.contentsRect().width())) for label in (left, right)}
+        assert len(counts) == 1, (chars, counts)
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1366, 768), (1920, 1080)])
+def test_a_projected_pair_of_captions_takes_equal_lines(projected, qtbot, size):
+    """In a talk at each screen size, the two captions of the pair shown take the same
+    number of lines (at 1920x1080 the asymmetric caption, a character longer, took two
+    while the symmetric one took one)."""
+    win = projected
+    win.resize(*size)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == size, timeout=5000)
+    for pair in "12":
+        win.stage.show_pair(pair)
+        qtbot.wait(50)
+        win.grab()
+        labels = [win.panes[k].caption for k in win.stage.visible_panes()]
+        counts = [len(drawn_lines(label.shown_text(), label.font(),
+                                  label.contentsRect().width())) for label in labels]
+        assert len(labels) == 2 and counts[0] == counts[1], (size, pair, counts,
+                                                             [lb.text() for lb in labels])

@@ -274,6 +274,36 @@ def test_refusals_raise_and_keep_what_the_window_shows(viewer, tmp_path):
         v.set(bits=4)
 
 
+def test_the_handle_loads_through_the_state_not_the_window(viewer, tmp_path, monkeypatch):
+    """``view`` on a file of several tensors asks the live state, as ``figure`` does: with
+    ``tensor=`` the tensor named is shown (its numbers the engine's), without it the model
+    view lists them all, and neither the window's loader nor its picker is ever called."""
+    from quantscope.gui.loading import Loading
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the handle loaded through the window")
+
+    for name in ("load", "load_from", "_show_picker"):
+        monkeypatch.setattr(Loading, name, refuse)
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((16, 32)).astype(np.float32)
+    b = rng.standard_normal((8, 8)).astype(np.float32)
+    path = tmp_path / "two.npz"
+    np.savez(path, a=a, b=b)
+    v = viewer(path, tensor="b", show=False).wait()
+    assert v.state.tensor.shape == (8, 8) and v.window.picker is None
+    engine_agrees(v.numbers(), b, v.settings)
+    v.load(path, tensor="a").wait()
+    assert v.state.tensor.shape == (16, 32)
+    engine_agrees(v.numbers(), a, v.settings)
+    opened: list[str] = []
+    monkeypatch.setattr(type(v.window), "open_model", lambda self, p: opened.append(str(p)))
+    v.load(path)  # several tensors, none named: the model view, once, no picker
+    v._run_until(lambda: v._load_done, 60)
+    assert opened == [str(path)] and v.window.picker is None
+    assert v.state.tensor.shape == (16, 32)  # the tensor shown stays
+
+
 @pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")
 def test_a_quantized_torch_tensor_is_shown_under_its_own_scale_and_zero_point(viewer):
     torch = need("torch")

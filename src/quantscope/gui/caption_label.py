@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 
-from PySide6.QtCore import QRect, QRectF, QSize, Qt
+from PySide6.QtCore import QPoint, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import QFontMetricsF, QPainter, QPalette
 from PySide6.QtWidgets import (
     QComboBox,
@@ -81,28 +81,26 @@ def _bracket_depth(depth: int, word: str) -> int:
                - word.count(")"))
 
 
-def fit_caption(text: str, metrics: QFontMetricsF, width: float, lines: int = 2) -> str:
+def fit_caption(text: str, metrics: QFontMetricsF, width: float, lines: int = 2, *,
+                broken: bool = False) -> str:
     """``text`` as it is drawn in ``lines`` lines ``width`` wide (see the module docstring):
     whole when it fits on one line; else broken after the clause whose two halves each fit a
     line (the more even split of the best kind of break); else wrapped between phrases; and
-    if that needs more than ``lines`` lines, its last words make way for "…"."""
-    if width <= 0 or _fits_line(metrics, text, width):
+    if that needs more than ``lines`` lines, its last words make way for "…".
+
+    ``broken``: broken after its clause even where it fits on one line (as the caption beside
+    it is), if it has such a clause; else whole."""
+    if width <= 0:
+        return text
+    if _fits_line(metrics, text, width):
+        if broken and lines >= 2:
+            split = _clause_split(text, metrics, width)
+            return split if split is not None else text
         return text
     if lines >= 2:
-        for kind in CAPTION_BREAKS:
-            best: tuple[float, str] | None = None
-            for sep in kind:
-                start = text.find(sep)
-                while start >= 0:
-                    head, tail = text[:start + len(sep)].rstrip(), text[start + len(sep):]
-                    if _fits_line(metrics, head, width) and _fits_line(metrics, tail, width):
-                        longer = max(metrics.horizontalAdvance(head),
-                                     metrics.horizontalAdvance(tail))
-                        if best is None or longer < best[0]:
-                            best = (longer, f"{head}\n{tail}")
-                    start = text.find(sep, start + 1)
-            if best is not None:
-                return best[1]
+        split = _clause_split(text, metrics, width)
+        if split is not None:
+            return split
     kept = keep_phrases(text)
     if line_count(metrics, kept, width) <= lines:
         return kept
@@ -112,6 +110,26 @@ def fit_caption(text: str, metrics: QFontMetricsF, width: float, lines: int = 2)
         if line_count(metrics, short, width) <= lines:
             return short
     return metrics.elidedText(text, Qt.TextElideMode.ElideRight, width)
+
+
+def _clause_split(text: str, metrics: QFontMetricsF, width: float) -> str | None:
+    """``text`` broken in two lines after a clause, both halves fitting ``width``: the most
+    even split of the best kind of break (:data:`CAPTION_BREAKS`); None when there is none."""
+    for kind in CAPTION_BREAKS:
+        best: tuple[float, str] | None = None
+        for sep in kind:
+            start = text.find(sep)
+            while start >= 0:
+                head, tail = text[:start + len(sep)].rstrip(), text[start + len(sep):]
+                if _fits_line(metrics, head, width) and _fits_line(metrics, tail, width):
+                    longer = max(metrics.horizontalAdvance(head),
+                                 metrics.horizontalAdvance(tail))
+                    if best is None or longer < best[0]:
+                        best = (longer, f"{head}\n{tail}")
+                start = text.find(sep, start + 1)
+        if best is not None:
+            return best[1]
+    return None
 
 
 class CaptionLabel(QLabel):
@@ -130,10 +148,34 @@ class CaptionLabel(QLabel):
         self.setWordWrap(True)  # its height follows its width (heightForWidth)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self._fitted: tuple[tuple, str] = ((), "")
+        #: Captions that may stand beside this one (see :func:`pair_captions`).
+        self.partners: list[CaptionLabel] = []
 
     def fit(self, metrics: QFontMetricsF, width: float) -> str:
         """The text as drawn ``width`` wide: the caption as :func:`fit_caption` breaks it."""
         return fit_caption(self.text(), metrics, width, self.lines)
+
+    def setText(self, text: str) -> None:
+        """Set the sentence; the captions beside it repaint too (their lines follow it)."""
+        if text == self.text():
+            return
+        super().setText(text)
+        for partner in self.partners:
+            partner.update()
+
+    def _alone_lines(self) -> int:
+        """Lines the caption takes at its present width, ignoring the captions beside it."""
+        metrics = QFontMetricsF(self.font())
+        width = float(self.contentsRect().width())
+        return line_count(metrics, self.fit(metrics, width), width)
+
+    def _beside(self) -> list[CaptionLabel]:
+        """The partners shown on the same row as this caption (their tops level with it)."""
+        if not self.isVisible():
+            return []
+        top = self.mapToGlobal(QPoint(0, 0)).y()
+        return [p for p in self.partners if p.isVisible() and p.text()
+                and p.mapToGlobal(QPoint(0, 0)).y() == top]
 
     def heightForWidth(self, width: int) -> int:
         """The height of the text as drawn ``width`` wide (at most ``lines`` lines): QLabel's
@@ -147,11 +189,19 @@ class CaptionLabel(QLabel):
         return int(rect.height() + 0.999) + margins.top() + margins.bottom()
 
     def shown_text(self) -> str:
-        """The text as drawn at the label's present width and font."""
+        """The text as drawn at the label's present width and font: in as many lines as the
+        captions beside it take, where its clauses allow (a pair of captions whose lengths
+        differ by a character read alike, not one on a line and its twin on two)."""
         width = float(self.contentsRect().width())
-        key = (self.text(), width, self.font().key(), self.lines)
+        beside = self._beside()
+        broken = self.lines >= 2 and any(p._alone_lines() >= 2 for p in beside)
+        key = (self.text(), width, self.font().key(), self.lines, broken)
         if self._fitted[0] != key:
-            self._fitted = (key, self.fit(QFontMetricsF(self.font()), width))
+            metrics = QFontMetricsF(self.font())
+            text = (fit_caption(self.text(), metrics, width, self.lines, broken=True)
+                    if broken and type(self).fit is CaptionLabel.fit
+                    else self.fit(metrics, width))
+            self._fitted = (key, text)
         return self._fitted[1]
 
     def paintEvent(self, event) -> None:
@@ -164,6 +214,13 @@ class CaptionLabel(QLabel):
                                       self.foregroundRole())
         finally:
             painter.end()
+
+
+def pair_captions(labels: list[CaptionLabel]) -> None:
+    """Make ``labels`` partners: those shown on one row take equal lines where their clauses
+    allow (:meth:`CaptionLabel.shown_text`)."""
+    for label in labels:
+        label.partners = [other for other in labels if other is not label]
 
 
 class PhraseLabel(CaptionLabel):

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QFileDialog
 from quantscope.gui.picker import TensorPicker
 from quantscope.io import kinds
 from quantscope.state import Settings, Source
-from quantscope.state.load_job import PickFirst, Read, source_reader
+from quantscope.state.load_job import PickFirst, Read, is_checkpoint, source_reader
 
 
 def file_filter() -> str:
@@ -43,8 +43,7 @@ class Loading:
         changes, or ``fallback`` is loaded instead. Returns the load's ticket (None when a
         checkpoint opened the model view instead).
         """
-        if source.kind == "file" and source.tensor is None and (
-                Path(source.name).is_dir() or source.name.endswith(".index.json")):
+        if is_checkpoint(source):
             self.open_model(source.name)  # a checkpoint folder or index: the model view
             return None
         return self.load_from(source, source_reader(source, pick=pick), settings=settings,
@@ -62,14 +61,20 @@ class Loading:
         self._load_source = source
         self._load_extras = (settings, on_loaded, fallback)  # for the latest load only
         self._start_progress(f"loading {source.label()}")
-        return self.live.load(source, read, settings=settings, reports=progress)
+        self._own_load = self.live.load(source, read, settings=settings, reports=progress)
+        return self._own_load
 
     def _loaded(self, ticket: int, outcome) -> None:
         """The live state's load ended (its latest): a picker or the model view to show, or
-        the tensor installed (True) or refused (False, its error shown by the state)."""
+        the tensor installed (True) or refused (False, its error shown by the state). A load
+        the window did not start (the Python handle's) is its starter's to resolve."""
         self._stop_progress()
         settings, on_loaded, _ = self._load_extras
         self._load_extras = (None, None, None)
+        if ticket != self._own_load:  # the handle's: the tensor is in, or the names are its
+            if outcome is True:
+                self.clear_error()
+            return
         if isinstance(outcome, PickFirst):  # several tensors and none named
             if outcome.source.kind == "file":
                 self.open_model(outcome.path)  # the model view lists them all
@@ -85,7 +90,8 @@ class Loading:
         """A load failed (its error is shown): load the fallback, if one was given."""
         fallback = self._load_extras[2]
         self._load_extras = (None, None, None)
-        if fallback is not None:
+        # the state reports its latest load's failure only: the window's, or the handle's
+        if fallback is not None and self.live.scheduler.latest("load") == self._own_load:
             self.load(fallback)
 
     def open_path(self, path: str | os.PathLike, tensor: str | None = None) -> None:

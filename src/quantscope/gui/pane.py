@@ -16,6 +16,7 @@ from PySide6.QtGui import (
     QColor,
     QFont,
     QFontDatabase,
+    QPainter,
     QPainterPath,
     QPen,
     QRegion,
@@ -115,6 +116,20 @@ def pane_key(theme, per_unit: bool, grid: str | None = None, short: bool = False
     grid = "grid" if short else grid or ("median channel's grid" if per_unit else "code grid")
     return (f"{swatch('window', '[ ]')} window &nbsp;{swatch('clipped', '▀')} clipped "
             f"&nbsp;{swatch('zero', '┆')} zero point &nbsp;{swatch('grid', '│')} {grid}")
+
+
+class FlatRegion(pg.LinearRegionItem):
+    """A clip or window band, filled without antialiasing: the band is an axis-aligned
+    rectangle, so antialiasing only softens its two edges by a pixel (its edge lines are
+    separate items, still antialiased), while it made the raster engine fill the translucent
+    rectangle through its generic path rasterizer -- 0.8 ms against 0.2 ms per fill of a
+    plot-sized band, five bands per pane, four panes per settings change."""
+
+    def paint(self, p, *args) -> None:
+        p.save()  # the items painted after it keep their antialiasing
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        super().paint(p, *args)
+        p.restore()
 
 
 def _path_item(pen: QPen | None = None, brush: QBrush | None = None) -> QGraphicsPathItem:
@@ -222,15 +237,13 @@ class Pane(QFrame):
         self.plot.showGrid(x=False, y=True, alpha=0.15)
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.getViewBox().setDefaultPadding(0.02)
-        self.clip_lo = pg.LinearRegionItem(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False)
-        self.clip_hi = pg.LinearRegionItem(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False)
-        self.window = pg.LinearRegionItem(brush=WINDOW_BRUSH, pen=EDGE_PEN, movable=False)
+        self.clip_lo = FlatRegion(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False)
+        self.clip_hi = FlatRegion(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False)
+        self.window = FlatRegion(brush=WINDOW_BRUSH, pen=EDGE_PEN, movable=False)
         # the tint alone is too faint to read on a projector: a solid band along the top of
         # each clipped range carries the mark (see apply_theme)
-        self.clip_lo.band = pg.LinearRegionItem(pen=pg.mkPen(None), movable=False,
-                                                span=(0.95, 1.0))
-        self.clip_hi.band = pg.LinearRegionItem(pen=pg.mkPen(None), movable=False,
-                                                span=(0.95, 1.0))
+        self.clip_lo.band = FlatRegion(pen=pg.mkPen(None), movable=False, span=(0.95, 1.0))
+        self.clip_hi.band = FlatRegion(pen=pg.mkPen(None), movable=False, span=(0.95, 1.0))
         for item in (self.clip_lo, self.clip_hi, self.window, self.clip_lo.band,
                      self.clip_hi.band):
             item.setZValue(-10)

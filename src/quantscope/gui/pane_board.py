@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
+from quantscope.gui.caption_label import pair_captions
 from quantscope.gui.pane import Pane, link_plots
 from quantscope.gui.style import base_font, light_palette, reserve_lines
 from quantscope.gui.window_layout import follow_user_zoom
@@ -69,6 +70,7 @@ class PaneBoard(QWidget):
             grid.setRowStretch(i, 1)
         outer.addLayout(grid, 1)
         link_plots(list(self.panes.values()))
+        pair_captions([pane.caption for pane in self.panes.values()])  # a row reads alike
         follow_user_zoom([pane.strip for pane in self.panes.values()])
         self._apply_theme()
 

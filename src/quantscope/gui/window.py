@@ -79,6 +79,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.dark = False
         self._load_source: Source | None = None
         self._load_extras: tuple = (None, None, None)  # see Loading.load
+        self._own_load = 0  # the ticket of the latest load the window started itself
         # Numbers that lag the controls must say so: after STALE_MS without results the panes'
         # numbers turn grey and the status bar says they belong to the previous settings.
         self.stale_timer = QTimer(self)

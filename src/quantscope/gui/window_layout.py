@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from quantscope.gui.caption_label import pair_captions
 from quantscope.gui.compact import Compact
 from quantscope.gui.controls import ControlsPanel
 from quantscope.gui.format_controls import FormatControls
@@ -81,6 +82,7 @@ class WindowLayout:
             grid.setColumnStretch(i, 1)  # size hint follows its text; a shift of a few
             grid.setRowStretch(i, 1)  # pixels resized all four plots, twice per step)
         link_plots([self.panes[key] for key in PANES])
+        pair_captions([pane.caption for pane in self.panes.values()])  # a row reads alike
         follow_user_zoom([pane.strip for pane in self.panes.values()])
         self.splitter.addWidget(grid_host)
         self.views = QTabWidget()

@@ -7,13 +7,17 @@ PNGs (nothing needs Qt, a display or a JavaScript build). The tensor is prepared
 with prefix sums), after which a change costs ~2^bits binary searches per pane, so a redraw
 stays interactive at 16M elements.
 
-A change never blocks the kernel: the control's callback only checks and records the new
-setting, and the panes are computed and drawn as a job of the state's scheduler
-(:class:`quantscope.state.scheduler.Scheduler`, the one the window uses): its thread computes
-the reports from an immutable snapshot of the state, draws the PNGs and sends them (ipykernel
-sends comm messages from any thread). The latest change wins: a newer change replaces a
-queued redraw and makes a running one stale, so dragging a slider never builds a backlog, and a
-result is installed only if the settings it was computed for are still the current ones.
+One live state behind every front end: the widget drives a
+:class:`~quantscope.state.live.LiveExplorer`, the state and scheduler the window, ``qs.figure``
+and the Python handle use, so a setting is computed by the same job and gives the same
+mapping everywhere. A change never blocks the kernel: the control's callback only checks and
+records the new setting (the live state queues its reports; the latest change wins, a newer
+one replaces a queued computation and makes a running one stale, so dragging a slider never
+builds a backlog). A notebook kernel has no event loop to hand the outcome back on, so the
+thread that computed it delivers it (:meth:`QuantWidget._pump`, one at a time under the
+widget's lock: that lock is the state's "owner's thread") and then draws the PNGs and sends
+them (ipykernel sends comm messages from any thread), outside the lock, dropping a drawing
+whose settings changed meanwhile.
 """
 
 from __future__ import annotations
@@ -22,20 +26,18 @@ import collections
 import html
 import threading
 import time
-import weakref
 from collections.abc import Callable
 
-from quantscope.core.kernels.compile_notice import announce_compiles
 from quantscope.errors import UserError
-from quantscope.inputs import resolve_source
+from quantscope.inputs import live_state
 from quantscope.notebook.font import text_width
 from quantscope.notebook.raster import TEXT_SIZE, draw_pane, encode_png, view_range
-from quantscope.state import METHODS, PANES, RUNTIME_DESCRIPTIONS, ExplorerState, load_source
-from quantscope.state.compute import ComputeResult, compute_reports
+from quantscope.state import METHODS, PANES, RUNTIME_DESCRIPTIONS, ExplorerState
+from quantscope.state.compute import ComputeResult
 from quantscope.state.display import FIELDS, bucket_grid, display_values
 from quantscope.state.formats import CHOICES, DEFAULT_COMPARISON
 from quantscope.state.histogram import pane_histogram
-from quantscope.state.scheduler import COMPUTE, Event, JobContext, Scheduler
+from quantscope.state.live import LiveExplorer
 from quantscope.state.setting_names import settings_changes
 from quantscope.state.settings import Settings
 from quantscope.state.titles import pane_title
@@ -62,47 +64,8 @@ def _ipywidgets():
     return ipywidgets
 
 
-_scheduler: Scheduler | None = None
-_widgets: weakref.WeakValueDictionary[str, QuantWidget] = weakref.WeakValueDictionary()
-_scheduler_lock = threading.Lock()
-
-
-def scheduler() -> Scheduler:
-    """The scheduler every widget of this kernel redraws on (made on first use): each widget
-    is one key of it, so a change replaces that widget's queued redraw only."""
-    global _scheduler
-    with _scheduler_lock:
-        if _scheduler is None:
-            _scheduler = Scheduler(_deliver, name="quantscope-widget")
-        return _scheduler
-
-
-def _deliver(event: Event) -> None:
-    """The scheduler's outcomes, handed to the widget whose key they carry (on its thread)."""
-    w = _widgets.get(event.key)
-    if w is not None:
-        w._on_event(event)
-
-
-def load_state(data=None, *, tensor: str | None = None, name: str | None = None,
-               **settings) -> ExplorerState:
-    """An :class:`ExplorerState` on ``data`` (what ``quantscope.view`` takes), prepared and
-    computed, with ``settings`` as ``Viewer.set`` takes them; bad input raises at once."""
-    source, read, hint = resolve_source(data, tensor=tensor, name=name)
-    x, _ = read() if read is not None else load_source(source)
-    state = ExplorerState()
-    errors: list[str] = []
-    state.error.connect(errors.append)
-    if not state.set_tensor(x, source):
-        raise UserError(errors[-1])
-    changes = settings_changes(state.settings, {**hint, **settings}, state.tensor.ndim)
-    if changes and not state.update_settings(**changes) and errors:
-        raise UserError(errors[-1])
-
-    announce_compiles()
-    state.prepare()
-    state.compute()
-    return state
+#: Seconds a widget waits for its tensor's load and first reports.
+LOAD_TIMEOUT_S = 600.0
 
 
 class QuantWidget:
@@ -111,8 +74,10 @@ class QuantWidget:
 
     Attributes
     ----------
+    live : LiveExplorer
+        The live state: it computes every change in its scheduler (the window's kind).
     state : ExplorerState
-        What every control writes to and every pane is drawn from.
+        ``live.state``: what every control writes to and every pane is drawn from.
     controls : dict[str, ipywidgets.Widget]
         The controls by name: ``bits``, ``method``, ``percentile``, ``clip``, ``scheme``,
         ``preset``, ``layout`` and ``format0`` .. ``format3``; set their ``value`` from Python
@@ -125,19 +90,20 @@ class QuantWidget:
         Redraws installed since the widget was made (a superseded change draws nothing).
     """
 
-    def __init__(self, state: ExplorerState) -> None:
+    def __init__(self, live: LiveExplorer) -> None:
         w = _ipywidgets()
-        self.state = state
-        self._key = f"widget-{id(self)}"
-        _widgets[self._key] = self
+        self.live = live
+        self.state = state = live.state
         # one writer of the state and the controls at a time: the kernel's thread (a control
-        # moved, set()) or the scheduler's (a redraw installed); re-entrant, as a control set
-        # while holding it calls back at once
+        # moved, set()) or a job's (an outcome delivered, a redraw installed); re-entrant, as
+        # a control set while holding it calls back at once
         self._lock = threading.RLock()
         self._local = threading.local()  # per thread: "this thread is echoing the state"
         self._asked = 0.0  # when the change the pending redraw is for was made
         self._idle = threading.Event()
         self._idle.set()
+        self._to_draw: _Snapshot | None = None  # complete results delivered, not yet drawn
+        self._shown_generation = state.generation  # the results the images show
         self.redraws = 0
         #: The last windows shown on the clip slider (what a browser may echo back).
         self._shown_windows: collections.deque[tuple[float, float]] = collections.deque(
@@ -187,8 +153,13 @@ class QuantWidget:
                                 layout=w.Layout(flex_flow="row wrap", width="100%"))
         self.box = w.VBox([*rows, self.message, self.panes_box])
         state.error.connect(self._on_error)
+        live.failed.connect(self._on_failed)
+        live.results_ready.connect(self._on_results)
         self._sync_controls()
-        self._install(_render(_Snapshot.of(state, self._data_range())))
+        first = _render(_Snapshot.of(state, self._data_range(), with_results=True))
+        assert first is not None  # nothing stops the first drawing
+        self._install(first)
+        live.wake = self._pump  # from now on the thread that computed delivers and draws
 
     # -- what Python callers use ----------------------------------------------------------
     def set(self, **settings) -> QuantWidget:
@@ -257,35 +228,50 @@ class QuantWidget:
         self.message.value = f'<span style="color:#c00">{html.escape(message)}</span>'
 
     def _change(self, changes: dict, start: float) -> None:
-        """Apply ``changes`` to the state (on the caller's thread: a refusal shows at once)
-        and queue the redraw; the caller returns as soon as it is queued."""
+        """Apply ``changes`` to the state (on the caller's thread: a refusal shows at once);
+        the live state queues the reports, and the caller returns as soon as they are."""
         with self._lock:
-            if not self.state.update_settings(**changes):
+            self._asked = start
+            self._idle.clear()
+            if not self.live.update_settings(**changes):
+                self._settle()  # refused or unchanged: nothing is computing for it
                 return
             self.message.value = ""
             self._sync_controls()
-            snapshot = _Snapshot.of(self.state, self._data_range())
-            self._asked = start
-            self._idle.clear()
-        scheduler().submit(self._key, _job(snapshot), priority=COMPUTE)
 
-    def _on_event(self, event: Event) -> None:
-        """A redraw job's outcome, on the scheduler's thread."""
-        if event.what == "failed":
-            with self._lock:
-                self._on_error(str(event.value))
-                self._idle.set()
-        elif event.what == "done":
-            drawn: _Drawn = event.value
-            with self._lock:
-                if not self.state.accept(drawn.result):
-                    return  # computed for settings changed since: a newer job follows
-                self._install(drawn)
-                self._sync_window()
-                self.last_redraw_s = time.perf_counter() - self._asked
-                self.redraws += 1
-                if scheduler().is_current(self._key, event.ticket):
-                    self._idle.set()
+    def _settle(self) -> None:
+        """Mark the panes current once they show the state's results (under the lock)."""
+        if (self._to_draw is None and self.live.has_results()
+                and self._shown_generation == self.state.generation):
+            self._idle.set()
+
+    def _pump(self) -> None:
+        """The live state's ``wake``, on the job thread that queued an outcome: deliver it
+        (under the lock: the state's owner is whoever holds it), then draw the panes of a
+        complete result outside the lock, so a control moved meanwhile is taken at once."""
+        with self._lock:
+            self.live.deliver()
+            snap, self._to_draw = self._to_draw, None
+        if snap is None:
+            return
+        drawn = _render(snap, stop=lambda: self.state.generation != snap.generation)
+        with self._lock:
+            if drawn is None or snap.generation != self.state.generation:
+                return  # computed for settings changed since: a newer result follows
+            self._install(drawn)
+            self._shown_generation = snap.generation
+            self._sync_window()
+            self.last_redraw_s = time.perf_counter() - self._asked
+            self.redraws += 1
+            self._settle()
+
+    def _on_results(self) -> None:
+        """Every pane's report is in the state (delivered under the lock): draw them next."""
+        self._to_draw = _Snapshot.of(self.state, self._data_range(), with_results=True)
+
+    def _on_failed(self, kind: str, message: str) -> None:
+        self._on_error(message)
+        self._idle.set()
 
     # -- state -> controls and panes ------------------------------------------------------
     def _data_range(self) -> tuple[float, float]:
@@ -355,21 +341,33 @@ class QuantWidget:
 
 
 class _Snapshot:
-    """What a redraw needs, taken on the kernel's thread: the state's compute request (an
-    immutable snapshot) and what the drawing reads (settings, shape, sorted values)."""
+    """What a redraw needs, taken under the widget's lock: the results to draw, their
+    generation, and what the drawing reads (settings, shape, sorted values, the data's
+    range); ``request`` is the state's, for a caller that computes the reports itself."""
 
-    __slots__ = ("data", "dtype", "request", "settings", "shape", "values")
+    __slots__ = ("data", "dtype", "generation", "request", "result", "settings", "shape",
+                 "values")
 
     def __init__(self, request, settings: Settings, shape: tuple[int, ...], values,
-                 dtype: str, data: tuple[float, float]) -> None:
+                 dtype: str, data: tuple[float, float], result: ComputeResult | None = None,
+                 generation: int = 0) -> None:
         self.request, self.settings, self.shape = request, settings, shape
         self.values, self.dtype, self.data = values, dtype, data
+        self.result, self.generation = result, generation
 
     @classmethod
-    def of(cls, state: ExplorerState, data: tuple[float, float]) -> _Snapshot:
+    def of(cls, state: ExplorerState, data: tuple[float, float], *,
+           with_results: bool = False) -> _Snapshot:
+        """The state now; ``with_results``: its current reports too (else the drawing must
+        be given them)."""
         prepared = state.prepare()
+        result = None
+        if with_results:
+            result = ComputeResult(state.generation, state.settings, dict(state.results),
+                                   dict(state.errors))
         return cls(state.request(), state.settings, tuple(state.tensor.shape),
-                   prepared.layout(None, None).values, state.stored_dtype, data)
+                   prepared.layout(None, None).values, state.stored_dtype, data, result,
+                   state.generation)
 
 
 class _Drawn:
@@ -381,23 +379,19 @@ class _Drawn:
         self.result, self.panes = result, panes
 
 
-def _job(snapshot: _Snapshot) -> Callable[[JobContext], _Drawn]:
-    """The scheduler job of one change: the reports, then (unless superseded meanwhile)
-    the drawn panes."""
-    def run(ctx: JobContext) -> _Drawn:
-        result = compute_reports(snapshot.request, None, ctx.beside)
-        ctx.check()
-        return _render(snapshot, result)
-    return run
-
-
-def _render(snap: _Snapshot, result: ComputeResult | None = None) -> _Drawn:
-    """Every pane of ``result`` (the request's reports; None: computed here) drawn: a pure
-    function of the snapshot, run on whichever thread computed the reports."""
+def _render(snap: _Snapshot, result: ComputeResult | None = None, *,
+            stop: Callable[[], bool] | None = None) -> _Drawn | None:
+    """Every pane of ``result`` (default: the snapshot's reports, which the live state
+    computed) drawn: a pure function of the snapshot, run on whichever thread holds it.
+    ``stop()``, asked before each pane, abandons a drawing nobody will see (None is
+    returned)."""
+    result = result or snap.result
     if result is None:
-        result = compute_reports(snap.request)
+        raise ValueError("a snapshot without reports: take it with_results=True")
     panes: dict[str, tuple[str, bytes, str]] = {}
     for pane in PANES:
+        if stop is not None and stop():
+            return None
         title = pane_title(pane, snap.settings, snap.shape)
         report = result.reports.get(pane)
         if report is None:
@@ -451,5 +445,11 @@ def widget(data=None, *, tensor: str | None = None, name: str | None = None,
         ``.numbers()`` returns the keys of ``quantscope report --json``.
     """
     _ipywidgets()  # the missing extra is named before any loading or compiling
-    return QuantWidget(load_state(data, tensor=tensor, name=name, **settings))
+    live = live_state(data, tensor=tensor, name=name, settings=settings,
+                      timeout=LOAD_TIMEOUT_S)
+    try:
+        return QuantWidget(live)
+    except BaseException:
+        live.shutdown()
+        raise
 

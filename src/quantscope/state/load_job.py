@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,14 @@ class _Several(Exception):  # leaves ``read`` early with what the front end must
     def __init__(self, path, infos) -> None:
         super().__init__()
         self.path, self.infos = path, infos
+
+
+def is_checkpoint(source: Source) -> bool:
+    """True for a file source that names a checkpoint folder or a ``*.index.json`` and no
+    tensor in it: a model to list and scan, not a tensor to load."""
+    if source.kind != "file" or source.tensor is not None:
+        return False
+    return source.name.endswith(".index.json") or Path(source.name).is_dir()
 
 
 def source_reader(source: Source, *, pick: bool = True) -> Read:
@@ -118,4 +127,4 @@ def load_job(source: Source, read: Read, settings: Settings, given: Settings | N
     return Loaded(source, x, prepared, overview(x, dtype, prepared), given)
 
 
-__all__ = ["Loaded", "PickFirst", "Read", "load_job", "source_reader"]
+__all__ = ["Loaded", "PickFirst", "Read", "is_checkpoint", "load_job", "source_reader"]
