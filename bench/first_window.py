@@ -6,8 +6,9 @@ The window runs as a person starts it: the real command (``quantscope.cli.main()
 arguments) on the display given (Xvfb's ``DISPLAY``, or ``--offscreen``). A one-shot Qt
 timer, armed when the window is built, waits for :meth:`MainWindow.all_shown`, lets Qt
 paint what the reports changed, prints the time since the process started, stops any
-compile-ahead process this start began (so the next measurement has the cores to itself)
-and quits.
+waits for any compile-ahead process this start began (so the warm start finds what it
+compiled, and the next measurement has the cores to itself; the time it ended is printed) and
+quits. Processor seconds of the window's process up to the first window are printed too.
 
 ``--notebook`` times the same in a notebook run by nbclient: a kernel started on the fresh
 copy, one cell drawing the demo tensor's four panes with ``qs.figure`` (the kernel's start
@@ -50,11 +51,16 @@ def create_window(*a, **k):
             QApplication.processEvents()
             window.repaint()
             took = time.time() - T0
+            cpu = time.process_time()
             ahead = __import__("quantscope.state.compile_ahead", fromlist=["x"])._started
-            print(f"FIRST_WINDOW {took:.2f} ahead={'yes' if ahead else 'no'}", flush=True)
-            if ahead is not None:
-                ahead.terminate()
+            print(f"FIRST_WINDOW {took:.2f} ahead={'yes' if ahead else 'no'} cpu={cpu:.2f}",
+                  flush=True)
+            if ahead is not None:  # the next start finds what it compiled
                 ahead.wait()
+                import resource
+                child = resource.getrusage(resource.RUSAGE_CHILDREN)
+                print(f"AHEAD_DONE {time.time() - T0:.2f} "
+                      f"cpu={child.ru_utime + child.ru_stime:.2f}", flush=True)
             window.close()
         else:
             QTimer.singleShot(10, poll)
@@ -89,7 +95,12 @@ def one_start(src: Path, cache: Path, offscreen: bool) -> tuple[float, str, str]
     if not line:
         raise SystemExit(f"no first window (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     took = float(line.split()[1])
-    return took, line.split()[2], proc.stderr.strip()
+    done = next((ln for ln in proc.stdout.splitlines() if ln.startswith("AHEAD_DONE ")), "")
+    extra = f"{line.split()[3]} s of this process"
+    if done:
+        extra += (f"; compile-ahead ended at {done.split()[1]} s "
+                  f"({done.split()[2]} s of its process)")
+    return took, f"{line.split()[2]}; {extra}", proc.stderr.strip()
 
 
 NOTEBOOK_CELL = """\
@@ -163,11 +174,11 @@ def main() -> None:
             cache = root / "numba-cache"
             cache.mkdir()
             fresh, ahead, notice = one_start(src, cache, args.offscreen)
-            warm, _, _ = one_start(src, cache, args.offscreen)
+            warm, warm_cpu, _ = one_start(src, cache, args.offscreen)
             verdict = "PASS" if fresh <= TARGET_S else "MISS"
             print(f"run {i + 1}: fresh install {fresh:.2f} s (ratio to target "
                   f"{fresh / TARGET_S:.2f}, {verdict}; compile-ahead started: {ahead}), "
-                  f"warm {warm:.2f} s")
+                  f"warm {warm:.2f} s ({warm_cpu})")
             if i == 0:
                 print("  stderr of the fresh start:\n    " + "\n    ".join(
                     notice.splitlines()[-4:]))

@@ -1,26 +1,35 @@
-"""How long ``method="mse"`` takes per channel on an LLM-sized weight, and what the search did.
+"""How long ``method="mse"`` takes per channel (or group) on an LLM-sized weight, and what the
+search did -- optionally against another build of quantscope, interleaved in the same run.
 
 A ``--rows`` x ``--cols`` weight (normal, a few outlier input columns, as real weights have),
-prepared once (sorted per channel, as the window does before a report); then, interleaved
-``--repeat`` times in the same run: the MSE search per output channel (asymmetric and
-symmetric int8) and, as the yardstick, one exact per-channel report of the min/max parameters
-on the same prepared tensor (what the window computes anyway). Printed: seconds, the ratio
-to the report, the boxes the branch and bound opened per channel (median, 90th percentile,
-largest) and whether every channel's minimum was proven.
+prepared once per process (sorted per unit, as the window does before a report); then the MSE
+search per output channel (``--group 0``) or per group of ``--group`` along a row, asymmetric
+and symmetric at ``--bits``, and, as the yardstick, one exact report of the min/max parameters
+on the same prepared tensor. Printed per build: wall seconds and the process's CPU seconds (the
+machine is shared: CPU time is what a quieter machine's two cores would divide), the ratio to
+the report, the boxes the branch and bound opened per unit (median, 90th percentile, largest),
+whether every unit's minimum was proven, and the largest relative difference of the two builds'
+errors per unit.
 
-Run: ``PYTHONPATH=src python bench/mse_speed.py [--rows 4096 --cols 4096 --repeat 2]``.
+``--old-src DIR`` (a ``src`` folder of another checkout, e.g. ``git archive <commit> src | tar
+-x -C /tmp/old``) measures that build too: each round runs one process per build, alternating,
+``--repeat`` rounds, best of each.
+
+Run: ``PYTHONPATH=src python bench/mse_speed.py [--rows 4096 --cols 4096 --bits 8 --group 0
+--repeat 2 --old-src /tmp/old/src]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
-
-from quantscope.core import choose_qparams
-from quantscope.core.stats.mse_search import mse_search
-from quantscope.core.stats.prepared import prepare
 
 
 def weight(rows: int, cols: int, seed: int = 0) -> np.ndarray:
@@ -31,40 +40,83 @@ def weight(rows: int, cols: int, seed: int = 0) -> np.ndarray:
     return w
 
 
+def measure(args: argparse.Namespace) -> dict:
+    """One round in this process: the timings, boxes and errors of this build."""
+    from quantscope.core import choose_qparams
+    from quantscope.core.schemes.qparams import code_range
+    from quantscope.core.stats.mse_search import mse_search
+    from quantscope.core.stats.prepared import prepare
+
+    w = weight(args.rows, args.cols)
+    group = args.group or None
+    axis = 0 if group is None else 1
+    prep = prepare(w)
+    rows = prep.layout(axis, group)
+    rows.sumsq  # noqa: B018 -- built once, as a report would
+    small = prepare(w[:4]).layout(axis, group)  # compile (or load) outside the timings
+    for sym in (False, True):
+        qmin, qmax = code_range(args.bits, symmetric=sym)
+        mse_search(small, qmin=qmin, qmax=qmax, symmetric=sym)
+    gran = "channel" if group is None else "group"
+    extra = {} if group is None else {"group_size": group}
+    p = choose_qparams(w, granularity=gran, axis=axis, symmetric=False, bits=args.bits, **extra)
+    t = time.perf_counter()
+    prep.analyze(p)
+    out: dict = {"report": time.perf_counter() - t}
+    for name, sym in (("asymmetric", False), ("symmetric", True)):
+        qmin, qmax = code_range(args.bits, symmetric=sym)
+        t, c = time.perf_counter(), time.process_time()
+        f = mse_search(rows, qmin=qmin, qmax=qmax, symmetric=sym)
+        out[name] = {"wall": time.perf_counter() - t, "cpu": time.process_time() - c,
+                     "boxes": np.percentile(f.boxes, [50, 90, 100]).tolist(),
+                     "proven": bool(f.proven.all()), "error": f.error.tolist()}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=4096)
     ap.add_argument("--cols", type=int, default=4096)
+    ap.add_argument("--bits", type=int, default=8)
+    ap.add_argument("--group", type=int, default=0, help="group size (0: per channel)")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--old-src", type=Path, default=None)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    w = weight(args.rows, args.cols)
-    t = time.perf_counter()
-    prep = prepare(w)
-    rows = prep.layout(0, None)
-    rows.sumsq  # noqa: B018 -- built once, as a report would
-    print(f"{args.rows}x{args.cols}: prepared per channel in {time.perf_counter() - t:.2f} s")
-    small = prepare(w[:4]).layout(0, None)  # compile outside the timings
-    for sym in (False, True):
-        mse_search(small, qmin=-127 if sym else -128, qmax=127, symmetric=sym)
-    times: dict[str, list[float]] = {"report": [], "asymmetric": [], "symmetric": []}
-    found = {}
+    if args.worker:
+        print(json.dumps(measure(args)))
+        return
+    new_src = Path(__file__).resolve().parents[1] / "src"
+    builds = {"new": new_src} if args.old_src is None else {"old": args.old_src, "new": new_src}
+    runs: dict[str, list[dict]] = {k: [] for k in builds}
+    argv = [sys.executable, __file__, "--worker", "--rows", str(args.rows), "--cols",
+            str(args.cols), "--bits", str(args.bits), "--group", str(args.group)]
     for _ in range(args.repeat):
-        t = time.perf_counter()
-        prep.analyze(choose_qparams(w, granularity="channel", axis=0, symmetric=False))
-        times["report"].append(time.perf_counter() - t)
-        for name, sym in (("asymmetric", False), ("symmetric", True)):
-            t = time.perf_counter()
-            found[name] = mse_search(rows, qmin=-127 if sym else -128, qmax=127,
-                                     symmetric=sym)
-            times[name].append(time.perf_counter() - t)
-    base = min(times["report"])
-    print(f"{'':12s} {'best s':>8s} {'x report':>9s} {'boxes p50/p90/max':>18s} proven")
-    print(f"{'report':12s} {base:8.3f} {1.0:9.1f}")
-    for name in ("asymmetric", "symmetric"):
-        f = found[name]
-        p50, p90, top = np.percentile(f.boxes, [50, 90, 100])
-        print(f"{name:12s} {min(times[name]):8.3f} {min(times[name]) / base:9.1f} "
-              f"{p50:6.0f}/{p90:4.0f}/{top:5.0f}  {bool(f.proven.all())}")
+        for name, src in builds.items():
+            env = dict(os.environ, PYTHONPATH=str(src))
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+            runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    unit = "channel" if not args.group else f"group of {args.group}"
+    print(f"{args.rows}x{args.cols}, {args.bits} bits, per {unit}, best of {args.repeat} "
+          f"interleaved rounds")
+    print(f"{'build':6s} {'scheme':11s} {'wall s':>7s} {'cpu s':>7s} {'x report':>9s} "
+          f"{'boxes p50/p90/max':>18s} proven")
+    for name, rs in runs.items():
+        base = min(r["report"] for r in rs)
+        for scheme in ("asymmetric", "symmetric"):
+            wall = min(r[scheme]["wall"] for r in rs)
+            cpu = min(r[scheme]["cpu"] for r in rs)
+            p50, p90, top = rs[-1][scheme]["boxes"]
+            print(f"{name:6s} {scheme:11s} {wall:7.2f} {cpu:7.2f} {wall / base:9.0f} "
+                  f"{p50:6.0f}/{p90:4.0f}/{top:5.0f}  {rs[-1][scheme]['proven']}")
+    if "old" in runs:
+        for scheme in ("asymmetric", "symmetric"):
+            a = np.array(runs["old"][-1][scheme]["error"])
+            b = np.array(runs["new"][-1][scheme]["error"])
+            rel = np.abs(b - a) / np.maximum(np.abs(a), 1e-300)
+            print(f"{scheme}: new error vs old per unit: largest relative difference "
+                  f"{rel.max():.2e}, new lower on {(b < a * (1 - 1e-9)).sum()}, higher on "
+                  f"{(b > a * (1 + 1e-9)).sum()} of {a.size} units")
 
 
 if __name__ == "__main__":

@@ -19,9 +19,12 @@ a fresh process against the bound "largest tensor as float32 + 1 GB".
 ``--formats`` measures ``scan --formats`` against the plain scan instead, in one run and in
 interleaved pairs, on three small checkpoints written to ``--dir``: 1,000 and 100,000 tiny
 float32 tensors (8x64, as many small norms and biases are) and four 2048x2048 float32 weights;
-it prints each as milliseconds per tensor and nanoseconds per byte, and the ratio.
+it prints each as milliseconds per tensor and nanoseconds per byte, and the ratio; and, in the
+same interleaved runs, ``--formats`` with the error screen switched off ("unscreened": every
+format's exact report compared, as before it), checking that both name the same points.
 
     python bench/scan_speed.py --formats [--dir /tmp/quantscope-bench-formats] [--pairs 2]
+                               [--sets large] [--sets 1,000]
 """
 
 from __future__ import annotations
@@ -143,18 +146,21 @@ def _cpu() -> float:
     return t.user + t.system
 
 
-def _formats_sets(folder: Path) -> dict[str, Path]:
-    """The three checkpoints of ``--formats`` (written once, reused)."""
+def _formats_sets(folder: Path, only: list[str] | None = None) -> dict[str, Path]:
+    """The three checkpoints of ``--formats`` (written once, reused; only those whose label
+    holds a word of ``only``, if given)."""
     from safetensors.numpy import save_file
 
     folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(3)
     sets = {"1,000 tiny (8x64)": (1000, (8, 64)), "100,000 tiny (8x64)": (100_000, (8, 64)),
             "4 large (2048x2048)": (4, (2048, 2048))}
     out = {}
     for label, (count, shape) in sets.items():
+        if only and not any(word in label for word in only):
+            continue
         path = folder / f"{count}x{shape[0]}x{shape[1]}.safetensors"
         if not path.exists():
+            rng = np.random.default_rng([3, count])  # each set the same, whichever are asked
             base = rng.standard_normal(shape).astype(np.float32)
             save_file({f"layers.{i}.w": base * np.float32(rng.lognormal())
                        for i in range(count)}, str(path))
@@ -162,34 +168,51 @@ def _formats_sets(folder: Path) -> dict[str, Path]:
     return out
 
 
-def formats_main(folder: Path, pairs: int) -> None:
+def formats_main(folder: Path, pairs: int, only: list[str] | None = None) -> None:
     """``scan --formats`` against the plain scan, interleaved (see the module docstring)."""
     from quantscope.io.checkpoint import list_checkpoint
     from quantscope.state import Settings
+    from quantscope.state import formats as formats_module
     from quantscope.state.model_scan import ModelScan, model_rows
 
-    sets = _formats_sets(folder)
+    sets = _formats_sets(folder, only)
     print(f"cores: {os.cpu_count()}, load average at the start: "
           f"{', '.join(f'{v:.1f}' for v in os.getloadavg())}")
     rows_of = {label: model_rows(list_checkpoint(path)) for label, path in sets.items()}
     for rows in rows_of.values():  # compiled loops loaded, page cache filled
         ModelScan(rows[:3], Settings(), formats=True).run()
         ModelScan(rows[:3], Settings()).run()
+    screen_min = formats_module.SCREEN_MIN
+    # "unscreened": every format's exact report compared, as before the error screen
+    variants = (("plain", False, screen_min), ("--formats", True, screen_min),
+                ("unscreened", True, 1 << 62))
     for label, rows in rows_of.items():
         nbytes = sum(r.nbytes for r in rows)
-        plain, formats = [], []
+        times: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+        best: dict[str, list] = {}
         for _ in range(pairs):
-            for flag, times in ((False, plain), (True, formats)):
-                t = time.perf_counter()
-                done = ModelScan(rows, Settings(), formats=flag).run()
-                times.append(time.perf_counter() - t)
+            for name, flag, at in variants:
+                formats_module.SCREEN_MIN = at
+                try:
+                    t = time.perf_counter()
+                    done = ModelScan(rows, Settings(), formats=flag).run()
+                    times[name].append(time.perf_counter() - t)
+                finally:
+                    formats_module.SCREEN_MIN = screen_min
                 assert all(r.status == "ok" for r in done)
-        p, f = statistics.median(plain), statistics.median(formats)
+                if flag:
+                    best[name] = [r.formats for r in done]
+        assert best["--formats"] == best["unscreened"]  # the same points, to the bit
         n = len(rows)
+        p = statistics.median(times["plain"])
         print(f"{label}: plain {p:7.2f} s ({p / n * 1e3:6.3f} ms/tensor, {p / nbytes * 1e9:5.2f} "
-              f"ns/byte)   --formats {f:7.2f} s ({f / n * 1e3:6.3f} ms/tensor, "
-              f"{f / nbytes * 1e9:5.2f} ns/byte)   ratio {f / p:5.2f}x   pairs: "
-              + ", ".join(f"{b / a:.2f}x" for a, b in zip(plain, formats, strict=True)))
+              "ns/byte)")
+        for name in ("--formats", "unscreened"):
+            f = statistics.median(times[name])
+            print(f"  {name:>10} {f:7.2f} s ({f / n * 1e3:6.3f} ms/tensor, "
+                  f"{f / nbytes * 1e9:7.2f} ns/byte)   ratio {f / p:5.2f}x   pairs: "
+                  + ", ".join(f"{b / a:.2f}x" for a, b in zip(times["plain"], times[name],
+                                                             strict=True)))
 
 
 def main() -> None:
@@ -200,10 +223,13 @@ def main() -> None:
     ap.add_argument("--delete", action="store_true", help="remove the checkpoint afterwards")
     ap.add_argument("--formats", action="store_true",
                     help="scan --formats against the plain scan on tiny and large tensors")
+    ap.add_argument("--sets", action="append", metavar="WORD",
+                    help="with --formats: only the sets whose label holds WORD (repeatable: "
+                         "'large', '1,000', '100,000')")
     args = ap.parse_args()
     if args.formats:
         formats_main(args.dir if args.dir != Path(ap.get_default("dir"))
-                     else Path("/tmp/quantscope-bench-formats"), args.pairs)
+                     else Path("/tmp/quantscope-bench-formats"), args.pairs, args.sets)
         return
     folder: Path = args.dir
     if not (folder / MARKER).exists():

@@ -53,6 +53,8 @@ for formats in (("int8/channel", "fp8_e4m3/tensor", "mxfp4", "int4_g128"),
     state.update_settings(formats=formats)
     compute_reports(state.request())
 format_points(x, prepared, state.settings)
+from quantscope.state.formats import best_formats
+best_formats(x, state.settings)  # a large tensor's formats screened (scan --formats)
 choose_qparams(x, symmetric=False, method="mse", prepared=prepared)
 choose_qparams(x[:8], symmetric=True, method="mse", granularity="channel", axis=0)
 p = choose_qparams(x, symmetric=False)
@@ -73,8 +75,9 @@ def _python(code_or_module: list[str], cache) -> list[str]:
 def test_after_the_compile_ahead_the_window_formats_scans_and_api_compile_nothing(tmp_path):
     # a cold cache of its own: the warm-up compiles, and knows it
     warm = "from quantscope.state import compile_ahead as c, warm_up as s\n" \
-           "s.warm_up_engine()\nprint('cold:', c.cache_was_cold())"
-    assert _python(["-c", warm], tmp_path) == ["cold: True"]
+           "print('cached:', c.panes_cached())\n" \
+           "s.warm_up_engine()\nprint('cold:', c.cache_was_cold(), c.panes_cached())"
+    assert _python(["-c", warm], tmp_path) == ["cached: False", "cold: True True"]
     _python(["-m", "quantscope.state.compile_ahead"], tmp_path)
     assert _python(["-c", _USE_THEM], tmp_path) == ["cold: False", "compiled: []"]
 

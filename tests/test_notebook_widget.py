@@ -36,7 +36,13 @@ def weight_widget(tmp_path_factory):
     x = np.load(SAMPLES / "layer0_query_weight.npy", allow_pickle=False)
     path = tmp_path_factory.mktemp("w") / "w.npy"
     np.save(path, x)
-    return x, path, qs.widget(str(path))
+    w = qs.widget(str(path))
+    yield x, path, w
+    w.close()
+    assert not w.live.scheduler.is_running()  # its threads are joined
+    with pytest.raises(UserError, match="closed"):
+        w.set(bits=4)
+    assert not w.live.scheduler.is_running()
 
 
 def _report_json(path, *options) -> dict:
@@ -182,7 +188,10 @@ def test_multi_tensor_file_without_tensor_fails_at_once(tmp_path):
                                         r"tensor=NAME: a, b"):
         qs.widget(str(path))
     assert time.monotonic() - start < 30
-    assert qs.widget(str(path), tensor="b").state.tensor.shape == (4, 4)
+    w = qs.widget(str(path), tensor="b")
+    assert w.state.tensor.shape == (4, 4)
+    assert all(t.name.startswith("quantscope-widget") for t in w.live.scheduler._threads)
+    w.close()
 
 
 def test_missing_ipywidgets_names_the_extra(monkeypatch):

@@ -47,6 +47,39 @@ def test_a_tensor_set_directly_is_prepared_and_computed(live):
         assert st.results[key].sqnr_db == ref.results[key].sqnr_db
 
 
+def test_clipped_values_arrive_with_the_results_gathered_off_the_owners_thread(live,
+                                                                              monkeypatch):
+    """Each per-channel report's own clipped values are gathered in the compute job (on its
+    thread), so drawing them on the owner's thread only bins: the owner never gathers, and
+    the binned counts equal a gather made afresh and the reports' clipped counts."""
+    import quantscope.state.explorer as explorer_module
+    from quantscope.state.clipped_histogram import binned, report_clipped
+
+    x = _tensor(3)
+    x[5, :4] = 40.0  # outliers in one channel: a manual window clips them, and more
+    live.set_tensor(x, Source("array", "x", axis=0))
+    assert live.wait(timeout=60)
+    owner = threading.get_ident()
+    gathered_on: list[int] = []
+    real = explorer_module.report_clipped
+    monkeypatch.setattr(explorer_module, "report_clipped", lambda *a: (
+        gathered_on.append(threading.get_ident()), real(*a))[1])
+    live.update_settings(method="manual", manual_clip=(-1.5, 2.0))
+    assert live.wait(timeout=60)
+    st = live.state
+    edges = np.linspace(float(x.min()) - 1, float(x.max()) + 1, 101)  # every value inside
+    for key in ("symmetric/channel", "asymmetric/channel"):
+        report = st.results[key]
+        counts = st.clipped_histogram(report, edges)
+        assert counts is not None
+        want = binned(report_clipped(report, st.prepared), edges)
+        assert np.array_equal(counts, want)
+        units = report.per_channel
+        assert counts.sum() == int(units.clipped_below.sum() + units.clipped_above.sum()) > 0
+    assert owner not in gathered_on  # nothing gathered on this (the owner's) thread
+    assert st.clipped_histogram(st.results["symmetric/tensor"], edges) is None
+
+
 def test_the_newest_settings_win_and_older_results_never_land(live):
     live.set_tensor(_tensor())
     assert live.wait(timeout=60)

@@ -125,7 +125,8 @@ def _own_window(t) -> dict:
 
 
 def live_state(data=None, *, tensor: str | None = None, name: str | None = None,
-               settings: dict | None = None, timeout: float = 120.0) -> LiveExplorer:
+               settings: dict | None = None, timeout: float = 120.0,
+               threads_name: str | None = None) -> LiveExplorer:
     """A live state (:class:`~quantscope.state.live.LiveExplorer`) with ``data`` loaded under
     ``settings`` (by name, as :func:`settings_changes` takes them) and every pane's report in.
 
@@ -134,14 +135,15 @@ def live_state(data=None, *, tensor: str | None = None, name: str | None = None,
     it waits (no event loop). ``qs.figure`` draws from it, ``qs.widget`` keeps it live.
     Raises what the window would show as an error: a refused setting or file, a source of
     several tensors with none named (listing their names), ``TimeoutError`` after
-    ``timeout`` seconds. The caller owns the state and shuts it down.
+    ``timeout`` seconds. The caller owns the state and shuts it down. ``threads_name``
+    prefixes its scheduler's threads' names (default: the window's).
     """
     from quantscope.core.kernels.compile_notice import announce_compiles
 
     # a first use compiles the panes' loops (a minute on a busy machine): the notice and its
     # progress reach a notebook cell's stderr, as the window's do
     announce_compiles()
-    live = LiveExplorer()
+    live = LiveExplorer() if threads_name is None else LiveExplorer(name=threads_name)
     st = live.state
     refused: list[str] = []
     st.error.connect(refused.append)

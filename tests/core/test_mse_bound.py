@@ -1,12 +1,15 @@
 """The branch and bound's pieces: the galloping walk finds the same runs as a walk over every
-element, and a box's bound never exceeds the error at any scale of the box, for any zero
-point (what makes dropping a box safe)."""
+element, a box's bound never exceeds the error at any scale of the box, for any zero point
+(what makes dropping a box safe), and a box's sweep is the least error of every float32 scale
+in it (what makes settling a box by its sweep exact)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from quantscope.core.kernels import mse_bound as mb
+from quantscope.core.kernels import mse_sweep as ms
 
 QMIN, QMAX = -128, 127
 K = QMAX - QMIN + 1
@@ -61,3 +64,62 @@ def test_a_box_bound_is_below_the_error_at_every_scale_of_the_box():
         codes = np.clip(np.rint(xd[:, None] / s1) + zs, QMIN, QMAX)
         err = ((xd[:, None] - s1 * (codes - zs)) ** 2).sum(axis=0)
         np.testing.assert_allclose(lb, err, rtol=1e-9, atol=1e-14)
+
+
+def _every_float32(s1: float, s2: float) -> np.ndarray:
+    """Every float32 scale in ``[s1, s2]`` (both float32)."""
+    a, b = np.float32(s1), np.float32(s2)
+    n = int(b.view(np.int32)) - int(a.view(np.int32)) + 1
+    return (np.arange(n, dtype=np.int32) + a.view(np.int32)).view(np.float32).astype(np.float64)
+
+
+@pytest.mark.parametrize(("z_lo", "z_hi", "seed"), [(0, 0, 3), (-128, 127, 4), (-20, -5, 6)])
+def test_a_box_sweep_is_the_least_error_of_every_float32_scale_in_it(z_lo, z_hi, seed):
+    """A narrow box holds a few thousand float32 scales: each evaluated exactly for every
+    zero point by NumPy, and the least of them is the sweep's."""
+    x = _values(seed)
+    xd = x.astype(np.float64)
+    zs = np.arange(z_lo, z_hi + 1)
+    rlo, rhi, rf, *_ = _scratch()
+    rng = np.random.default_rng(seed)
+    for _ in range(4):
+        s1 = float(np.float32(np.exp(rng.uniform(np.log(3e-4), np.log(4e-3)))))
+        s2 = float(np.float32(s1 * (1 + 10 ** rng.uniform(-4.5, -3.5))))
+        n = mb.runs_walk(x, 0, x.size, s1, s2, K, rlo, rhi, rf)
+        crossings = ms.box_crossings(rlo, rhi, rf, n)
+        ev = (np.empty(crossings), np.empty(crossings), np.empty(crossings, np.int64))
+        out = np.empty(3)
+        assert ms.box_sweep(x, 0, rlo, rhi, rf, n, s1, s2, QMIN, QMAX, z_lo, z_hi, np.inf,
+                            *ev, np.empty(zs.size), np.empty(zs.size), out)
+        scales = _every_float32(s1, s2)
+        best = np.inf
+        for s in scales:
+            codes = np.clip(np.rint(xd[:, None] / s) + zs, QMIN, QMAX)
+            err = ((xd[:, None] - s * (codes - zs)) ** 2).sum(axis=0)
+            best = min(best, float(err.min()))
+        assert out[0] == pytest.approx(best, rel=1e-11)
+        assert s1 <= out[1] <= s2 and out[1] == float(np.float32(out[1]))
+        assert z_lo <= out[2] <= z_hi
+        # and nothing is reported when the best found already beats the box
+        assert not ms.box_sweep(x, 0, rlo, rhi, rf, n, s1, s2, QMIN, QMAX, z_lo, z_hi,
+                                best * (1 - 1e-9), *ev, np.empty(zs.size), np.empty(zs.size),
+                                out)
+
+
+def test_a_two_code_run_minimum_is_the_least_error_of_the_run_over_the_box():
+    """One run whose codes are m and m + 1 on the box: its exact least error over a dense
+    scan of the box's scales (the sum of each element's own least error is far below it)."""
+    rng = np.random.default_rng(9)
+    for m in (3, -4, 0, -1):
+        s1, s2 = 0.01, 0.0104
+        centre = (m + 0.5) * 0.0102
+        x = np.sort(centre + rng.uniform(-1, 1, 200).astype(np.float32) * 0.0015)
+        x = x.astype(np.float32)
+        xd = x.astype(np.float64)
+        got = mb.two_code_run_minimum(x, 0, x.size, s1, s2, m, float(xd.sum()),
+                                      float((xd * xd).sum()))
+        scan = np.linspace(s1, s2, 20001)
+        codes = np.clip(np.rint(xd[:, None] / scan), m, m + 1)
+        errs = ((xd[:, None] - scan * codes) ** 2).sum(axis=0)
+        assert got <= errs.min() * (1 + 1e-9)
+        assert got >= errs.min() * (1 - 1e-4)

@@ -265,12 +265,12 @@ def test_runtime_presets_give_the_same_params_with_a_prepared_tensor(runtime):
         np.testing.assert_array_equal(a.zero_point, b.zero_point)
 
 
-def test_warm_up_loads_every_compiled_loop_the_reports_use():
+def test_warm_up_loads_every_compiled_loop_the_reports_use(monkeypatch):
     """A session's first percentile or per-channel report must not stall loading one."""
     from quantscope.core.kernels import block_sums, radix_sort, sorted_kernel
     from quantscope.core.stats import prepared
 
-    prepared.warm_up.cache_clear()
+    monkeypatch.setattr(prepared, "_warmed_up", False)
     prepared.warm_up()
     for loop in (sorted_kernel.evaluate_rows, sorted_kernel.abs_order_stats,
                  sorted_kernel.row_sums_of_squares, radix_sort._count, radix_sort._scatter,

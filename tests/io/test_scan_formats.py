@@ -26,7 +26,7 @@ FOUR = ("int4_g32", "int4_g64", "int4_g128", "gptq_int4_g128", "gptq_int4_g128_a
 @pytest.fixture
 def checkpoint(tmp_path):
     """A weight with loud channels (int8 per tensor starves), a calm bf16 weight, heavy-tailed
-    activations (FP8's territory) and a 1-D norm (no channels)."""
+    activations (FP8's territory), a 1-D norm (no channels) and a wider weight."""
     loud = RNG.standard_normal((64, 256)).astype(np.float32) * 0.02
     loud[:3] *= 100
     tensors = {
@@ -34,6 +34,9 @@ def checkpoint(tmp_path):
         "calm.weight": (RNG.standard_normal((32, 128)) * 0.05).astype(ml_dtypes.bfloat16),
         "ffn.activations": (RNG.standard_t(2, (40, 96)) * 0.5).astype(np.float32),
         "norm.weight": (1 + 0.1 * RNG.standard_normal(96)).astype(np.float16),
+        # large enough for the error screen (quantscope.state.formats.SCREEN_MIN), within the
+        # size whose reports take the direct pass in both commands
+        "wide.weight": (RNG.standard_t(5, (256, 512)) * 0.03).astype(np.float32),
     }
     return write(tmp_path / "model.safetensors", safetensors_bytes(tensors))
 
@@ -53,7 +56,7 @@ def test_candidates_are_the_formats_of_each_width():
 def test_scan_names_the_best_of_report_formats(capsys, checkpoint):
     scan = {t["name"]: t for t in _json(capsys, "scan", str(checkpoint), "--formats",
                                         "--json")["tensors"]}
-    assert len(scan) == 4
+    assert len(scan) == 5
     for name, row in scan.items():
         # the channel axis by the window's rule in both (weights 0, activations -1)
         shown = _json(capsys, "report", str(checkpoint), "--tensor", name, "--json",
@@ -65,7 +68,7 @@ def test_scan_names_the_best_of_report_formats(capsys, checkpoint):
             want = max(pool, key=lambda k: (pool[k]["sqnr_db"], -pool[k]["bits_per_element"]))
             best = row[key]
             assert best["format"] == want, (name, key, best, pool)
-            assert best["sqnr_db"] == pytest.approx(pool[want]["sqnr_db"], abs=1e-9)
+            assert best["sqnr_db"] == pool[want]["sqnr_db"]  # to the bit
             assert best["bits_per_element"] == pool[want]["bits_per_element"]
     # the cases the fixture was built for: scales per channel or per block rescue the loud
     # weight (int8 per channel, or Q8_0's blocks of 32 within each row, which win); a 4-bit

@@ -66,6 +66,9 @@ def _ipywidgets():
 
 #: Seconds a widget waits for its tensor's load and first reports.
 LOAD_TIMEOUT_S = 600.0
+#: The name prefix of a widget's job threads: a kernel keeps them as long as the widget,
+#: apart from the window's (a window's close checks that none of its own are left).
+THREAD_NAME = "quantscope-widget"
 
 
 class QuantWidget:
@@ -105,6 +108,7 @@ class QuantWidget:
         self._to_draw: _Snapshot | None = None  # complete results delivered, not yet drawn
         self._shown_generation = state.generation  # the results the images show
         self.redraws = 0
+        self.closed = False
         #: The last windows shown on the clip slider (what a browser may echo back).
         self._shown_windows: collections.deque[tuple[float, float]] = collections.deque(
             maxlen=16)
@@ -166,6 +170,8 @@ class QuantWidget:
         """Change settings by name, as ``Viewer.set`` and ``quantscope report`` take them
         (``bits=4``, ``method="percentile"``, ``clip=(lo, hi)``...); the controls follow.
         An unknown name or a bad value raises SettingsError and changes nothing."""
+        if self.closed:
+            raise UserError("the widget was closed; quantscope.widget(x) makes a new one")
         changes = settings_changes(self.state.settings, settings, self.state.tensor.ndim)
         self._change(changes, time.perf_counter())
         return self
@@ -185,6 +191,15 @@ class QuantWidget:
         self.wait()
         return self.state.describe()
 
+    def close(self) -> None:
+        """Stop the widget's work and join its threads (idempotent); the images stay as
+        they are and the controls change nothing any more."""
+        self.closed = True
+        self.live.wake = None
+        for control in self.controls.values():
+            control.disabled = True
+        self.live.shutdown()
+
     def _repr_mimebundle_(self, **kwargs):
         return self.box._repr_mimebundle_(**kwargs)
 
@@ -195,7 +210,7 @@ class QuantWidget:
 
     # -- controls -> state ----------------------------------------------------------------
     def _on_control(self, key: str) -> None:
-        if getattr(self._local, "syncing", False):
+        if getattr(self._local, "syncing", False) or self.closed:
             return
         start = time.perf_counter()
         c = self.controls
@@ -446,7 +461,7 @@ def widget(data=None, *, tensor: str | None = None, name: str | None = None,
     """
     _ipywidgets()  # the missing extra is named before any loading or compiling
     live = live_state(data, tensor=tensor, name=name, settings=settings,
-                      timeout=LOAD_TIMEOUT_S)
+                      timeout=LOAD_TIMEOUT_S, threads_name=THREAD_NAME)
     try:
         return QuantWidget(live)
     except BaseException:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from quantscope.core import Prepared, QuantParams, QuantReport
 from quantscope.core.stats.sorted_stats import SortedRows
 
 
@@ -39,6 +40,18 @@ def clipped_values(rows: SortedRows, below: np.ndarray, above: np.ndarray) -> np
     return np.sort(rows.values[np.concatenate([first, last])])
 
 
+def report_clipped(report: QuantReport, prepared: Prepared | None) -> np.ndarray | None:
+    """The sorted values ``report``'s own units clip (:func:`clipped_values` on the prepared
+    layout of its granularity), or None where the drawn window says it all: a per-tensor
+    report, a number format's (its units are laid out by the format), no preparation."""
+    p, units = report.params, report.per_channel
+    if units is None or not isinstance(p, QuantParams) or p.granularity == "tensor" \
+            or prepared is None:
+        return None
+    return clipped_values(prepared.layout(p.axis, p.group_size), units.clipped_below,
+                          units.clipped_above)
+
+
 def _ranges(begin: np.ndarray, count: np.ndarray) -> np.ndarray:
     """Indices ``begin[r] .. begin[r] + count[r] - 1`` for every row, concatenated."""
     total = int(count.sum())
@@ -58,4 +71,4 @@ def binned(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.diff(cuts).astype(np.int64)
 
 
-__all__ = ["binned", "clipped_values"]
+__all__ = ["binned", "clipped_values", "report_clipped"]

@@ -14,6 +14,13 @@ when it first needs them.
 Nothing depends on the process finishing: a loop it has not written yet is compiled by the
 window as it would be without it, and Numba writes its cache files atomically, so two
 processes compiling the same loop leave one whole file.
+
+On a cold cache the window need not wait for the panes' loops either
+(:func:`start_with_stand_ins`): their NumPy twins (:mod:`quantscope.core.stats.loop_twins`,
+the same numbers bit for bit) serve the first reports while this process compiles the panes'
+loops first (``--panes``) and then the rest; when it ends the window loads the compiled loops
+from the cache, off its GUI thread, and the twins step aside. A loop without a twin that the
+window asks for meanwhile waits for the process rather than compiling in the window's process.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 
@@ -29,7 +37,7 @@ from quantscope.core.kernels import compiled
 from quantscope.core.stats.prepared import prepare
 from quantscope.io.dtypes import dtype_from_name
 from quantscope.state.settings import Settings
-from quantscope.state.warm_up import WARM_UP_SHAPE
+from quantscope.state.warm_up import WARM_UP_SHAPE, run_warm_up, skip_warm_up, warm_up_engine
 
 
 def cache_was_cold() -> bool:
@@ -60,6 +68,61 @@ def start_if_cold() -> subprocess.Popen | None:
     except OSError:
         return None
     return _started
+
+
+def panes_cached() -> bool:
+    """Whether Numba's cache holds the panes' main loop for this version of its source (or
+    there is no cache at all: then nothing can be compiled ahead, the window compiles)."""
+    from quantscope.core.kernels import sorted_kernel
+
+    cache = getattr(sorted_kernel.evaluate_rows, "_cache", None)
+    if cache is None or getattr(cache, "cache_path", None) is None:
+        return True
+    try:
+        return bool(cache._cache_file._load_index())  # {} when absent or for other source
+    except Exception:  # an unreadable index: the warm-up repairs it
+        return True
+
+
+#: Set when the loops are the compiled ones again after :func:`start_with_stand_ins`.
+compiled_ready = threading.Event()
+#: How long a loop without a twin waits for the compile-ahead process before compiling itself.
+WAIT_FOR_AHEAD_S = 600.0
+
+
+def start_with_stand_ins() -> bool:
+    """On a cold cache: serve the panes' loops by their NumPy twins, start the compile-ahead
+    process on the panes' loops and then the rest, and take the compiled loops when it ends
+    (a thread waits for it). False, with nothing changed, when the process could not start."""
+    global _started
+    if _started is not None:
+        return False
+    from quantscope.core.stats import loop_twins
+
+    try:
+        _started = subprocess.Popen(
+            [sys.executable, "-m", "quantscope.state.compile_ahead", "--panes"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+    except OSError:
+        return False
+    skip_warm_up()
+    loop_twins.install(until=lambda: compiled_ready.wait(WAIT_FOR_AHEAD_S))
+    threading.Thread(target=_take_compiled, args=(_started, loop_twins.remove), daemon=True,
+                     name="quantscope-take-compiled").start()
+    return True
+
+
+def _take_compiled(proc: subprocess.Popen, remove_twins) -> None:
+    """Once the compile-ahead process ends: the compiled loops again, loaded here by the
+    warm-up (off the GUI thread). Should the process have failed, the loops compile here."""
+    proc.wait()
+    remove_twins()
+    compiled_ready.set()
+    try:
+        run_warm_up()
+    except Exception:  # the window's own reports load or compile what they need anyway
+        pass
 
 
 def compile_rest() -> None:
@@ -94,6 +157,13 @@ def compile_rest() -> None:
         choose_qparams(blocks, format="gguf_q4_k", prepared=prepare(blocks))
     tao = choose_qparams(x, format="torchao_int4_g32")  # its codes and values (export)
     tao.dequantize(tao.quantize(x))
+    from quantscope.core.stats.format_sweep import error_sum, signal_sum
+
+    screened = [choose_qparams(x, format=name) for name in ("fp8_e4m3", "int8", "gguf_q8_0")]
+    for tensor in (x, frozen):  # the scan's screen of a large tensor's formats
+        signal_sum(tensor)
+        for params in screened:  # a cast, integer codes, decoded blocks
+            error_sum(tensor, params)
     cast(x[:64], "float8_e4m3fn")
     cast_e8m0(x[:64])
     for dtype in (np.float32, np.float16, dtype_from_name("bfloat16")):  # the scan's raw dtypes
@@ -101,12 +171,15 @@ def compile_rest() -> None:
 
 
 def main() -> None:
-    """``python -m quantscope.state.compile_ahead``: :func:`compile_rest` at the lowest
-    priority (the window's threads keep the cores they need)."""
+    """``python -m quantscope.state.compile_ahead [--panes]``: :func:`compile_rest` at the
+    lowest priority (the window's threads keep the cores they need), after the panes' loops
+    (the warm-up's) with ``--panes``."""
     try:
         os.nice(19)
     except OSError:
         pass
+    if "--panes" in sys.argv[1:]:
+        warm_up_engine()
     compile_rest()
 
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -123,6 +123,9 @@ class ComputeResult:
     reports: dict[str, QuantReport]
     errors: dict[str, str] = field(default_factory=dict)
     complete: bool = True  # False: the panes ready first, ahead of the rest
+    #: pane -> the sorted values its own units clip (per channel or group), gathered on the
+    #: job's thread so that drawing them costs the owner's only a binning
+    clipped: dict[str, Any] = field(default_factory=dict)
 
 
 def compute_reports(request: ComputeRequest,

@@ -26,7 +26,7 @@ from quantscope.core.labs.explain import clip_window
 from quantscope.core.tensors.validate import in_memory
 from quantscope.state.axes import ROLES, AxisChoice, choose_axis
 from quantscope.state.choices import PANES, PaneKey
-from quantscope.state.clipped_histogram import binned, clipped_values
+from quantscope.state.clipped_histogram import binned, report_clipped
 from quantscope.state.compute import (
     ComputeRequest,
     ComputeResult,
@@ -177,21 +177,23 @@ class ExplorerState:
         are laid out by the format), before the tensor is prepared, and for a report that is
         no longer among the results (a pane still showing the previous tensor's: its units
         are not the prepared tensor's)."""
-        p, units = report.params, report.per_channel
-        if (units is None or not isinstance(p, QuantParams) or p.granularity == "tensor"
-                or self.prepared is None
-                or not any(r is report for r in self.results.values())):
+        if not any(r is report for r in self.results.values()):
             return None
         cache: dict = self.__dict__.setdefault("_clipped", {})
         hit = cache.get(id(report))
-        if hit is None or hit[0] is not report:
-            rows = self.prepared.layout(p.axis, p.group_size)
-            hit = (report, clipped_values(rows, units.clipped_below, units.clipped_above))
-            shown = {id(r) for r in self.results.values()}  # older reports' values go
-            for stale in [k for k in cache if k not in shown]:
-                del cache[stale]
-            cache[id(report)] = hit
-        return binned(hit[1], edges)
+        if hit is None or hit[0] is not report:  # not gathered with the result: here
+            hit = (report, report_clipped(report, self.prepared))
+            self._keep_clipped({id(report): hit})
+        return None if hit[1] is None else binned(hit[1], edges)
+
+    def _keep_clipped(self, new: dict) -> None:
+        """Cache clipped values by report (``id -> (report, values)``); those of reports no
+        longer shown go."""
+        cache: dict = self.__dict__.setdefault("_clipped", {})
+        shown = {id(r) for r in self.results.values()}
+        for stale in [k for k in cache if k not in shown]:
+            del cache[stale]
+        cache.update(new)
 
     def window_in_use(self) -> tuple[float, float] | None:
         """The per-tensor clip window the panes use now: the manual window, else the
@@ -301,6 +303,8 @@ class ExplorerState:
             self.partial_results.emit()
             return True
         self.results, self.errors = dict(result.reports), dict(result.errors)
+        self._keep_clipped({id(result.reports[k]): (result.reports[k], v)
+                            for k, v in result.clipped.items() if k in result.reports})
         self.results_changed.emit()
         return True
 

@@ -11,6 +11,7 @@ amax); block formats take their scales from each block's amax, as their specific
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -150,17 +151,10 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
     def point(spec, params) -> FormatPoint:
         if should_stop():
             raise Cancelled
-        r = analyze_with(x, prepared, params)
-        return FormatPoint(spec, bits_per_element(params, x.size), r.sqnr_db, r.rounding_mse,
-                           r.clipping_mse)
+        return format_point(x, prepared, spec, params)
 
-    out = []
-    for spec in map(FormatChoice, specs):
-        if x.ndim == 0 and not spec.granularity == "tensor":
-            continue
-        if whole_blocks_only(spec) and x.shape[-1] % whole_blocks_only(spec):
-            continue  # the tool's blocks do not fit this tensor's rows: no point to plot
-        out.append(point(spec, format_pane_params(x, spec, settings, prepared)))
+    out = [point(spec, format_pane_params(x, spec, settings, prepared))
+           for spec in point_specs(x, specs)]
     if x.ndim and curve:
         plain = dataclasses.replace(settings, formats=None, group_size=None)
         for b in range(2, 8):
@@ -168,6 +162,26 @@ def format_points(x: np.ndarray, prepared, settings, specs=CHOICES,
                                 prepared=prepared)
             out.append(point(FormatChoice.of(f"int{b}", "channel"), p))
     return out
+
+
+def point_specs(x: np.ndarray, specs) -> list[FormatChoice]:
+    """The formats of ``specs`` that have a point on ``x``: a 0-d tensor has per-tensor ones
+    only, and a tool whose blocks do not fit the rows has none."""
+    out = []
+    for spec in map(FormatChoice, specs):
+        if x.ndim == 0 and not spec.granularity == "tensor":
+            continue
+        if whole_blocks_only(spec) and x.shape[-1] % whole_blocks_only(spec):
+            continue  # the tool's blocks do not fit this tensor's rows: no point to plot
+        out.append(spec)
+    return out
+
+
+def format_point(x: np.ndarray, prepared, spec: FormatChoice, params) -> FormatPoint:
+    """One format's point: its exact report's SQNR and error split, its bits per element."""
+    r = analyze_with(x, prepared, params)
+    return FormatPoint(spec, bits_per_element(params, x.size), r.sqnr_db, r.rounding_mse,
+                       r.clipping_mse)
 
 
 def whole_blocks_only(spec: str) -> int:
@@ -211,13 +225,95 @@ def best_formats(x: np.ndarray, settings, *, per_channel: bool = True, prepared=
     """Every 8-bit and every 4-bit format of :func:`candidates` on ``x`` under ``settings``
     (the panes' own rules, so each number is the one its pane shows), the best of each kind
     by SQNR; a tie goes to fewer bits per element, then to the earlier format. A tensor
-    without channels (``per_channel`` False) is compared per tensor and per block only."""
+    without channels (``per_channel`` False) is compared per tensor and per block only.
+
+    On a large tensor (at least :data:`SCREEN_MIN` elements, not prepared) the formats the
+    error screen bounds (:mod:`quantscope.core.stats.format_sweep`) get their exact report
+    only if their SQNR may reach the best one's: the others certainly lose, and the best
+    point is the exact report's either way (``tests/core/test_format_sweep.py``)."""
+    if prepared is None and x.size >= SCREEN_MIN:
+        return screened_best(x, settings, per_channel)
+
     def best(bits: int) -> FormatPoint:
         points = format_points(x, prepared, settings, candidates(bits, per_channel),
                                curve=False)
-        return max(points, key=lambda p: (p.sqnr_db, -p.bits_per_element))
+        return max(points, key=best_key)
 
     return BestFormats(best(8), best(4))
+
+
+#: Elements from which :func:`best_formats` screens the formats first: below, a full report
+#: costs little more than the screen (and small tensors are batched, see ``format_batch``).
+SCREEN_MIN = 1 << 16
+
+
+def best_key(p: FormatPoint) -> tuple[float, float]:
+    """What :func:`best_formats` maximises: SQNR, then fewer bits per element (``max`` keeps
+    the first of equals)."""
+    return (p.sqnr_db, -p.bits_per_element)
+
+
+def screened_best(x: np.ndarray, settings, per_channel: bool) -> BestFormats:
+    """:func:`best_formats` of a tensor not prepared, with an exact report only for the
+    formats that may win, equal to comparing every one's.
+
+    Each format's parameters are chosen as always; a format the error screen bounds
+    (:func:`quantscope.core.stats.format_sweep.screenable`) gets an interval certain to hold
+    its exact report's SQNR, at a fraction of the report's cost, every other one its exact
+    report. A screened format whose interval reaches the highest lower end (or exact SQNR) of
+    all gets its exact report too; one wholly below cannot be the best nor tie with it. The
+    best is taken among the exact reports in the candidates' order with the same key."""
+    from quantscope.core.stats.format_sweep import signal_sum
+
+    signal = signal_sum(x)
+    if signal == 0:  # every finite value 0 (or none): every error is 0, all tie
+        def plain(bits: int) -> FormatPoint:
+            return max(format_points(x, None, settings, candidates(bits, per_channel),
+                                     curve=False), key=best_key)
+
+        return BestFormats(plain(8), plain(4))
+    return BestFormats(*(best_of(x, settings, candidates(bits, per_channel), signal)[0]
+                         for bits in (8, 4)))
+
+
+def best_of(x: np.ndarray, settings, specs, signal: float
+            ) -> tuple[FormatPoint, list[FormatPoint]]:
+    """The best point among ``specs`` on ``x`` and every exact point computed for it
+    (``signal``: Σx² of the finite values, not 0; see :func:`screened_best`).
+
+    The screened formats' errors are summed a slice at a time
+    (:class:`~quantscope.core.stats.format_sweep.ErrorScreen`): every format's first slice,
+    then the most promising format whole (the floor), then each other one until its partial
+    error alone puts it below the floor (a partial sum only lowers the SQNR bound's error)."""
+    from quantscope.core.stats.format_sweep import ErrorScreen, bounds, screenable
+
+    exact: dict[int, FormatPoint] = {}
+    screens: dict[int, tuple[FormatChoice, QuantParams | FormatParams, ErrorScreen]] = {}
+    for i, spec in enumerate(point_specs(x, specs)):
+        params = format_pane_params(x, spec, settings)
+        if screenable(params):
+            screens[i] = (spec, params, ErrorScreen(x, params))
+        else:
+            exact[i] = format_point(x, None, spec, params)
+    error = {i: scr.slice_sum(0, SLICES) for i, (_, _, scr) in screens.items()}
+    done = dict.fromkeys(screens, 1)
+    floor = max([p.sqnr_db for p in exact.values()], default=-math.inf)
+    for i in sorted(screens, key=lambda i: error[i]):  # the likeliest winner first
+        scr = screens[i][2]
+        while done[i] < SLICES and bounds(signal, error[i], x.size).high >= floor:
+            error[i] += scr.slice_sum(done[i], SLICES)
+            done[i] += 1
+        if done[i] == SLICES:
+            floor = max(floor, bounds(signal, error[i], x.size).low)
+    for i, (spec, params, _) in screens.items():
+        if bounds(signal, error[i], x.size).high >= floor:  # it may reach the best
+            exact[i] = format_point(x, None, spec, params)
+    points = [exact[i] for i in sorted(exact)]
+    return max(points, key=best_key), points
+
+
+#: Slices a screened format's error is summed in (see :func:`best_of`).
+SLICES = 8
 
 
 def pane_specs(names) -> list[FormatChoice]:

@@ -45,6 +45,19 @@ def warm_up_engine() -> None:
     if _warmed:
         return
     _warmed = True
+    run_warm_up()
+
+
+def skip_warm_up() -> None:
+    """Make :func:`warm_up_engine` return at once from now on: NumPy stand-ins serve the
+    panes while another process compiles the loops, which :func:`run_warm_up` then loads
+    (see :func:`quantscope.state.compile_ahead.start_with_stand_ins`)."""
+    global _warmed
+    _warmed = True
+
+
+def run_warm_up() -> None:
+    """The warm-up's load and reports, whether or not they ran before."""
     state = ExplorerState(cache_reports=False)
     source = Source.generator("outliers", WARM_UP_SHAPE, 0, count=16, magnitude=25.0)
     x, dtype = load_source(source)

@@ -6,11 +6,16 @@ the top (it imports nothing) and write ``compiled.evaluate_rows(...)``: the firs
 name is asked for, :func:`__getattr__` imports the module that defines it and keeps the
 object here, so later look-ups are a plain module attribute. This is the one place that
 knows which module holds which loop; a name it does not list raises AttributeError.
+
+:func:`stand_in` puts other objects behind some names for a while: the NumPy twins of
+:mod:`quantscope.core.stats.loop_twins`, which give the same outputs bit for bit, serve the
+window's first reports on a machine whose loops are still being compiled in another process.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 #: Each name served here -> the kernel module (in this package) that defines it.
@@ -37,12 +42,47 @@ HOMES: dict[str, str] = {
 }
 
 
+#: The names served by stand-ins now (see :func:`stand_in`).
+_standing_in: set[str] = set()
+#: Called before a loop without a stand-in is imported while stand-ins serve (see stand_in).
+_until: Callable[[], object] | None = None
+
+
+def stand_in(objects: dict[str, Any], until: Callable[[], object] | None = None) -> None:
+    """Serve ``objects`` (name -> object, names of :data:`HOMES`) instead of the compiled loops
+    from now on; the names served by earlier stand-ins and not in ``objects`` go back to the
+    compiled loops (imported on their next use). ``stand_in({})`` ends every stand-in.
+
+    ``until``, while stand-ins serve, is called before a loop that has none is imported: it
+    returns once another process has compiled the loops (compiling one here would hold the
+    interpreter for seconds, stalling every other thread, the window's included)."""
+    global _until
+    unknown = set(objects) - set(HOMES)
+    if unknown:
+        raise AttributeError(f"{__name__} has no compiled loop {sorted(unknown)[0]!r}")
+    for name in _standing_in - set(objects):
+        globals().pop(name, None)
+    globals().update(objects)
+    _standing_in.clear()
+    _standing_in.update(objects)
+    _until = until if objects else None
+
+
+def standing_in() -> bool:
+    """Whether stand-ins serve some of the loops now."""
+    return bool(_standing_in)
+
+
 def __getattr__(name: str) -> Any:
     home = HOMES.get(name)
     if home is None:
         raise AttributeError(f"{__name__} has no compiled loop {name!r}")
+    until = _until
+    if until is not None and name not in _standing_in:
+        until()
     value = getattr(importlib.import_module(f"quantscope.core.kernels.{home}"), name)
-    globals()[name] = value  # found without __getattr__ from now on
+    if name not in _standing_in:  # a stand-in set meanwhile stays in place
+        globals()[name] = value  # found without __getattr__ from now on
     return value
 
 

@@ -11,7 +11,8 @@ random bit patterns); the clamp, the NaN-to-zero-point rule and ``x̂ = float32(
 · s)`` are the NumPy passes' own, so codes, counts, clips and the maximum error are bit for bit
 those of :mod:`quantscope.core.schemes.quantize` and :mod:`quantscope.core.stats.analyze`. Error
 sums are
-float64, summed per block of :data:`SUM_BLOCK` elements and then across blocks (within
+float64, summed per block of :data:`SUM_BLOCK` elements in the fixed order of
+:mod:`quantscope.core.kernels.lane_order` and then across blocks (within
 ``(SUM_BLOCK + n / SUM_BLOCK)`` units of roundoff of the exact sum).
 """
 
@@ -27,11 +28,11 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.lane_sums import sum_in_lanes
 from quantscope.core.kernels.quantize_lines import LANES, NEAR_BOUNDARY, quantize_lines
 from quantscope.core.kernels.sorted_kernel import (
     ARITHMETIC_CODES,
     _largest,
-    _sum_in_any_order,
     code_of,
     prefetch_range,
 )
@@ -220,9 +221,9 @@ def _analyze_loop(x, lo, hi, s, inv, z, qmin, qmax, arithmetic, half_away, codes
         for k in range(m):
             if codes[k] >= 0:
                 hist[codes[k]] += 1
-        rnd += _sum_in_any_order(rs[:m])
-        clip += _sum_in_any_order(cs[:m])
-        sig += _sum_in_any_order(xs[:m])
+        rnd += sum_in_lanes(rs[:m])
+        clip += sum_in_lanes(cs[:m])
+        sig += sum_in_lanes(xs[:m])
         # max |d| = sqrt(max d²) exactly (see sorted_kernel._walk_row)
         worst = max(worst, np.sqrt(_largest(sq[:m])))
     out_f[0] = rnd

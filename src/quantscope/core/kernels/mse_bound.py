@@ -18,29 +18,32 @@ valid lower bound of the error over the whole box (:func:`z_bounds`):
   keeps that code on the whole box: its error is exactly ``Σ(x − s·m)²``;
 * a run whose codes all lie beyond the range is clamped to the range's end ``e`` on the whole
   box: exactly ``Σ(x − s·e)²``;
-* a run whose codes are two neighbours ``m, m + 1`` inside the range puts each element at
-  ``s·m`` or ``s·(m + 1)`` for some ``s`` of the box: its error is at least the squared distance
-  to the nearer of the intervals ``s1·m..s2·m`` and ``s1·(m + 1)..s2·(m + 1)``;
+* a run whose codes are two neighbours ``m, m + 1`` inside the range splits, at each scale,
+  into a prefix at ``s·m`` and a suffix at ``s·(m + 1)``: its error is at least its own least
+  error over the box (:func:`two_code_run_minimum`, one pass over the run; a long row's search
+  takes the weaker sum of each element's squared distance to the nearer of the intervals
+  ``s1·m..s2·m`` and ``s1·(m + 1)..s2·(m + 1)``, from its prefix sums);
 * any other run (codes further apart, or straddling an end of the range) counts 0.
 
 The exact parts are one quadratic in ``s``, minimised over ``[s1, s2]`` in closed form; the
 rest is a constant. At ``s1 = s2`` every run is exact and the bound *is* the error
 (:func:`z_bounds` then evaluates every zero point of a scale in one pass).
 
-The search (:func:`unit_optimum`) evaluates a log grid of float32 scales (the min/max scale
+The search (:func:`unit_optimum`) evaluates a grid of float32 scales (the min/max scale
 among them), then keeps boxes between evaluated float32 scales in a heap, lowest bound first:
 a box whose bound, for every zero point, is at least the best error found (less a relative
-``eps``) cannot hold a better scale and is dropped; otherwise its float32 midpoint is
-evaluated for the zero points that survive, and its two halves go back into the heap with
-those zero points. A box with no float32 scale strictly inside is done (its ends were
+``eps``) cannot hold a better scale and is dropped; otherwise its two halves go back into the
+heap with the zero points that survive. A walked row's box with few crossings, or none but
+its ends, is settled by sweeping them instead (below); a searched row's midpoint is evaluated
+before it is split, so a box with no float32 scale strictly inside is done (its ends were
 evaluated). The bound tightens as boxes narrow -- fewer elements change code inside, and the
 quadratic part is exact -- so every box ends dropped or done: the result is, by construction,
 within ``eps`` of the least error of every float32 scale of the range and every zero point
 (and of every real scale between them). Small boxes of a walked row are solved outright by
-the exact breakpoint sweep (:func:`quantscope.core.kernels.scale_sweep.window_minimum`)
-instead of split further. The evaluations multiply by a float64 reciprocal and round half to
-even, as the engine's arithmetic does except beside rounding ties, where both codes have the
-same error to within an ulp.
+the sweep of their own breakpoints (:func:`quantscope.core.kernels.mse_sweep.box_sweep`, the
+least error of every float32 scale of the box) instead of split further. The evaluations
+multiply by a float64 reciprocal and round half to even, as the engine's arithmetic does
+except beside rounding ties, where both codes have the same error to within an ulp.
 """
 
 from __future__ import annotations
@@ -49,16 +52,10 @@ import numpy as np
 
 from quantscope.core.kernels.block_sums import prefix_from
 from quantscope.core.kernels.jit_cache import njit
-from quantscope.core.kernels.scale_sweep import window_minimum
+from quantscope.core.kernels.mse_sweep import box_crossings, box_sweep
 
 _jit = njit(nogil=True, error_model="numpy")
 
-#: A box of a walked row is solved by the exact breakpoint sweep instead of split when its
-#: breakpoints times its zero points are at most this share of the row's length: a sweep
-#: costs dozens of walks (measured 1.2 ms against 15-100 µs for a box of a 4096-value row),
-#: so only the last few levels of bisection around a minimum are left to it; a searched row's
-#: boxes cost far less than its length, so they are always split.
-SWEEP_SHARE = 0.02
 #: Columns of a run's float record: count, Σx, Σx², and the lower bound of a two-code run.
 _N, _SX, _SXX, _LB = 0, 1, 2, 3
 #: Columns of the per-unit result.
@@ -79,18 +76,6 @@ def _code(x, inv, k):
 
 
 @_jit
-def _two_code_distance(x, s1, s2, lo):
-    """Distance from ``x`` to the nearer of ``[s1, s2]·lo`` and ``[s1, s2]·(lo + 1)``."""
-    a, b = s1 * lo, s2 * lo
-    lo_lo, hi_lo = min(a, b), max(a, b)
-    a, b = s1 * (lo + 1), s2 * (lo + 1)
-    lo_hi, hi_hi = min(a, b), max(a, b)
-    d1 = max(0.0, x - hi_lo, lo_lo - x)
-    d2 = max(0.0, x - hi_hi, lo_hi - x)
-    return min(d1, d2)
-
-
-@_jit
 def runs_walk(x, a, b, s1, s2, k, rlo, rhi, rf):
     """The runs of sorted ``x[a:b]`` for the box ``[s1, s2]``, one element at a time: into
     ``rlo``/``rhi`` (the codes' pair, ascending) and ``rf`` (count, Σx, Σx², two-code bound).
@@ -106,6 +91,7 @@ def _runs_element_by_element(x, a, b, s1, s2, k, rlo, rhi, rf):
     walk is tested against)."""
     inv1, inv2 = 1.0 / s1, 1.0 / s2
     r = -1
+    start = np.empty(b - a + 1, np.int64)
     for i in range(a, b):
         xv = np.float64(x[i])
         c1 = _code(xv, inv1, k)
@@ -113,6 +99,7 @@ def _runs_element_by_element(x, a, b, s1, s2, k, rlo, rhi, rf):
         lo, hi = min(c1, c2), max(c1, c2)
         if r < 0 or lo != rlo[r] or hi != rhi[r]:
             r += 1
+            start[r] = i
             rlo[r] = lo
             rhi[r] = hi
             rf[r, 0] = 0.0
@@ -122,10 +109,59 @@ def _runs_element_by_element(x, a, b, s1, s2, k, rlo, rhi, rf):
         rf[r, 0] += 1.0
         rf[r, 1] += xv
         rf[r, 2] += xv * xv
-        if hi == lo + 1:
-            d = _two_code_distance(xv, s1, s2, lo)
-            rf[r, 3] += d * d
+    for t in range(r + 1):
+        if rhi[t] == rlo[t] + 1:
+            p = start[t]
+            rf[t, 3] = two_code_run_minimum(x, p, p + int(rf[t, 0]), s1, s2, rlo[t],
+                                            rf[t, 1], rf[t, 2])
     return r + 1
+
+
+@_jit
+def two_code_run_minimum(x, p, q, s1, s2, lo, sx, sxx):
+    """The least error over scales in ``[s1, s2]`` of a run ``x[p:q]`` whose codes are
+    ``lo`` and ``lo + 1`` on the box (``sx``, ``sxx`` its Σx and Σx²), when both codes are
+    inside the range: exact, not a sum of each element's own least error.
+
+    At a scale ``s`` the elements below ``s·(lo + 1/2)`` take ``lo`` and the rest ``lo + 1``
+    (for either sign of ``lo``), so a prefix of the sorted run takes ``lo``; while the split
+    stays, the run's error is the quadratic ``Σx² − 2s·(lo·Σ_pre x + (lo + 1)·Σ_suf x) +
+    s²·(lo²·n_pre + (lo + 1)²·n_suf)``, least at its vertex clipped into the scales of that
+    split. Every split is visited in one pass over the run. The elements of one run reach
+    their own least errors at different scales, so this is far above the sum of those when
+    the box is wide (every element of a run can be near a grid point somewhere in it, but
+    not all at the same scale)."""
+    hi = lo + 1
+    half = lo + 0.5
+    inv_half = 1.0 / half
+    cnt = q - p
+    best = np.inf
+    pre = 0.0  # Σx of the first j elements
+    for j in range(cnt + 1):
+        # scales whose split is j: x[p + j - 1] <= s·half <= x[p + j]
+        if j > 0:
+            e1 = np.float64(x[p + j - 1]) * inv_half
+        else:
+            e1 = -np.inf if half > 0 else np.inf
+        if j < cnt:
+            e2 = np.float64(x[p + j]) * inv_half
+        else:
+            e2 = np.inf if half > 0 else -np.inf
+        lower = max(min(e1, e2), s1)
+        upper = min(max(e1, e2), s2)
+        if lower <= upper:
+            bq = lo * pre + hi * (sx - pre)
+            cq = lo * lo * j + hi * hi * (cnt - j)
+            if cq > 0.0:
+                s = min(max(bq / cq, lower), upper)
+            else:
+                s = upper if bq > 0.0 else lower
+            err = sxx - 2.0 * s * bq + s * s * cq
+            if err < best:
+                best = err
+        if j < cnt:
+            pre += np.float64(x[p + j])
+    return max(best, 0.0) if best < np.inf else 0.0
 
 
 @_jit
@@ -145,18 +181,12 @@ def _runs_gallop(x, a, b, s1, s2, k, rlo, rhi, rf):
         sx = 0.0
         sxx = 0.0
         bound = 0.0
+        for i in range(p, q):
+            v = np.float64(x[i])
+            sx += v
+            sxx += v * v
         if hi == lo + 1:
-            for i in range(p, q):
-                v = np.float64(x[i])
-                sx += v
-                sxx += v * v
-                d = _two_code_distance(v, s1, s2, lo)
-                bound += d * d
-        else:
-            for i in range(p, q):
-                v = np.float64(x[i])
-                sx += v
-                sxx += v * v
+            bound = two_code_run_minimum(x, p, q, s1, s2, lo, sx, sxx)
         rlo[r] = lo
         rhi[r] = hi
         rf[r, 0] = q - p
@@ -410,14 +440,15 @@ def _heap_pop(key, s1, s2, za, zb, size):
 
 @_jit
 def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm, eps,
-                 floor, grid, max_boxes, out):
+                 floor, grid, max_boxes, sweep_cells, out):
     """The least error of sorted ``x[a:b]`` over float32 scales in ``[s_lo, s_hi]`` and zero
     points in ``[qmin, qmax]`` (only ``z_fixed`` when it is not below ``qmin``), by branch
     and bound (see the module doc): ``out`` = (error, scale, zero point, 1.0 when every box
-    was settled, boxes opened). ``s_mm`` (the min/max scale) is evaluated with the ``grid``
-    log-spaced scales; a box is dropped when its bound reaches ``(1 − eps)`` times the best
-    error less ``floor`` (the float64 roundoff of the sums); at most ``max_boxes`` boxes are
-    opened (then ``out[3]`` is 0)."""
+    was settled, boxes opened). ``s_mm`` (the min/max scale) is evaluated with the range's
+    ends and the scales ``s_mm · grid`` inside it; a box is dropped when its bound reaches
+    ``(1 − eps)`` times the best error less ``floor`` (the float64 roundoff of the sums); a
+    walked row's box with at most ``sweep_cells`` crossings times zero points is swept; at
+    most ``max_boxes`` boxes are opened (then ``out[3]`` is 0)."""
     k = qmax - qmin + 1
     cap_runs = 4 * k + 8
     rlo = np.empty(cap_runs, np.int64)
@@ -434,12 +465,13 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
     best = np.inf
     best_s = s_mm
     best_z = z0
-    # the grid: float32 scales, ascending, the min/max scale among them
-    pts = np.empty(grid + 1)
-    for i in range(grid):
-        f = i / (grid - 1) if grid > 1 else 0.0
-        pts[i] = np.float64(np.float32(s_lo * (s_hi / s_lo) ** f))
-    pts[grid] = s_mm
+    # the grid: float32 scales, ascending, from s_lo to s_hi, the min/max scale among them
+    pts = np.empty(grid.size + 3)
+    pts[0] = np.float64(np.float32(s_lo))
+    pts[1] = np.float64(np.float32(s_hi))
+    pts[2] = s_mm
+    for i in range(grid.size):
+        pts[i + 3] = min(max(np.float64(np.float32(s_mm * grid[i])), pts[0]), pts[1])
     pts = np.unique(pts)
     for i in range(pts.size):
         s = pts[i]
@@ -459,9 +491,12 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
     for i in range(pts.size - 1):
         _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, -np.inf, pts[i], pts[i + 1], z0, z1)
         size += 1
-    sum_abs = 0.0
-    for i in range(a, b):
-        sum_abs += abs(np.float64(x[i]))
+    ev_b = np.empty(1024)
+    ev_x = np.empty(1024)
+    ev_m = np.empty(1024, np.int64)
+    q1 = np.empty(nz)
+    q2 = np.empty(nz)
+    res = np.empty(3)
     boxes = 0
     proven = 1.0
     while size > 0:
@@ -488,30 +523,32 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
                 low = min(low, lb[t])
         if hi_z < lo_z:
             continue
-        events = sum_abs * (1.0 / s1 - 1.0 / s2) * (hi_z - lo_z + 1)
-        if not search and events <= SWEEP_SHARE * (b - a):
-            # the exact infimum over every real scale of the box; the float32 scales beside it
-            # are evaluated, and the box is settled when none of its scales can beat them
-            low, s_inf, z_inf = window_minimum(x[a:b], s1, s2, qmin, qmax, lo_z, hi_z)
-            for s_try in (np.float64(np.float32(s_inf)), _next32(s_inf, s1), _prev32(s_inf, s2)):
-                if s1 <= s_try <= s2:
-                    n_runs = _runs(x, a, b, rec, k0, search, s_try, s_try, k, rlo, rhi, rf)
-                    z_bounds(rlo, rhi, rf, n_runs, s_try, s_try, qmin, qmax, z_inf, z_inf, cum,
-                             lb, arg)
-                    if lb[0] < best:
-                        best, best_s, best_z = lb[0], s_try, z_inf
-            if low >= best * (1.0 - eps) - floor:
-                continue
         mid = np.float64(np.float32(np.sqrt(s1 * s2)))
         if not s1 < mid < s2:
             mid = np.float64(np.float32(0.5 * (s1 + s2)))
-            if not s1 < mid < s2:
-                continue  # no float32 scale inside: both ends were evaluated
-        n_runs = _runs(x, a, b, rec, k0, search, mid, mid, k, rlo, rhi, rf)
-        z_bounds(rlo, rhi, rf, n_runs, mid, mid, qmin, qmax, lo_z, hi_z, cum, lb, arg)
-        for t in range(hi_z - lo_z + 1):
-            if lb[t] < best:
-                best, best_s, best_z = lb[t], mid, lo_z + t
+        inside = s1 < mid < s2
+        if not search:
+            crossings = box_crossings(rlo, rhi, rf, n_runs)
+            if crossings * (hi_z - lo_z + 1) <= sweep_cells or not inside:
+                # few crossings: the box's own breakpoints settle it (every float32 scale)
+                if crossings > ev_b.size:
+                    ev_b = np.empty(2 * crossings)
+                    ev_x = np.empty(2 * crossings)
+                    ev_m = np.empty(2 * crossings, np.int64)
+                if box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, lo_z, hi_z, best,
+                             ev_b, ev_x, ev_m, q1, q2, res):
+                    best, best_s, best_z = res[0], res[1], int(res[2])
+                continue
+        else:
+            # a searched row's boxes are split at evaluated scales: a box with no float32
+            # scale strictly inside is done (its ends were evaluated)
+            if not inside:
+                continue
+            n_runs = _runs(x, a, b, rec, k0, search, mid, mid, k, rlo, rhi, rf)
+            z_bounds(rlo, rhi, rf, n_runs, mid, mid, qmin, qmax, lo_z, hi_z, cum, lb, arg)
+            for t in range(hi_z - lo_z + 1):
+                if lb[t] < best:
+                    best, best_s, best_z = lb[t], mid, lo_z + t
         if size + 2 > cap:
             cap *= 2
             h_key = _grow(h_key, cap)
@@ -564,7 +601,7 @@ def _grow_int(v, cap):
 
 @_jit
 def rows_optimum(values, starts, rec, rec_starts, search, rows, qmin, qmax, z_fixed, s_lo,
-                 s_hi, s_mm, eps, floor, grid, max_boxes, out):
+                 s_hi, s_mm, eps, floor, grid, max_boxes, sweep_cells, out):
     """:func:`unit_optimum` of each sorted row ``rows[e]`` of ``values`` (rows at
     ``starts``; ``search[e]`` says whether to use its block prefix sums ``rec`` from
     ``rec_starts``), with that row's ``s_lo[e]``, ``s_hi[e]``, ``s_mm[e]`` and ``floor[e]``,
@@ -573,4 +610,4 @@ def rows_optimum(values, starts, rec, rec_starts, search, rows, qmin, qmax, z_fi
         r = rows[e]
         unit_optimum(values, starts[r], starts[r + 1], rec, rec_starts[r] if search[e] else 0,
                      search[e], qmin, qmax, z_fixed, s_lo[e], s_hi[e], s_mm[e], eps, floor[e],
-                     grid, max_boxes, out[e])
+                     grid, max_boxes, sweep_cells, out[e])

@@ -35,6 +35,7 @@ from numba.extending import intrinsic
 
 from quantscope.core.kernels.block_sums import prefix_at, prefix_from
 from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.lane_sums import sum_in_lanes
 
 #: ``arithmetic`` names as the kernel's integer codes.
 ARITHMETIC_CODES = {"divide": 0, "multiply": 1, "fma": 2, "multiply_add": 3, "divide64": 4}
@@ -284,7 +285,7 @@ def evaluate_rows(values, starts, sumsq, rec, rec_starts, bound1, bound2, row, s
         if n < walk_below:
             longest = max(longest, n)
     codes = np.empty(longest + 64, np.float32)
-    sq = np.empty(min(longest, WALK_CHUNK), np.float64)
+    sq = np.empty(2 * min(longest, WALK_CHUNK), np.float64)
     pos = np.empty(longest + CHANGE_STEP, np.int32)
     for e in range(row.size):
         r = row[e]
@@ -317,17 +318,6 @@ def _xhat(j: int, levels: int, qmin: int, qmax: int, s, z) -> float:
     """The dequantized value of interval ``j`` (the clipped ones dequantize to qmin / qmax)."""
     code = qmin if j == 0 else (qmax if j == levels + 1 else qmin + j - 1)
     return np.float64(np.float32(np.float32(code - z) * s))
-
-
-@njit(nogil=True, error_model="numpy", fastmath={"reassoc"})
-def _sum_in_any_order(values) -> float:
-    """``Σ values`` in float64, in whatever order vectorises (the only floating-point operation
-    here is the addition, so the licence to reassociate reaches nothing else; the terms are
-    squares, so any order is within n units of roundoff)."""
-    acc = 0.0
-    for k in range(values.size):  # indices from 0: no check for negative ones, no gathers
-        acc += values[k]
-    return acc
 
 
 @_jit
@@ -460,13 +450,18 @@ else:  # pragma: no cover - an LLVM before 19
 @njit(nogil=True, error_model="numpy", inline="always")
 def _squares_in_chunks(x, codes, sq, s, inv, z, lo, hi, arithmetic, half_away):
     """Every element's code into ``codes`` and its squared error, :data:`WALK_CHUNK` elements
-    at a time (``sq`` holds one chunk's squares), summed in float64 (n elements within n units
-    of roundoff): the rounding error, the clipping error, and the largest square, with the
-    lengths of the clipped prefix and suffix. Codes are monotone along the sorted row, so a
-    chunk's clipped elements are its own prefix and suffix, found from its ends. Inlined where
+    at a time (``sq`` holds two chunks: a chunk's squares, and its clipped ones), summed in
+    float64 (n elements within n units of roundoff): the rounding error, the clipping error,
+    and the largest square, with the lengths of the clipped prefix and suffix. Codes are
+    monotone along the sorted row, so a chunk's clipped elements are its own prefix and
+    suffix, found from its ends. Each chunk's rounding and clipping squares are summed in the
+    fixed order of :mod:`quantscope.core.kernels.lane_order` as the chunk's squares with the
+    other kind's set to zero (NumPy can repeat that to the last bit), then added to the row's
+    totals chunk by chunk. Inlined where
     it is called, like :func:`_codes_and_squares`, so a constant rule compiles to loops without
     its branches."""
     n = x.size
+    half = sq.size // 2
     rnd = 0.0
     clip = 0.0
     top = 0.0
@@ -487,12 +482,19 @@ def _squares_in_chunks(x, codes, sq, s, inv, z, lo, hi, arithmetic, half_away):
             r1 -= 1
         below += r0 - c0
         above += c1 - r1
-        if r0 > c0:
-            clip += _sum_in_any_order(sq[:r0 - c0])
-        if r1 > r0:
-            rnd += _sum_in_any_order(sq[r0 - c0:r1 - c0])
-        if c1 > r1:
-            clip += _sum_in_any_order(sq[r1 - c0:c1 - c0])
+        m = c1 - c0
+        if r0 > c0 or c1 > r1:  # clipped squares move to the other half, zeros left behind
+            cs = sq[half:half + m]
+            for k in range(m):
+                cs[k] = 0.0
+            for k in range(r0 - c0):
+                cs[k] = sq[k]
+                sq[k] = 0.0
+            for k in range(r1 - c0, m):
+                cs[k] = sq[k]
+                sq[k] = 0.0
+            clip += sum_in_lanes(cs)
+        rnd += sum_in_lanes(sq[:m])
     return rnd, clip, top, below, above
 
 

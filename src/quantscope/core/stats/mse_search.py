@@ -39,8 +39,15 @@ FLOOR = 1e-13
 #: Smallest and largest scale searched, as multiples of the min/max scale.
 F_MIN = 1e-4
 S_MAX = 2.0
-#: Log-spaced float32 scales evaluated before the boxes (with the min/max scale).
-GRID = 24
+#: Scales evaluated before the boxes, as multiples of the min/max scale (with it and the
+#: ends of the range): the first boxes lie between them. Dense where the optimum of a
+#: tensor's unit usually lies (a little below the min/max scale), sparse towards the range's
+#: ends, whose boxes a clipping or rounding error far above the optimum drops at once.
+GRID = np.array([1e-2, 0.1, 0.3, 0.5, 0.7, 0.85, 1.2, 1.5])
+#: A box of a walked row whose crossings times surviving zero points are at most this many
+#: is settled by sweeping its breakpoints (:mod:`quantscope.core.kernels.mse_sweep`) instead
+#: of split further.
+SWEEP_CELLS = 4096
 #: Boxes opened per unit before the search gives up its proof (never reached on the bundled
 #: tensors or the tests' constructed ones; the result is then the best found).
 MAX_BOXES = 200_000
@@ -120,7 +127,7 @@ def mse_search(rows: SortedRows, *, qmin: int, qmax: int, symmetric: bool,
         part = np.zeros((sel.size, 5))
         compiled.rows_optimum(rows.values, rows.starts, rec, rec_starts, search[sel], sel,
                               qmin, qmax, z_fixed, s_lo[sel], s_hi[sel], s_mm[sel], eps,
-                              floor[sel], GRID, MAX_BOXES, part)
+                              floor[sel], GRID, MAX_BOXES, SWEEP_CELLS, part)
         out[sel] = part
 
     n_shares = min(n_rows, 4 * THREADS)

@@ -25,7 +25,6 @@ SIGBUS at the next read. The app's loaders (``quantscope.io.load_for_analysis``)
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -322,11 +321,19 @@ def _stages(progress: Progress | None):
     return share
 
 
-@functools.cache
+_warmed_up = False
+
+
 def warm_up() -> None:
     """Load every compiled loop this module uses (once per process, ~0.1 s each from Numba's
     cache, ~8 s on the very first run): called while a tensor is being prepared, so the first
-    percentile or per-channel report of a session does not stall for it."""
+    percentile or per-channel report of a session does not stall for it. Nothing while NumPy
+    stand-ins serve the loops (another process compiles them; see
+    :mod:`quantscope.core.stats.loop_twins`): a later call loads them."""
+    global _warmed_up
+    if _warmed_up or compiled.standing_in():
+        return
+    _warmed_up = True
     x = np.linspace(-1.0, 1.0, 8 * 64, dtype=np.float32).reshape(8, 64)
     compiled.sort_finite(x)  # the sort of large tensors
     p = prepare(x)

@@ -1,0 +1,132 @@
+"""The NumPy twins of the prepared reports' compiled loops give the same numbers, bit for bit."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from quantscope.core import choose_qparams, params_from_range
+from quantscope.core.kernels import block_sums, compiled, sorted_kernel
+from quantscope.core.stats import loop_twins
+from quantscope.core.stats.prepared import prepare
+from quantscope.core.stats.sorted_stats import SortedRows, _columns
+from quantscope.io.samples import sample_path
+
+
+@pytest.fixture
+def twins():
+    """The twins behind ``compiled`` for the test's body, the compiled loops again after it."""
+    loop_twins.install()
+    try:
+        yield
+    finally:
+        loop_twins.remove()
+
+
+def test_constants_are_the_compiled_loops_own():
+    assert loop_twins.BLOCK == block_sums.BLOCK
+    assert loop_twins.WALK_CHUNK == sorted_kernel.WALK_CHUNK
+    assert loop_twins.ARITHMETIC_CODES == sorted_kernel.ARITHMETIC_CODES
+    assert loop_twins.LINE_ARITHMETIC == sorted_kernel.LINE_ARITHMETIC
+    assert set(loop_twins.TWINS) <= set(compiled.HOMES)
+
+
+def _tensors():
+    rng = np.random.default_rng(5)
+    demo = np.load(sample_path("gelu_activations"))
+    heavy = rng.standard_t(2, (96, 2500)).astype(np.float32)  # walked rows of 3 chunks
+    heavy[3, 7] = np.nan
+    heavy[50, :] = 0.0
+    heavy[60, ::3] = np.inf
+    ties = (rng.integers(-300, 300, (12, 26000)) * 0.25).astype(np.float32)  # searched rows
+    return {"demo": demo, "heavy": heavy, "ties": ties}
+
+
+def _cases(x):
+    yield choose_qparams(x, symmetric=True)
+    yield choose_qparams(x, symmetric=False, granularity="channel", axis=0)
+    yield choose_qparams(x, symmetric=True, granularity="channel", axis=1, bits=4)
+    yield choose_qparams(x, symmetric=False, granularity="channel", axis=1)
+    # a window that clips on both sides, per tensor and per channel
+    lo, hi = np.nanpercentile(np.where(np.isfinite(x), x, np.nan), [2, 97])
+    yield params_from_range(lo, hi, symmetric=False, rounding="half_away")
+    shape = (x.shape[1],)
+    yield params_from_range(np.full(shape, lo), np.full(shape, hi), symmetric=False, axis=1)
+    for runtime in ("pytorch", "tflite", "onnxruntime"):
+        yield choose_qparams(x, runtime=runtime, symmetric=False, granularity="channel", axis=0)
+        yield choose_qparams(x, runtime=runtime, symmetric=True)
+
+
+@pytest.mark.parametrize("name", ["demo", "heavy", "ties"])
+def test_prepared_reports_are_the_compiled_ones(name):
+    x = _tensors()[name]
+    params = list(_cases(x))
+    compiled_reports = [prepare(x).analyze(p) for p in params]
+    prepared_numbers = prepare(x)
+    loop_twins.install()
+    try:
+        twin_prep = prepare(x)
+        twin_reports = [twin_prep.analyze(p) for p in params]
+        for axis in (0, 1):
+            twin_rows = twin_prep.layout(axis, None)
+            rows = prepared_numbers.layout(axis, None)
+            assert np.array_equal(twin_rows.records, rows.records)
+            assert np.array_equal(twin_rows.bound1, rows.bound1)
+            assert np.array_equal(twin_rows.bound2, rows.bound2)
+            assert np.array_equal(twin_rows.sumsq, rows.sumsq)
+    finally:
+        loop_twins.remove()
+    for p, a, b in zip(params, twin_reports, compiled_reports, strict=True):
+        assert a.summary() == b.summary(), (p.granularity, p.symmetric, p.rounding)
+        assert np.array_equal(a.code_histogram, b.code_histogram)
+        assert a.signal_power == b.signal_power
+        if b.per_channel is not None:
+            for f in dataclasses.fields(b.per_channel):
+                assert np.array_equal(getattr(a.per_channel, f.name),
+                                      getattr(b.per_channel, f.name), equal_nan=True), f.name
+
+
+def test_raw_outputs_and_bounds_are_the_compiled_ones():
+    """Every column of the evaluation, the error bounds included (they decide the redo)."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((7, 40000)).astype(np.float32)
+    rows = SortedRows.from_rows([(np.arange(7), x)], 7)
+    row = np.array([0, 3, 6, 6])
+    scale = np.array([0.02, 0.01, 0.03, 0.005], np.float32)
+    zp = np.array([0, 3, -5, 0], np.int32)
+    for walk in (1 << 30, 10):  # every row walked, then every row searched
+        outs = []
+        for use_twins in (False, True):
+            if use_twins:
+                loop_twins.install()
+            try:
+                fresh = SortedRows(rows.values, rows.starts, rows.n_nonfinite)
+                outs.append(_evaluate_raw(fresh, row, scale, zp, walk))
+            finally:
+                if use_twins:
+                    loop_twins.remove()
+        for a, b in zip(*outs, strict=True):
+            assert np.array_equal(a, b)
+
+
+def _evaluate_raw(rows, row, scale, zp, walk_below):
+    hist = np.zeros(256, np.int64)
+    out_f = _columns(8, row.size, np.float64)  # the layout evaluate hands the loop: no other
+    out_i = _columns(5, row.size, np.int64)  # signature is compiled for this test
+    rec, rec_starts, b1, b2 = rows._sums
+    compiled.evaluate_rows(rows.values, rows.starts, rows.sumsq, rec, rec_starts, b1, b2, row,
+                           scale, scale, zp, -128, 127, 0, False, False, walk_below, True,
+                           hist, out_f, out_i)
+    return hist, out_f, out_i
+
+
+def test_histogram_counts_are_the_compiled_ones(twins):
+    rng = np.random.default_rng(3)
+    values = np.sort(rng.standard_normal(5000).astype(np.float32))
+    for edges in (np.linspace(-2, 2, 33), np.linspace(-10, 10, 2049),
+                  np.array([values[10], values[10], values[4000]], np.float64)):
+        a = np.zeros(edges.size - 1, np.int64)
+        b = np.zeros(edges.size - 1, np.int64)
+        loop_twins.bin_counts(values, 3, 4990, edges, a)
+        block_sums.bin_counts(values, 3, 4990, edges, b)
+        assert np.array_equal(a, b)
