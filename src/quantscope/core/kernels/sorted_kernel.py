@@ -320,6 +320,19 @@ def _xhat(j: int, levels: int, qmin: int, qmax: int, s, z) -> float:
     return np.float64(np.float32(np.float32(code - z) * s))
 
 
+@njit(nogil=True, error_model="numpy", fastmath={"reassoc"})
+def _sum_in_any_order(values) -> float:
+    """``Σ values`` in float64, in whatever order vectorises (the only floating-point operation
+    here is the addition, so the licence to reassociate reaches nothing else; the terms are
+    squares, so any order is within n units of roundoff). For sums that only bound or screen:
+    a report's sums take the fixed order of :mod:`quantscope.core.kernels.lane_order`, which
+    NumPy can repeat."""
+    acc = 0.0
+    for k in range(values.size):  # indices from 0: no check for negative ones, no gathers
+        acc += values[k]
+    return acc
+
+
 @_jit
 def _largest(values) -> float:
     """``max(values)`` of non-empty, non-negative float64 values, none NaN; overwrites
