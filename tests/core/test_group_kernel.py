@@ -27,8 +27,15 @@ def _tensor(shape, seed=1) -> np.ndarray:
 
 def _numpy_pass(x, p, monkeypatch):
     with monkeypatch.context() as m:
-        m.setattr(analyze_module, "COMPILED_MIN", 1 << 62)
+        m.setattr(analyze_module, "GROUP_COMPILED_MIN", 1 << 62)
         return analyze(x, p)
+
+
+@pytest.fixture
+def compiled_from_small(monkeypatch):
+    """The compiled passes from a few hundred thousand elements (not only from LLM sizes)."""
+    monkeypatch.setattr(analyze_module, "GROUP_COMPILED_MIN", 1 << 18)
+    monkeypatch.setattr(qparams_module, "GROUP_MIN_MAX_COMPILED", 1 << 18)
 
 
 @pytest.mark.parametrize(("shape", "axis", "group"), [
@@ -37,7 +44,7 @@ def _numpy_pass(x, p, monkeypatch):
     ("divide", "half_even"), ("multiply", "half_even"), ("divide", "half_away"),
     ("fma", "half_even"), ("multiply_add", "half_away"), ("divide64", "half_even")])
 def test_the_compiled_group_pass_is_the_numpy_pass(shape, axis, group, arithmetic, rounding,
-                                                   monkeypatch):
+                                                   monkeypatch, compiled_from_small):
     x = _tensor(shape)
     x.flat[:7] = [np.nan, np.inf, -np.inf, 1e30, -1e30, 0.0, -0.0]
     for symmetric in (True, False):
@@ -45,7 +52,7 @@ def test_the_compiled_group_pass_is_the_numpy_pass(shape, axis, group, arithmeti
                            group_size=group)
         # a scale below the range's: clipped elements on both sides
         p = p.with_(arithmetic=arithmetic, rounding=rounding, scale=p.scale * np.float32(0.6))
-        assert x.size > analyze_module.COMPILED_MIN  # the compiled pass runs
+        assert x.size >= analyze_module.GROUP_COMPILED_MIN  # the compiled pass runs
         fast, ref = analyze(x, p), _numpy_pass(x, p, monkeypatch)
         assert fast.clipped_below > 0 and fast.clipped_above > 0 and fast.n_nonfinite == 3
         assert np.array_equal(fast.code_histogram, ref.code_histogram)
@@ -57,7 +64,7 @@ def test_the_compiled_group_pass_is_the_numpy_pass(shape, axis, group, arithmeti
 
 
 @pytest.mark.parametrize(("shape", "group"), [((700, 512), 32), ((3, 300, 333), 128)])
-def test_the_compiled_group_min_max_is_numpys(shape, group, monkeypatch):
+def test_the_compiled_group_min_max_is_numpys(shape, group, monkeypatch, compiled_from_small):
     rng = np.random.default_rng(2)
     x = rng.standard_normal(shape).astype(np.float32)
     for bad in (np.nan, np.inf, -np.inf):

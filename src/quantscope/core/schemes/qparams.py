@@ -52,8 +52,10 @@ from quantscope.core.tensors.validate import (
 GRANULARITIES = ("tensor", "channel", "group")
 _TINY = float(np.finfo(np.float32).tiny)
 #: Elements from which groups along the last axis take their minimum and maximum from one
-#: compiled pass (:func:`quantscope.core.kernels.block_max.block_min_max`) rather than NumPy.
-GROUP_MIN_MAX_COMPILED = 1 << 18
+#: compiled pass (:func:`quantscope.core.kernels.block_max.block_min_max`) rather than NumPy
+#: (10 ns per element there; below, NumPy needs no compiled loop, which a window whose loops
+#: are still being compiled elsewhere would wait for).
+GROUP_MIN_MAX_COMPILED = 1 << 22
 
 
 
