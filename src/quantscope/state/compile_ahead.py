@@ -32,7 +32,7 @@ import threading
 
 import numpy as np
 
-from quantscope.core import analyze, choose_qparams, dequantize, quantize
+from quantscope.core import QuantParams, analyze, choose_qparams, dequantize, quantize
 from quantscope.core.kernels import compiled
 from quantscope.core.stats.prepared import prepare
 from quantscope.io.dtypes import dtype_from_name
@@ -155,7 +155,9 @@ def compile_rest() -> None:
         # groups too many to sort (an LLM weight's groups of 32): their ranges and report,
         # which take these loops from sizes above this tensor's
         compiled.block_min_max(blocks, 32)
-        compiled_group_totals(blocks, choose_qparams(blocks, format="int4_g32"))
+        groups = choose_qparams(blocks, format="int4_g32")
+        assert isinstance(groups, QuantParams)  # integer parameters, not a format's
+        compiled_group_totals(blocks, groups)
         # llama.cpp's blocks chosen for a prepared tensor, measured as they are encoded
         choose_qparams(blocks, format="gguf_q4_k", prepared=prepare(blocks))
     tao = choose_qparams(x, format="torchao_int4_g32")  # its codes and values (export)
