@@ -53,14 +53,17 @@ def create_window(*a, **k):
             took = time.time() - T0
             cpu = time.process_time()
             ahead = __import__("quantscope.state.compile_ahead", fromlist=["x"])._started
-            print(f"FIRST_WINDOW {took:.2f} ahead={'yes' if ahead else 'no'} cpu={cpu:.2f}",
-                  flush=True)
+            from quantscope.core.kernels import compiled
+            print(f"FIRST_WINDOW {took:.2f} ahead={'yes' if ahead else 'no'} cpu={cpu:.2f} "
+                  f"twins={'yes' if compiled.standing_in() else 'no'}", flush=True)
             if ahead is not None:  # the next start finds what it compiled
                 ahead.wait()
+                time.sleep(2)  # the window's own thread takes the compiled loops at its word
                 import resource
                 child = resource.getrusage(resource.RUSAGE_CHILDREN)
                 print(f"AHEAD_DONE {time.time() - T0:.2f} "
-                      f"cpu={child.ru_utime + child.ru_stime:.2f}", flush=True)
+                      f"cpu={child.ru_utime + child.ru_stime:.2f} "
+                      f"twins={'yes' if compiled.standing_in() else 'no'}", flush=True)
             window.close()
         else:
             QTimer.singleShot(10, poll)
@@ -96,10 +99,10 @@ def one_start(src: Path, cache: Path, offscreen: bool) -> tuple[float, str, str]
         raise SystemExit(f"no first window (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     took = float(line.split()[1])
     done = next((ln for ln in proc.stdout.splitlines() if ln.startswith("AHEAD_DONE ")), "")
-    extra = f"{line.split()[3]} s of this process"
+    extra = f"{line.split()[3]} s of this process, {line.split()[4]}"
     if done:
         extra += (f"; compile-ahead ended at {done.split()[1]} s "
-                  f"({done.split()[2]} s of its process)")
+                  f"({done.split()[2]} s of its process; then {done.split()[3]})")
     return took, f"{line.split()[2]}; {extra}", proc.stderr.strip()
 
 

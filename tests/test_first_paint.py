@@ -4,6 +4,8 @@ compiled loops take over when it ends."""
 
 from __future__ import annotations
 
+import io
+import subprocess
 import threading
 
 import pytest
@@ -60,8 +62,11 @@ def test_a_loop_without_a_twin_waits_for_the_compiling_process(monkeypatch):
     assert compiled.evaluate_rows is not loop_twins.evaluate_rows
 
 
-class _Ended:
-    """A compile-ahead process that has already ended."""
+class _Ahead:
+    """A compile-ahead process that says the panes' loops are written, then ends."""
+
+    def __init__(self):
+        self.stdout = io.StringIO(compile_ahead.PANES_WRITTEN + "\n")
 
     def wait(self, timeout=None):
         return 0
@@ -70,13 +75,15 @@ class _Ended:
 def test_the_compiled_loops_take_over_when_the_process_ends(monkeypatch):
     started = []
     monkeypatch.setattr(compile_ahead.subprocess, "Popen",
-                        lambda args, **kw: started.append(args) or _Ended())
+                        lambda args, **kw: started.append((args, kw)) or _Ahead())
     monkeypatch.setattr(compile_ahead, "_started", None)
     monkeypatch.setattr(warm_up, "_warmed", False)
     monkeypatch.setattr(compile_ahead, "compiled_ready", threading.Event())
     try:
         assert compile_ahead.start_with_stand_ins()
-        assert started[0][1:] == ["-m", "quantscope.state.compile_ahead", "--panes"]
+        (args, kw), = started
+        assert args[1:] == ["-m", "quantscope.state.compile_ahead", "--panes"]
+        assert kw["stdout"] == subprocess.PIPE and kw["start_new_session"]
         assert warm_up._warmed  # the window's own warm-up is skipped: the twins serve
         assert compile_ahead.compiled_ready.wait(60)
         for t in threading.enumerate():

@@ -176,3 +176,35 @@ def test_an_exact_tensor_reports_a_largest_error_of_plus_zero():
         assert math.copysign(1.0, r.max_abs_error) == 1.0
         if r.per_channel is not None:
             assert np.all(np.copysign(1.0, r.per_channel.max_abs_error) == 1.0)
+
+
+@pytest.mark.parametrize(("granularity", "extra"), [("channel", {"axis": 0}),
+                                                   ("group", {"axis": 1, "group_size": 96})])
+def test_per_unit_direct_pass_on_several_threads_is_one_threads_bit_for_bit(
+        monkeypatch, granularity, extra):
+    """The direct per-channel and per-group pass shares its blocks of rows between threads:
+    every per-unit sum and the histogram equal those of one thread walking every row (a ragged
+    last group included), and more than one share really ran."""
+    from quantscope.core.stats import analyze as analyze_mod
+
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((700, 1000)) * rng.uniform(0.1, 3, (700, 1))).astype(f32)
+    p = choose_qparams(x, symmetric=False, granularity=granularity, bits=4, **extra)
+    seen = []
+    real_parallel = analyze_mod.parallel
+
+    def counting(fn, argsets):
+        seen.append(len(argsets))
+        return real_parallel(fn, argsets)
+
+    monkeypatch.setattr(analyze_mod, "parallel", counting)
+    monkeypatch.setattr(analyze_mod, "shares", lambda n: [(0, n // 3), (n // 3, n - 7),
+                                                          (n - 7, n)])
+    many = analyze(x, p)
+    assert max(seen) == 3
+    monkeypatch.setattr(analyze_mod, "shares", lambda n: [(0, n)])
+    one = analyze(x, p)
+    for name in ("n", "round_err", "clip_err", "max_abs", "below", "above", "sig", "codes",
+                 "x_min", "x_max", "hist"):
+        np.testing.assert_array_equal(getattr(many.unit_totals, name),
+                                      getattr(one.unit_totals, name), err_msg=name)

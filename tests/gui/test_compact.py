@@ -78,3 +78,33 @@ def test_f11_from_the_small_window_comes_back_to_it(small, qtbot):
     assert (win.width(), win.height()) == (1280, 720)
     assert before == (win.views.isVisible(), win.compact.button.isVisible(),
                       [p.strip.isVisible() for p in win.panes.values()])
+
+
+def test_a_layout_request_while_the_window_builds_its_panes(qtbot, monkeypatch):
+    """Qt may hand the window a layout request before it has any pane (a widget made during
+    the build can send one at once): the window's least size is then its layout's minimum,
+    not an error out of the event handler (pytest-qt fails the test on any such error)."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+    from PySide6.QtWidgets import QApplication
+
+    from quantscope.gui import window_layout
+    from quantscope.gui.window import MainWindow
+    from quantscope.state import ExplorerState
+
+    seen = []
+    real_pane = window_layout.Pane
+
+    def pane_after_a_layout_request(*args, **kwargs):
+        for widget in QApplication.topLevelWidgets():
+            if isinstance(widget, MainWindow) and not getattr(widget, "panes", None):
+                seen.append(widget.compact.floor())  # with no pane yet
+                QCoreApplication.sendEvent(widget, QEvent(QEvent.Type.LayoutRequest))
+                assert widget.minimumSize() == seen[-1]
+        return real_pane(*args, **kwargs)
+
+    monkeypatch.setattr(window_layout, "Pane", pane_after_a_layout_request)
+    win = MainWindow(ExplorerState(), install_views=False)
+    qtbot.addWidget(win)
+    assert seen  # the request came while the window had no pane
+    assert len(win.panes) == 4
+    win.close()

@@ -99,9 +99,13 @@ class Compact(QObject):
         size = w.layout().totalMinimumSize()
         if w.presentation:
             return QSize(0, 0)  # the text follows the window's height instead
-        spacing = w.panes[next(iter(w.panes))].layout().spacing()
+        # a layout request can reach the window while it builds, before its panes exist
+        panes = list(getattr(w, "panes", {}).values())
+        if not panes:
+            return size  # no captions to leave out yet
+        spacing = panes[0].layout().spacing()
         rows: dict[int, int] = {}
-        for i, pane in enumerate(w.panes.values()):
+        for i, pane in enumerate(panes):
             if pane.caption.isVisibleTo(pane):
                 row = i // 2
                 rows[row] = max(rows.get(row, 0), pane.caption.minimumHeight() + spacing)

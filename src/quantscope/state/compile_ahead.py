@@ -18,9 +18,10 @@ processes compiling the same loop leave one whole file.
 On a cold cache the window need not wait for the panes' loops either
 (:func:`start_with_stand_ins`): their NumPy twins (:mod:`quantscope.core.stats.loop_twins`,
 the same numbers bit for bit) serve the first reports while this process compiles the panes'
-loops first (``--panes``) and then the rest; when it ends the window loads the compiled loops
-from the cache, off its GUI thread, and the twins step aside. A loop without a twin that the
-window asks for meanwhile waits for the process rather than compiling in the window's process.
+loops first (``--panes``: the warm-up's and the trade-off curve's MSE search), says so on its
+stdout, and compiles the rest; at its word the window loads the compiled loops from the cache,
+off its GUI thread, and the twins step aside. A loop without a twin that the window asks for
+before then waits for that word rather than compiling in the window's process.
 """
 
 from __future__ import annotations
@@ -92,8 +93,9 @@ WAIT_FOR_AHEAD_S = 600.0
 
 def start_with_stand_ins() -> bool:
     """On a cold cache: serve the panes' loops by their NumPy twins, start the compile-ahead
-    process on the panes' loops and then the rest, and take the compiled loops when it ends
-    (a thread waits for it). False, with nothing changed, when the process could not start."""
+    process on the panes' loops and then the rest, and take the compiled loops as soon as it
+    says the panes' are written (a thread waits for its word). False, with nothing changed,
+    when the process could not start."""
     global _started
     if _started is not None:
         return False
@@ -102,7 +104,7 @@ def start_with_stand_ins() -> bool:
     try:
         _started = subprocess.Popen(
             [sys.executable, "-m", "quantscope.state.compile_ahead", "--panes"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             start_new_session=True)
     except OSError:
         return False
@@ -113,16 +115,41 @@ def start_with_stand_ins() -> bool:
     return True
 
 
+#: What the compile-ahead process writes to its stdout once the panes' loops are in the cache.
+PANES_WRITTEN = "panes"
+
+
 def _take_compiled(proc: subprocess.Popen, remove_twins) -> None:
-    """Once the compile-ahead process ends: the compiled loops again, loaded here by the
-    warm-up (off the GUI thread). Should the process have failed, the loops compile here."""
-    proc.wait()
+    """Once the compile-ahead process has written the panes' loops (or ended): the compiled
+    loops again, loaded here by the warm-up, off the GUI thread. Should the process have
+    failed, the loops compile here. The rest of its output is read to its end."""
+    out = proc.stdout
+    try:
+        if out is not None:
+            out.readline()  # its word, or nothing at its end
+    except (OSError, ValueError):
+        pass
     remove_twins()
     compiled_ready.set()
     try:
         run_warm_up()
     except Exception:  # the window's own reports load or compile what they need anyway
         pass
+    try:
+        if out is not None:
+            out.read()
+    except (OSError, ValueError):
+        pass
+
+
+def compile_panes() -> None:
+    """The loops the window's panes and first views use: the warm-up's, and the MSE search of
+    the trade-off curve's optimum on a prepared tensor."""
+    warm_up_engine()
+    x = np.random.default_rng(0).standard_normal(WARM_UP_SHAPE).astype(np.float32)
+    prepared = prepare(x)
+    for symmetric in (True, False):
+        choose_qparams(x, symmetric=symmetric, method="mse", prepared=prepared)
 
 
 def compile_rest() -> None:
@@ -147,6 +174,11 @@ def compile_rest() -> None:
     settings = Settings()
     format_points(x, prepare(x), settings)  # every format, prepared (the window's path)
     format_points(x[:64], None, settings)  # and direct
+    # a tensor the window opened is read-only: its direct passes are loops of their own, on
+    # rows split between the threads (a slice of the report's columns) and not
+    frozen_direct = x[:256].copy()
+    frozen_direct.flags.writeable = False
+    format_points(frozen_direct, None, settings)
     rows = x.reshape(-1, x.shape[-1])
     frozen = rows.copy()
     frozen.flags.writeable = False  # the window's tensors are read-only: another signature
@@ -164,10 +196,11 @@ def compile_rest() -> None:
     tao.dequantize(tao.quantize(x))
     from quantscope.core.stats.format_sweep import error_sum, signal_sum
 
-    screened = [choose_qparams(x, format=name) for name in ("fp8_e4m3", "int8", "gguf_q8_0")]
+    screened = [choose_qparams(x, format=name)
+                for name in ("fp8_e4m3", "int8", "gguf_q8_0", "torchao_int4_g32")]
     for tensor in (x, frozen):  # the scan's screen of a large tensor's formats
         signal_sum(tensor)
-        for params in screened:  # a cast, integer codes, decoded blocks
+        for params in screened:  # a cast, integer codes, decoded blocks and codes
             error_sum(tensor, params)
     cast(x[:64], "float8_e4m3fn")
     cast_e8m0(x[:64])
@@ -183,8 +216,9 @@ def main() -> None:
         os.nice(19)
     except OSError:
         pass
-    if "--panes" in sys.argv[1:]:
-        warm_up_engine()
+    if "--panes" in sys.argv[1:]:  # a window waits for these first (start_with_stand_ins)
+        compile_panes()
+        print(PANES_WRITTEN, flush=True)
     compile_rest()
 
 

@@ -440,7 +440,7 @@ def _heap_pop(key, s1, s2, za, zb, size):
 
 @_jit
 def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm, eps,
-                 floor, grid, max_boxes, sweep_cells, out):
+                 floor, grid, max_boxes, sweep_cells, out, scratch=None):
     """The least error of sorted ``x[a:b]`` over float32 scales in ``[s_lo, s_hi]`` and zero
     points in ``[qmin, qmax]`` (only ``z_fixed`` when it is not below ``qmin``), by branch
     and bound (see the module doc): ``out`` = (error, scale, zero point, 1.0 when every box
@@ -448,20 +448,19 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
     ends and the scales ``s_mm · grid`` inside it; a box is dropped when its bound reaches
     ``(1 − eps)`` times the best error less ``floor`` (the float64 roundoff of the sums); a
     walked row's box with at most ``sweep_cells`` crossings times zero points is swept; at
-    most ``max_boxes`` boxes are opened (then ``out[3]`` is 0)."""
+    most ``max_boxes`` boxes are opened (then ``out[3]`` is 0). ``scratch``
+    (:func:`new_scratch`) is reused from one unit to the next: a small unit (a group of 128)
+    took as long to allocate its buffers as to search."""
     k = qmax - qmin + 1
-    cap_runs = 4 * k + 8
-    rlo = np.empty(cap_runs, np.int64)
-    rhi = np.empty(cap_runs, np.int64)
-    rf = np.empty((cap_runs, 4))
-    cum = np.empty((cap_runs + 1, 7))
+    if scratch is None:
+        scratch = new_scratch(qmin, qmax)
+    rlo, rhi, rf, cum, lb, arg, h_key, h_s1, h_s2, h_za, h_zb, ev_b, ev_x, ev_m, q1, q2, \
+        res = scratch
     if z_fixed >= qmin:
         z0, z1 = z_fixed, z_fixed
     else:
         z0, z1 = qmin, qmax
     nz = z1 - z0 + 1
-    lb = np.empty(nz)
-    arg = np.empty(nz)
     best = np.inf
     best_s = s_mm
     best_z = z0
@@ -481,22 +480,11 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
             if lb[t] < best:
                 best, best_s, best_z = lb[t], s, z0 + t
     # the heap of boxes, lowest bound first
-    cap = 256
-    h_key = np.empty(cap)
-    h_s1 = np.empty(cap)
-    h_s2 = np.empty(cap)
-    h_za = np.empty(cap, np.int64)
-    h_zb = np.empty(cap, np.int64)
+    cap = h_key.size
     size = 0
     for i in range(pts.size - 1):
         _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, -np.inf, pts[i], pts[i + 1], z0, z1)
         size += 1
-    ev_b = np.empty(1024)
-    ev_x = np.empty(1024)
-    ev_m = np.empty(1024, np.int64)
-    q1 = np.empty(nz)
-    q2 = np.empty(nz)
-    res = np.empty(3)
     boxes = 0
     proven = 1.0
     while size > 0:
@@ -600,14 +588,29 @@ def _grow_int(v, cap):
 
 
 @_jit
+def new_scratch(qmin, qmax):
+    """The buffers of :func:`unit_optimum` for codes ``[qmin, qmax]``: runs, their running
+    sums, per zero point bounds, the heap of boxes, a sweep's crossings and sums."""
+    k = qmax - qmin + 1
+    cap_runs = 4 * k + 8
+    cap = 256
+    return (np.empty(cap_runs, np.int64), np.empty(cap_runs, np.int64), np.empty((cap_runs, 4)),
+            np.empty((cap_runs + 1, 7)), np.empty(k), np.empty(k), np.empty(cap),
+            np.empty(cap), np.empty(cap), np.empty(cap, np.int64), np.empty(cap, np.int64),
+            np.empty(1024), np.empty(1024), np.empty(1024, np.int64), np.empty(k),
+            np.empty(k), np.empty(3))
+
+
+@_jit
 def rows_optimum(values, starts, rec, rec_starts, search, rows, qmin, qmax, z_fixed, s_lo,
                  s_hi, s_mm, eps, floor, grid, max_boxes, sweep_cells, out):
     """:func:`unit_optimum` of each sorted row ``rows[e]`` of ``values`` (rows at
     ``starts``; ``search[e]`` says whether to use its block prefix sums ``rec`` from
     ``rec_starts``), with that row's ``s_lo[e]``, ``s_hi[e]``, ``s_mm[e]`` and ``floor[e]``,
     into ``out[e]``."""
+    scratch = new_scratch(qmin, qmax)
     for e in range(rows.size):
         r = rows[e]
         unit_optimum(values, starts[r], starts[r + 1], rec, rec_starts[r] if search[e] else 0,
                      search[e], qmin, qmax, z_fixed, s_lo[e], s_hi[e], s_mm[e], eps, floor[e],
-                     grid, max_boxes, sweep_cells, out[e])
+                     grid, max_boxes, sweep_cells, out[e], scratch)

@@ -5,7 +5,8 @@ against.
 It walks the tensor as rows that share one scale
 (:func:`quantscope.core.tensors.layout.param_rows`), a
 block of about 64K elements at a time, so even 10^8 elements need no full-size temporary; every
-sum is taken in float64. A large tensor under one scale takes one compiled pass on every core
+sum is taken in float64; the blocks of rows are shared between the engine's threads. A large
+tensor under one scale takes one compiled pass on every core
 instead (:mod:`quantscope.core.kernels.direct_kernel`; the same codes and counts, bit for bit).
 """
 
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from quantscope.core.kernels import compiled
+from quantscope.core.kernels.parallel import parallel, shares
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.schemes.quantize import BLOCK, quantize_codes_float, use_compiled
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
@@ -231,15 +233,35 @@ def compiled_group_totals(xf: np.ndarray, params: QuantParams) -> UnitTotals:
 
 
 def _accumulate(rs, params: QuantParams, tot: UnitTotals, work: _Work, inv_rs=None) -> None:
+    """The statistics of one row set into ``tot``, its blocks of rows shared between the
+    engine's threads (NumPy releases the GIL inside each block's operations). A unit's rows
+    all stay in one share, each walked in the same order as by one thread, so every sum is the
+    same bit for bit; the shares write disjoint units (a row set holds each unit once)."""
     n_rows, length = rs.x2d.shape
-    if length == 0:
+    if length == 0 or n_rows == 0:
         return
+    rows_per_block = max(1, BLOCK // min(length, BLOCK))
+    n_blocks = -(-n_rows // rows_per_block)
+    k = min(len(shares(rs.x2d.size)), n_blocks)
+    cut = [rows_per_block * (j * n_blocks // k) for j in range(k)] + [n_rows]
+    for hist in parallel(_accumulate_rows, [
+            (rs, params, tot, work if j == 0 else _Work(), inv_rs, cut[j], cut[j + 1])
+            for j in range(k)]):
+        tot.hist += hist
+
+
+def _accumulate_rows(rs, params: QuantParams, tot: UnitTotals, work: _Work, inv_rs,
+                     row_lo: int, row_hi: int) -> np.ndarray:
+    """Rows ``[row_lo, row_hi)`` of a row set into ``tot``, a block at a time; returns their
+    code histogram (summed by the caller, which owns ``tot.hist``)."""
+    length = rs.x2d.shape[1]
     cols = min(length, BLOCK)
     rows_per_block = max(1, BLOCK // cols)
     levels = params.levels
     units = params.granularity != "tensor"
-    for r0 in range(0, n_rows, rows_per_block):
-        r1 = min(r0 + rows_per_block, n_rows)
+    total = np.zeros(levels, np.int64)
+    for r0 in range(row_lo, row_hi, rows_per_block):
+        r1 = min(r0 + rows_per_block, row_hi)
         idx = rs.index[r0:r1]
         s = rs.scale[r0:r1, None]
         inv = None if inv_rs is None else inv_rs.scale[r0:r1, None]
@@ -258,6 +280,7 @@ def _accumulate(rs, params: QuantParams, tot: UnitTotals, work: _Work, inv_rs=No
                 tot.x_min[idx] = np.minimum(tot.x_min[idx], st["x_min"])
                 tot.x_max[idx] = np.maximum(tot.x_max[idx], st["x_max"])
         tot.codes[idx] = np.count_nonzero(hist, axis=1)
-        tot.hist += hist.sum(axis=0)
+        total += hist.sum(axis=0)
+    return total
 
 
