@@ -141,3 +141,26 @@ def test_a_blocks_bytes_do_not_depend_on_its_chunk(name):
     whole = encode(x, name)
     one_by_one = np.stack([encode(x[i], name) for i in range(x.shape[0])])
     assert np.array_equal(whole, one_by_one)
+
+
+@pytest.mark.parametrize("name", sorted(BPE))
+def test_choosing_for_a_prepared_tensor_measures_the_blocks_while_encoding(gelu, name):
+    from quantscope.core.stats.gguf_stats import analyze_gguf
+
+    x = gelu[:, :1536].copy()
+    x[7, 300] = 25.0  # an outlier in one block
+    prep = prepare(x)
+    p = qs.choose_qparams(x, format=name, prepared=prep)
+    assert np.array_equal(p.blocks, qs.choose_qparams(x, format=name).blocks)
+    kept = prep.__dict__["_kept_reports"]
+    assert len(kept) == 1  # the report measured in the encoding pass, kept for these bytes
+    r = prep.analyze(p)
+    assert len(kept) == 1 and next(iter(kept.values()))[1] is r
+    ref = analyze_gguf(x, p)  # a second pass over the tensor and the stored bytes
+    for k in ("round_err", "clip_err", "max_abs", "sig", "n", "x_min", "x_max", "below",
+              "above", "codes", "hist"):
+        assert np.array_equal(getattr(r.unit_totals, k), getattr(ref.unit_totals, k)), k
+    assert r.sqnr_db == ref.sqnr_db
+    other = x + np.float32(1e-3)  # another tensor than the prepared one: no report kept
+    qs.choose_qparams(other, format=name, prepared=prep)
+    assert len(kept) == 1

@@ -33,7 +33,7 @@ import threading
 
 import numpy as np
 
-from quantscope.core import analyze, choose_qparams, dequantize, quantize
+from quantscope.core import QuantParams, analyze, choose_qparams, dequantize, quantize
 from quantscope.core.kernels import compiled
 from quantscope.core.stats.prepared import prepare
 from quantscope.io.dtypes import dtype_from_name
@@ -158,6 +158,7 @@ def compile_rest() -> None:
     # these modules define compiled loops (they load Numba): the launcher imports this module
     # before the window shows and must not pay for them
     from quantscope.core.formats.elements import cast, cast_e8m0
+    from quantscope.core.stats.analyze import compiled_group_totals
     from quantscope.core.stats.fused import figures_of
     from quantscope.state.formats import format_points
 
@@ -183,14 +184,23 @@ def compile_rest() -> None:
     frozen.flags.writeable = False  # the window's tensors are read-only: another signature
     for blocks in (rows, frozen):  # block scales of formats along the last axis
         compiled.block_abs_max(blocks, 32)
+        # groups too many to sort (an LLM weight's groups of 32): their ranges and report,
+        # which take these loops from sizes above this tensor's
+        compiled.block_min_max(blocks, 32)
+        groups = choose_qparams(blocks, format="int4_g32")
+        assert isinstance(groups, QuantParams)  # integer parameters, not a format's
+        compiled_group_totals(blocks, groups)
+        # llama.cpp's blocks chosen for a prepared tensor, measured as they are encoded
+        choose_qparams(blocks, format="gguf_q4_k", prepared=prepare(blocks))
     tao = choose_qparams(x, format="torchao_int4_g32")  # its codes and values (export)
     tao.dequantize(tao.quantize(x))
     from quantscope.core.stats.format_sweep import error_sum, signal_sum
 
-    screened = [choose_qparams(x, format=name) for name in ("fp8_e4m3", "int8", "gguf_q8_0")]
+    screened = [choose_qparams(x, format=name)
+                for name in ("fp8_e4m3", "int8", "gguf_q8_0", "torchao_int4_g32")]
     for tensor in (x, frozen):  # the scan's screen of a large tensor's formats
         signal_sum(tensor)
-        for params in screened:  # a cast, integer codes, decoded blocks
+        for params in screened:  # a cast, integer codes, decoded blocks and codes
             error_sum(tensor, params)
     cast(x[:64], "float8_e4m3fn")
     cast_e8m0(x[:64])

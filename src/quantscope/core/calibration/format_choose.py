@@ -145,6 +145,13 @@ def int_group_params(xf: np.ndarray, name: str, *, symmetric: bool, axis: int, m
     return p.with_(scale=s16, zero_point=zp, extra={"format": name})
 
 
+def _same_tensor(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays are views of the same memory with the same layout (the tensor a
+    prepared object holds, handed in again)."""
+    return a is b or (a.dtype == b.dtype and a.shape == b.shape and a.strides == b.strides
+                      and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
 def choose_format_params(xf: np.ndarray, name: str, *, symmetric: bool, granularity: str,
                          axis: int | None, method: str, saturate: bool = True, prepared=None,
                          **options) -> QuantParams | FormatParams:
@@ -163,6 +170,10 @@ def choose_format_params(xf: np.ndarray, name: str, *, symmetric: bool, granular
 
         if options:
             raise EngineValueError(f"format {name!r} takes no options, got {sorted(options)}")
+        if prepared is not None and method == "minmax" and _same_tensor(xf, prepared.x):
+            from quantscope.core.stats.gguf_stats import kept_gguf_params
+
+            return kept_gguf_params(prepared, name)  # the report measured while encoding
         return gguf_params(xf, name, method=method)
     if kind == "torchao":  # torchao's own bfloat16 rule decides every scale and zero
         from quantscope.core.formats.torchao_int4 import torchao_params

@@ -196,7 +196,8 @@ CHUNK = 1024
 
 @njit(nogil=True, error_model="numpy", inline="always")
 def _walk_saturating(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, lut_mid,
-                     lut_val, grid, hist, stamp, dbuf, slots, unit, out_f, out_i, e) -> None:
+                     lut_val, lut_is_grid, grid, hist, stamp, dbuf, slots, unit, out_f, out_i,
+                     e) -> None:
     """:func:`_walk` for a saturating cast: the same totals bit for bit, in three short loops
     per :data:`CHUNK` of the row instead of one long one. In one loop an element's rounding,
     index and error formed a chain of some fifty cycles, and the loop body was too long for
@@ -211,7 +212,9 @@ def _walk_saturating(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, lu
     2. the sums, in the row's order as in :func:`_walk`: a skipped (non-finite) element adds
        +0.0 to sums of non-negative terms that start at +0.0, which changes no bit, and its
        min and max candidates are ±inf;
-    3. the counts and codes used, from the slots."""
+    3. the counts and codes used, from the slots.
+
+    ``lut_is_grid``: a lookup table whose levels are the grid, its ends ``±max_finite`` (NF4)."""
     rnd = 0.0
     clip = 0.0
     worst = 0.0
@@ -232,11 +235,24 @@ def _walk_saturating(x, s, inv, use_inv, kind, mbits, emin, step, max_finite, lu
             xv = xc[k]
             fin = xv - xv == 0
             xz = xv if fin else np.float32(0.0)
-            r = _round_flat(_scaled(xz, s, inv, use_inv), kind, mbits, emin, step, lut_mid,
-                            lut_val)
-            clipped = abs(r) > max_finite
-            r = math.copysign(max_finite, r) if clipped else r
-            idx = _index_flat(r, kind, mbits, emin, step, grid)
+            q = _scaled(xz, s, inv, use_inv)
+            if kind == KIND_LUT and lut_is_grid:
+                # the level and its grid index from one count of the midpoints below: a value
+                # beyond an end counts none or all of them, the index of the level it
+                # saturates to (a second count, of the grid below the level, took half the
+                # pass)
+                q64 = np.float64(q)
+                c = 0
+                for j in range(lut_mid.size):
+                    c += lut_mid[j] < q64
+                r = lut_val[c]
+                clipped = not (q64 <= lut_val[top] and q64 >= lut_val[0])
+                idx = np.int64(c)
+            else:
+                r = _round_flat(q, kind, mbits, emin, step, lut_mid, lut_val)
+                clipped = abs(r) > max_finite
+                r = math.copysign(max_finite, r) if clipped else r
+                idx = _index_flat(r, kind, mbits, emin, step, grid)
             dbuf[k] = np.float64(xz) - np.float64(np.float32(np.float32(r) * sf))
             slot = (-1 if r < 0 else -2) if clipped else idx
             slots[k] = slot if fin else spare
@@ -271,10 +287,16 @@ def _rows_saturating(x2d, scale, inv_scale, use_inv, kind, mbits, emin, step, ma
                      lut_mid, lut_val, grid, hist, stamp, out_f, out_i) -> None:
     dbuf = np.empty(CHUNK, np.float64)
     slots = np.empty(CHUNK, np.int64)
+    top = grid.size - 1
+    lut_is_grid = kind == KIND_LUT and lut_val.size == grid.size and top >= 0
+    if lut_is_grid:
+        for k in range(grid.size):
+            lut_is_grid = lut_is_grid and np.float64(grid[k]) == lut_val[k]
+        lut_is_grid = lut_is_grid and lut_val[top] == max_finite and lut_val[0] == -max_finite
     for r in range(x2d.shape[0]):
         _walk_saturating(x2d[r], scale[r], inv_scale[r], use_inv, kind, mbits, emin, step,
-                         max_finite, lut_mid, lut_val, grid, hist, stamp, dbuf, slots, r,
-                         out_f, out_i, r)
+                         max_finite, lut_mid, lut_val, lut_is_grid, grid, hist, stamp, dbuf,
+                         slots, r, out_f, out_i, r)
 
 
 @_jit

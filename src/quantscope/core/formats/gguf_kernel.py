@@ -37,9 +37,17 @@ from quantscope.core.kernels.unit_totals import store_unit
 _jit = njit(nogil=True, error_model="numpy")
 
 
-@_jit
-def encode_blocks(t, xb, out) -> None:
-    """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``."""
+@njit(nogil=True, error_model="numpy", inline="always")
+def _encode(t, xb, out, report, levels, out_f, out_i, hist) -> None:
+    """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``; with
+    ``report``, each block's totals measured against its bytes as soon as they are written
+    (:func:`_report_block`), while the block is still in the cache."""
+    n = xb.shape[1]
+    c = np.zeros(n, np.int64)
+    v = np.zeros(n, np.float32)
+    lo = np.zeros(n, np.float32)
+    hi = np.zeros(n, np.float32)
+    stamp = np.full(levels, -1, np.int64)
     L = np.zeros(256, np.int64)
     if t == 11 or t < 10:  # no sub-block search to share between blocks
         for i in range(xb.shape[0]):
@@ -57,6 +65,8 @@ def encode_blocks(t, xb, out) -> None:
                 quantize_q8_0(x, y)
             else:
                 quantize_q3_k(x, y, L)
+            if report:
+                _report_block(t, x, y, i, levels, c, v, lo, hi, stamp, hist, out_f, out_i)
         return
     lanes = lane_scratch()
     per = sub_block_shape(t)[1]
@@ -77,6 +87,25 @@ def encode_blocks(t, xb, out) -> None:
                 quantize_q5_k(x, y, L, scales, mins)
             else:
                 quantize_q6_k(x, y, L, scales)
+            if report:
+                _report_block(t, x, y, c0 + b, levels, c, v, lo, hi, stamp, hist, out_f,
+                              out_i)
+
+
+@_jit
+def encode_blocks(t, xb, out) -> None:
+    """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``."""
+    none = np.zeros((0, 1))
+    _encode(t, xb, out, False, 1, none, np.zeros((0, 1), np.int64), np.zeros(1, np.int64))
+
+
+@_jit
+def encode_report_blocks(t, xb, out, levels, out_f, out_i, hist) -> None:
+    """:func:`encode_blocks` and :func:`report_blocks` in one pass: each block encoded, then
+    measured against the bytes just written (the same totals as a later
+    :func:`report_blocks`, bit for bit), instead of a second pass that reads the tensor and
+    the bytes again and decodes every block from memory."""
+    _encode(t, xb, out, True, levels, out_f, out_i, hist)
 
 
 @_jit
@@ -94,6 +123,56 @@ def decode_blocks(t, yb, vals, codes, want_codes) -> None:
                 codes[i, k] = c[k]
 
 
+@njit(nogil=True, error_model="numpy", inline="always")
+def _report_block(t, x, y, i, levels, c, v, lo, hi, stamp, hist, out_f, out_i) -> None:
+    """Block ``x`` against the values its bytes ``y`` store, into unit ``i`` of ``out_f`` /
+    ``out_i`` (see :func:`report_blocks`); ``c``, ``v``, ``lo``, ``hi`` and ``stamp`` are
+    scratch."""
+    n = x.size
+    decode_block(t, y, c, v, lo, hi)
+    rnd = 0.0
+    clip = 0.0
+    worst = 0.0
+    sig = 0.0
+    xmin = np.inf
+    xmax = -np.inf
+    below = 0
+    above = 0
+    used = 0
+    below_edge = 0.0
+    above_edge = 0.0
+    for k in range(n):
+        xk = np.float64(x[k])
+        if k == 0 or lo[k] != lo[k - 1] or hi[k] != hi[k - 1]:  # a new sub-block
+            a = np.float64(lo[k])
+            b = np.float64(hi[k])
+            bot = min(a, b)
+            top = max(a, b)
+            half = (top - bot) / (2.0 * (levels - 1))
+            below_edge = bot - half
+            above_edge = top + half
+        d = xk - np.float64(v[k])
+        e2 = d * d
+        if xk < below_edge:
+            below += 1
+            clip += e2
+        elif xk > above_edge:
+            above += 1
+            clip += e2
+        else:
+            rnd += e2
+        worst = max(worst, abs(d))
+        sig += xk * xk
+        xmin = min(xmin, xk)
+        xmax = max(xmax, xk)
+        code = c[k]
+        hist[code] += 1
+        if stamp[code] != i:
+            stamp[code] = i
+            used += 1
+    store_unit(out_f, out_i, i, rnd, clip, worst, sig, xmin, xmax, n, below, above, used)
+
+
 @_jit
 def report_blocks(t, xb, yb, levels, out_f, out_i, hist) -> None:
     """Block ``i`` of ``xb`` against the values stored in ``yb[i]``: into ``out_f[i]``
@@ -108,48 +187,7 @@ def report_blocks(t, xb, yb, levels, out_f, out_i, hist) -> None:
     hi = np.zeros(n, np.float32)
     stamp = np.full(levels, -1, np.int64)
     for i in range(xb.shape[0]):
-        decode_block(t, yb[i], c, v, lo, hi)
-        rnd = 0.0
-        clip = 0.0
-        worst = 0.0
-        sig = 0.0
-        xmin = np.inf
-        xmax = -np.inf
-        below = 0
-        above = 0
-        used = 0
-        below_edge = 0.0
-        above_edge = 0.0
-        for k in range(n):
-            x = np.float64(xb[i, k])
-            if k == 0 or lo[k] != lo[k - 1] or hi[k] != hi[k - 1]:  # a new sub-block
-                a = np.float64(lo[k])
-                b = np.float64(hi[k])
-                bot = min(a, b)
-                top = max(a, b)
-                half = (top - bot) / (2.0 * (levels - 1))
-                below_edge = bot - half
-                above_edge = top + half
-            d = x - np.float64(v[k])
-            e2 = d * d
-            if x < below_edge:
-                below += 1
-                clip += e2
-            elif x > above_edge:
-                above += 1
-                clip += e2
-            else:
-                rnd += e2
-            worst = max(worst, abs(d))
-            sig += x * x
-            xmin = min(xmin, x)
-            xmax = max(xmax, x)
-            code = c[k]
-            hist[code] += 1
-            if stamp[code] != i:
-                stamp[code] = i
-                used += 1
-        store_unit(out_f, out_i, i, rnd, clip, worst, sig, xmin, xmax, n, below, above, used)
+        _report_block(t, xb[i], yb[i], i, levels, c, v, lo, hi, stamp, hist, out_f, out_i)
 
 
 @_jit

@@ -1,4 +1,5 @@
-"""Each block's largest finite magnitude, in one compiled pass on every core.
+"""Each block's largest finite magnitude (or its finite minimum and maximum), in one compiled
+pass on every core.
 
 The block formats take their scales from each block's ``max |x|``; NumPy's reductions along a
 last axis of 16 or 32 values spend most of their time starting and ending rows (three passes
@@ -45,3 +46,48 @@ def block_abs_max(x2d: np.ndarray, block: int) -> np.ndarray:
     k = min(len(shares(x2d.size)), rows)  # threads by elements, ranges by rows
     parallel(share, [(j * rows // k, (j + 1) * rows // k) for j in range(k)])
     return out
+
+
+@njit(nogil=True, error_model="numpy")
+def _rows_block_min_max(x2d, block, lo, hi, bad):
+    """``lo[r, b]`` / ``hi[r, b]``: the finite minimum and maximum of block ``b`` of row ``r``
+    (0 and 0 when it holds no finite value); ``bad[r]``: the row's non-finite values."""
+    n = x2d.shape[1]
+    for r in range(x2d.shape[0]):
+        row = x2d[r]
+        n_bad = np.int64(0)
+        for b in range(lo.shape[1]):
+            a = np.float32(np.inf)
+            z = np.float32(-np.inf)
+            for i in range(b * block, min((b + 1) * block, n)):
+                v = row[i]
+                fin = v - v == 0
+                n_bad += np.int64(not fin)
+                a = min(a, v) if fin else a
+                z = max(z, v) if fin else z
+            empty = a > z
+            lo[r, b] = 0.0 if empty else a
+            hi[r, b] = 0.0 if empty else z
+        bad[r] = n_bad
+
+
+def block_min_max(x2d: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per row of float32 ``x2d`` and block of ``block`` values along it: the finite minimum
+    and maximum (float64, ``(rows, ceil(n / block))``; 0 and 0 for a block with no finite
+    value) and the count of non-finite values -- what
+    :func:`~quantscope.core.schemes.qparams.unit_min_max` gives for groups along the last
+    axis, whose NumPy reductions over rows of 32 values took 10 ns per element."""
+    rows, n = x2d.shape
+    lo = np.zeros((rows, -(-n // block)))
+    hi = np.zeros_like(lo)
+    bad = np.zeros(rows, np.int64)
+    if rows == 0 or lo.shape[1] == 0:
+        return lo, hi, 0
+    x2d = np.ascontiguousarray(x2d, np.float32)
+
+    def share(a: int, b: int) -> None:
+        _rows_block_min_max(x2d[a:b], block, lo[a:b], hi[a:b], bad[a:b])
+
+    k = min(len(shares(x2d.size)), rows)
+    parallel(share, [(j * rows // k, (j + 1) * rows // k) for j in range(k)])
+    return lo, hi, int(bad.sum())

@@ -21,6 +21,7 @@ from typing import Any
 #: Each name served here -> the kernel module (in this package) that defines it.
 HOMES: dict[str, str] = {
     "block_abs_max": "block_max",
+    "block_min_max": "block_max",
     "BLOCK": "block_sums",
     "bin_counts": "block_sums",
     "build_range": "block_sums",
@@ -30,6 +31,7 @@ HOMES: dict[str, str] = {
     "analyze_flat": "direct_kernel",
     "dequantize_into": "direct_kernel",
     "quantize_flat": "direct_kernel",
+    "group_rows": "group_kernel",
     "sort_finite": "radix_sort",
     "rows_optimum": "mse_bound",
     "ARITHMETIC_CODES": "sorted_kernel",

@@ -82,10 +82,10 @@ def _v(m, z, qmin, qmax):
 
 
 @_jit
-def _piece_best(q0, q1, q2, lower, upper, s1, s2, best, found):
+def _piece_best(q0, q1, q2, lower, upper, s1, s2, best):
     """The least value of ``q0 − 2s·q1 + s²·q2`` over the float32 scales ``s`` of
-    ``[lower, upper]`` (and of the box ``[s1, s2]``), if below ``best``: written to
-    ``found`` = (value, scale); returns whether it was."""
+    ``[lower, upper]`` (and of the box ``[s1, s2]``) when below ``best``: (whether it is,
+    the value, the scale)."""
     # the real minimiser: an end unless the vertex q1 / q2 lies inside (pieces between
     # neighbouring crossings are narrow, so the division is rarely needed)
     if q2 * upper <= q1:
@@ -95,20 +95,20 @@ def _piece_best(q0, q1, q2, lower, upper, s1, s2, best, found):
     else:
         s = q1 / q2
     if q0 - 2.0 * s * q1 + q2 * s * s >= best:
-        return False  # not even the real minimum of the piece is better
+        return False, best, s  # not even the real minimum of the piece is better
     f = np.float32(s)
     below = np.float64(np.nextafter(f, np.float32(0.0)))
     above = np.float64(np.nextafter(f, np.float32(np.inf)))
     hit = False
+    at = s
     for c in (below, np.float64(f), above):
         if lower <= c <= upper and s1 <= c <= s2:
             e = q0 - 2.0 * c * q1 + q2 * c * c
             if e < best:
                 best = e
-                found[0] = e
-                found[1] = c
+                at = c
                 hit = True
-    return hit
+    return hit, best, at
 
 
 @_jit
@@ -151,17 +151,17 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
                     ne += 1
         p += cnt
     order = _descending(ev_b, ne, s1, s2)
-    found = np.empty(2)
     hit = False
     upper = s2
     for e in range(ne + 1):
         lower = s1 if e == ne else ev_b[order[e]]
         if lower < upper or e == ne:
             for t in range(nz):
-                if _piece_best(q0, q1[t], q2[t], lower, upper, s1, s2, best, found):
-                    best = found[0]
-                    out[0] = found[0]
-                    out[1] = found[1]
+                hit_t, e_t, s_t = _piece_best(q0, q1[t], q2[t], lower, upper, s1, s2, best)
+                if hit_t:
+                    best = e_t
+                    out[0] = e_t
+                    out[1] = s_t
                     out[2] = za + t
                     hit = True
         if e == ne:

@@ -7,14 +7,16 @@ element and format. Most formats lose by decibels, which a far cheaper figure sh
 
 How: for a format whose report is the direct pass of a saturating cast (element formats per
 tensor or per channel, MX, NVFP4, NF4), of integer codes by the divide rule (int8, INT4
-groups, GPTQ, AWQ) or of llama.cpp's decoded blocks, :func:`screen_sqnr` forms every
-element's squared error exactly as that pass does (the same terms, bit for bit:
-:mod:`quantscope.core.formats.format_screen`) and sums them in whatever order vectorises, on
-every core. Both sums add the same ``n`` non-negative terms, so they differ by at most about
-``2 n`` units of roundoff of the sum; the signal ``Σx²`` likewise. The SQNR of the report
-therefore lies in the interval :func:`screen_sqnr` returns, and a format whose interval lies
-wholly below another format's is certainly not the best: only the others need their exact
-report, which alone supplies every figure shown.
+groups, GPTQ, AWQ) or of decoded values (llama.cpp's blocks, torchao's INT4), an
+:class:`ErrorScreen` forms every element's squared error exactly as that pass does (the same
+terms, bit for bit: :mod:`quantscope.core.formats.format_screen`) and sums them in whatever
+order vectorises, on every core. Both sums add the same ``n`` non-negative terms, so they
+differ by at most about ``2 n`` units of roundoff of the sum; the signal ``Σx²`` likewise.
+The SQNR of the report therefore lies in the interval :func:`bounds` gives, and a format
+whose interval lies wholly below another format's is certainly not the best: only the others
+need their exact report, which alone supplies every figure shown. A part of the terms sums to
+less than all of them, so a slice of the tensor already bounds the SQNR from above: most
+formats are ruled out on a slice or two.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from quantscope.core.formats.format_screen import (
     screen_rows,
 )
 from quantscope.core.formats.gguf import GgufParams
+from quantscope.core.formats.torchao_int4 import TorchaoInt4Params
 from quantscope.core.kernels.parallel import parallel, shares
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.tensors.layout import param_rows
@@ -63,10 +66,11 @@ def screenable(params) -> bool:
     :data:`SCREENED_KINDS` with a saturating cast (a non-saturating one's inf and NaN stand
     for the clipped elements, which a sum of squares cannot hold), or integer codes by the
     divide rule (int8, INT4 groups, GPTQ's and AWQ's rules; a runtime's other arithmetics
-    take their exact report), or llama.cpp's blocks (their decoded values against ``x``)."""
+    take their exact report), or llama.cpp's blocks and torchao's INT4 (their decoded values
+    against ``x``)."""
     if isinstance(params, QuantParams):
         return params.arithmetic == "divide" and params.inv_scale is None
-    if isinstance(params, GgufParams):
+    if isinstance(params, GgufParams | TorchaoInt4Params):
         return True
     return (isinstance(params, FormatParams) and params.kind in SCREENED_KINDS
             and (params.saturate or params.element.overflow == OVERFLOW_SATURATE))
@@ -104,9 +108,13 @@ class ErrorScreen:
             rule = (params.qmin, params.qmax, params.rounding == "half_away")
             for rs in sets:
                 self._add(screen_int_rows, rs.x2d, rs.scale, rs.zero_point, *rule)
-        elif isinstance(params, GgufParams):  # one row: the tensor against its decoded values
-            values = np.ascontiguousarray(params.dequantize()).reshape(1, -1)
-            self._add(_decoded_rows, np.ascontiguousarray(xf).reshape(1, -1), values)
+        elif isinstance(params, GgufParams | TorchaoInt4Params):
+            # one row: the tensor against its decoded values (llama.cpp's stored blocks;
+            # torchao's codes turned back into its bfloat16 values)
+            values = (params.dequantize() if isinstance(params, GgufParams)
+                      else params.dequantize(params.quantize(xf)))
+            self._add(_decoded_rows, np.ascontiguousarray(xf).reshape(1, -1),
+                      np.ascontiguousarray(values).reshape(1, -1))
         else:
             inv = params.inv_scale if params.inv_scale is not None else params.scale
             zeros = np.zeros(params.scale.shape, np.int32)

@@ -13,16 +13,27 @@ block (32 elements, or a 256-element super-block):
   ``codes_used`` says how many of a type's codes the tensor occupies.
 
 One compiled pass over the tensor and the bytes, split in ranges of blocks over the engine's
-threads; non-finite elements are refused (llama.cpp refuses such rows too).
+threads; non-finite elements are refused (llama.cpp refuses such rows too). Choosing the blocks
+for a prepared tensor (:func:`kept_gguf_params`) measures each block as it is encoded, in the
+encoding's own pass, and keeps the report for those blocks: the report that follows costs a
+comparison of the bytes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from quantscope.core.formats.gguf import GgufParams, block_ranges, blocks_of
-from quantscope.core.formats.gguf_kernel import report_blocks
+from quantscope.core.formats.gguf import (
+    GgufParams,
+    block_ranges,
+    blocks_of,
+    check_shape,
+    from_blocks,
+    gguf_type,
+)
+from quantscope.core.formats.gguf_kernel import encode_report_blocks, report_blocks
 from quantscope.core.kernels.parallel import parallel
+from quantscope.core.stats.kept import kept_report
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
 
@@ -54,11 +65,49 @@ def analyze_gguf(x, params: GgufParams) -> QuantReport:
         raise EngineValueError(f"{params.format}: a block's fp16 scale overflowed (values "
                                "beyond what float16 block scales hold), so its values are "
                                "not finite")
-    n = out_i[:, 0]
+    return _report(params, out_f, out_i, hist, xf.size)
+
+
+def _report(params: GgufParams, out_f, out_i, hist, size: int) -> QuantReport:
     tot = UnitTotals.of(round_err=out_f[:, 0], clip_err=out_f[:, 1], max_abs=out_f[:, 2],
-                        sig=out_f[:, 3], n=n, x_min=out_f[:, 4], x_max=out_f[:, 5],
+                        sig=out_f[:, 3], n=out_i[:, 0], x_min=out_f[:, 4], x_max=out_f[:, 5],
                         below=out_i[:, 1], above=out_i[:, 2], codes=out_i[:, 3], hist=hist)
-    return build_report(params, tot, xf.size)
+    return build_report(params, tot, size)
+
+
+def _kept_key(params: GgufParams) -> tuple:
+    return ("gguf", params.format, tuple(params.shape))
+
+
+def kept_gguf_params(prepared, name: str) -> GgufParams:
+    """The blocks llama.cpp writes for the prepared tensor (as
+    :func:`~quantscope.core.formats.gguf.gguf_params`), each block measured in the pass that
+    encodes it; the report is kept for these blocks
+    (:func:`~quantscope.core.stats.kept.kept_report`), so the report that follows
+    (:func:`prepared_gguf_report`) is a comparison of the bytes instead of a second pass."""
+    t = gguf_type(name)
+    xf = np.ascontiguousarray(as_float32(prepared.x))
+    check_shape(xf.shape, t)
+    check_nonfinite(xf, "raise")
+    n_blocks = xf.size // t.block
+    xb = xf.reshape(n_blocks, t.block)
+    out = np.empty((n_blocks, t.type_size), np.uint8)
+    out_f = np.zeros((6, n_blocks)).T  # column-major, as analyze_gguf's
+    out_i = np.zeros((4, n_blocks), np.int64).T
+
+    def share(lo: int, hi: int) -> np.ndarray:
+        h = np.zeros(t.levels, np.int64)
+        encode_report_blocks(t.ggml_type, xb[lo:hi], out[lo:hi], t.levels, out_f[lo:hi],
+                             out_i[lo:hi], h)
+        return h
+
+    hist = np.sum(parallel(share, block_ranges(n_blocks, t.block)), axis=0)
+    params = from_blocks(out.reshape((*xf.shape[:-1], xf.shape[-1] // t.block * t.type_size)),
+                         name, tuple(xf.shape))
+    if np.isfinite(out_f[:, :3]).all():  # otherwise the report refuses them, when asked
+        report = _report(params, out_f, out_i, hist, xf.size)
+        kept_report(prepared, _kept_key(params), (params.blocks,), lambda: report)
+    return params
 
 
 
@@ -66,7 +115,5 @@ def prepared_gguf_report(prepared, params: GgufParams) -> QuantReport:
     """:func:`analyze_gguf` on a prepared tensor, kept beside a private copy of the blocks it
     measured (:func:`~quantscope.core.stats.kept.kept_report`): a repaint of the same blocks
     costs one comparison of their bytes instead of a pass."""
-    from quantscope.core.stats.kept import kept_report
-
-    key = ("gguf", params.format, tuple(params.shape))
-    return kept_report(prepared, key, (params.blocks,), lambda: analyze_gguf(prepared.x, params))
+    return kept_report(prepared, _kept_key(params), (params.blocks,),
+                       lambda: analyze_gguf(prepared.x, params))
