@@ -37,6 +37,7 @@ import numpy as np
 
 from quantscope.core.kernels import compiled
 from quantscope.core.kernels.lane_order import lane_sum
+from quantscope.core.kernels.sorted_kernel import _START, _close
 from quantscope.core.schemes.quantize import quantize_codes_float
 
 #: Elements per prefix-sum record (``block_sums.BLOCK``; a test holds the two equal).
@@ -225,9 +226,7 @@ def _search(values, a: int, b: int, rec, k0: int, b1: float, b2: float, s, inv, 
     pre = [np.concatenate([[0.0], t[0]]) for t in (h1, l1, h2, l2)]
     sf = float(np.float32(s))
     zi = int(z)
-    rnd = clip = rnd_b = clip_b = max_abs = 0.0
-    below = above = used = 0
-    last = -1
+    totals = _START
     for j in range(levels + 2):
         lo_edge, hi_edge = edges[j], edges[j + 1]
         n = hi_edge - lo_edge
@@ -244,23 +243,9 @@ def _search(values, a: int, b: int, rec, k0: int, b1: float, b2: float, s, inv, 
         bound = _EPS * (2.5 * sq + 6.0 * abs(cross) + nx2)
         bound += n * (b2 + 2.0 * abs(xhat) * b1)
         worst = max(abs(float(x64[lo_edge]) - xhat), abs(float(x64[hi_edge - 1]) - xhat))
-        if j == 0 or j == levels + 1:
-            clip += err
-            clip_b += bound
-            if j == 0:
-                below = n
-            else:
-                above = n
-        else:
-            rnd += err
-            rnd_b += bound
-        idx = 0 if j == 0 else (levels - 1 if j > levels else j - 1)
-        if idx != last:
-            used += 1
-            last = idx
-        if want_counts:
-            hist[idx] += n
-        max_abs = max(max_abs, worst)
+        # the compiled walk's own bookkeeping, run as Python
+        totals = _close.py_func(j, n, err, bound, worst, levels, want_counts, hist, totals)
+    rnd, clip, rnd_b, clip_b, max_abs, below, above, used, _ = totals
     out_f[e, 0], out_f[e, 1], out_f[e, 2], out_f[e, 3] = rnd, clip, rnd_b, clip_b
     out_f[e, 4] = max_abs
     out_f[e, 5] = float(pre[2][-1]) + float(pre[3][-1])
