@@ -74,6 +74,10 @@ def pytest_configure(config):
         "markers", "slow: starts fresh interpreters or whole windows many times (the last tier)")
     if not hasattr(config, "workerinput"):  # once per test session, before any worker starts
         _warm_kernels(config)
+        if getattr(config.option, "dist", "no") == "loadfile":
+            # the queue of files keeps the order the workers collected them in: costliest first
+            # (pytest_collection_modifyitems), not xdist's most-tests-first
+            config.option.loadscopereorder = False
 
 
 def _warm_kernels(config) -> None:
@@ -91,15 +95,22 @@ def _warm_kernels(config) -> None:
         return
     start = time.perf_counter()
     rest = subprocess.Popen([sys.executable, "-c",
+                            "import time; start = time.perf_counter(); "
                             "from quantscope.state.compile_ahead import compile_rest; "
-                            "compile_rest()"])
+                            "compile_rest(); print(f'{time.perf_counter() - start:.1f}')"],
+                            stdout=subprocess.PIPE, text=True)
     from quantscope.state.warm_up import warm_up_engine
 
     warm_up_engine()
-    if rest.wait() != 0:
+    panes = time.perf_counter() - start
+    others = rest.communicate()[0].strip().splitlines()
+    if rest.returncode != 0:
         raise pytest.UsageError("compiling the kernels ahead of the tests failed (see above)")
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    line = f"kernels compiled or loaded in {time.perf_counter() - start:.1f} s, before the tests"
+    # both parts' times: the longer one sets the wait, and the other's core idles after it
+    line = (f"kernels compiled or loaded in {time.perf_counter() - start:.1f} s, before the "
+            f"tests (the panes' loops {panes:.1f} s here, the others "
+            f"{others[-1] if others else '?'} s in a second process)")
     if reporter is not None:
         reporter.write_line(line)
     else:
@@ -173,8 +184,26 @@ def _tier(item) -> int:
     return 1 if "/gui/" in item.nodeid.replace("\\", "/") or item.nodeid.startswith("gui/") else 0
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """Tell each xdist worker to sort the files costliest first (a worker's own options say
+    ``--dist no``)."""
+    if node.config.option.dist == "loadfile":
+        node.workerinput["files_costliest_first"] = True
+
+
 def pytest_collection_modifyitems(config, items):
-    """Run the tests in tiers, fastest feedback first: engine and state tests, then the window
-    tests, then the ``slow`` ones (``-m "not slow"`` leaves those out). The sort is stable, so
-    each file keeps its order, and the same on every xdist worker."""
+    """In one process, run the tests in tiers, fastest feedback first: engine and state tests,
+    then the window tests, then the ``slow`` ones (``-m "not slow"`` leaves those out). The sort
+    is stable, so each file keeps its order.
+
+    Spread over xdist workers file by file (``--dist loadfile``, the README's command), the
+    files go out costliest first instead (:mod:`file_costs`): the run ends when the last file
+    does, and a long file handed out last ran alone while the other workers idled. Every worker
+    sorts its collection the same way, as xdist requires."""
+    if getattr(config, "workerinput", {}).get("files_costliest_first"):
+        from file_costs import costliest_first, load_costs
+
+        costliest_first(items, load_costs())
+        return
     items.sort(key=_tier)
