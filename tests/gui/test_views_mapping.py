@@ -176,6 +176,8 @@ def test_any_code_range_has_its_ends_labelled(qtbot, first, last):
     plot.show()
     axis.set_codes(first, last)
     plot.setXRange(first - 0.5, last + 0.5, padding=0)
-    qtbot.wait(20)
     plot.grab()
+    # a busy machine may lay the plot out after the first paint: the axis has no width (and
+    # draws no label) until then
+    qtbot.waitUntil(lambda: bool(_drawn_labels(axis)), timeout=10_000)
     _assert_ends_labelled(axis, first, last)

@@ -74,7 +74,7 @@ def start_if_cold() -> subprocess.Popen | None:
 def panes_cached() -> bool:
     """Whether Numba's cache holds the panes' main loop for this version of its source (or
     there is no cache at all: then nothing can be compiled ahead, the window compiles)."""
-    from quantscope.core.kernels import sorted_kernel
+    from quantscope.core.kernels import sorted_kernel  # its module defines compiled loops
 
     cache = getattr(sorted_kernel.evaluate_rows, "_cache", None)
     if cache is None or getattr(cache, "cache_path", None) is None:
@@ -99,7 +99,7 @@ def start_with_stand_ins() -> bool:
     global _started
     if _started is not None:
         return False
-    from quantscope.core.stats import loop_twins
+    from quantscope.core.stats import loop_twins  # only a first run's launcher needs them
 
     try:
         _started = subprocess.Popen(
@@ -194,6 +194,7 @@ def compile_rest() -> None:
         choose_qparams(blocks, format="gguf_q4_k", prepared=prepare(blocks))
     tao = choose_qparams(x, format="torchao_int4_g32")  # its codes and values (export)
     tao.dequantize(tao.quantize(x))
+    # the screen's module defines compiled loops (see above)
     from quantscope.core.stats.format_sweep import error_sum, signal_sum
 
     screened = [choose_qparams(x, format=name)

@@ -26,6 +26,7 @@ from quantscope.core.formats.catalog import (
 from quantscope.core.formats.gguf_types import GGUF_TYPES
 from quantscope.core.formats.int4_tools import TOOL_INT4
 from quantscope.core.labs.explain import clip_window
+from quantscope.core.stats.format_sweep import ErrorScreen, bounds, screenable, signal_sum
 from quantscope.errors import Cancelled, QuantscopeError
 from quantscope.state.axes import units
 from quantscope.state.choices import FormatChoice, PaneKey, offered_formats
@@ -263,8 +264,6 @@ def screened_best(x: np.ndarray, settings, per_channel: bool) -> BestFormats:
     report. A screened format whose interval reaches the highest lower end (or exact SQNR) of
     all gets its exact report too; one wholly below cannot be the best nor tie with it. The
     best is taken among the exact reports in the candidates' order with the same key."""
-    from quantscope.core.stats.format_sweep import signal_sum
-
     signal = signal_sum(x)
     if signal == 0:  # every finite value 0 (or none): every error is 0, all tie
         def plain(bits: int) -> FormatPoint:
@@ -285,8 +284,6 @@ def best_of(x: np.ndarray, settings, specs, signal: float
     (:class:`~quantscope.core.stats.format_sweep.ErrorScreen`): every format's first slice,
     then the most promising format whole (the floor), then each other one until its partial
     error alone puts it below the floor (a partial sum only lowers the SQNR bound's error)."""
-    from quantscope.core.stats.format_sweep import ErrorScreen, bounds, screenable
-
     exact: dict[int, FormatPoint] = {}
     screens: dict[int, tuple[FormatChoice, QuantParams | FormatParams, ErrorScreen]] = {}
     for i, spec in enumerate(point_specs(x, specs)):
