@@ -86,8 +86,9 @@ def _warm_kernels(config) -> None:
     On a fresh clone nothing is cached: without this, whichever test first touched a loop paid
     its compile inside its own timeout (the first window test timed out), and both test workers
     compiled the same loops side by side. The panes' loops are compiled here while a second
-    process compiles the others (:mod:`quantscope.state.compile_ahead`); the workers then load
-    them from the cache. ``QUANTSCOPE_TEST_NO_WARM_UP=1`` skips it (a test file run alone)."""
+    process compiles the others (:mod:`quantscope.state.compile_ahead`), and then this one the
+    others too, last first, until the two meet; the workers then load them from the cache.
+    ``QUANTSCOPE_TEST_NO_WARM_UP=1`` skips it (a test file run alone)."""
     import subprocess
     import time
 
@@ -99,17 +100,19 @@ def _warm_kernels(config) -> None:
                             "from quantscope.state.compile_ahead import compile_rest; "
                             "compile_rest(); print(f'{time.perf_counter() - start:.1f}')"],
                             stdout=subprocess.PIPE, text=True)
+    from quantscope.state.compile_ahead import compile_rest
     from quantscope.state.warm_up import warm_up_engine
 
     warm_up_engine()
     panes = time.perf_counter() - start
+    compile_rest(backward=True)  # meets the other process in the middle: both cores compile
     others = rest.communicate()[0].strip().splitlines()
     if rest.returncode != 0:
         raise pytest.UsageError("compiling the kernels ahead of the tests failed (see above)")
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    # both parts' times: the longer one sets the wait, and the other's core idles after it
+    # both parts' times: the second process's sets the wait
     line = (f"kernels compiled or loaded in {time.perf_counter() - start:.1f} s, before the "
-            f"tests (the panes' loops {panes:.1f} s here, the others "
+            f"tests (the panes' loops {panes:.1f} s here, then the others from both ends: "
             f"{others[-1] if others else '?'} s in a second process)")
     if reporter is not None:
         reporter.write_line(line)

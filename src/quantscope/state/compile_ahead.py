@@ -30,6 +30,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -152,9 +153,21 @@ def compile_panes() -> None:
         choose_qparams(x, symmetric=symmetric, method="mse", prepared=prepared)
 
 
-def compile_rest() -> None:
+def compile_rest(backward: bool = False) -> None:
     """Call, once each on small tensors, every compiled loop beyond the warm-up's, with the
-    argument types the window, the scan and the engine API hand them."""
+    argument types the window, the scan and the engine API hand them.
+
+    ``backward`` makes the same calls last first: a second process started so meets the first
+    in the middle, each loading from Numba's cache what the other has written by then (a loop
+    is looked up in the cache before it is compiled), so two cores build the whole set in
+    about half the time of one (the test suite's warm-up)."""
+    steps = _rest_steps()
+    for step in reversed(steps) if backward else steps:
+        step()
+
+
+def _rest_steps() -> list[Callable[[], object]]:
+    """:func:`compile_rest`'s calls, in groups that share nothing but the input tensors."""
     # these modules define compiled loops (they load Numba): the launcher imports this module
     # before the window shows and must not pay for them
     from quantscope.core.formats.elements import cast, cast_e8m0
@@ -164,49 +177,70 @@ def compile_rest() -> None:
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal(WARM_UP_SHAPE).astype(np.float32)  # above the direct passes' bound
-    for symmetric in (True, False):  # int8 and uint8 codes
-        p = choose_qparams(x, symmetric=symmetric)
-        dequantize(quantize(x, p.scale, p.zero_point), p.scale, p.zero_point)
-        analyze(x, p)
-    for symmetric in (True, False):  # the MSE search: a long row (prefix sums), short rows
-        choose_qparams(x[:64], symmetric=symmetric, method="mse")
-        choose_qparams(x[:4], symmetric=symmetric, method="mse", granularity="channel", axis=0)
     settings = Settings()
-    format_points(x, prepare(x), settings)  # every format, prepared (the window's path)
-    format_points(x[:64], None, settings)  # and direct
     # a tensor the window opened is read-only: its direct passes are loops of their own, on
     # rows split between the threads (a slice of the report's columns) and not
     frozen_direct = x[:256].copy()
     frozen_direct.flags.writeable = False
-    format_points(frozen_direct, None, settings)
     rows = x.reshape(-1, x.shape[-1])
     frozen = rows.copy()
     frozen.flags.writeable = False  # the window's tensors are read-only: another signature
-    for blocks in (rows, frozen):  # block scales of formats along the last axis
-        compiled.block_abs_max(blocks, 32)
-        # groups too many to sort (an LLM weight's groups of 32): their ranges and report,
-        # which take these loops from sizes above this tensor's
-        compiled.block_min_max(blocks, 32)
-        groups = choose_qparams(blocks, format="int4_g32")
-        assert isinstance(groups, QuantParams)  # integer parameters, not a format's
-        compiled_group_totals(blocks, groups)
-        # llama.cpp's blocks chosen for a prepared tensor, measured as they are encoded
-        choose_qparams(blocks, format="gguf_q4_k", prepared=prepare(blocks))
-    tao = choose_qparams(x, format="torchao_int4_g32")  # its codes and values (export)
-    tao.dequantize(tao.quantize(x))
-    # the screen's module defines compiled loops (see above)
-    from quantscope.core.stats.format_sweep import error_sum, signal_sum
 
-    screened = [choose_qparams(x, format=name)
-                for name in ("fp8_e4m3", "int8", "gguf_q8_0", "torchao_int4_g32")]
-    for tensor in (x, frozen):  # the scan's screen of a large tensor's formats
-        signal_sum(tensor)
-        for params in screened:  # a cast, integer codes, decoded blocks and codes
-            error_sum(tensor, params)
-    cast(x[:64], "float8_e4m3fn")
-    cast_e8m0(x[:64])
-    for dtype in (np.float32, np.float16, dtype_from_name("bfloat16")):  # the scan's raw dtypes
-        figures_of(x[:64].astype(dtype), 0)
+    def integer_schemes() -> None:
+        for symmetric in (True, False):  # int8 and uint8 codes
+            p = choose_qparams(x, symmetric=symmetric)
+            dequantize(quantize(x, p.scale, p.zero_point), p.scale, p.zero_point)
+            analyze(x, p)
+
+    def mse_search() -> None:
+        for symmetric in (True, False):  # the MSE search: a long row (prefix sums), short rows
+            choose_qparams(x[:64], symmetric=symmetric, method="mse")
+            choose_qparams(x[:4], symmetric=symmetric, method="mse", granularity="channel",
+                           axis=0)
+
+    def formats_prepared() -> None:
+        format_points(x, prepare(x), settings)  # every format, prepared (the window's path)
+
+    def formats_direct() -> None:
+        format_points(x[:64], None, settings)  # and direct
+        format_points(frozen_direct, None, settings)
+
+    def blocks(tensor: np.ndarray) -> Callable[[], None]:
+        def run() -> None:  # block scales of formats along the last axis
+            compiled.block_abs_max(tensor, 32)
+            # groups too many to sort (an LLM weight's groups of 32): their ranges and report,
+            # which take these loops from sizes above this tensor's
+            compiled.block_min_max(tensor, 32)
+            groups = choose_qparams(tensor, format="int4_g32")
+            assert isinstance(groups, QuantParams)  # integer parameters, not a format's
+            compiled_group_totals(tensor, groups)
+            # llama.cpp's blocks chosen for a prepared tensor, measured as they are encoded
+            choose_qparams(tensor, format="gguf_q4_k", prepared=prepare(tensor))
+        return run
+
+    def torchao() -> None:
+        tao = choose_qparams(x, format="torchao_int4_g32")  # its codes and values (export)
+        tao.dequantize(tao.quantize(x))
+
+    def screen() -> None:
+        # the screen's module defines compiled loops (see above)
+        from quantscope.core.stats.format_sweep import error_sum, signal_sum
+
+        screened = [choose_qparams(x, format=name)
+                    for name in ("fp8_e4m3", "int8", "gguf_q8_0", "torchao_int4_g32")]
+        for tensor in (x, frozen):  # the scan's screen of a large tensor's formats
+            signal_sum(tensor)
+            for params in screened:  # a cast, integer codes, decoded blocks and codes
+                error_sum(tensor, params)
+
+    def casts_and_scan() -> None:
+        cast(x[:64], "float8_e4m3fn")
+        cast_e8m0(x[:64])
+        for dtype in (np.float32, np.float16, dtype_from_name("bfloat16")):  # the scan's dtypes
+            figures_of(x[:64].astype(dtype), 0)
+
+    return [integer_schemes, mse_search, formats_prepared, formats_direct, blocks(rows),
+            blocks(frozen), torchao, screen, casts_and_scan]
 
 
 def main() -> None:
