@@ -38,16 +38,20 @@ _jit = njit(nogil=True, error_model="numpy")
 
 
 @njit(nogil=True, error_model="numpy", inline="always")
+def _block_scratch(n, levels):
+    """A block's codes, values and their bounds (``n`` each), and the codes-used stamps of
+    :func:`_report_block`, reused block after block."""
+    return (np.zeros(n, np.int64), np.zeros(n, np.float32), np.zeros(n, np.float32),
+            np.zeros(n, np.float32), np.full(levels, -1, np.int64))
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
 def _encode(t, xb, out, report, levels, out_f, out_i, hist) -> None:
     """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``; with
     ``report``, each block's totals measured against its bytes as soon as they are written
     (:func:`_report_block`), while the block is still in the cache."""
     n = xb.shape[1]
-    c = np.zeros(n, np.int64)
-    v = np.zeros(n, np.float32)
-    lo = np.zeros(n, np.float32)
-    hi = np.zeros(n, np.float32)
-    stamp = np.full(levels, -1, np.int64)
+    c, v, lo, hi, stamp = _block_scratch(n, levels)
     L = np.zeros(256, np.int64)
     if t == 11 or t < 10:  # no sub-block search to share between blocks
         for i in range(xb.shape[0]):
@@ -181,11 +185,7 @@ def report_blocks(t, xb, yb, levels, out_f, out_i, hist) -> None:
     ``hist``. An element is clipped when it lies more than half a step beyond the block's
     lowest or highest value (every code of a block is one step apart)."""
     n = xb.shape[1]
-    c = np.zeros(n, np.int64)
-    v = np.zeros(n, np.float32)
-    lo = np.zeros(n, np.float32)
-    hi = np.zeros(n, np.float32)
-    stamp = np.full(levels, -1, np.int64)
+    c, v, lo, hi, stamp = _block_scratch(n, levels)
     for i in range(xb.shape[0]):
         _report_block(t, xb[i], yb[i], i, levels, c, v, lo, hi, stamp, hist, out_f, out_i)
 
