@@ -79,8 +79,8 @@ def _encode(t, xb, out, report, levels, out_f, out_i, hist) -> None:
             block_codes(t, lanes, (c1 - c0) * per, b, L)
             x = xb[c0 + b]
             y = out[c0 + b]
-            scales = lanes[5][per * b:per * (b + 1)]
-            mins = lanes[6][per * b:per * (b + 1)]
+            scales = lanes[4][per * b:per * (b + 1)]
+            mins = lanes[5][per * b:per * (b + 1)]
             if t == 10:
                 quantize_q2_k(x, y, L, scales, mins)
             elif t == 11:

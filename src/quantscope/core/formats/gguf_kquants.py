@@ -38,19 +38,20 @@ _kernel = njit(nogil=True, error_model="numpy")
 _GROUP_MAX_EPS = np.float32(1e-15)
 
 
-#: Super-blocks whose sub-blocks are searched together (512 or 1024 lanes: long enough for
-#: whole vectors, small enough that the transposed chunk stays in the L2 cache).
+#: Super-blocks whose sub-blocks are searched together (128 or 256 lanes: long enough for
+#: whole vectors, few enough that the transposed values, weights and codes, 16 KiB each, stay
+#: near the core; measured 10-20 % less processor time per element than 64 super-blocks).
 CHUNK_BLOCKS = 16
 
 
 @_kernel
 def lane_scratch():
     """The scratch of the lane searches (:mod:`~quantscope.core.formats.gguf_lanes`) over
-    :data:`CHUNK_BLOCKS` super-blocks: the chunk transposed (values, weights, codes, trial
-    codes), each lane's state, and the scales and minimums found."""
+    :data:`CHUNK_BLOCKS` super-blocks: the chunk transposed (values, weights, codes), each
+    lane's state, and the scales and minimums found."""
     m = 256 * CHUNK_BLOCKS
     return (np.zeros(m, np.float32), np.zeros(m, np.float32), np.zeros(m, np.int32),
-            np.zeros(m, np.int32), np.zeros((SCRATCH_ROWS, 16 * CHUNK_BLOCKS), np.float32),
+            np.zeros((SCRATCH_ROWS, 16 * CHUNK_BLOCKS), np.float32),
             np.zeros(16 * CHUNK_BLOCKS, np.float32), np.zeros(16 * CHUNK_BLOCKS, np.float32))
 
 
@@ -64,9 +65,9 @@ def sub_block_shape(t):
 def fit_chunk(t, xb, lanes) -> None:
     """The sub-block searches of super-blocks ``xb`` (at most :data:`CHUNK_BLOCKS`) of k-quant
     type ``t``, all sub-blocks as lanes: their scales (and minimums)
-    into ``lanes[5]`` (``lanes[6]``), lane ``per · b + j`` for sub-block ``j`` of block ``b``,
+    into ``lanes[4]`` (``lanes[5]``), lane ``per · b + j`` for sub-block ``j`` of block ``b``,
     and codes into ``lanes[2]`` as ``[n, lanes]``."""
-    xs, ws, ls, aus, st, scales, mins = lanes
+    xs, ws, ls, st, scales, mins = lanes
     n, per = sub_block_shape(t)
     nl = xb.shape[0] * per
     xt = xs[:n * nl].reshape(n, nl)

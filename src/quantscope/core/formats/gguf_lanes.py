@@ -6,7 +6,7 @@ five times, and each trial or sweep sums float32 products over the sub-block in 
 order. Those sums are chains of dependent additions: one sub-block at a
 time, a processor waits on each addition's latency and the search costs 40-70 ns per element,
 llama.cpp's own C speed. Sub-blocks are independent, though, so here the sub-blocks of a
-chunk of super-blocks (512 or 1024 of them) are *lanes*: the data is held transposed
+chunk of super-blocks (128 or 256 of them) are *lanes*: the data is held transposed
 (``xt[i, j]`` is element ``i`` of sub-block ``j``), each loop over elements runs an inner loop
 over the lanes, and the compiler turns that inner loop into vector instructions -- sixteen
 sums advancing together, each still formed in its own element order with the same float32
