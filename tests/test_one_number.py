@@ -81,3 +81,23 @@ class _Point:
 
     def __init__(self, sqnr_db: float, bits_per_element: float) -> None:
         self.sqnr_db, self.bits_per_element = sqnr_db, bits_per_element
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the plain scan's fused one-read pass sums the int8 errors in its own order (per row "
+    "chunk), the direct pass by blocks and a prepared tensor from sorted prefix sums: equal "
+    "to ~1e-15 relative, not to the bit; one number needs the same correctly rounded sum in "
+    "every path"))
+def test_plain_scan_prints_report_int8_numbers(model, capsys):
+    """The plain scan's per-tensor and per-channel SQNRs are ``report``'s symmetric int8
+    panes' (every tensor, both granularities): known to differ in the last digits today."""
+    path, _ = model
+    scan = _json(capsys, ["scan", path, "--json", "--no-progress"])
+    differ = []
+    for row in scan["tensors"]:
+        report = _json(capsys, ["report", path, "--tensor", row["name"], "--json"])
+        for key, pane in (("per_tensor_sqnr_db", "symmetric/tensor"),
+                          ("per_channel_sqnr_db", "symmetric/channel")):
+            if row[key] != report["schemes"][pane]["sqnr_db"]:
+                differ.append((row["name"], pane, row[key], report["schemes"][pane]["sqnr_db"]))
+    assert not differ, differ
