@@ -1,6 +1,7 @@
 """The error screen (quantscope.core.stats.format_sweep): the direct pass's terms summed in
 another order, so the exact report's error and SQNR lie within its stated bounds; and a large
-tensor's best formats through the screen equal every format's exact report compared."""
+tensor's best formats through the screen equal every format's exact report compared (the
+prepared tensor's report above ``DIRECT_MAX`` elements, as ``quantscope report`` prints it)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from quantscope.state.formats import (
     format_points,
     point_specs,
 )
+from quantscope.state.pane_rules import DIRECT_MAX, analyze_with
+from quantscope.state.source import prepare_tensor
 
 SAMPLES = Path(__file__).resolve().parents[2] / "src" / "quantscope" / "resources" / "samples"
 
@@ -60,6 +63,13 @@ SETTINGS = dataclasses.replace(Settings(), axis=0)
 
 def test_the_tensors_take_the_screen():
     assert all(x.size >= SCREEN_MIN for x in TENSORS.values())
+    assert any(x.size > DIRECT_MAX for x in TENSORS.values())  # some prepared, as report does
+
+
+def _prepared(x: np.ndarray):
+    """``x`` prepared as ``quantscope report`` prepares it, where its reports read the
+    preparation (above ``DIRECT_MAX`` elements)."""
+    return prepare_tensor(x, SETTINGS, warm=False) if x.size > DIRECT_MAX else None
 
 
 @pytest.mark.parametrize("name", sorted(TENSORS))
@@ -69,6 +79,7 @@ def test_exact_report_lies_within_the_screen_bounds(name):
     finite = np.isfinite(x)
     assert signal == pytest.approx(float(np.sum(np.where(finite, x, 0).astype(np.float64)
                                                 ** 2)), rel=1e-12)
+    prepared = _prepared(x)
     screened = 0
     for bits in (8, 4):
         for spec in point_specs(x, candidates(bits)):
@@ -85,6 +96,9 @@ def test_exact_report_lies_within_the_screen_bounds(name):
             assert min(parts) >= 0 and abs(sum(parts) - exact) <= 2 * x.size * 2.0 ** -53 * exact
             b = fs.screen_sqnr(x, params, signal, x.size)
             assert b.low <= report.sqnr_db <= b.high, (spec, b, report.sqnr_db)
+            # and the prepared tensor's report, what `report` and the window print
+            shown = analyze_with(x, prepared, params).sqnr_db
+            assert b.low <= shown <= b.high, (spec, b, shown)
             assert b.high - b.low < 1e-6 or b.low == b.high
             screened += 1
     # element formats (10), MX (4), NVFP4 (2), NF4; int8 (2), INT4 g32/64/128, GPTQ (2), AWQ;
@@ -113,11 +127,13 @@ def test_a_cast_that_is_not_screened_is_refused():
 @pytest.mark.parametrize("name", sorted(TENSORS))
 def test_screened_best_equals_every_exact_report_compared(name):
     x = TENSORS[name]
+    prepared = _prepared(x)
     skipped = 0
     for per_channel in (True, False):
         got = best_formats(x, SETTINGS, per_channel=per_channel)
         for bits, best in ((8, got.best8), (4, got.best4)):
-            every = format_points(x, None, SETTINGS, candidates(bits, per_channel), curve=False)
+            every = format_points(x, prepared, SETTINGS, candidates(bits, per_channel),
+                                  curve=False)
             assert best == max(every, key=best_key)  # every figure, to the bit
             _, exact = best_of(x, SETTINGS, candidates(bits, per_channel), fs.signal_sum(x))
             assert all(p in every for p in exact)

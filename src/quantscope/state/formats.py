@@ -32,6 +32,7 @@ from quantscope.state.axes import units
 from quantscope.state.choices import FormatChoice, PaneKey, offered_formats
 from quantscope.state.errors import SettingsError
 from quantscope.state.pane_rules import analyze_with, int_pane_params
+from quantscope.state.prepared_on_demand import PreparedOnDemand
 
 #: The comparison shown first (``--compare`` without a list): int8 per channel, FP8 E4M3 per
 #: tensor, MXFP4 and INT4 g128 on the same tensor.
@@ -236,8 +237,9 @@ def best_formats(x: np.ndarray, settings, *, per_channel: bool = True, prepared=
         return screened_best(x, settings, per_channel)
 
     def best(bits: int) -> FormatPoint:
-        points = format_points(x, prepared, settings, candidates(bits, per_channel),
-                               curve=False)
+        specs = candidates(bits, per_channel)
+        points = (shown_points(x, settings, specs) if prepared is None
+                  else format_points(x, prepared, settings, specs, curve=False))
         return max(points, key=best_key)
 
     return BestFormats(best(8), best(4))
@@ -265,25 +267,44 @@ def screened_best(x: np.ndarray, settings, per_channel: bool) -> BestFormats:
     all gets its exact report too; one wholly below cannot be the best nor tie with it. The
     best is taken among the exact reports in the candidates' order with the same key."""
     signal = signal_sum(x)
+    reports = PreparedOnDemand(x, settings)
     if signal == 0:  # every finite value 0 (or none): every error is 0, all tie
         def plain(bits: int) -> FormatPoint:
-            return max(format_points(x, None, settings, candidates(bits, per_channel),
-                                     curve=False), key=best_key)
+            return max(shown_points(x, settings, candidates(bits, per_channel), reports),
+                       key=best_key)
 
         return BestFormats(plain(8), plain(4))
-    return BestFormats(*(best_of(x, settings, candidates(bits, per_channel), signal)[0]
-                         for bits in (8, 4)))
+    return BestFormats(*(best_of(x, settings, candidates(bits, per_channel), signal,
+                                 reports)[0] for bits in (8, 4)))
 
 
-def best_of(x: np.ndarray, settings, specs, signal: float
-            ) -> tuple[FormatPoint, list[FormatPoint]]:
+def shown_points(x: np.ndarray, settings, specs, reports: PreparedOnDemand | None = None
+                 ) -> list[FormatPoint]:
+    """Every format of ``specs`` on ``x`` not prepared, each point the one ``quantscope
+    report`` and the window show (their preparation made where a report reads it:
+    ``reports``, or a new :class:`PreparedOnDemand`)."""
+    reports = PreparedOnDemand(x, settings) if reports is None else reports
+    return [format_point(x, reports, spec, format_pane_params(x, spec, settings))
+            for spec in point_specs(x, specs)]
+
+
+def best_of(x: np.ndarray, settings, specs, signal: float,
+            reports: PreparedOnDemand | None = None) -> tuple[FormatPoint, list[FormatPoint]]:
     """The best point among ``specs`` on ``x`` and every exact point computed for it
     (``signal``: Σx² of the finite values, not 0; see :func:`screened_best`).
+
+    The exact points are the reports of ``x`` prepared as ``quantscope report`` and the window
+    prepare it (made only if a format needs its sorted rows, :class:`PreparedOnDemand`; a new
+    one when ``reports`` is None), so the best point's SQNR is the one they print to the last
+    digit; the screen's intervals hold those numbers too
+    (:func:`quantscope.core.stats.format_sweep.bounds`).
 
     The screened formats' errors are summed a slice at a time
     (:class:`~quantscope.core.stats.format_sweep.ErrorScreen`): every format's first slice,
     then the most promising format whole (the floor), then each other one until its partial
     error alone puts it below the floor (a partial sum only lowers the SQNR bound's error)."""
+    if reports is None:
+        reports = PreparedOnDemand(x, settings)
     exact: dict[int, FormatPoint] = {}
     screens: dict[int, tuple[FormatChoice, QuantParams | FormatParams, ErrorScreen]] = {}
     for i, spec in enumerate(point_specs(x, specs)):
@@ -291,7 +312,7 @@ def best_of(x: np.ndarray, settings, specs, signal: float
         if screenable(params):
             screens[i] = (spec, params, ErrorScreen(x, params))
         else:
-            exact[i] = format_point(x, None, spec, params)
+            exact[i] = format_point(x, reports, spec, params)
     error = {i: scr.slice_sum(0, SLICES) for i, (_, _, scr) in screens.items()}
     done = dict.fromkeys(screens, 1)
     floor = max([p.sqnr_db for p in exact.values()], default=-math.inf)
@@ -304,7 +325,7 @@ def best_of(x: np.ndarray, settings, specs, signal: float
             floor = max(floor, bounds(signal, error[i], x.size).low)
     for i, (spec, params, _) in screens.items():
         if bounds(signal, error[i], x.size).high >= floor:  # it may reach the best
-            exact[i] = format_point(x, None, spec, params)
+            exact[i] = format_point(x, reports, spec, params)
     points = [exact[i] for i in sorted(exact)]
     return max(points, key=best_key), points
 

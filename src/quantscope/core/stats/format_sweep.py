@@ -12,7 +12,12 @@ groups, GPTQ, AWQ) or of decoded values (llama.cpp's blocks, torchao's INT4), an
 terms, bit for bit: :mod:`quantscope.core.formats.format_screen`) and sums them in whatever
 order vectorises, on every core. Both sums add the same ``n`` non-negative terms, so they
 differ by at most about ``2 n`` units of roundoff of the sum; the signal ``Σx²`` likewise.
-The SQNR of the report therefore lies in the interval :func:`bounds` gives, and a format
+A prepared tensor's report (what ``quantscope report`` and the window print above a quarter
+million elements) takes its per-tensor and per-channel sums from sorted prefix sums instead,
+certified within :data:`~quantscope.core.stats.sorted_stats.REL_TOL` of the exact sum
+(:data:`~quantscope.core.stats.format_stats.REL_TOL` for the element formats) (a looser
+one is redone element by element), so the interval is widened by that much too.
+The SQNR of either report therefore lies in the interval :func:`bounds` gives, and a format
 whose interval lies wholly below another format's is certainly not the best: only the others
 need their exact report, which alone supplies every figure shown. A part of the terms sums to
 less than all of them, so a slice of the tensor already bounds the SQNR from above: most
@@ -39,6 +44,8 @@ from quantscope.core.formats.gguf import GgufParams
 from quantscope.core.formats.torchao_int4 import TorchaoInt4Params
 from quantscope.core.kernels.parallel import parallel, shares
 from quantscope.core.schemes.qparams import QuantParams
+from quantscope.core.stats.format_stats import REL_TOL as FORMAT_REL_TOL
+from quantscope.core.stats.sorted_stats import REL_TOL
 from quantscope.core.tensors.layout import param_rows
 from quantscope.core.tensors.validate import as_float32
 
@@ -47,6 +54,10 @@ SCREENED_KINDS = frozenset({"element", "mx", "nvfp4", "nf4"})
 #: Units of roundoff per term a sum of ``n`` non-negative terms may be off by, in any order of
 #: additions (``n - 1`` is the bound; twice that for the two sums compared, and room to spare).
 _ROUNDOFF_PER_TERM = 4.0
+#: How far a prepared tensor's error sum may be from the exact one, relative (its a posteriori
+#: bound against :data:`~quantscope.core.stats.sorted_stats.REL_TOL`, with room for that
+#: bound's own rounding).
+_PREPARED_REL = 2 * max(REL_TOL, FORMAT_REL_TOL)
 #: Decibels a float64 ``10 log10`` may be off by beyond the sums' own error (a few ulps of a
 #: value below 10^3 dB).
 _LOG_SLACK_DB = 1e-9
@@ -160,15 +171,16 @@ def _row_ranges(n_rows: int, n_elements: int) -> list[tuple[int, int]]:
 
 
 def bounds(signal: float, error: float, n_finite: int) -> SqnrBounds:
-    """The interval holding the exact report's ``10 log10(signal / error)``, from sums of the
-    same ``n_finite`` terms each formed in another order (module docstring)."""
+    """The interval holding the exact report's ``10 log10(signal / error)``, the direct
+    pass's or a prepared tensor's, from sums of the same ``n_finite`` terms each formed in
+    another order (module docstring)."""
     if not math.isfinite(error):  # a value the exact report refuses: it must decide
         return SqnrBounds(-math.inf, math.inf)
     if error == 0:
         return SqnrBounds(math.inf, math.inf)
     if signal == 0:
         return SqnrBounds(-math.inf, -math.inf)
-    rel = _ROUNDOFF_PER_TERM * (n_finite + 2) * 2.0 ** -53
+    rel = _ROUNDOFF_PER_TERM * (n_finite + 2) * 2.0 ** -53 + _PREPARED_REL
     if rel >= 0.5:  # no useful bound (never for a tensor that fits in memory)
         return SqnrBounds(-math.inf, math.inf)
     db = 10.0 * math.log10(signal / error)

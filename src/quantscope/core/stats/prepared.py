@@ -62,6 +62,26 @@ CONVERT_BLOCK = 1 << 22
 LAYOUT_MAX_UNITS = 1 << 20
 
 
+def reads_sorted_rows(params: QuantParams | FormatParams, shape: tuple[int, ...]) -> bool:
+    """Whether :meth:`Prepared.analyze` of ``params``, on a fresh preparation of a tensor of
+    ``shape``, takes its report from sorted rows and their prefix sums rather than from the
+    direct pass's own loop.
+
+    Why: the two agree to :data:`~quantscope.core.stats.sorted_stats.REL_TOL`, not to the last
+    digit, so a caller that must print what a prepared tensor prints (``scan --formats``
+    beside ``report --format``) prepares the tensor only for these parameters: integer codes
+    per tensor, per channel and per group (unless the groups are too many to sort,
+    :data:`LAYOUT_MAX_UNITS`), element formats per tensor and per channel. Block formats,
+    llama.cpp's types and torchao's INT4 are reported by the direct pass either way (kept for
+    their parameters), bit for bit."""
+    if isinstance(params, QuantParams):
+        if params.group_size is None:
+            return True
+        units = np.prod(param_shape(shape, params.axis, params.group_size), dtype=np.float64)
+        return bool(units <= LAYOUT_MAX_UNITS)
+    return params.group_size is None  # blocks, llama.cpp's and torchao's all have groups
+
+
 class Prepared:
     """A tensor prepared for fast exact reports (see the module docstring).
 

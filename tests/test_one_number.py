@@ -1,0 +1,125 @@
+"""One number per tensor, format and setting, whichever entry point prints it.
+
+``quantscope scan --formats`` names each tensor's best 8-bit and 4-bit format with its SQNR;
+``quantscope report --format`` prints every format's figures on the tensor prepared as the window
+prepares it (the window's panes take the very same path:
+``test_cli_formats.test_report_formats_are_the_comparison_panes``). Above
+``pane_rules.DIRECT_MAX`` elements a per-tensor or per-channel report comes from sorted prefix
+sums, whose last digits differ from a direct pass's; so each size class is checked: below the
+error screen's ``SCREEN_MIN``, screened with direct reports, and prepared (above
+``DIRECT_MAX``). The tensors are shaped so that the winners include formats of each path
+(rows of 300 hold no whole GGUF block, so int8, FP8, MX and INT4 groups compete there).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from quantscope.cli import main
+from quantscope.state.formats import SCREEN_MIN, best_key, candidates, element_bits
+from quantscope.state.pane_rules import DIRECT_MAX
+
+
+def _tensors() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(37)
+    heavy = (rng.standard_t(5, size=(1024, 512)) * 0.02).astype(np.float32)
+    ranges = rng.uniform(0.01, 1.0, size=(1000, 1)).astype(np.float32)
+    uniform = (rng.uniform(-1, 1, size=(1000, 300)) * ranges).astype(np.float32)
+    normal = rng.normal(0, 0.05, size=(900, 300)).astype(np.float32)
+    return {"small.weight": heavy[:150, :256], "mid.weight": heavy[:256],
+            "heavy.weight": heavy, "uniform.weight": uniform, "normal.weight": normal}
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> tuple[str, dict[str, np.ndarray]]:
+    tensors = _tensors()
+    sizes = sorted(x.size for x in tensors.values())
+    assert sizes[0] < SCREEN_MIN < sizes[1] <= DIRECT_MAX < sizes[2]
+    path = tmp_path_factory.mktemp("one_number") / "model.npz"
+    np.savez(path, **tensors)
+    return str(path), tensors
+
+
+def _json(capsys, argv: list[str]) -> dict:
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_scan_formats_prints_the_numbers_report_prints(model, capsys):
+    """Each scanned winner's SQNR is ``report --format``'s to the bit, and it is the best of
+    ``report``'s own figures among its candidates (the screen decided on the printed
+    numbers)."""
+    path, tensors = model
+    scan = _json(capsys, ["scan", path, "--formats", "--json", "--no-progress"])
+    rows = {row["name"]: row for row in scan["tensors"]}
+    assert set(rows) == set(tensors)
+    compared = 0
+    winners = set()
+    for name in tensors:
+        report = _json(capsys, ["report", path, "--tensor", name, "--json", "--format", "all"])
+        figures = report["formats"]
+        for bits, key in ((8, "best_8bit"), (4, "best_4bit")):
+            spec, printed = rows[name][key]["format"], rows[name][key]["sqnr_db"]
+            assert printed == figures[spec]["sqnr_db"], (name, spec)
+            points = [(figures[c]["sqnr_db"], -figures[c]["bits_per_element"], c)
+                      for c in candidates(bits) if c in figures]
+            assert all(element_bits(c.split("/")[0]) == bits for *_, c in points)
+            best = max(points, key=lambda p: best_key(_Point(p[0], -p[1])))
+            assert best[2] == spec, (name, bits, best, spec)
+            compared += len(points)
+            winners.add(spec)
+    # the sorted path's formats are among the winners (else the test would prove little)
+    assert winners & {"int8/channel", "int8/tensor", "int4_g32", "int4_g64", "int4_g128"}
+    assert compared > 100
+
+
+@pytest.mark.parametrize(("options", "key"), [
+    ((), ("schemes", "symmetric/tensor")),
+    (("--granularity", "channel", "--axis", "0"), ("schemes", "symmetric/channel")),
+    (("--format", "fp8_e4m3"), ("formats", "fp8_e4m3/tensor")),
+])
+def test_export_records_the_number_report_prints(model, capsys, tmp_path, options, key):
+    """The SQNR an export prints and stores in its archive is ``report``'s for the same
+    scheme, on a tensor above ``DIRECT_MAX`` (prepared by ``report``) and one below."""
+    path, _ = model
+    for name in ("mid.weight", "uniform.weight"):
+        out = tmp_path / f"{name}.npz"
+        assert main(["export", path, "--tensor", name, "-o", str(out), *options]) == 0
+        printed = capsys.readouterr().out
+        with np.load(out, allow_pickle=False) as archive:
+            stored = json.loads(str(archive["metadata"]))["report"]["sqnr_db"]
+        extra = ["--format", "fp8_e4m3"] if key[0] == "formats" else []
+        report = _json(capsys, ["report", path, "--tensor", name, "--json", *extra])
+        shown = report[key[0]][key[1]]["sqnr_db"]
+        assert stored == shown, (name, options)
+        assert f"SQNR {shown:.2f} dB" in printed
+
+
+class _Point:
+    """What :func:`best_key` reads of a point."""
+
+    def __init__(self, sqnr_db: float, bits_per_element: float) -> None:
+        self.sqnr_db, self.bits_per_element = sqnr_db, bits_per_element
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the plain scan's fused one-read pass sums the int8 errors in its own order (per row "
+    "chunk), the direct pass by blocks and a prepared tensor from sorted prefix sums: equal "
+    "to 1e-9 (here ~1e-14) relative, not to the bit; one number needs one correctly rounded sum in "
+    "every path"))
+def test_plain_scan_prints_report_int8_numbers(model, capsys):
+    """The plain scan's per-tensor and per-channel SQNRs are ``report``'s symmetric int8
+    panes' (every tensor, both granularities): known to differ in the last digits today."""
+    path, _ = model
+    scan = _json(capsys, ["scan", path, "--json", "--no-progress"])
+    differ = []
+    for row in scan["tensors"]:
+        report = _json(capsys, ["report", path, "--tensor", row["name"], "--json"])
+        for key, pane in (("per_tensor_sqnr_db", "symmetric/tensor"),
+                          ("per_channel_sqnr_db", "symmetric/channel")):
+            if row[key] != report["schemes"][pane]["sqnr_db"]:
+                differ.append((row["name"], pane, row[key], report["schemes"][pane]["sqnr_db"]))
+    assert not differ, differ
