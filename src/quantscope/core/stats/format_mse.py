@@ -141,7 +141,7 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
     s_mm = (amax / mx).astype(np.float32)
     live = (s_mm >= np.float32(_TINY32)) & (rows.lengths > 0)
     s_mm = np.where(live, s_mm, np.float32(1.0))  # as the min/max rule: 1 for a zero unit
-    s_top = np.where(live, _next_up32(2.0 * amax / mx), 1.0)
+    s_top = np.where(live, _next_up32(2.0 * amax / mx), 1.0).astype(np.float64)
     if not saturate and et.overflow != OVERFLOW_SATURATE:
         s_floor = np.where(live, overflow_floor(amax, et), 1.0)
     else:
