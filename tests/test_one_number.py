@@ -76,8 +76,50 @@ def test_scan_formats_prints_the_numbers_report_prints(model, capsys):
     assert compared > 100
 
 
+@pytest.mark.parametrize(("options", "key"), [
+    ((), ("schemes", "symmetric/tensor")),
+    (("--granularity", "channel", "--axis", "0"), ("schemes", "symmetric/channel")),
+    (("--format", "fp8_e4m3"), ("formats", "fp8_e4m3/tensor")),
+])
+def test_export_records_the_number_report_prints(model, capsys, tmp_path, options, key):
+    """The SQNR an export prints and stores in its archive is ``report``'s for the same
+    scheme, on a tensor above ``DIRECT_MAX`` (prepared by ``report``) and one below."""
+    path, _ = model
+    for name in ("mid.weight", "uniform.weight"):
+        out = tmp_path / f"{name}.npz"
+        assert main(["export", path, "--tensor", name, "-o", str(out), *options]) == 0
+        printed = capsys.readouterr().out
+        with np.load(out, allow_pickle=False) as archive:
+            stored = json.loads(str(archive["metadata"]))["report"]["sqnr_db"]
+        extra = ["--format", "fp8_e4m3"] if key[0] == "formats" else []
+        report = _json(capsys, ["report", path, "--tensor", name, "--json", *extra])
+        shown = report[key[0]][key[1]]["sqnr_db"]
+        assert stored == shown, (name, options)
+        assert f"SQNR {shown:.2f} dB" in printed
+
+
 class _Point:
     """What :func:`best_key` reads of a point."""
 
     def __init__(self, sqnr_db: float, bits_per_element: float) -> None:
         self.sqnr_db, self.bits_per_element = sqnr_db, bits_per_element
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the plain scan's fused one-read pass sums the int8 errors in its own order (per row "
+    "chunk), the direct pass by blocks and a prepared tensor from sorted prefix sums: equal "
+    "to 1e-9 (here ~1e-14) relative, not to the bit; one number needs one correctly rounded sum in "
+    "every path"))
+def test_plain_scan_prints_report_int8_numbers(model, capsys):
+    """The plain scan's per-tensor and per-channel SQNRs are ``report``'s symmetric int8
+    panes' (every tensor, both granularities): known to differ in the last digits today."""
+    path, _ = model
+    scan = _json(capsys, ["scan", path, "--json", "--no-progress"])
+    differ = []
+    for row in scan["tensors"]:
+        report = _json(capsys, ["report", path, "--tensor", row["name"], "--json"])
+        for key, pane in (("per_tensor_sqnr_db", "symmetric/tensor"),
+                          ("per_channel_sqnr_db", "symmetric/channel")):
+            if row[key] != report["schemes"][pane]["sqnr_db"]:
+                differ.append((row["name"], pane, row[key], report["schemes"][pane]["sqnr_db"]))
+    assert not differ, differ

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from quantscope.commands.source import add_file_or_sample, resolve_file_or_sample
-from quantscope.core import QuantParams, analyze, choose_qparams
+from quantscope.core import QuantParams, QuantReport, choose_qparams
 from quantscope.core.tensors.validate import ARITHMETIC_RULES, ROUNDING_RULES
 from quantscope.errors import UserError
 from quantscope.io import load_for_analysis
@@ -122,6 +122,18 @@ def choose_from_args(x: np.ndarray, args: argparse.Namespace) -> QuantParams:
         **({"format": args.format} if getattr(args, "format", "int8") != "int8" else {}))
 
 
+def recorded_report(x: np.ndarray, params) -> QuantReport:
+    """The report an export prints and stores: the one ``quantscope report`` and the window
+    give for these parameters, from the tensor prepared as they prepare it above
+    :data:`~quantscope.state.pane_rules.DIRECT_MAX` elements (where its sorted prefix sums
+    and a direct pass differ in the last digits), made only for the parameters that read it
+    (:class:`~quantscope.state.prepared_on_demand.PreparedOnDemand`)."""
+    from quantscope.state.pane_rules import analyze_with
+    from quantscope.state.prepared_on_demand import PreparedOnDemand
+
+    return analyze_with(x, PreparedOnDemand(x, None), params)
+
+
 def run(args: argparse.Namespace) -> int:
     """Quantize the chosen tensor and write the archive; prints one summary line."""
     path, label = resolve_file_or_sample(args)
@@ -141,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
                             f"value(s), the first at index {first}; pass --nonfinite saturate "
                             "to map inf to the range ends and NaN to the zero point")
     codes = params.quantize(x, nonfinite=args.nonfinite)
-    report = analyze(x, params)
+    report = recorded_report(x, params)
     metadata = build_metadata(params, source=label, tensor=info.name, source_dtype=info.dtype,
                               shape=x.shape, report=report)
     members = None

@@ -149,7 +149,15 @@ def preset_rules(runtime: str | None, bits: int = 8) -> dict:
     return out
 
 
-def analyze_with(x: np.ndarray, prepared: Prepared | None, params: QuantParams | FormatParams
+class Reports(Protocol):
+    """What :func:`analyze_with` asks of a preparation: a :class:`Prepared`, or a
+    :class:`~quantscope.state.prepared_on_demand.PreparedOnDemand` that makes one on first
+    need."""
+
+    def analyze(self, params: QuantParams | FormatParams) -> QuantReport: ...
+
+
+def analyze_with(x: np.ndarray, prepared: Reports | None, params: QuantParams | FormatParams
                  ) -> QuantReport:
     """The one place that picks the fast exact path or the direct pass. Both are exact to
     1e-9 but sum in different orders, so the window and ``quantscope report`` must take the
