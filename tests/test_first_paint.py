@@ -5,6 +5,7 @@ compiled loops take over when it ends."""
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import threading
 
@@ -105,3 +106,104 @@ def test_a_process_that_cannot_start_leaves_the_compiled_loops(monkeypatch, fail
     monkeypatch.setattr(warm_up, "_warmed", False)
     assert not compile_ahead.start_with_stand_ins()
     assert not compiled.standing_in() and not warm_up._warmed
+
+
+class _Held:
+    """A compile-ahead process that says the panes' loops are written only when told to."""
+
+    def __init__(self):
+        read, self._write = os.pipe()
+        self.stdout = os.fdopen(read, "r")
+        self.said = False
+
+    def say_written(self) -> None:
+        if not self.said:
+            self.said = True
+            os.write(self._write, (compile_ahead.PANES_WRITTEN + "\n").encode())
+            os.close(self._write)  # and ends
+
+    def wait(self, timeout=None):
+        return 0
+
+
+@pytest.fixture
+def cold_start(monkeypatch):
+    """A compile-ahead process (held: see :class:`_Held`) that starts when asked, the twins
+    and the warm-up as a new process has them; the test makes the cache cold."""
+    started: list = []
+    held = _Held()
+    monkeypatch.setattr(compile_ahead.subprocess, "Popen",
+                        lambda args, **kw: started.append((args, kw)) or held)
+    monkeypatch.setattr(compile_ahead, "_started", None)
+    monkeypatch.setattr(warm_up, "_warmed", False)
+    monkeypatch.setattr(compile_ahead, "compiled_ready", threading.Event())
+    try:
+        yield held, started
+    finally:
+        held.say_written()
+        for t in threading.enumerate():
+            if t.name == "quantscope-take-compiled":
+                t.join(60)
+        loop_twins.remove()
+        held.stdout.close()
+
+
+def _live_numbers(**settings) -> dict:
+    from quantscope.inputs import live_state
+    from quantscope.viewer import state_numbers
+
+    live = live_state("gelu_activations", settings=settings, threads_name="first-paint")
+    try:
+        return state_numbers(live.state)
+    finally:
+        live.shutdown()
+
+
+def test_a_notebook_figure_on_a_cold_cache_is_computed_by_the_twins(cold_start, monkeypatch):
+    """``qs.figure`` / ``qs.widget``'s live state on a first run: the twins compute the panes
+    at once (no compile in the kernel) with the compiled loops' numbers, while the
+    compile-ahead process runs; at its word the compiled loops serve again."""
+    held, started = cold_start
+    compiled_numbers = _live_numbers(bits=4)  # the suite's warm cache: nothing started
+    assert not started and not compiled.standing_in()
+    monkeypatch.setattr(compile_ahead, "panes_cached", lambda: False)
+    twin_numbers = _live_numbers(bits=4)
+    assert compiled.standing_in() and compiled.evaluate_rows is loop_twins.evaluate_rows
+    (args, kw), = started
+    assert args[1:] == ["-m", "quantscope.state.compile_ahead", "--panes"]
+    assert kw["stdout"] == subprocess.PIPE  # its word is read here
+    assert twin_numbers == compiled_numbers
+    held.say_written()
+    assert compile_ahead.compiled_ready.wait(60)
+    assert not compiled.standing_in()
+
+
+def test_a_command_on_a_cold_cache_reports_by_the_twins(cold_start, monkeypatch, capsys):
+    """``quantscope report`` on a first run: the twins serve its reports (the same JSON as the
+    compiled loops'), and the compile-ahead process it starts is nobody's to wait for."""
+    from quantscope.cli import main
+
+    _, started = cold_start
+    assert main(["report", "--json", "--bits", "6"]) == 0 and not started
+    compiled_json = capsys.readouterr().out
+    monkeypatch.setattr(compile_ahead, "panes_cached", lambda: False)
+    assert main(["report", "--json", "--bits", "6"]) == 0
+    assert compiled.standing_in() and compiled._until is None  # a loop without one compiles
+    (args, kw), = started
+    assert args[1:] == ["-m", "quantscope.state.compile_ahead", "--panes"]
+    assert kw["stdout"] == subprocess.DEVNULL and kw["start_new_session"]
+    assert capsys.readouterr().out == compiled_json
+
+
+def test_a_wait_for_the_other_process_is_said_with_its_progress(monkeypatch, capsys):
+    monkeypatch.setattr(compile_ahead, "compiled_ready", threading.Event())
+    monkeypatch.setattr(compile_ahead, "WAIT_PROGRESS_S", 0.05)
+    assert not compile_ahead.wait_for_compiled(timeout=0.12)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("quantscope: waiting for the engine's loops, compiled in "
+                               "another process")
+    assert lines[1:] and all(ln.startswith("quantscope: still waiting for the compiled "
+                                           "loops, ") for ln in lines[1:])
+    compile_ahead.compiled_ready.set()
+    assert compile_ahead.wait_for_compiled(timeout=0.12)
+    assert capsys.readouterr().err == ""  # no wait, no word

@@ -139,9 +139,12 @@ def live_state(data=None, *, tensor: str | None = None, name: str | None = None,
     prefixes its scheduler's threads' names (default: the window's).
     """
     from quantscope.core.kernels.compile_notice import announce_compiles
+    from quantscope.state.compile_ahead import stand_in_if_cold
 
-    # a first use compiles the panes' loops (a minute on a busy machine): the notice and its
-    # progress reach a notebook cell's stderr, as the window's do
+    # a first run: NumPy twins compute the panes at once while another process compiles the
+    # loops (a minute on a busy machine); a loop without a twin waits for it, and any compile
+    # here says so with its progress on a notebook cell's stderr, as the window's do
+    stand_in_if_cold()
     announce_compiles()
     live = LiveExplorer() if threads_name is None else LiveExplorer(name=threads_name)
     st = live.state

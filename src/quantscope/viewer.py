@@ -143,10 +143,13 @@ class Viewer:
             atexit.unregister(_close_all)
             atexit.register(_close_all)
         self.state = ExplorerState(Settings())
-        # a first run compiles the panes' loops in create_window (a minute on a busy
-        # machine): the notice and its progress reach a notebook cell's stderr too
+        # a first run: NumPy twins paint the panes while another process compiles the loops
+        # create_window would otherwise compile (a minute on a busy machine); a compile that
+        # still happens here is announced, with progress, on a notebook cell's stderr too
         from quantscope.core.kernels.compile_notice import announce_compiles
+        from quantscope.state.compile_ahead import stand_in_if_cold
 
+        stand_in_if_cold()
         announce_compiles()
         self.window = create_window(self.state, install_views=install_views)
         if show:  # a first run: the loops of formats, scans and the API compile meanwhile

@@ -45,7 +45,7 @@ def _cases(reference) -> dict[str, np.ndarray]:
 
 def test_reference_covers_every_type_and_case(reference):
     cases = _cases(reference)
-    assert len(cases) == 20
+    assert len(cases) == 22
     for case in cases:
         for rec in OURS:
             assert f"{case}/{rec}" in reference, (case, rec)

@@ -130,3 +130,40 @@ def test_histogram_counts_are_the_compiled_ones(twins):
         loop_twins.bin_counts(values, 3, 4990, edges, a)
         block_sums.bin_counts(values, 3, 4990, edges, b)
         assert np.array_equal(a, b)
+
+
+def _direct_cases(x):
+    """Per-tensor parameters of every arithmetic the one-pass loop knows, both roundings, a
+    window that clips on both sides, and a runtime's own multiplier."""
+    lo, hi = np.nanpercentile(np.where(np.isfinite(x), x, np.nan), [3, 96])
+    for arithmetic in loop_twins.LINE_ARITHMETIC:
+        for rounding in ("half_even", "half_away"):
+            yield params_from_range(lo, hi, symmetric=False, rounding=rounding,
+                                    arithmetic=arithmetic)
+    yield choose_qparams(x, symmetric=True, bits=4)
+    for runtime in ("pytorch", "tflite", "tensorrt"):
+        yield choose_qparams(x, runtime=runtime, symmetric=runtime == "tensorrt")
+
+
+def test_direct_reports_are_the_compiled_ones():
+    """``analyze`` of a tensor large enough for the one compiled pass: the twin's shares,
+    blocks (a last short one) and sums give every number and count of the compiled pass."""
+    from quantscope.core import analyze
+    from quantscope.core.schemes.quantize import COMPILED_MIN
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_t(3, COMPILED_MIN + 3 * 1024 + 517).astype(np.float32)
+    x[[5, 200_001, -3]] = [np.nan, np.inf, -np.inf]
+    x[1000:1400] = 0.0
+    params = list(_direct_cases(x))
+    compiled_reports = [analyze(x, p) for p in params]
+    loop_twins.install()
+    try:
+        assert compiled.analyze_flat is loop_twins.analyze_flat
+        twin_reports = [analyze(x, p) for p in params]
+    finally:
+        loop_twins.remove()
+    for p, a, b in zip(params, twin_reports, compiled_reports, strict=True):
+        assert a.summary() == b.summary(), (p.arithmetic, p.rounding)
+        assert np.array_equal(a.code_histogram, b.code_histogram)
+        assert (a.signal_power, a.n_nonfinite) == (b.signal_power, b.n_nonfinite)

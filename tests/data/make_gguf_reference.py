@@ -87,6 +87,18 @@ def constructed() -> dict[str, np.ndarray]:
     c["mixed_magnitudes"] = (rng.standard_normal(1024) * np.repeat(
         np.float32([1e-4, 1.0, 30.0, 1e-8]), 256)).astype(np.float32)
     c["float16_overflow"] = (rng.standard_normal(512) * 1e8).astype(np.float32)
+    # the sub-block searches run on many sub-blocks at once (the lanes of
+    # quantscope.core.formats.gguf_lanes), so: trials whose codes, and so errors, are equal
+    # (the first must win), and sub-blocks side by side that settle after different numbers
+    # of Q3_K sweeps, or have no range at all
+    more = np.random.default_rng(20261205)
+    c["equal_error_trials"] = (more.integers(-16, 16, 1024) / 8).astype(np.float32)
+    mixed = (more.standard_normal(4096) * 0.02).astype(np.float32).reshape(-1, 16)
+    mixed[::7] = 0.0
+    mixed[3::11] = 0.25
+    mixed[5::13] = np.float32(more.integers(-4, 4, 16))
+    mixed[2::9, 3] = 1.5
+    c["lanes_side_by_side"] = mixed.reshape(-1)
     return c
 
 

@@ -111,7 +111,12 @@ def explore(args: argparse.Namespace):
     if not state.set_tensor(x, source, settings=settings):
         raise UserError(errors[-1])
     if getattr(args, "format", None) or needs_preparation(x, state.settings):
-        announce_compiles()  # only what is prepared runs compiled loops (above DIRECT_MAX)
+        from quantscope.state.compile_ahead import stand_in_for_command
+
+        # only what is prepared runs compiled loops (above DIRECT_MAX); on a first run their
+        # NumPy twins compute the panes, and another process compiles them for the next run
+        stand_in_for_command()
+        announce_compiles()
         state.prepare()  # the window's engine path, so the numbers are the window's to the bit
     state.compute()
     return state

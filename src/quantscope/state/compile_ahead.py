@@ -30,6 +30,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -110,10 +111,76 @@ def start_with_stand_ins() -> bool:
     except OSError:
         return False
     skip_warm_up()
-    loop_twins.install(until=lambda: compiled_ready.wait(WAIT_FOR_AHEAD_S))
+    loop_twins.install(until=wait_for_compiled)
     threading.Thread(target=_take_compiled, args=(_started, loop_twins.remove), daemon=True,
                      name="quantscope-take-compiled").start()
     return True
+
+
+def stand_in_if_cold() -> bool:
+    """:func:`start_with_stand_ins` when Numba's cache lacks the panes' loops: what a front end
+    without the window's launcher calls before its first report (``qs.figure``, ``qs.widget``,
+    ``qs.view``), so that a first run's first figure is drawn by the twins at once instead of
+    after a minute of compiling. Whether the twins serve now."""
+    if compiled.standing_in():
+        return True
+    if panes_cached():
+        return False
+    return start_with_stand_ins()
+
+
+def stand_in_for_command() -> bool:
+    """For a command that ends once its output is written (``quantscope report``): on a cold
+    cache the twins serve its reports (the same numbers, bit for bit) and the compile-ahead
+    process is started to outlive it, so that the next command loads the loops instead of
+    compiling them; a loop without a twin compiles here, announced (a command that waited for
+    another process would wait longer than compiling the one loop it needs). Whether the
+    twins serve now. Call it where a compiled loop runs next: it imports Numba."""
+    global _started
+    if compiled.standing_in():
+        return True
+    if panes_cached():
+        return False
+    from quantscope.core.stats import loop_twins
+
+    if _started is None:
+        try:  # nobody reads its word: it writes to /dev/null, and ends on its own
+            _started = subprocess.Popen(
+                [sys.executable, "-m", "quantscope.state.compile_ahead", "--panes"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:
+            pass
+    loop_twins.install()
+    return True
+
+
+#: Seconds between the lines :func:`wait_for_compiled` writes while it waits.
+WAIT_PROGRESS_S = 10.0
+
+
+def wait_for_compiled(timeout: float | None = None) -> bool:
+    """Wait until the compile-ahead process has written the panes' loops (at most ``timeout``
+    seconds, default :data:`WAIT_FOR_AHEAD_S`): what a loop without a twin does while the
+    twins serve. A wait that is not over at once says so on stderr, as a compile would (the
+    same channel, silenced by ``quantscope -q``), and how long it has lasted every
+    :data:`WAIT_PROGRESS_S` seconds. Whether the loops are in."""
+    if compiled_ready.is_set():
+        return True
+    from quantscope.core.kernels.compile_notice import say
+
+    limit = WAIT_FOR_AHEAD_S if timeout is None else timeout
+    say("quantscope: waiting for the engine's loops, compiled in another process on this "
+        "first run (about a minute; progress follows)")
+    start = time.monotonic()
+    while True:
+        left = limit - (time.monotonic() - start)
+        if compiled_ready.wait(max(0.0, min(WAIT_PROGRESS_S, left))):
+            return True
+        waited = time.monotonic() - start
+        if waited >= limit:
+            return False
+        say(f"quantscope: still waiting for the compiled loops, {waited:.0f} s")
 
 
 #: What the compile-ahead process writes to its stdout once the panes' loops are in the cache.

@@ -53,7 +53,7 @@ def _encode(t, xb, out, report, levels, out_f, out_i, hist) -> None:
     n = xb.shape[1]
     c, v, lo, hi, stamp = _block_scratch(n, levels)
     L = np.zeros(256, np.int64)
-    if t == 11 or t < 10:  # no sub-block search to share between blocks
+    if t < 10:  # no sub-block search to share between blocks
         for i in range(xb.shape[0]):
             x = xb[i]
             y = out[i]
@@ -65,10 +65,8 @@ def _encode(t, xb, out, report, levels, out_f, out_i, hist) -> None:
                 quantize_q5_0(x, y)
             elif t == 7:
                 quantize_q5_1(x, y)
-            elif t == 8:
-                quantize_q8_0(x, y)
             else:
-                quantize_q3_k(x, y, L)
+                quantize_q8_0(x, y)
             if report:
                 _report_block(t, x, y, i, levels, c, v, lo, hi, stamp, hist, out_f, out_i)
         return
@@ -81,10 +79,12 @@ def _encode(t, xb, out, report, levels, out_f, out_i, hist) -> None:
             block_codes(t, lanes, (c1 - c0) * per, b, L)
             x = xb[c0 + b]
             y = out[c0 + b]
-            scales = lanes[5][per * b:per * (b + 1)]
-            mins = lanes[6][per * b:per * (b + 1)]
+            scales = lanes[4][per * b:per * (b + 1)]
+            mins = lanes[5][per * b:per * (b + 1)]
             if t == 10:
                 quantize_q2_k(x, y, L, scales, mins)
+            elif t == 11:
+                quantize_q3_k(x, y, L, scales)
             elif t == 12:
                 quantize_q4_k(x, y, L, scales, mins)
             elif t == 13:

@@ -1,11 +1,12 @@
 """llama.cpp's sub-block scale searches, run on many sub-blocks at once.
 
 ``make_qkx2_quants`` (Q2_K, Q4_K, Q5_K) and ``make_qx_quants`` with ``rmse_type 1`` (Q6_K)
-try 16 to 21 candidate scales per sub-block, and each trial sums float32 products over the
-sub-block in element order. Those sums are chains of dependent additions: one sub-block at a
+try 16 to 21 candidate scales per sub-block, ``make_q3_quants`` (Q3_K) sweeps its codes up to
+five times, and each trial or sweep sums float32 products over the sub-block in element
+order. Those sums are chains of dependent additions: one sub-block at a
 time, a processor waits on each addition's latency and the search costs 40-70 ns per element,
 llama.cpp's own C speed. Sub-blocks are independent, though, so here the sub-blocks of a
-chunk of super-blocks (512 or 1024 of them) are *lanes*: the data is held transposed
+chunk of super-blocks (128 or 256 of them) are *lanes*: the data is held transposed
 (``xt[i, j]`` is element ``i`` of sub-block ``j``), each loop over elements runs an inner loop
 over the lanes, and the compiler turns that inner loop into vector instructions -- sixteen
 sums advancing together, each still formed in its own element order with the same float32
@@ -22,7 +23,6 @@ from __future__ import annotations
 import numpy as np
 
 from quantscope.core.formats.elements import float32_bits
-from quantscope.core.formats.gguf_legacy import nearest_int
 from quantscope.core.kernels.jit_cache import njit
 
 _f32 = np.float32
@@ -30,7 +30,7 @@ _kernel = njit(nogil=True, error_model="numpy")
 #: ggml's GROUP_MAX_EPS: a sub-block whose amax is below it is all zeros.
 GROUP_MAX_EPS = np.float32(1e-15)
 #: Rows of the scratch ``st`` the searches use.
-SCRATCH_ROWS = 16
+SCRATCH_ROWS = 17
 
 
 @njit(nogil=True, error_model="numpy", inline="always")
@@ -44,17 +44,10 @@ def _nearest_int32(fval) -> np.int32:
 
 
 @_kernel
-def _keep_taken(n, nl, Lt, at, take) -> None:
-    """The trial's codes ``at`` become the lane's codes where the lane took the trial."""
-    for i in range(n):
-        for j in range(nl):
-            Lt[i, j] = at[i, j] if take[j] != 0 else Lt[i, j]
-
-
-@_kernel
-def _trial_sums(n, nl, nmax, xt, wt, at, isc, mn, sl, sl2, sxl) -> None:
-    """One trial's codes (into ``at``) and weighted sums of every lane: a loop of its own,
-    so the compiler sees few arrays and vectorises the lanes."""
+def _trial_sums(n, nl, nmax, xt, wt, isc, mn, sl, sl2, sxl) -> None:
+    """One trial's weighted sums of every lane (its codes are not kept: the error pass
+    computes them again, cheaper than storing and reloading them). A loop of its own, so the
+    compiler sees few arrays and vectorises the lanes."""
     top = np.int32(nmax)
     zero = np.int32(0)
     for j in range(nl):
@@ -64,7 +57,6 @@ def _trial_sums(n, nl, nmax, xt, wt, at, isc, mn, sl, sl2, sxl) -> None:
     for i in range(n):
         for j in range(nl):
             q = max(zero, min(top, _nearest_int32(isc[j] * (xt[i, j] - mn[j]))))
-            at[i, j] = q
             lf = _f32(q)
             wl = wt[i, j] * lf
             sl[j] += wl
@@ -73,28 +65,50 @@ def _trial_sums(n, nl, nmax, xt, wt, at, isc, mn, sl, sl2, sxl) -> None:
 
 
 @_kernel
-def _trial_error(n, nl, xt, wt, at, new_s, new_m, use_mad, err) -> None:
-    """Each lane's weighted error of a trial's codes ``at`` with its fitted scale and min."""
+def _trial_error(n, nl, nmax, xt, wt, isc, mn, new_s, new_m, use_mad, err) -> None:
+    """Each lane's weighted error of a trial's codes (computed again from ``isc`` and
+    ``mn``) with its fitted scale and min."""
+    top = np.int32(nmax)
+    zero = np.int32(0)
     for j in range(nl):
         err[j] = _f32(0.0)
     if use_mad:
         for i in range(n):
             for j in range(nl):
-                diff = new_s[j] * _f32(at[i, j]) + new_m[j] - xt[i, j]
+                q = max(zero, min(top, _nearest_int32(isc[j] * (xt[i, j] - mn[j]))))
+                diff = new_s[j] * _f32(q) + new_m[j] - xt[i, j]
                 err[j] += wt[i, j] * _f32(abs(diff))
     else:
         for i in range(n):
             for j in range(nl):
-                diff = new_s[j] * _f32(at[i, j]) + new_m[j] - xt[i, j]
+                q = max(zero, min(top, _nearest_int32(isc[j] * (xt[i, j] - mn[j]))))
+                diff = new_s[j] * _f32(q) + new_m[j] - xt[i, j]
                 err[j] += wt[i, j] * (diff * diff)
 
 
 @_kernel
-def qkx2_lanes(n, nl, nmax, xt, wt, Lt, at, rmin, rdelta, nstep, use_mad, st, scale_out,
+def _winner_codes(n, nl, nmax, xt, Lt, isc, mn, live) -> None:
+    """Each lane's codes from the inverse scale and minimum of the trial it kept (0 in a
+    lane without a range)."""
+    top = np.int32(nmax)
+    zero = np.int32(0)
+    for i in range(n):
+        for j in range(nl):
+            q = max(zero, min(top, _nearest_int32(isc[j] * (xt[i, j] - mn[j]))))
+            Lt[i, j] = q if live[j] != 0 else zero
+
+
+@_kernel
+def qkx2_lanes(n, nl, nmax, xt, wt, Lt, rmin, rdelta, nstep, use_mad, st, scale_out,
                min_out) -> None:
     """``make_qkx2_quants(n, nmax, x, w, L, ...)`` on ``nl`` sub-blocks: ``xt``, ``wt``
-    (float32 ``[n, nl]``) the values and weights, codes into ``Lt`` (int32 ``[n, nl]``, ``at``
-    its scratch twin); each lane's scale and ``-min`` into ``scale_out`` / ``min_out``."""
+    (float32 ``[n, nl]``) the values and weights, codes into ``Lt`` (int32 ``[n, nl]``);
+    each lane's scale and ``-min`` into ``scale_out`` / ``min_out``.
+
+    The C code copies a trial's codes whenever it improves on the best; here each lane keeps
+    only the inverse scale and minimum that made its best trial's codes, and the codes are
+    computed once, from those, after the last trial (the same expression, so the same
+    codes)."""
     mn = st[0]
     mx = st[1]
     sum_w = st[2]
@@ -108,8 +122,9 @@ def qkx2_lanes(n, nl, nmax, xt, wt, Lt, at, rmin, rdelta, nstep, use_mad, st, sc
     err = st[10]
     new_s = st[11]
     new_m = st[12]
-    take = st[13]  # 1.0 where a lane takes this trial
-    live = st[14]  # 1.0 where a lane has a range (max > min after min is capped at 0)
+    live = st[13]  # 1.0 where a lane has a range (max > min after min is capped at 0)
+    win_isc = st[14]  # the inverse scale and minimum of the codes of each lane's best trial
+    win_mn = st[15]
     for j in range(nl):
         v = xt[0, j]
         mn[j] = v
@@ -129,19 +144,14 @@ def qkx2_lanes(n, nl, nmax, xt, wt, Lt, at, rmin, rdelta, nstep, use_mad, st, sc
         live[j] = _f32(1.0) if mx[j] != mn[j] else _f32(0.0)
         iscale = _f32(nmax) / (mx[j] - mn[j])
         isc[j] = iscale
+        win_isc[j] = iscale
+        win_mn[j] = mn[j]
         scale[j] = _f32(1.0) / iscale
-        best[j] = _f32(0.0)
-    for i in range(n):
-        for j in range(nl):
-            q = max(0, min(nmax, nearest_int(isc[j] * (xt[i, j] - mn[j]))))
-            Lt[i, j] = q
-            diff = scale[j] * _f32(q) + mn[j] - xt[i, j]
-            diff = _f32(abs(diff)) if use_mad else diff * diff
-            best[j] += wt[i, j] * diff
+    _trial_error(n, nl, nmax, xt, wt, isc, mn, scale, mn, use_mad, best)
     for step in range(nstep + 1 if nstep >= 1 else 0):
         for j in range(nl):
             isc[j] = (rmin + rdelta * _f32(step) + _f32(nmax)) / (mx[j] - mn[j])
-        _trial_sums(n, nl, nmax, xt, wt, at, isc, mn, sl, sl2, sxl)
+        _trial_sums(n, nl, nmax, xt, wt, isc, mn, sl, sl2, sxl)
         for j in range(nl):
             det = sum_w[j] * sl2[j] - sl[j] * sl[j]
             this_scale = (sum_w[j] * sxl[j] - sum_x[j] * sl[j]) / det
@@ -151,29 +161,46 @@ def qkx2_lanes(n, nl, nmax, xt, wt, Lt, at, rmin, rdelta, nstep, use_mad, st, sc
                 this_scale = sxl[j] / sl2[j]
             new_s[j] = this_scale
             new_m[j] = this_min
-            take[j] = _f32(1.0) if det > 0 and live[j] != 0 else _f32(0.0)
-        _trial_error(n, nl, xt, wt, at, new_s, new_m, use_mad, err)
+            # a lane that cannot take this trial gets an error no trial beats
+            sl[j] = _f32(0.0) if det > 0 and live[j] != 0 else _f32(np.inf)
+        _trial_error(n, nl, nmax, xt, wt, isc, mn, new_s, new_m, use_mad, err)
         for j in range(nl):
-            if take[j] != 0 and err[j] < best[j]:
+            if sl[j] == 0 and err[j] < best[j]:
                 best[j] = err[j]
                 scale[j] = new_s[j]
+                win_isc[j] = isc[j]
+                win_mn[j] = mn[j]
                 mn[j] = new_m[j]
-            else:
-                take[j] = _f32(0.0)
-        _keep_taken(n, nl, Lt, at, take)
+    _winner_codes(n, nl, nmax, xt, Lt, win_isc, win_mn, live)
     for j in range(nl):
         scale_out[j] = scale[j] if live[j] != 0 else _f32(0.0)
         min_out[j] = -mn[j]
-    for i in range(n):
-        for j in range(nl):
-            Lt[i, j] = Lt[i, j] if live[j] != 0 else 0
 
 
 @_kernel
-def qx_rmse1_lanes(n, nl, nmax, xt, Lt, at, st, scale_out) -> None:
+def _qx_sums(n, nl, nmax, xt, isc, slx, sl2) -> None:
+    """One trial of ``make_qx_quants``: each lane's ``x²``-weighted sums of its codes."""
+    lo = np.int32(-nmax)
+    hi = np.int32(nmax - 1)
+    for j in range(nl):
+        slx[j] = _f32(0.0)
+        sl2[j] = _f32(0.0)
+    for i in range(n):
+        for j in range(nl):
+            v = xt[i, j]
+            q = max(lo, min(hi, _nearest_int32(isc[j] * v)))
+            w = v * v
+            lf = _f32(q)
+            slx[j] += w * v * lf
+            sl2[j] += w * lf * lf
+
+
+@_kernel
+def qx_rmse1_lanes(n, nl, nmax, xt, Lt, st, scale_out) -> None:
     """``make_qx_quants(n, nmax, x, L, 1, NULL)`` on ``nl`` sub-blocks (``xt`` float32
     ``[n, nl]``): the ``x²``-weighted symmetric scale over 19 trial inverse scales, codes
-    ``0..2·nmax - 1`` into ``Lt`` (int32 ``[n, nl]``)."""
+    ``0..2·nmax - 1`` into ``Lt`` (int32 ``[n, nl]``), computed once from the inverse scale
+    of each lane's best trial (as the C code computes them from it)."""
     amax = st[0]
     mx = st[1]
     isc = st[2]
@@ -181,7 +208,7 @@ def qx_rmse1_lanes(n, nl, nmax, xt, Lt, at, st, scale_out) -> None:
     sl2 = st[4]
     scale = st[5]
     best = st[6]
-    take = st[7]
+    win_isc = st[7]
     for j in range(nl):
         amax[j] = _f32(0.0)
         mx[j] = _f32(0.0)
@@ -200,32 +227,107 @@ def qx_rmse1_lanes(n, nl, nmax, xt, Lt, at, st, scale_out) -> None:
                 isc[j] = _f32(-nmax) / mx[j]
             else:
                 isc[j] = -(_f32(nmax) + _f32(0.1) * _f32(t)) / mx[j]
-            slx[j] = _f32(0.0)
-            sl2[j] = _f32(0.0)
-        for i in range(n):
-            for j in range(nl):
-                v = xt[i, j]
-                q = max(-nmax, min(nmax - 1, nearest_int(isc[j] * v)))
-                at[i, j] = q + nmax
-                w = v * v
-                lf = _f32(q)
-                slx[j] += w * v * lf
-                sl2[j] += w * lf * lf
+        _qx_sums(n, nl, nmax, xt, isc, slx, sl2)
         for j in range(nl):
             if t == -10:
                 scale[j] = slx[j] / sl2[j] if sl2[j] != 0 else _f32(0.0)
                 best[j] = scale[j] * slx[j]
-                take[j] = _f32(1.0)
+                win_isc[j] = isc[j]
             elif sl2[j] > 0 and slx[j] * slx[j] > best[j] * sl2[j]:
                 scale[j] = slx[j] / sl2[j]
                 best[j] = scale[j] * slx[j]
-                take[j] = _f32(1.0)
-            else:
-                take[j] = _f32(0.0)
-        _keep_taken(n, nl, Lt, at, take)
-    for j in range(nl):
-        live = amax[j] >= GROUP_MAX_EPS
-        scale_out[j] = scale[j] if live else _f32(0.0)
+                win_isc[j] = isc[j]
+    lo = np.int32(-nmax)
+    hi = np.int32(nmax - 1)
     for i in range(n):
         for j in range(nl):
-            Lt[i, j] = Lt[i, j] if amax[j] >= GROUP_MAX_EPS else 0
+            q = max(lo, min(hi, _nearest_int32(win_isc[j] * xt[i, j]))) + np.int32(nmax)
+            Lt[i, j] = q if amax[j] >= GROUP_MAX_EPS else np.int32(0)
+    for j in range(nl):
+        scale_out[j] = scale[j] if amax[j] >= GROUP_MAX_EPS else _f32(0.0)
+
+
+@_kernel
+def _q3_sweep(n, nl, nmax, xt, Lt, sumlx, suml2, changed) -> bool:
+    """One sweep of ``make_q3_quants``' refinement over every lane: element by element, a
+    code moves to ``x · Σl² / Σxl`` (its own term left out of both sums) when that raises the
+    fit's ``(Σxl)² / Σl²``. True if any lane changed a code."""
+    lo = np.int32(-nmax)
+    hi = np.int32(nmax - 1)
+    for j in range(nl):
+        changed[j] = _f32(0.0)
+    for i in range(n):
+        for j in range(nl):
+            v = xt[i, j]
+            w = v * v
+            old = Lt[i, j]
+            lf = _f32(old)
+            slx = sumlx[j] - w * v * lf
+            sl2 = suml2[j] - w * lf * lf
+            new_l = max(lo, min(hi, _nearest_int32(v * sl2 / slx)))
+            nf = _f32(new_l)
+            slx_new = slx + w * v * nf
+            sl2_new = sl2 + w * nf * nf
+            take = (slx > 0 and new_l != old and sl2_new > 0
+                    and slx_new * slx_new * suml2[j] > sumlx[j] * sumlx[j] * sl2_new)
+            Lt[i, j] = new_l if take else old
+            sumlx[j] = slx_new if take else sumlx[j]
+            suml2[j] = sl2_new if take else suml2[j]
+            changed[j] = _f32(1.0) if take else changed[j]
+    for j in range(nl):
+        if changed[j] != 0:
+            return True
+    return False
+
+
+@_kernel
+def q3_lanes(n, nl, nmax, xt, Lt, st, scale_out) -> None:
+    """``make_q3_quants(n, nmax, x, L, true)`` on ``nl`` sub-blocks (``xt`` float32
+    ``[n, nl]``): codes rounded at ``-nmax / max``, then refined one element at a time, at
+    most five sweeps, while the ``x²``-weighted fit improves; codes ``0..2·nmax - 1`` into
+    ``Lt`` (int32 ``[n, nl]``), the fitted scales into ``scale_out``.
+
+    The C code stops a sub-block after a sweep that changed nothing; here every lane sweeps
+    until no lane changed (at most five times). A lane whose sweep changed nothing is at a
+    fixed point (the same state sweeps the same way), so its further sweeps change nothing
+    and its codes and sums are the C code's."""
+    amax = st[0]
+    mx = st[1]
+    isc = st[2]
+    sumlx = st[3]
+    suml2 = st[4]
+    changed = st[5]
+    for j in range(nl):
+        amax[j] = _f32(0.0)
+        mx[j] = _f32(0.0)
+    for i in range(n):
+        for j in range(nl):
+            v = xt[i, j]
+            ax = _f32(abs(v))
+            bigger = ax > amax[j]
+            amax[j] = ax if bigger else amax[j]
+            mx[j] = v if bigger else mx[j]
+    for j in range(nl):
+        isc[j] = _f32(-nmax) / mx[j]
+        sumlx[j] = _f32(0.0)
+        suml2[j] = _f32(0.0)
+    lo = np.int32(-nmax)
+    hi = np.int32(nmax - 1)
+    for i in range(n):
+        for j in range(nl):
+            v = xt[i, j]
+            q = max(lo, min(hi, _nearest_int32(isc[j] * v)))
+            Lt[i, j] = q
+            w = v * v
+            lf = _f32(q)
+            sumlx[j] += w * v * lf
+            suml2[j] += w * lf * lf
+    for _ in range(5):
+        if not _q3_sweep(n, nl, nmax, xt, Lt, sumlx, suml2, changed):
+            break
+    for j in range(nl):
+        live = amax[j] >= GROUP_MAX_EPS
+        scale_out[j] = sumlx[j] / suml2[j] if live and suml2[j] > 0 else _f32(0.0)
+    for i in range(n):
+        for j in range(nl):
+            Lt[i, j] = Lt[i, j] + np.int32(nmax) if amax[j] >= GROUP_MAX_EPS else np.int32(0)

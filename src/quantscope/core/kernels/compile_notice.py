@@ -48,6 +48,17 @@ def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def say(line: str) -> None:
+    """Write ``line`` to stderr as the notice is written (nothing under :func:`set_verbosity`
+    0): for a wait on loops another process compiles, which no compile event announces."""
+    if _verbosity <= 0:
+        return
+    try:
+        _to_stderr(line)
+    except (OSError, ValueError):  # a closed stderr: the line is only a courtesy
+        pass
+
+
 def announce_compiles(write: Callable[[str], object] | None = None) -> None:
     """Have ``write(line)`` called once, when the first compile of this process starts. By
     default the line goes to stderr, followed by progress (see the module docstring), unless

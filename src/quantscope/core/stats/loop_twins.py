@@ -254,6 +254,74 @@ def _search(values, a: int, b: int, rec, k0: int, b1: float, b2: float, s, inv, 
         out_i[e, 4] = 0
 
 
+#: Elements of a share the twin of ``analyze_flat`` computes at once (whole sum blocks): its
+#: float64 temporaries stay near 50 MB whatever the tensor's size.
+ANALYZE_CHUNK = 1 << 20
+
+
+def analyze_flat(x, s, z, qmin: int, qmax: int, rounding: str, arithmetic: str,
+                 inv) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``direct_kernel.analyze_flat`` in NumPy: the same shares of the tensor (one per
+    engine thread), each summed block by block of ``SUM_BLOCK`` elements in the fixed lane
+    order, the blocks' sums added in order, the shares combined as the compiled pass does."""
+    from quantscope.core.kernels.direct_kernel import SUM_BLOCK, _rule
+    from quantscope.core.kernels.parallel import shares
+
+    s32, inv32, code = _rule(s, inv, arithmetic)
+    flat = x.reshape(-1)
+    parts = shares(flat.size)
+    hist = np.zeros((len(parts), qmax - qmin + 1), np.int64)
+    out_f = np.zeros((len(parts), 4))
+    out_i = np.zeros((len(parts), 3), np.int64)
+    for k, (lo, hi) in enumerate(parts):
+        _analyze_share(flat[lo:hi], s32, inv32, np.int32(z), qmin, qmax, code,
+                       rounding == "half_away", SUM_BLOCK, hist[k], out_f[k], out_i[k])
+    sums = np.array([out_f[:, 0].sum(), out_f[:, 1].sum(), out_f[:, 2].sum(),
+                     out_f[:, 3].max()])
+    return hist.sum(axis=0), sums, out_i.sum(axis=0)
+
+
+def _analyze_share(x, s, inv, z, qmin: int, qmax: int, arithmetic: int, half_away: bool,
+                   block: int, hist, out_f, out_i) -> None:
+    """One share (``direct_kernel.analyze_range``): its totals into ``out_f`` (rounding
+    error, clipping error, Σx², max |error|) and ``out_i`` (finite, clipped below, above)."""
+    cmin, cmax, zf = np.float32(qmin), np.float32(qmax), np.float32(z)
+    rnd = clip = sig = worst = 0.0
+    n = below = above = 0
+    for c0 in range(0, x.size, ANALYZE_CHUNK):
+        xb = x[c0:c0 + ANALYZE_CHUNK]
+        fin = np.isfinite(xb)  # the loop's x - x == 0
+        v = _codes(xb, s, inv, z, arithmetic, half_away, True)
+        lo_c, hi_c = v < cmin, v > cmax
+        c = np.where(fin, np.where(lo_c, cmin, np.where(hi_c, cmax, v)), cmin)
+        x64 = np.where(fin, xb.astype(np.float64), 0.0)
+        xhat = ((c - zf).astype(np.float32) * s).astype(np.float32)
+        d = np.where(fin, x64 - xhat.astype(np.float64), 0.0)
+        e2 = d * d
+        clipped = lo_c | hi_c
+        n += int(np.count_nonzero(fin))
+        below += int(np.count_nonzero(lo_c & fin))
+        above += int(np.count_nonzero(hi_c & fin))
+        hist += np.bincount(c[fin].astype(np.int64) - qmin, minlength=hist.size)
+        rnd = _blocks_in_order(rnd, np.where(clipped, 0.0, e2), block)
+        clip = _blocks_in_order(clip, np.where(clipped, e2, 0.0), block)
+        sig = _blocks_in_order(sig, x64 * x64, block)
+        if e2.size:  # max |d| = sqrt(max d²), as the loop takes it
+            worst = max(worst, float(np.sqrt(np.max(e2))))
+    out_f[0], out_f[1], out_f[2], out_f[3] = rnd, clip, sig, worst
+    out_i[0], out_i[1], out_i[2] = n, below, above
+
+
+def _blocks_in_order(total: float, terms: np.ndarray, block: int) -> float:
+    """``total`` plus the lane sum of each ``block`` of ``terms``, one block after another (a
+    cumulative sum adds strictly in order)."""
+    full = terms.size - terms.size % block
+    sums = lane_sum(terms[:full].reshape(-1, block))
+    if full < terms.size:
+        sums = np.append(sums, lane_sum(terms[full:]))
+    return float(np.cumsum(np.concatenate([[total], sums]))[-1])
+
+
 #: What :func:`install` puts behind :mod:`quantscope.core.kernels.compiled`, by name.
 TWINS = {
     "BLOCK": BLOCK,
@@ -265,6 +333,7 @@ TWINS = {
     "row_sums_of_squares": row_sums_of_squares,
     "bin_counts": bin_counts,
     "evaluate_rows": evaluate_rows,
+    "analyze_flat": analyze_flat,
 }
 
 
