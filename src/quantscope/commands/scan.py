@@ -13,11 +13,14 @@ With --formats each row also names the tensor's best 8-bit format (int8, FP8 E4M
 their FNUZ variants per tensor and per channel, MXFP8, MXINT8, GGUF Q8_0) and best 4-bit format
 (INT4 g32/g64/g128, GPTQ, AWQ and torchao INT4, FP4 E2M1, MXFP4, NVFP4, NF4, GGUF Q4_0 /
 Q4_1 / Q4_K where the rows hold whole blocks) by SQNR, as `quantscope report --format` and the
-window's comparison panes compute them. It loads every tensor and chooses some thirty
-formats' parameters; on a large tensor a cheap bounded error sum rules out the formats that
-cannot win, and only the others get a full report (quantscope.core.stats.format_sweep), yet
-llama.cpp's and the group formats' own parameter searches keep it many times the int8
-figures' time (a 2048x2048 weight: about 30x, bench/scan_speed.py --formats).
+window's comparison panes compute them, to the last digit (above a quarter million elements
+the tensor is prepared as they prepare it, when a format that may win reads its sorted
+rows). It loads every tensor and chooses some thirty formats' parameters; on a large tensor a
+cheap bounded error sum rules out the formats that cannot win, and only the others get a full
+report (quantscope.core.stats.format_sweep), yet llama.cpp's and the group formats' own
+parameter searches keep it many times the int8 figures' time (a 2048x2048 weight: about 40x
+in processor time, of which the two winners' parameters and reports alone are about 10x;
+bench/scan_speed.py --formats).
 
 A quantized checkpoint (its config.json declares a quantization_config: compressed-tensors,
 FP8, GPTQ, AWQ, bitsandbytes) is decoded weight by weight instead; with --reference ORIGINAL

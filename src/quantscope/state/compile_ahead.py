@@ -297,6 +297,10 @@ def rest_steps() -> list[tuple[str, Callable[[], object]]]:
             choose_qparams(x[:64], symmetric=symmetric, method="mse")
             choose_qparams(x[:4], symmetric=symmetric, method="mse", granularity="channel",
                            axis=0)
+        # a number format's search (the same loops for every element format and either cast):
+        # a long row in parts, on its prefix sums, as a pane's per-tensor MSE takes it
+        choose_qparams(x, format="fp8_e4m3", method="mse", prepared=prepare(x))
+        choose_qparams(x[:4], format="fp4_e2m1", method="mse", granularity="channel", axis=0)
 
     prepared: list = []  # made by the first prepared format step that runs in this process
 

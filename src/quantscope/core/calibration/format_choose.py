@@ -2,7 +2,7 @@
 
 Element formats take ``amax / max_finite`` with ``amax`` from the calibration methods
 integers use (:mod:`quantscope.core.calibration.methods`; the exact MSE search on the sorted rows,
-:func:`quantscope.core.stats.format_stats.mse_optimal_amax`); MX, NVFP4 and NF4 take their block
+:func:`quantscope.core.stats.format_mse.mse_optimal_amax`); MX, NVFP4 and NF4 take their block
 scales from each block's amax as their specifications define them; INT4 groups are integer
 parameters with float16 scales. Kept apart from the format definitions so that the reports
 (which need those definitions) and the calibration (which needs the reports) never import
@@ -43,7 +43,7 @@ def element_params(xf: np.ndarray, name: str, *, axis: int | None, method: str,
     format, ``amax`` by ``method`` (see :mod:`quantscope.core.calibration.methods`)."""
     et = element_of(name)
     if method == "mse":
-        from quantscope.core.stats.format_stats import mse_optimal_amax
+        from quantscope.core.stats.format_mse import mse_optimal_amax
         from quantscope.core.stats.prepared import prepare
 
         if options:
