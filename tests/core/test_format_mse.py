@@ -202,3 +202,17 @@ def test_mx_mse_takes_each_blocks_best_e8m0_scale_of_all_255(name):
     assert (got <= base).all() and (got < base).any()
     assert analyze(w, p).mse * w.size == pytest.approx(got.sum(), rel=1e-9)
     assert np.all(np.log2(s) == np.round(np.log2(s)))
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp4_e2m1"])
+def test_a_long_row_on_its_prefix_sums_is_the_exhaustive_minimum(name):
+    """A unit long enough for the search to take its runs from the prefix sums (and, for
+    its long runs, the weaker two-value bound): 40,000 real activations, still the
+    exhaustive minimum."""
+    from quantscope.core.stats import format_mse
+
+    x = np.ascontiguousarray(_sample("layer0_ffn_gelu_activations").ravel()[:40_000])
+    assert x.size >= format_mse.SEARCH_ROWS
+    found = format_mse_search(prepare(x).layout(None, None), name)
+    assert found.proven.all()
+    _check(x, name, float(found.scale[0]), "40,000 activations")
