@@ -123,3 +123,34 @@ def test_a_two_code_run_minimum_is_the_least_error_of_the_run_over_the_box():
         errs = ((xd[:, None] - scan * codes) ** 2).sum(axis=0)
         assert got <= errs.min() * (1 + 1e-9)
         assert got >= errs.min() * (1 - 1e-4)
+
+
+@pytest.mark.parametrize(("lo_frac", "hi_frac"), [(0.93, 0.97), (0.97, 1.0), (0.985, 0.99)])
+@pytest.mark.parametrize(("z_lo", "z_hi"), [(QMIN, QMAX), (-40, 12)])
+def test_a_wide_box_sweep_with_outliers_at_the_range_ends_is_the_exhaustive_minimum(
+        lo_frac, hi_frac, z_lo, z_hi):
+    """Boxes a few percent wide just below the min/max scale, every zero point: the outliers'
+    codes lie beyond some zero points' ranges and inside others', and cross several
+    breakpoints in the box, so the zero points' own parts change inside it (the sweep's edge
+    events) while the bulk's crossings are shared. Against the exhaustive sweep of every real
+    scale of the box (a float32 scale can only do as well or a rounding worse)."""
+    from mse_exhaustive import _sweep
+
+    rng = np.random.default_rng(11)
+    x = np.concatenate([rng.standard_normal(300) * 0.05, [0.93, 0.95, -0.61, -0.6, 0.4]])
+    x = np.sort(x.astype(np.float32))
+    s0 = (float(x[-1]) - float(x[0])) / (QMAX - QMIN)
+    s1, s2 = float(np.float32(lo_frac * s0)), float(np.float32(hi_frac * s0))
+    rlo, rhi, rf, *_ = _scratch()
+    n = mb.runs_walk(x, 0, x.size, s1, s2, K, rlo, rhi, rf)
+    crossings = ms.box_crossings(rlo, rhi, rf, n)
+    ev = (np.empty(crossings), np.empty(crossings), np.empty(crossings, np.int64))
+    out = np.empty(3)
+    assert ms.box_sweep(x, 0, rlo, rhi, rf, n, s1, s2, QMIN, QMAX, z_lo, z_hi, np.inf, *ev,
+                        np.empty(K), np.empty(K), out)
+    want, _, _ = _sweep(x.astype(np.float64), s1, s2, QMIN, QMAX, np.arange(z_lo, z_hi + 1))
+    assert z_lo <= out[2] <= z_hi
+    assert want * (1 - 1e-12) <= out[0] <= want * (1 + 1e-9)
+    xd = x.astype(np.float64)  # and it is the error of the scale and zero point it names
+    codes = np.clip(np.rint(xd / out[1]) + out[2], QMIN, QMAX)
+    assert ((xd - out[1] * (codes - out[2])) ** 2).sum() == pytest.approx(out[0], rel=1e-9)

@@ -112,16 +112,46 @@ def _piece_best(q0, q1, q2, lower, upper, s1, s2, best):
 
 
 @_jit
+def _least_on(q0, q1, q2, lower, upper):
+    """The least value of ``q0 − 2s·q1 + s²·q2`` over real ``s`` in ``[lower, upper]``
+    (``q2 >= 0``)."""
+    if q2 * upper <= q1:
+        s = upper
+    elif q2 * lower >= q1:
+        s = lower
+    else:
+        s = q1 / q2
+    return q0 - 2.0 * s * q1 + q2 * s * s
+
+
+@_jit
 def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b, ev_x,
               ev_m, q1, q2, out):
     """The least error over every float32 scale of ``[s1, s2]`` and zero point of
     ``[za, zb]`` of sorted ``x`` from position ``a``, given the box's runs (module doc).
 
+    The zero points share most of the work. A code ``m`` in ``[qmin − za, qmax − zb]`` is
+    inside the range of every zero point of the box: such *inner* codes contribute the same
+    ``Σxm`` and ``Σm²`` to every zero point's quadratic (``a1``, ``a2``), and a crossing
+    between two of them moves those two sums only. The rest -- codes clamped for some zero
+    point: a unit's few outliers -- are kept per zero point (``q1``, ``q2``) and change only at
+    their own crossings, the *edge* events, which cut the box into stretches. On a piece the
+    error of zero point ``z`` is ``A(s) + f_z(s)`` (``A`` the shared quadratic with ``Σx²``,
+    ``f_z`` the edge part); the least of ``A`` on the piece plus the least of ``f_z`` on the
+    stretch bound it from below, so a piece is solved zero point by zero point only when that
+    bound is below ``best`` (rarely): a box costs about its crossings once, plus its edge
+    events times its zero points -- a channel's asymmetric box no longer costs its crossings
+    times the zero points that survive it.
+
     ``out`` = (error, scale, zero point) is overwritten only where something beats ``best``;
     returns whether it was. ``ev_*`` hold at least :func:`box_crossings` entries, ``q1`` and
     ``q2`` at least ``zb − za + 1``."""
     nz = zb - za + 1
+    inner_lo = qmin - za
+    inner_hi = qmax - zb
     q0 = 0.0
+    a1 = 0.0
+    a2 = 0.0
     for t in range(nz):
         q1[t] = 0.0
         q2[t] = 0.0
@@ -133,10 +163,15 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
         q0 += rf[r, 2]
         # the code at s2 (the larger scale): nearer zero
         c2 = lo if lo >= 0 else hi
-        for t in range(nz):
-            v = np.float64(_v(c2, za + t, qmin, qmax))
-            q1[t] += v * rf[r, 1]
-            q2[t] += v * v * rf[r, 0]
+        if inner_lo <= c2 <= inner_hi:
+            m = np.float64(c2)
+            a1 += m * rf[r, 1]
+            a2 += m * m * rf[r, 0]
+        else:
+            for t in range(nz):
+                v = np.float64(_v(c2, za + t, qmin, qmax))
+                q1[t] += v * rf[r, 1]
+                q2[t] += v * v * rf[r, 0]
         if lo != hi:
             step = 1 if lo >= 0 else -1
             k0 = abs(c2)
@@ -153,29 +188,60 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
     order = _descending(ev_b, ne, s1, s2)
     hit = False
     upper = s2
+    # the stretch [st_lo, upper of its first piece]: the least edge part of every zero point
+    # on it (lowest), recomputed after each edge event
+    nxt = 0  # first position in ``order`` at or after the current one that is an edge event
+    fresh = True
+    f_low = 0.0
     for e in range(ne + 1):
+        if fresh:
+            while nxt < ne and _inner(ev_m[order[nxt]], ev_x[order[nxt]], inner_lo, inner_hi):
+                nxt += 1
+            st_lo = s1 if nxt >= ne else ev_b[order[nxt]]
+            f_low = np.inf
+            for t in range(nz):
+                f_low = min(f_low, _least_on(0.0, q1[t], q2[t], st_lo, upper))
+            fresh = False
         lower = s1 if e == ne else ev_b[order[e]]
         if lower < upper or e == ne:
-            for t in range(nz):
-                hit_t, e_t, s_t = _piece_best(q0, q1[t], q2[t], lower, upper, s1, s2, best)
-                if hit_t:
-                    best = e_t
-                    out[0] = e_t
-                    out[1] = s_t
-                    out[2] = za + t
-                    hit = True
+            base = _least_on(q0, a1, a2, lower, upper)
+            if base + f_low < best:
+                for t in range(nz):
+                    if base + _least_on(0.0, q1[t], q2[t], lower, upper) < best:
+                        hit_t, e_t, s_t = _piece_best(q0, a1 + q1[t], a2 + q2[t], lower,
+                                                      upper, s1, s2, best)
+                        if hit_t:
+                            best = e_t
+                            out[0] = e_t
+                            out[1] = s_t
+                            out[2] = za + t
+                            hit = True
         if e == ne:
             break
         j = order[e]
         xv = ev_x[j]
         m_old = ev_m[j]
         m_new = m_old + (1 if xv > 0.0 else -1)
-        for t in range(nz):
-            z = za + t
-            v0 = np.float64(_v(m_old, z, qmin, qmax))
-            v1 = np.float64(_v(m_new, z, qmin, qmax))
-            if v0 != v1:
-                q1[t] += xv * (v1 - v0)
-                q2[t] += v1 * v1 - v0 * v0
+        if inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi:
+            a1 += xv * np.float64(m_new - m_old)
+            a2 += np.float64(m_new * m_new - m_old * m_old)
+        else:
+            for t in range(nz):
+                z = za + t
+                v0 = np.float64(_v(m_old, z, qmin, qmax))
+                v1 = np.float64(_v(m_new, z, qmin, qmax))
+                if v0 != v1:
+                    q1[t] += xv * (v1 - v0)
+                    q2[t] += v1 * v1 - v0 * v0
+            nxt = e + 1
+            fresh = True
         upper = lower
     return hit
+
+
+@_jit
+def _inner(m_old, xv, inner_lo, inner_hi):
+    """Whether a crossing from code ``m_old`` (one step outward, by the sign of ``xv``) stays
+    among the codes inside every zero point's range."""
+    m_new = m_old + (1 if xv > 0.0 else -1)
+    return inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi

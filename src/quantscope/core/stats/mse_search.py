@@ -46,10 +46,9 @@ S_MAX = 2.0
 #: scale evaluated and every first box costs a walk of the unit: a group of 128 took 31 µs
 #: with eight of them, 25 µs with five, on the bench's weight).
 GRID = np.array([0.1, 0.5, 0.7, 0.85, 1.2])
-#: A box of a walked row whose crossings times surviving zero points are at most this many
-#: is settled by sweeping its breakpoints (:mod:`quantscope.core.kernels.mse_sweep`) instead
-#: of split further.
-SWEEP_CELLS = 4096
+#: A box of a walked row with at most this many crossings is settled by sweeping its
+#: breakpoints (:mod:`quantscope.core.kernels.mse_sweep`) instead of split further.
+SWEEP_CROSSINGS = 4096
 #: Boxes opened per unit before the search gives up its proof (never reached on the bundled
 #: tensors or the tests' constructed ones; the result is then the best found).
 MAX_BOXES = 200_000
@@ -129,7 +128,7 @@ def mse_search(rows: SortedRows, *, qmin: int, qmax: int, symmetric: bool,
         part = np.zeros((sel.size, 5))
         compiled.rows_optimum(rows.values, rows.starts, rec, rec_starts, search[sel], sel,
                               qmin, qmax, z_fixed, s_lo[sel], s_hi[sel], s_mm[sel], eps,
-                              floor[sel], GRID, MAX_BOXES, SWEEP_CELLS, part)
+                              floor[sel], GRID, MAX_BOXES, SWEEP_CROSSINGS, part)
         out[sel] = part
 
     n_shares = min(n_rows, 4 * THREADS)
