@@ -85,35 +85,44 @@ def _warm_kernels(config) -> None:
 
     On a fresh clone nothing is cached: without this, whichever test first touched a loop paid
     its compile inside its own timeout (the first window test timed out), and both test workers
-    compiled the same loops side by side. The panes' loops are compiled here while a second
-    process compiles the others (:mod:`quantscope.state.compile_ahead`), and then this one the
-    others too, last first, until the two meet; the workers then load them from the cache.
-    ``QUANTSCOPE_TEST_NO_WARM_UP=1`` skips it (a test file run alone)."""
+    compiled the same loops side by side. Here two processes, this one and a second, share the
+    steps of :func:`quantscope.state.compile_ahead.compile_all` (the panes' loops and the
+    others), each step compiled by whichever is free first (a file per step in a scratch
+    folder says who took it), so both cores compile and no loop is compiled twice; the workers
+    then load them from the cache. ``QUANTSCOPE_TEST_NO_WARM_UP=1`` skips it (a test file run
+    alone)."""
+    import shutil
     import subprocess
+    import tempfile
     import time
 
     if os.environ.get("QUANTSCOPE_TEST_NO_WARM_UP"):
         return
     start = time.perf_counter()
-    rest = subprocess.Popen([sys.executable, "-c",
-                            "import time; start = time.perf_counter(); "
-                            "from quantscope.state.compile_ahead import compile_rest; "
-                            "compile_rest(); print(f'{time.perf_counter() - start:.1f}')"],
-                            stdout=subprocess.PIPE, text=True)
-    from quantscope.state.compile_ahead import compile_rest
-    from quantscope.state.warm_up import warm_up_engine
+    claims = tempfile.mkdtemp(prefix="quantscope-warm-up-")
+    try:
+        rest = subprocess.Popen(
+            [sys.executable, "-c",
+             "import sys, time; start = time.perf_counter(); "
+             "from quantscope.state.compile_ahead import claim_in, compile_all; "
+             "compile_all(claim_in(sys.argv[1])); "
+             "print(f'{time.perf_counter() - start:.1f} s ({time.process_time():.1f} s CPU)')",
+             claims], stdout=subprocess.PIPE, text=True)
+        from quantscope.state.compile_ahead import claim_in, compile_all
 
-    warm_up_engine()
-    panes = time.perf_counter() - start
-    compile_rest(backward=True)  # meets the other process in the middle: both cores compile
-    others = rest.communicate()[0].strip().splitlines()
+        cpu = time.process_time()
+        compile_all(claim_in(claims))
+        here = f"{time.perf_counter() - start:.1f} s ({time.process_time() - cpu:.1f} s CPU)"
+        others = rest.communicate()[0].strip().splitlines()
+        taken = len(os.listdir(claims))
+    finally:
+        shutil.rmtree(claims, ignore_errors=True)
     if rest.returncode != 0:
         raise pytest.UsageError("compiling the kernels ahead of the tests failed (see above)")
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    # both parts' times: the second process's sets the wait
     line = (f"kernels compiled or loaded in {time.perf_counter() - start:.1f} s, before the "
-            f"tests (the panes' loops {panes:.1f} s here, then the others from both ends: "
-            f"{others[-1] if others else '?'} s in a second process)")
+            f"tests ({taken} steps shared by two processes: {here} here, "
+            f"{others[-1] if others else '?'} in the other)")
     if reporter is not None:
         reporter.write_line(line)
     else:

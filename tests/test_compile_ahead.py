@@ -77,6 +77,9 @@ format_points(x, prepared, state.settings)
 best_formats(x, state.settings)  # a large tensor's formats screened (scan --formats)
 choose_qparams(x, symmetric=False, method="mse", prepared=prepared)
 choose_qparams(x[:8], symmetric=True, method="mse", granularity="channel", axis=0)
+choose_qparams(x, format="fp8_e4m3", method="mse", prepared=prepared)  # a format pane's MSE
+choose_qparams(small, format="fp6_e2m3", method="mse", granularity="channel", axis=0,
+               saturate=False)
 p = choose_qparams(x, symmetric=False)
 analyze(x, p)
 dequantize(quantize(x, p.scale, p.zero_point), p.scale, p.zero_point)

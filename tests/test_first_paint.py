@@ -7,7 +7,9 @@ from __future__ import annotations
 import io
 import os
 import subprocess
+import sys
 import threading
+import types
 
 import pytest
 
@@ -207,3 +209,18 @@ def test_a_wait_for_the_other_process_is_said_with_its_progress(monkeypatch, cap
     compile_ahead.compiled_ready.set()
     assert compile_ahead.wait_for_compiled(timeout=0.12)
     assert capsys.readouterr().err == ""  # no wait, no word
+
+
+def test_in_a_notebook_kernel_the_engine_announces_its_compiles(monkeypatch):
+    """``qs.analyze`` called alone in a Jupyter kernel on a first run compiles its loop:
+    the notice is registered at the loop's first look-up there (and not in a script)."""
+    from quantscope.core.kernels import compile_notice
+
+    calls = []
+    monkeypatch.setattr(compile_notice, "announce_compiles", lambda: calls.append(1))
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    monkeypatch.delattr(compiled, "analyze_flat", raising=False)  # not looked up yet
+    assert compiled.analyze_flat is not None and calls == []
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    monkeypatch.delattr(compiled, "analyze_flat")
+    assert compiled.analyze_flat is not None and calls == [1]

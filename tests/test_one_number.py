@@ -1,6 +1,7 @@
 """One number per tensor, format and setting, whichever entry point prints it.
 
-``quantscope scan --formats`` names each tensor's best 8-bit and 4-bit format with its SQNR;
+``quantscope scan --formats`` (and ``quantscope.scan(..., formats=True)``) names each tensor's
+best 8-bit and 4-bit format with its SQNR; ``quantscope export`` prints and stores a report;
 ``quantscope report --format`` prints every format's figures on the tensor prepared as the window
 prepares it (the window's panes take the very same path:
 ``test_cli_formats.test_report_formats_are_the_comparison_panes``). Above
@@ -18,6 +19,7 @@ import json
 import numpy as np
 import pytest
 
+import quantscope
 from quantscope.cli import main
 from quantscope.state.formats import SCREEN_MIN, best_key, candidates, element_bits
 from quantscope.state.pane_rules import DIRECT_MAX
@@ -56,6 +58,14 @@ def test_scan_formats_prints_the_numbers_report_prints(model, capsys):
     scan = _json(capsys, ["scan", path, "--formats", "--json", "--no-progress"])
     rows = {row["name"]: row for row in scan["tensors"]}
     assert set(rows) == set(tensors)
+    table = quantscope.scan(path, formats=True)  # the Python entry: the same points
+    for name, row in rows.items():
+        best = table[name].formats
+        assert best is not None
+        assert (row["best_8bit"]["format"], row["best_8bit"]["sqnr_db"]) == (
+            best.best8.spec, best.best8.sqnr_db)
+        assert (row["best_4bit"]["format"], row["best_4bit"]["sqnr_db"]) == (
+            best.best4.spec, best.best4.sqnr_db)
     compared = 0
     winners = set()
     for name in tensors:

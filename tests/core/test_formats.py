@@ -143,13 +143,11 @@ def test_element_calibration_methods(gelu, method):
     assert np.isfinite(r.sqnr_db)
 
 
-def test_mse_is_exact_minimum_of_its_candidates(weight):
-    from quantscope.core.stats.format_stats import MSE_FRACTIONS
-
+def test_mse_is_no_worse_than_a_grid_of_clips(weight):
     p = choose_qparams(weight, format="fp4_e2m1", method="mse")
     amax = float(np.abs(weight).max())
     best = analyze(weight, p).mse
-    for f in MSE_FRACTIONS[::8]:
+    for f in np.geomspace(1.0, 0.05, 12):
         q = FormatParams("fp4_e2m1", np.float32(amax * f / 6.0))
         assert analyze(weight, q).mse >= best
 

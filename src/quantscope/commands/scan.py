@@ -13,11 +13,14 @@ With --formats each row also names the tensor's best 8-bit format (int8, FP8 E4M
 their FNUZ variants per tensor and per channel, MXFP8, MXINT8, GGUF Q8_0) and best 4-bit format
 (INT4 g32/g64/g128, GPTQ, AWQ and torchao INT4, FP4 E2M1, MXFP4, NVFP4, NF4, GGUF Q4_0 /
 Q4_1 / Q4_K where the rows hold whole blocks) by SQNR, as `quantscope report --format` and the
-window's comparison panes compute them. It loads every tensor and chooses some thirty
-formats' parameters; on a large tensor a cheap bounded error sum rules out the formats that
-cannot win, and only the others get a full report (quantscope.core.stats.format_sweep), yet
-llama.cpp's and the group formats' own parameter searches keep it many times the int8
-figures' time (a 2048x2048 weight: about 30x, bench/scan_speed.py --formats).
+window's comparison panes compute them, to the last digit (above a quarter million elements
+the tensor is prepared as they prepare it, when a format that may win reads its sorted
+rows). It loads every tensor and chooses some thirty formats' parameters; on a large tensor a
+cheap bounded error sum rules out the formats that cannot win, and only the others get a full
+report (quantscope.core.stats.format_sweep), yet llama.cpp's and the group formats' own
+parameter searches keep it many times the int8 figures' time (a 2048x2048 weight: about 40x
+in processor time, of which the two winners' parameters and reports alone are about 10x;
+bench/scan_speed.py --formats).
 
 A quantized checkpoint (its config.json declares a quantization_config: compressed-tensors,
 FP8, GPTQ, AWQ, bitsandbytes) is decoded weight by weight instead; with --reference ORIGINAL
@@ -79,7 +82,7 @@ def add_parser(subparsers) -> None:
                         "per-channel minus per-tensor, largest first")
     add_setting_options(
         p, fields=("bits", "axis", "method", "runtime"),
-        choices={"method": ("minmax", "percentile", "mse", "entropy"),
+        choices={"method": ("minmax", "percentile", "mse"),
                  "runtime": ("pytorch", "onnxruntime", "tflite", "tensorrt")},
         defaults={"bits": 8, "method": "minmax"},
         helps={"bits": "bit width (default 8)",
@@ -281,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
     from quantscope.io.tensor_info import TensorFileError
     from quantscope.state import Settings
     from quantscope.state.model_records import to_csv, to_json
-    from quantscope.state.model_scan import PENDING, model_rows
+    from quantscope.state.model_scan import PENDING, model_rows, scan_settings
 
     if args.top is not None and args.top < 1:
         raise UserError(f"--top must be at least 1, got {args.top}")
@@ -293,7 +296,8 @@ def run(args: argparse.Namespace) -> int:
         if not count.isdigit() or not 1 <= int(count) <= 1024:
             raise UserError(f"--dask local:N takes a number of workers from 1 to 1024, "
                             f"got {args.dask!r}")
-    settings = Settings(bits=args.bits, method=args.method, runtime=args.runtime).check()
+    settings = scan_settings(Settings(bits=args.bits, method=args.method,
+                                      runtime=args.runtime).check())
     if args.reference is not None or (not args.more and read_quant_config(
             resolve_file_or_sample(args)[0]) is not None):
         from quantscope.commands import scan_stored

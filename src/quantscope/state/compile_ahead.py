@@ -214,33 +214,66 @@ def compile_panes() -> None:
     """The loops the window's panes and first views use: the warm-up's, and the MSE search of
     the trade-off curve's optimum on a prepared tensor."""
     warm_up_engine()
+    _panes_mse()
+
+
+def _panes_mse() -> None:
     x = np.random.default_rng(0).standard_normal(WARM_UP_SHAPE).astype(np.float32)
     prepared = prepare(x)
     for symmetric in (True, False):
         choose_qparams(x, symmetric=symmetric, method="mse", prepared=prepared)
 
 
-def compile_rest(backward: bool = False) -> None:
+def compile_rest(claim: Callable[[str], bool] | None = None) -> None:
     """Call, once each on small tensors, every compiled loop beyond the warm-up's, with the
     argument types the window, the scan and the engine API hand them.
 
-    ``backward`` makes the same calls last first: a second process started so meets the first
-    in the middle, each loading from Numba's cache what the other has written by then (a loop
-    is looked up in the cache before it is compiled), so two cores build the whole set in
-    about half the time of one (the test suite's warm-up)."""
-    steps = _rest_steps()
-    for step in reversed(steps) if backward else steps:
-        step()
+    ``claim(name)``, when given, is asked before each step and the step runs only when it
+    says yes: processes that share a claim (see :func:`claim_in`) split the steps between
+    them, each step made by one of them, the first free one taking the next; each loads from
+    Numba's cache what the others wrote before it needs it."""
+    for name, step in rest_steps():
+        if claim is None or claim(name):
+            step()
 
 
-def _rest_steps() -> list[Callable[[], object]]:
-    """:func:`compile_rest`'s calls, in groups that share nothing but the input tensors."""
+def compile_all(claim: Callable[[str], bool] | None = None) -> None:
+    """:func:`compile_panes` and :func:`compile_rest` as one list of steps (:func:`all_steps`),
+    for the test suite's warm-up, where two processes share them by ``claim``."""
+    for name, step in all_steps():
+        if claim is None or claim(name):
+            step()
+
+
+def all_steps() -> list[tuple[str, Callable[[], object]]]:
+    """The panes' steps (the warm-up, the longest step) and :func:`rest_steps`, whose last
+    steps are short ones: processes that share them end at about the same time."""
+    return [("panes", warm_up_engine), ("panes_mse", _panes_mse), *rest_steps()]
+
+
+def claim_in(folder: str | os.PathLike[str]) -> Callable[[str], bool]:
+    """A claim that processes share through ``folder``: a step is taken by the one that
+    creates its file there first (an exclusive create, atomic between processes; a step's
+    name is the file's, its slashes as dashes)."""
+    def claim(name: str) -> bool:
+        path = os.path.join(folder, name.replace("/", "-"))
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
+    return claim
+
+
+def rest_steps() -> list[tuple[str, Callable[[], object]]]:
+    """:func:`compile_rest`'s calls, named, in groups that share nothing but the input tensors
+    (the window's formats first)."""
     # these modules define compiled loops (they load Numba): the launcher imports this module
     # before the window shows and must not pay for them
     from quantscope.core.formats.elements import cast, cast_e8m0
     from quantscope.core.stats.analyze import compiled_group_totals
     from quantscope.core.stats.fused import figures_of
-    from quantscope.state.formats import format_points
+    from quantscope.state.formats import CHOICES, format_points
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal(WARM_UP_SHAPE).astype(np.float32)  # above the direct passes' bound
@@ -264,13 +297,22 @@ def _rest_steps() -> list[Callable[[], object]]:
             choose_qparams(x[:64], symmetric=symmetric, method="mse")
             choose_qparams(x[:4], symmetric=symmetric, method="mse", granularity="channel",
                            axis=0)
+        # a number format's search (the same loops for every element format and either cast):
+        # a long row in parts, on its prefix sums, as a pane's per-tensor MSE takes it
+        choose_qparams(x, format="fp8_e4m3", method="mse", prepared=prepare(x))
+        choose_qparams(x[:4], format="fp4_e2m1", method="mse", granularity="channel", axis=0)
+        choose_qparams(x[:4], format="mxfp4", method="mse")  # each MX block's best E8M0
 
-    def formats_prepared() -> None:
-        format_points(x, prepare(x), settings)  # every format, prepared (the window's path)
+    prepared: list = []  # made by the first prepared format step that runs in this process
 
-    def formats_direct() -> None:
-        format_points(x[:64], None, settings)  # and direct
-        format_points(frozen_direct, None, settings)
+    def formats(path: str, specs: tuple[str, ...], curve: bool = False) -> Callable[[], None]:
+        def run() -> None:
+            if path == "prepared" and not prepared:
+                prepared.append(prepare(x))
+            tensor, prep = {"prepared": (x, prepared[0] if prepared else None),
+                            "direct": (x[:64], None), "read-only": (frozen_direct, None)}[path]
+            format_points(tensor, prep, settings, specs=specs, curve=curve)
+        return run
 
     def blocks(tensor: np.ndarray) -> Callable[[], None]:
         def run() -> None:  # block scales of formats along the last axis
@@ -306,8 +348,18 @@ def _rest_steps() -> list[Callable[[], object]]:
         for dtype in (np.float32, np.float16, dtype_from_name("bfloat16")):  # the scan's dtypes
             figures_of(x[:64].astype(dtype), 0)
 
-    return [integer_schemes, mse_search, formats_prepared, formats_direct, blocks(rows),
-            blocks(frozen), torchao, screen, casts_and_scan]
+    # each format on each path a step of its own, a format's direct pass on a writable tensor
+    # next to the one on a read-only tensor: the direct passes' loop takes tens of seconds to
+    # compile for each of its argument types, so two processes that share the steps compile
+    # two of them side by side (a step that held them all was the one both waited for)
+    direct = [(f"{spec} {path}", formats(path, (spec,)))
+              for spec in CHOICES for path in ("direct", "read-only")]
+    return [*((f"{spec} prepared", formats("prepared", (spec,))) for spec in CHOICES), *direct,
+            *((f"int curve {path}", formats(path, (), curve=True))
+              for path in ("prepared", "direct", "read-only")),
+            ("blocks", blocks(rows)), ("blocks read-only", blocks(frozen)), ("screen", screen),
+            ("integer schemes", integer_schemes), ("torchao", torchao),
+            ("casts and scan", casts_and_scan), ("mse search", mse_search)]
 
 
 def main() -> None:

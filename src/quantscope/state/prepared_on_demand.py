@@ -10,6 +10,11 @@ first report that reads sorted rows
 (:func:`~quantscope.core.stats.prepared.reads_sorted_rows`), exactly as ``report`` makes it
 (:func:`~quantscope.state.source.prepare_tensor` under the same settings), and every other
 report is the direct pass, which is what the prepared tensor gives for those parameters.
+
+What it costs when it is made: ``report``'s own preparation, a sort of the tensor and of the
+layouts the reports read (measured on a 32768x300 float32 weight whose winners are int8 per
+channel and GPTQ INT4 g128: +0.3-0.45 s of processor time and +317 MB peak memory for 39 MB of
+values; nothing on the 2048x2048 weights of ``bench/scan_speed.py``, won by llama.cpp's types).
 """
 
 from __future__ import annotations

@@ -48,11 +48,13 @@ CHUNK_BLOCKS = 16
 def lane_scratch():
     """The scratch of the lane searches (:mod:`~quantscope.core.formats.gguf_lanes`) over
     :data:`CHUNK_BLOCKS` super-blocks: the chunk transposed (values, weights, codes), each
-    lane's state, and the scales and minimums found."""
+    lane's state, the scales and minimums found, and the codes and lane numbers of the lanes
+    Q3_K's later sweeps gather."""
     m = 256 * CHUNK_BLOCKS
     return (np.zeros(m, np.float32), np.zeros(m, np.float32), np.zeros(m, np.int32),
             np.zeros((SCRATCH_ROWS, 16 * CHUNK_BLOCKS), np.float32),
-            np.zeros(16 * CHUNK_BLOCKS, np.float32), np.zeros(16 * CHUNK_BLOCKS, np.float32))
+            np.zeros(16 * CHUNK_BLOCKS, np.float32), np.zeros(16 * CHUNK_BLOCKS, np.float32),
+            np.zeros(m, np.int32), np.zeros(16 * CHUNK_BLOCKS, np.int32))
 
 
 @_kernel
@@ -67,7 +69,7 @@ def fit_chunk(t, xb, lanes) -> None:
     type ``t``, all sub-blocks as lanes: their scales (and minimums)
     into ``lanes[4]`` (``lanes[5]``), lane ``per · b + j`` for sub-block ``j`` of block ``b``,
     and codes into ``lanes[2]`` as ``[n, lanes]``."""
-    xs, ws, ls, st, scales, mins = lanes
+    xs, ws, ls, st, scales, mins, lw, idx = lanes
     n, per = sub_block_shape(t)
     nl = xb.shape[0] * per
     xt = xs[:n * nl].reshape(n, nl)
@@ -81,7 +83,7 @@ def fit_chunk(t, xb, lanes) -> None:
         qx_rmse1_lanes(n, nl, 32, xt, Lt, st, scales)
         return
     if t == 11:
-        q3_lanes(n, nl, 4, xt, Lt, st, scales)
+        q3_lanes(n, nl, 4, xt, Lt, wt, lw[:n * nl].reshape(n, nl), idx, st, scales)
         return
     if t == 10:  # Q2_K: weights |x|, absolute error
         for i in range(n):

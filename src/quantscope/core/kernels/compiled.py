@@ -10,11 +10,16 @@ knows which module holds which loop; a name it does not list raises AttributeErr
 :func:`stand_in` puts other objects behind some names for a while: the NumPy twins of
 :mod:`quantscope.core.stats.loop_twins`, which give the same outputs bit for bit, serve the
 window's first reports on a machine whose loops are still being compiled in another process.
+
+In a Jupyter kernel, the first look-up of a loop registers the compile notice
+(:mod:`quantscope.core.kernels.compile_notice`): the engine called from a notebook cell says
+when it compiles, as the front ends do.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -77,6 +82,13 @@ def __getattr__(name: str) -> Any:
     home = HOMES.get(name)
     if home is None:
         raise AttributeError(f"{__name__} has no compiled loop {name!r}")
+    if "ipykernel" in sys.modules:
+        # a notebook cell that calls the engine (qs.analyze, qs.quantize) on a first run
+        # would sit silent while the loop compiles (30 s on two busy cores): in a Jupyter
+        # kernel the engine says so as the front ends do; a script's process stays silent
+        from quantscope.core.kernels.compile_notice import announce_compiles
+
+        announce_compiles()
     until = _until
     if until is not None and name not in _standing_in:
         until()

@@ -28,15 +28,13 @@ from quantscope.core.formats.format_kernel import direct_rows, sorted_rows
 from quantscope.core.kernels.parallel import parallel, shares
 from quantscope.core.stats.kept import kept_report
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
-from quantscope.core.tensors.layout import normalize_axis, param_rows, param_shape
+from quantscope.core.tensors.layout import param_rows
 from quantscope.core.tensors.validate import EngineValueError, as_float32
 
 #: Relative accuracy of the searched error sums (as :mod:`quantscope.core.stats.sorted_stats`).
 REL_TOL = 5e-10
 #: Rows with fewer elements than this per grid value are walked rather than searched.
 WALK_PER_LEVEL = 8
-#: Candidate ``amax`` fractions of the MSE search (then refined around the best).
-MSE_FRACTIONS = np.geomspace(1.0, 0.05, 96)
 
 
 def element_edges(et: ElementType) -> np.ndarray:
@@ -180,42 +178,3 @@ def evaluate_sorted(rows, scale, inv_scale, params: FormatParams, want_hist: boo
 
     hist = np.sum(parallel(share, _row_shares(n_rows, rows.values.size)), axis=0)
     return _totals(params, n_rows, out_f, out_i, hist)
-
-
-def mse_optimal_amax(xf: np.ndarray, name: str, *, axis: int | None, prepared,
-                     saturate: bool = True) -> np.ndarray:
-    """Per unit (tensor or channel), the ``amax`` whose scale ``amax / max_finite`` gives the
-    smallest exact total squared error: every candidate is an exact evaluation on the sorted
-    rows (the min/max amax is one, so the result is never worse than min/max); the best of
-    :data:`MSE_FRACTIONS` is refined on a finer grid around it."""
-    prep = prepared
-    ax = None if axis is None else normalize_axis(axis, xf.ndim)
-    rows = prep.layout(ax, None)
-    lo, hi = prep.min_max(ax, None)
-    amax = np.maximum(-np.asarray(lo, np.float64), np.asarray(hi, np.float64)).reshape(-1)
-    probe = FormatParams(name, np.ones((), np.float32), saturate=saturate)
-    mx = probe.element.max_finite
-
-    def errors(fractions: np.ndarray) -> np.ndarray:  # [candidates, rows]
-        out = np.empty((fractions.shape[0], amax.size))
-        for c in range(fractions.shape[0]):
-            s = (amax * fractions[c] / mx).astype(np.float32)
-            s = np.where(s >= np.finfo(np.float32).tiny, s, np.float32(1.0))
-            t = evaluate_sorted(rows, s, None, probe)
-            out[c] = t.round_err + t.clip_err
-        return out
-
-    coarse = np.broadcast_to(MSE_FRACTIONS[:, None], (MSE_FRACTIONS.size, amax.size))
-    err = errors(coarse)
-    best = coarse[np.argmin(err, axis=0), np.arange(amax.size)]
-    ratio = MSE_FRACTIONS[0] / MSE_FRACTIONS[1]
-    fine = best[None, :] * np.geomspace(ratio, 1 / ratio, 25)[:, None]
-    fine = np.minimum(fine, 1.0)
-    err_f = errors(fine)
-    pick = np.argmin(err_f, axis=0)
-    better = err_f[pick, np.arange(amax.size)] < err.min(axis=0)
-    best = np.where(better, fine[pick, np.arange(amax.size)], best)
-    out = amax * best
-    return out.reshape(()) if ax is None else out.reshape(param_shape(xf.shape, ax, None))
-
-

@@ -1,0 +1,557 @@
+"""The global minimum of a number format's quantization error over its scale, found by branch
+and bound: compiled loops.
+
+A format (FP8, FP6, FP4 ...) is an ascending grid of values ``v`` with the midpoints ``m``
+between neighbours as its rounding boundaries; at scale ``s`` an element ``x`` becomes
+``s · v[c]`` with ``c`` the number of midpoints below ``x / s`` (the nearest value; beyond
+the outer midpoints the outer value, which is what a saturating cast gives). As ``s`` shrinks,
+``x / s`` moves away from zero and ``c`` steps outward at each *breakpoint* ``s = x / m[k]``;
+between breakpoints every code is fixed and the total error is the quadratic
+``Σx² − 2s·Σxv + s²·Σv²``. An exhaustive search visits ``elements × midpoints`` pieces: 4·10^9
+for a 4096×4096 weight in FP8.
+
+The bound follows :mod:`quantscope.core.kernels.mse_bound` (the integer search), with the
+grid's values in place of integer codes and no zero point. For a *box* of scales ``[s1, s2]``
+the codes ``c(s1)`` and ``c(s2)`` of each element bound its codes in the box (``c`` is
+monotone in ``s`` for either sign of ``x``); sorted values with the same pair form a *run*:
+
+* a run with one code ``c`` keeps it on the whole box: its error is exactly ``Σ(x − s·v[c])²``;
+* a run with two neighbouring codes splits, at each scale, into a prefix at ``v[c]`` and a
+  suffix at ``v[c + 1]`` (the split at ``s · m[c]``): its least error over the box, exact in
+  one pass over the run (:func:`two_value_run_minimum`), or for a long row the sum of each
+  element's squared distance to the nearer of the intervals ``s1·v..s2·v`` of its two values
+  (from the row's prefix sums);
+* any other run counts 0.
+
+The exact part is one quadratic, minimised over the box in closed form. A box whose bound is
+not below the best error found (less a relative ``eps``) is dropped; a box with few
+breakpoints is settled by sweeping them (:func:`grid_sweep`: on every piece the convex
+quadratic is least at a float32 neighbour of its vertex clipped into the piece, so the sweep
+returns the least error of every float32 scale of the box); other boxes are halved at a
+float32 scale. Scales below a ``s_lo`` are excluded wholesale: there every element beyond
+``s_lo · max`` is at least its distance to ``s_lo · max`` away from any grid point
+(:func:`clip_floor`), a bound that already exceeds the best error.
+
+The evaluations take codes from ``x · (1/s)`` in float64 and the products ``s · v`` unrounded;
+the engine divides in float32 and rounds ``s · v`` to float32: the two differ beside rounding
+ties (where both codes' errors agree to within an ulp) and by the float32 rounding of each
+reconstruction, far below the search's ``eps`` of the error of any unit quantized to fewer than
+20 bits. The caller re-evaluates the winner by the engine's own rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quantscope.core.formats.elements import float32_bits, pow2
+from quantscope.core.kernels.block_sums import prefix_at, prefix_from
+from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.mse_bound import _grow, _grow_int, _heap_pop, _heap_push
+from quantscope.core.kernels.mse_sweep import _descending, _piece_best
+
+_jit = njit(nogil=True, error_model="numpy")
+
+#: A long row's two-value runs up to this long take the exact bound (one pass over the run),
+#: longer ones the bound from the prefix sums alone: in a wide box the exact one's passes over
+#: every crossing element cost more than the boxes it saves (a 4096x4096 weight in FP8 per
+#: tensor: 2.1 s of processor time at 256, 2.7 s at 8192, the same optimum).
+EXACT_RUN = 256
+#: Columns of the per-unit result.
+OUT_ERR, OUT_SCALE, OUT_PROVEN, OUT_BOXES, OUT_S_LO = 0, 1, 2, 3, 4
+
+
+@_jit
+def grid_code(t, mids):
+    """The index of the grid value nearest ``t``: the number of midpoints below it (a value
+    on a midpoint takes the lower code; beyond the outer midpoints, the outer values)."""
+    lo = 0
+    hi = mids.size
+    while lo < hi:
+        m = (lo + hi) >> 1
+        if mids[m] < t:
+            lo = m + 1
+        else:
+            hi = m
+    return lo
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
+def code_of(t, mids, fmt):
+    """The index of the grid value nearest ``t``. ``fmt`` = (mbits, emin, index of zero,
+    positive values) of a floating-point grid: the nearest value from ``t``'s binade (the
+    exponent of ``float32(|t|)``; where that rounds up to the next power of two, the
+    mantissa rounds to it too) and ``rint`` of its mantissa (ties to even rather than down:
+    either code of a tie is as near), beyond the last midpoint the largest value, with no
+    search; ``fmt[0] < 0``: any other grid, by :func:`grid_code` (a binary search whose
+    unpredictable branches took most of a box's time)."""
+    mbits = fmt[0]
+    if mbits < 0:
+        return grid_code(t, mids)
+    a = abs(t)
+    if a > mids[mids.size - 1]:
+        c = fmt[3]
+    else:
+        emin = fmt[1]
+        e = (np.int64(float32_bits(np.float32(a))) >> 23) - 127
+        if e < emin:
+            c = np.int64(np.rint(a * pow2(mbits - emin)))
+        else:
+            c = ((e - emin + 1) << mbits) + np.int64(np.rint(a * pow2(mbits - e))) - (1 << mbits)
+        c = min(c, fmt[3])
+    return fmt[2] + c if t > 0 else fmt[2] - c
+
+
+@_jit
+def _same(xv, inv1, inv2, mids, fmt, lo, hi):
+    c1 = code_of(xv * inv1, mids, fmt)
+    c2 = code_of(xv * inv2, mids, fmt)
+    return min(c1, c2) == lo and max(c1, c2) == hi
+
+
+@_jit
+def _run_end(x, p, b, inv1, inv2, mids, fmt, lo, hi):
+    """First position after ``p`` (at most ``b``) whose codes are not ``(lo, hi)``: galloping
+    from ``p``, then a binary search (codes are monotone in the sorted values)."""
+    last = p
+    step = 1
+    end = b
+    while True:
+        t = last + step
+        if t >= b:
+            break
+        if _same(np.float64(x[t]), inv1, inv2, mids, fmt, lo, hi):
+            last = t
+            step *= 2
+        else:
+            end = t
+            break
+    left, right = last + 1, end
+    while left < right:
+        mid = (left + right) >> 1
+        if _same(np.float64(x[mid]), inv1, inv2, mids, fmt, lo, hi):
+            left = mid + 1
+        else:
+            right = mid
+    return left
+
+
+@_jit
+def two_value_run_minimum(x, p, q, s1, s2, vl, vh, mid, sx, sxx):
+    """The least error over scales in ``[s1, s2]`` of a run ``x[p:q]`` whose codes are the
+    neighbouring values ``vl < vh`` (``mid`` between them) on the box; ``sx``, ``sxx`` its
+    Σx and Σx². At a scale ``s`` the elements up to ``s · mid`` take ``vl``, the rest ``vh``:
+    for every split of the sorted run, the quadratic of that split least over the scales
+    that give it (one pass)."""
+    cnt = q - p
+    best = np.inf
+    pre = 0.0
+    inv_mid = 1.0 / mid
+    for j in range(cnt + 1):
+        if j > 0:
+            e1 = np.float64(x[p + j - 1]) * inv_mid
+        else:
+            e1 = -np.inf if mid > 0 else np.inf
+        if j < cnt:
+            e2 = np.float64(x[p + j]) * inv_mid
+        else:
+            e2 = np.inf if mid > 0 else -np.inf
+        lower = max(min(e1, e2), s1)
+        upper = min(max(e1, e2), s2)
+        if lower <= upper:
+            bq = vl * pre + vh * (sx - pre)
+            cq = vl * vl * j + vh * vh * (cnt - j)
+            if cq > 0.0:
+                s = min(max(bq / cq, lower), upper)
+            else:
+                s = upper if bq > 0.0 else lower
+            err = sxx - 2.0 * s * bq + s * s * cq
+            if err < best:
+                best = err
+        if j < cnt:
+            pre += np.float64(x[p + j])
+    return max(best, 0.0) if best < np.inf else 0.0
+
+
+@_jit
+def _first_above(x, lo, hi, t):
+    """First position in ``[lo, hi)`` of sorted ``x`` with ``x > t`` (``hi`` if none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if x[mid] <= t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@_jit
+def _first_not_below(x, lo, hi, t):
+    """First position in ``[lo, hi)`` of sorted ``x`` with ``x >= t`` (``hi`` if none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if x[mid] < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@_jit
+def _dd(g, h):
+    """``(Σx, Σx²)`` between two double-double prefixes ``g`` (start) and ``h`` (end)."""
+    return (h[0] - g[0]) + (h[1] - g[1]), (h[2] - g[2]) + (h[3] - g[3])
+
+
+@_jit
+def _gap_bound(x, a, p, q, g, rec, k0, s1, s2, vl, vh):
+    """A long row's two-value run bound: every element between the intervals
+    ``s1·vl..s2·vl`` and ``s1·vh..s2·vh`` is at least its distance to the nearer away from
+    any value it can take; from the prefix sums (``g`` the prefix at ``p``). Returns
+    (bound, prefix at ``q``)."""
+    bound = 0.0
+    hi_lo = max(s1 * vl, s2 * vl)
+    lo_hi = min(s1 * vh, s2 * vh)
+    if hi_lo < lo_hi:
+        centre = 0.5 * (hi_lo + lo_hi)
+        p1 = _first_above(x, p, q, hi_lo)
+        pm = _first_above(x, p1, q, centre)
+        p2 = _first_not_below(x, pm, q, lo_hi)
+        g1 = prefix_from(x, a, p, g, p1, rec, k0)
+        gm = prefix_from(x, a, p1, g1, pm, rec, k0)
+        g2 = prefix_from(x, a, pm, gm, p2, rec, k0)
+        sx, sxx = _dd(g1, gm)
+        bound += sxx - 2.0 * hi_lo * sx + hi_lo * hi_lo * (pm - p1)
+        sx, sxx = _dd(gm, g2)
+        bound += sxx - 2.0 * lo_hi * sx + lo_hi * lo_hi * (p2 - pm)
+        gq = prefix_from(x, a, p2, g2, q, rec, k0)
+    else:
+        gq = prefix_from(x, a, p, g, q, rec, k0)
+    return max(bound, 0.0), gq
+
+
+@_jit
+def _runs_merge(x, a, b, s1, s2, vals, mids, rlo, rhi, rf):
+    """:func:`grid_runs` of a walked row: the codes at ``s1`` and ``s2`` carried along the
+    sorted row (each only grows: a compare per element and midpoint passed, branches the
+    processor predicts), the runs' sums element by element, then the two-value bounds."""
+    inv1, inv2 = 1.0 / s1, 1.0 / s2
+    last = mids.size
+    c1 = 0
+    c2 = 0
+    r = -1
+    start = a
+    for i in range(a, b):
+        xv = np.float64(x[i])
+        t1 = xv * inv1
+        while c1 < last and mids[c1] < t1:
+            c1 += 1
+        t2 = xv * inv2
+        while c2 < last and mids[c2] < t2:
+            c2 += 1
+        lo, hi = min(c1, c2), max(c1, c2)
+        if r < 0 or lo != rlo[r] or hi != rhi[r]:
+            if r >= 0 and rhi[r] == rlo[r] + 1 and s1 < s2:
+                rf[r, 3] = two_value_run_minimum(x, start, i, s1, s2, vals[rlo[r]],
+                                                 vals[rhi[r]], mids[rlo[r]], rf[r, 1],
+                                                 rf[r, 2])
+            r += 1
+            start = i
+            rlo[r] = lo
+            rhi[r] = hi
+            rf[r, 0] = 0.0
+            rf[r, 1] = 0.0
+            rf[r, 2] = 0.0
+            rf[r, 3] = 0.0
+        rf[r, 0] += 1.0
+        rf[r, 1] += xv
+        rf[r, 2] += xv * xv
+    if r >= 0 and rhi[r] == rlo[r] + 1 and s1 < s2:
+        rf[r, 3] = two_value_run_minimum(x, start, b, s1, s2, vals[rlo[r]], vals[rhi[r]],
+                                         mids[rlo[r]], rf[r, 1], rf[r, 2])
+    return r + 1
+
+
+@_jit
+def grid_runs(x, a, b, rec, k0, search, s1, s2, vals, mids, fmt, rlo, rhi, rf):
+    """The runs of sorted ``x[a:b]`` for the box ``[s1, s2]`` (module doc): their codes into
+    ``rlo``/``rhi`` (ascending pair) and ``rf`` (count, Σx, Σx², two-value bound). ``search``:
+    each run's end found by galloping on the codes and its sums from the row's block prefix
+    sums ``rec`` (from ``k0``), else a walk (:func:`_runs_merge`). Returns the number of
+    runs."""
+    if not search:
+        return _runs_merge(x, a, b, s1, s2, vals, mids, rlo, rhi, rf)
+    inv1, inv2 = 1.0 / s1, 1.0 / s2
+    r = 0
+    p = a
+    g = (0.0, 0.0, 0.0, 0.0)
+    while p < b:
+        xv = np.float64(x[p])
+        c1 = code_of(xv * inv1, mids, fmt)
+        c2 = code_of(xv * inv2, mids, fmt)
+        lo, hi = min(c1, c2), max(c1, c2)
+        q = _run_end(x, p, b, inv1, inv2, mids, fmt, lo, hi)
+        bound = 0.0
+        two = hi == lo + 1 and s1 < s2
+        if two and q - p > EXACT_RUN:
+            bound, gq = _gap_bound(x, a, p, q, g, rec, k0, s1, s2, vals[lo], vals[hi])
+        else:
+            gq = prefix_from(x, a, p, g, q, rec, k0)
+        sx, sxx = _dd(g, gq)
+        g = gq
+        if two and q - p <= EXACT_RUN:
+            bound = two_value_run_minimum(x, p, q, s1, s2, vals[lo], vals[hi], mids[lo], sx,
+                                          sxx)
+        rlo[r] = lo
+        rhi[r] = hi
+        rf[r, 0] = q - p
+        rf[r, 1] = sx
+        rf[r, 2] = sxx
+        rf[r, 3] = bound
+        r += 1
+        p = q
+    return r
+
+
+@_jit
+def box_bound(rlo, rhi, rf, n_runs, s1, s2, vals):
+    """The lower bound of the error over ``[s1, s2]`` from the box's runs (module doc); at
+    ``s1 == s2`` the error at that scale."""
+    q0 = 0.0
+    q1 = 0.0
+    q2 = 0.0
+    t = 0.0
+    for r in range(n_runs):
+        if rlo[r] == rhi[r]:
+            v = vals[rlo[r]]
+            q0 += rf[r, 2]
+            q1 += v * rf[r, 1]
+            q2 += v * v * rf[r, 0]
+        elif rhi[r] == rlo[r] + 1:
+            t += rf[r, 3]
+    if q2 > 0.0:
+        s = min(max(q1 / q2, s1), s2)
+    else:
+        s = s2 if q1 > 0.0 else s1
+    return max(q0 - 2.0 * q1 * s + q2 * s * s, 0.0) + t
+
+
+@_jit
+def box_crossings(rlo, rhi, rf, n_runs):
+    """Breakpoints inside the box: one per element and step between its two codes."""
+    total = 0
+    for r in range(n_runs):
+        total += int(rf[r, 0]) * (rhi[r] - rlo[r])
+    return total
+
+
+@_jit
+def grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1, ev_2, out):
+    """The least error over every float32 scale of ``[s1, s2]`` of sorted ``x`` from position
+    ``a``, given the box's runs: the pieces between its breakpoints, largest scale first, each
+    minimised at the float32 neighbours of its vertex. ``out`` = (error, scale) is written only
+    where something beats ``best``; returns whether it was. ``ev_*`` hold at least
+    :func:`box_crossings` entries."""
+    q0 = 0.0
+    q1 = 0.0
+    q2 = 0.0
+    ne = 0
+    p = a
+    for r in range(n_runs):
+        cnt = int(rf[r, 0])
+        lo, hi = rlo[r], rhi[r]
+        q0 += rf[r, 2]
+        positive = np.float64(x[p]) > 0.0  # a run whose codes differ has one sign
+        c2 = lo if lo == hi or positive else hi  # the code at s2: nearer zero
+        v = vals[c2]
+        q1 += v * rf[r, 1]
+        q2 += v * v * rf[r, 0]
+        if lo != hi:
+            for i in range(p, p + cnt):
+                xv = np.float64(x[i])
+                for k in range(lo, hi):
+                    ev_b[ne] = min(max(xv / mids[k], s1), s2)
+                    old = vals[k] if positive else vals[k + 1]
+                    new = vals[k + 1] if positive else vals[k]
+                    ev_1[ne] = xv * (new - old)
+                    ev_2[ne] = new * new - old * old
+                    ne += 1
+        p += cnt
+    order = _descending(ev_b, ne, s1, s2)
+    hit = False
+    upper = s2
+    for e in range(ne + 1):
+        lower = s1 if e == ne else ev_b[order[e]]
+        if lower < upper or e == ne:
+            found, err, s = _piece_best(q0, q1, q2, lower, upper, s1, s2, best)
+            if found:
+                best = err
+                out[0] = err
+                out[1] = s
+                hit = True
+        if e == ne:
+            break
+        j = order[e]
+        q1 += ev_1[j]
+        q2 += ev_2[j]
+        upper = lower
+    return hit
+
+
+@_jit
+def _span_sums(x, a, p, q, rec, k0, search):
+    """``(Σx, Σx²)`` of sorted ``x[p:q]`` (a row from ``a``)."""
+    if search:
+        return _dd(prefix_at(x, a, p, rec, k0), prefix_at(x, a, q, rec, k0))
+    sx = 0.0
+    sxx = 0.0
+    for i in range(p, q):
+        v = np.float64(x[i])
+        sx += v
+        sxx += v * v
+    return sx, sxx
+
+
+@_jit
+def clip_floor(x, a, b, rec, k0, search, t):
+    """``Σ (|x| − t)²`` over the elements of sorted ``x[a:b]`` with ``|x| > t``: at every scale
+    whose grid ends within ``±t`` each of them is at least that far from every grid point."""
+    p1 = _first_not_below(x, a, b, -t)
+    p2 = _first_above(x, p1, b, t)
+    sx, sxx = _span_sums(x, a, a, p1, rec, k0, search)
+    total = sxx + 2.0 * t * sx + t * t * (p1 - a)
+    sx, sxx = _span_sums(x, a, p2, b, rec, k0, search)
+    total += sxx - 2.0 * t * sx + t * t * (b - p2)
+    return max(total, 0.0)
+
+
+@_jit
+def new_scratch(n_values):
+    """The buffers of :func:`unit_optimum` for a grid of ``n_values`` values."""
+    cap_runs = 2 * n_values + 8
+    cap = 256
+    return (np.empty(cap_runs, np.int64), np.empty(cap_runs, np.int64),
+            np.empty((cap_runs, 4)), np.empty(cap), np.empty(cap), np.empty(cap),
+            np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(1024),
+            np.empty(1024), np.empty(1024), np.empty(2))
+
+
+@_jit
+def _error_at(x, a, b, rec, k0, search, s, vals, mids, fmt, rlo, rhi, rf):
+    n_runs = grid_runs(x, a, b, rec, k0, search, s, s, vals, mids, fmt, rlo, rhi, rf)
+    return box_bound(rlo, rhi, rf, n_runs, s, s, vals)
+
+
+@_jit
+def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm, eps, floor,
+                 grid, max_boxes, sweep_cells, best0, out, scratch):
+    """The least error of sorted ``x[a:b]`` over the float32 scales of ``[s_floor, s_top]``,
+    by branch and bound (module doc): ``out`` = (error, scale, 1.0 when every box was settled,
+    boxes opened, the lowest scale not excluded by :func:`clip_floor`). ``s_mm`` (the min/max
+    scale) and ``s_mm · grid`` are evaluated first; scales from ``s_floor`` up to the largest
+    power-of-two fraction of ``s_mm`` that :func:`clip_floor` excludes are dropped at once; a
+    box is dropped when its bound reaches ``(1 − eps)`` times the best error less ``floor``;
+    a box with at most ``sweep_cells`` breakpoints is swept; at most ``max_boxes`` boxes are
+    opened (then ``out[2]`` is 0). ``best0``: an error already reached elsewhere (inf if
+    none), which prunes from the start; when nothing in the range beats it, ``out[1]`` is -1."""
+    rlo, rhi, rf, h_key, h_s1, h_s2, h_za, h_zb, ev_b, ev_1, ev_2, res = scratch
+    top = vals[vals.size - 1]
+    best = best0
+    best_s = -1.0
+    pts = np.empty(grid.size + 2)
+    pts[0] = s_top
+    pts[1] = min(max(s_mm, s_floor), s_top)
+    for i in range(grid.size):
+        pts[i + 2] = min(max(np.float64(np.float32(s_mm * grid[i])), s_floor), s_top)
+    for i in range(pts.size):
+        err = _error_at(x, a, b, rec, k0, search, pts[i], vals, mids, fmt, rlo, rhi, rf)
+        if err < best:
+            best, best_s = err, pts[i]
+    # the lowest scales: excluded wholesale where even the clipping alone costs more
+    threshold = best * (1.0 - eps) - floor
+    s_lo = s_mm
+    while True:
+        s_lo *= 0.5
+        if s_lo <= s_floor:
+            s_lo = s_floor
+            break
+        if clip_floor(x, a, b, rec, k0, search, s_lo * top) >= threshold:
+            break
+    s_lo = np.float64(np.float32(s_lo))
+    err = _error_at(x, a, b, rec, k0, search, s_lo, vals, mids, fmt, rlo, rhi, rf)
+    if err < best:
+        best, best_s = err, s_lo
+    pts = np.unique(np.append(pts, s_lo))
+    size = 0
+    for i in range(pts.size - 1):
+        if pts[i] >= s_lo:
+            _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, -np.inf, pts[i], pts[i + 1], 0, 0)
+            size += 1
+    boxes = 0
+    proven = 1.0
+    cap = h_key.size
+    while size > 0:
+        key, s1, s2 = h_key[0], h_s1[0], h_s2[0]
+        _heap_pop(h_key, h_s1, h_s2, h_za, h_zb, size)
+        size -= 1
+        threshold = best * (1.0 - eps) - floor
+        if key >= threshold:
+            break  # every box left has a bound at least this one's
+        if boxes >= max_boxes:
+            proven = 0.0
+            break
+        boxes += 1
+        n_runs = grid_runs(x, a, b, rec, k0, search, s1, s2, vals, mids, fmt, rlo, rhi, rf)
+        low = box_bound(rlo, rhi, rf, n_runs, s1, s2, vals)
+        if low >= threshold:
+            continue
+        mid = np.float64(np.float32(np.sqrt(s1 * s2)))
+        if not s1 < mid < s2:
+            mid = np.float64(np.float32(0.5 * (s1 + s2)))
+        inside = s1 < mid < s2
+        crossings = box_crossings(rlo, rhi, rf, n_runs)
+        if crossings <= sweep_cells or not (search or inside):
+            if crossings > ev_b.size:
+                ev_b = np.empty(2 * crossings)
+                ev_1 = np.empty(2 * crossings)
+                ev_2 = np.empty(2 * crossings)
+            if grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
+                          ev_2, res):
+                best, best_s = res[0], res[1]
+            continue
+        if not inside:
+            continue  # no float32 scale strictly inside: both ends were evaluated
+        if search:  # a walked row's boxes end in a sweep, which takes their ends too
+            err = _error_at(x, a, b, rec, k0, search, mid, vals, mids, fmt, rlo, rhi, rf)
+            if err < best:
+                best, best_s = err, mid
+        if size + 2 > cap:
+            cap *= 2
+            h_key = _grow(h_key, cap)
+            h_s1 = _grow(h_s1, cap)
+            h_s2 = _grow(h_s2, cap)
+            h_za = _grow_int(h_za, cap)
+            h_zb = _grow_int(h_zb, cap)
+        _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, low, s1, mid, 0, 0)
+        size += 1
+        _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, low, mid, s2, 0, 0)
+        size += 1
+    out[0] = max(best, 0.0)
+    out[1] = best_s
+    out[2] = proven
+    out[3] = boxes
+    out[4] = s_lo
+
+
+@_jit
+def grid_rows_optimum(values, starts, rec, rec_starts, search, rows, vals, mids, fmt, s_floor,
+                      s_top, s_mm, eps, floor, grid, max_boxes, sweep_cells, best0, out):
+    """:func:`unit_optimum` of each sorted row ``rows[e]`` of ``values`` (rows at ``starts``;
+    ``search[e]``: use its block prefix sums ``rec`` from ``rec_starts``), with that row's
+    ``s_floor[e]``, ``s_top[e]``, ``s_mm[e]``, ``floor[e]`` and ``best0[e]``, into ``out[e]``
+    (a row may come several times, with parts of its range)."""
+    scratch = new_scratch(vals.size)
+    for e in range(rows.size):
+        r = rows[e]
+        unit_optimum(values, starts[r], starts[r + 1], rec, rec_starts[r] if search[e] else 0,
+                     search[e], vals, mids, fmt, s_floor[e], s_top[e], s_mm[e], eps, floor[e],
+                     grid, max_boxes, sweep_cells, best0[e], out[e], scratch)

@@ -1,0 +1,265 @@
+"""The MSE-optimal scale of a number format (FP8, FP6, FP4 per tensor or per channel): the
+global minimum of the exact error over every float32 scale.
+
+An element format quantizes ``x`` to ``s · v`` with ``v`` the grid value nearest
+``float32(x / s)`` (ties to even, subnormals by their fixed quantum, beyond the largest
+finite value saturated or -- for a non-saturating cast of a type with inf/NaN -- an infinite
+error), ``s`` one float32 scale per unit. The error is piecewise quadratic in ``s`` between
+the scales where an element crosses a midpoint of the grid: a rippled function with one basin
+per way of treating the outliers, so a search that samples it and refines around the best
+samples can stop in the wrong basin (the 96-point grid this replaced did, on real and
+constructed tensors). Here the minimum is found by branch and bound over boxes of scales with
+a valid lower bound of the error on each box (:mod:`quantscope.core.formats.grid_bound`),
+settling narrow boxes by sweeping every breakpoint in them. What is searched, and why it is
+everything:
+
+* every float32 scale ``s <= 2 · amax / max_finite``: above, a scale ``s`` is never better
+  than ``s / 2`` (for a floating-point grid, twice a representable value within range is
+  representable, so the grid of ``s`` within the data's range is a subset of the grid of
+  ``s / 2``, and the rounding of ``x / s`` halves exactly): the result is the optimum over
+  every positive float32 scale;
+* below, scales are dropped wholesale where clipping alone costs more than the best error
+  found (:func:`~quantscope.core.formats.grid_bound.clip_floor`); for a non-saturating cast
+  of E4M3FN, E5M2 or the FNUZ types, scales at which the largest element overflows (an
+  infinite error) are not candidates: the search starts at the smallest float32 scale that
+  keeps it finite.
+
+A box is dropped only when its bound is within :data:`EPS` (relative) of the best error, so
+the search's error is within ``EPS`` of the least error of every float32 scale (4e-7 dB). The
+search rounds ``x / s`` in float64 and leaves ``s · v`` unrounded; the winner and its float32
+neighbours are then evaluated by the engine's own report (the reported error is the
+report's), and the min/max scale is kept if it is better still.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from quantscope.core.formats.catalog import FormatParams, element_of
+from quantscope.core.formats.elements import KIND_FLOAT, OVERFLOW_SATURATE, ElementType, cast
+from quantscope.core.kernels.parallel import THREADS, parallel
+from quantscope.core.stats.format_stats import element_edges, evaluate_sorted
+from quantscope.core.stats.sorted_stats import SortedRows
+from quantscope.core.tensors.layout import normalize_axis, param_shape
+
+#: Relative slack of the search: the result is within it of the least error (4.3e-7 dB).
+EPS = 1e-7
+#: Absolute slack, as a share of the unit's Σx²: the float64 roundoff of the bounds' sums.
+FLOOR = 1e-13
+#: Scales evaluated before the boxes, as multiples of the min/max scale (with it, ``2`` and
+#: the lowest scale not excluded): the first boxes lie between them.
+GRID = np.array([0.25, 0.5, 0.7, 0.85, 1.2, 1.5])
+#: A box with at most this many breakpoints is settled by sweeping them.
+SWEEP_CELLS = 1 << 16
+#: Boxes opened per unit before the search gives up its proof (the result is then the best
+#: found, and ``proven`` says so).
+MAX_BOXES = 200_000
+#: Rows at least this long take their run sums from the prefix sums instead of a walk.
+SEARCH_ROWS = 1 << 15
+#: Rows at least this long, when fewer than the threads (a tensor's one scale), have their
+#: range searched in parts side by side (:func:`_search_in_parts`).
+SPLIT_ROWS = 1 << 18
+#: Parts of a split row's range per thread: the parts near the optimum take the longest.
+PARTS_PER_THREAD = 4
+_TINY32 = float(np.finfo(np.float32).tiny)
+
+
+@dataclass(frozen=True, eq=False)
+class FormatOptimum:
+    """Per unit: the float32 ``scale``, its exact total squared ``error`` (the engine's
+    report), whether the search settled every box (``proven``), how many boxes it opened and
+    the lowest scale it did not exclude wholesale (``s_lo``)."""
+
+    scale: np.ndarray
+    error: np.ndarray
+    proven: np.ndarray
+    boxes: np.ndarray
+    s_lo: np.ndarray
+
+
+def _row_amax(rows: SortedRows) -> np.ndarray:
+    n = rows.lengths
+    if rows.values.size == 0:
+        return np.zeros(rows.n_rows)
+    first = rows.values[np.minimum(rows.starts[:-1], rows.values.size - 1)].astype(np.float64)
+    last = rows.values[np.maximum(rows.starts[1:] - 1, 0)].astype(np.float64)
+    return np.where(n > 0, np.maximum(-first, last), 0.0)
+
+
+def _next_up32(v: np.ndarray) -> np.ndarray:
+    """The least float32 not below each float64 ``v``."""
+    f = v.astype(np.float32)
+    return np.where(f.astype(np.float64) < v, np.nextafter(f, np.float32(np.inf)), f)
+
+
+def _overflows(amax: np.ndarray, s: np.ndarray, et: ElementType) -> np.ndarray:
+    q = (amax.astype(np.float32) / s).astype(np.float32)
+    return ~np.isfinite(cast(q, et, saturate=False))
+
+
+def overflow_floor(amax: np.ndarray, et: ElementType) -> np.ndarray:
+    """Per unit, the smallest float32 scale at which a non-saturating cast of ``amax`` (the
+    unit's largest magnitude) stays finite."""
+    over = float(element_edges(et)[-1])
+    s = np.maximum(_next_up32(amax / over), np.float32(_TINY32))
+    for _ in range(64):  # up while it overflows (a step or two)
+        bad = _overflows(amax, s, et)
+        if not bad.any():
+            break
+        s = np.where(bad, np.nextafter(s, np.float32(np.inf)), s)
+    for _ in range(64):  # down while the scale below does not
+        down = np.maximum(np.nextafter(s, np.float32(0)), np.float32(_TINY32))
+        ok = (down < s) & ~_overflows(amax, down, et)
+        if not ok.any():
+            break
+        s = np.where(ok, down, s)
+    return s.astype(np.float64)
+
+
+def grid_format(et: ElementType) -> np.ndarray:
+    """What the search's loops take to find a code without a search
+    (:func:`~quantscope.core.formats.grid_bound.code_of`): (mantissa bits, exponent of the
+    smallest normal, index of zero, positive values) for a floating-point grid, -1s for any
+    other."""
+    if et.kind != KIND_FLOAT:
+        return np.full(4, -1, np.int64)
+    vals = et.values
+    z0 = int(np.searchsorted(vals, 0.0))
+    return np.array([et.mbits, et.emin, z0, vals.size - 1 - z0], np.int64)
+
+
+def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
+                      eps: float = EPS) -> FormatOptimum:
+    """The MSE-optimal float32 scale of every sorted row of ``rows`` for element format
+    ``name`` (module doc), each row's search on the engine's threads."""
+    et = element_of(name)
+    n_rows = rows.n_rows
+    amax = _row_amax(rows)
+    mx = float(et.max_finite)
+    s_mm = (amax / mx).astype(np.float32)
+    live = (s_mm >= np.float32(_TINY32)) & (rows.lengths > 0)
+    s_mm = np.where(live, s_mm, np.float32(1.0))  # as the min/max rule: 1 for a zero unit
+    s_top = np.where(live, _next_up32(2.0 * amax / mx), 1.0).astype(np.float64)
+    if not saturate and et.overflow != OVERFLOW_SATURATE:
+        s_floor = np.where(live, overflow_floor(amax, et), 1.0)
+    else:
+        s_floor = np.full(n_rows, _TINY32)
+    s_mm64 = np.clip(s_mm.astype(np.float64), s_floor, s_top)
+    search = rows.lengths >= SEARCH_ROWS
+    if search.any():
+        rec, rec_starts = rows.records, rows.rec_starts
+    else:
+        rec, rec_starts = np.zeros((1, 4)), np.zeros(n_rows + 1, np.intp)
+    floor = FLOOR * rows.sumsq
+    vals = np.ascontiguousarray(et.values, np.float64)
+    mids = np.ascontiguousarray(et.midpoints, np.float64)
+    fmt = grid_format(et)
+    # the search's loops load Numba: imported where a search needs them
+    from quantscope.core.formats.grid_bound import grid_rows_optimum
+
+    def run(row: np.ndarray, lo: np.ndarray, hi: np.ndarray, best0: np.ndarray,
+            max_boxes: int) -> np.ndarray:
+        """The kernel on entries (a row and a range of its scales each), on the threads."""
+        res = np.zeros((row.size, 5))
+        order = np.argsort(-rows.lengths[row], kind="stable")  # long rows first
+
+        def share(sel: np.ndarray) -> None:
+            part = np.zeros((sel.size, 5))
+            r = row[sel]
+            grid_rows_optimum(rows.values, rows.starts, rec, rec_starts, search[r], r,
+                                       vals, mids, fmt, lo[sel], hi[sel], s_mm64[r], eps,
+                                       floor[r], GRID, max_boxes, SWEEP_CELLS, best0[sel],
+                                       part)
+            res[sel] = part
+
+        n_shares = min(row.size, 4 * THREADS)
+        if n_shares:
+            parallel(share, [(order[i::n_shares],) for i in range(n_shares)])
+        return res
+
+    todo = np.flatnonzero(live)
+    out = np.zeros((n_rows, 5))
+    few = todo.size < THREADS
+    split = todo[(rows.lengths[todo] >= SPLIT_ROWS) & few]
+    whole = np.setdiff1d(todo, split)
+    out[whole] = run(whole, s_floor[whole], s_top[whole], np.full(whole.size, np.inf),
+                     MAX_BOXES)
+    if split.size:
+        out[split] = _search_in_parts(split, s_floor[split], s_top[split], run)
+    found = np.where(live, out[:, 1], 1.0).astype(np.float32)
+    scale, error = _engine_pick(rows, name, saturate, found, s_mm, s_floor)
+    return FormatOptimum(scale, error, np.where(live, out[:, 2] > 0, True),
+                         out[:, 3].astype(np.int64), np.where(live, out[:, 4], 1.0))
+
+
+def _search_in_parts(row: np.ndarray, s_floor: np.ndarray, s_top: np.ndarray, run
+                     ) -> np.ndarray:
+    """The search of a few long rows, each range cut into parts searched side by side (one
+    row's boxes are one thread's work): first the row's own evaluations (no box), whose best
+    error every part starts from and whose lowest scale not excluded is where the parts
+    begin; then :data:`PARTS_PER_THREAD` parts per thread, in geometric steps. Returns the
+    rows' results as the kernel gives them (the best of the parts, proven when every part
+    is, their boxes summed)."""
+    first = run(row, s_floor, s_top, np.full(row.size, np.inf), 0)
+    k = PARTS_PER_THREAD * THREADS
+    lo = np.maximum(first[:, 4], s_floor)
+    edges = np.geomspace(lo, np.maximum(s_top, lo), k + 1).T.astype(np.float32)  # [row, k+1]
+    edges[:, 0] = lo.astype(np.float32)
+    edges[:, -1] = s_top.astype(np.float32)
+    entry = np.repeat(np.arange(row.size), k)
+    parts = run(row[entry], edges[:, :-1].astype(np.float64).ravel(),
+                edges[:, 1:].astype(np.float64).ravel(), first[entry, 0], MAX_BOXES)
+    res = first.copy()
+    res[:, 2] = 1.0
+    res[:, 3] = 0.0
+    for i in range(row.size):
+        mine = parts[i * k:(i + 1) * k]
+        res[i, 2] = float((mine[:, 2] > 0).all())
+        res[i, 3] = mine[:, 3].sum()
+        hit = mine[:, 1] > 0
+        if hit.any():
+            j = int(np.argmin(np.where(hit, mine[:, 0], np.inf)))
+            if mine[j, 0] < res[i, 0]:
+                res[i, 0], res[i, 1] = mine[j, 0], mine[j, 1]
+    return res
+
+
+def mse_optimal_amax(xf: np.ndarray, name: str, *, axis: int | None, prepared,
+                     saturate: bool = True) -> np.ndarray:
+    """Per unit (tensor or channel), the ``amax`` whose scale ``amax / max_finite`` gives the
+    least exact total squared error of every float32 scale: ``max_finite`` times the scale
+    :func:`format_mse_search` proves optimal (exact in float64, so the scale rule gives that
+    very float32 scale back)."""
+    ax = None if axis is None else normalize_axis(axis, xf.ndim)
+    found = format_mse_search(prepared.layout(ax, None), name, saturate=saturate)
+    out = found.scale.astype(np.float64) * element_of(name).max_finite
+    return out.reshape(()) if ax is None else out.reshape(param_shape(xf.shape, ax, None))
+
+
+def exact_errors(rows: SortedRows, name: str, saturate: bool, scale: np.ndarray) -> np.ndarray:
+    """Each row's exact total squared error at its float32 ``scale`` (the engine's report)."""
+    probe = FormatParams(name, np.ones((), np.float32), saturate=saturate)
+    t = evaluate_sorted(rows, scale, None, probe, want_hist=False)
+    return t.round_err + t.clip_err
+
+
+def _engine_pick(rows: SortedRows, name: str, saturate: bool, s: np.ndarray, s_mm: np.ndarray,
+                 s_floor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The search's float32 scale, its two float32 neighbours (not below ``s_floor``) and
+    the min/max scale, each evaluated by the engine's report: the least error (the search's
+    own scale unless another is strictly better)."""
+    lo32 = np.float32(_TINY32)
+    cands = [s, np.maximum(np.nextafter(s, np.float32(0)), lo32),
+             np.nextafter(s, np.float32(np.inf)), s_mm]
+    errs = []
+    for c in cands:
+        e = exact_errors(rows, name, saturate, c)
+        errs.append(np.where(c.astype(np.float64) >= s_floor, e, np.inf))
+    err = np.stack(errs)
+    scale = np.stack(cands)
+    pick = np.argmin(np.where(np.isfinite(err), err, np.inf), axis=0)
+    idx = np.arange(s.size)
+    pick = np.where(err[pick, idx] < err[0], pick, 0)
+    return scale[pick, idx].astype(np.float32), err[pick, idx]
