@@ -29,6 +29,10 @@ from quantscope.core.kernels.jit_cache import njit
 
 _jit = njit(nogil=True, error_model="numpy")
 
+#: Crossings per bucket of a sweep (:func:`box_sweep`): a bucket whose bound reaches the best
+#: error found is passed whole, unsorted.
+BUCKET = 8
+
 
 @_jit
 def box_crossings(rlo, rhi, rf, n_runs):
@@ -140,8 +144,16 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
     ``f_z`` the edge part); the least of ``A`` on the piece plus the least of ``f_z`` on the
     stretch bound it from below, so a piece is solved zero point by zero point only when that
     bound is below ``best`` (rarely): a box costs about its crossings once, plus its edge
-    events times its zero points -- a channel's asymmetric box no longer costs its crossings
-    times the zero points that survive it.
+    events times its zero points -- not its crossings times the zero points that survive it.
+
+    Most of a box holds nothing better than ``best``, and most crossings need not even be put
+    in order. The crossings are dealt into buckets of about :data:`BUCKET` by breakpoint; an
+    inner crossing changes ``A`` by ``(2k + 1)·s·(s − b)`` (``|x|`` from code ``k`` to
+    ``k + 1`` at its breakpoint ``b``), which on a bucket's narrow span of scales is never
+    below its value at the span's lowest scale. So every piece of a bucket is at least the
+    least of the bucket's first ``A`` on its span plus those changes: a bucket whose bound plus
+    the stretch's least edge part reaches ``best`` is passed with its sums; only the others
+    (and those with an edge event) are sorted and swept piece by piece.
 
     ``out`` = (error, scale, zero point) is overwritten only where something beats ``best``;
     returns whether it was. ``ev_*`` hold at least :func:`box_crossings` entries, ``q1`` and
@@ -185,57 +197,152 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
                     ev_m[ne] = step * k
                     ne += 1
         p += cnt
-    order = _descending(ev_b, ne, s1, s2)
     hit = False
-    upper = s2
-    # the stretch [st_lo, upper of its first piece]: the least edge part of every zero point
-    # on it (lowest), recomputed after each edge event
-    nxt = 0  # first position in ``order`` at or after the current one that is an edge event
-    fresh = True
-    f_low = 0.0
-    for e in range(ne + 1):
-        if fresh:
-            while nxt < ne and _inner(ev_m[order[nxt]], ev_x[order[nxt]], inner_lo, inner_hi):
-                nxt += 1
-            st_lo = s1 if nxt >= ne else ev_b[order[nxt]]
-            f_low = np.inf
-            for t in range(nz):
-                f_low = min(f_low, _least_on(0.0, q1[t], q2[t], st_lo, upper))
-            fresh = False
-        lower = s1 if e == ne else ev_b[order[e]]
-        if lower < upper or e == ne:
-            base = _least_on(q0, a1, a2, lower, upper)
-            if base + f_low < best:
-                for t in range(nz):
-                    if base + _least_on(0.0, q1[t], q2[t], lower, upper) < best:
-                        hit_t, e_t, s_t = _piece_best(q0, a1 + q1[t], a2 + q2[t], lower,
-                                                      upper, s1, s2, best)
-                        if hit_t:
-                            best = e_t
-                            out[0] = e_t
-                            out[1] = s_t
-                            out[2] = za + t
-                            hit = True
-        if e == ne:
-            break
-        j = order[e]
-        xv = ev_x[j]
-        m_old = ev_m[j]
+    if ne == 0:
+        f_low = _edge_least(q1, q2, nz, s1, s2)
+        return _piece(q0, a1, a2, q1, q2, nz, za, s1, s2, s1, s2, f_low, best, out)
+    # deal the crossings into buckets of scales, largest scales first
+    nb = max(1, ne // BUCKET)
+    width = s2 - s1
+    scale = nb / width if width > 0.0 else 0.0
+    start = np.zeros(nb + 1, np.int64)
+    slot = np.empty(ne, np.int64)
+    # per bucket: Σ of its inner crossings' changes of a1 and a2, its least and largest
+    # breakpoint, and 1.0 when it holds an edge event
+    bk = np.zeros((nb, 5))
+    for j in range(nb):
+        bk[j, 2] = np.inf
+        bk[j, 3] = -np.inf
+    for i in range(ne):
+        j = int((s2 - ev_b[i]) * scale)
+        j = min(max(j, 0), nb - 1)
+        slot[i] = j
+        start[j + 1] += 1
+        b = ev_b[i]
+        bk[j, 2] = min(bk[j, 2], b)
+        bk[j, 3] = max(bk[j, 3], b)
+        xv = ev_x[i]
+        m_old = ev_m[i]
         m_new = m_old + (1 if xv > 0.0 else -1)
         if inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi:
-            a1 += xv * np.float64(m_new - m_old)
-            a2 += np.float64(m_new * m_new - m_old * m_old)
+            bk[j, 0] += xv * np.float64(m_new - m_old)
+            bk[j, 1] += np.float64(m_new * m_new - m_old * m_old)
         else:
-            for t in range(nz):
-                z = za + t
-                v0 = np.float64(_v(m_old, z, qmin, qmax))
-                v1 = np.float64(_v(m_new, z, qmin, qmax))
-                if v0 != v1:
-                    q1[t] += xv * (v1 - v0)
-                    q2[t] += v1 * v1 - v0 * v0
-            nxt = e + 1
-            fresh = True
-        upper = lower
+            bk[j, 4] = 1.0
+    for j in range(nb):
+        start[j + 1] += start[j]
+    order = np.empty(ne, np.int64)
+    fill = start[:nb].copy()
+    for i in range(ne):
+        j = slot[i]
+        order[fill[j]] = i
+        fill[j] += 1
+    # the least edge part on the first stretch: down to the first edge bucket's least breakpoint
+    edge_at = 0  # the first edge bucket at or after the current one (nb: none)
+    while edge_at < nb and bk[edge_at, 4] == 0.0:
+        edge_at += 1
+    f_low = _edge_least(q1, q2, nz, s1 if edge_at >= nb else bk[edge_at, 2], s2)
+    span_hi = s2  # the least breakpoint of the last nonempty bucket passed (s2 at first)
+    nxt = 0  # the next nonempty bucket after the current one
+    for j in range(nb):
+        if start[j + 1] == start[j]:
+            continue
+        nxt = max(nxt, j + 1)
+        while nxt < nb and start[nxt + 1] == start[nxt]:
+            nxt += 1
+        span_lo = s1 if nxt >= nb else bk[nxt, 3]
+        if bk[j, 4] == 0.0:
+            # a crossing of |x| from code k to k + 1 at b = |x| / (k + 1/2) changes A by
+            # (2k + 1)·s·(s − b): nothing at b, least at the span's lowest scale (all its
+            # breakpoints lie above it), so every piece's A is at least the bucket's first A
+            # plus those least changes
+            slack = span_lo * (span_lo * bk[j, 1] - 2.0 * bk[j, 0])
+            if _least_on(q0, a1, a2, span_lo, span_hi) + min(slack, 0.0) + f_low >= best:
+                a1 += bk[j, 0]
+                a2 += bk[j, 1]
+                span_hi = bk[j, 2]
+                continue
+        # sweep the bucket piece by piece: its crossings sorted, largest breakpoint first
+        e0, e1 = start[j], start[j + 1]
+        for i in range(e0 + 1, e1):
+            o = order[i]
+            v = ev_b[o]
+            t = i - 1
+            while t >= e0 and ev_b[order[t]] < v:
+                order[t + 1] = order[t]
+                t -= 1
+            order[t + 1] = o
+        if edge_at <= j:  # the next edge bucket after this one, for the stretches below
+            edge_at = j + 1
+            while edge_at < nb and bk[edge_at, 4] == 0.0:
+                edge_at += 1
+        upper = span_hi
+        for i in range(e0, e1):
+            o = order[i]
+            lower = ev_b[o]
+            if lower < upper:
+                if _piece(q0, a1, a2, q1, q2, nz, za, lower, upper, s1, s2, f_low, best, out):
+                    best = out[0]
+                    hit = True
+            xv = ev_x[o]
+            m_old = ev_m[o]
+            m_new = m_old + (1 if xv > 0.0 else -1)
+            if inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi:
+                a1 += xv * np.float64(m_new - m_old)
+                a2 += np.float64(m_new * m_new - m_old * m_old)
+            else:
+                for t in range(nz):
+                    z = za + t
+                    v0 = np.float64(_v(m_old, z, qmin, qmax))
+                    v1 = np.float64(_v(m_new, z, qmin, qmax))
+                    if v0 != v1:
+                        q1[t] += xv * (v1 - v0)
+                        q2[t] += v1 * v1 - v0 * v0
+                # the stretch below: down to the next edge event of this bucket, or the
+                # least breakpoint of the next edge bucket
+                st_lo = s1 if edge_at >= nb else bk[edge_at, 2]
+                for u in range(i + 1, e1):
+                    if not _inner(ev_m[order[u]], ev_x[order[u]], inner_lo, inner_hi):
+                        st_lo = ev_b[order[u]]
+                        break
+                f_low = _edge_least(q1, q2, nz, st_lo, lower)
+            upper = lower
+        # the bucket's last piece, down to the next bucket's largest breakpoint
+        if span_lo < upper or nxt >= nb:
+            if _piece(q0, a1, a2, q1, q2, nz, za, span_lo, upper, s1, s2, f_low, best, out):
+                best = out[0]
+                hit = True
+        span_hi = bk[j, 2]
+    return hit
+
+
+@_jit
+def _edge_least(q1, q2, nz, lower, upper):
+    """The least edge part ``−2s·q1[t] + s²·q2[t]`` of every zero point on ``[lower, upper]``."""
+    low = np.inf
+    for t in range(nz):
+        low = min(low, _least_on(0.0, q1[t], q2[t], lower, upper))
+    return low
+
+
+@_jit
+def _piece(q0, a1, a2, q1, q2, nz, za, lower, upper, s1, s2, f_low, best, out):
+    """Every zero point's least error over the float32 scales of the piece ``[lower, upper]``
+    (codes fixed on it) that beats ``best``, into ``out``; whether one did."""
+    base = _least_on(q0, a1, a2, lower, upper)
+    if base + f_low >= best:
+        return False
+    hit = False
+    for t in range(nz):
+        if base + _least_on(0.0, q1[t], q2[t], lower, upper) < best:
+            hit_t, e_t, s_t = _piece_best(q0, a1 + q1[t], a2 + q2[t], lower, upper, s1, s2,
+                                          best)
+            if hit_t:
+                best = e_t
+                out[0] = e_t
+                out[1] = s_t
+                out[2] = za + t
+                hit = True
     return hit
 
 

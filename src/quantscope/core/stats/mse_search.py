@@ -133,17 +133,17 @@ def mse_search(rows: SortedRows, *, qmin: int, qmax: int, symmetric: bool,
 
     n_shares = min(n_rows, 4 * THREADS)
     parallel(share, [(order[i::n_shares],) for i in range(n_shares)])
-    scale, zp = _engine_pick(rows, out[:, 1], out[:, 2].astype(np.int64), qmin, qmax,
-                             rounding, arithmetic)
-    error = errors(rows, np.arange(n_rows), scale, zp, (qmin, qmax, rounding, arithmetic))
+    scale, zp, error = _engine_pick(rows, out[:, 1], out[:, 2].astype(np.int64), qmin, qmax,
+                                    rounding, arithmetic)
     return MseOptimum(scale, zp, error, out[:, 3] > 0, out[:, 4].astype(np.int64))
 
 
 def _engine_pick(rows: SortedRows, s: np.ndarray, z: np.ndarray, qmin: int, qmax: int,
-                 rounding: str, arithmetic: str) -> tuple[np.ndarray, np.ndarray]:
+                 rounding: str, arithmetic: str
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The search's float32 scale and its two float32 neighbours, each under the engine's
     rule: the one with the least exact error (they differ only where an element sits on a
-    rounding tie of the search's scale)."""
+    rounding tie of the search's scale), its zero point and that error (the report's)."""
     s32 = np.maximum(s.astype(np.float32), np.float32(_TINY32))
     cand = np.stack([np.nextafter(s32, np.float32(0)), s32,
                      np.nextafter(s32, np.float32(np.inf))], axis=1)
@@ -154,7 +154,7 @@ def _engine_pick(rows: SortedRows, s: np.ndarray, z: np.ndarray, qmin: int, qmax
     pick = np.argmin(np.where(np.isfinite(err), err, np.inf), axis=1)
     # the search's own scale unless a neighbour is strictly better
     pick = np.where(err[np.arange(n), pick] < err[:, 1], pick, 1)
-    return cand[np.arange(n), pick], z.astype(np.int32)
+    return cand[np.arange(n), pick], z.astype(np.int32), err[np.arange(n), pick]
 
 
 def errors(rows: SortedRows, row: np.ndarray, scale: np.ndarray, zp: np.ndarray,
