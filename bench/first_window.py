@@ -93,7 +93,7 @@ def one_start(src: Path, cache: Path, offscreen: bool) -> tuple[float, str, str]
     env["HOME"] = str(cache.parent / "home")  # no remembered session or window place
     t0 = time.time()
     proc = subprocess.run([sys.executable, "-c", DRIVER, repr(t0)], capture_output=True,
-                          text=True, env=env, timeout=600)
+                          text=True, env=env, timeout=1800)  # its compile-ahead too
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("FIRST_WINDOW ")), "")
     if not line:
         raise SystemExit(f"no first window (exit {proc.returncode}):\n{proc.stderr[-3000:]}")

@@ -171,3 +171,48 @@ def test_a_long_row_searched_in_parts_finds_the_same_optimum(monkeypatch):
     assert parts.proven.all() and whole.proven.all()
     assert parts.error[0] <= whole.error[0] * (1 + 1e-7)
     assert whole.error[0] <= parts.error[0] * (1 + 1e-7)
+
+
+@pytest.mark.parametrize("name", ["mxfp4", "mxfp6_e3m2", "mxfp8_e4m3", "mxint8"])
+def test_mx_mse_takes_each_blocks_best_e8m0_scale_of_all_255(name):
+    """MX blocks' scales are E8M0 powers of two: every one of the 255 is tried on every block
+    of a real weight (by the engine's quantize and dequantize, whose casts are ml_dtypes' bit
+    for bit: tests/core/test_formats.py), and the search's exponent has the least error of
+    them all; never worse than the specification's, and better on some blocks."""
+    import ml_dtypes
+
+    w = _sample("layer0_query_weight")[:8]
+    spec = choose_qparams(w, format=name)
+    p = choose_qparams(w, format=name, method="mse")
+    assert p.method == "mse" and p.block_scales.dtype == ml_dtypes.float8_e8m0fnu
+    blocks = w.reshape(-1, 32).astype(np.float64)
+    s = p.scale.reshape(-1).astype(np.float64)
+    xhat = p.dequantize(p.quantize(w)).reshape(-1, 32).astype(np.float64)
+    got = ((blocks - xhat) ** 2).sum(axis=1)
+    e_all = np.arange(-127, 128)
+    best = np.full(blocks.shape[0], np.inf)
+    for e in e_all:  # every E8M0 scale, each block's error by the engine's own rule
+        q = choose_qparams(w, format=name)
+        trial = type(q)(name, np.full(q.scale.shape, np.float32(2.0 ** e)), axis=q.axis,
+                        group_size=q.group_size, saturate=q.saturate)
+        xt = trial.dequantize(trial.quantize(w)).reshape(-1, 32).astype(np.float64)
+        best = np.minimum(best, ((blocks - xt) ** 2).sum(axis=1))
+    assert (got <= best * (1 + 1e-12)).all()
+    base = ((blocks - spec.dequantize(spec.quantize(w)).reshape(-1, 32)) ** 2).sum(axis=1)
+    assert (got <= base).all() and (got < base).any()
+    assert analyze(w, p).mse * w.size == pytest.approx(got.sum(), rel=1e-9)
+    assert np.all(np.log2(s) == np.round(np.log2(s)))
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp4_e2m1"])
+def test_a_long_row_on_its_prefix_sums_is_the_exhaustive_minimum(name):
+    """A unit long enough for the search to take its runs from the prefix sums (and, for
+    its long runs, the weaker two-value bound): 40,000 real activations, still the
+    exhaustive minimum."""
+    from quantscope.core.stats import format_mse
+
+    x = np.ascontiguousarray(_sample("layer0_ffn_gelu_activations").ravel()[:40_000])
+    assert x.size >= format_mse.SEARCH_ROWS
+    found = format_mse_search(prepare(x).layout(None, None), name)
+    assert found.proven.all()
+    _check(x, name, float(found.scale[0]), "40,000 activations")

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 from io_file_builders import raw_safetensors, safetensors_bytes, write
 
+import quantscope as qs
 from quantscope.cli import main
 from quantscope.core import analyze
+from quantscope.errors import UserError
 from quantscope.io import load_for_analysis
 from quantscope.io.checkpoint import is_checkpoint, list_checkpoint
 from quantscope.state import Settings, pane_params
@@ -127,6 +129,19 @@ def test_other_settings_go_through_the_panes_mapping(tmp_path):
                 chan = dataclasses.replace(settings, axis=r.axis)
                 pc = analyze(x, pane_params(x, "symmetric/channel", chan))
                 assert _close(r.figures.per_channel_db, pc.sqnr_db), (settings, r.name)
+
+
+def test_a_method_that_works_per_tensor_only_is_refused_once(tmp_path, capsys):
+    """Entropy calibration has no per-channel form: a scan refuses it up front instead of
+    listing every tensor of a readable file as one it "could not read"."""
+    _sharded(tmp_path)
+    with pytest.raises(UserError, match="entropy calibration is per tensor only"):
+        qs.scan(tmp_path, method="entropy")
+    with pytest.raises(SystemExit) as stop:
+        main(["scan", str(tmp_path), "--method", "entropy"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'entropy'" in err and "could not read" not in err
 
 
 def test_each_tensor_gets_the_axis_the_window_gives_it(tmp_path, capsys):

@@ -82,7 +82,7 @@ def add_parser(subparsers) -> None:
                         "per-channel minus per-tensor, largest first")
     add_setting_options(
         p, fields=("bits", "axis", "method", "runtime"),
-        choices={"method": ("minmax", "percentile", "mse", "entropy"),
+        choices={"method": ("minmax", "percentile", "mse"),
                  "runtime": ("pytorch", "onnxruntime", "tflite", "tensorrt")},
         defaults={"bits": 8, "method": "minmax"},
         helps={"bits": "bit width (default 8)",
@@ -284,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
     from quantscope.io.tensor_info import TensorFileError
     from quantscope.state import Settings
     from quantscope.state.model_records import to_csv, to_json
-    from quantscope.state.model_scan import PENDING, model_rows
+    from quantscope.state.model_scan import PENDING, model_rows, scan_settings
 
     if args.top is not None and args.top < 1:
         raise UserError(f"--top must be at least 1, got {args.top}")
@@ -296,7 +296,8 @@ def run(args: argparse.Namespace) -> int:
         if not count.isdigit() or not 1 <= int(count) <= 1024:
             raise UserError(f"--dask local:N takes a number of workers from 1 to 1024, "
                             f"got {args.dask!r}")
-    settings = Settings(bits=args.bits, method=args.method, runtime=args.runtime).check()
+    settings = scan_settings(Settings(bits=args.bits, method=args.method,
+                                      runtime=args.runtime).check())
     if args.reference is not None or (not args.more and read_quant_config(
             resolve_file_or_sample(args)[0]) is not None):
         from quantscope.commands import scan_stored

@@ -301,6 +301,7 @@ def rest_steps() -> list[tuple[str, Callable[[], object]]]:
         # a long row in parts, on its prefix sums, as a pane's per-tensor MSE takes it
         choose_qparams(x, format="fp8_e4m3", method="mse", prepared=prepare(x))
         choose_qparams(x[:4], format="fp4_e2m1", method="mse", granularity="channel", axis=0)
+        choose_qparams(x[:4], format="mxfp4", method="mse")  # each MX block's best E8M0
 
     prepared: list = []  # made by the first prepared format step that runs in this process
 

@@ -45,7 +45,7 @@ from quantscope.core.stats.fused import (
     fused_axis,
     raw_dtype,
 )
-from quantscope.errors import QuantscopeError
+from quantscope.errors import QuantscopeError, UserError
 from quantscope.io import load_for_analysis
 from quantscope.io.checkpoint import Checkpoint, RawTensor
 from quantscope.io.stored import load_stored
@@ -154,6 +154,18 @@ def channel_axis(row: ModelRow, given: int | None = None) -> int | None:
         return given if -info.ndim <= given < info.ndim else None
     source = Source("file", row.path or row.file, tensor=row.name)
     return choose_axis(info.shape, source).axis
+
+
+def scan_settings(settings: Settings) -> Settings:
+    """``settings`` if a scan can honour them. A scan puts every tensor's per-tensor figure beside
+    its per-channel one; entropy calibration exists per tensor only, so it is refused here, once,
+    rather than as every tensor's failure (which a table would list as files it could not read)."""
+    if settings.method == "entropy":
+        raise UserError("scan compares per-tensor with per-channel quantization, and entropy "
+                        "calibration is per tensor only (as ModelOpt's HistogramCalibrator); use "
+                        "--method minmax, percentile or mse, or `report --method entropy` for "
+                        "one tensor")
+    return settings
 
 
 def fused_rules(settings: Settings, threshold: float = OUTLIER_THRESHOLD) -> FusedRules | None:

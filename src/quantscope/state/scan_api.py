@@ -19,7 +19,7 @@ from quantscope.io.checkpoint import list_checkpoint
 from quantscope.io.stored import source_checkpoint
 from quantscope.state.cluster_scan import ClusterScan, connect
 from quantscope.state.memory_scan import is_module, path_like, scan_entries, tensor_entries
-from quantscope.state.model_scan import ModelRow, ModelScan, model_rows
+from quantscope.state.model_scan import ModelRow, ModelScan, model_rows, scan_settings
 from quantscope.state.model_table import ModelTable
 from quantscope.state.settings import Settings
 
@@ -59,7 +59,7 @@ def scan(obj, *, formats: bool = False, axis: int | None = None, label: str | No
         When nothing at all could be read.
     """
     try:
-        chosen = Settings(**settings).check()
+        chosen = scan_settings(Settings(**settings).check())
     except TypeError as exc:
         raise UserError(f"unknown setting: {exc}") from None
     if path_like(obj):

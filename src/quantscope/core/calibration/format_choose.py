@@ -3,7 +3,8 @@
 Element formats take ``amax / max_finite`` with ``amax`` from the calibration methods
 integers use (:mod:`quantscope.core.calibration.methods`; the exact MSE search on the sorted rows,
 :func:`quantscope.core.stats.format_mse.mse_optimal_amax`); MX, NVFP4 and NF4 take their block
-scales from each block's amax as their specifications define them; INT4 groups are integer
+scales from each block's amax as their specifications define them (MX, with ``method="mse"``,
+the E8M0 exponent of least error, :mod:`quantscope.core.formats.mx_mse`); INT4 groups are integer
 parameters with float16 scales. Kept apart from the format definitions so that the reports
 (which need those definitions) and the calibration (which needs the reports) never import
 each other in a circle.
@@ -64,8 +65,11 @@ def element_params(xf: np.ndarray, name: str, *, axis: int | None, method: str,
     return FormatParams(name, scale, axis=axis, saturate=saturate, method=method)
 
 
-def block_params(xf: np.ndarray, name: str, *, axis: int, saturate: bool = True) -> FormatParams:
-    """The block scales of an MX, NVFP4 or NF4 format (their rules: see the module doc)."""
+def block_params(xf: np.ndarray, name: str, *, axis: int, saturate: bool = True,
+                 method: str = "minmax") -> FormatParams:
+    """The block scales of an MX, NVFP4 or NF4 format (their rules: see the module doc);
+    ``method="mse"`` for MX: each block's E8M0 exponent with the least error
+    (:mod:`quantscope.core.formats.mx_mse`)."""
     kind, _, block, _ = FORMAT_TABLE[name]
     et = element_of(name)
     if block is None:
@@ -75,10 +79,14 @@ def block_params(xf: np.ndarray, name: str, *, axis: int, saturate: bool = True)
     amax = block_amax(xf, axis, block)
     if kind == "mx":
         e = mx_exponents(amax, et)
+        if method == "mse":
+            from quantscope.core.formats.mx_mse import mx_mse_exponents
+
+            e, _ = mx_mse_exponents(xf, et, block, e, saturate)
         scale = np.ldexp(np.float32(1.0), e).astype(np.float32)  # 2^e, exact (2^-127 too)
         stored = scale.astype(ml_dtypes.float8_e8m0fnu)
         return FormatParams(name, scale, axis=axis, group_size=block, block_scales=stored,
-                            saturate=saturate)
+                            saturate=saturate, method=method)
     if name == "nvfp4_modelopt":
         return nvfp4_modelopt_params(amax, axis, saturate)
     if kind == "nvfp4":
@@ -182,9 +190,12 @@ def choose_format_params(xf: np.ndarray, name: str, *, symmetric: bool, granular
             raise EngineValueError(f"format {name!r} takes no options, got {sorted(options)}")
         return torchao_params(xf, name, method=method)
     if kind in ("mx", "nvfp4", "nf4"):
+        if kind == "mx" and method == "mse" and not options:  # the best E8M0 of each block
+            return block_params(xf, name, axis=-1, saturate=saturate, method="mse")
         if method != "minmax" or options:
             raise EngineValueError(f"format {name!r} takes its scales from each block's "
-                                   f"amax (method 'minmax'), got method {method!r}")
+                                   f"amax (method 'minmax'{', or mse' if kind == 'mx' else ''})"
+                                   f", got method {method!r}")
         return block_params(xf, name, axis=-1, saturate=saturate)
     if name in TOOL_INT4:
         if options:
