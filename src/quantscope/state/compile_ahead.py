@@ -357,9 +357,10 @@ def rest_steps() -> list[tuple[str, Callable[[], object]]]:
     return [*((f"{spec} prepared", formats("prepared", (spec,))) for spec in CHOICES), *direct,
             *((f"int curve {path}", formats(path, (), curve=True))
               for path in ("prepared", "direct", "read-only")),
-            ("blocks", blocks(rows)), ("blocks read-only", blocks(frozen)), ("screen", screen),
+            ("mse search", mse_search), ("blocks", blocks(rows)),
+            ("blocks read-only", blocks(frozen)), ("screen", screen),
             ("integer schemes", integer_schemes), ("torchao", torchao),
-            ("casts and scan", casts_and_scan), ("mse search", mse_search)]
+            ("casts and scan", casts_and_scan)]
 
 
 def main() -> None:
