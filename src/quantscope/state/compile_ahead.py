@@ -141,7 +141,7 @@ def stand_in_for_command() -> bool:
         return True
     if panes_cached():
         return False
-    from quantscope.core.stats import loop_twins
+    from quantscope.core.stats import loop_twins  # only a first run's commands need them
 
     if _started is None:
         try:  # nobody reads its word: it writes to /dev/null, and ends on its own
@@ -167,7 +167,7 @@ def wait_for_compiled(timeout: float | None = None) -> bool:
     :data:`WAIT_PROGRESS_S` seconds. Whether the loops are in."""
     if compiled_ready.is_set():
         return True
-    from quantscope.core.kernels.compile_notice import say
+    from quantscope.core.kernels.compile_notice import say  # only a wait that lasts says so
 
     limit = WAIT_FOR_AHEAD_S if timeout is None else timeout
     say("quantscope: waiting for the engine's loops, compiled in another process on this "
