@@ -191,7 +191,7 @@ def _view(live, title: str, jobs):
     if title == "Trade-off":
         from quantscope.gui.views.tradeoff import TradeoffView
 
-        return TradeoffView(st, jobs=jobs)
+        return TradeoffView(st, jobs=jobs, still=True)
     if title == "Channels":
         from quantscope.gui.views.channels import ChannelsView
 

@@ -119,6 +119,24 @@ def test_rules_change_recomputes_the_sweep_but_the_clip_does_not(view, state, qt
     assert four.mse[-1] > 100 * first.mse[-1]  # 4 bits: 16x the step, 256x the rounding MSE
 
 
+def test_a_picture_does_not_ask_to_be_dragged(qtbot, state):
+    """The window's view invites a drag; the same view drawn as a picture (``qs.figure``)
+    names what its marks are instead."""
+    live = TradeoffView(state)
+    still = TradeoffView(state, still=True)
+    for v in (live, still):
+        qtbot.addWidget(v)
+        v.resize(1000, 450)
+        v.show()
+    qtbot.waitUntil(lambda: all(v.plots["asymmetric"].sweep is not None for v in (live, still)),
+                    timeout=20_000)
+    assert "Drag the orange line" in live.summary.text()
+    assert "Drag" not in still.summary.text()
+    assert "orange line is the clip shown" in still.summary.text()
+    for v in (live, still):
+        v.job.shutdown()
+
+
 def test_hidden_view_computes_nothing_until_shown(qtbot, state):
     v = TradeoffView(state)
     qtbot.addWidget(v)

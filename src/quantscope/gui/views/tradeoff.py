@@ -217,9 +217,12 @@ class TradeoffView(StateView):
     settle_ms = SETTLE_MS
 
     def __init__(self, state: ExplorerState | None = None, parent: QWidget | None = None, *,
-                 jobs: Jobs | None = None):
+                 jobs: Jobs | None = None, still: bool = False):
         super().__init__(parent=parent, jobs=jobs)
         self.setObjectName("tradeoffView")
+        # a picture (``qs.figure``) cannot be dragged: its summary says what the marks are
+        self._hint = ("The orange line is the clip shown; the dot marks the best." if still else
+                      "Drag the orange line to clip; the dot marks the best.")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         self.summary = summary_label(layout, SUMMARY_LINES)
@@ -387,7 +390,7 @@ class TradeoffView(StateView):
                 # anywhere ("best |x| ≈" / "21.2 gives 16.0 dB"), in the same lines' room
                 lines.append(f"<b>{name}</b>: " + (";<br>" if self._vertical else "; ")
                              .join(parts))
-        text = "<br>".join(lines) + "<br>Drag the orange line to clip; the dot marks the best."
+        text = "<br>".join(lines) + "<br>" + self._hint
         if lines and text != self.summary.text():
             self.summary.setText(text)
 
