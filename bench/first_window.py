@@ -23,12 +23,14 @@ Run: ``xvfb-run -a python bench/first_window.py [--repeat 2] [--offscreen] [--no
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 TARGET_S = 5.0
@@ -83,6 +85,19 @@ def fresh_copy(root: Path) -> Path:
     target = root / "src"
     shutil.copytree(SRC, target / "quantscope", ignore=shutil.ignore_patterns("__pycache__"))
     return target
+
+
+@contextlib.contextmanager
+def fresh_install() -> Iterator[tuple[Path, Path]]:
+    """``(src, cache)``: a fresh copy of the package and an empty Numba cache in a temporary
+    folder, with an empty ``home`` beside them (no remembered session or window place)."""
+    with tempfile.TemporaryDirectory(prefix="qs-fresh-") as tmp:
+        root = Path(tmp)
+        src = fresh_copy(root)
+        (root / "home").mkdir()
+        cache = root / "numba-cache"
+        cache.mkdir()
+        yield src, cache
 
 
 def one_start(src: Path, cache: Path, offscreen: bool) -> tuple[float, str, str]:
@@ -217,12 +232,7 @@ def main() -> None:
         print(f"quantscope report {' '.join(args.report)}, {os.cpu_count()} cores, load "
               f"{os.getloadavg()[0]:.1f}")
         for i in range(args.repeat):
-            with tempfile.TemporaryDirectory(prefix="qs-fresh-") as tmp:
-                root = Path(tmp)
-                src = fresh_copy(root)
-                (root / "home").mkdir()
-                cache = root / "numba-cache"
-                cache.mkdir()
+            with fresh_install() as (src, cache):
                 fresh, about, said = report_start(src, cache, args.report)
                 warm, warm_about, _ = report_start(src, cache, args.report)
                 print(f"run {i + 1}: fresh install {fresh:.2f} s ({about}), warm {warm:.2f} s "
@@ -234,12 +244,7 @@ def main() -> None:
         print(f"qs.figure of the demo tensor in a notebook cell, {os.cpu_count()} cores, load "
               f"{os.getloadavg()[0]:.1f}")
         for i in range(args.repeat):
-            with tempfile.TemporaryDirectory(prefix="qs-fresh-") as tmp:
-                root = Path(tmp)
-                src = fresh_copy(root)
-                (root / "home").mkdir()
-                cache = root / "numba-cache"
-                cache.mkdir()
+            with fresh_install() as (src, cache):
                 fresh, about, err = notebook_start(src, cache)
                 warm, warm_about, _ = notebook_start(src, cache)
                 verdict = "PASS" if fresh <= TARGET_S else "MISS"
@@ -253,12 +258,7 @@ def main() -> None:
     print(f"python -m quantscope, demo tensor, {os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}; target first window <= {TARGET_S:g} s")
     for i in range(args.repeat):
-        with tempfile.TemporaryDirectory(prefix="qs-fresh-") as tmp:
-            root = Path(tmp)
-            src = fresh_copy(root)
-            (root / "home").mkdir()
-            cache = root / "numba-cache"
-            cache.mkdir()
+        with fresh_install() as (src, cache):
             fresh, ahead, notice = one_start(src, cache, args.offscreen)
             warm, warm_cpu, _ = one_start(src, cache, args.offscreen)
             verdict = "PASS" if fresh <= TARGET_S else "MISS"

@@ -31,13 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def weight(rows: int, cols: int, seed: int = 0) -> np.ndarray:
-    """Normal values (std 0.02) with four input columns ten times larger."""
-    rng = np.random.default_rng(seed)
-    w = (rng.standard_normal((rows, cols)) * 0.02).astype(np.float32)
-    w[:, rng.choice(cols, 4, replace=False)] *= 10
-    return w
+from mse_speed import weight  # the same weight as the integer search's bench
 
 
 def measure(args: argparse.Namespace) -> dict:

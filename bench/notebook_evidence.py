@@ -18,7 +18,6 @@ import base64
 import json
 import os
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -27,7 +26,7 @@ import nbformat
 from nbclient import NotebookClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from first_window import _wait_for, fresh_copy
+from first_window import _wait_for, fresh_install
 
 CELLS = [
     "import time, numpy as np, quantscope as qs\n"
@@ -86,12 +85,8 @@ def main() -> None:
     out_dir = Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"notebook on a fresh install, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
-    with tempfile.TemporaryDirectory(prefix="qs-fresh-") as tmp:
-        root = Path(tmp)
-        src = fresh_copy(root)
-        (root / "home").mkdir()
-        cache = root / "numba-cache"
-        cache.mkdir()
+    with fresh_install() as (src, cache):
+        root = cache.parent
         os.environ.update(PYTHONPATH=str(src), NUMBA_CACHE_DIR=str(cache),
                           HOME=str(root / "home"))  # the kernel inherits these
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
