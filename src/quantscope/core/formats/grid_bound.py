@@ -46,7 +46,15 @@ import numpy as np
 from quantscope.core.formats.elements import float32_bits, pow2
 from quantscope.core.kernels.block_sums import prefix_at, prefix_from
 from quantscope.core.kernels.jit_cache import njit
-from quantscope.core.kernels.mse_bound import _grow, _grow_int, _heap_pop, _heap_push
+from quantscope.core.kernels.mse_bound import (
+    _dd,
+    _first_above,
+    _first_not_below,
+    _grow,
+    _grow_int,
+    _heap_pop,
+    _heap_push,
+)
 from quantscope.core.kernels.mse_sweep import _descending, _piece_best
 
 _jit = njit(nogil=True, error_model="numpy")
@@ -170,36 +178,6 @@ def two_value_run_minimum(x, p, q, s1, s2, vl, vh, mid, sx, sxx):
         if j < cnt:
             pre += np.float64(x[p + j])
     return max(best, 0.0) if best < np.inf else 0.0
-
-
-@_jit
-def _first_above(x, lo, hi, t):
-    """First position in ``[lo, hi)`` of sorted ``x`` with ``x > t`` (``hi`` if none)."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if x[mid] <= t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@_jit
-def _first_not_below(x, lo, hi, t):
-    """First position in ``[lo, hi)`` of sorted ``x`` with ``x >= t`` (``hi`` if none)."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if x[mid] < t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@_jit
-def _dd(g, h):
-    """``(Σx, Σx²)`` between two double-double prefixes ``g`` (start) and ``h`` (end)."""
-    return (h[0] - g[0]) + (h[1] - g[1]), (h[2] - g[2]) + (h[3] - g[3])
 
 
 @_jit
