@@ -34,6 +34,22 @@ SCRATCH_ROWS = 17
 
 
 @njit(nogil=True, error_model="numpy", inline="always")
+def _signed_max(n, nl, xt, amax, mx) -> None:
+    """Each lane's largest ``|x|`` into ``amax`` and the value that has it (its sign kept, the
+    first of equal magnitudes) into ``mx``, as ggml's symmetric searches start."""
+    for j in range(nl):
+        amax[j] = _f32(0.0)
+        mx[j] = _f32(0.0)
+    for i in range(n):
+        for j in range(nl):
+            v = xt[i, j]
+            ax = _f32(abs(v))
+            bigger = ax > amax[j]
+            amax[j] = ax if bigger else amax[j]
+            mx[j] = v if bigger else mx[j]
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
 def _nearest_int32(fval) -> np.int32:
     """:func:`~quantscope.core.formats.gguf_legacy.nearest_int` in int32 arithmetic: its
     result, the low 23 bits less 2^22, always fits, and int32 lanes are twice as many per
@@ -209,16 +225,7 @@ def qx_rmse1_lanes(n, nl, nmax, xt, Lt, st, scale_out) -> None:
     scale = st[5]
     best = st[6]
     win_isc = st[7]
-    for j in range(nl):
-        amax[j] = _f32(0.0)
-        mx[j] = _f32(0.0)
-    for i in range(n):
-        for j in range(nl):
-            v = xt[i, j]
-            ax = _f32(abs(v))
-            bigger = ax > amax[j]
-            amax[j] = ax if bigger else amax[j]
-            mx[j] = v if bigger else mx[j]
+    _signed_max(n, nl, xt, amax, mx)
     for t in range(-10, 10):  # -10 is the first fit at -nmax / max, then trials -9..9
         if t == 0:
             continue
@@ -302,16 +309,7 @@ def q3_lanes(n, nl, nmax, xt, Lt, xw, Lw, idx, st, scale_out) -> None:
     changed = st[5]
     wsx = st[6]
     ws2 = st[7]
-    for j in range(nl):
-        amax[j] = _f32(0.0)
-        mx[j] = _f32(0.0)
-    for i in range(n):
-        for j in range(nl):
-            v = xt[i, j]
-            ax = _f32(abs(v))
-            bigger = ax > amax[j]
-            amax[j] = ax if bigger else amax[j]
-            mx[j] = v if bigger else mx[j]
+    _signed_max(n, nl, xt, amax, mx)
     for j in range(nl):
         isc[j] = _f32(-nmax) / mx[j]
         sumlx[j] = _f32(0.0)
