@@ -137,21 +137,24 @@ def two_code_run_minimum(x, p, q, s1, s2, lo, sx, sxx):
     cnt = q - p
     best = np.inf
     pre = 0.0  # Σx of the first j elements
+    # the scales whose split is j lie between the breakpoints of elements j - 1 and j; each
+    # breakpoint is computed once and carried to the next split
+    prev = -np.inf if half > 0 else np.inf
+    beyond = -prev
+    c_hi = hi * hi * cnt  # the quadratic coefficient of split 0, less (2·lo + 1) per split
+    step = 2 * lo + 1
     for j in range(cnt + 1):
-        # scales whose split is j: x[p + j - 1] <= s·half <= x[p + j]
-        if j > 0:
-            e1 = np.float64(x[p + j - 1]) * inv_half
-        else:
-            e1 = -np.inf if half > 0 else np.inf
+        xv = 0.0
         if j < cnt:
-            e2 = np.float64(x[p + j]) * inv_half
+            xv = np.float64(x[p + j])
+            e = xv * inv_half
         else:
-            e2 = np.inf if half > 0 else -np.inf
-        lower = max(min(e1, e2), s1)
-        upper = min(max(e1, e2), s2)
+            e = beyond
+        lower = max(min(prev, e), s1)
+        upper = min(max(prev, e), s2)
         if lower <= upper:
             bq = lo * pre + hi * (sx - pre)
-            cq = lo * lo * j + hi * hi * (cnt - j)
+            cq = np.float64(c_hi - step * j)
             if cq > 0.0:
                 s = min(max(bq / cq, lower), upper)
             else:
@@ -159,8 +162,8 @@ def two_code_run_minimum(x, p, q, s1, s2, lo, sx, sxx):
             err = sxx - 2.0 * s * bq + s * s * cq
             if err < best:
                 best = err
-        if j < cnt:
-            pre += np.float64(x[p + j])
+        pre += xv
+        prev = e
     return max(best, 0.0) if best < np.inf else 0.0
 
 
