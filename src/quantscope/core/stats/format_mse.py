@@ -19,7 +19,12 @@ everything:
   ``s / 2``, and the rounding of ``x / s`` halves exactly): the result is the optimum over
   every positive float32 scale;
 * below, scales are dropped wholesale where clipping alone costs more than the best error
-  found (:func:`~quantscope.core.formats.grid_bound.clip_floor`); for a non-saturating cast
+  found (:func:`~quantscope.core.formats.grid_bound.clip_floor`); for a saturating cast the
+  scales between there and the min/max scale are searched only where the octave above the
+  min/max scale, searched first, does not already bound them (the error at ``s`` is at least
+  the error at ``2^k · s`` on that octave, less what its subnormals add: the grid repeats
+  itself at twice the scale; :func:`~quantscope.core.formats.grid_bound.unit_optimum`);
+  for a non-saturating cast
   of E4M3FN, E5M2 or the FNUZ types, scales at which the largest element overflows (an
   infinite error) are not candidates: the search starts at the smallest float32 scale that
   keeps it finite.
