@@ -54,7 +54,10 @@ EPS = 1e-7
 #: Absolute slack, as a share of the unit's Σx²: the float64 roundoff of the bounds' sums.
 FLOOR = 1e-13
 #: Scales evaluated before the boxes, as multiples of the min/max scale (with it, ``2`` and
-#: the lowest scale not excluded): the first boxes lie between them.
+#: the lowest scale not excluded): the first boxes lie between them. Where the scales below
+#: the min/max scale are folded onto the octave above, only those from 1 up (the rest cost
+#: an evaluation each and bound nothing the fold does not: 8% of the processor time of
+#: FP8 per channel on a 4096x4096 weight).
 GRID = np.array([0.25, 0.5, 0.7, 0.85, 1.2, 1.5])
 #: A box with at most this many breakpoints is settled by sweeping them.
 SWEEP_CELLS = 1 << 16
@@ -162,6 +165,7 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
     else:
         rec, rec_starts = np.zeros((1, 4)), np.zeros(n_rows + 1, np.intp)
     floor = FLOOR * rows.sumsq
+    grid = GRID[GRID >= 1.0] if fold else GRID
     vals = np.ascontiguousarray(et.values, np.float64)
     mids = np.ascontiguousarray(et.midpoints, np.float64)
     fmt = grid_format(et)
@@ -180,7 +184,7 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
             r = row[sel]
             grid_rows_optimum(rows.values, rows.starts, rec, rec_starts, search[r], r,
                               vals, mids, fmt, lo[sel], hi[sel], s_mm64[r], eps,
-                              floor[r], GRID, max_boxes, SWEEP_CELLS, best0[sel], fold,
+                              floor[r], grid, max_boxes, SWEEP_CELLS, best0[sel], fold,
                               below[sel], part)
             res[sel] = part
 
