@@ -55,7 +55,7 @@ from quantscope.core.kernels.mse_bound import (
     _heap_pop,
     _heap_push,
 )
-from quantscope.core.kernels.mse_sweep import _descending, _piece_best
+from quantscope.core.kernels.mse_sweep import _descending, _least_on, _piece_best
 
 _jit = njit(nogil=True, error_model="numpy")
 
@@ -327,8 +327,9 @@ def grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
     """The least error over every float32 scale of ``[s1, s2]`` of sorted ``x`` from position
     ``a``, given the box's runs: the pieces between its breakpoints, largest scale first, each
     minimised at the float32 neighbours of its vertex. ``out`` = (error, scale) is written only
-    where something beats ``best``; returns whether it was. ``ev_*`` hold at least
-    :func:`box_crossings` entries."""
+    where something beats ``best``; returns whether it was. ``out[2]``: the least error over
+    every real scale of the box (what :func:`unit_optimum` folds onto lower octaves).
+    ``ev_*`` hold at least :func:`box_crossings` entries."""
     q0 = 0.0
     q1 = 0.0
     q2 = 0.0
@@ -357,9 +358,11 @@ def grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
     order = _descending(ev_b, ne, s1, s2)
     hit = False
     upper = s2
+    least = np.inf
     for e in range(ne + 1):
         lower = s1 if e == ne else ev_b[order[e]]
         if lower < upper or e == ne:
+            least = min(least, _least_on(q0, q1, q2, min(lower, upper), upper))
             found, err, s = _piece_best(q0, q1, q2, lower, upper, s1, s2, best)
             if found:
                 best = err
@@ -372,6 +375,7 @@ def grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
         q1 += ev_1[j]
         q2 += ev_2[j]
         upper = lower
+    out[2] = max(least, 0.0)
     return hit
 
 
@@ -410,7 +414,7 @@ def new_scratch(n_values):
     return (np.empty(cap_runs, np.int64), np.empty(cap_runs, np.int64),
             np.empty((cap_runs, 4)), np.empty(cap), np.empty(cap), np.empty(cap),
             np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(1024),
-            np.empty(1024), np.empty(1024), np.empty(2))
+            np.empty(1024), np.empty(1024), np.empty(3))
 
 
 @_jit
@@ -420,8 +424,39 @@ def _error_at(x, a, b, rec, k0, search, s, vals, mids, fmt, rlo, rhi, rf):
 
 
 @_jit
+def sub_slack(x, a, b, t, vals, fmt):
+    """How much the error at scale ``t`` can exceed the error on the unbounded grid
+    (:func:`unit_optimum`) for the elements of sorted ``x[a:b]`` not beyond the top: only the
+    elements below ``t`` times the smallest normal value differ, each by at most its squared
+    half-gap of the grid there (``t`` times the widest gap between values up to it)."""
+    edge = pow2(fmt[1])
+    gap = 0.0
+    z0 = fmt[2]
+    for k in range(z0, vals.size - 1):
+        if vals[k] >= edge:
+            break
+        gap = max(gap, vals[k + 1] - vals[k])
+    lim = t * edge
+    cnt = _first_above(x, a, b, lim) - _first_not_below(x, a, b, -lim)
+    half = 0.5 * t * gap
+    return cnt * half * half
+
+
+@_jit
+def _record(r_s1, r_s2, r_b, n_rec, s1, s2, bound):
+    if n_rec >= r_s1.size:
+        r_s1 = _grow(r_s1, 2 * r_s1.size)
+        r_s2 = _grow(r_s2, 2 * r_s2.size)
+        r_b = _grow(r_b, 2 * r_b.size)
+    r_s1[n_rec] = s1
+    r_s2[n_rec] = s2
+    r_b[n_rec] = bound
+    return r_s1, r_s2, r_b, n_rec + 1
+
+
+@_jit
 def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm, eps, floor,
-                 grid, max_boxes, sweep_cells, best0, out, scratch):
+                 grid, max_boxes, sweep_cells, best0, fold, img_lo, out, scratch):
     """The least error of sorted ``x[a:b]`` over the float32 scales of ``[s_floor, s_top]``,
     by branch and bound (module doc): ``out`` = (error, scale, 1.0 when every box was settled,
     boxes opened, the lowest scale not excluded by :func:`clip_floor`). ``s_mm`` (the min/max
@@ -430,7 +465,21 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
     box is dropped when its bound reaches ``(1 − eps)`` times the best error less ``floor``;
     a box with at most ``sweep_cells`` breakpoints is swept; at most ``max_boxes`` boxes are
     opened (then ``out[2]`` is 0). ``best0``: an error already reached elsewhere (inf if
-    none), which prunes from the start; when nothing in the range beats it, ``out[1]`` is -1."""
+    none), which prunes from the start; when nothing in the range beats it, ``out[1]`` is -1.
+
+    ``fold`` (a saturating floating-point grid, ``s_top`` at least ``2 · s_mm`` or the range
+    one of several parts that cover ``[s_mm, 2 · s_mm]``): the range's boxes are only those
+    from ``s_mm`` up, and the scales below, down to ``img_lo`` (or, when 0, the lowest not
+    excluded), are searched only where those boxes allow. On the grid
+    continued without bounds (every ``±2^e · (1 + j / 2^mbits)`` and 0) the error at ``s`` and
+    at ``2s`` are equal (the grid is the same up to a factor of two), and the format's error is
+    never below it (its values are among the continued grid's: clipping and the subnormals only
+    take some away); at a scale of the range (no element beyond the top) the two differ only by
+    the elements below the smallest normal value (:func:`sub_slack`). So a box of the range
+    whose least error is ``L`` bounds each of its images ``2^-k``·box below by ``L`` less that
+    slack: an image is searched only when that is below the best error, which after the range
+    is nearly never (the lower octaves cost what the range's near-optimal boxes cost, not a
+    search of their own)."""
     rlo, rhi, rf, h_key, h_s1, h_s2, h_za, h_zb, ev_b, ev_1, ev_2, res = scratch
     top = vals[vals.size - 1]
     best = best0
@@ -458,22 +507,57 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
     err = _error_at(x, a, b, rec, k0, search, s_lo, vals, mids, fmt, rlo, rhi, rf)
     if err < best:
         best, best_s = err, s_lo
+    folding = fold
     pts = np.unique(np.append(pts, s_lo))
     size = 0
     for i in range(pts.size - 1):
-        if pts[i] >= s_lo:
+        if pts[i] >= s_lo and (pts[i] >= s_mm or not folding):
             _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, -np.inf, pts[i], pts[i + 1], 0, 0)
             size += 1
+    img_floor = img_lo if img_lo > 0.0 else s_lo
+    n_rec = 0
+    r_s1 = np.empty(64)
+    r_s2 = np.empty(64)
+    r_b = np.empty(64)
     boxes = 0
     proven = 1.0
     cap = h_key.size
-    while size > 0:
-        key, s1, s2 = h_key[0], h_s1[0], h_s2[0]
+    while True:
+        threshold = best * (1.0 - eps) - floor
+        if size == 0 or h_key[0] >= threshold:
+            # every box left has a bound at least this one's
+            if not folding:
+                break
+            folding = False
+            for i in range(size):  # the range's boxes left: their bounds, for the images
+                r_s1, r_s2, r_b, n_rec = _record(r_s1, r_s2, r_b, n_rec, h_s1[i], h_s2[i],
+                                                 h_key[i] - sub_slack(x, a, b, h_s2[i], vals,
+                                                                      fmt))
+            size = 0
+            for i in range(n_rec):
+                if r_b[i] >= threshold:
+                    continue
+                m = 0.5
+                while True:
+                    i1 = max(r_s1[i] * m, img_floor)
+                    i2 = min(r_s2[i] * m, s_mm)
+                    if r_s2[i] * m <= img_floor:
+                        break
+                    if i1 < i2:
+                        if size + 1 > cap:
+                            cap *= 2
+                            h_key = _grow(h_key, cap)
+                            h_s1 = _grow(h_s1, cap)
+                            h_s2 = _grow(h_s2, cap)
+                            h_za = _grow_int(h_za, cap)
+                            h_zb = _grow_int(h_zb, cap)
+                        _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, r_b[i], i1, i2, 0, 0)
+                        size += 1
+                    m *= 0.5
+            continue
+        s1, s2 = h_s1[0], h_s2[0]
         _heap_pop(h_key, h_s1, h_s2, h_za, h_zb, size)
         size -= 1
-        threshold = best * (1.0 - eps) - floor
-        if key >= threshold:
-            break  # every box left has a bound at least this one's
         if boxes >= max_boxes:
             proven = 0.0
             break
@@ -481,6 +565,9 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
         n_runs = grid_runs(x, a, b, rec, k0, search, s1, s2, vals, mids, fmt, rlo, rhi, rf)
         low = box_bound(rlo, rhi, rf, n_runs, s1, s2, vals)
         if low >= threshold:
+            if folding:
+                r_s1, r_s2, r_b, n_rec = _record(r_s1, r_s2, r_b, n_rec, s1, s2,
+                                                 low - sub_slack(x, a, b, s2, vals, fmt))
             continue
         mid = np.float64(np.float32(np.sqrt(s1 * s2)))
         if not s1 < mid < s2:
@@ -495,9 +582,14 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
             if grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
                           ev_2, res):
                 best, best_s = res[0], res[1]
+            if folding:
+                r_s1, r_s2, r_b, n_rec = _record(r_s1, r_s2, r_b, n_rec, s1, s2,
+                                                 res[2] - sub_slack(x, a, b, s2, vals, fmt))
             continue
         if not inside:
-            continue  # no float32 scale strictly inside: both ends were evaluated
+            if folding:  # both ends were evaluated, nothing between: its images are searched
+                r_s1, r_s2, r_b, n_rec = _record(r_s1, r_s2, r_b, n_rec, s1, s2, -np.inf)
+            continue
         if search:  # a walked row's boxes end in a sweep, which takes their ends too
             err = _error_at(x, a, b, rec, k0, search, mid, vals, mids, fmt, rlo, rhi, rf)
             if err < best:
@@ -517,19 +609,21 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
     out[1] = best_s
     out[2] = proven
     out[3] = boxes
-    out[4] = s_lo
+    out[4] = s_lo if img_lo <= 0.0 else min(s_lo, img_lo)
 
 
 @_jit
 def grid_rows_optimum(values, starts, rec, rec_starts, search, rows, vals, mids, fmt, s_floor,
-                      s_top, s_mm, eps, floor, grid, max_boxes, sweep_cells, best0, out):
+                      s_top, s_mm, eps, floor, grid, max_boxes, sweep_cells, best0, fold,
+                      img_lo, out):
     """:func:`unit_optimum` of each sorted row ``rows[e]`` of ``values`` (rows at ``starts``;
     ``search[e]``: use its block prefix sums ``rec`` from ``rec_starts``), with that row's
-    ``s_floor[e]``, ``s_top[e]``, ``s_mm[e]``, ``floor[e]`` and ``best0[e]``, into ``out[e]``
+    ``s_floor[e]``, ``s_top[e]``, ``s_mm[e]``, ``floor[e]``, ``best0[e]`` and ``img_lo[e]``,
+    into ``out[e]``
     (a row may come several times, with parts of its range)."""
     scratch = new_scratch(vals.size)
     for e in range(rows.size):
         r = rows[e]
         unit_optimum(values, starts[r], starts[r + 1], rec, rec_starts[r] if search[e] else 0,
                      search[e], vals, mids, fmt, s_floor[e], s_top[e], s_mm[e], eps, floor[e],
-                     grid, max_boxes, sweep_cells, best0[e], out[e], scratch)
+                     grid, max_boxes, sweep_cells, best0[e], fold, img_lo[e], out[e], scratch)

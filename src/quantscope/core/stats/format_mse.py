@@ -144,8 +144,12 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
     s_top = np.where(live, _next_up32(2.0 * amax / mx), 1.0).astype(np.float64)
     if not saturate and et.overflow != OVERFLOW_SATURATE:
         s_floor = np.where(live, overflow_floor(amax, et), 1.0)
+        fold = False
     else:
         s_floor = np.full(n_rows, _TINY32)
+        fold = et.kind == KIND_FLOAT
+    if fold:  # the octave above the min/max scale, whole: its images cover the scales below
+        s_top = np.maximum(s_top, 2.0 * s_mm.astype(np.float64))
     s_mm64 = np.clip(s_mm.astype(np.float64), s_floor, s_top)
     search = rows.lengths >= SEARCH_ROWS
     if search.any():
@@ -160,18 +164,19 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
     from quantscope.core.formats.grid_bound import grid_rows_optimum
 
     def run(row: np.ndarray, lo: np.ndarray, hi: np.ndarray, best0: np.ndarray,
-            max_boxes: int) -> np.ndarray:
+            max_boxes: int, img_lo: np.ndarray | None = None) -> np.ndarray:
         """The kernel on entries (a row and a range of its scales each), on the threads."""
         res = np.zeros((row.size, 5))
+        below = np.zeros(row.size) if img_lo is None else img_lo
         order = np.argsort(-rows.lengths[row], kind="stable")  # long rows first
 
         def share(sel: np.ndarray) -> None:
             part = np.zeros((sel.size, 5))
             r = row[sel]
             grid_rows_optimum(rows.values, rows.starts, rec, rec_starts, search[r], r,
-                                       vals, mids, fmt, lo[sel], hi[sel], s_mm64[r], eps,
-                                       floor[r], GRID, max_boxes, SWEEP_CELLS, best0[sel],
-                                       part)
+                              vals, mids, fmt, lo[sel], hi[sel], s_mm64[r], eps,
+                              floor[r], GRID, max_boxes, SWEEP_CELLS, best0[sel], fold,
+                              below[sel], part)
             res[sel] = part
 
         n_shares = min(row.size, 4 * THREADS)
@@ -187,30 +192,38 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
     out[whole] = run(whole, s_floor[whole], s_top[whole], np.full(whole.size, np.inf),
                      MAX_BOXES)
     if split.size:
-        out[split] = _search_in_parts(split, s_floor[split], s_top[split], run)
+        out[split] = _search_in_parts(split, s_floor[split], s_top[split], run,
+                                      s_mm64[split] if fold else None)
     found = np.where(live, out[:, 1], 1.0).astype(np.float32)
     scale, error = _engine_pick(rows, name, saturate, found, s_mm, s_floor)
     return FormatOptimum(scale, error, np.where(live, out[:, 2] > 0, True),
                          out[:, 3].astype(np.int64), np.where(live, out[:, 4], 1.0))
 
 
-def _search_in_parts(row: np.ndarray, s_floor: np.ndarray, s_top: np.ndarray, run
-                     ) -> np.ndarray:
+def _search_in_parts(row: np.ndarray, s_floor: np.ndarray, s_top: np.ndarray, run,
+                     fold_at: np.ndarray | None) -> np.ndarray:
     """The search of a few long rows, each range cut into parts searched side by side (one
     row's boxes are one thread's work): first the row's own evaluations (no box), whose best
     error every part starts from and whose lowest scale not excluded is where the parts
     begin; then :data:`PARTS_PER_THREAD` parts per thread, in geometric steps. Returns the
     rows' results as the kernel gives them (the best of the parts, proven when every part
-    is, their boxes summed)."""
+    is, their boxes summed). ``fold_at``: the min/max scales of a grid the search folds
+    (:func:`~quantscope.core.formats.grid_bound.unit_optimum`): the parts cover the range
+    from there up, each searching its own images below, down to the lowest scale not
+    excluded."""
     first = run(row, s_floor, s_top, np.full(row.size, np.inf), 0)
     k = PARTS_PER_THREAD * THREADS
     lo = np.maximum(first[:, 4], s_floor)
+    img_lo = None
+    if fold_at is not None:
+        img_lo = np.repeat(lo, k)
+        lo = np.maximum(lo, fold_at)
     edges = np.geomspace(lo, np.maximum(s_top, lo), k + 1).T.astype(np.float32)  # [row, k+1]
     edges[:, 0] = lo.astype(np.float32)
     edges[:, -1] = s_top.astype(np.float32)
     entry = np.repeat(np.arange(row.size), k)
     parts = run(row[entry], edges[:, :-1].astype(np.float64).ravel(),
-                edges[:, 1:].astype(np.float64).ravel(), first[entry, 0], MAX_BOXES)
+                edges[:, 1:].astype(np.float64).ravel(), first[entry, 0], MAX_BOXES, img_lo)
     res = first.copy()
     res[:, 2] = 1.0
     res[:, 3] = 0.0
