@@ -222,3 +222,22 @@ def test_a_long_row_on_its_prefix_sums_is_the_exhaustive_minimum(name):
     found = format_mse_search(prepare(x).layout(None, None), name)
     assert found.proven.all()
     _check(x, name, float(found.scale[0]), "40,000 activations")
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_scales_below_min_max_are_searched_where_subnormals_differ(name):
+    """The scales below the min/max scale are searched only where the octave above it does
+    not bound them; the bound allows for the subnormals, which are where the error at ``s``
+    and at ``2s`` differ. Tensors with many elements in the subnormal range (a cluster near
+    zero, at the scale of the smallest normal value) and clusters of outliers that make
+    clipping pay: the result is the exhaustive minimum, wherever it lies."""
+    et = element_of(name)
+    for seed in range(3):
+        x = outlier_clusters(100 + seed)
+        s0 = float(np.abs(x).max()) / et.max_finite
+        rng = np.random.default_rng(seed)
+        tiny = rng.uniform(-2.0, 2.0, 400) * s0 * 2.0 ** et.emin
+        x = np.concatenate([x, tiny.astype(np.float32)])
+        found = format_mse_search(prepare(x).layout(None, None), name)
+        assert found.proven.all()
+        _check(x, name, float(found.scale[0]), f"draw {seed}")

@@ -19,7 +19,12 @@ everything:
   ``s / 2``, and the rounding of ``x / s`` halves exactly): the result is the optimum over
   every positive float32 scale;
 * below, scales are dropped wholesale where clipping alone costs more than the best error
-  found (:func:`~quantscope.core.formats.grid_bound.clip_floor`); for a non-saturating cast
+  found (:func:`~quantscope.core.formats.grid_bound.clip_floor`); for a saturating cast the
+  scales between there and the min/max scale are searched only where the octave above the
+  min/max scale, searched first, does not already bound them (the error at ``s`` is at least
+  the error at ``2^k · s`` on that octave, less what its subnormals add: the grid repeats
+  itself at twice the scale; :func:`~quantscope.core.formats.grid_bound.unit_optimum`);
+  for a non-saturating cast
   of E4M3FN, E5M2 or the FNUZ types, scales at which the largest element overflows (an
   infinite error) are not candidates: the search starts at the smallest float32 scale that
   keeps it finite.
@@ -49,7 +54,10 @@ EPS = 1e-7
 #: Absolute slack, as a share of the unit's Σx²: the float64 roundoff of the bounds' sums.
 FLOOR = 1e-13
 #: Scales evaluated before the boxes, as multiples of the min/max scale (with it, ``2`` and
-#: the lowest scale not excluded): the first boxes lie between them.
+#: the lowest scale not excluded): the first boxes lie between them. Where the scales below
+#: the min/max scale are folded onto the octave above, only those from 1 up (the rest cost
+#: an evaluation each and bound nothing the fold does not: 8% of the processor time of
+#: FP8 per channel on a 4096x4096 weight).
 GRID = np.array([0.25, 0.5, 0.7, 0.85, 1.2, 1.5])
 #: A box with at most this many breakpoints is settled by sweeping them.
 SWEEP_CELLS = 1 << 16
@@ -63,6 +71,12 @@ SEARCH_ROWS = 1 << 15
 SPLIT_ROWS = 1 << 18
 #: Parts of a split row's range per thread: the parts near the optimum take the longest.
 PARTS_PER_THREAD = 4
+#: The scales below the min/max scale are folded onto the octave above only for a grid whose
+#: smallest normal value is at most this fraction of its largest: elsewhere (FP4 E2M1, FP6
+#: E2M3: half the grid is subnormal) the fold's allowance for the subnormals lets few lower
+#: boxes go and its images cost more than they save (4096x4096 per channel, processor time
+#: against no fold: FP8 E4M3 0.75, FP6 E3M2 0.88, FP4 E2M1 1.18).
+FOLD_RANGE = 1 / 64
 _TINY32 = float(np.finfo(np.float32).tiny)
 
 
@@ -147,7 +161,7 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
         fold = False
     else:
         s_floor = np.full(n_rows, _TINY32)
-        fold = et.kind == KIND_FLOAT
+        fold = et.kind == KIND_FLOAT and 2.0 ** et.emin <= FOLD_RANGE * et.max_finite
     if fold:  # the octave above the min/max scale, whole: its images cover the scales below
         s_top = np.maximum(s_top, 2.0 * s_mm.astype(np.float64))
     s_mm64 = np.clip(s_mm.astype(np.float64), s_floor, s_top)
@@ -157,6 +171,7 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
     else:
         rec, rec_starts = np.zeros((1, 4)), np.zeros(n_rows + 1, np.intp)
     floor = FLOOR * rows.sumsq
+    grid = GRID[GRID >= 1.0] if fold else GRID
     vals = np.ascontiguousarray(et.values, np.float64)
     mids = np.ascontiguousarray(et.midpoints, np.float64)
     fmt = grid_format(et)
@@ -175,7 +190,7 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
             r = row[sel]
             grid_rows_optimum(rows.values, rows.starts, rec, rec_starts, search[r], r,
                               vals, mids, fmt, lo[sel], hi[sel], s_mm64[r], eps,
-                              floor[r], GRID, max_boxes, SWEEP_CELLS, best0[sel], fold,
+                              floor[r], grid, max_boxes, SWEEP_CELLS, best0[sel], fold,
                               below[sel], part)
             res[sel] = part
 
