@@ -38,6 +38,16 @@ def test_each_command_help_has_examples_and_no_markup(capsys, name):
     assert "``" not in out and ":func:`" not in out and ":class:`" not in out
 
 
+def test_report_help_names_every_format_it_takes(capsys):
+    """``report --format`` takes every format of the catalog; its help lists each one."""
+    from quantscope.core.formats.catalog import FORMATS
+
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    words = set(capsys.readouterr().out.replace(",", " ").split())
+    assert [f for f in FORMATS if f not in words] == []
+
+
 def test_plain_strips_roles():
     assert plain("see :func:`~quantscope.core.analyze` and ``--bits``") == "see analyze and --bits"
     assert plain(":class:`quantscope.state.ExplorerState`") == "quantscope.state.ExplorerState"
