@@ -54,11 +54,13 @@ EPS = 1e-7
 #: Absolute slack, as a share of the unit's Σx²: the float64 roundoff of the bounds' sums.
 FLOOR = 1e-13
 #: Scales evaluated before the boxes, as multiples of the min/max scale (with it, ``2`` and
-#: the lowest scale not excluded): the first boxes lie between them. Where the scales below
-#: the min/max scale are folded onto the octave above, only those from 1 up (the rest cost
-#: an evaluation each and bound nothing the fold does not: 8% of the processor time of
-#: FP8 per channel on a 4096x4096 weight).
+#: the lowest scale not excluded): the first boxes lie between them.
 GRID = np.array([0.25, 0.5, 0.7, 0.85, 1.2, 1.5])
+#: :data:`GRID` where the scales below the min/max scale are folded onto the octave above: one
+#: point inside that octave (points below cost an evaluation each and bound nothing the fold
+#: does not; FP8 per channel on a 4096x4096 weight, processor time against ``GRID``: 0.89,
+#: against ``[1.2, 1.5]``: 0.94, per tensor the same).
+FOLD_GRID = np.array([1.4])
 #: A box with at most this many breakpoints is settled by sweeping them.
 SWEEP_CELLS = 1 << 16
 #: Boxes opened per unit before the search gives up its proof (the result is then the best
@@ -171,7 +173,7 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
     else:
         rec, rec_starts = np.zeros((1, 4)), np.zeros(n_rows + 1, np.intp)
     floor = FLOOR * rows.sumsq
-    grid = GRID[GRID >= 1.0] if fold else GRID
+    grid = FOLD_GRID if fold else GRID
     vals = np.ascontiguousarray(et.values, np.float64)
     mids = np.ascontiguousarray(et.midpoints, np.float64)
     fmt = grid_format(et)
