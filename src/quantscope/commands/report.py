@@ -16,7 +16,6 @@ import argparse
 import numpy as np
 
 from quantscope.core import QuantReport
-from quantscope.core.formats.catalog import FORMATS
 from quantscope.core.text.formatting import fmt_cell
 from quantscope.errors import UserError
 from quantscope.jsonable import dumps
@@ -51,9 +50,17 @@ def add_parser(subparsers) -> None:
                         "given here override them)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--format", action="append", metavar="NAME",
+                   # written out, not read from the catalog (which loads Numba, and a plain
+                   # report must start without it); a test checks it names every format
                    help="compare number formats instead (repeatable; 'all' for every one): "
-                        + ", ".join(FORMATS) + " (int4_gN: narrow symmetric, -7..7; nvfp4: "
-                        "torchao's rule; gguf_*: llama.cpp's types)")
+                        "int8, int4_g32, int4_g64, int4_g128 (narrow symmetric, -7..7), "
+                        "gptq_int4_g128, gptq_int4_g128_asym, awq_int4_g128, torchao_int4_g32, "
+                        "torchao_int4_g64, torchao_int4_g128, fp8_e4m3, fp8_e5m2, fp8_e4m3fnuz, "
+                        "fp8_e5m2fnuz, fp6_e2m3, fp6_e3m2, fp4_e2m1, mxfp8_e4m3, mxfp8_e5m2, "
+                        "mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, nvfp4 (torchao's rule), "
+                        "nvfp4_modelopt, nf4, and llama.cpp's types gguf_q8_0, gguf_q4_0, "
+                        "gguf_q4_1, gguf_q5_0, gguf_q5_1, gguf_q2_k, gguf_q3_k, gguf_q4_k, "
+                        "gguf_q5_k, gguf_q6_k")
 
 
 def source_from_args(args: argparse.Namespace):
