@@ -50,6 +50,7 @@ from quantscope.core.kernels.mse_bound import (
     _dd,
     _first_above,
     _first_not_below,
+    _gap_bound,
     _grow,
     _grow_int,
     _heap_pop,
@@ -178,33 +179,6 @@ def two_value_run_minimum(x, p, q, s1, s2, vl, vh, mid, sx, sxx):
         if j < cnt:
             pre += np.float64(x[p + j])
     return max(best, 0.0) if best < np.inf else 0.0
-
-
-@_jit
-def _gap_bound(x, a, p, q, g, rec, k0, s1, s2, vl, vh):
-    """A long row's two-value run bound: every element between the intervals
-    ``s1·vl..s2·vl`` and ``s1·vh..s2·vh`` is at least its distance to the nearer away from
-    any value it can take; from the prefix sums (``g`` the prefix at ``p``). Returns
-    (bound, prefix at ``q``)."""
-    bound = 0.0
-    hi_lo = max(s1 * vl, s2 * vl)
-    lo_hi = min(s1 * vh, s2 * vh)
-    if hi_lo < lo_hi:
-        centre = 0.5 * (hi_lo + lo_hi)
-        p1 = _first_above(x, p, q, hi_lo)
-        pm = _first_above(x, p1, q, centre)
-        p2 = _first_not_below(x, pm, q, lo_hi)
-        g1 = prefix_from(x, a, p, g, p1, rec, k0)
-        gm = prefix_from(x, a, p1, g1, pm, rec, k0)
-        g2 = prefix_from(x, a, pm, gm, p2, rec, k0)
-        sx, sxx = _dd(g1, gm)
-        bound += sxx - 2.0 * hi_lo * sx + hi_lo * hi_lo * (pm - p1)
-        sx, sxx = _dd(gm, g2)
-        bound += sxx - 2.0 * lo_hi * sx + lo_hi * lo_hi * (p2 - pm)
-        gq = prefix_from(x, a, p2, g2, q, rec, k0)
-    else:
-        gq = prefix_from(x, a, p, g, q, rec, k0)
-    return max(bound, 0.0), gq
 
 
 @_jit
