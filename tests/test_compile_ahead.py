@@ -65,7 +65,7 @@ def window(x, src, dtype):
         state.update_settings(formats=formats)
         compute_reports(state.request())
     # each block's stored scale of least error (the MSE method on MX and NVFP4 panes)
-    state.update_settings(formats=("mxfp4", "nvfp4", "nvfp4_modelopt", "int8/channel"),
+    state.update_settings(formats=("mxfp4", "nvfp4", "nvfp4_modelopt", "nf4"),
                           method="mse")
     compute_reports(state.request())
     state.update_settings(method="minmax")
