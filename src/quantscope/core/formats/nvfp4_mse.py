@@ -38,6 +38,7 @@ import numpy as np
 
 from quantscope.core.formats.elements import ELEMENTS, KIND_FLOAT
 from quantscope.core.formats.format_kernel import _round_flat
+from quantscope.core.formats.mx_mse import _clip_cost
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.parallel import THREADS, parallel
 
@@ -73,9 +74,9 @@ def _errors(x, a, b, c, t, inv_t, use_inv, mbits, emin, lut_mid, lut_val):
         if abs(r) > _E2M1_MAX:
             r = _E2M1_MAX if r > 0 else -_E2M1_MAX
         d = np.float64(xv) - np.float64(np.float32(np.float32(r) * sf))
-        err += d * d
-        if r == 0:
-            zero += d * d
+        e2 = d * d
+        err += e2
+        zero += e2 * np.float64(r == 0)  # a product, not a branch the data would mispredict
     return err, zero
 
 
@@ -84,13 +85,7 @@ def _clip_floor(x, a, b, c, t):
     """``C(c)``: Σ (|x| − m)² over the finite elements of ``x[a:b]`` beyond the largest
     dequantized magnitude ``m`` at block scale ``c`` (module doc)."""
     sf = np.float32(np.float64(t) * np.float64(c))
-    m = np.float64(np.float32(np.float32(_E2M1_MAX) * sf))
-    total = 0.0
-    for i in range(a, b):
-        v = abs(np.float64(x[i]))
-        if v > m and np.isfinite(v):
-            total += (v - m) * (v - m)
-    return total
+    return _clip_cost(x, a, b, np.float64(np.float32(np.float32(_E2M1_MAX) * sf)))
 
 
 @_jit
