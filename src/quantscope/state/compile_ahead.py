@@ -317,7 +317,13 @@ def rest_steps() -> list[tuple[str, Callable[[], object]]]:
         # a long row in parts, on its prefix sums, as a pane's per-tensor MSE takes it
         choose_qparams(x, format="fp8_e4m3", method="mse", prepared=prepare(x))
         choose_qparams(x[:4], format="fp4_e2m1", method="mse", granularity="channel", axis=0)
-        choose_qparams(x[:4], format="mxfp4", method="mse")  # each MX block's best E8M0
+
+    def block_mse() -> None:
+        # each block's stored scale of least error (MX's E8M0, NVFP4's E4M3), on a writable
+        # tensor and on a read-only one as the window's panes take it: two signatures each
+        for tensor in (x[:4], frozen[:4]):
+            choose_qparams(tensor, format="mxfp4", method="mse")
+            choose_qparams(tensor, format="nvfp4", method="mse")
 
     prepared: list = []  # made by the first prepared format step that runs in this process
 
@@ -373,7 +379,7 @@ def rest_steps() -> list[tuple[str, Callable[[], object]]]:
     return [*((f"{spec} prepared", formats("prepared", (spec,))) for spec in CHOICES), *direct,
             *((f"int curve {path}", formats(path, (), curve=True))
               for path in ("prepared", "direct", "read-only")),
-            ("mse search", mse_search), ("blocks", blocks(rows)),
+            ("mse search", mse_search), ("block mse", block_mse), ("blocks", blocks(rows)),
             ("blocks read-only", blocks(frozen)), ("screen", screen),
             ("integer schemes", integer_schemes), ("torchao", torchao),
             ("casts and scan", casts_and_scan)]
