@@ -365,7 +365,8 @@ def test_on_a_first_run_the_curves_come_first_and_the_best_only_when_known(qtbot
             assert plot.optimum_pending and plot.sweep.optimum is None
             assert not plot.best_dot.isVisible() and not plot.best_line.isVisible()
         assert v.summary.text().count("best: computing the optimum") == 2
-        assert "best |x|" not in v.summary.text() and v.job.busy
+        assert "best |x|" not in v.summary.text() and "dot" not in v.summary.text()
+        assert v.job.busy
         assert all("best_threshold" not in d for d in v.export_data().values())
         loop_twins.remove()  # the compile-ahead process's word
         ready.set()
@@ -377,3 +378,4 @@ def test_on_a_first_run_the_curves_come_first_and_the_best_only_when_known(qtbot
         assert plot.sweep.optimum is not None
         assert plot.best_dot.isVisible() and plot.best_line.isVisible()
     assert v.summary.text().count("best |x| ≈") == 2 and "computing" not in v.summary.text()
+    assert "the dot marks the best" in v.summary.text()

@@ -231,8 +231,8 @@ class TradeoffView(StateView):
         super().__init__(parent=parent, jobs=jobs)
         self.setObjectName("tradeoffView")
         # a picture (``qs.figure``) cannot be dragged: its summary says what the marks are
-        self._hint = ("The orange line is the clip shown; the dot marks the best." if still else
-                      "Drag the orange line to clip; the dot marks the best.")
+        self._hint = ("The orange line is the clip shown" if still else
+                      "Drag the orange line to clip")
         # a picture is drawn once: it does not wait for an optimum still being compiled
         self._still = still
         layout = QVBoxLayout(self)
@@ -411,7 +411,9 @@ class TradeoffView(StateView):
                 # anywhere ("best |x| ≈" / "21.2 gives 16.0 dB"), in the same lines' room
                 lines.append(f"<b>{name}</b>: " + (";<br>" if self._vertical else "; ")
                              .join(parts))
-        text = "<br>".join(lines) + "<br>" + self._hint
+        pending = any(plot.optimum_pending for plot in self.plots.values())
+        hint = self._hint + ("." if pending else "; the dot marks the best.")  # no dot yet
+        text = "<br>".join(lines) + "<br>" + hint
         if lines and text != self.summary.text():
             self.summary.setText(text)
 
