@@ -126,8 +126,8 @@ import time
 t0 = time.time()
 import numpy as np, quantscope as qs
 from quantscope.io.samples import sample_path
-fig = qs.figure(np.load(sample_path("gelu_activations")))
-fig.save("panes.png")
+x = np.load(sample_path("gelu_activations"))
+FIRST_CALL
 print(f"FIGURE {time.time() - t0:.2f} cpu={time.process_time():.2f}")
 from quantscope.core.kernels import compiled
 from quantscope.state import compile_ahead
@@ -148,14 +148,22 @@ def _wait_for(pid: int) -> float:
     return time.time() - start
 
 
-def notebook_start(src: Path, cache: Path) -> tuple[float, str, list[str]]:
+#: What the timed cell calls first (``--notebook-call``): the demo tensor's four panes as a
+#: figure, or its per-tensor int8 report.
+FIRST_CALLS = {"figure": 'qs.figure(x).save("panes.png")',
+               "analyze": "print(qs.analyze(x, qs.choose_qparams(x)))"}
+
+
+def notebook_start(src: Path, cache: Path,
+                   call: str = "figure") -> tuple[float, str, list[str]]:
     """Seconds the figure cell took on a running kernel, what else it said (processor time,
     whether twins drew it, when the compile-ahead process it started ended), and its stderr
     lines."""
     import nbformat
     from nbclient import NotebookClient
 
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(NOTEBOOK_CELL)])
+    cell = NOTEBOOK_CELL.replace("FIRST_CALL", FIRST_CALLS[call])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
     saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "NUMBA_CACHE_DIR", "HOME")}
     os.environ.update(PYTHONPATH=str(src), NUMBA_CACHE_DIR=str(cache),
                       HOME=str(cache.parent / "home"))  # the kernel inherits these
@@ -179,12 +187,12 @@ def notebook_start(src: Path, cache: Path) -> tuple[float, str, list[str]]:
     return float(line.split()[1]), about, err
 
 
-#: Run in the child for ``--report``: the command as typed, then when the compile-ahead process
-#: it started (if any) ended, so that the warm run finds what it compiled.
+#: Run in the child for ``--report`` and ``--screenshot``: the command as typed, then when the
+#: compile-ahead process it started (if any) ended, so that the warm run finds what it compiled.
 REPORT_DRIVER = r"""
 import sys, time
 T0 = float(sys.argv[1])
-sys.argv = ["quantscope", "report", *sys.argv[2:]]
+sys.argv = ["quantscope", *sys.argv[2:]]
 from quantscope.cli import main
 code = main(sys.argv[1:])
 print(f"REPORT {time.time() - T0:.2f} cpu={time.process_time():.2f}", file=sys.stderr, flush=True)
@@ -198,7 +206,7 @@ raise SystemExit(code)
 
 
 def report_start(src: Path, cache: Path, extra: list[str]) -> tuple[float, str, list[str]]:
-    """Seconds ``quantscope report`` took from its process's start, what else it said, and its
+    """Seconds ``quantscope EXTRA...`` took from its process's start, what else it said, and its
     stderr lines (the notice) with stdout's line count."""
     env = {**os.environ, "PYTHONPATH": str(src), "NUMBA_CACHE_DIR": str(cache),
            "HOME": str(cache.parent / "home")}
@@ -218,35 +226,48 @@ def report_start(src: Path, cache: Path, extra: list[str]) -> tuple[float, str, 
     return float(line.split()[1]), about, said
 
 
+def commands(command: list[str], repeat: int) -> None:
+    """Time ``quantscope COMMAND`` on ``repeat`` fresh installs, each then warm."""
+    print(f"quantscope {' '.join(command)}, {os.cpu_count()} cores, load "
+          f"{os.getloadavg()[0]:.1f}")
+    for i in range(repeat):
+        with fresh_install() as (src, cache):
+            fresh, about, said = report_start(src, cache, command)
+            warm, warm_about, _ = report_start(src, cache, command)
+            print(f"run {i + 1}: fresh install {fresh:.2f} s ({about}), warm {warm:.2f} s "
+                  f"({warm_about})")
+            if i == 0:
+                print("  stderr of the fresh run:\n    " + "\n    ".join(said[-6:]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=2, help="fresh installs measured")
     parser.add_argument("--offscreen", action="store_true", help="Qt's offscreen platform")
     parser.add_argument("--notebook", action="store_true",
                         help="time qs.figure in a notebook (nbclient) instead of the window")
+    parser.add_argument("--notebook-call", choices=sorted(FIRST_CALLS), default="figure",
+                        help="with --notebook: the cell's first call (default figure)")
     parser.add_argument("--report", nargs="*", metavar="ARG",
                         help="time `quantscope report [ARG ...]` (from its process's start) "
                              "instead of the window")
+    parser.add_argument("--screenshot", action="store_true",
+                        help="time `quantscope --screenshot OUT.png` (the demo window rendered "
+                             "offscreen, from its process's start) instead of the window")
     args = parser.parse_args()
-    if args.report is not None:
-        print(f"quantscope report {' '.join(args.report)}, {os.cpu_count()} cores, load "
-              f"{os.getloadavg()[0]:.1f}")
-        for i in range(args.repeat):
-            with fresh_install() as (src, cache):
-                fresh, about, said = report_start(src, cache, args.report)
-                warm, warm_about, _ = report_start(src, cache, args.report)
-                print(f"run {i + 1}: fresh install {fresh:.2f} s ({about}), warm {warm:.2f} s "
-                      f"({warm_about})")
-                if i == 0:
-                    print("  stderr of the fresh run:\n    " + "\n    ".join(said[-6:]))
+    if args.report is not None or args.screenshot:
+        with tempfile.TemporaryDirectory(prefix="qs-shot-") as out:
+            command = (["report", *args.report] if args.report is not None else
+                       ["--screenshot", str(Path(out) / "window.png")])
+            commands(command, args.repeat)
         return
     if args.notebook:
-        print(f"qs.figure of the demo tensor in a notebook cell, {os.cpu_count()} cores, load "
-              f"{os.getloadavg()[0]:.1f}")
+        print(f"qs.{args.notebook_call} of the demo tensor in a notebook cell, "
+              f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
         for i in range(args.repeat):
             with fresh_install() as (src, cache):
-                fresh, about, err = notebook_start(src, cache)
-                warm, warm_about, _ = notebook_start(src, cache)
+                fresh, about, err = notebook_start(src, cache, args.notebook_call)
+                warm, warm_about, _ = notebook_start(src, cache, args.notebook_call)
                 verdict = "PASS" if fresh <= TARGET_S else "MISS"
                 print(f"run {i + 1}: fresh install {fresh:.2f} s ({verdict}; {about}), "
                       f"warm {warm:.2f} s ({warm_about})")

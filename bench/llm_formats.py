@@ -1,7 +1,10 @@
 """Every 4-bit format and every GGUF type (Q2_K to Q8_0) on one Llama-8B MLP weight
 (14336 x 4096 float32, 58.7M elements).
 
-Run: ``PYTHONPATH=src python bench/llm_formats.py [--rows 14336] [--cols 4096] [--pairs 3]``.
+Run: ``PYTHONPATH=src python bench/llm_formats.py [--rows 14336] [--cols 4096] [--pairs 3]
+[--method mse]``; with ``--method`` only the formats that take that range method are measured
+(``mse``: the element formats' float32 scale, the INT4 groups' range, each MX and NVFP4 block's
+stored scale).
 The weight is real-looking: normal, each output row with its own spread, and a few input
 channels (columns) with outliers, as LLM weights have. For each format it prints
 
@@ -62,9 +65,13 @@ def llama_mlp_weight(rows: int, cols: int, seed: int = 0) -> np.ndarray:
     return w
 
 
-def four_bit_specs() -> list[tuple[str, dict]]:
+def four_bit_specs(method: str = "minmax") -> list[tuple[str, dict]]:
     """(format, options) of every 4-bit format, the element ones per tensor and per channel,
-    then every GGUF type (llama.cpp's 2- to 8-bit ones too: a GGUF file mixes them)."""
+    then every GGUF type (llama.cpp's 2- to 8-bit ones too: a GGUF file mixes them); for a
+    ``method`` other than min/max, those that take it, with it."""
+    if method != "minmax":
+        return [(name, {**opts, "method": method}) for name, opts in four_bit_specs()
+                if takes_method(name, method)]
     out: list[tuple[str, dict]] = []
     for name in FORMATS:
         kind = format_kind(name)
@@ -89,6 +96,16 @@ def four_bit_specs() -> list[tuple[str, dict]]:
     from quantscope.core.formats.gguf_types import GGUF_TYPES
 
     return out + [(name, {}) for name in GGUF_TYPES]
+
+
+def takes_method(name: str, method: str) -> bool:
+    """Whether format ``name`` takes range method ``method`` (the element formats and the
+    INT4 groups every one, MX and NVFP4 blocks ``mse``; a tool's rule none)."""
+    from quantscope.core.calibration.format_choose import BLOCK_MSE_KINDS
+
+    kind = format_kind(name)
+    return (kind == "element" or (kind == "int" and name not in TOOL_INT4)
+            or (kind in BLOCK_MSE_KINDS and method == "mse"))
 
 
 def label_of(name: str, opts: dict) -> str:
@@ -176,7 +193,7 @@ def worker(args) -> None:
     import sys
 
     w, dst, prep, _ = setup(args.rows, args.cols)
-    specs = four_bit_specs()
+    specs = four_bit_specs(args.method)
     print(json.dumps({"ready": True, "specs": [label_of(*s) for s in specs]}), flush=True)
     for line in sys.stdin:
         name, opts = specs[int(line)]
@@ -189,6 +206,8 @@ def main() -> None:
     ap.add_argument("--cols", type=int, default=4096)
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--only", nargs="*", help="these formats only")
+    ap.add_argument("--method", default="minmax",
+                    help="the range method where a format takes one (e.g. mse)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -199,7 +218,7 @@ def main() -> None:
           f"{prep_s:.2f} s ({prep.nbytes / w.size:.2f} bytes/element); {load()}")
     print(HEADER)
     copies = []
-    for name, opts in four_bit_specs():
+    for name, opts in four_bit_specs(args.method):
         if args.only and name not in args.only:
             continue
         m = measure(w, dst, prep, name, opts, args.pairs)

@@ -2,8 +2,9 @@
 on a fresh install: a copy of the package with no ``__pycache__`` and an empty Numba cache.
 
 Cells: a figure of the demo tensor (MiniLM GELU activations), a per-channel report and a
-prepared tensor as the notebook shows them, the trade-off view as a figure (it needs the MSE
-optimum, whose loop has no NumPy twin), then ``qs.widget`` with a change of bits. Prints each
+prepared tensor as the notebook shows them, the trade-off view as a figure (on a first run its
+curves are drawn at once by the NumPy twins, its MSE optimum, whose search has no twin, said to
+be still compiling), then ``qs.widget`` with a change of bits. Prints each
 cell's time, the size of each output by MIME type (figures should stay under 150 KB, reprs
 short) and whatever reached stderr (only quantscope's own notices should), and writes into
 OUT: the executed notebook, the figure, and the widget's four pane images after the change

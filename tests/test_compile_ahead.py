@@ -64,6 +64,11 @@ def window(x, src, dtype):
                     ("nvfp4", "fp8_e5m2/channel", "mxfp8", "nf4")):
         state.update_settings(formats=formats)
         compute_reports(state.request())
+    # each block's stored scale of least error (the MSE method on MX and NVFP4 panes)
+    state.update_settings(formats=("mxfp4", "nvfp4", "nvfp4_modelopt", "nf4"),
+                          method="mse")
+    compute_reports(state.request())
+    state.update_settings(method="minmax")
     return state, prepared
 
 src = Source.generator("laplace", (700, 600), 3)

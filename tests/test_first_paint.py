@@ -218,9 +218,136 @@ def test_in_a_notebook_kernel_the_engine_announces_its_compiles(monkeypatch):
 
     calls = []
     monkeypatch.setattr(compile_notice, "announce_compiles", lambda: calls.append(1))
+    monkeypatch.setattr(compiled, "_first_loop", None)  # the suite's loops stay compiled
     monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
     monkeypatch.delattr(compiled, "analyze_flat", raising=False)  # not looked up yet
     assert compiled.analyze_flat is not None and calls == []
     monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
     monkeypatch.delattr(compiled, "analyze_flat")
     assert compiled.analyze_flat is not None and calls == [1]
+
+
+#: Run in a fresh interpreter on an empty Numba cache, as a Jupyter kernel's first cell:
+#: ``qs.analyze`` of the demo tensor, with every compile Numba starts counted.
+_FIRST_ANALYZE = r"""
+import json, os, sys, types
+sys.modules["ipykernel"] = types.ModuleType("ipykernel")  # a Jupyter kernel, as seen from here
+from numba.core import event
+
+compiles = []
+
+
+class Count(event.Listener):
+    def on_start(self, ev):
+        compiles.append(1)
+
+    def on_end(self, ev):
+        pass
+
+
+event.register("numba:compile", Count())
+import numpy as np
+import quantscope as qs
+from quantscope.io.samples import sample_path
+
+x = np.load(sample_path("gelu_activations"))
+report = qs.analyze(x, qs.choose_qparams(x, bits=int(sys.argv[1])))
+from quantscope.core.kernels import compiled
+from quantscope.state import compile_ahead
+
+seen = {"numbers": NUMBERS(report), "compiles": len(compiles), "twins": compiled.standing_in(),
+        "waits": compiled.waits_for_another_process()}
+ahead = compile_ahead._started
+if ahead is not None:  # its compiles are not this test's (at its end the twins step aside)
+    ahead.kill()
+    ahead.wait()
+print(json.dumps({**seen, "ahead": ahead is not None}), flush=True)
+os._exit(0)  # the thread that would take the compiled loops at the killed process's word
+"""
+
+
+def _report_numbers(report) -> list:
+    """Every number of a per-tensor report, floats as their exact hex."""
+    p = report.params
+    exact = [float(v).hex() for v in (report.mse, report.rounding_mse, report.clipping_mse,
+                                      report.sqnr_db, report.max_abs_error,
+                                      report.signal_power, p.scale)]
+    return [*exact, int(p.zero_point), report.n, report.n_nonfinite, report.clipped_below,
+            report.clipped_above, report.codes_used, report.code_histogram.tolist()]
+
+
+def test_analyze_as_a_kernels_first_call_on_a_cold_cache_is_computed_by_the_twins(tmp_path):
+    """``qs.analyze`` first in a fresh Jupyter kernel, on an empty Numba cache: the twins
+    compute it at once (not one compile in the kernel), to the bit what the compiled loops
+    give, while a compile-ahead process is started; a loop without a twin would compile
+    there and then, not wait for that process."""
+    import inspect
+    import json
+
+    import numpy as np
+
+    import quantscope as qs
+    from quantscope.io.samples import sample_path
+
+    bits = 6
+    x = np.load(sample_path("gelu_activations"))
+    compiled_numbers = _report_numbers(qs.analyze(x, qs.choose_qparams(x, bits=bits)))
+    code = _FIRST_ANALYZE.replace("NUMBERS", "_report_numbers").replace(
+        "import json, os, sys, types", "import json, os, sys, types\n"
+        + inspect.getsource(_report_numbers))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code, str(bits)], capture_output=True,
+                         text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen["compiles"] == 0 and seen["twins"] and seen["ahead"] and not seen["waits"]
+    assert seen["numbers"] == json.loads(json.dumps(compiled_numbers))
+
+
+def test_the_first_loop_hook_runs_once_and_only_at_a_prompt(monkeypatch):
+    """A script's or a test's look-ups never call it (they keep the compiled loops); in a
+    kernel the first look-up does, once, and serves what the hook stood in."""
+    calls = []
+    monkeypatch.setattr(compiled, "_first_loop", None)
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    monkeypatch.delattr(sys, "ps1", raising=False)
+    compiled.on_first_loop(lambda: calls.append(1))
+    monkeypatch.delattr(compiled, "analyze_flat", raising=False)  # not looked up yet
+    assert compiled.analyze_flat is not loop_twins.analyze_flat and calls == []
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    monkeypatch.delattr(compiled, "analyze_flat")
+    compiled.on_first_loop(lambda: calls.append(1) or loop_twins.install())
+    try:
+        assert compiled.analyze_flat is loop_twins.analyze_flat and calls == [1]
+    finally:
+        loop_twins.remove()
+    assert compiled.analyze_flat is not loop_twins.analyze_flat
+    assert calls == [1] and compiled._first_loop is None  # once
+
+
+#: The compile-ahead process with its steps replaced: the panes' step waits until the test
+#: has closed the pipe its word goes to, the rest's step leaves a file behind.
+_AHEAD_ORPHANED = r"""
+import sys
+from quantscope.state import compile_ahead
+
+compile_ahead.compile_panes = lambda: sys.stdin.read()
+compile_ahead.compile_rest = lambda: open(sys.argv[1], "w").write("rest")
+compile_ahead.os.nice = lambda n: 0
+sys.argv[1:] = [sys.argv[1], "--panes"]
+compile_ahead.main()
+"""
+
+
+def test_the_compile_ahead_goes_on_when_its_starter_has_ended(tmp_path):
+    """A notebook's kernel shut down (or a window closed) before the panes' loops were in:
+    the process that compiles them still compiles the rest for the next run, silently."""
+    done = tmp_path / "rest"
+    proc = subprocess.Popen([sys.executable, "-c", _AHEAD_ORPHANED, str(done)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # its starter is gone: nobody reads its word
+    proc.stdin.close()  # the panes' step ends now
+    err = proc.stderr.read().decode()
+    assert proc.wait(120) == 0 and err == ""
+    assert done.read_text() == "rest"

@@ -9,6 +9,7 @@ three are looked up on first use, so Qt (and the explorer's state) load only whe
 
 from quantscope.core import *  # noqa: F403
 from quantscope.core import __all__ as _core_all
+from quantscope.core.kernels import compiled as _compiled
 
 #: Front-end names -> the module that defines them (imported on first access).
 _FRONT_END = {"view": "quantscope.viewer", "run": "quantscope.viewer",
@@ -21,6 +22,20 @@ _FRONT_END = {"view": "quantscope.viewer", "run": "quantscope.viewer",
 
 __all__ = [*_core_all, *_FRONT_END]
 __version__ = "0.1.0"
+
+
+def _twins_on_a_first_run() -> None:
+    """The engine API's first compiled loop in a notebook or at a prompt: on a first run
+    (Numba's cache lacks the loops) NumPy twins compute what they can at once while another
+    process compiles (:func:`quantscope.state.compile_ahead.stand_in_for_engine`)."""
+    # the state loads only here, when a loop is first needed at a prompt: `import quantscope`
+    # stays the engine alone
+    from quantscope.state.compile_ahead import stand_in_for_engine
+
+    stand_in_for_engine()
+
+
+_compiled.on_first_loop(_twins_on_a_first_run)
 
 
 def __getattr__(name: str):

@@ -167,3 +167,33 @@ def test_direct_reports_are_the_compiled_ones():
         assert a.summary() == b.summary(), (p.arithmetic, p.rounding)
         assert np.array_equal(a.code_histogram, b.code_histogram)
         assert (a.signal_power, a.n_nonfinite) == (b.signal_power, b.n_nonfinite)
+
+
+def test_a_row_whose_bits_changed_gets_its_own_prefix_sums():
+    """The twins keep the last searched row's prefix sums for the next report of the same
+    row: a row changed in place (its array, its bounds the same), or its sign of zero
+    flipped, is summed anew, and each report is the compiled loops' one."""
+    rng = np.random.default_rng(4)
+    x = np.sort(rng.standard_normal(3 * loop_twins.BLOCK * 40).astype(np.float32))
+    x[np.searchsorted(x, 0.0)] = 0.0
+    rows = SortedRows.from_rows([(np.arange(1), x[None, :])], 1)
+    row, zp = np.array([0]), np.array([0], np.int32)
+    scale = np.array([np.abs(x).max() / 127], np.float32)
+
+    def evaluate() -> tuple:
+        return _evaluate_raw(SortedRows(rows.values, rows.starts, rows.n_nonfinite), row,
+                             scale, zp, 10)  # every row searched
+
+    loop_twins.install()
+    try:
+        first = evaluate()
+        values = rows.values
+        values[5] = np.nextafter(values[5], np.float32(0))  # still sorted, other bits
+        zero = int(np.flatnonzero(values == 0)[0])
+        values[zero] = -0.0
+        changed = evaluate()
+    finally:
+        loop_twins.remove()
+    for a, b in zip(changed, evaluate(), strict=True):
+        assert np.array_equal(a, b)
+    assert not all(np.array_equal(a, b) for a, b in zip(first, changed, strict=True))

@@ -33,3 +33,27 @@ def test_the_twins_paint_the_same_window(tmp_path):
         loop_twins.remove()
     assert twin_numbers == numbers
     assert twin_pixels.size == pixels.size and np.array_equal(twin_pixels, pixels)
+
+
+def test_a_screenshot_on_a_cold_cache_is_painted_by_the_twins(tmp_path, monkeypatch):
+    """``quantscope --screenshot`` on a first run: the twins paint it (the compiled loops'
+    numbers) at once, and the compile-ahead process it starts outlives it for the next run;
+    a loop without a twin compiles here rather than wait for that process."""
+    from quantscope.core.kernels import compiled
+    from quantscope.state import compile_ahead
+
+    numbers, _ = _render(tmp_path, "compiled")  # the suite's warm cache: no twins
+    started: list = []
+    monkeypatch.setattr(compile_ahead.subprocess, "Popen",
+                        lambda args, **kw: started.append((args, kw)) or object())
+    monkeypatch.setattr(compile_ahead, "_started", None)
+    monkeypatch.setattr(compile_ahead, "panes_cached", lambda: False)
+    try:
+        twin_numbers, _ = _render(tmp_path, "cold")
+        assert compiled.standing_in() and not compiled.waits_for_another_process()
+    finally:
+        loop_twins.remove()
+    (args, kw), = started
+    assert args[1:] == ["-m", "quantscope.state.compile_ahead", "--panes"]
+    assert kw["start_new_session"]
+    assert twin_numbers == numbers

@@ -337,3 +337,45 @@ def test_old_curves_fade_the_moment_the_settings_change(view, state, qtbot):
     assert all(p.best_dot.isVisible() for p in plots)
     state.update_settings(method="percentile")  # the sweep varies the range: nothing fades
     assert all(p.total.opacity() == 1.0 for p in plots)
+
+
+def test_on_a_first_run_the_curves_come_first_and_the_best_only_when_known(qtbot, state,
+                                                                           monkeypatch):
+    """The twins serve the curves while the MSE search is compiled in another process: the
+    curves are drawn with no best point and a summary that says it is being computed; the
+    best appears once the compiled loops are in."""
+    import threading
+
+    from quantscope.core.stats import loop_twins
+    from quantscope.state import compile_ahead
+
+    def never_wait():
+        raise AssertionError("the view waited for a loop without a twin")
+
+    ready = threading.Event()
+    monkeypatch.setattr(compile_ahead, "compiled_ready", ready)
+    loop_twins.install(until=never_wait)
+    v = TradeoffView(state)
+    qtbot.addWidget(v)
+    try:
+        v.resize(1000, 450)
+        v.show()
+        qtbot.waitUntil(lambda: v.plots["asymmetric"].sweep is not None, timeout=60_000)
+        for plot in v.plots.values():
+            assert plot.optimum_pending and plot.sweep.optimum is None
+            assert not plot.best_dot.isVisible() and not plot.best_line.isVisible()
+        assert v.summary.text().count("best: computing the optimum") == 2
+        assert "best |x|" not in v.summary.text() and "dot" not in v.summary.text()
+        assert v.job.busy
+        assert all("best_threshold" not in d for d in v.export_data().values())
+        loop_twins.remove()  # the compile-ahead process's word
+        ready.set()
+        qtbot.waitUntil(lambda: not v.plots["asymmetric"].optimum_pending, timeout=60_000)
+    finally:
+        loop_twins.remove()
+        v.job.shutdown()
+    for plot in v.plots.values():
+        assert plot.sweep.optimum is not None
+        assert plot.best_dot.isVisible() and plot.best_line.isVisible()
+    assert v.summary.text().count("best |x| ≈") == 2 and "computing" not in v.summary.text()
+    assert "the dot marks the best" in v.summary.text()

@@ -23,7 +23,12 @@ from quantscope.gui.system_libs import xcb_problem
 from quantscope.io.writing import check_output, write_text
 from quantscope.jsonable import dumps
 from quantscope.state import ExplorerState, SettingsError, Source
-from quantscope.state.compile_ahead import panes_cached, start_if_cold, start_with_stand_ins
+from quantscope.state.compile_ahead import (
+    panes_cached,
+    stand_in_for_command,
+    start_if_cold,
+    start_with_stand_ins,
+)
 from quantscope.state.options import (
     add_settings_arguments,
     add_source_arguments,
@@ -162,10 +167,15 @@ def run(args: argparse.Namespace) -> int:
     # start-up): a load in the window then never stalls the GUI thread loading one
 
     announce_compiles()
-    if headless or panes_cached() or not start_with_stand_ins():
+    if headless:
+        # a rendering ends once written, as a command does: on a first run the twins paint
+        # its panes (the same numbers) and the loops are compiled for the next run in a
+        # process that outlives it; a loop without a twin compiles here, announced
+        if not stand_in_for_command():
+            warm_up_engine()
+    elif panes_cached() or not start_with_stand_ins():
         warm_up_engine()
-        if not headless:  # a first run: the loops of formats, scans and the API compile meanwhile
-            start_if_cold()
+        start_if_cold()  # a first run: the loops of formats, scans and the API compile meanwhile
     # else a first run: NumPy twins paint the panes while another process compiles the loops
     # Qt now, after the warm-up: imported before Numba, it doubles Numba's start-up
     from PySide6.QtWidgets import QApplication

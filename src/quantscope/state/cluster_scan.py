@@ -52,6 +52,7 @@ from quantscope.state.model_scan import (
     finished_row,
     fused_pass_for,
 )
+from quantscope.state.pane_rules import DIRECT_MAX
 from quantscope.state.settings import Settings
 
 if TYPE_CHECKING:
@@ -96,12 +97,13 @@ def connect(address: str) -> Client:
 # -- what the workers run (module-level functions: Dask pickles them by name) -----------------
 
 def scan_batch(rows: list[ModelRow], settings: Settings, axis: int | None, threshold: float,
-               formats: bool, chunk_elements: int | None) -> list[ModelRow]:
+               formats: bool, chunk_elements: int | None,
+               direct_max: int = DIRECT_MAX) -> list[ModelRow]:
     """Whole tensors scanned on a worker by the local scan (one thread: the cluster gives the
     parallelism), returned with their own indices."""
     local = [dataclasses.replace(r, index=i) for i, r in enumerate(rows)]
     done = ModelScan(local, settings, axis=axis, threshold=threshold, formats=formats,
-                     workers=1, chunk_elements=chunk_elements).run()
+                     workers=1, chunk_elements=chunk_elements, direct_max=direct_max).run()
     return [dataclasses.replace(d, index=r.index) for d, r in zip(done, rows, strict=True)]
 
 
@@ -165,14 +167,15 @@ class ClusterScan:
 
     Same parameters and :meth:`run` as :class:`~quantscope.state.model_scan.ModelScan`, plus
     ``client`` (a ``distributed.Client``; see :func:`connect`), ``task_bytes`` and
-    ``retries``; ``chunk_elements`` as the local scan's (the workers chunk as the client
-    does). The rows may come from several checkpoints: each row names its own file.
+    ``retries``; ``chunk_elements`` and ``direct_max`` as the local scan's (the workers chunk
+    as the client does). The rows may come from several checkpoints: each row names its own file.
     """
 
     def __init__(self, rows: list[ModelRow], settings: Settings, client: Client, *,
                  axis: int | None = None, threshold: float = OUTLIER_THRESHOLD,
                  formats: bool = False, task_bytes: int = TASK_BYTES,
-                 retries: int = RETRIES, chunk_elements: int | None = None) -> None:
+                 retries: int = RETRIES, chunk_elements: int | None = None,
+                 direct_max: int = DIRECT_MAX) -> None:
         self.rows = list(rows)
         self.settings = settings.check()
         self.client = client
@@ -182,6 +185,7 @@ class ClusterScan:
         self.task_bytes = max(1, task_bytes)
         self.retries = max(0, retries - 1)
         self.chunk_elements = chunk_elements
+        self.direct_max = direct_max
         self.total_bytes = sum(r.nbytes for r in self.rows if r.status == PENDING)
         #: Tasks submitted, by kind: what ``overhead`` figures divide by.
         self.tasks = 0
@@ -205,8 +209,8 @@ class ClusterScan:
             nonlocal batch, batch_bytes
             if batch:
                 futures[self._submit(scan_batch, batch, self.settings, self.axis,
-                                     self.threshold, self.formats,
-                                     self.chunk_elements)] = ("batch", batch)
+                                     self.threshold, self.formats, self.chunk_elements,
+                                     self.direct_max)] = ("batch", batch)
                 batch, batch_bytes = [], 0
 
         for row in self.rows:
@@ -216,8 +220,8 @@ class ClusterScan:
             if split is None:
                 if row.nbytes > self.task_bytes:  # the engine's path: one task of its own
                     futures[self._submit(scan_batch, [row], self.settings, self.axis,
-                                         self.threshold, self.formats,
-                                         self.chunk_elements)] = ("batch", [row])
+                                         self.threshold, self.formats, self.chunk_elements,
+                                         self.direct_max)] = ("batch", [row])
                     continue
                 batch.append(row)
                 batch_bytes += row.nbytes
@@ -261,7 +265,7 @@ class ClusterScan:
         path (or a layout the raw reader cannot read in place)."""
         try:
             fused, axis = fused_pass_for(row, self.settings, self.axis, self.threshold,
-                                         self.formats, self.chunk_elements)
+                                         self.formats, self.chunk_elements, self.direct_max)
             if fused is None:
                 return None
             with RawTensor(Path(row.path), _info(row), headers) as reader:

@@ -93,11 +93,12 @@ compiled_ready = threading.Event()
 WAIT_FOR_AHEAD_S = 600.0
 
 
-def start_with_stand_ins() -> bool:
+def start_with_stand_ins(wait: bool = True) -> bool:
     """On a cold cache: serve the panes' loops by their NumPy twins, start the compile-ahead
     process on the panes' loops and then the rest, and take the compiled loops as soon as it
-    says the panes' are written (a thread waits for its word). False, with nothing changed,
-    when the process could not start."""
+    says the panes' are written (a thread waits for its word). A loop without a twin waits for
+    that word (:func:`wait_for_compiled`), or with ``wait`` False compiles here. False, with
+    nothing changed, when the process could not start."""
     global _started
     if _started is not None:
         return False
@@ -111,7 +112,7 @@ def start_with_stand_ins() -> bool:
     except OSError:
         return False
     skip_warm_up()
-    loop_twins.install(until=wait_for_compiled)
+    loop_twins.install(until=wait_for_compiled if wait else None)
     threading.Thread(target=_take_compiled, args=(_started, loop_twins.remove), daemon=True,
                      name="quantscope-take-compiled").start()
     return True
@@ -127,6 +128,21 @@ def stand_in_if_cold() -> bool:
     if panes_cached():
         return False
     return start_with_stand_ins()
+
+
+def stand_in_for_engine() -> bool:
+    """For the engine API's first compiled loop in a Jupyter kernel or at a prompt (the hook
+    ``import quantscope`` gives :func:`quantscope.core.kernels.compiled.on_first_loop`): on
+    a cold cache the twins serve what they can at once (``qs.analyze``'s pass, the prepared
+    reports; the same numbers, bit for bit) while the compile-ahead process runs, and the
+    compiled loops take over at its word. A loop without a twin compiles here, announced:
+    no window waits on this interpreter, and the other process's whole list would take
+    longer than the one loop. Whether the twins serve now."""
+    if compiled.standing_in():
+        return True
+    if panes_cached():
+        return False
+    return start_with_stand_ins(wait=False)
 
 
 def stand_in_for_command() -> bool:
@@ -301,7 +317,13 @@ def rest_steps() -> list[tuple[str, Callable[[], object]]]:
         # a long row in parts, on its prefix sums, as a pane's per-tensor MSE takes it
         choose_qparams(x, format="fp8_e4m3", method="mse", prepared=prepare(x))
         choose_qparams(x[:4], format="fp4_e2m1", method="mse", granularity="channel", axis=0)
-        choose_qparams(x[:4], format="mxfp4", method="mse")  # each MX block's best E8M0
+
+    def block_mse() -> None:
+        # each block's stored scale of least error (MX's E8M0, NVFP4's E4M3), on a writable
+        # tensor and on a read-only one as the window's panes take it: two signatures each
+        for tensor in (x[:4], frozen[:4]):
+            choose_qparams(tensor, format="mxfp4", method="mse")
+            choose_qparams(tensor, format="nvfp4", method="mse")
 
     prepared: list = []  # made by the first prepared format step that runs in this process
 
@@ -358,7 +380,7 @@ def rest_steps() -> list[tuple[str, Callable[[], object]]]:
             *((f"{spec} direct", formats("direct", (spec,))) for spec in CHOICES),
             *((f"int curve {path}", formats(path, (), curve=True))
               for path in ("prepared", "direct", "read-only")),
-            ("mse search", mse_search), ("blocks", blocks(rows)),
+            ("mse search", mse_search), ("block mse", block_mse), ("blocks", blocks(rows)),
             ("blocks read-only", blocks(frozen)), ("screen", screen),
             ("integer schemes", integer_schemes), ("torchao", torchao),
             ("casts and scan", casts_and_scan),
@@ -369,14 +391,29 @@ def main() -> None:
     """``python -m quantscope.state.compile_ahead [--panes]``: :func:`compile_rest` at the
     lowest priority (the window's threads keep the cores they need), after the panes' loops
     (the warm-up's) with ``--panes``."""
+    compiled.on_first_loop(None)  # this process compiles the loops: no twins stand in here
     try:
         os.nice(19)
     except OSError:
         pass
     if "--panes" in sys.argv[1:]:  # a window waits for these first (start_with_stand_ins)
         compile_panes()
-        print(PANES_WRITTEN, flush=True)
+        say_panes_written()
     compile_rest()
+
+
+def say_panes_written() -> None:
+    """Tell the process that started this one that the panes' loops are written. It may have
+    ended meanwhile (a notebook's kernel shut down after its first cells, a window closed):
+    then nobody reads this process's stdout, which goes to /dev/null from now on, and the rest
+    is compiled all the same, for the next run (a broken pipe had ended this process here,
+    and the next run compiled the loops of the engine API itself)."""
+    try:
+        print(PANES_WRITTEN, flush=True)
+    except (BrokenPipeError, OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the line still buffered goes there at exit
+        os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@
 ``"NAME/tensor"`` / ``"NAME/channel"`` for int8 and the element formats (``"fp8_e4m3/tensor"``,
 ``"int8/channel"``); None is the classic layout of four int schemes. The method applies where a
 format has a calibrated scale (int8 and the element formats; a manual clip caps each unit's
-amax); block formats take their scales from each block's amax, as their specifications say.
+amax); block formats take their scales from each block's amax, as their specifications say,
+except that the MSE method gives the formats of ``BLOCK_MSE_KINDS`` each block's stored scale
+of least error (:func:`quantscope.core.calibration.format_choose.block_params`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import math
 import numpy as np
 
 from quantscope.core import QuantParams, choose_qparams
+from quantscope.core.calibration.format_choose import BLOCK_MSE_KINDS
 from quantscope.core.formats.catalog import (
     FORMAT_TABLE,
     FormatParams,
@@ -56,6 +59,9 @@ _LABELS = {
 _BLOCK_NOTE = {"mx": "blocks of 32 · E8M0 scales", "nvfp4": "blocks of 16 · E4M3 + FP32 scales",
                "nf4": "blocks of 64 · absmax scales", "int": "fp16 scales",
                "torchao": "bf16 scales + float zeros"}
+#: The same under the MSE method, for the formats of ``BLOCK_MSE_KINDS``: what is searched.
+_MSE_NOTE = {"mx": "blocks of 32 · MSE-optimal E8M0 scales",
+             "nvfp4": "blocks of 16 · MSE-optimal E4M3 scales, FP32 from amax"}
 
 
 #: Every pane format the window offers (see :func:`quantscope.state.choices.offered_formats`).
@@ -77,7 +83,16 @@ def format_title(spec: str, settings=None, shape: tuple[int, ...] | None = None)
         note = (f"super-blocks of {t.block} · fp16 + quantized sub-block scales"
                 if t.block == 256 else f"blocks of {t.block} · fp16 scales")
         return f"{_LABELS[name]} · {note}"
+    if block_mse(name, settings):
+        return f"{_LABELS[name]} · {_MSE_NOTE[kind]}"
     return f"{_LABELS[name]} · {_BLOCK_NOTE[kind]}"
+
+
+def block_mse(name: str, settings) -> bool:
+    """Whether the pane of block format ``name`` searches each block's stored scale for the
+    least error under ``settings`` (the MSE method, a format of ``BLOCK_MSE_KINDS``)."""
+    return (settings is not None and settings.method == "mse"
+            and format_kind(name) in BLOCK_MSE_KINDS)
 
 
 def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
@@ -95,6 +110,8 @@ def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
             m = "minmax" if method == "manual" else method
             opts = options if m == "percentile" else {}
             return choose_qparams(x, format=name, method=m, prepared=prepared, **opts)
+        if block_mse(name, settings):  # each block's stored scale of least error
+            return choose_qparams(x, format=name, method="mse", prepared=prepared)
         return choose_qparams(x, format=name, prepared=prepared)
     if name == "int8":  # the classic symmetric pane's rules, at 8 bits
         plain = dataclasses.replace(settings, formats=None, bits=8, group_size=None)

@@ -6,9 +6,10 @@ share the parameters' and buffers' storage, so listing copies nothing) with a
 :class:`~quantscope.io.tensor_info.TensorInfo` built from each tensor's own shape and dtype,
 and :func:`scan_entries` computes each row's figures by exactly the route
 :class:`~quantscope.state.model_scan.ModelScan` takes for the same tensor in a file: the fused
-pass over the stored dtype's values where the settings allow it, else the engine's pass on
-float32. One tensor is turned into a NumPy array at a time (zero-copy on the CPU; a host copy
-for a GPU tensor, released before the next), so memory never holds two converted tensors.
+pass over the stored dtype's values where the settings allow it and the tensor is larger than
+:data:`~quantscope.state.pane_rules.DIRECT_MAX` elements, else the engine's pass on float32.
+One tensor is turned into a NumPy array at a time (zero-copy on the CPU; a host copy for a GPU
+tensor, released before the next), so memory never holds two converted tensors.
 
 torch is never imported: a module is recognised by its ``state_dict`` and ``named_modules``
 methods, a tensor through :func:`quantscope.core.tensors.frameworks.as_numpy`.
@@ -40,6 +41,7 @@ from quantscope.state.model_scan import (
     layer_and_kind,
     skip_reason,
 )
+from quantscope.state.pane_rules import DIRECT_MAX
 from quantscope.state.settings import Settings
 
 #: NumPy dtype name -> the name safetensors writes, so a tensor's record reads as it would
@@ -134,7 +136,7 @@ def row_figures(row: ModelRow, x: np.ndarray, settings: Settings, *, axis: int |
     ax = channel_axis(row, axis)
     rules = None if formats else fused_rules(settings)
     try:
-        if (rules is not None and raw_dtype(x.dtype.name) is not None
+        if (rules is not None and raw_dtype(x.dtype.name) is not None and x.size > DIRECT_MAX
                 and (ax is None or fused_axis(x.shape, ax) is not None)):
             figures = figures_of(np.ascontiguousarray(x), ax, rules)
             best = None

@@ -5,18 +5,25 @@ checkpoint (:func:`quantscope.io.checkpoint.list_checkpoint`) as rows -- analysa
 pending, the others marked with why -- and :class:`ModelScan` fills them in:
 
 * under the window's settings with min/max ranges and no runtime preset (what the panes show
-  first), each tensor goes through :class:`quantscope.core.stats.fused.FusedPass`: its stored bytes
+  first), each tensor above :data:`~quantscope.state.pane_rules.DIRECT_MAX` elements goes
+  through :class:`quantscope.core.stats.fused.FusedPass`: its stored bytes
   are read once, a chunk at a time, by as many threads as there are cores (the kernels
   release the GIL), several tensors in flight at once, so a checkpoint scans at about the
   speed the disk or page cache delivers it, in the memory of a few chunks;
-* under any other settings (percentile, MSE, entropy, a preset, groups) the tensor is loaded
-  as float32 and the panes' own mapping (:func:`quantscope.state.compute.pane_params`, then
-  :func:`quantscope.core.stats.analyze`) gives the same figures, slower;
+* under any other settings (percentile, MSE, entropy, a preset, groups), and for a tensor of
+  at most ``DIRECT_MAX`` elements, the tensor is loaded as float32 and the panes' own mapping
+  (:func:`quantscope.state.compute.pane_params`, then :func:`quantscope.core.stats.analyze`)
+  gives the figures, slower: ``report`` and the window take that very pass on such a small
+  tensor, so the scan prints their numbers to the bit (the fused pass sums the squared errors
+  in its own order, equal to about 1e-14 relative, not to the last digit);
 * with ``formats=True`` every tensor is loaded so, and its best 8-bit and best 4-bit number
   format (:func:`quantscope.state.formats.best_formats`, the comparison panes' own rules) join
   its figures.
 
-Either way a row's numbers equal ``quantscope report``'s symmetric schemes for that tensor.
+Either way a row's numbers are ``quantscope report``'s symmetric schemes for that tensor: to
+the bit up to ``DIRECT_MAX`` elements; above, ``report`` sums the errors from sorted prefix sums
+and the two agree to about 1e-14 relative (one correctly rounded sum in every path would make
+them equal).
 A quantized checkpoint's stored weight (listed by :func:`quantscope.io.stored.source_checkpoint`)
 is decoded as its package decodes it and analysed as float32 by the engine's path.
 A tensor that cannot be read gets its message; the others carry on.
@@ -59,6 +66,7 @@ from quantscope.state.format_batch import (
     tensor_sums,
 )
 from quantscope.state.formats import BestFormats, best_formats
+from quantscope.state.pane_rules import DIRECT_MAX
 from quantscope.state.settings import Settings
 from quantscope.state.source import Source
 
@@ -235,19 +243,33 @@ def engine_figures_many(xs: list[np.ndarray], axis: int | None, settings: Settin
 
 def fused_pass_for(row: ModelRow, settings: Settings, axis: int | None = None,
                    threshold: float = OUTLIER_THRESHOLD, formats: bool = False,
-                   chunk_elements: int | None = None) -> tuple[FusedPass | None, int | None]:
+                   chunk_elements: int | None = None, direct_max: int = DIRECT_MAX
+                   ) -> tuple[FusedPass | None, int | None]:
     """The fused pass that reads ``row``'s tensor under ``settings`` (None when only the
-    engine's general path computes what they ask, or for a dtype or channel axis the pass does
-    not take), and the row's channel axis (``axis`` as :func:`channel_axis` takes it)."""
+    engine's general path computes what they ask, for a dtype or channel axis the pass does
+    not take, or a tensor of at most ``direct_max`` elements: see :func:`reads_raw`), and the
+    row's channel axis (``axis`` as :func:`channel_axis` takes it)."""
     info = row.info
     assert info is not None  # a pending row was listed with its tensor's info
     rules = None if formats else fused_rules(settings, threshold)
     chan = channel_axis(row, axis)
-    if rules is None or raw_dtype(info.dtype) is None or info.format == "stored":
-        return None, chan  # a stored (quantized) weight is decoded, never read as raw bytes
+    if rules is None or not reads_raw(info, direct_max):
+        return None, chan
     if chan is not None and fused_axis(info.shape, chan) is None:
         return None, chan
     return FusedPass(info.shape, info.dtype, chan, rules, chunk_elements), chan
+
+
+def reads_raw(info: TensorInfo, direct_max: int = DIRECT_MAX) -> bool:
+    """Whether a fused pass may read this tensor's stored bytes: a dtype it takes, not a stored
+    (quantized) weight, which is decoded as its package decodes it, and more than
+    ``direct_max`` elements. ``report`` and the window take the direct pass on a tensor of at
+    most :data:`DIRECT_MAX` elements, whose sums the fused pass does not repeat bit for bit (it
+    adds the squared errors row by row in its own order), so by default the scan takes that
+    pass too; ``direct_max=0`` reads every tensor it can with the fused pass (faster on many
+    small tensors, equal to ``report`` to about 1e-14 relative)."""
+    return (raw_dtype(info.dtype) is not None and info.format != "stored"
+            and int(np.prod(info.shape, dtype=np.int64)) > direct_max)
 
 
 def finished_row(row: ModelRow, result: FusedPass | TensorFigures, axis: int | None,
@@ -304,12 +326,15 @@ class ModelScan:
     chunk_elements : int, optional
         Elements per chunk of a fused pass (default
         :data:`~quantscope.core.stats.fused.CHUNK_ELEMENTS`).
+    direct_max : int
+        Tensors of at most this many elements take the engine's direct pass, as ``report``
+        does, even under the fused pass's settings (see :func:`reads_raw`).
     """
 
     def __init__(self, rows: list[ModelRow], settings: Settings, *, axis: int | None = None,
                  workers: int | None = None, threshold: float = OUTLIER_THRESHOLD,
                  background: bool = False, formats: bool = False,
-                 chunk_elements: int | None = None) -> None:
+                 chunk_elements: int | None = None, direct_max: int = DIRECT_MAX) -> None:
         self.rows = list(rows)
         self.axis = axis
         self.settings = settings.check()
@@ -319,6 +344,7 @@ class ModelScan:
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.background = background
         self.chunk_elements = chunk_elements
+        self.direct_max = direct_max
         self.total_bytes = sum(r.nbytes for r in self.rows if r.status == PENDING)
 
     def run(self, on_row: Callable[[ModelRow], None] | None = None,
@@ -394,13 +420,13 @@ class ModelScan:
 
     def _fused_for(self, row: ModelRow) -> FusedPass | None:
         return fused_pass_for(row, self.settings, self.axis, self.threshold, self.formats,
-                              self.chunk_elements)[0]
+                              self.chunk_elements, self.direct_max)[0]
 
     def _passes(self, row: ModelRow) -> int:
         """Reads of the data a row takes (for the progress), without building its pass."""
         info = row.info
         assert info is not None  # a pending row was listed with its tensor's info
-        if self.rules is None or raw_dtype(info.dtype) is None or info.format == "stored":
+        if self.rules is None or not reads_raw(info, self.direct_max):
             return 1
         axis = fused_axis(info.shape, channel_axis(row, self.axis))
         return 2 if info.dtype == "float32" or (axis is not None and axis != 0) else 1

@@ -3,8 +3,10 @@
 Element formats take ``amax / max_finite`` with ``amax`` from the calibration methods
 integers use (:mod:`quantscope.core.calibration.methods`; the exact MSE search on the sorted rows,
 :func:`quantscope.core.stats.format_mse.mse_optimal_amax`); MX, NVFP4 and NF4 take their block
-scales from each block's amax as their specifications define them (MX, with ``method="mse"``,
-the E8M0 exponent of least error, :mod:`quantscope.core.formats.mx_mse`); INT4 groups are integer
+scales from each block's amax as their specifications define them (with ``method="mse"``, MX
+the E8M0 exponent of least error, :mod:`quantscope.core.formats.mx_mse`, NVFP4 the E4M3 block
+scale of least error given its tensor scale, :mod:`quantscope.core.formats.nvfp4_mse`; NF4
+refuses it, see :data:`NF4_NO_MSE`); INT4 groups are integer
 parameters with float16 scales. Kept apart from the format definitions so that the reports
 (which need those definitions) and the calibration (which needs the reports) never import
 each other in a circle.
@@ -32,6 +34,17 @@ from quantscope.core.formats.int4_tools import TOOL_INT4, tool_int4_params
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.tensors.layout import param_shape
 from quantscope.core.tensors.validate import EngineValueError
+
+#: The block formats (by kind) whose ``method="mse"`` searches each block's stored scale for
+#: the least error: MX's E8M0 exponent (:mod:`quantscope.core.formats.mx_mse`), NVFP4's E4M3
+#: block scale given its tensor scale (:mod:`quantscope.core.formats.nvfp4_mse`).
+BLOCK_MSE_KINDS = ("mx", "nvfp4")
+#: Why NF4 has no ``method="mse"``.
+NF4_NO_MSE = ("NF4 has no method 'mse': its stored block scale is a float32, and no search "
+              "here proves a block's least-error float32 scale (NF4's levels are not a "
+              "floating-point grid: twice a level is not a level, so the error over the "
+              "scales has no octave that bounds the rest, and 2^24 float32 scales per octave "
+              "are too many to try); it takes each block's absmax (method 'minmax')")
 
 
 def _degenerate_to_one(scale: np.ndarray) -> np.ndarray:
@@ -68,8 +81,8 @@ def element_params(xf: np.ndarray, name: str, *, axis: int | None, method: str,
 def block_params(xf: np.ndarray, name: str, *, axis: int, saturate: bool = True,
                  method: str = "minmax") -> FormatParams:
     """The block scales of an MX, NVFP4 or NF4 format (their rules: see the module doc);
-    ``method="mse"`` for MX: each block's E8M0 exponent with the least error
-    (:mod:`quantscope.core.formats.mx_mse`)."""
+    ``method="mse"`` for MX and NVFP4: each block's stored scale with the least error
+    (:mod:`quantscope.core.formats.mx_mse`, :mod:`quantscope.core.formats.nvfp4_mse`)."""
     kind, _, block, _ = FORMAT_TABLE[name]
     et = element_of(name)
     if block is None:
@@ -87,33 +100,41 @@ def block_params(xf: np.ndarray, name: str, *, axis: int, saturate: bool = True,
         stored = scale.astype(ml_dtypes.float8_e8m0fnu)
         return FormatParams(name, scale, axis=axis, group_size=block, block_scales=stored,
                             saturate=saturate, method=method)
-    if name == "nvfp4_modelopt":
-        return nvfp4_modelopt_params(amax, axis, saturate)
     if kind == "nvfp4":
-        t_amax = np.float32(amax.max()) if amax.size else np.float32(0.0)
-        ts = np.float32(t_amax / np.float32(_E4M3_MAX * _E2M1_MAX))
-        if not ts >= _TINY:
-            ts = np.float32(1.0)
-        bs = amax / np.float32(_E2M1_MAX)
-        bs8 = np.clip(bs / ts, np.float32(_E4M3_TINY), np.float32(_E4M3_MAX)).astype(
-            np.float32).astype(ml_dtypes.float8_e4m3fn)
-        bs32 = bs8.astype(np.float32)
-        inv = (np.float32(1.0) / ts) / bs32
-        return FormatParams(name, ts * bs32, axis=axis, group_size=block, inv_scale=inv,
-                            block_scales=bs8, tensor_scale=float(ts), saturate=saturate)
+        modelopt = name == "nvfp4_modelopt"
+        ts, bs8 = nvfp4_modelopt_scales(amax) if modelopt else nvfp4_torchao_scales(amax)
+        if method == "mse":
+            from quantscope.core.formats.nvfp4_mse import nvfp4_mse_scales
+
+            bs8 = nvfp4_mse_scales(xf, ts, bs8, modelopt=modelopt)
+        return nvfp4_params(name, ts, bs8, axis, saturate, method)
     absmax = _degenerate_to_one(amax)
     return FormatParams(name, absmax, axis=axis, group_size=block,
                         inv_scale=np.float32(1.0) / absmax, block_scales=absmax,
                         saturate=saturate)
 
 
-def nvfp4_modelopt_params(amax: np.ndarray, axis: int, saturate: bool = True) -> FormatParams:
-    """NVFP4 as ModelOpt's ``NVFP4QTensor.quantize`` computes it from each block's amax
-    (modelopt/torch/quantization/qtensor/nvfp4_tensor.py, 0.47): tensor scale
-    ``amax / (6 · 448)`` in float32, block scale ``block_amax / float32(6 · tensor_scale)``,
-    zeros set to 1.0, clamped to ``[2^-9, 448]`` and cast to E4M3; the elements are divided by
-    ``float32(block_scale) · tensor_scale``. A tensor of zeros, whose tensor scale would be 0
-    (and every block scale NaN in ModelOpt), takes tensor scale 1."""
+def nvfp4_torchao_scales(amax: np.ndarray) -> tuple[np.float32, np.ndarray]:
+    """NVFP4's tensor scale and E4M3 block scales as torchao's ``nvfp4_quantize`` computes
+    them from each block's amax: tensor scale ``amax / (448 · 6)`` in float32 (1 for a tensor
+    of zeros), block scale ``e4m3(clamp((block_amax / 6) / tensor_scale, 2^-6, 448))``."""
+    t_amax = np.float32(amax.max()) if amax.size else np.float32(0.0)
+    ts = np.float32(t_amax / np.float32(_E4M3_MAX * _E2M1_MAX))
+    if not ts >= _TINY:
+        ts = np.float32(1.0)
+    bs = amax / np.float32(_E2M1_MAX)
+    bs8 = np.clip(bs / ts, np.float32(_E4M3_TINY), np.float32(_E4M3_MAX)).astype(
+        np.float32).astype(ml_dtypes.float8_e4m3fn)
+    return ts, bs8
+
+
+def nvfp4_modelopt_scales(amax: np.ndarray) -> tuple[np.float32, np.ndarray]:
+    """NVFP4's tensor scale and E4M3 block scales as ModelOpt's ``NVFP4QTensor.quantize``
+    computes them from each block's amax (modelopt/torch/quantization/qtensor/nvfp4_tensor.py,
+    0.47): tensor scale ``amax / (6 · 448)`` in float32, block scale ``block_amax /
+    float32(6 · tensor_scale)``, zeros set to 1.0, clamped to ``[2^-9, 448]`` and cast to E4M3.
+    A tensor of zeros, whose tensor scale would be 0 (and every block scale NaN in ModelOpt),
+    takes tensor scale 1."""
     t_amax = np.float32(amax.max()) if amax.size else np.float32(0.0)
     ts = np.float32(t_amax / np.float32(_E2M1_MAX * _E4M3_MAX))
     if not ts >= _TINY:
@@ -122,9 +143,20 @@ def nvfp4_modelopt_params(amax: np.ndarray, axis: int, saturate: bool = True) ->
     bs = np.where(bs == 0, np.float32(1.0), bs)
     bs8 = np.clip(bs, np.float32(_E4M3_SUBNORMAL), np.float32(_E4M3_MAX)).astype(
         np.float32).astype(ml_dtypes.float8_e4m3fn)
-    scale = (bs8.astype(np.float32) * ts).astype(np.float32)
-    return FormatParams("nvfp4_modelopt", scale, axis=axis, group_size=16, block_scales=bs8,
-                        tensor_scale=float(ts), saturate=saturate)
+    return ts, bs8
+
+
+def nvfp4_params(name: str, ts: np.float32, bs8: np.ndarray, axis: int, saturate: bool,
+                 method: str) -> FormatParams:
+    """NVFP4's parameters from its tensor scale and E4M3 block scales: dequantized by
+    ``float32(block_scale) · tensor_scale``; torchao multiplies the elements by
+    ``(1 / tensor_scale) / block_scale``, ModelOpt divides them by the dequantizing scale."""
+    bs32 = bs8.astype(np.float32)
+    scale = (ts * bs32).astype(np.float32)
+    inv = None if name == "nvfp4_modelopt" else (np.float32(1.0) / ts) / bs32
+    return FormatParams(name, scale, axis=axis, group_size=16, inv_scale=inv,
+                        block_scales=bs8, tensor_scale=float(ts), saturate=saturate,
+                        method=method)
 
 
 def int_group_params(xf: np.ndarray, name: str, *, symmetric: bool, axis: int, method: str,
@@ -190,12 +222,14 @@ def choose_format_params(xf: np.ndarray, name: str, *, symmetric: bool, granular
             raise EngineValueError(f"format {name!r} takes no options, got {sorted(options)}")
         return torchao_params(xf, name, method=method)
     if kind in ("mx", "nvfp4", "nf4"):
-        if kind == "mx" and method == "mse" and not options:  # the best E8M0 of each block
+        if kind in BLOCK_MSE_KINDS and method == "mse" and not options:  # each block's best
             return block_params(xf, name, axis=-1, saturate=saturate, method="mse")
+        if kind == "nf4" and method == "mse":
+            raise EngineValueError(NF4_NO_MSE)
         if method != "minmax" or options:
+            mse = ", or mse" if kind in BLOCK_MSE_KINDS else ""
             raise EngineValueError(f"format {name!r} takes its scales from each block's "
-                                   f"amax (method 'minmax'{', or mse' if kind == 'mx' else ''})"
-                                   f", got method {method!r}")
+                                   f"amax (method 'minmax'{mse}), got method {method!r}")
         return block_params(xf, name, axis=-1, saturate=saturate)
     if name in TOOL_INT4:
         if options:

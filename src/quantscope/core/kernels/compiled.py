@@ -13,7 +13,10 @@ window's first reports on a machine whose loops are still being compiled in anot
 
 In a Jupyter kernel, the first look-up of a loop registers the compile notice
 (:mod:`quantscope.core.kernels.compile_notice`): the engine called from a notebook cell says
-when it compiles, as the front ends do.
+when it compiles, as the front ends do. There, and in an interactive interpreter, the first
+look-up also calls the hook set by :func:`on_first_loop` (``import quantscope`` sets one that
+puts the twins in place on a first run): ``qs.analyze`` as a kernel's first call is then
+computed at once by the twins instead of after half a minute of compiling.
 """
 
 from __future__ import annotations
@@ -51,6 +54,33 @@ HOMES: dict[str, str] = {
 _standing_in: set[str] = set()
 #: Called before a loop without a stand-in is imported while stand-ins serve (see stand_in).
 _until: Callable[[], object] | None = None
+#: Called once, at the first look-up of a loop in an interactive session (see on_first_loop).
+_first_loop: Callable[[], object] | None = None
+
+
+def on_first_loop(hook: Callable[[], object] | None) -> None:
+    """Have ``hook()`` called once, just before the first compiled loop of this process is
+    looked up, when the process is a Jupyter kernel or an interactive interpreter and no
+    stand-ins serve yet (None: no hook). The hook may put stand-ins in place (the twins, on a
+    cache that lacks the loops): the look-up then serves them.
+
+    Only where a person waits at a prompt: a script, a command or a test process keeps the
+    loops it asks for (the commands choose for themselves), and the process that compiles
+    the loops ahead must never stand them in."""
+    global _first_loop
+    _first_loop = hook
+
+
+def _interactive() -> bool:
+    """A Jupyter kernel, or an interpreter reading its prompt (``python``, ``python -i``)."""
+    return "ipykernel" in sys.modules or hasattr(sys, "ps1")
+
+
+def waits_for_another_process() -> bool:
+    """Whether a loop without a stand-in would wait now for another process to compile it
+    (stand-ins serve with an ``until``): work that can do without such a loop for a while
+    does the rest first."""
+    return _until is not None
 
 
 def stand_in(objects: dict[str, Any], until: Callable[[], object] | None = None) -> None:
@@ -89,6 +119,13 @@ def __getattr__(name: str) -> Any:
         from quantscope.core.kernels.compile_notice import announce_compiles
 
         announce_compiles()
+    hook = _first_loop
+    if hook is not None and _interactive():
+        on_first_loop(None)  # once: a hook that looks up loops itself finds none here
+        if not _standing_in:
+            hook()
+            if name in _standing_in:
+                return globals()[name]
     until = _until
     if until is not None and name not in _standing_in:
         until()

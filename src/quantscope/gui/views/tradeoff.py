@@ -13,7 +13,8 @@ says which side(s) that cuts), so both lines always agree.
 All numbers come from :func:`quantscope.core.stats.sweep.clip_sweep_curve` (exact reports, run by
 :class:`quantscope.state.tradeoff.SweepRequest` in the view's lane of the scheduler, once the
 panes have their numbers and the controls rest, stopping early when superseded) and from the
-panes' reports.
+panes' reports. On a first run, while the optimum's search is still being compiled, the curves
+come first: no "best" is drawn and the summary says the optimum is being computed.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from quantscope.gui.theme import Theme, current_theme, style_plot
 from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.gui.views.lifecycle import StateView
 from quantscope.state import ExplorerState, PaneKey, Settings
-from quantscope.state.tradeoff import SCHEMES, SweepRequest, sweep_key, sweep_points
+from quantscope.state.tradeoff import SCHEMES, SweepRequest, Sweeps, sweep_key, sweep_points
 
 #: Quiet time after the panes' last update before a sweep starts (see Lane.submit).
 SETTLE_MS = 250
@@ -64,6 +65,11 @@ CLIP_LABEL_AT = 0.94
 #: Pixels between the clip line's label and the highest curve under it.
 LANE_GAP_PX = 4
 
+
+#: What the summary says for "best" while the MSE optimum's search is still being compiled (a
+#: first run): in the window it follows; a picture is drawn without it.
+OPTIMUM_PENDING = "best: computing the optimum (first run)…"
+OPTIMUM_PENDING_STILL = "best: not drawn (first run: the optimum's search still compiles)"
 
 #: Lines the summary keeps room for: a line per scheme and the hint (one more when a narrow tab
 #: shows one scheme, whose line then wraps).
@@ -124,6 +130,8 @@ class _SchemePlot:
         plot.addItem(self.best_dot)
         self.name = title
         self.sweep: ClipSweep | None = None
+        #: The sweep's optimum is still to come (see :class:`Sweeps`): no best is shown.
+        self.optimum_pending = False
 
     def _sync_boxes(self) -> None:
         self.sqnr_box.setGeometry(self.plot.getViewBox().sceneBoundingRect())
@@ -172,14 +180,16 @@ class _SchemePlot:
                                           width=theme.marker_width * 1.8))
 
     def set_stale(self, stale: bool) -> None:
-        """Fade the curves and hide the best point while a new sweep is computed."""
+        """Fade the curves and hide the best point while a new sweep is computed (and while
+        its optimum is still to come)."""
         for item in (self.rounding, self.clipping, self.total, self.sqnr):
             item.setOpacity(STALE_OPACITY if stale else 1.0)
         for item in (self.best_line, self.best_dot):
-            item.setVisible(not stale)
+            item.setVisible(not stale and not self.optimum_pending)
 
-    def set_sweep(self, sweep: ClipSweep) -> None:
+    def set_sweep(self, sweep: ClipSweep, optimum_pending: bool = False) -> None:
         self.sweep = sweep
+        self.optimum_pending = optimum_pending
         t = sweep.thresholds
         self.rounding.setData(t, _positive(sweep.rounding_mse))
         self.clipping.setData(t, _positive(sweep.clipping_mse))
@@ -221,8 +231,10 @@ class TradeoffView(StateView):
         super().__init__(parent=parent, jobs=jobs)
         self.setObjectName("tradeoffView")
         # a picture (``qs.figure``) cannot be dragged: its summary says what the marks are
-        self._hint = ("The orange line is the clip shown; the dot marks the best." if still else
-                      "Drag the orange line to clip; the dot marks the best.")
+        self._hint = ("The orange line is the clip shown" if still else
+                      "Drag the orange line to clip")
+        # a picture is drawn once: it does not wait for an optimum still being compiled
+        self._still = still
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         self.summary = summary_label(layout, SUMMARY_LINES)
@@ -254,6 +266,7 @@ class TradeoffView(StateView):
                 lambda line, n=name: self._on_marker_moved(n, line))
         self._arrange(force=True)
         self._syncing = False
+        self.job.partial.connect(self._on_partial)
         self.apply_theme(current_theme())
         if state is not None:
             self.bind(state)
@@ -284,7 +297,13 @@ class TradeoffView(StateView):
         return sweep_key(settings)
 
     def request(self, state: ExplorerState) -> SweepRequest:
-        return SweepRequest.of(state)
+        return SweepRequest.of(state, wait_for_optimum=not self._still)
+
+    def _on_partial(self, outcome) -> None:
+        """The curves, while the optimum is still to come (a first run's compile)."""
+        key, sweeps = outcome
+        self.shown_key = key
+        self.show_result(sweeps)
 
     def show_computing(self) -> None:
         """The curves drawn belong to the previous settings: faded, and their best point
@@ -340,9 +359,9 @@ class TradeoffView(StateView):
             plot.current.label.valueChanged()
             plot.best_line.label.valueChanged()
 
-    def show_result(self, sweeps: dict[str, ClipSweep]) -> None:
-        for name, sweep in sweeps.items():
-            self.plots[name].set_sweep(sweep)
+    def show_result(self, sweeps: Sweeps) -> None:
+        for name, sweep in sweeps.by_scheme.items():
+            self.plots[name].set_sweep(sweep, sweeps.optimum_pending)
             self.plots[name].set_stale(False)
         self._update_summary()
         self._on_results_changed()
@@ -382,7 +401,9 @@ class TradeoffView(StateView):
             if rep is not None:
                 parts.append(f"clip |x| ≤ {fmt_value(clip_threshold(rep.params))} gives "
                              f"{fmt_db(rep.sqnr_db, 2)}")
-            if sweep is not None:
+            if sweep is not None and self.plots[name].optimum_pending:
+                parts.append(OPTIMUM_PENDING_STILL if self._still else OPTIMUM_PENDING)
+            elif sweep is not None:
                 parts.append(f"best |x| ≈ {fmt_value(sweep.best_threshold)} gives "
                              f"{fmt_db(sweep.best_sqnr_db)}")
             if parts:
@@ -390,7 +411,9 @@ class TradeoffView(StateView):
                 # anywhere ("best |x| ≈" / "21.2 gives 16.0 dB"), in the same lines' room
                 lines.append(f"<b>{name}</b>: " + (";<br>" if self._vertical else "; ")
                              .join(parts))
-        text = "<br>".join(lines) + "<br>" + self._hint
+        pending = any(plot.optimum_pending for plot in self.plots.values())
+        hint = self._hint + ("." if pending else "; the dot marks the best.")  # no dot yet
+        text = "<br>".join(lines) + "<br>" + hint
         if lines and text != self.summary.text():
             self.summary.setText(text)
 
@@ -422,8 +445,12 @@ class TradeoffView(StateView):
 
     def export_data(self) -> dict:
         """The sweeps' numbers (for CSV/JSON export)."""
-        return {name: plot.sweep.to_dict() for name, plot in self.plots.items()
+        data = {name: plot.sweep.to_dict() for name, plot in self.plots.items()
                 if plot.sweep is not None}
+        for name, plot in self.plots.items():
+            if name in data and plot.optimum_pending:  # the curve's least point: no best
+                del data[name]["best_threshold"]
+        return data
 
 
 __all__ = ["TradeoffView", "sweep_points"]
