@@ -323,3 +323,31 @@ def test_the_first_loop_hook_runs_once_and_only_at_a_prompt(monkeypatch):
         loop_twins.remove()
     assert compiled.analyze_flat is not loop_twins.analyze_flat
     assert calls == [1] and compiled._first_loop is None  # once
+
+
+#: The compile-ahead process with its steps replaced: the panes' step waits until the test
+#: has closed the pipe its word goes to, the rest's step leaves a file behind.
+_AHEAD_ORPHANED = r"""
+import sys
+from quantscope.state import compile_ahead
+
+compile_ahead.compile_panes = lambda: sys.stdin.read()
+compile_ahead.compile_rest = lambda: open(sys.argv[1], "w").write("rest")
+compile_ahead.os.nice = lambda n: 0
+sys.argv[1:] = [sys.argv[1], "--panes"]
+compile_ahead.main()
+"""
+
+
+def test_the_compile_ahead_goes_on_when_its_starter_has_ended(tmp_path):
+    """A notebook's kernel shut down (or a window closed) before the panes' loops were in:
+    the process that compiles them still compiles the rest for the next run, silently."""
+    done = tmp_path / "rest"
+    proc = subprocess.Popen([sys.executable, "-c", _AHEAD_ORPHANED, str(done)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # its starter is gone: nobody reads its word
+    proc.stdin.close()  # the panes' step ends now
+    err = proc.stderr.read().decode()
+    assert proc.wait(120) == 0 and err == ""
+    assert done.read_text() == "rest"

@@ -396,8 +396,22 @@ def main() -> None:
         pass
     if "--panes" in sys.argv[1:]:  # a window waits for these first (start_with_stand_ins)
         compile_panes()
-        print(PANES_WRITTEN, flush=True)
+        say_panes_written()
     compile_rest()
+
+
+def say_panes_written() -> None:
+    """Tell the process that started this one that the panes' loops are written. It may have
+    ended meanwhile (a notebook's kernel shut down after its first cells, a window closed):
+    then nobody reads this process's stdout, which goes to /dev/null from now on, and the rest
+    is compiled all the same, for the next run (a broken pipe had ended this process here,
+    and the next run compiled the loops of the engine API itself)."""
+    try:
+        print(PANES_WRITTEN, flush=True)
+    except (BrokenPipeError, OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the line still buffered goes there at exit
+        os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,8 @@ def _code_range_words() -> str:
 
 SETTING_NAMES: tuple[SettingName, ...] = (
     SettingName("method", ("method",), ("--method",), "method", "settings",
-                "range method (default minmax)", {"choices": METHODS}),
+                "range method (default minmax); mse also gives MX and NVFP4 blocks their "
+                "scale of least error", {"choices": METHODS}),
     SettingName("percentile", ("percentile",), ("--percentile",), "percentile", "settings",
                 "percentile for --method percentile (default 99.99)", {"type": float}),
     SettingName("manual_clip", ("manual_clip", "clip"), ("--clip",), "clip", "settings",
