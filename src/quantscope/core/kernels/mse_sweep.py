@@ -167,6 +167,19 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
     for t in range(nz):
         q1[t] = 0.0
         q2[t] = 0.0
+    # the crossings, each dealt into its bucket of scales as it is made (largest scales
+    # first); per bucket: Σ of its inner crossings' changes of a1 and a2, its least and
+    # largest breakpoint, and 1.0 when it holds an edge event
+    n_cross = box_crossings(rlo, rhi, rf, n_runs)
+    nb = max(1, n_cross // BUCKET)
+    width = s2 - s1
+    scale = nb / width if width > 0.0 else 0.0
+    start = np.zeros(nb + 1, np.int64)
+    slot = np.empty(n_cross, np.int64)
+    bk = np.zeros((nb, 5))
+    for j in range(nb):
+        bk[j, 2] = np.inf
+        bk[j, 3] = -np.inf
     ne = 0
     p = a
     for r in range(n_runs):
@@ -185,50 +198,39 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
                 q1[t] += v * rf[r, 1]
                 q2[t] += v * v * rf[r, 0]
         if lo != hi:
+            # every element of the run steps outward (its sign) from code ±k to ±(k + 1)
             step = 1 if lo >= 0 else -1
             k0 = abs(c2)
             k1 = max(abs(lo), abs(hi))
             for k in range(k0, k1):
                 inv = 1.0 / (k + 0.5)
+                m_old = step * k
+                m_new = m_old + step
+                inner = inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi
+                d1 = np.float64(m_new - m_old)
+                d2 = np.float64(m_new * m_new - m_old * m_old)
                 for i in range(p, p + cnt):
                     xv = np.float64(x[i])
-                    ev_b[ne] = min(max(abs(xv) * inv, s1), s2)
+                    b = min(max(abs(xv) * inv, s1), s2)
+                    ev_b[ne] = b
                     ev_x[ne] = xv
-                    ev_m[ne] = step * k
+                    ev_m[ne] = m_old
+                    j = min(max(int((s2 - b) * scale), 0), nb - 1)
+                    slot[ne] = j
+                    start[j + 1] += 1
+                    bk[j, 2] = min(bk[j, 2], b)
+                    bk[j, 3] = max(bk[j, 3], b)
+                    if inner:
+                        bk[j, 0] += xv * d1
+                        bk[j, 1] += d2
+                    else:
+                        bk[j, 4] = 1.0
                     ne += 1
         p += cnt
     hit = False
     if ne == 0:
         f_low = _edge_least(q1, q2, nz, s1, s2)
         return _piece(q0, a1, a2, q1, q2, nz, za, s1, s2, s1, s2, f_low, best, out)
-    # deal the crossings into buckets of scales, largest scales first
-    nb = max(1, ne // BUCKET)
-    width = s2 - s1
-    scale = nb / width if width > 0.0 else 0.0
-    start = np.zeros(nb + 1, np.int64)
-    slot = np.empty(ne, np.int64)
-    # per bucket: Σ of its inner crossings' changes of a1 and a2, its least and largest
-    # breakpoint, and 1.0 when it holds an edge event
-    bk = np.zeros((nb, 5))
-    for j in range(nb):
-        bk[j, 2] = np.inf
-        bk[j, 3] = -np.inf
-    for i in range(ne):
-        j = int((s2 - ev_b[i]) * scale)
-        j = min(max(j, 0), nb - 1)
-        slot[i] = j
-        start[j + 1] += 1
-        b = ev_b[i]
-        bk[j, 2] = min(bk[j, 2], b)
-        bk[j, 3] = max(bk[j, 3], b)
-        xv = ev_x[i]
-        m_old = ev_m[i]
-        m_new = m_old + (1 if xv > 0.0 else -1)
-        if inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi:
-            bk[j, 0] += xv * np.float64(m_new - m_old)
-            bk[j, 1] += np.float64(m_new * m_new - m_old * m_old)
-        else:
-            bk[j, 4] = 1.0
     for j in range(nb):
         start[j + 1] += start[j]
     order = np.empty(ne, np.int64)
