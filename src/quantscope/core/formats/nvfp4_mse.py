@@ -7,9 +7,13 @@ tensor scale stays the one the format computes (``amax / (6 · 448)``), and each
 is, among every E4M3 value the flavour stores, the one whose total squared error over the
 block is least: the 119 values of ``[2^-6, 448]`` for torchao (its clamp), all 126 positive
 finite E4M3 values (``[2^-9, 448]``) for ModelOpt. Each candidate's error is computed with the
-engine's own arithmetic (the report's cast and products), so the chosen scale is the exact
-minimiser over that set -- the block scales given the tensor scale; the tensor scale itself is
-not searched.
+report's arithmetic (its products and quotients in float32, a cast equal to its cast, the
+squared differences summed in float64), so the chosen scale is the exact minimiser over that
+set -- the block scales given the tensor scale; the tensor scale itself is not searched.
+Time is linear in the blocks (a few dozen evaluations of 16 elements each, on the engine's
+threads); memory beyond the tensor a few arrays of one entry per block (indices and scales,
+about 25 bytes per block: 1.6 bytes per element; 1.9 measured with the amax and the
+specification's scales, ``tracemalloc``, on a 4096x4096 weight).
 
 Not every candidate is computed; two cuts drop only candidates that cannot be better, each
 proven for the rounded arithmetic, not only for exact numbers:
