@@ -43,6 +43,31 @@ def test_galloping_walk_finds_the_runs_of_the_element_walk():
         np.testing.assert_allclose(a_f[:n], b_f[:n], rtol=1e-12, atol=1e-15)
 
 
+def test_a_box_merged_from_its_ends_runs_has_the_gallops_runs_bit_for_bit():
+    x = _values()
+    pre = np.empty((x.size + 1, 4))
+    mb.unit_prefix(x, 0, x.size, pre)
+    pos = np.empty(4 * (2 * K + 1), np.int64)
+    code = np.empty_like(pos)
+    rng = np.random.default_rng(1)
+    for trial in range(60):
+        s1 = float(np.float32(np.exp(rng.uniform(np.log(1e-4), np.log(0.02)))))
+        s2 = s1 if trial % 5 == 0 else float(np.float32(
+            s1 * (1 + float(np.exp(rng.uniform(np.log(1e-6), np.log(1.0)))))))
+        e1 = mb.codes_at(x, 0, x.size, s1, K, pos, code, 0)
+        e2 = mb.codes_at(x, 0, x.size, s2, K, pos, code, e1)
+        assert np.all(np.diff(pos[:e1]) > 0) and np.all(np.diff(code[:e1]) != 0)
+        a_lo, a_hi, a_f, *_ = _scratch()
+        b_lo, b_hi, b_f, *_ = _scratch()
+        n = mb.runs_prefix(x, 0, x.size, pre, s1, s2, K, a_lo, a_hi, a_f)
+        m = mb.runs_between(x, 0, x.size, pre, s1, s2, pos, code, 0, e1, e1, e2, b_lo, b_hi,
+                            b_f)
+        assert n == m
+        np.testing.assert_array_equal(a_lo[:n], b_lo[:n])
+        np.testing.assert_array_equal(a_hi[:n], b_hi[:n])
+        np.testing.assert_array_equal(a_f[:n], b_f[:n])  # same sums and bounds, bit for bit
+
+
 def test_a_box_bound_is_below_the_error_at_every_scale_of_the_box():
     x = _values(5)
     xd = x.astype(np.float64)

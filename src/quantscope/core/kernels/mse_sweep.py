@@ -45,39 +45,56 @@ def box_crossings(rlo, rhi, rf, n_runs):
     return total
 
 
+@njit(nogil=True, error_model="numpy", inline="always")
+def bucket_of(b, s2, scale, nb):
+    """The bucket of breakpoint ``b`` among ``nb`` equal buckets of a box ending at ``s2``
+    (``scale``: ``nb`` over the box's width), largest scales first."""
+    return min(max(int((s2 - b) * scale), 0), nb - 1)
+
+
 @_jit
-def _descending(b, ne, s1, s2):
-    """Positions of ``b[:ne]`` (each in ``[s1, s2]``) by value, largest first: a counting sort
-    into ``ne`` equal buckets of the box, then an insertion sort that only reorders within
-    buckets. The crossings of a narrow box spread evenly over it, so this is linear where a
-    comparison sort took as long as the rest of the sweep."""
-    order = np.empty(ne, np.int64)
-    if ne == 0:
-        return order
-    count = np.zeros(ne + 1, np.int64)
+def new_buckets(ne, s1, s2, nb, cols):
+    """Empty buckets for ``ne`` crossings of the box ``[s1, s2]``: (``scale`` for
+    :func:`bucket_of`, ``start`` for the counts, ``slot`` for each crossing's bucket, ``bk``:
+    ``cols`` columns per bucket, zero but for columns 2 and 3, which are to hold its least and
+    largest breakpoint)."""
     width = s2 - s1
-    scale = ne / width if width > 0.0 else 0.0
-    slot = np.empty(ne, np.int64)
-    for i in range(ne):
-        j = int((s2 - b[i]) * scale)
-        j = min(max(j, 0), ne - 1)
-        slot[i] = j
-        count[j + 1] += 1
-    for j in range(ne):
-        count[j + 1] += count[j]
+    scale = nb / width if width > 0.0 else 0.0
+    bk = np.zeros((nb, cols))
+    for j in range(nb):
+        bk[j, 2] = np.inf
+        bk[j, 3] = -np.inf
+    return scale, np.zeros(nb + 1, np.int64), np.empty(ne, np.int64), bk
+
+
+@_jit
+def place(slot, start, ne, nb):
+    """The counting sort's second half: ``start[j + 1]`` holding bucket ``j``'s count becomes
+    where it starts, and the positions ``0 .. ne − 1`` are returned bucket by bucket
+    (``slot``: each one's bucket). The crossings of a narrow box spread evenly over it, so
+    this is linear where a comparison sort took as long as the rest of the sweep."""
+    for j in range(nb):
+        start[j + 1] += start[j]
+    order = np.empty(ne, np.int64)
+    fill = start[:nb].copy()
     for i in range(ne):
         j = slot[i]
-        order[count[j]] = i
-        count[j] += 1
-    for i in range(1, ne):
+        order[fill[j]] = i
+        fill[j] += 1
+    return order
+
+
+@_jit
+def sort_bucket(order, b, e0, e1):
+    """Sort ``order[e0:e1]`` by ``b``, largest first (an insertion sort: a bucket is small)."""
+    for i in range(e0 + 1, e1):
         o = order[i]
         v = b[o]
         t = i - 1
-        while t >= 0 and b[order[t]] < v:
+        while t >= e0 and b[order[t]] < v:
             order[t + 1] = order[t]
             t -= 1
         order[t + 1] = o
-    return order
 
 
 @_jit
@@ -167,6 +184,12 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
     for t in range(nz):
         q1[t] = 0.0
         q2[t] = 0.0
+    # the crossings, each dealt into its bucket of scales as it is made (largest scales
+    # first); per bucket: Σ of its inner crossings' changes of a1 and a2, its least and
+    # largest breakpoint, and 1.0 when it holds an edge event
+    n_cross = box_crossings(rlo, rhi, rf, n_runs)
+    nb = max(1, n_cross // BUCKET)
+    scale, start, slot, bk = new_buckets(n_cross, s1, s2, nb, 5)
     ne = 0
     p = a
     for r in range(n_runs):
@@ -185,58 +208,40 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
                 q1[t] += v * rf[r, 1]
                 q2[t] += v * v * rf[r, 0]
         if lo != hi:
+            # every element of the run steps outward (its sign) from code ±k to ±(k + 1)
             step = 1 if lo >= 0 else -1
             k0 = abs(c2)
             k1 = max(abs(lo), abs(hi))
             for k in range(k0, k1):
                 inv = 1.0 / (k + 0.5)
+                m_old = step * k
+                m_new = m_old + step
+                inner = inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi
+                d1 = np.float64(m_new - m_old)
+                d2 = np.float64(m_new * m_new - m_old * m_old)
                 for i in range(p, p + cnt):
                     xv = np.float64(x[i])
-                    ev_b[ne] = min(max(abs(xv) * inv, s1), s2)
+                    b = min(max(abs(xv) * inv, s1), s2)
+                    ev_b[ne] = b
                     ev_x[ne] = xv
-                    ev_m[ne] = step * k
+                    ev_m[ne] = m_old
+                    j = bucket_of(b, s2, scale, nb)
+                    slot[ne] = j
+                    start[j + 1] += 1
+                    bk[j, 2] = min(bk[j, 2], b)
+                    bk[j, 3] = max(bk[j, 3], b)
+                    if inner:
+                        bk[j, 0] += xv * d1
+                        bk[j, 1] += d2
+                    else:
+                        bk[j, 4] = 1.0
                     ne += 1
         p += cnt
     hit = False
     if ne == 0:
         f_low = _edge_least(q1, q2, nz, s1, s2)
         return _piece(q0, a1, a2, q1, q2, nz, za, s1, s2, s1, s2, f_low, best, out)
-    # deal the crossings into buckets of scales, largest scales first
-    nb = max(1, ne // BUCKET)
-    width = s2 - s1
-    scale = nb / width if width > 0.0 else 0.0
-    start = np.zeros(nb + 1, np.int64)
-    slot = np.empty(ne, np.int64)
-    # per bucket: Σ of its inner crossings' changes of a1 and a2, its least and largest
-    # breakpoint, and 1.0 when it holds an edge event
-    bk = np.zeros((nb, 5))
-    for j in range(nb):
-        bk[j, 2] = np.inf
-        bk[j, 3] = -np.inf
-    for i in range(ne):
-        j = int((s2 - ev_b[i]) * scale)
-        j = min(max(j, 0), nb - 1)
-        slot[i] = j
-        start[j + 1] += 1
-        b = ev_b[i]
-        bk[j, 2] = min(bk[j, 2], b)
-        bk[j, 3] = max(bk[j, 3], b)
-        xv = ev_x[i]
-        m_old = ev_m[i]
-        m_new = m_old + (1 if xv > 0.0 else -1)
-        if inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi:
-            bk[j, 0] += xv * np.float64(m_new - m_old)
-            bk[j, 1] += np.float64(m_new * m_new - m_old * m_old)
-        else:
-            bk[j, 4] = 1.0
-    for j in range(nb):
-        start[j + 1] += start[j]
-    order = np.empty(ne, np.int64)
-    fill = start[:nb].copy()
-    for i in range(ne):
-        j = slot[i]
-        order[fill[j]] = i
-        fill[j] += 1
+    order = place(slot, start, ne, nb)
     # the least edge part on the first stretch: down to the first edge bucket's least breakpoint
     edge_at = 0  # the first edge bucket at or after the current one (nb: none)
     while edge_at < nb and bk[edge_at, 4] == 0.0:
@@ -264,14 +269,7 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
                 continue
         # sweep the bucket piece by piece: its crossings sorted, largest breakpoint first
         e0, e1 = start[j], start[j + 1]
-        for i in range(e0 + 1, e1):
-            o = order[i]
-            v = ev_b[o]
-            t = i - 1
-            while t >= e0 and ev_b[order[t]] < v:
-                order[t + 1] = order[t]
-                t -= 1
-            order[t + 1] = o
+        sort_bucket(order, ev_b, e0, e1)
         if edge_at <= j:  # the next edge bucket after this one, for the stretches below
             edge_at = j + 1
             while edge_at < nb and bk[edge_at, 4] == 0.0:

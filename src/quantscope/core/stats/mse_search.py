@@ -131,7 +131,9 @@ def mse_search(rows: SortedRows, *, qmin: int, qmax: int, symmetric: bool,
                               floor[sel], GRID, MAX_BOXES, SWEEP_CROSSINGS, part)
         out[sel] = part
 
-    n_shares = min(n_rows, 4 * THREADS)
+    # many small shares, taken by whichever thread is free: a thread the machine holds back
+    # (a busy neighbour) leaves a small tail, not a quarter of the search, to the other
+    n_shares = min(n_rows, 16 * THREADS)
     parallel(share, [(order[i::n_shares],) for i in range(n_shares)])
     scale, zp, error = _engine_pick(rows, out[:, 1], out[:, 2].astype(np.int64), qmin, qmax,
                                     rounding, arithmetic)
