@@ -26,6 +26,7 @@ from quantscope.core.formats.catalog import FormatParams
 from quantscope.core.formats.gguf_kernel import decode_blocks, encode_blocks, value_span
 from quantscope.core.formats.gguf_types import BY_GGML_ID, GGUF_TYPES, GgufType
 from quantscope.core.kernels.parallel import parallel, pieces
+from quantscope.core.kernels.read_only import read_only
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
 
 __all__ = [
@@ -69,7 +70,7 @@ def encode(x, name: str) -> np.ndarray:
     """The bytes llama.cpp writes for ``x`` (float32, finite): uint8 of shape
     ``x.shape[:-1] + (n_blocks · type_size,)``."""
     t = gguf_type(name)
-    xf = np.ascontiguousarray(as_float32(x))
+    xf = read_only(np.ascontiguousarray(as_float32(x)))  # one loop for either kind
     check_shape(xf.shape, t)
     check_nonfinite(xf, "raise")
     n_blocks = xf.size // t.block

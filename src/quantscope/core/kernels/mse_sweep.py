@@ -45,39 +45,56 @@ def box_crossings(rlo, rhi, rf, n_runs):
     return total
 
 
+@njit(nogil=True, error_model="numpy", inline="always")
+def bucket_of(b, s2, scale, nb):
+    """The bucket of breakpoint ``b`` among ``nb`` equal buckets of a box ending at ``s2``
+    (``scale``: ``nb`` over the box's width), largest scales first."""
+    return min(max(int((s2 - b) * scale), 0), nb - 1)
+
+
 @_jit
-def _descending(b, ne, s1, s2):
-    """Positions of ``b[:ne]`` (each in ``[s1, s2]``) by value, largest first: a counting sort
-    into ``ne`` equal buckets of the box, then an insertion sort that only reorders within
-    buckets. The crossings of a narrow box spread evenly over it, so this is linear where a
-    comparison sort took as long as the rest of the sweep."""
-    order = np.empty(ne, np.int64)
-    if ne == 0:
-        return order
-    count = np.zeros(ne + 1, np.int64)
+def new_buckets(ne, s1, s2, nb, cols):
+    """Empty buckets for ``ne`` crossings of the box ``[s1, s2]``: (``scale`` for
+    :func:`bucket_of`, ``start`` for the counts, ``slot`` for each crossing's bucket, ``bk``:
+    ``cols`` columns per bucket, zero but for columns 2 and 3, which are to hold its least and
+    largest breakpoint)."""
     width = s2 - s1
-    scale = ne / width if width > 0.0 else 0.0
-    slot = np.empty(ne, np.int64)
-    for i in range(ne):
-        j = int((s2 - b[i]) * scale)
-        j = min(max(j, 0), ne - 1)
-        slot[i] = j
-        count[j + 1] += 1
-    for j in range(ne):
-        count[j + 1] += count[j]
+    scale = nb / width if width > 0.0 else 0.0
+    bk = np.zeros((nb, cols))
+    for j in range(nb):
+        bk[j, 2] = np.inf
+        bk[j, 3] = -np.inf
+    return scale, np.zeros(nb + 1, np.int64), np.empty(ne, np.int64), bk
+
+
+@_jit
+def place(slot, start, ne, nb):
+    """The counting sort's second half: ``start[j + 1]`` holding bucket ``j``'s count becomes
+    where it starts, and the positions ``0 .. ne − 1`` are returned bucket by bucket
+    (``slot``: each one's bucket). The crossings of a narrow box spread evenly over it, so
+    this is linear where a comparison sort took as long as the rest of the sweep."""
+    for j in range(nb):
+        start[j + 1] += start[j]
+    order = np.empty(ne, np.int64)
+    fill = start[:nb].copy()
     for i in range(ne):
         j = slot[i]
-        order[count[j]] = i
-        count[j] += 1
-    for i in range(1, ne):
+        order[fill[j]] = i
+        fill[j] += 1
+    return order
+
+
+@_jit
+def sort_bucket(order, b, e0, e1):
+    """Sort ``order[e0:e1]`` by ``b``, largest first (an insertion sort: a bucket is small)."""
+    for i in range(e0 + 1, e1):
         o = order[i]
         v = b[o]
         t = i - 1
-        while t >= 0 and b[order[t]] < v:
+        while t >= e0 and b[order[t]] < v:
             order[t + 1] = order[t]
             t -= 1
         order[t + 1] = o
-    return order
 
 
 @_jit
@@ -172,14 +189,7 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
     # largest breakpoint, and 1.0 when it holds an edge event
     n_cross = box_crossings(rlo, rhi, rf, n_runs)
     nb = max(1, n_cross // BUCKET)
-    width = s2 - s1
-    scale = nb / width if width > 0.0 else 0.0
-    start = np.zeros(nb + 1, np.int64)
-    slot = np.empty(n_cross, np.int64)
-    bk = np.zeros((nb, 5))
-    for j in range(nb):
-        bk[j, 2] = np.inf
-        bk[j, 3] = -np.inf
+    scale, start, slot, bk = new_buckets(n_cross, s1, s2, nb, 5)
     ne = 0
     p = a
     for r in range(n_runs):
@@ -215,7 +225,7 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
                     ev_b[ne] = b
                     ev_x[ne] = xv
                     ev_m[ne] = m_old
-                    j = min(max(int((s2 - b) * scale), 0), nb - 1)
+                    j = bucket_of(b, s2, scale, nb)
                     slot[ne] = j
                     start[j + 1] += 1
                     bk[j, 2] = min(bk[j, 2], b)
@@ -231,14 +241,7 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
     if ne == 0:
         f_low = _edge_least(q1, q2, nz, s1, s2)
         return _piece(q0, a1, a2, q1, q2, nz, za, s1, s2, s1, s2, f_low, best, out)
-    for j in range(nb):
-        start[j + 1] += start[j]
-    order = np.empty(ne, np.int64)
-    fill = start[:nb].copy()
-    for i in range(ne):
-        j = slot[i]
-        order[fill[j]] = i
-        fill[j] += 1
+    order = place(slot, start, ne, nb)
     # the least edge part on the first stretch: down to the first edge bucket's least breakpoint
     edge_at = 0  # the first edge bucket at or after the current one (nb: none)
     while edge_at < nb and bk[edge_at, 4] == 0.0:
@@ -266,14 +269,7 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
                 continue
         # sweep the bucket piece by piece: its crossings sorted, largest breakpoint first
         e0, e1 = start[j], start[j + 1]
-        for i in range(e0 + 1, e1):
-            o = order[i]
-            v = ev_b[o]
-            t = i - 1
-            while t >= e0 and ev_b[order[t]] < v:
-                order[t + 1] = order[t]
-                t -= 1
-            order[t + 1] = o
+        sort_bucket(order, ev_b, e0, e1)
         if edge_at <= j:  # the next edge bucket after this one, for the stretches below
             edge_at = j + 1
             while edge_at < nb and bk[edge_at, 4] == 0.0:

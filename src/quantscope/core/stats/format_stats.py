@@ -26,6 +26,7 @@ from quantscope.core.formats.catalog import FormatParams
 from quantscope.core.formats.elements import KIND_FLOAT, KIND_INT, ElementType
 from quantscope.core.formats.format_kernel import direct_rows, sorted_rows
 from quantscope.core.kernels.parallel import parallel, pieces
+from quantscope.core.kernels.read_only import read_only
 from quantscope.core.stats.kept import kept_report
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
 from quantscope.core.tensors.layout import param_rows
@@ -96,7 +97,7 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
     hists = []
     args = _kernel_args(params)
     for rs, irs in zip(sets, inv_sets, strict=True):
-        x2d = np.ascontiguousarray(rs.x2d)
+        x2d = read_only(np.ascontiguousarray(rs.x2d))  # one loop for either kind of tensor
         n_rows = x2d.shape[0]
         # the rows of a set feed consecutive units (every full block along the last axis):
         # the loops write into the report's own columns, with no per-block temporaries (at
