@@ -161,3 +161,24 @@ def test_plain_scan_prints_report_int8_numbers_on_prepared_tensors(model, capsys
     assert len(prepared) == 3
     differ = _scan_report_differences(capsys, path, prepared)
     assert not differ, differ
+
+
+def test_plain_scan_prints_report_int8_numbers_on_small_tensors_of_one_shape(tmp_path, capsys):
+    """Small tensors of one shape are evaluated together by the plain scan (one analysis of
+    them stacked), a NaN-holding one alone: each row is still ``report``'s to the bit."""
+    rng = np.random.default_rng(11)
+    tensors = {f"layers.{i}.weight": (rng.standard_t(4, size=(64, 96)) * 0.03)
+               .astype(np.float32) for i in range(5)}
+    tensors["layers.1.weight"][3, 7] = 40.0  # one outlier: a range of its own
+    tensors["layers.2.weight"][0, 0] = np.nan
+    tensors.update({f"layers.{i}.bias": rng.normal(0, 0.1, 300).astype(np.float32)
+                    for i in range(3)})
+    path = tmp_path / "same_shapes.npz"
+    np.savez(path, **tensors)
+    weights = {name for name in tensors if name.endswith("weight")}
+    assert not _scan_report_differences(capsys, str(path), weights)
+    scan = _json(capsys, ["scan", str(path), "--json", "--no-progress"])
+    for row in scan["tensors"]:
+        if row["name"].endswith("bias"):
+            report = _json(capsys, ["report", str(path), "--tensor", row["name"], "--json"])
+            assert row["per_tensor_sqnr_db"] == report["schemes"]["symmetric/tensor"]["sqnr_db"]

@@ -28,11 +28,12 @@ def _twins_on_a_first_run() -> None:
     """The engine API's first compiled loop in a notebook or at a prompt: on a first run
     (Numba's cache lacks the loops) NumPy twins compute what they can at once while another
     process compiles (:func:`quantscope.state.compile_ahead.stand_in_for_engine`)."""
-    # the state loads only here, when a loop is first needed at a prompt: `import quantscope`
-    # stays the engine alone
-    from quantscope.state.compile_ahead import stand_in_for_engine
+    import importlib
 
-    stand_in_for_engine()
+    # the state loads only here, when a loop is first needed at a prompt: `import quantscope`
+    # stays the engine alone, and the modules of every layer that read this package (its
+    # version) do not depend on the state, as the front ends below are looked up by name
+    importlib.import_module("quantscope.state.compile_ahead").stand_in_for_engine()
 
 
 _compiled.on_first_loop(_twins_on_a_first_run)

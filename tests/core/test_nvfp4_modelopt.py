@@ -4,6 +4,7 @@ tensor scale, E4M3 block scales, E2M1 codes and dequantized values, 0 mismatches
 
 from __future__ import annotations
 
+import functools
 import warnings
 from pathlib import Path
 
@@ -15,9 +16,17 @@ from quantscope.core import analyze, choose_qparams, prepare
 from quantscope.core.formats.catalog import bits_per_element
 
 torch = need("torch")
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    qtensor = need("modelopt.torch.quantization.qtensor")
+
+
+@functools.cache
+def _qtensor():
+    """ModelOpt's quantized tensors, imported by the first test that calls ModelOpt rather
+    than when the file is collected: the import (torch's compiler and transformers with it)
+    took about 6 s of CPU in every test worker, and only the worker that runs this file
+    uses it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return need("modelopt.torch.quantization.qtensor")
 
 SAMPLES = Path(__file__).resolve().parents[2] / "src" / "quantscope" / "resources" / "samples"
 
@@ -53,7 +62,7 @@ def modelopt_nvfp4(x: np.ndarray):
     """ModelOpt's quantize and dequantize: (block scale bits, tensor scale, codes, values)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        qt, bs, ts = qtensor.NVFP4QTensor.quantize(torch.from_numpy(x.copy()), 16)
+        qt, bs, ts = _qtensor().NVFP4QTensor.quantize(torch.from_numpy(x.copy()), 16)
         values = qt.dequantize(dtype=torch.float32, scale=bs, double_scale=ts,
                                block_sizes={-1: 16}).numpy()
     packed = qt._quantized_data.numpy()

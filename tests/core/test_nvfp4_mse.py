@@ -20,7 +20,8 @@ from quantscope.core.calibration.format_choose import (
     nvfp4_params,
     nvfp4_torchao_scales,
 )
-from quantscope.core.formats.nvfp4_mse import e4m3_candidates
+from quantscope.core.formats.elements import cast
+from quantscope.core.formats.nvfp4_mse import E2M1_MIDPOINTS, _errors, e4m3_candidates
 from quantscope.core.tensors.validate import EngineValueError
 
 SAMPLES = Path(__file__).resolve().parents[2] / "src/quantscope/resources/samples"
@@ -140,3 +141,22 @@ def test_nf4_refuses_mse_and_says_why():
     with pytest.raises(EngineValueError) as err:
         choose_qparams(REAL["layer0_query_weight"], format="nf4", method="mse")
     assert str(err.value) == NF4_NO_MSE
+
+
+def test_the_searchs_cast_is_the_engines_on_every_midpoint():
+    """The search casts ``|x|`` scaled by counting E2M1's midpoints below it: on each midpoint
+    (a tie), its float32 neighbours, and values from 0 to 8 and beyond, the error it sums is
+    the engine's cast's (block scale 1, tensor scale 1: the scaled value is ``|x|``)."""
+    mids = np.array(E2M1_MIDPOINTS, np.float32)
+    near = np.concatenate([mids, np.nextafter(mids, np.float32(0)),
+                           np.nextafter(mids, np.float32(np.inf)),
+                           np.linspace(0, 8, 4001, dtype=np.float32),
+                           np.array([0.0, 6.0, 6.5, 7.0, 1e30, np.inf, np.nan], np.float32)])
+    x = np.concatenate([near, -near]).astype(np.float32)
+    finite = np.where(np.isfinite(x), x, np.float32(0.0))
+    want = (finite.astype(np.float64) - cast(finite, "float4_e2m1fn").astype(np.float64)) ** 2
+    for i in range(x.size):
+        err, zero = _errors(x, i, i + 1, np.float32(1.0), np.float32(1.0), np.float32(1.0),
+                            True)
+        assert err == want[i], (x[i], err, want[i])
+        assert zero == (want[i] if cast(finite[i:i + 1], "float4_e2m1fn")[0] == 0 else 0.0)

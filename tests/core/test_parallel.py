@@ -3,6 +3,7 @@ collection there finalises PySide6 wrappers off the GUI thread, and shiboken's d
 of them later crashed the main thread (inside ``runDeletionInMainThread``, in this pool's wait)."""
 
 import gc
+import itertools
 import threading
 import time
 
@@ -134,3 +135,15 @@ def test_parallel_behind_leads_each_share_and_waits_for_all_of_them():
     with pytest.raises(RuntimeError, match="lead failed"):
         P.parallel_behind(slow, [(0,), (1,)], failing)
     assert finished.is_set()
+
+
+@pytest.mark.parametrize("n_items,n_elements", [(0, 0), (1, 1 << 20), (3, 1 << 20), (5, 100),
+                                                (1000, 1 << 17), (229_376, 58_720_256)])
+def test_pieces_cover_the_items_once_in_order(n_items, n_elements):
+    got = P.pieces(n_items, n_elements)
+    assert got[0][0] == 0 and got[-1][1] == n_items
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(got))
+    assert all(hi > lo for lo, hi in got) or got == [(0, 0)]
+    want = (1 if n_elements < P.PARALLEL_MIN else
+            min(P.THREADS * P.PIECES_PER_THREAD, max(n_items, 1)))
+    assert len(got) == want

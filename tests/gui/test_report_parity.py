@@ -120,6 +120,8 @@ def format_cases(draw) -> tuple[str, list[str], list[str]]:
 @given(case=format_cases())
 @example(case=("query_weight", ["fp8_e4m3/channel", "int4_g128", "fp4_e2m1/tensor", "nvfp4"],
                ["--method", "percentile", "--percentile", "99.9"]))
+@example(case=("query_weight", ["mxfp4", "nvfp4", "nvfp4_modelopt", "nf4"],
+               ["--method", "mse"]))  # each block's stored scale searched (NF4's not)
 def test_report_formats_equal_the_windows_comparison_panes(qapp, tmp_path_factory,
                                                             tensor_files, case):
     """``report --format`` rows and the window's ``--compare`` panes, with ``==``."""

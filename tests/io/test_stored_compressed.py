@@ -3,6 +3,9 @@ compared element by element with the package's own ``decompress``."""
 
 from __future__ import annotations
 
+import functools
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -11,10 +14,21 @@ from quantscope.io.stored import open_stored
 from stored_builders import as_f32, mismatches, write_checkpoint
 
 torch = need("torch")
-ct = need("compressed_tensors")
-from compressed_tensors.compressors import BaseCompressor  # noqa: E402
-from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme  # noqa: E402
-from compressed_tensors.quantization.utils import calculate_qparams  # noqa: E402
+
+
+@functools.cache
+def _ct() -> SimpleNamespace:
+    """compressed-tensors' compressors and quantization arguments, imported by the first test
+    rather than when the file is collected: the import took about 4.5 s of CPU beyond torch's
+    in every test worker, and only the worker that runs this file uses it."""
+    need("compressed_tensors")
+    from compressed_tensors.compressors import BaseCompressor
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+    from compressed_tensors.quantization.utils import calculate_qparams
+
+    return SimpleNamespace(BaseCompressor=BaseCompressor, QuantizationArgs=QuantizationArgs,
+                           QuantizationScheme=QuantizationScheme,
+                           calculate_qparams=calculate_qparams)
 
 
 def _ranges(w, args):
@@ -36,18 +50,18 @@ def _ranges(w, args):
 
 
 def _compress(w, args, fmt, scale_dtype=torch.bfloat16, global_scale=None):
-    scheme = QuantizationScheme(targets=["Linear"], weights=args)
+    scheme = _ct().QuantizationScheme(targets=["Linear"], weights=args)
     mn, mx = _ranges(w, args)
     if global_scale is not None:
-        scale, zp = calculate_qparams(mn, mx, args, global_scale=global_scale)
+        scale, zp = _ct().calculate_qparams(mn, mx, args, global_scale=global_scale)
     else:
-        scale, zp = calculate_qparams(mn, mx, args)
+        scale, zp = _ct().calculate_qparams(mn, mx, args)
     state = {"weight": w, "weight_scale": scale.to(scale_dtype)}
     if not args.symmetric:
         state["weight_zero_point"] = zp
     if global_scale is not None:
         state["weight_global_scale"] = global_scale
-    compressor = BaseCompressor.load_from_registry(fmt)
+    compressor = _ct().BaseCompressor.load_from_registry(fmt)
     stored = compressor.compress(state, scheme)
     expected = compressor.decompress(dict(stored), scheme)["weight"]
     return stored, expected
@@ -86,7 +100,7 @@ def weight():
 @pytest.mark.parametrize("bits", [2, 3, 4, 5, 8])
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_pack_quantized_groups(tmp_path, weight, bits, symmetric):
-    args = QuantizationArgs(num_bits=bits, type="int", symmetric=symmetric, strategy="group",
+    args = _ct().QuantizationArgs(num_bits=bits, type="int", symmetric=symmetric, strategy="group",
                             group_size=64)
     d = _check(tmp_path, weight, args, "pack-quantized")
     assert d.format.label == f"compressed-tensors int{bits} g64" + ("" if symmetric else " asym")
@@ -100,14 +114,14 @@ def test_pack_quantized_groups(tmp_path, weight, bits, symmetric):
 
 @pytest.mark.parametrize("strategy", ["channel", "tensor"])
 def test_pack_quantized_channel_and_tensor(tmp_path, weight, strategy):
-    args = QuantizationArgs(num_bits=4, type="int", symmetric=strategy == "tensor",
+    args = _ct().QuantizationArgs(num_bits=4, type="int", symmetric=strategy == "tensor",
                             strategy=strategy)
     d = _check(tmp_path, weight, args, "pack-quantized")
     assert d.format.granularity == strategy
 
 
 def test_pack_quantized_bits_per_element(tmp_path, weight):
-    args = QuantizationArgs(num_bits=4, type="int", symmetric=True, strategy="group",
+    args = _ct().QuantizationArgs(num_bits=4, type="int", symmetric=True, strategy="group",
                             group_size=128)
     d = _check(tmp_path, weight, args, "pack-quantized")
     # 4 bits of code + a bf16 scale per 128 elements + the 2 int64 of weight_shape
@@ -117,7 +131,7 @@ def test_pack_quantized_bits_per_element(tmp_path, weight):
 @pytest.mark.parametrize("strategy", ["tensor", "channel", "block"])
 def test_float_quantized_fp8(tmp_path, strategy):
     w = (torch.randn(200, 300, generator=torch.Generator().manual_seed(3)) * 0.05)
-    args = QuantizationArgs(num_bits=8, type="float", symmetric=True, strategy=strategy,
+    args = _ct().QuantizationArgs(num_bits=8, type="float", symmetric=True, strategy=strategy,
                             block_structure=[128, 128] if strategy == "block" else None)
     d = _check(tmp_path, w.to(torch.bfloat16), args, "float-quantized")
     assert d.format.element == "fp8_e4m3"
@@ -127,13 +141,13 @@ def test_float_quantized_fp8(tmp_path, strategy):
 
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_int_quantized_int8(tmp_path, weight, symmetric):
-    args = QuantizationArgs(num_bits=8, type="int", symmetric=symmetric, strategy="channel")
+    args = _ct().QuantizationArgs(num_bits=8, type="int", symmetric=symmetric, strategy="channel")
     d = _check(tmp_path, weight, args, "int-quantized", scale_dtype=torch.float32)
     assert d.format.element == "int8" and d.decoded_dtype == "float32"
 
 
 def test_nvfp4(tmp_path, weight):
-    args = QuantizationArgs(num_bits=4, type="float", symmetric=True, strategy="tensor_group",
+    args = _ct().QuantizationArgs(num_bits=4, type="float", symmetric=True, strategy="tensor_group",
                             group_size=16)
     amax = weight.float().abs().amax()
     global_scale = (448.0 * 6.0 / amax).reshape(1).to(torch.float32)
@@ -146,7 +160,7 @@ def test_nvfp4(tmp_path, weight):
 def test_activation_order_group_index(tmp_path, weight):
     """``weight_g_idx``: column j uses group g_idx[j] (the package no longer reads it, so the
     reference is its dequantize applied to the columns gathered group by group)."""
-    args = QuantizationArgs(num_bits=4, type="int", symmetric=True, strategy="group",
+    args = _ct().QuantizationArgs(num_bits=4, type="int", symmetric=True, strategy="group",
                             group_size=64)
     perm = torch.randperm(256, generator=torch.Generator().manual_seed(1))
     g_idx = (torch.arange(256) // 64)[torch.argsort(perm)].to(torch.int32)

@@ -370,19 +370,21 @@ def rest_steps() -> list[tuple[str, Callable[[], object]]]:
         for dtype in (np.float32, np.float16, dtype_from_name("bfloat16")):  # the scan's dtypes
             figures_of(x[:64].astype(dtype), 0)
 
-    # each format on each path a step of its own, a format's direct pass on a writable tensor
-    # next to the one on a read-only tensor: the direct passes' loop takes tens of seconds to
-    # compile for each of its argument types, so two processes that share the steps compile
-    # two of them side by side (a step that held them all was the one both waited for)
-    direct = [(f"{spec} {path}", formats(path, (spec,)))
-              for spec in CHOICES for path in ("direct", "read-only")]
-    return [*((f"{spec} prepared", formats("prepared", (spec,))) for spec in CHOICES), *direct,
+    # each format on each path a step of its own: the direct passes' loop takes tens of
+    # seconds to compile for each of its argument types, so two processes that share the
+    # steps compile two of them side by side (a step that held them all was the one both
+    # waited for). A writable and a read-only tensor reach the same loops
+    # (quantscope.core.kernels.read_only): the read-only steps come last, when the writable
+    # ones have written those loops, and load them instead of compiling them a second time.
+    return [*((f"{spec} prepared", formats("prepared", (spec,))) for spec in CHOICES),
+            *((f"{spec} direct", formats("direct", (spec,))) for spec in CHOICES),
             *((f"int curve {path}", formats(path, (), curve=True))
               for path in ("prepared", "direct", "read-only")),
             ("mse search", mse_search), ("block mse", block_mse), ("blocks", blocks(rows)),
             ("blocks read-only", blocks(frozen)), ("screen", screen),
             ("integer schemes", integer_schemes), ("torchao", torchao),
-            ("casts and scan", casts_and_scan)]
+            ("casts and scan", casts_and_scan),
+            *((f"{spec} read-only", formats("read-only", (spec,))) for spec in CHOICES)]
 
 
 def main() -> None:

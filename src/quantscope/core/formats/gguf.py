@@ -25,7 +25,8 @@ import numpy as np
 from quantscope.core.formats.catalog import FormatParams
 from quantscope.core.formats.gguf_kernel import decode_blocks, encode_blocks, value_span
 from quantscope.core.formats.gguf_types import BY_GGML_ID, GGUF_TYPES, GgufType
-from quantscope.core.kernels.parallel import parallel, shares
+from quantscope.core.kernels.parallel import parallel, pieces
+from quantscope.core.kernels.read_only import read_only
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
 
 __all__ = [
@@ -61,16 +62,15 @@ def check_shape(shape: tuple[int, ...], t: GgufType) -> None:
 
 
 def block_ranges(n_blocks: int, block: int) -> list[tuple[int, int]]:
-    """Ranges of blocks for the engine's threads (one per thread for a large tensor)."""
-    k = max(1, min(len(shares(n_blocks * block)), n_blocks))
-    return [(j * n_blocks // k, (j + 1) * n_blocks // k) for j in range(k)]
+    """Ranges of blocks for the engine's threads (a few per thread for a large tensor)."""
+    return pieces(n_blocks, n_blocks * block)
 
 
 def encode(x, name: str) -> np.ndarray:
     """The bytes llama.cpp writes for ``x`` (float32, finite): uint8 of shape
     ``x.shape[:-1] + (n_blocks · type_size,)``."""
     t = gguf_type(name)
-    xf = np.ascontiguousarray(as_float32(x))
+    xf = read_only(np.ascontiguousarray(as_float32(x)))  # one loop for either kind
     check_shape(xf.shape, t)
     check_nonfinite(xf, "raise")
     n_blocks = xf.size // t.block

@@ -206,3 +206,20 @@ def shares(n: int, threads: int | None = None) -> list[tuple[int, int]]:
     is below :data:`PARALLEL_MIN`)."""
     t = 1 if n < PARALLEL_MIN else (threads or THREADS)
     return [(i * n // t, (i + 1) * n // t) for i in range(t)]
+
+
+#: Pieces per thread of :func:`pieces`: a thread that loses its core for a while (another
+#: process on a loaded machine) leaves its remaining pieces to the others instead of making
+#: every thread wait for its one share.
+PIECES_PER_THREAD = 4
+
+
+def pieces(n_items: int, n_elements: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges of ``n_items`` rows or blocks holding ``n_elements`` elements in
+    all, for work whose items are independent: :data:`PIECES_PER_THREAD` per thread, taken
+    by whichever thread is free (one range when the elements are below
+    :data:`PARALLEL_MIN`; never an empty one)."""
+    k = 1 if n_elements < PARALLEL_MIN else THREADS * PIECES_PER_THREAD
+    k = max(1, min(k, n_items))
+    return [(j * n_items // k, (j + 1) * n_items // k) for j in range(k)]
+

@@ -25,7 +25,8 @@ import numpy as np
 from quantscope.core.formats.catalog import FormatParams
 from quantscope.core.formats.elements import KIND_FLOAT, KIND_INT, ElementType
 from quantscope.core.formats.format_kernel import direct_rows, sorted_rows
-from quantscope.core.kernels.parallel import parallel, shares
+from quantscope.core.kernels.parallel import parallel, pieces
+from quantscope.core.kernels.read_only import read_only
 from quantscope.core.stats.kept import kept_report
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
 from quantscope.core.tensors.layout import param_rows
@@ -96,7 +97,7 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
     hists = []
     args = _kernel_args(params)
     for rs, irs in zip(sets, inv_sets, strict=True):
-        x2d = np.ascontiguousarray(rs.x2d)
+        x2d = read_only(np.ascontiguousarray(rs.x2d))  # one loop for either kind of tensor
         n_rows = x2d.shape[0]
         # the rows of a set feed consecutive units (every full block along the last axis):
         # the loops write into the report's own columns, with no per-block temporaries (at
@@ -123,11 +124,9 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
 
 
 def _row_shares(n_rows: int, n_elements: int) -> list[tuple[int, int]]:
-    """Row ranges for the engine's threads: one per thread when the rows hold enough
-    elements (:func:`quantscope.core.kernels.parallel.shares`), each range its own rows' totals."""
-    k = len(shares(n_elements))
-    ranges = [(j * n_rows // k, (j + 1) * n_rows // k) for j in range(k)]
-    return [(lo, hi) for lo, hi in ranges if hi > lo] or [(0, n_rows)]
+    """Row ranges for the engine's threads (:func:`quantscope.core.kernels.parallel.pieces`),
+    each range its own rows' totals; one range ``(0, 0)`` for no rows."""
+    return pieces(n_rows, n_elements)
 
 
 def prepared_format_report(prepared, params: FormatParams) -> QuantReport:

@@ -43,6 +43,7 @@ from quantscope.core.formats.format_screen import (
 from quantscope.core.formats.gguf import GgufParams
 from quantscope.core.formats.torchao_int4 import TorchaoInt4Params
 from quantscope.core.kernels.parallel import parallel, shares
+from quantscope.core.kernels.read_only import read_only
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.stats.format_stats import REL_TOL as FORMAT_REL_TOL
 from quantscope.core.stats.sorted_stats import REL_TOL
@@ -89,7 +90,7 @@ def screenable(params) -> bool:
 
 def signal_sum(x: np.ndarray) -> float:
     """``Σx²`` over the finite elements of ``x`` (float64, any order, every core)."""
-    flat = as_float32(x).reshape(-1)
+    flat = read_only(as_float32(x)).reshape(-1)  # one loop for either kind of tensor
     return float(sum(parallel(finite_sum_sq, [(flat, lo, hi) for lo, hi in
                                               shares(flat.size)])))
 
@@ -110,7 +111,7 @@ class ErrorScreen:
     def __init__(self, x: np.ndarray, params: FormatParams | QuantParams) -> None:
         if not screenable(params):
             raise ValueError(f"{params!r} is not screened (see screenable)")
-        xf = as_float32(x)
+        xf = read_only(as_float32(x))  # one loop for either kind of tensor
         # (loop, rows, per-row arguments after the row and column range)
         self._jobs: list[tuple[Callable[..., float], np.ndarray, tuple]] = []
         if isinstance(params, QuantParams):

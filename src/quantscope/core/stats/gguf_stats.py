@@ -33,6 +33,7 @@ from quantscope.core.formats.gguf import (
 )
 from quantscope.core.formats.gguf_kernel import encode_report_blocks, report_blocks
 from quantscope.core.kernels.parallel import parallel
+from quantscope.core.kernels.read_only import read_only
 from quantscope.core.stats.kept import kept_report
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
@@ -41,7 +42,7 @@ from quantscope.core.tensors.validate import EngineValueError, as_float32, check
 def analyze_gguf(x, params: GgufParams) -> QuantReport:
     """``x`` against the values ``params`` stores (see the module docstring)."""
     t = params.gguf
-    xf = np.ascontiguousarray(as_float32(x))
+    xf = read_only(np.ascontiguousarray(as_float32(x)))  # one loop for either kind of tensor
     if tuple(xf.shape) != tuple(params.shape):
         raise EngineValueError(f"{params.format}: the blocks hold a tensor of shape "
                                f"{params.shape}; x has shape {xf.shape}")
@@ -86,7 +87,7 @@ def kept_gguf_params(prepared, name: str) -> GgufParams:
     (:func:`~quantscope.core.stats.kept.kept_report`), so the report that follows
     (:func:`prepared_gguf_report`) is a comparison of the bytes instead of a second pass."""
     t = gguf_type(name)
-    xf = np.ascontiguousarray(as_float32(prepared.x))
+    xf = read_only(np.ascontiguousarray(as_float32(prepared.x)))
     check_shape(xf.shape, t)
     check_nonfinite(xf, "raise")
     n_blocks = xf.size // t.block
