@@ -31,9 +31,12 @@ everything:
 
 A box is dropped only when its bound is within :data:`EPS` (relative) of the best error, so
 the search's error is within ``EPS`` of the least error of every float32 scale (4e-7 dB). The
-search rounds ``x / s`` in float64 and leaves ``s · v`` unrounded; the winner and its float32
-neighbours are then evaluated by the engine's own report (the reported error is the
-report's), and the min/max scale is kept if it is better still.
+search rounds ``x / s`` in float64 and leaves ``s · v`` unrounded, which the report rounds to
+float32: that moves the error by parts in 10^7 from one float32 scale to the next, so the
+float32 scales of the winner's piece (and the pieces beside it) are scanned by the report's
+own arithmetic (:mod:`~quantscope.core.formats.float32_pick`). The winner, the scale that scan
+rates best and the min/max scale are then evaluated by the engine's report (the reported
+error is the report's), and the least is kept.
 """
 
 from __future__ import annotations
@@ -277,12 +280,12 @@ def exact_errors(rows: SortedRows, name: str, saturate: bool, scale: np.ndarray)
 
 def _engine_pick(rows: SortedRows, name: str, saturate: bool, s: np.ndarray, s_mm: np.ndarray,
                  s_floor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The search's float32 scale, its two float32 neighbours (not below ``s_floor``) and
-    the min/max scale, each evaluated by the engine's report: the least error (the search's
-    own scale unless another is strictly better)."""
-    lo32 = np.float32(_TINY32)
-    cands = [s, np.maximum(np.nextafter(s, np.float32(0)), lo32),
-             np.nextafter(s, np.float32(np.inf)), s_mm]
+    """The search's float32 scale, the float32 scale of its piece that the report's own
+    arithmetic rates best (:mod:`~quantscope.core.formats.float32_pick`: the search rates
+    scales by the unrounded reconstruction, the report rounds it to float32) and the min/max
+    scale, each evaluated by the engine's report: the least error (the search's own scale
+    unless another is strictly better)."""
+    cands = [s, _float32_best(rows, name, s, s_floor), s_mm]
     errs = []
     for c in cands:
         e = exact_errors(rows, name, saturate, c)
@@ -293,3 +296,40 @@ def _engine_pick(rows: SortedRows, name: str, saturate: bool, s: np.ndarray, s_m
     idx = np.arange(s.size)
     pick = np.where(err[pick, idx] < err[0], pick, 0)
     return scale[pick, idx].astype(np.float32), err[pick, idx]
+
+
+def _float32_best(rows: SortedRows, name: str, s: np.ndarray, s_floor: np.ndarray
+                  ) -> np.ndarray:
+    """Per row, the float32 scale of the piece around ``s`` with the least error by the
+    report's arithmetic, on the engine's threads."""
+    # the loop loads Numba: imported where a search needs it
+    from quantscope.core.formats.float32_pick import mantissa_table, refine_rows
+
+    et = element_of(name)
+    out = s.astype(np.float32).copy()
+    if et.kind != KIND_FLOAT or rows.n_rows == 0:
+        return out
+    search = rows.lengths >= SEARCH_ROWS
+    if search.any():
+        rec, rec_starts = rows.records, rows.rec_starts
+    else:
+        rec, rec_starts = np.zeros((1, 4)), np.zeros(rows.n_rows + 1, np.intp)
+    vals = np.ascontiguousarray(et.values, np.float64)
+    mids = np.ascontiguousarray(et.midpoints, np.float64)
+    fmt = grid_format(et)
+    code_m, code_w, mant = mantissa_table(vals)
+    row = np.flatnonzero(rows.lengths > 0)
+    s32 = np.ascontiguousarray(s, np.float32)
+    floor = np.ascontiguousarray(s_floor, np.float64)
+
+    def share(sel: np.ndarray) -> None:
+        part = np.empty(sel.size, np.float32)
+        r = row[sel]
+        refine_rows(rows.values, rows.starts, rec, rec_starts, search[r], r, s32[r], floor[r],
+                    vals, mids, fmt, code_m, code_w, mant, part)
+        out[r] = part
+
+    n_shares = min(row.size, 4 * THREADS)
+    if n_shares:
+        parallel(share, [(np.arange(i, row.size, n_shares),) for i in range(n_shares)])
+    return out
