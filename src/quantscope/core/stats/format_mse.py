@@ -282,10 +282,13 @@ def _engine_pick(rows: SortedRows, name: str, saturate: bool, s: np.ndarray, s_m
                  s_floor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The search's float32 scale, the float32 scale of its piece that the report's own
     arithmetic rates best (:mod:`~quantscope.core.formats.float32_pick`: the search rates
-    scales by the unrounded reconstruction, the report rounds it to float32) and the min/max
-    scale, each evaluated by the engine's report: the least error (the search's own scale
-    unless another is strictly better)."""
-    cands = [s, _float32_best(rows, name, s, s_floor), s_mm]
+    scales by the unrounded reconstruction, the report rounds it to float32), the min/max
+    scale and the search's two float32 neighbours (the scan leaves out the steps next to a
+    breakpoint), each evaluated by the engine's report: the least error (the search's own
+    scale unless another is strictly better)."""
+    lo32 = np.float32(_TINY32)
+    cands = [s, _float32_best(rows, name, s, s_floor), s_mm,
+             np.maximum(np.nextafter(s, np.float32(0)), lo32), np.nextafter(s, np.float32(np.inf))]
     errs = []
     for c in cands:
         e = exact_errors(rows, name, saturate, c)
