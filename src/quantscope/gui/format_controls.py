@@ -48,8 +48,7 @@ class FormatControls(QGroupBox):
         self.reset.clicked.connect(self._on_reset_clicked)
         form.addRow(self.reset)
         note = QLabel("Block formats run along the last axis; element formats use the "
-                      "Quantization tab's method and axis. MSE-optimal also searches each "
-                      "MX and NVFP4 block's scale (NVFP4's given its FP32 tensor scale).")
+                      "Quantization tab's method and axis.")
         note.setWordWrap(True)
         note.setObjectName("fieldName")
         form.addRow(note)

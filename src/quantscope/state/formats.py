@@ -18,8 +18,8 @@ import math
 import numpy as np
 
 from quantscope.core import QuantParams, choose_qparams
-from quantscope.core.calibration.format_choose import BLOCK_MSE_KINDS
 from quantscope.core.formats.catalog import (
+    BLOCK_MSE_KINDS,
     FORMAT_TABLE,
     FormatParams,
     bits_per_element,

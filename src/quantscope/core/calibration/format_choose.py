@@ -23,6 +23,7 @@ from quantscope.core.formats.catalog import (
     _E4M3_SUBNORMAL,
     _E4M3_TINY,
     _TINY,
+    BLOCK_MSE_KINDS,
     FORMAT_TABLE,
     FormatParams,
     block_amax,
@@ -35,10 +36,6 @@ from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.tensors.layout import param_shape
 from quantscope.core.tensors.validate import EngineValueError
 
-#: The block formats (by kind) whose ``method="mse"`` searches each block's stored scale for
-#: the least error: MX's E8M0 exponent (:mod:`quantscope.core.formats.mx_mse`), NVFP4's E4M3
-#: block scale given its tensor scale (:mod:`quantscope.core.formats.nvfp4_mse`).
-BLOCK_MSE_KINDS = ("mx", "nvfp4")
 #: Why NF4 has no ``method="mse"``.
 NF4_NO_MSE = ("NF4 has no method 'mse': its stored block scale is a float32, and no search "
               "here proves a block's least-error float32 scale (NF4's levels are not a "

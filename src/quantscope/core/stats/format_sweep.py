@@ -140,7 +140,9 @@ class ErrorScreen:
 
     def _add(self, loop: Callable[..., float], x2d: np.ndarray, *args) -> None:
         if x2d.size:
-            self._jobs.append((loop, np.ascontiguousarray(x2d), tuple(
+            # a unit's rows may be a view of the read-only tensor or a gathered copy: the
+            # same loop for either (quantscope.core.kernels.read_only)
+            self._jobs.append((loop, read_only(np.ascontiguousarray(x2d)), tuple(
                 np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in args)))
 
     def slice_sum(self, k: int, slices: int) -> float:
