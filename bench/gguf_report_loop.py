@@ -15,18 +15,10 @@ import time
 
 import numpy as np
 
+from _timing import best_of
 from llm_formats import llama_mlp_weight
 from quantscope.core.formats.gguf_kernel import encode_blocks, encode_report_blocks, report_blocks
 from quantscope.core.formats.gguf_types import GGUF_TYPES
-
-
-def least_cpu(fn, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        c = time.process_time()
-        fn()
-        best = min(best, time.process_time() - c)
-    return best
 
 
 def main() -> None:
@@ -66,7 +58,9 @@ def figures_of(w: np.ndarray, t, repeats: int) -> list[float]:
 
     enc_rep()  # compiled loops loaded, pages touched
     rep()
-    return [least_cpu(f, repeats) / w.size * 1e9 for f in (enc, enc_rep, rep)]
+    return [best_of(f, repeats, clock=time.process_time) / w.size * 1e9
+            for f in (enc, enc_rep, rep)]
+
 
 if __name__ == "__main__":
     main()
