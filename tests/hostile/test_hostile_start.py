@@ -209,3 +209,22 @@ def test_corrupted_read_only_cache_still_starts(tmp_path, warm):
     assert report.stdout == warm["report"]
     assert "Traceback" not in report.stderr
     assert any("could not be read" in line for line in _notices(report.stderr))
+
+
+def test_short_of_memory_while_reading_the_cache_is_not_a_corrupted_cache(tmp_path, monkeypatch):
+    """A MemoryError while a cached loop is read (a process under ``ulimit -v``) says nothing of
+    the cache's bytes: it reaches the caller (whose error says memory), and the index stays."""
+    from numba.core import caching
+
+    from quantscope.core.kernels import jit_cache
+
+    def short_of_memory(self, sig, target_context):
+        raise MemoryError
+
+    monkeypatch.setattr(caching.FunctionCache, "load_overload", short_of_memory)
+    cache = jit_cache._RepairingCache.__new__(jit_cache._RepairingCache)
+    unlinked = []
+    monkeypatch.setattr(jit_cache.os, "unlink", unlinked.append)
+    with pytest.raises(MemoryError):
+        cache.load_overload(None, None)
+    assert unlinked == []

@@ -129,6 +129,8 @@ class _RepairingCache(caching.FunctionCache):
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         try:
             return super().load_overload(sig, target_context)
+        except MemoryError:  # the process is short of memory, the cache may be sound: keep it
+            raise
         except Exception as exc:  # whatever unreadable bytes raise while being unpickled
             index = self._cache_file._index_path
             try:
