@@ -9,7 +9,10 @@ the winner gets). Then, in interleaved pairs, the scan's whole format search
 (:func:`~quantscope.state.formats.best_formats`) against the plain scan's figures of the same
 tensor read from a file (:class:`~quantscope.state.model_scan.ModelScan` without formats),
 with the ratio per pair: the figure ``scan --formats`` pays per byte beyond the plain scan.
-Each figure is the least of ``--repeat`` runs (CPU clock of the process, all threads).
+Each figure is the least of ``--repeat`` runs (CPU clock of the process, all threads), so a
+report read from the prepared tensor (int8, INT4 groups, GPTQ, AWQ: sorted rows, made once on
+the first such report, as ``quantscope report`` makes them) shows its cost after that
+preparation; the format search's figure includes it where the search makes it.
 
     python bench/scan_formats_cost.py [--shape 4096x4096] [--repeat 3] [--pairs 3]
 """
@@ -61,16 +64,20 @@ def main() -> None:
     settings = Settings(axis=0)
     print(f"{load()}; weight {shape[0]}x{shape[1]} float32, processor ns per element")
     clock = time.process_time
+
+    def cost(fn) -> float:
+        return best_of(fn, args.repeat, clock)
+
     best_formats(x, settings, per_channel=True)  # compiled loops loaded, pages touched
     reports = PreparedOnDemand(x, settings)
     totals = [0.0, 0.0, 0.0]
     for bits in (8, 4):
         for spec in point_specs(x, candidates(bits, True)):
             params = format_pane_params(x, spec, settings)
-            costs = [best_of(lambda: format_pane_params(x, spec, settings), args.repeat, clock),
-                     best_of(lambda: ErrorScreen(x, params).slice_sum(0, 1), args.repeat, clock)
+            costs = [cost(lambda s=spec: format_pane_params(x, s, settings)),
+                     cost(lambda p=params: ErrorScreen(x, p).slice_sum(0, 1))
                      if screenable(params) else float("nan"),
-                     best_of(lambda: format_point(x, reports, spec, params), args.repeat, clock)]
+                     cost(lambda s=spec, p=params: format_point(x, reports, s, p))]
             for i, c in enumerate(costs):
                 totals[i] += 0.0 if np.isnan(c) else c
             print(f"  {spec:22s} parameters {costs[0] / n * 1e9:6.2f}   error screen "
