@@ -62,7 +62,8 @@ _BLOCK_NOTE = {"mx": "blocks of 32 · E8M0 scales", "nvfp4": "blocks of 16 · E4
                "torchao": "bf16 scales + float zeros"}
 #: The same under the MSE method, for the formats of ``BLOCK_MSE_KINDS``: what is searched.
 _MSE_NOTE = {"mx": "blocks of 32 · MSE-optimal E8M0 scales",
-             "nvfp4": "blocks of 16 · MSE-optimal E4M3 scales, FP32 from amax"}
+             "nvfp4": "blocks of 16 · MSE-optimal E4M3 scales, FP32 from amax",
+             "nf4": "blocks of 64 · MSE-optimal float32 scales"}
 
 
 #: Every pane format the window offers (see :func:`quantscope.state.choices.offered_formats`).
