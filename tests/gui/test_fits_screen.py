@@ -3,34 +3,17 @@ screen, can be made 1280x720 and 1366x768 whatever size it had before (the compa
 its floor, not the tall layout's minimum of the moment), and F11 fills the screen and gives
 the window back as it was.
 
-Fonts differ between machines; two font sets stand for them here: the default one, and a
-serif face drawn 12 % wider (letter spacing), wider than any common sans face."""
+Fonts differ between machines; the font sets of ``font_sets.py`` stand for them here (the
+``fonts`` fixture): the default one, a serif face drawn 12 % wider, and a face whose lines are
+1.45 em tall (Noto Sans CJK's)."""
 
 from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QApplication
 from test_projector import settle
 
 from quantscope.gui.compact import open_fitting
-
-FONT_SETS = {"default": None, "wide serif": ("DejaVu Serif", 112.0)}
-
-
-@pytest.fixture(params=list(FONT_SETS))
-def fonts(request):
-    app = QApplication.instance()
-    before = QFont(app.font())
-    spec = FONT_SETS[request.param]
-    if spec is not None:
-        font = QFont(before)
-        font.setFamily(spec[0])
-        font.setLetterSpacing(QFont.SpacingType.PercentageSpacing, spec[1])
-        app.setFont(font)
-    yield request.param
-    app.setFont(before)
 
 
 @pytest.mark.parametrize("size", [(1280, 720), (1366, 768)])
