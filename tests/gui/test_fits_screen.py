@@ -10,6 +10,7 @@ Fonts differ between machines; the font sets of ``font_sets.py`` stand for them 
 from __future__ import annotations
 
 import pytest
+from gui_measure import axis_labels_cut, cut_labels
 from PySide6.QtCore import Qt
 from test_projector import settle
 
@@ -32,6 +33,8 @@ def test_a_window_opened_tall_can_be_made_laptop_sized(fonts, size, app_window, 
         assert pane.height() >= pane.minimumSizeHint().height(), key
         assert pane.plot.getViewBox().height() >= 80, key
     assert win.centralWidget().height() >= win.centralWidget().minimumSizeHint().height()
+    assert not cut_labels(win), cut_labels(win)  # every text whole, in every font
+    assert not axis_labels_cut(win), axis_labels_cut(win)
 
 
 def test_the_keys_of_a_narrow_pane_keep_every_mark(fonts, app_window, qtbot):
