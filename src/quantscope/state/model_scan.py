@@ -189,20 +189,42 @@ def engine_figures(x: np.ndarray, axis: int | None, settings: Settings,
                    threshold: float = OUTLIER_THRESHOLD) -> TensorFigures:
     """A float32 tensor's figures through the panes' mapping and the direct pass."""
     per_tensor = analyze(x, pane_params(x, "symmetric/tensor", settings))
-    per_channel = outliers = channels = None
-    finite_abs = np.abs(np.where(np.isfinite(x), x, 0.0))
+    per_channel = None
     if axis is not None:
         chan = dataclasses.replace(settings, axis=axis)
         per_channel = float(analyze(x, pane_params(x, "symmetric/channel", chan)).sqnr_db)
-        big = np.moveaxis(finite_abs >= np.float32(threshold), axis, 0)
-        channels = big.shape[0]
-        outliers = int(np.count_nonzero(big.reshape(channels, -1).any(axis=1)))
+    max_abs, outliers, channels = magnitudes(x, axis, threshold)
     return TensorFigures(
         n=per_tensor.n, n_nonfinite=per_tensor.n_nonfinite,
         per_tensor_db=float(per_tensor.sqnr_db), per_channel_db=per_channel,
-        clipped_fraction=per_tensor.clipped_fraction,
-        max_abs=float(finite_abs.max(initial=0.0)), outlier_channels=outliers,
-        channels=channels, bits=settings.bits)
+        clipped_fraction=per_tensor.clipped_fraction, max_abs=max_abs,
+        outlier_channels=outliers, channels=channels, bits=settings.bits)
+
+
+def magnitudes(x: np.ndarray, axis: int | None, threshold: float = OUTLIER_THRESHOLD
+               ) -> tuple[float, int | None, int | None]:
+    """``(max |x|, channels holding an |x| >= threshold, channels)`` over the finite values of
+    a float32 tensor (the last two None without a channel ``axis``).
+
+    A tensor whose least and largest values are finite has no NaN or inf, and its channels'
+    minima and maxima give both figures exactly (the magnitude of a float32 is exact): two
+    reductions, no temporary the tensor's size. Otherwise the non-finite values are set
+    aside first."""
+    lo, hi = (x.min(), x.max()) if x.size else (np.float32(0), np.float32(0))
+    if np.isfinite(lo) and np.isfinite(hi):
+        max_abs = float(max(-lo, hi, np.float32(0)))
+        if axis is None:
+            return max_abs, None, None
+        others = tuple(a for a in range(x.ndim) if a != axis % x.ndim)
+        reach = np.maximum(-x.min(axis=others), x.max(axis=others))
+        return max_abs, int(np.count_nonzero(reach >= np.float32(threshold))), reach.size
+    finite_abs = np.abs(np.where(np.isfinite(x), x, 0.0))
+    if axis is None:
+        return float(finite_abs.max(initial=0.0)), None, None
+    big = np.moveaxis(finite_abs >= np.float32(threshold), axis, 0)
+    channels = big.shape[0]
+    return (float(finite_abs.max(initial=0.0)),
+            int(np.count_nonzero(big.reshape(channels, -1).any(axis=1))), channels)
 
 
 def engine_figures_many(xs: list[np.ndarray], axis: int | None, settings: Settings,
@@ -226,18 +248,12 @@ def engine_figures_many(xs: list[np.ndarray], axis: int | None, settings: Settin
     out = []
     for i, x in enumerate(xs):
         n = int(tensor.n[i])
-        outliers = channels = None
-        finite_abs = np.abs(x)
-        if axis is not None:
-            big = np.moveaxis(finite_abs >= np.float32(threshold), axis, 0)
-            channels = big.shape[0]
-            outliers = int(np.count_nonzero(big.reshape(channels, -1).any(axis=1)))
+        max_abs, outliers, channels = magnitudes(x, axis, threshold)
         out.append(TensorFigures(
             n=n, n_nonfinite=x.size - n, per_tensor_db=float(db[i]) if n else float("nan"),
             per_channel_db=None if channel is None else float(channel[i]),
-            clipped_fraction=int(tensor.clipped[i]) / n if n else 0.0,
-            max_abs=float(finite_abs.max(initial=0.0)), outlier_channels=outliers,
-            channels=channels, bits=settings.bits))
+            clipped_fraction=int(tensor.clipped[i]) / n if n else 0.0, max_abs=max_abs,
+            outlier_channels=outliers, channels=channels, bits=settings.bits))
     return out
 
 

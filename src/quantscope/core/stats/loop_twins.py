@@ -209,14 +209,14 @@ def _walk(values, starts, sumsq, rows, s, inv, z, n: int, qmin: int, qmax: int,
     out_i[es, 3] = used
 
 
-#: The longest row whose prefix sums :func:`_row_prefixes` keeps for the next report (about 36
+#: The longest row whose prefix sums :func:`row_prefixes` keeps for the next report (about 36
 #: bytes an element while the twins serve; :func:`remove` lets them go).
 KEEP_PREFIXES_MAX = 1 << 21
-#: ``(row, prefixes)`` of the last row searched (see :func:`_row_prefixes`).
+#: ``(row, prefixes)`` of the last row searched (see :func:`row_prefixes`).
 _kept: list[tuple[np.ndarray, list[np.ndarray]]] = []
 
 
-def _row_prefixes(x: np.ndarray, x64: np.ndarray) -> list[np.ndarray]:
+def row_prefixes(x: np.ndarray, x64: np.ndarray) -> list[np.ndarray]:
     """The double-double running sums of ``x`` and ``x²`` (hi and lo each, from 0), as the
     compiled records hold them. A sweep reports the same row under hundreds of scales: the
     last row's sums are kept, with a copy of the row, and served again while its values are
@@ -248,7 +248,7 @@ def _search(values, a: int, b: int, rec, k0: int, b1: float, b2: float, s, inv, 
     cuts = np.searchsorted(v, np.arange(qmin, qmax + 2, dtype=np.float32), "left")
     edges = [0, *(int(p) for p in cuts), b - a]
     x64 = x.astype(np.float64)
-    pre = _row_prefixes(x, x64)
+    pre = row_prefixes(x, x64)
     sf = float(np.float32(s))
     zi = int(z)
     totals = _START
@@ -363,9 +363,13 @@ TWINS = {
 
 
 def install(until: Callable[[], object] | None = None) -> None:
-    """Serve the loops of :data:`TWINS` from here until :func:`remove` (reports are the same);
-    ``until`` as for :func:`quantscope.core.kernels.compiled.stand_in`."""
-    compiled.stand_in(TWINS, until)
+    """Serve the loops of :data:`TWINS` and of the format reports' twins
+    (:mod:`quantscope.core.stats.format_twins`) from here until :func:`remove` (reports are
+    the same); ``until`` as for :func:`quantscope.core.kernels.compiled.stand_in`."""
+    # imported here: that module takes row_prefixes from this one
+    from quantscope.core.stats.format_twins import TWINS as FORMAT_TWINS
+
+    compiled.stand_in({**TWINS, **FORMAT_TWINS}, until)
 
 
 def remove() -> None:
