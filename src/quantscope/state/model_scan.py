@@ -16,9 +16,10 @@ pending, the others marked with why -- and :class:`ModelScan` fills them in:
   gives the figures, slower: ``report`` and the window take that very pass on such a small
   tensor, so the scan prints their numbers to the bit (the fused pass sums the squared errors
   in its own order, equal to about 1e-14 relative, not to the last digit);
-* with ``formats=True`` every tensor is loaded so, and its best 8-bit and best 4-bit number
-  format (:func:`quantscope.state.formats.best_formats`, the comparison panes' own rules) join
-  its figures.
+* with ``formats=True`` the figures come by the same routes (so ``scan`` and ``scan --formats``
+  print the same int8 columns), then every tensor is loaded as float32 and its best 8-bit and
+  best 4-bit number format (:func:`quantscope.state.formats.best_formats`, the comparison
+  panes' own rules) join its figures.
 
 Either way a row's numbers are ``quantscope report``'s symmetric schemes for that tensor: to
 the bit up to ``DIRECT_MAX`` elements; above, ``report`` sums the errors from sorted prefix sums
@@ -338,7 +339,8 @@ class ModelScan:
         Run the extra threads at a lower priority (the window's thread comes first).
     formats : bool
         Also find each tensor's best 8-bit and 4-bit number format (loads every tensor as
-        float32 and analyses each candidate format: many times the work of the int8 figures).
+        float32 and analyses each candidate format: many times the work of the int8 figures,
+        which stay those of the plain scan).
     chunk_elements : int, optional
         Elements per chunk of a fused pass (default
         :data:`~quantscope.core.stats.fused.CHUNK_ELEMENTS`).
@@ -356,7 +358,7 @@ class ModelScan:
         self.settings = settings.check()
         self.threshold = threshold
         self.formats = formats
-        self.rules = None if formats else fused_rules(self.settings, threshold)
+        self.rules = fused_rules(self.settings, threshold)
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.background = background
         self.chunk_elements = chunk_elements
@@ -435,7 +437,8 @@ class ModelScan:
         return batches, single
 
     def _fused_for(self, row: ModelRow) -> FusedPass | None:
-        return fused_pass_for(row, self.settings, self.axis, self.threshold, self.formats,
+        # with formats too: the int8 figures are the plain scan's, the formats found after
+        return fused_pass_for(row, self.settings, self.axis, self.threshold, False,
                               self.chunk_elements, self.direct_max)[0]
 
     def _passes(self, row: ModelRow) -> int:
@@ -548,7 +551,24 @@ class ModelScan:
             scaled = int(self.total_bytes * done / self._work_total)
             self._on_progress(min(scaled, self.total_bytes), self.total_bytes, row.name)
         if last:
+            if self.formats and work.fused is not None and work.failed is None:
+                self._fused_formats(work)
             self._finish(work)
+
+    def _fused_formats(self, work: _Work) -> None:
+        """The best formats of a tensor whose figures a fused pass read: from the tensor
+        loaded as float32, once its pass is complete."""
+        fused = work.fused
+        assert fused is not None  # called for a fused pass's tensor
+        try:
+            if fused.result().n:
+                x = self._read_float32(work.row)
+                axis = channel_axis(work.row, self.axis)
+                work.formats = best_formats(x, self._at(axis), per_channel=axis is not None)
+        except QuantscopeError as exc:
+            work.failed = str(exc)
+        except MemoryError:
+            work.failed = f"{work.row.name}: not enough memory to analyse this tensor"
 
     def _run_batch(self, rows: list[ModelRow]) -> None:
         """Small tensors of one shape: each one's int8 figures, then their best formats at

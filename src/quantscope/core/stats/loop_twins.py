@@ -347,6 +347,28 @@ def _blocks_in_order(total: float, terms: np.ndarray, block: int) -> float:
     return float(np.cumsum(np.concatenate([[total], sums]))[-1])
 
 
+#: Elements :func:`abs_order_stats` takes at once (rows of one length together).
+ORDER_ELEMENTS = 1 << 20
+
+
+def abs_order_stats(values, starts, k, out) -> None:
+    """``sorted_kernel.abs_order_stats`` in NumPy: ``out[r]``, the ``k[r]``-th smallest
+    ``|x|`` of sorted row ``r`` (0.0 for an empty row), by a partition of the row's ``|x|`` in
+    float64 (exact: the loop's merge of the negative and non-negative halves gives the same
+    value), rows of one length a few at a time."""
+    lengths = np.diff(starts)
+    out[lengths == 0] = 0.0
+    for n in np.unique(lengths[lengths > 0]):
+        same = np.flatnonzero(lengths == n)
+        per = max(1, ORDER_ELEMENTS // int(n))
+        for r0 in range(0, same.size, per):
+            rows = same[r0:r0 + per]
+            a = np.abs(values[starts[rows][:, None] + np.arange(n)].astype(np.float64))
+            kr = np.asarray(k[rows], np.intp)
+            a.partition(np.unique(kr), axis=1)
+            out[rows] = a[np.arange(rows.size), kr]
+
+
 #: What :func:`install` puts behind :mod:`quantscope.core.kernels.compiled`, by name.
 TWINS = {
     "BLOCK": BLOCK,
@@ -359,6 +381,7 @@ TWINS = {
     "bin_counts": bin_counts,
     "evaluate_rows": evaluate_rows,
     "analyze_flat": analyze_flat,
+    "abs_order_stats": abs_order_stats,
 }
 
 
