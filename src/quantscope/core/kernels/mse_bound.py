@@ -620,6 +620,14 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
                 low = min(low, lb[t])
         if hi_z < lo_z:
             continue
+        f = _free_zero_point(rlo, rhi, n_runs, qmin, qmax, za, zb, lb)
+        if f >= za:
+            # every zero point's error is at least that of one that clamps nothing, the
+            # unbounded grid's: the box is that one zero point's (its bound is the box's)
+            low = lb[f - za]
+            if low >= threshold:
+                continue
+            lo_z, hi_z = f, f
         mid = np.float64(np.float32(np.sqrt(s1 * s2)))
         if not s1 < mid < s2:
             mid = np.float64(np.float32(0.5 * (s1 + s2)))
@@ -665,9 +673,51 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
         size += 1
     out[0] = max(best, 0.0)
     out[1] = best_s
-    out[2] = best_z
+    out[2] = _lowest_alike(x, a, b, best_s, best_z, k, qmin, qmax, z0)
     out[3] = proven
     out[4] = boxes
+
+
+@_jit
+def _free_zero_point(rlo, rhi, n_runs, qmin, qmax, za, zb, lb):
+    """A zero point of ``[za, zb]`` at which no element of the box's runs is clamped at any
+    scale of the box, the one with the highest bound ``lb``; ``za − 1`` if there is none.
+
+    Why one is enough: rounding to the nearest point of the unbounded grid ``s·m`` is never
+    worse than clamping to an end of the range, so at every scale each zero point's error is
+    at least the unclamped error, and a zero point that clamps nothing has exactly that
+    error. Such zero points are the least at every scale of the box, all alike, so the
+    box's least error is theirs -- and each one's bound bounds it. With more codes than a
+    unit has elements (8 bits, groups of 128) most zero points clamp nothing, and a sweep
+    that carried them all treated every crossing as a clamped one, per zero point."""
+    if n_runs == 0:
+        return za - 1
+    # the codes of a box lie between its first run's lower code and its last run's upper
+    # one; zero point z clamps none of them when qmin <= code + z <= qmax
+    f_lo = max(qmin - rlo[0], za)
+    f_hi = min(qmax - rhi[n_runs - 1], zb)
+    f = za - 1
+    for z in range(f_lo, f_hi + 1):
+        if f < za or lb[z - za] > lb[f - za]:
+            f = z
+    return f
+
+
+@_jit
+def _lowest_alike(x, a, b, s, z, k, qmin, qmax, z0):
+    """The lowest zero point (not below ``z0``, the least searched) whose codes at scale
+    ``s`` are zero point ``z``'s shifted, none clamped, when ``z`` clamps nothing (else
+    ``z``): they all have the same error, and the search may have kept any one of them
+    (:func:`_free_zero_point`); the lowest aligns the unit's least value with ``qmin``, as
+    the min/max rule does."""
+    if b <= a:
+        return z
+    inv = 1.0 / s
+    c_lo = _code(np.float64(x[a]), inv, k)
+    c_hi = _code(np.float64(x[b - 1]), inv, k)
+    if not (qmin <= c_lo + z and c_hi + z <= qmax):
+        return z
+    return max(qmin - c_lo, z0)
 
 
 @_jit
