@@ -24,7 +24,7 @@ import numpy as np
 
 from quantscope.core.formats.catalog import FormatParams
 from quantscope.core.formats.elements import KIND_FLOAT, KIND_INT, ElementType
-from quantscope.core.formats.format_kernel import direct_rows, sorted_rows
+from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel, pieces
 from quantscope.core.kernels.read_only import read_only
 from quantscope.core.stats.kept import kept_report
@@ -111,7 +111,7 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
 
         def share(lo: int, hi: int, x2d=x2d, s=s, inv=inv, f=f, i=i) -> np.ndarray:
             h = np.zeros(params.levels + 1, np.int64)  # the last slot: non-finite elements
-            direct_rows(x2d[lo:hi], s[lo:hi], inv[lo:hi], params.inv_scale is not None,
+            compiled.direct_rows(x2d[lo:hi], s[lo:hi], inv[lo:hi], params.inv_scale is not None,
                         *args, h, f[lo:hi], i[lo:hi])
             return h[:-1]
 
@@ -170,7 +170,7 @@ def evaluate_sorted(rows, scale, inv_scale, params: FormatParams, want_hist: boo
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(et.levels, np.int64)
-        sorted_rows(rows.values, rows.starts, rec, rec_starts, b1, b2,
+        compiled.sorted_rows(rows.values, rows.starts, rec, rec_starts, b1, b2,
                     np.arange(lo, hi), s[lo:hi], inv[lo:hi], inv_scale is not None, *args,
                     et.values, edges, walk_below, REL_TOL, h, out_f[lo:hi], out_i[lo:hi])
         return h
