@@ -116,9 +116,9 @@ def _clip_bound(absx, n, e):
 
 
 @njit(nogil=True, error_model="numpy", inline="always")
-def _bucket(se, s_lo, width):
+def _bucket(se, s_lo, per_width):
     """The bucket of breakpoint ``se > s_lo`` (the last one for ``s_hi`` itself)."""
-    t = np.int64((se - s_lo) / width)
+    t = np.int64((se - s_lo) * per_width)
     return t if t < BUCKETS else BUCKETS - 1
 
 
@@ -187,18 +187,20 @@ def _exact_optimum(x, a, b, amax, lv64, mids, inv_mids, gaps, dsq, absx, ev_s, e
     # the breakpoints in order: by bucket of equal width, then an insertion sort that moves
     # each only past the few of its bucket
     counts[:] = 0
-    width = (s_hi - s_lo) / BUCKETS
+    per_width = BUCKETS / (s_hi - s_lo) if m else 0.0
     for e in range(m):
-        counts[_bucket(ev_s[e], s_lo, width) + 1] += 1
+        t = _bucket(ev_s[e], s_lo, per_width)
+        counts[t + 1] += 1
+        ev_k[e] |= t << 4  # the bucket beside the midpoint, for the second pass
     for t in range(BUCKETS):
         counts[t + 1] += counts[t]
     for e in range(m):
-        t = _bucket(ev_s[e], s_lo, width)
+        t = ev_k[e] >> 4
         p = counts[t]
         counts[t] = p + 1
         sorted_s[p] = ev_s[e]
         sorted_b[p] = ev_b[e]
-        sorted_k[p] = ev_k[e]
+        sorted_k[p] = ev_k[e] & 15
     for e in range(1, m):
         vs, vb, vk = sorted_s[e], sorted_b[e], sorted_k[e]
         p = e
@@ -208,16 +210,18 @@ def _exact_optimum(x, a, b, amax, lv64, mids, inv_mids, gaps, dsq, absx, ev_s, e
             sorted_k[p] = sorted_k[p - 1]
             p -= 1
         sorted_s[p], sorted_b[p], sorted_k[p] = vs, vb, vk
-    best = e1
+    # only a vertex inside its piece can be the minimum (module doc), and E at s_lo and s_hi
+    # is no less than e1: the pieces' ends need no evaluation, nor a vertex outside its piece
+    # (tested without a division: C > 0 on every piece with an element off level 0)
     best_s = s1
+    gain = big - e1  # the vertex of a piece beats the best where B² / C exceeds this
     lo = s_lo
     for e in range(m + 1):
         hi = sorted_s[e] if e < m else s_hi
-        if csum > 0.0:
-            v = min(max(bsum / csum, lo), hi)
-            err = big - 2.0 * v * bsum + v * v * csum
-            if err < best:
-                best, best_s = err, v
+        if (bsum * bsum > gain * csum and bsum >= lo * csum and bsum <= hi * csum
+                and csum > 0.0):
+            best_s = bsum / csum
+            gain = bsum * best_s
         if e < m:
             bsum -= sorted_b[e]
             csum += dsq[sorted_k[e]]
