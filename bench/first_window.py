@@ -17,7 +17,9 @@ wrote to stderr (the compile notice a person sees under the cell while waiting).
 
 Target: first window <= 5 s on a fresh install.
 
-Run: ``xvfb-run -a python bench/first_window.py [--repeat 2] [--offscreen] [--notebook]``.
+Run: ``xvfb-run -a python bench/first_window.py [--repeat 2] [--offscreen] [--notebook]``;
+``python bench/first_window.py --report T.npy --format fp8_e4m3 --repeat 1 --fresh-only`` (or
+``--screenshot``) times one command's first run alone.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -205,9 +208,11 @@ raise SystemExit(code)
 """
 
 
-def report_start(src: Path, cache: Path, extra: list[str]) -> tuple[float, str, list[str]]:
+def report_start(src: Path, cache: Path, extra: list[str],
+                 wait: bool = True) -> tuple[float, str, list[str]]:
     """Seconds ``quantscope EXTRA...`` took from its process's start, what else it said, and its
-    stderr lines (the notice) with stdout's line count."""
+    stderr lines (the notice) with stdout's line count. Without ``wait`` the compile-ahead
+    process the command started is stopped rather than waited for (``--fresh-only``)."""
     env = {**os.environ, "PYTHONPATH": str(src), "NUMBA_CACHE_DIR": str(cache),
            "HOME": str(cache.parent / "home")}
     t0 = time.time()
@@ -219,20 +224,30 @@ def report_start(src: Path, cache: Path, extra: list[str]) -> tuple[float, str, 
         raise SystemExit(f"report failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     ahead = next(ln for ln in lines if ln.startswith("AHEAD ")).split()
     about = f"{line.split()[2]} s, {ahead[2]}"
-    if int(ahead[1]):
+    if int(ahead[1]) and not wait:
+        with contextlib.suppress(ProcessLookupError):  # its own session: it and its children
+            os.killpg(int(ahead[1]), signal.SIGTERM)
+        about += "; compile-ahead stopped"
+    elif int(ahead[1]):
         about += f"; compile-ahead ran {_wait_for(int(ahead[1])):.0f} s more"
     said = [ln for ln in lines if not ln.startswith(("REPORT ", "AHEAD "))]
     said.append(f"(stdout: {len(proc.stdout.splitlines())} lines)")
     return float(line.split()[1]), about, said
 
 
-def commands(command: list[str], repeat: int) -> None:
-    """Time ``quantscope COMMAND`` on ``repeat`` fresh installs, each then warm."""
+def commands(command: list[str], repeat: int, fresh_only: bool = False) -> None:
+    """Time ``quantscope COMMAND`` on ``repeat`` fresh installs, each then warm (unless
+    ``fresh_only``)."""
     print(f"quantscope {' '.join(command)}, {os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}")
     for i in range(repeat):
         with fresh_install() as (src, cache):
-            fresh, about, said = report_start(src, cache, command)
+            fresh, about, said = report_start(src, cache, command, wait=not fresh_only)
+            if fresh_only:
+                print(f"run {i + 1}: fresh install {fresh:.2f} s ({about})")
+                if i == 0:
+                    print("  stderr of the fresh run:\n    " + "\n    ".join(said[-6:]))
+                continue
             warm, warm_about, _ = report_start(src, cache, command)
             print(f"run {i + 1}: fresh install {fresh:.2f} s ({about}), warm {warm:.2f} s "
                   f"({warm_about})")
@@ -248,18 +263,22 @@ def main() -> None:
                         help="time qs.figure in a notebook (nbclient) instead of the window")
     parser.add_argument("--notebook-call", choices=sorted(FIRST_CALLS), default="figure",
                         help="with --notebook: the cell's first call (default figure)")
-    parser.add_argument("--report", nargs="*", metavar="ARG",
+    parser.add_argument("--report", nargs=argparse.REMAINDER, metavar="ARG",
                         help="time `quantscope report [ARG ...]` (from its process's start) "
-                             "instead of the window")
+                             "instead of the window; the last option: the rest is the "
+                             "command's")
     parser.add_argument("--screenshot", action="store_true",
                         help="time `quantscope --screenshot OUT.png` (the demo window rendered "
                              "offscreen, from its process's start) instead of the window")
+    parser.add_argument("--fresh-only", action="store_true",
+                        help="with --report or --screenshot: time the fresh run only, and stop "
+                             "the compile-ahead process it started instead of waiting for it")
     args = parser.parse_args()
     if args.report is not None or args.screenshot:
         with tempfile.TemporaryDirectory(prefix="qs-shot-") as out:
             command = (["report", *args.report] if args.report is not None else
                        ["--screenshot", str(Path(out) / "window.png")])
-            commands(command, args.repeat)
+            commands(command, args.repeat, args.fresh_only)
         return
     if args.notebook:
         print(f"qs.{args.notebook_call} of the demo tensor in a notebook cell, "

@@ -3,8 +3,8 @@
 
 Run: ``PYTHONPATH=src python bench/llm_formats.py [--rows 14336] [--cols 4096] [--pairs 3]
 [--method mse]``; with ``--method`` only the formats that take that range method are measured
-(``mse``: the element formats' float32 scale, the INT4 groups' range, each MX and NVFP4 block's
-stored scale).
+(``mse``: the element formats' float32 scale, the INT4 groups' range, each MX, NVFP4 and NF4
+block's stored scale).
 The weight is real-looking: normal, each output row with its own spread, and a few input
 channels (columns) with outliers, as LLM weights have. For each format it prints
 
@@ -100,7 +100,7 @@ def four_bit_specs(method: str = "minmax") -> list[tuple[str, dict]]:
 
 def takes_method(name: str, method: str) -> bool:
     """Whether format ``name`` takes range method ``method`` (the element formats and the
-    INT4 groups every one, MX and NVFP4 blocks ``mse``; a tool's rule none)."""
+    INT4 groups every one, MX, NVFP4 and NF4 blocks ``mse``; a tool's rule none)."""
     from quantscope.core.calibration.format_choose import BLOCK_MSE_KINDS
 
     kind = format_kind(name)

@@ -189,14 +189,16 @@ def formats_main(folder: Path, pairs: int, only: list[str] | None = None) -> Non
     for label, rows in rows_of.items():
         nbytes = sum(r.nbytes for r in rows)
         times: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+        cpus: dict[str, list[float]] = {name: [] for name, _, _ in variants}
         best: dict[str, list] = {}
         for _ in range(pairs):
             for name, flag, at in variants:
                 formats_module.SCREEN_MIN = at
                 try:
-                    t = time.perf_counter()
+                    t, c = time.perf_counter(), _cpu()
                     done = ModelScan(rows, Settings(), formats=flag).run()
                     times[name].append(time.perf_counter() - t)
+                    cpus[name].append(_cpu() - c)
                 finally:
                     formats_module.SCREEN_MIN = screen_min
                 assert all(r.status == "ok" for r in done)
@@ -204,15 +206,16 @@ def formats_main(folder: Path, pairs: int, only: list[str] | None = None) -> Non
                     best[name] = [r.formats for r in done]
         assert best["--formats"] == best["unscreened"]  # the same points, to the bit
         n = len(rows)
-        p = statistics.median(times["plain"])
-        print(f"{label}: plain {p:7.2f} s ({p / n * 1e3:6.3f} ms/tensor, {p / nbytes * 1e9:5.2f} "
-              "ns/byte)")
-        for name in ("--formats", "unscreened"):
-            f = statistics.median(times[name])
-            print(f"  {name:>10} {f:7.2f} s ({f / n * 1e3:6.3f} ms/tensor, "
-                  f"{f / nbytes * 1e9:7.2f} ns/byte)   ratio {f / p:5.2f}x   pairs: "
-                  + ", ".join(f"{b / a:.2f}x" for a, b in zip(times["plain"], times[name],
-                                                             strict=True)))
+        for clock, runs in (("wall", times), ("CPU", cpus)):
+            p = statistics.median(runs["plain"])
+            print(f"{label} [{clock}]: plain {p:7.2f} s ({p / n * 1e3:6.3f} ms/tensor, "
+                  f"{p / nbytes * 1e9:5.2f} ns/byte)")
+            for name in ("--formats", "unscreened"):
+                f = statistics.median(runs[name])
+                print(f"  {name:>10} {f:7.2f} s ({f / n * 1e3:6.3f} ms/tensor, "
+                      f"{f / nbytes * 1e9:7.2f} ns/byte)   ratio {f / p:5.2f}x   pairs: "
+                      + ", ".join(f"{b / a:.2f}x" for a, b in zip(runs["plain"], runs[name],
+                                                                 strict=True)))
 
 
 def main() -> None:

@@ -19,8 +19,8 @@ from quantscope.cli import main
 from quantscope.state import PANES, ComputeRequest, Settings, compute_reports, pane_title
 from quantscope.state.pane_rules import DIRECT_MAX
 
-#: Block formats whose method="mse" searches each block's stored scale: three panes' worth.
-NAMES = ("mxfp4", "nvfp4", "nvfp4_modelopt")
+#: Block formats whose method="mse" searches each block's stored scale: four panes' worth.
+NAMES = ("mxfp4", "nvfp4", "nvfp4_modelopt", "nf4")
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_every_entry_point_prints_the_block_mse_number(weights, capsys, tmp_path
                             *[a for n in NAMES for a in ("--format", n)]])
     minmax = _json(capsys, ["report", path, "--json",
                             *[a for n in NAMES for a in ("--format", n)]])
-    formats = (*NAMES, "int8/channel")
+    formats = NAMES
     state = compute_reports(ComputeRequest(1, x, Settings(formats=formats, method="mse"),
                                            qs.prepare(x) if x.size > DIRECT_MAX else None))
     assert not state.errors
@@ -69,6 +69,8 @@ def test_every_entry_point_prints_the_block_mse_number(weights, capsys, tmp_path
             assert meta["scheme"]["method"] == "mse"
             assert np.array_equal(archive["scale"], qs.choose_qparams(
                 x, format=name, method="mse").scale)
+            if name == "nf4":  # the searched scale is what the absmax slot stores
+                assert np.array_equal(archive["block_scales"], archive["scale"])
 
 
 def test_the_pane_title_says_the_scales_are_searched():
@@ -76,14 +78,16 @@ def test_the_pane_title_says_the_scales_are_searched():
     titles = [pane_title(p, s) for p in PANES]
     assert titles[0] == "MXFP4 · blocks of 32 · MSE-optimal E8M0 scales"
     assert titles[1] == "NVFP4 (torchao) · blocks of 16 · MSE-optimal E4M3 scales, FP32 from amax"
-    assert titles[2] == "NF4 · blocks of 64 · absmax scales"
+    assert titles[2] == "NF4 · blocks of 64 · MSE-optimal float32 scales"
     plain = Settings(formats=s.formats)
     assert pane_title("symmetric/tensor", plain) == "MXFP4 · blocks of 32 · E8M0 scales"
+    assert pane_title(PANES[2], plain) == "NF4 · blocks of 64 · absmax scales"
 
 
 def test_figure_shows_the_block_mse_number(query_weight):
     fig = qs.figure(query_weight, formats=("mxfp4", "int8/channel", "fp8_e4m3/tensor",
-                                           "int4_g128"), method="mse", size=(640, 480))
-    engine = qs.analyze(query_weight, qs.choose_qparams(query_weight, format="mxfp4",
-                                                        method="mse"))
-    assert fig.numbers["formats"]["mxfp4"]["sqnr_db"] == engine.sqnr_db
+                                           "nf4"), method="mse", size=(640, 480))
+    for name in ("mxfp4", "nf4"):
+        engine = qs.analyze(query_weight, qs.choose_qparams(query_weight, format=name,
+                                                            method="mse"))
+        assert fig.numbers["formats"][name]["sqnr_db"] == engine.sqnr_db, name

@@ -197,3 +197,25 @@ def test_a_row_whose_bits_changed_gets_its_own_prefix_sums():
     for a, b in zip(changed, evaluate(), strict=True):
         assert np.array_equal(a, b)
     assert not all(np.array_equal(a, b) for a, b in zip(first, changed, strict=True))
+
+
+def test_absolute_percentiles_are_the_compiled_ones():
+    """A symmetric percentile's order statistics of ``|x|`` (rows of several lengths, ±0,
+    all-negative and empty rows; the first, last and in-between ranks)."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_t(3, (40, 999)).astype(np.float32)
+    x[3] = -np.abs(x[3])  # every value negative
+    x[4, ::2] = -0.0
+    x[5, :] = np.nan  # no finite value: an empty row
+    x[6, :500] = np.inf
+    qs = (0.0, 37.5, 99.9, 100.0)
+    ref = [prepare(x).percentile(q, axis=axis, group_size=None, absolute=True)
+           for q in qs for axis in (None, 0, 1)]
+    loop_twins.install()
+    try:
+        twin = [prepare(x).percentile(q, axis=axis, group_size=None, absolute=True)
+                for q in qs for axis in (None, 0, 1)]
+    finally:
+        loop_twins.remove()
+    for a, b in zip(twin, ref, strict=True):
+        assert np.array_equal(np.atleast_1d(a).view(np.uint8), np.atleast_1d(b).view(np.uint8))

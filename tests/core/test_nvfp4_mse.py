@@ -14,7 +14,6 @@ import pytest
 
 from quantscope.core import analyze, choose_qparams
 from quantscope.core.calibration.format_choose import (
-    NF4_NO_MSE,
     block_amax,
     nvfp4_modelopt_scales,
     nvfp4_params,
@@ -22,7 +21,6 @@ from quantscope.core.calibration.format_choose import (
 )
 from quantscope.core.formats.elements import cast
 from quantscope.core.formats.nvfp4_mse import E2M1_MIDPOINTS, _errors, e4m3_candidates
-from quantscope.core.tensors.validate import EngineValueError
 
 SAMPLES = Path(__file__).resolve().parents[2] / "src/quantscope/resources/samples"
 FLAVOURS = ("nvfp4", "nvfp4_modelopt")
@@ -135,12 +133,6 @@ def test_the_flavours_floors_bound_the_search():
                               method="mse").block_scales.astype(np.float32)
     assert torchao.min() >= 2.0 ** -6
     assert modelopt.min() < 2.0 ** -6  # beside the outlier ModelOpt's subnormal scales win
-
-
-def test_nf4_refuses_mse_and_says_why():
-    with pytest.raises(EngineValueError) as err:
-        choose_qparams(REAL["layer0_query_weight"], format="nf4", method="mse")
-    assert str(err.value) == NF4_NO_MSE
 
 
 def test_the_searchs_cast_is_the_engines_on_every_midpoint():

@@ -1,6 +1,6 @@
 """Fixtures for the window tests: a window factory that, at teardown, closes every window it
 made and fails on anything left behind (a running scheduler thread, an active timer, a new
-Python thread)."""
+Python thread); the font sets that stand for other machines' fonts."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import gc
 import threading
 
 import pytest
+from font_sets import FONT_SETS, font_set
+from PySide6.QtGui import QFont
 
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)
@@ -25,6 +27,16 @@ def pytest_runtest_teardown(item, nextitem):
 
 def _wait_for_results(qtbot, window, timeout: int = 30_000) -> None:
     qtbot.waitUntil(window.all_shown, timeout=timeout)
+
+
+@pytest.fixture(params=FONT_SETS)
+def fonts(request, qapp):
+    """The application's font set to each of :data:`font_sets.FONT_SETS` in turn (the test
+    runs once per set), and back afterwards."""
+    before = QFont(qapp.font())
+    qapp.setFont(font_set(request.param, before))
+    yield request.param
+    qapp.setFont(before)
 
 
 @pytest.fixture

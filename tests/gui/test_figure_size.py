@@ -6,22 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtGui import QFont, QImage
-from PySide6.QtWidgets import QApplication
+from PySide6.QtGui import QImage
 
 import quantscope as qs
-
-
-@pytest.fixture(params=["default", "wide serif"])
-def fonts(request, qapp):
-    before = QFont(qapp.font())
-    if request.param != "default":
-        font = QFont(before)
-        font.setFamily("DejaVu Serif")
-        font.setLetterSpacing(QFont.SpacingType.PercentageSpacing, 112.0)
-        qapp.setFont(font)
-    yield request.param
-    QApplication.instance().setFont(before)
 
 
 @pytest.mark.parametrize("size", [(1000, 640), (800, 500)])

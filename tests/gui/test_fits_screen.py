@@ -3,34 +3,18 @@ screen, can be made 1280x720 and 1366x768 whatever size it had before (the compa
 its floor, not the tall layout's minimum of the moment), and F11 fills the screen and gives
 the window back as it was.
 
-Fonts differ between machines; two font sets stand for them here: the default one, and a
-serif face drawn 12 % wider (letter spacing), wider than any common sans face."""
+Fonts differ between machines; the font sets of ``font_sets.py`` stand for them here (the
+``fonts`` fixture): the default one, a serif face drawn 12 % wider, and a face whose lines are
+1.45 em tall (Noto Sans CJK's)."""
 
 from __future__ import annotations
 
 import pytest
+from gui_measure import axis_labels_cut, cut_labels
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QApplication
 from test_projector import settle
 
 from quantscope.gui.compact import open_fitting
-
-FONT_SETS = {"default": None, "wide serif": ("DejaVu Serif", 112.0)}
-
-
-@pytest.fixture(params=list(FONT_SETS))
-def fonts(request):
-    app = QApplication.instance()
-    before = QFont(app.font())
-    spec = FONT_SETS[request.param]
-    if spec is not None:
-        font = QFont(before)
-        font.setFamily(spec[0])
-        font.setLetterSpacing(QFont.SpacingType.PercentageSpacing, spec[1])
-        app.setFont(font)
-    yield request.param
-    app.setFont(before)
 
 
 @pytest.mark.parametrize("size", [(1280, 720), (1366, 768)])
@@ -49,6 +33,8 @@ def test_a_window_opened_tall_can_be_made_laptop_sized(fonts, size, app_window, 
         assert pane.height() >= pane.minimumSizeHint().height(), key
         assert pane.plot.getViewBox().height() >= 80, key
     assert win.centralWidget().height() >= win.centralWidget().minimumSizeHint().height()
+    assert not cut_labels(win), cut_labels(win)  # every text whole, in every font
+    assert not axis_labels_cut(win), axis_labels_cut(win)
 
 
 def test_the_keys_of_a_narrow_pane_keep_every_mark(fonts, app_window, qtbot):

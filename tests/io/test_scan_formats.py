@@ -95,3 +95,30 @@ def test_scan_formats_in_table_and_csv(capsys, checkpoint):
             assert float(r[key + "_bits"]) == doc[r["name"]][key]["bits_per_element"]
     assert main(["scan", str(checkpoint), "--csv"]) == 0  # without --formats: no such columns
     assert "best_8bit" not in capsys.readouterr().out.splitlines()[0]
+
+
+def test_formats_leave_every_rows_int8_figures_as_the_plain_scan_has_them(tmp_path):
+    """Above DIRECT_MAX the int8 figures come from the fused one-read pass with or without
+    --formats (a file or in-memory tensors), and the formats join them."""
+    import quantscope
+    from quantscope.io.checkpoint import list_checkpoint
+    from quantscope.state import Settings
+    from quantscope.state.model_scan import ModelScan, model_rows
+    from quantscope.state.pane_rules import DIRECT_MAX
+
+    rng = np.random.default_rng(41)
+    big = (rng.standard_t(4, (600, 512)) * 0.02).astype(np.float32)
+    tensors = {"big.weight": big, "bf16.weight": (rng.standard_normal((520, 512)) * 0.1)
+               .astype(ml_dtypes.bfloat16), "small.weight": big[:40, :64].copy(),
+               "small.bias": big[0, :64].copy()}
+    assert min(big.size, 520 * 512) > DIRECT_MAX
+    path = write(tmp_path / "m.safetensors", safetensors_bytes(tensors))
+    rows = model_rows(list_checkpoint(path))
+    plain = ModelScan(rows, Settings()).run()
+    with_formats = ModelScan(rows, Settings(), formats=True).run()
+    assert [r.figures for r in with_formats] == [r.figures for r in plain]
+    assert all(r.formats is not None for r in with_formats)
+    memory = quantscope.scan(tensors, formats=True)
+    for row in plain:
+        assert memory[row.name].figures == row.figures, row.name
+        assert memory[row.name].formats == with_formats[row.index].formats, row.name

@@ -8,7 +8,9 @@ Plain arrays only (``np.load(OUT, allow_pickle=False)`` reads them all):
 * ``values``: float32 value of each code index of the format's grid (NF4's 16 levels...);
 * ``scale``: float32 multiplier per tensor / channel / block (what dequantization uses);
 * ``block_scales``: the stored block scales -- E8M0 / E4M3 bits as uint8 (MX / NVFP4), float32
-  absmax (NF4); ``tensor_scale``: NVFP4's float32 tensor scale;
+  (NF4: each block's absmax, or with ``--method mse`` its searched scale, which bitsandbytes
+  stores in the same ``absmax`` slot and dequantizes the same way, ``level · absmax``);
+  ``tensor_scale``: NVFP4's float32 tensor scale;
 * ``metadata``: JSON with the format, element type, block layout and the error figures;
 * for torchao's int4 (``torchao_int4_g*``): ``codes`` (uint8 0..15), ``scale`` and ``zero``
   (each group's bfloat16 value as float32);

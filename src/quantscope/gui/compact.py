@@ -145,7 +145,8 @@ class Compact(QObject):
             self.room_timer.start()
         self.button.setVisible(narrow)
         self.button.setText("◂ Panes" if wide else "Views ▸")
-        self._set_short(w.height() < SHORT_ROWS)
+        if self._set_short(w.height() < SHORT_ROWS):
+            self._pass_up_minimums()
         self.hold_floor()
 
     def _make_room(self) -> None:
@@ -186,15 +187,35 @@ class Compact(QObject):
         self.button.hide()
         self._set_short(False)
 
-    def _set_short(self, short: bool) -> None:
+    def _set_short(self, short: bool) -> bool:
+        """Leave out (or bring back) the captions and strips; whether that changed anything."""
         if short == self.short:
-            return
+            return False
         self.short = short
         for pane in self.window.panes.values():
             pane.set_short(short)
         controller = getattr(self.window, "views_controller", None)
         if controller is not None:
             controller.update_captions()
+        return True
+
+    def _pass_up_minimums(self) -> None:
+        """Make the window's layout count the captions just hidden or shown, now.
+
+        Qt passes a child's new minimum up one layout at a time, as the event loop delivers
+        each level's layout request; until then the window's layout reports its old minimum.
+        :meth:`floor` read just after the captions went out thus counted them still, while no
+        longer subtracting them: with a font whose lines are a few pixels taller (Noto Sans
+        Mono as the fixed-width face) the floor read 751 rows, and a window being made
+        1280x720 was held at 751. Invalidating each level's cached size from the panes up
+        makes the window's layout compute its minimum from the panes as they are."""
+        seen: set[int] = set()
+        for pane in self.window.panes.values():
+            widget = pane
+            while widget is not None and widget is not self.window and id(widget) not in seen:
+                seen.add(id(widget))
+                widget.updateGeometry()
+                widget = widget.parentWidget()
 
     def _toggle(self) -> None:
         controller = getattr(self.window, "views_controller", None)

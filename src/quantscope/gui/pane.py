@@ -57,6 +57,7 @@ from quantscope.gui.pane_axes import (
 )
 from quantscope.gui.step_histogram import StepHistogram
 from quantscope.gui.style import reserve_lines, reserve_width, selectable_on_hover
+from quantscope.gui.tight_lines import tighten
 from quantscope.state import PaneKey, TensorOverview
 
 HIST_PEN = pg.mkPen("#1f4e9c", width=1.5)
@@ -176,6 +177,9 @@ class Pane(QFrame):
         self.detail.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.title)
         self.key_label = KeyLabel()  # what the marks mean (see apply_theme)
+        # a font with tall lines makes these lines no taller (see gui/tight_lines.py)
+        for label in (self.title, self.detail, self.key_label):
+            tighten(label)
         self.key_label.setObjectName("paneKey")
         # the detail shares the key's line (every pane has one, so rows stay level): no
         # height taken from the plots
@@ -337,6 +341,8 @@ class Pane(QFrame):
             value = QLabel("—")
             value.setFont(font)
             value.setObjectName("fieldValue")
+            tighten(name)
+            tighten(value)
             selectable_on_hover(value)
             per_unit = key == "scale" and not PaneKey.parse(self.key).per_tensor
             reserve_width(value, WIDE_UNIT_SCALES if per_unit else WIDE[key])

@@ -319,11 +319,13 @@ def rest_steps() -> list[tuple[str, Callable[[], object]]]:
         choose_qparams(x[:4], format="fp4_e2m1", method="mse", granularity="channel", axis=0)
 
     def block_mse() -> None:
-        # each block's stored scale of least error (MX's E8M0, NVFP4's E4M3), on a writable
-        # tensor and on a read-only one as the window's panes take it: two signatures each
+        # each block's stored scale of least error (MX's E8M0, NVFP4's E4M3, NF4's float32),
+        # on a writable tensor and on a read-only one as the window's panes take it: two
+        # signatures each
         for tensor in (x[:4], frozen[:4]):
             choose_qparams(tensor, format="mxfp4", method="mse")
             choose_qparams(tensor, format="nvfp4", method="mse")
+            choose_qparams(tensor, format="nf4", method="mse")
 
     prepared: list = []  # made by the first prepared format step that runs in this process
 

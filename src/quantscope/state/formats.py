@@ -36,6 +36,7 @@ from quantscope.state.choices import FormatChoice, PaneKey, offered_formats
 from quantscope.state.errors import SettingsError
 from quantscope.state.pane_rules import analyze_with, int_pane_params
 from quantscope.state.prepared_on_demand import PreparedOnDemand
+from quantscope.state.row_slices import RowSliceScreen, row_local
 
 #: The comparison shown first (``--compare`` without a list): int8 per channel, FP8 E4M3 per
 #: tensor, MXFP4 and INT4 g128 on the same tensor.
@@ -61,7 +62,8 @@ _BLOCK_NOTE = {"mx": "blocks of 32 · E8M0 scales", "nvfp4": "blocks of 16 · E4
                "torchao": "bf16 scales + float zeros"}
 #: The same under the MSE method, for the formats of ``BLOCK_MSE_KINDS``: what is searched.
 _MSE_NOTE = {"mx": "blocks of 32 · MSE-optimal E8M0 scales",
-             "nvfp4": "blocks of 16 · MSE-optimal E4M3 scales, FP32 from amax"}
+             "nvfp4": "blocks of 16 · MSE-optimal E4M3 scales, FP32 from amax",
+             "nf4": "blocks of 64 · MSE-optimal float32 scales"}
 
 
 #: Every pane format the window offers (see :func:`quantscope.state.choices.offered_formats`).
@@ -319,29 +321,36 @@ def best_of(x: np.ndarray, settings, specs, signal: float,
     The screened formats' errors are summed a slice at a time
     (:class:`~quantscope.core.stats.format_sweep.ErrorScreen`): every format's first slice,
     then the most promising format whole (the floor), then each other one until its partial
-    error alone puts it below the floor (a partial sum only lowers the SQNR bound's error)."""
+    error alone puts it below the floor (a partial sum only lowers the SQNR bound's error).
+    A block format chosen block by block (:func:`~quantscope.state.row_slices.row_local`)
+    has its parameters chosen a slice at a time as its error is summed, so a format ruled out
+    early never encodes the rest of the tensor."""
     if reports is None:
         reports = PreparedOnDemand(x, settings)
     exact: dict[int, FormatPoint] = {}
-    screens: dict[int, tuple[FormatChoice, QuantParams | FormatParams, ErrorScreen]] = {}
+    screens: dict[int, tuple[FormatChoice, ErrorScreen | RowSliceScreen]] = {}
     for i, spec in enumerate(point_specs(x, specs)):
+        if row_local(spec, x, settings, SLICES):  # parameters chosen as the screen reads
+            screens[i] = (spec, RowSliceScreen(x, SLICES, _chooser(spec, settings)))
+            continue
         params = format_pane_params(x, spec, settings)
         if screenable(params):
-            screens[i] = (spec, params, ErrorScreen(x, params))
+            screens[i] = (spec, ErrorScreen(x, params))
         else:
             exact[i] = format_point(x, reports, spec, params)
-    error = {i: scr.slice_sum(0, SLICES) for i, (_, _, scr) in screens.items()}
+    error = {i: scr.slice_sum(0, SLICES) for i, (_, scr) in screens.items()}
     done = dict.fromkeys(screens, 1)
     floor = max([p.sqnr_db for p in exact.values()], default=-math.inf)
     for i in sorted(screens, key=lambda i: error[i]):  # the likeliest winner first
-        scr = screens[i][2]
+        scr = screens[i][1]
         while done[i] < SLICES and bounds(signal, error[i], x.size).high >= floor:
             error[i] += scr.slice_sum(done[i], SLICES)
             done[i] += 1
         if done[i] == SLICES:
             floor = max(floor, bounds(signal, error[i], x.size).low)
-    for i, (spec, params, _) in screens.items():
+    for i, (spec, scr) in screens.items():
         if bounds(signal, error[i], x.size).high >= floor:  # it may reach the best
+            params = scr.params() if isinstance(scr, RowSliceScreen) else scr.params
             exact[i] = format_point(x, reports, spec, params)
     points = [exact[i] for i in sorted(exact)]
     return max(points, key=best_key), points
@@ -349,6 +358,11 @@ def best_of(x: np.ndarray, settings, specs, signal: float,
 
 #: Slices a screened format's error is summed in (see :func:`best_of`).
 SLICES = 8
+
+
+def _chooser(spec: FormatChoice, settings):
+    """``rows -> format_pane_params(rows, spec, settings)`` (a slice's parameters)."""
+    return lambda rows: format_pane_params(rows, spec, settings)
 
 
 def pane_specs(names) -> list[FormatChoice]:

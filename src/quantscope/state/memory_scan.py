@@ -134,19 +134,20 @@ def row_figures(row: ModelRow, x: np.ndarray, settings: Settings, *, axis: int |
     """A pending row filled in from its tensor ``x`` (as stored: bf16, fp16, float32...), by
     the route :class:`~quantscope.state.model_scan.ModelScan` takes for it in a file."""
     ax = channel_axis(row, axis)
-    rules = None if formats else fused_rules(settings)
+    rules = fused_rules(settings)
     try:
+        xf = None
         if (rules is not None and raw_dtype(x.dtype.name) is not None and x.size > DIRECT_MAX
                 and (ax is None or fused_axis(x.shape, ax) is not None)):
             figures = figures_of(np.ascontiguousarray(x), ax, rules)
-            best = None
         else:
             xf = np.ascontiguousarray(x, np.float32)
             figures = engine_figures(xf, ax, settings)
-            best = None
-            if formats and figures.n:
-                at = settings if ax is None else dataclasses.replace(settings, axis=ax)
-                best = best_formats(xf, at, per_channel=ax is not None)
+        best = None
+        if formats and figures.n:  # the int8 figures are the plain scan's either way
+            xf = np.ascontiguousarray(x, np.float32) if xf is None else xf
+            at = settings if ax is None else dataclasses.replace(settings, axis=ax)
+            best = best_formats(xf, at, per_channel=ax is not None)
     except QuantscopeError as exc:
         return dataclasses.replace(row, status=ERROR, reason=str(exc))
     if figures.n == 0:

@@ -16,9 +16,10 @@ pending, the others marked with why -- and :class:`ModelScan` fills them in:
   gives the figures, slower: ``report`` and the window take that very pass on such a small
   tensor, so the scan prints their numbers to the bit (the fused pass sums the squared errors
   in its own order, equal to about 1e-14 relative, not to the last digit);
-* with ``formats=True`` every tensor is loaded so, and its best 8-bit and best 4-bit number
-  format (:func:`quantscope.state.formats.best_formats`, the comparison panes' own rules) join
-  its figures.
+* with ``formats=True`` the figures come by the same routes (so ``scan`` and ``scan --formats``
+  print the same int8 columns), then every tensor is loaded as float32 and its best 8-bit and
+  best 4-bit number format (:func:`quantscope.state.formats.best_formats`, the comparison
+  panes' own rules) join its figures.
 
 Either way a row's numbers are ``quantscope report``'s symmetric schemes for that tensor: to
 the bit up to ``DIRECT_MAX`` elements; above, ``report`` sums the errors from sorted prefix sums
@@ -189,20 +190,42 @@ def engine_figures(x: np.ndarray, axis: int | None, settings: Settings,
                    threshold: float = OUTLIER_THRESHOLD) -> TensorFigures:
     """A float32 tensor's figures through the panes' mapping and the direct pass."""
     per_tensor = analyze(x, pane_params(x, "symmetric/tensor", settings))
-    per_channel = outliers = channels = None
-    finite_abs = np.abs(np.where(np.isfinite(x), x, 0.0))
+    per_channel = None
     if axis is not None:
         chan = dataclasses.replace(settings, axis=axis)
         per_channel = float(analyze(x, pane_params(x, "symmetric/channel", chan)).sqnr_db)
-        big = np.moveaxis(finite_abs >= np.float32(threshold), axis, 0)
-        channels = big.shape[0]
-        outliers = int(np.count_nonzero(big.reshape(channels, -1).any(axis=1)))
+    max_abs, outliers, channels = magnitudes(x, axis, threshold)
     return TensorFigures(
         n=per_tensor.n, n_nonfinite=per_tensor.n_nonfinite,
         per_tensor_db=float(per_tensor.sqnr_db), per_channel_db=per_channel,
-        clipped_fraction=per_tensor.clipped_fraction,
-        max_abs=float(finite_abs.max(initial=0.0)), outlier_channels=outliers,
-        channels=channels, bits=settings.bits)
+        clipped_fraction=per_tensor.clipped_fraction, max_abs=max_abs,
+        outlier_channels=outliers, channels=channels, bits=settings.bits)
+
+
+def magnitudes(x: np.ndarray, axis: int | None, threshold: float = OUTLIER_THRESHOLD
+               ) -> tuple[float, int | None, int | None]:
+    """``(max |x|, channels holding an |x| >= threshold, channels)`` over the finite values of
+    a float32 tensor (the last two None without a channel ``axis``).
+
+    A tensor whose least and largest values are finite has no NaN or inf, and its channels'
+    minima and maxima give both figures exactly (the magnitude of a float32 is exact): two
+    reductions, no temporary the tensor's size. Otherwise the non-finite values are set
+    aside first."""
+    lo, hi = (x.min(), x.max()) if x.size else (np.float32(0), np.float32(0))
+    if np.isfinite(lo) and np.isfinite(hi):
+        max_abs = float(max(-lo, hi, np.float32(0)))
+        if axis is None:
+            return max_abs, None, None
+        others = tuple(a for a in range(x.ndim) if a != axis % x.ndim)
+        reach = np.maximum(-x.min(axis=others), x.max(axis=others))
+        return max_abs, int(np.count_nonzero(reach >= np.float32(threshold))), reach.size
+    finite_abs = np.abs(np.where(np.isfinite(x), x, 0.0))
+    if axis is None:
+        return float(finite_abs.max(initial=0.0)), None, None
+    big = np.moveaxis(finite_abs >= np.float32(threshold), axis, 0)
+    channels = big.shape[0]
+    return (float(finite_abs.max(initial=0.0)),
+            int(np.count_nonzero(big.reshape(channels, -1).any(axis=1))), channels)
 
 
 def engine_figures_many(xs: list[np.ndarray], axis: int | None, settings: Settings,
@@ -226,18 +249,12 @@ def engine_figures_many(xs: list[np.ndarray], axis: int | None, settings: Settin
     out = []
     for i, x in enumerate(xs):
         n = int(tensor.n[i])
-        outliers = channels = None
-        finite_abs = np.abs(x)
-        if axis is not None:
-            big = np.moveaxis(finite_abs >= np.float32(threshold), axis, 0)
-            channels = big.shape[0]
-            outliers = int(np.count_nonzero(big.reshape(channels, -1).any(axis=1)))
+        max_abs, outliers, channels = magnitudes(x, axis, threshold)
         out.append(TensorFigures(
             n=n, n_nonfinite=x.size - n, per_tensor_db=float(db[i]) if n else float("nan"),
             per_channel_db=None if channel is None else float(channel[i]),
-            clipped_fraction=int(tensor.clipped[i]) / n if n else 0.0,
-            max_abs=float(finite_abs.max(initial=0.0)), outlier_channels=outliers,
-            channels=channels, bits=settings.bits))
+            clipped_fraction=int(tensor.clipped[i]) / n if n else 0.0, max_abs=max_abs,
+            outlier_channels=outliers, channels=channels, bits=settings.bits))
     return out
 
 
@@ -322,7 +339,8 @@ class ModelScan:
         Run the extra threads at a lower priority (the window's thread comes first).
     formats : bool
         Also find each tensor's best 8-bit and 4-bit number format (loads every tensor as
-        float32 and analyses each candidate format: many times the work of the int8 figures).
+        float32 and analyses each candidate format: many times the work of the int8 figures,
+        which stay those of the plain scan).
     chunk_elements : int, optional
         Elements per chunk of a fused pass (default
         :data:`~quantscope.core.stats.fused.CHUNK_ELEMENTS`).
@@ -340,7 +358,7 @@ class ModelScan:
         self.settings = settings.check()
         self.threshold = threshold
         self.formats = formats
-        self.rules = None if formats else fused_rules(self.settings, threshold)
+        self.rules = fused_rules(self.settings, threshold)
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.background = background
         self.chunk_elements = chunk_elements
@@ -419,7 +437,8 @@ class ModelScan:
         return batches, single
 
     def _fused_for(self, row: ModelRow) -> FusedPass | None:
-        return fused_pass_for(row, self.settings, self.axis, self.threshold, self.formats,
+        # with formats too: the int8 figures are the plain scan's, the formats found after
+        return fused_pass_for(row, self.settings, self.axis, self.threshold, False,
                               self.chunk_elements, self.direct_max)[0]
 
     def _passes(self, row: ModelRow) -> int:
@@ -532,7 +551,24 @@ class ModelScan:
             scaled = int(self.total_bytes * done / self._work_total)
             self._on_progress(min(scaled, self.total_bytes), self.total_bytes, row.name)
         if last:
+            if self.formats and work.fused is not None and work.failed is None:
+                self._fused_formats(work)
             self._finish(work)
+
+    def _fused_formats(self, work: _Work) -> None:
+        """The best formats of a tensor whose figures a fused pass read: from the tensor
+        loaded as float32, once its pass is complete."""
+        fused = work.fused
+        assert fused is not None  # called for a fused pass's tensor
+        try:
+            if fused.result().n:
+                x = self._read_float32(work.row)
+                axis = channel_axis(work.row, self.axis)
+                work.formats = best_formats(x, self._at(axis), per_channel=axis is not None)
+        except QuantscopeError as exc:
+            work.failed = str(exc)
+        except MemoryError:
+            work.failed = f"{work.row.name}: not enough memory to analyse this tensor"
 
     def _run_batch(self, rows: list[ModelRow]) -> None:
         """Small tensors of one shape: each one's int8 figures, then their best formats at

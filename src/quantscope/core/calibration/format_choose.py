@@ -5,8 +5,8 @@ integers use (:mod:`quantscope.core.calibration.methods`; the exact MSE search o
 :func:`quantscope.core.stats.format_mse.mse_optimal_amax`); MX, NVFP4 and NF4 take their block
 scales from each block's amax as their specifications define them (with ``method="mse"``, MX
 the E8M0 exponent of least error, :mod:`quantscope.core.formats.mx_mse`, NVFP4 the E4M3 block
-scale of least error given its tensor scale, :mod:`quantscope.core.formats.nvfp4_mse`; NF4
-refuses it, see :data:`NF4_NO_MSE`); INT4 groups are integer
+scale of least error given its tensor scale, :mod:`quantscope.core.formats.nvfp4_mse`, NF4
+the float32 scale of least error, :mod:`quantscope.core.formats.nf4_mse`); INT4 groups are integer
 parameters with float16 scales. Kept apart from the format definitions so that the reports
 (which need those definitions) and the calibration (which needs the reports) never import
 each other in a circle.
@@ -35,13 +35,6 @@ from quantscope.core.formats.int4_tools import TOOL_INT4, tool_int4_params
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.tensors.layout import param_shape
 from quantscope.core.tensors.validate import EngineValueError
-
-#: Why NF4 has no ``method="mse"``.
-NF4_NO_MSE = ("NF4 has no method 'mse': its stored block scale is a float32, and no search "
-              "here proves a block's least-error float32 scale (NF4's levels are not a "
-              "floating-point grid: twice a level is not a level, so the error over the "
-              "scales has no octave that bounds the rest, and 2^24 float32 scales per octave "
-              "are too many to try); it takes each block's absmax (method 'minmax')")
 
 
 def _degenerate_to_one(scale: np.ndarray) -> np.ndarray:
@@ -78,8 +71,9 @@ def element_params(xf: np.ndarray, name: str, *, axis: int | None, method: str,
 def block_params(xf: np.ndarray, name: str, *, axis: int, saturate: bool = True,
                  method: str = "minmax") -> FormatParams:
     """The block scales of an MX, NVFP4 or NF4 format (their rules: see the module doc);
-    ``method="mse"`` for MX and NVFP4: each block's stored scale with the least error
-    (:mod:`quantscope.core.formats.mx_mse`, :mod:`quantscope.core.formats.nvfp4_mse`)."""
+    ``method="mse"``: each block's stored scale with the least error
+    (:mod:`quantscope.core.formats.mx_mse`, :mod:`quantscope.core.formats.nvfp4_mse`,
+    :mod:`quantscope.core.formats.nf4_mse`)."""
     kind, _, block, _ = FORMAT_TABLE[name]
     et = element_of(name)
     if block is None:
@@ -106,9 +100,13 @@ def block_params(xf: np.ndarray, name: str, *, axis: int, saturate: bool = True,
             bs8 = nvfp4_mse_scales(xf, ts, bs8, modelopt=modelopt)
         return nvfp4_params(name, ts, bs8, axis, saturate, method)
     absmax = _degenerate_to_one(amax)
+    if method == "mse":
+        from quantscope.core.formats.nf4_mse import nf4_mse_scales
+
+        absmax = nf4_mse_scales(xf, absmax, block)
     return FormatParams(name, absmax, axis=axis, group_size=block,
                         inv_scale=np.float32(1.0) / absmax, block_scales=absmax,
-                        saturate=saturate)
+                        saturate=saturate, method=method)
 
 
 def nvfp4_torchao_scales(amax: np.ndarray) -> tuple[np.float32, np.ndarray]:
@@ -221,8 +219,6 @@ def choose_format_params(xf: np.ndarray, name: str, *, symmetric: bool, granular
     if kind in ("mx", "nvfp4", "nf4"):
         if kind in BLOCK_MSE_KINDS and method == "mse" and not options:  # each block's best
             return block_params(xf, name, axis=-1, saturate=saturate, method="mse")
-        if kind == "nf4" and method == "mse":
-            raise EngineValueError(NF4_NO_MSE)
         if method != "minmax" or options:
             mse = ", or mse" if kind in BLOCK_MSE_KINDS else ""
             raise EngineValueError(f"format {name!r} takes its scales from each block's "

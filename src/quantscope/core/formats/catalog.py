@@ -62,8 +62,9 @@ from quantscope.core.tensors.validate import EngineValueError, as_float32, check
 
 #: The block formats (by kind) whose ``method="mse"`` searches each block's stored scale for
 #: the least error: MX's E8M0 exponent (:mod:`quantscope.core.formats.mx_mse`), NVFP4's E4M3
-#: block scale given its tensor scale (:mod:`quantscope.core.formats.nvfp4_mse`).
-BLOCK_MSE_KINDS = ("mx", "nvfp4")
+#: block scale given its tensor scale (:mod:`quantscope.core.formats.nvfp4_mse`), NF4's float32
+#: block scale (:mod:`quantscope.core.formats.nf4_mse`).
+BLOCK_MSE_KINDS = ("mx", "nvfp4", "nf4")
 
 #: name -> (kind, element type, block, scale bits per block or unit).
 FORMAT_TABLE: dict[str, tuple[str, str | None, int | None, int]] = {

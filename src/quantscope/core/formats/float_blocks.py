@@ -25,49 +25,21 @@ equal)
   ``direct_rows`` (so the same bits); with no element clipped every clipping term is +0.0
   and the clipping sum stays +0.0.
 
-Only finite positive scales and multipliers take this pass (:func:`fits`): a NaN scaled value
-has no code, and ``direct_rows`` keeps its own answer for it.
+Only finite positive scales and multipliers take this pass
+(:func:`quantscope.core.stats.format_stats.takes_float_blocks`): a NaN scaled value has no
+code, and ``direct_rows`` keeps its own answer for it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from quantscope.core.formats.elements import (
-    KIND_FLOAT,
-    OVERFLOW_SATURATE,
-    bits_float32,
-    float32_bits,
-)
+from quantscope.core.formats.elements import bits_float32, float32_bits
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.sorted_kernel import bits_float64, float64_bits
 from quantscope.core.kernels.unit_totals import store_unit
 
 _jit = njit(nogil=True, error_model="numpy")
-#: A grid of at most this many values, with the slot of the non-finite elements, marks the
-#: codes a block uses in one 64-bit mask.
-MAX_LEVELS = 63
-
-
-def fits(params, x2d: np.ndarray, scale: np.ndarray, inv_scale: np.ndarray,
-         use_inv: bool) -> bool:
-    """Whether rows ``x2d`` with these scales take :func:`float_block_rows`: a floating-point
-    element grid of at most :data:`MAX_LEVELS` values with one mantissa bit or more, a
-    saturating cast, rows of at most 64 elements, every scale (and multiplier) finite and
-    positive."""
-    et = params.element
-    if et.kind != KIND_FLOAT or et.levels > MAX_LEVELS or et.mbits < 1 or x2d.ndim != 2:
-        return False
-    if not (params.saturate or et.overflow == OVERFLOW_SATURATE) or not 0 < x2d.shape[1] <= 64:
-        return False
-    if scale.size == 0:
-        return True
-    good = bool(np.isfinite(scale).all() and (scale > 0).all())
-    if use_inv:
-        good = good and bool(np.isfinite(inv_scale).all() and (inv_scale > 0).all())
-    return good
-
-
 @njit(nogil=True, error_model="numpy", inline="always")
 def _popcount(m) -> int:
     """Set bits of a non-negative 64-bit integer (SWAR)."""
@@ -214,8 +186,8 @@ def float_block_rows(x2d, scale, inv_scale, use_inv, mbits, emin, emax, max_fini
     """Row ``r`` of ``x2d`` (a block) quantized with ``scale[r]`` (multiplied by
     ``inv_scale[r]`` if ``use_inv``) to a floating-point grid of ``levels`` values, saturating:
     ``direct_rows``'s totals into ``out_f[r]``, ``out_i[r]`` and ``hist`` (whose last slot,
-    ``hist[levels]``, counts the non-finite elements, for the caller to drop). See
-    :func:`fits` for the rows and scales it takes."""
+    ``hist[levels]``, counts the non-finite elements, for the caller to drop). The rows and
+    scales it takes: :func:`quantscope.core.stats.format_stats.takes_float_blocks`."""
     width = x2d.shape[1]
     if use_inv:
         if width == 16:

@@ -26,7 +26,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-#: Each name served here -> the kernel module (in this package) that defines it.
+#: Each name served here -> the kernel module (in this package, or a full module name) that
+#: defines it.
 HOMES: dict[str, str] = {
     "block_abs_max": "block_max",
     "block_min_max": "block_max",
@@ -47,6 +48,9 @@ HOMES: dict[str, str] = {
     "abs_order_stats": "sorted_kernel",
     "evaluate_rows": "sorted_kernel",
     "row_sums_of_squares": "sorted_kernel",
+    "direct_rows": "quantscope.core.formats.format_kernel",
+    "float_block_rows": "quantscope.core.formats.float_blocks",
+    "sorted_rows": "quantscope.core.formats.format_kernel",
 }
 
 
@@ -129,7 +133,8 @@ def __getattr__(name: str) -> Any:
     until = _until
     if until is not None and name not in _standing_in:
         until()
-    value = getattr(importlib.import_module(f"quantscope.core.kernels.{home}"), name)
+    module = home if "." in home else f"quantscope.core.kernels.{home}"
+    value = getattr(importlib.import_module(module), name)
     if name not in _standing_in:  # a stand-in set meanwhile stays in place
         globals()[name] = value  # found without __getattr__ from now on
     return value

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantscope.core.formats import float_blocks
 from quantscope.core.formats.catalog import FormatParams
-from quantscope.core.formats.elements import KIND_FLOAT, KIND_INT, ElementType
-from quantscope.core.formats.format_kernel import direct_rows, sorted_rows
+from quantscope.core.formats.elements import KIND_FLOAT, KIND_INT, OVERFLOW_SATURATE, ElementType
+from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel, pieces
 from quantscope.core.kernels.read_only import read_only
 from quantscope.core.stats.kept import kept_report
@@ -37,6 +36,9 @@ from quantscope.core.tensors.validate import EngineValueError, as_float32
 REL_TOL = 5e-10
 #: Rows with fewer elements than this per grid value are walked rather than searched.
 WALK_PER_LEVEL = 8
+#: The largest grid whose blocks take :func:`~quantscope.core.formats.float_blocks.
+#: float_block_rows` (its codes used, and the slot of non-finite elements, in one 64-bit mask).
+FLOAT_BLOCK_LEVELS = 63
 
 
 def element_edges(et: ElementType) -> np.ndarray:
@@ -106,18 +108,18 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
             isinstance(index, range) or bool(np.all(np.diff(index) == 1)))
         f = out_f[start:start + n_rows] if direct else np.empty((n_rows, 6))
         i = out_i[start:start + n_rows] if direct else np.empty((n_rows, 4), np.int64)
-        blocks = float_blocks.fits(params, x2d, s, inv, use_inv)
+        blocks = takes_float_blocks(params, x2d, s, inv, use_inv)
 
         def share(lo: int, hi: int, x2d=x2d, s=s, inv=inv, f=f, i=i, blocks=blocks
                   ) -> np.ndarray:
             h = np.zeros(params.levels + 1, np.int64)  # the last slot: non-finite elements
             if blocks:  # short rows of a small float grid: the same totals, a leaner loop
-                float_blocks.float_block_rows(x2d[lo:hi], s[lo:hi], inv[lo:hi], use_inv,
-                                              et.mbits, et.emin, et.emax, et.max_finite,
-                                              et.levels, h, f[lo:hi], i[lo:hi])
+                compiled.float_block_rows(x2d[lo:hi], s[lo:hi], inv[lo:hi], use_inv, et.mbits,
+                                          et.emin, et.emax, et.max_finite, et.levels, h,
+                                          f[lo:hi], i[lo:hi])
             else:
-                direct_rows(x2d[lo:hi], s[lo:hi], inv[lo:hi], use_inv, *args, h, f[lo:hi],
-                            i[lo:hi])
+                compiled.direct_rows(x2d[lo:hi], s[lo:hi], inv[lo:hi], use_inv, *args, h,
+                                     f[lo:hi], i[lo:hi])
             return h[:-1]
 
         hists += parallel(share, _row_shares(n_rows, x2d.size))
@@ -126,6 +128,25 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
             out_i[index] = i
     hist = np.sum(hists, axis=0) if hists else np.zeros(params.levels, np.int64)
     return build_report(params, _totals(params, n_units, out_f, out_i, hist), xf.size)
+
+
+def takes_float_blocks(params: FormatParams, x2d: np.ndarray, scale: np.ndarray,
+                       inv_scale: np.ndarray, use_inv: bool) -> bool:
+    """Whether rows ``x2d`` with these scales take the block pass of small float grids
+    (:mod:`quantscope.core.formats.float_blocks`, the same totals as ``direct_rows``): a
+    floating-point grid of at most :data:`FLOAT_BLOCK_LEVELS` values with a mantissa bit or
+    more, a saturating cast, rows of at most 64 elements, every scale (and multiplier)
+    finite and positive."""
+    et = params.element
+    if (et.kind != KIND_FLOAT or et.levels > FLOAT_BLOCK_LEVELS or et.mbits < 1
+            or x2d.ndim != 2 or not 0 < x2d.shape[1] <= 64):
+        return False
+    if not (params.saturate or et.overflow == OVERFLOW_SATURATE):
+        return False
+    good = bool(np.isfinite(scale).all() and (scale > 0).all())
+    if use_inv:
+        good = good and bool(np.isfinite(inv_scale).all() and (inv_scale > 0).all())
+    return good
 
 
 def _row_sets(xf: np.ndarray, params: FormatParams) -> tuple[list, int]:
@@ -197,7 +218,7 @@ def evaluate_sorted(rows, scale, inv_scale, params: FormatParams, want_hist: boo
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(et.levels, np.int64)
-        sorted_rows(rows.values, rows.starts, rec, rec_starts, b1, b2,
+        compiled.sorted_rows(rows.values, rows.starts, rec, rec_starts, b1, b2,
                     np.arange(lo, hi), s[lo:hi], inv[lo:hi], inv_scale is not None, *args,
                     et.values, edges, walk_below, REL_TOL, h, out_f[lo:hi], out_i[lo:hi])
         return h

@@ -111,6 +111,7 @@ class ErrorScreen:
     def __init__(self, x: np.ndarray, params: FormatParams | QuantParams) -> None:
         if not screenable(params):
             raise ValueError(f"{params!r} is not screened (see screenable)")
+        self.params = params
         xf = read_only(as_float32(x))  # one loop for either kind of tensor
         # (loop, rows, per-row arguments after the row and column range)
         self._jobs: list[tuple[Callable[..., float], np.ndarray, tuple]] = []

@@ -209,14 +209,14 @@ def _walk(values, starts, sumsq, rows, s, inv, z, n: int, qmin: int, qmax: int,
     out_i[es, 3] = used
 
 
-#: The longest row whose prefix sums :func:`_row_prefixes` keeps for the next report (about 36
+#: The longest row whose prefix sums :func:`row_prefixes` keeps for the next report (about 36
 #: bytes an element while the twins serve; :func:`remove` lets them go).
 KEEP_PREFIXES_MAX = 1 << 21
-#: ``(row, prefixes)`` of the last row searched (see :func:`_row_prefixes`).
+#: ``(row, prefixes)`` of the last row searched (see :func:`row_prefixes`).
 _kept: list[tuple[np.ndarray, list[np.ndarray]]] = []
 
 
-def _row_prefixes(x: np.ndarray, x64: np.ndarray) -> list[np.ndarray]:
+def row_prefixes(x: np.ndarray, x64: np.ndarray) -> list[np.ndarray]:
     """The double-double running sums of ``x`` and ``x²`` (hi and lo each, from 0), as the
     compiled records hold them. A sweep reports the same row under hundreds of scales: the
     last row's sums are kept, with a copy of the row, and served again while its values are
@@ -248,7 +248,7 @@ def _search(values, a: int, b: int, rec, k0: int, b1: float, b2: float, s, inv, 
     cuts = np.searchsorted(v, np.arange(qmin, qmax + 2, dtype=np.float32), "left")
     edges = [0, *(int(p) for p in cuts), b - a]
     x64 = x.astype(np.float64)
-    pre = _row_prefixes(x, x64)
+    pre = row_prefixes(x, x64)
     sf = float(np.float32(s))
     zi = int(z)
     totals = _START
@@ -347,6 +347,28 @@ def _blocks_in_order(total: float, terms: np.ndarray, block: int) -> float:
     return float(np.cumsum(np.concatenate([[total], sums]))[-1])
 
 
+#: Elements :func:`abs_order_stats` takes at once (rows of one length together).
+ORDER_ELEMENTS = 1 << 20
+
+
+def abs_order_stats(values, starts, k, out) -> None:
+    """``sorted_kernel.abs_order_stats`` in NumPy: ``out[r]``, the ``k[r]``-th smallest
+    ``|x|`` of sorted row ``r`` (0.0 for an empty row), by a partition of the row's ``|x|`` in
+    float64 (exact: the loop's merge of the negative and non-negative halves gives the same
+    value), rows of one length a few at a time."""
+    lengths = np.diff(starts)
+    out[lengths == 0] = 0.0
+    for n in np.unique(lengths[lengths > 0]):
+        same = np.flatnonzero(lengths == n)
+        per = max(1, ORDER_ELEMENTS // int(n))
+        for r0 in range(0, same.size, per):
+            rows = same[r0:r0 + per]
+            a = np.abs(values[starts[rows][:, None] + np.arange(n)].astype(np.float64))
+            kr = np.asarray(k[rows], np.intp)
+            a.partition(np.unique(kr), axis=1)
+            out[rows] = a[np.arange(rows.size), kr]
+
+
 #: What :func:`install` puts behind :mod:`quantscope.core.kernels.compiled`, by name.
 TWINS = {
     "BLOCK": BLOCK,
@@ -359,13 +381,18 @@ TWINS = {
     "bin_counts": bin_counts,
     "evaluate_rows": evaluate_rows,
     "analyze_flat": analyze_flat,
+    "abs_order_stats": abs_order_stats,
 }
 
 
 def install(until: Callable[[], object] | None = None) -> None:
-    """Serve the loops of :data:`TWINS` from here until :func:`remove` (reports are the same);
-    ``until`` as for :func:`quantscope.core.kernels.compiled.stand_in`."""
-    compiled.stand_in(TWINS, until)
+    """Serve the loops of :data:`TWINS` and of the format reports' twins
+    (:mod:`quantscope.core.stats.format_twins`) from here until :func:`remove` (reports are
+    the same); ``until`` as for :func:`quantscope.core.kernels.compiled.stand_in`."""
+    # imported here: that module takes row_prefixes from this one
+    from quantscope.core.stats.format_twins import TWINS as FORMAT_TWINS
+
+    compiled.stand_in({**TWINS, **FORMAT_TWINS}, until)
 
 
 def remove() -> None:
