@@ -77,7 +77,7 @@ def _rows(x2d, scale, inv_scale, use_inv, mbits, emin, emax, max_finite, levels,
     top = levels - 1
     mf = np.float32(max_finite)
     dsh = 23 - mbits
-    two_emin = bits_float32(np.int64(emin + 127) << 23)
+    two_emin = np.float32(bits_float32(np.int64(emin + 127) << 23))
     to_ulp = bits_float32(np.int64(dsh + 127) << 23)  # 2^(23 - mbits)
     big = bits_float32(np.int64(emax + 2 + 127) << 23)  # rounds beyond max_finite
     k_normal = (126 + emin) << mbits
