@@ -17,14 +17,16 @@ a fresh process against the bound "largest tensor as float32 + 1 GB".
 ``--delete`` removes the checkpoint afterwards (it is 4.2 GB).
 
 ``--formats`` measures ``scan --formats`` against the plain scan instead, in one run and in
-interleaved pairs, on three small checkpoints written to ``--dir``: 1,000 and 100,000 tiny
-float32 tensors (8x64, as many small norms and biases are) and four 2048x2048 float32 weights;
-it prints each as milliseconds per tensor and nanoseconds per byte, and the ratio; and, in the
-same interleaved runs, ``--formats`` with the error screen switched off ("unscreened": every
-format's exact report compared, as before it), checking that both name the same points.
+interleaved pairs, on checkpoints written to ``--dir``: 1,000 and 100,000 tiny float32 tensors
+(8x64, as many small norms and biases are), four 2048x2048 float32 weights, and one
+4096x4096 and one 14336x4096 (Llama-like attention and MLP weights); it prints each as
+milliseconds per tensor and nanoseconds per byte, in wall and in processor time, and the
+ratio; and, in the same interleaved runs, ``--formats`` with the error screen switched off
+("unscreened": every format's exact report compared, as before it), checking that both name
+the same points.
 
     python bench/scan_speed.py --formats [--dir /tmp/quantscope-bench-formats] [--pairs 2]
-                               [--sets large] [--sets 1,000]
+                               [--sets large] [--sets 1,000] [--sets 4096x4096]
 """
 
 from __future__ import annotations
@@ -147,13 +149,14 @@ def _cpu() -> float:
 
 
 def _formats_sets(folder: Path, only: list[str] | None = None) -> dict[str, Path]:
-    """The three checkpoints of ``--formats`` (written once, reused; only those whose label
-    holds a word of ``only``, if given)."""
+    """The checkpoints of ``--formats`` (written once, reused; only those whose label holds
+    a word of ``only``, if given)."""
     from safetensors.numpy import save_file
 
     folder.mkdir(parents=True, exist_ok=True)
     sets = {"1,000 tiny (8x64)": (1000, (8, 64)), "100,000 tiny (8x64)": (100_000, (8, 64)),
-            "4 large (2048x2048)": (4, (2048, 2048))}
+            "4 large (2048x2048)": (4, (2048, 2048)), "1 attention (4096x4096)": (1, (4096, 4096)),
+            "1 MLP (14336x4096)": (1, (14336, 4096))}
     out = {}
     for label, (count, shape) in sets.items():
         if only and not any(word in label for word in only):
@@ -228,7 +231,7 @@ def main() -> None:
                     help="scan --formats against the plain scan on tiny and large tensors")
     ap.add_argument("--sets", action="append", metavar="WORD",
                     help="with --formats: only the sets whose label holds WORD (repeatable: "
-                         "'large', '1,000', '100,000')")
+                         "'large', '1,000', '100,000', '4096x4096', '14336x4096')")
     args = ap.parse_args()
     if args.formats:
         formats_main(args.dir if args.dir != Path(ap.get_default("dir"))

@@ -189,6 +189,14 @@ def hf_folder(tmp_path_factory):
     return root, tensors
 
 
+def pytest_xdist_auto_num_workers(config) -> int | None:
+    """``-n auto`` (the README's command): :func:`auto_workers.auto_workers` workers, one and
+    a half per core where memory holds them, instead of pytest-xdist's one per core."""
+    from auto_workers import auto_workers
+
+    return auto_workers()
+
+
 def _tier(item) -> int:
     """0: the engine, loaders and state; 1: the window; 2: the fresh-interpreter tests (slow)."""
     if item.get_closest_marker("slow") is not None:

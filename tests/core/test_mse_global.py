@@ -19,6 +19,7 @@ from quantscope.core.schemes.qparams import code_range
 from quantscope.core.stats.mse_search import (
     F_MIN,
     S_MAX,
+    errors,
     mse_optimal_params,
     mse_search,
     unit_ranges,
@@ -197,3 +198,25 @@ def test_groups_the_previous_search_missed_are_the_exhaustive_minimum_to_1e_6():
         want, _, _ = exhaustive_minimum(x, qmin=-7, qmax=7, symmetric=True, s_lo=F_MIN * s0,
                                         s_hi=S_MAX * s0)
         assert found.error[r] <= want * (1 + 1e-6), (r, found.error[r], want)
+
+
+def test_groups_at_8_bits_affine_are_the_exhaustive_minimum_with_the_lowest_zero_point():
+    """Groups of 128 at 8 bits: more codes than elements, so most zero points clamp nothing
+    and share one error (the search carries one of them). Every group is within 0.001 dB of
+    the exhaustive minimum over every zero point, and its zero point is the lowest of those
+    with its error: one lower clamps an element, a strictly larger error."""
+    w = _sample("layer0_query_weight")[:2]
+    rows = prepare(w).layout(1, 128)
+    found = mse_search(rows, qmin=-128, qmax=127, symmetric=False)
+    assert found.proven.all()
+    lo, hi = unit_ranges(rows, False)
+    for r in range(rows.n_rows):
+        x = rows.values[rows.starts[r]:rows.starts[r + 1]]
+        want, sig = _exhaustive_db(x, float(lo[r]), float(hi[r]), -128, 127, False)
+        assert 10 * np.log10(sig / found.error[r]) >= want - TOL_DB, r
+    below = found.zero_point > -128
+    idx = np.flatnonzero(below)
+    rule = (-128, 127, "half_even", "divide")
+    lower = errors(rows, idx, found.scale[idx], (found.zero_point[idx] - 1).astype(np.int32),
+                   rule)
+    assert below.sum() > 0 and (lower > found.error[idx]).all()

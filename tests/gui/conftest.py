@@ -11,17 +11,41 @@ import pytest
 from font_sets import FONT_SETS, font_set
 from PySide6.QtGui import QFont
 
+#: Full (oldest-generation) collections finished on the main thread so far in this process.
+_main_thread_full_collections = 0
 
-@pytest.hookimpl(hookwrapper=True, trylast=True)
+
+def _count_main_thread_full_collections(phase: str, info: dict) -> None:
+    global _main_thread_full_collections
+    if (phase == "stop" and info["generation"] == 2
+            and threading.current_thread() is threading.main_thread()):
+        _main_thread_full_collections += 1
+
+
+gc.callbacks.append(_count_main_thread_full_collections)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_teardown(item, nextitem):
     """Once a window test is torn down, its Qt objects are collected here, on the main thread:
     left to a later automatic collection, they could be finalised on the engine's pool thread
     of another test, and shiboken's deferred deletion of them then crashes the main thread.
     What is left is then frozen (out of every later collection's scan): with torch loaded by
     other tests in the same worker, a full collection of the whole heap took 0.4-0.6 s per
-    test. A window's shutdown thaws it all again (``gc.unfreeze``), as it does in the app."""
+    test. A window's shutdown thaws it all again (``gc.unfreeze``), as it does in the app.
+
+    The last window to close collects the whole heap itself, on the main thread, as pytest-qt
+    processes events after closing it (:mod:`quantscope.gui.collector`). A second full scan
+    here cost as much again (a third of ``tests/gui/test_window.py``'s CPU time went to the
+    two) for the few objects the fixtures let go after it, the window object among them:
+    those are frozen with the rest and collected, on the main thread, by the collection that
+    follows the next window's shutdown. Here only the young generations are collected then;
+    without a full collection during the tear-down, the whole heap is (cheap while frozen).
+    The hook wraps every other tear-down (``tryfirst``: the outermost), pytest-qt's closing of
+    the test's widgets included, so that it sees that collection and runs after the rest."""
+    full_before = _main_thread_full_collections
     yield
-    gc.collect()
+    gc.collect(2 if _main_thread_full_collections == full_before else 1)
     gc.freeze()
 
 

@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt
 from test_projector import settle
 
 from quantscope.gui.compact import open_fitting
+from quantscope.gui.style import reserve_lines
 
 
 @pytest.mark.parametrize("size", [(1280, 720), (1366, 768)])
@@ -35,6 +36,24 @@ def test_a_window_opened_tall_can_be_made_laptop_sized(fonts, size, app_window, 
     assert win.centralWidget().height() >= win.centralWidget().minimumSizeHint().height()
     assert not cut_labels(win), cut_labels(win)  # every text whole, in every font
     assert not axis_labels_cut(win), axis_labels_cut(win)
+
+
+def test_a_tall_layout_taller_than_the_screen_still_goes_down_in_one_step(app_window, qtbot):
+    """The compact floor is read once the captions' leaving has reached the window's layout:
+    read before, it still counted them, and a window made 1280x720 was held taller (751 rows
+    with Noto Sans Mono as the fixed-width face) until asked a second time."""
+    win = app_window(1000)
+    win.resize(1920, 1080)
+    settle(win, qtbot)
+    for pane in win.panes.values():
+        reserve_lines(pane.caption, 6)  # captions taller than a laptop screen has room for
+    settle(win, qtbot)
+    assert win.layout().totalMinimumSize().height() > 720 >= win.compact.floor().height()
+    win.resize(1280, 720)
+    assert (win.width(), win.height()) == (1280, 720)  # at once
+    settle(win, qtbot)
+    assert (win.width(), win.height()) == (1280, 720)
+    assert win.minimumSize().height() <= 720
 
 
 def test_the_keys_of_a_narrow_pane_keep_every_mark(fonts, app_window, qtbot):

@@ -15,12 +15,14 @@ their FNUZ variants per tensor and per channel, MXFP8, MXINT8, GGUF Q8_0) and be
 Q4_1 / Q4_K where the rows hold whole blocks) by SQNR, as `quantscope report --format` and the
 window's comparison panes compute them, to the last digit (above a quarter million elements
 the tensor is prepared as they prepare it, when a format that may win reads its sorted
-rows). It loads every tensor and chooses some thirty formats' parameters; on a large tensor a
-cheap bounded error sum rules out the formats that cannot win, and only the others get a full
-report (quantscope.core.stats.format_sweep), yet llama.cpp's and the group formats' own
-parameter searches keep it many times the int8 figures' time (a 2048x2048 weight: about 40x
-in processor time, of which the two winners' parameters and reports alone are about 10x;
-bench/scan_speed.py --formats).
+rows). The int8 columns stay those of the plain scan. It loads every tensor and evaluates some
+thirty formats; on a large tensor a cheap bounded error sum, a slice of rows at a time, rules
+out the formats that cannot win (a block format's parameters chosen only on the rows screened),
+and only the others get a full report (quantscope.core.stats.format_sweep), yet each of the
+thirty costs a pass of its own and the winners' exact reports and llama.cpp's Q4_K search
+more: about 20-35x the plain scan's processor time on a 4096x4096 or 14336x4096 float32 weight
+(bench/scan_speed.py --formats; bench/scan_formats_cost.py for each format's share). Small
+tensors of one shape are evaluated in batches, about as fast as the plain scan.
 
 A quantized checkpoint (its config.json declares a quantization_config: compressed-tensors,
 FP8, GPTQ, AWQ, bitsandbytes) is decoded weight by weight instead; with --reference ORIGINAL

@@ -45,16 +45,13 @@ import numpy as np
 
 from quantscope.core.formats.elements import float32_bits, pow2
 from quantscope.core.kernels.block_sums import prefix_at, prefix_from
+from quantscope.core.kernels.box_heap import grow, heap_add, heap_pop
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.mse_bound import (
     _dd,
     _first_above,
     _first_not_below,
     _gap_bound,
-    _grow,
-    _grow_int,
-    _heap_pop,
-    _heap_push,
 )
 from quantscope.core.kernels.mse_sweep import (
     _least_on,
@@ -480,9 +477,9 @@ def sub_slack(x, a, b, t, vals, fmt):
 @_jit
 def _record(r_s1, r_s2, r_b, n_rec, s1, s2, bound):
     if n_rec >= r_s1.size:
-        r_s1 = _grow(r_s1, 2 * r_s1.size)
-        r_s2 = _grow(r_s2, 2 * r_s2.size)
-        r_b = _grow(r_b, 2 * r_b.size)
+        r_s1 = grow(r_s1, 2 * r_s1.size)
+        r_s2 = grow(r_s2, 2 * r_s2.size)
+        r_b = grow(r_b, 2 * r_b.size)
     r_s1[n_rec] = s1
     r_s2[n_rec] = s2
     r_b[n_rec] = bound
@@ -547,7 +544,8 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
     size = 0
     for i in range(pts.size - 1):
         if pts[i] >= s_lo and (pts[i] >= s_mm or not folding):
-            _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, -np.inf, pts[i], pts[i + 1], 0, 0)
+            h_key, h_s1, h_s2, h_za, h_zb = heap_add(h_key, h_s1, h_s2, h_za, h_zb, size,
+                                                     -np.inf, pts[i], pts[i + 1], 0, 0)
             size += 1
     img_floor = img_lo if img_lo > 0.0 else s_lo
     n_rec = 0
@@ -556,7 +554,6 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
     r_b = np.empty(64)
     boxes = 0
     proven = 1.0
-    cap = h_key.size
     while True:
         threshold = best * (1.0 - eps) - floor
         if size == 0 or h_key[0] >= threshold:
@@ -579,19 +576,13 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
                     if r_s2[i] * m <= img_floor:
                         break
                     if i1 < i2:
-                        if size + 1 > cap:
-                            cap *= 2
-                            h_key = _grow(h_key, cap)
-                            h_s1 = _grow(h_s1, cap)
-                            h_s2 = _grow(h_s2, cap)
-                            h_za = _grow_int(h_za, cap)
-                            h_zb = _grow_int(h_zb, cap)
-                        _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, r_b[i], i1, i2, 0, 0)
+                        h_key, h_s1, h_s2, h_za, h_zb = heap_add(
+                            h_key, h_s1, h_s2, h_za, h_zb, size, r_b[i], i1, i2, 0, 0)
                         size += 1
                     m *= 0.5
             continue
         s1, s2 = h_s1[0], h_s2[0]
-        _heap_pop(h_key, h_s1, h_s2, h_za, h_zb, size)
+        heap_pop(h_key, h_s1, h_s2, h_za, h_zb, size)
         size -= 1
         if boxes >= max_boxes:
             proven = 0.0
@@ -629,16 +620,11 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
             err = _error_at(x, a, b, rec, k0, search, mid, vals, mids, fmt, rlo, rhi, rf)
             if err < best:
                 best, best_s = err, mid
-        if size + 2 > cap:
-            cap *= 2
-            h_key = _grow(h_key, cap)
-            h_s1 = _grow(h_s1, cap)
-            h_s2 = _grow(h_s2, cap)
-            h_za = _grow_int(h_za, cap)
-            h_zb = _grow_int(h_zb, cap)
-        _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, low, s1, mid, 0, 0)
+        h_key, h_s1, h_s2, h_za, h_zb = heap_add(h_key, h_s1, h_s2, h_za, h_zb, size, low, s1,
+                                                 mid, 0, 0)
         size += 1
-        _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, low, mid, s2, 0, 0)
+        h_key, h_s1, h_s2, h_za, h_zb = heap_add(h_key, h_s1, h_s2, h_za, h_zb, size, low, mid,
+                                                 s2, 0, 0)
         size += 1
     out[0] = max(best, 0.0)
     out[1] = best_s

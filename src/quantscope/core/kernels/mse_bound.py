@@ -53,6 +53,7 @@ from __future__ import annotations
 import numpy as np
 
 from quantscope.core.kernels.block_sums import _step, prefix_from
+from quantscope.core.kernels.box_heap import grow, grow_int, heap_add, heap_pop
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.mse_sweep import box_crossings, box_sweep
 
@@ -516,39 +517,6 @@ def z_bounds(rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, cum, lb, arg):
 
 
 @_jit
-def _heap_push(key, s1, s2, za, zb, size, v_key, v_s1, v_s2, v_za, v_zb):
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        if key[parent] <= v_key:
-            break
-        key[i], s1[i], s2[i], za[i], zb[i] = key[parent], s1[parent], s2[parent], \
-            za[parent], zb[parent]
-        i = parent
-    key[i], s1[i], s2[i], za[i], zb[i] = v_key, v_s1, v_s2, v_za, v_zb
-
-
-@_jit
-def _heap_pop(key, s1, s2, za, zb, size):
-    """Remove the root of a heap of ``size`` entries (the caller read it first)."""
-    last = size - 1
-    v_key, v_s1, v_s2, v_za, v_zb = key[last], s1[last], s2[last], za[last], zb[last]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= last:
-            break
-        if c + 1 < last and key[c + 1] < key[c]:
-            c += 1
-        if v_key <= key[c]:
-            break
-        key[i], s1[i], s2[i], za[i], zb[i] = key[c], s1[c], s2[c], za[c], zb[c]
-        i = c
-    if last > 0:
-        key[i], s1[i], s2[i], za[i], zb[i] = v_key, v_s1, v_s2, v_za, v_zb
-
-
-@_jit
 def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm, eps,
                  floor, grid, max_boxes, sweep_crossings, out, scratch=None):
     """The least error of sorted ``x[a:b]`` over float32 scales in ``[s_lo, s_hi]`` and zero
@@ -613,10 +581,10 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
             if lb[t] < best:
                 best, best_s, best_z = lb[t], s, z0 + t
     # the heap of boxes, lowest bound first
-    cap = h_key.size
     size = 0
     for i in range(pts.size - 1):
-        _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, -np.inf, pts[i], pts[i + 1], z0, z1)
+        h_key, h_s1, h_s2, h_za, h_zb = heap_add(h_key, h_s1, h_s2, h_za, h_zb, size, -np.inf,
+                                                 pts[i], pts[i + 1], z0, z1)
         size += 1
     n_lad = pts.size
     at = 0
@@ -624,7 +592,7 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
     proven = 1.0
     while size > 0:
         key, s1, s2, za, zb = h_key[0], h_s1[0], h_s2[0], h_za[0], h_zb[0]
-        _heap_pop(h_key, h_s1, h_s2, h_za, h_zb, size)
+        heap_pop(h_key, h_s1, h_s2, h_za, h_zb, size)
         size -= 1
         threshold = best * (1.0 - eps) - floor
         if key >= threshold:
@@ -652,6 +620,14 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
                 low = min(low, lb[t])
         if hi_z < lo_z:
             continue
+        f = _free_zero_point(rlo, rhi, n_runs, qmin, qmax, za, zb, lb)
+        if f >= za:
+            # every zero point's error is at least that of one that clamps nothing, the
+            # unbounded grid's: the box is that one zero point's (its bound is the box's)
+            low = lb[f - za]
+            if low >= threshold:
+                continue
+            lo_z, hi_z = f, f
         mid = np.float64(np.float32(np.sqrt(s1 * s2)))
         if not s1 < mid < s2:
             mid = np.float64(np.float32(0.5 * (s1 + s2)))
@@ -670,12 +646,12 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
                 continue
             # the box is split: the runs at its midpoint are kept for both halves
             if n_lad + 1 >= off.size:
-                off = _grow_int(off, 2 * off.size)
-                lad_s = _grow(lad_s, 2 * lad_s.size)
-                lad_id = _grow_int(lad_id, 2 * lad_id.size)
+                off = grow_int(off, 2 * off.size)
+                lad_s = grow(lad_s, 2 * lad_s.size)
+                lad_id = grow_int(lad_id, 2 * lad_id.size)
             if off[n_lad] + per > pos.size:
-                pos = _grow_int(pos, 2 * pos.size + per)
-                code = _grow_int(code, 2 * code.size + per)
+                pos = grow_int(pos, 2 * pos.size + per)
+                code = grow_int(code, 2 * code.size + per)
             off[n_lad + 1] = codes_at(x, a, b, mid, k, pos, code, off[n_lad])
             _ladder_insert(lad_s, lad_id, n_lad, at + 1, mid, n_lad)
             n_lad += 1
@@ -689,22 +665,59 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
             for t in range(hi_z - lo_z + 1):
                 if lb[t] < best:
                     best, best_s, best_z = lb[t], mid, lo_z + t
-        if size + 2 > cap:
-            cap *= 2
-            h_key = _grow(h_key, cap)
-            h_s1 = _grow(h_s1, cap)
-            h_s2 = _grow(h_s2, cap)
-            h_za = _grow_int(h_za, cap)
-            h_zb = _grow_int(h_zb, cap)
-        _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, low, s1, mid, lo_z, hi_z)
+        h_key, h_s1, h_s2, h_za, h_zb = heap_add(h_key, h_s1, h_s2, h_za, h_zb, size, low, s1,
+                                                 mid, lo_z, hi_z)
         size += 1
-        _heap_push(h_key, h_s1, h_s2, h_za, h_zb, size, low, mid, s2, lo_z, hi_z)
+        h_key, h_s1, h_s2, h_za, h_zb = heap_add(h_key, h_s1, h_s2, h_za, h_zb, size, low, mid,
+                                                 s2, lo_z, hi_z)
         size += 1
     out[0] = max(best, 0.0)
     out[1] = best_s
-    out[2] = best_z
+    out[2] = _lowest_alike(x, a, b, best_s, best_z, k, qmin, qmax, z0)
     out[3] = proven
     out[4] = boxes
+
+
+@_jit
+def _free_zero_point(rlo, rhi, n_runs, qmin, qmax, za, zb, lb):
+    """A zero point of ``[za, zb]`` at which no element of the box's runs is clamped at any
+    scale of the box, the one with the highest bound ``lb``; ``za − 1`` if there is none.
+
+    Why one is enough: rounding to the nearest point of the unbounded grid ``s·m`` is never
+    worse than clamping to an end of the range, so at every scale each zero point's error is
+    at least the unclamped error, and a zero point that clamps nothing has exactly that
+    error. Such zero points are the least at every scale of the box, all alike, so the
+    box's least error is theirs -- and each one's bound bounds it. With more codes than a
+    unit has elements (8 bits, groups of 128) most zero points clamp nothing, and a sweep
+    that carried them all treated every crossing as a clamped one, per zero point."""
+    if n_runs == 0:
+        return za - 1
+    # the codes of a box lie between its first run's lower code and its last run's upper
+    # one; zero point z clamps none of them when qmin <= code + z <= qmax
+    f_lo = max(qmin - rlo[0], za)
+    f_hi = min(qmax - rhi[n_runs - 1], zb)
+    f = za - 1
+    for z in range(f_lo, f_hi + 1):
+        if f < za or lb[z - za] > lb[f - za]:
+            f = z
+    return f
+
+
+@_jit
+def _lowest_alike(x, a, b, s, z, k, qmin, qmax, z0):
+    """The lowest zero point (not below ``z0``, the least searched) whose codes at scale
+    ``s`` are zero point ``z``'s shifted, none clamped, when ``z`` clamps nothing (else
+    ``z``): they all have the same error, and the search may have kept any one of them
+    (:func:`_free_zero_point`); the lowest aligns the unit's least value with ``qmin``, as
+    the min/max rule does."""
+    if b <= a:
+        return z
+    inv = 1.0 / s
+    c_lo = _code(np.float64(x[a]), inv, k)
+    c_hi = _code(np.float64(x[b - 1]), inv, k)
+    if not (qmin <= c_lo + z and c_hi + z <= qmax):
+        return z
+    return max(qmin - c_lo, z0)
 
 
 @_jit
@@ -735,18 +748,6 @@ def _ladder_insert(lad_s, lad_id, n, at, s, ident):
     lad_id[at] = ident
 
 
-@_jit
-def _grow(v, cap):
-    w = np.empty(cap, v.dtype)
-    w[:v.size] = v
-    return w
-
-
-@_jit
-def _grow_int(v, cap):
-    w = np.empty(cap, np.int64)
-    w[:v.size] = v
-    return w
 
 
 @_jit

@@ -32,7 +32,7 @@ import numpy as np
 
 from quantscope.core.formats.elements import ELEMENTS, KIND_FLOAT, KIND_INT, OVERFLOW_SATURATE
 from quantscope.core.formats.format_kernel import _MAX_MOVES
-from quantscope.core.stats.loop_twins import row_prefixes
+from quantscope.core.stats.twin_sums import row_prefixes
 
 _EPS = float(np.finfo(np.float64).eps)
 #: Elements a walk takes at once (rows of one length together): bounds its temporaries.

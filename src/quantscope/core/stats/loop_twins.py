@@ -39,6 +39,8 @@ from quantscope.core.kernels import compiled
 from quantscope.core.kernels.lane_order import lane_sum
 from quantscope.core.kernels.sorted_kernel import _START, _close
 from quantscope.core.schemes.quantize import quantize_codes_float
+from quantscope.core.stats.format_twins import TWINS as FORMAT_TWINS
+from quantscope.core.stats.twin_sums import forget_prefixes, row_prefixes, running_sums
 
 #: Elements per prefix-sum record (``block_sums.BLOCK``; a test holds the two equal).
 BLOCK = 128
@@ -57,31 +59,13 @@ def n_records(lengths: np.ndarray) -> np.ndarray:
     return np.asarray(lengths, np.int64) // BLOCK + 1
 
 
-def _running(start_hi: float | np.ndarray, start_lo: float | np.ndarray,
-             terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The double-double running sum of ``terms`` (last axis) from ``(start_hi, start_lo)``:
-    ``hi`` and ``lo`` after each step (``block_sums._step``, step by step)."""
-    shape = (*terms.shape[:-1], 1)
-    first_hi = np.broadcast_to(np.asarray(start_hi, np.float64)[..., None], shape)
-    first_lo = np.broadcast_to(np.asarray(start_lo, np.float64)[..., None], shape)
-    hi = np.cumsum(np.concatenate([first_hi, terms], axis=-1), axis=-1)
-    prev, cur = hi[..., :-1], hi[..., 1:]
-    bv = cur - prev
-    av = cur - bv
-    av = prev - av
-    bv = terms - bv
-    err = av + bv
-    lo = np.cumsum(np.concatenate([first_lo, err], axis=-1), axis=-1)
-    return cur, lo[..., 1:]
-
-
 def build_range(values, a, lo, hi, rec, k0, state) -> None:
     """``block_sums.build_range`` in NumPy."""
     v = values[a + lo:a + hi].astype(np.float64)
     if lo == 0:
         rec[k0, :] = 0.0
-    h1, l1 = _running(state[0], state[1], v[None, :])
-    h2, l2 = _running(state[2], state[3], (v * v)[None, :])
+    h1, l1 = running_sums(state[0], state[1], v[None, :])
+    h2, l2 = running_sums(state[2], state[3], (v * v)[None, :])
     h1, l1, h2, l2 = h1[0], l1[0], h2[0], l2[0]
     if v.size:
         state[4] = max(state[4], float(np.max(np.abs(l1))))
@@ -100,8 +84,8 @@ def build_rows(values, starts, r0, r1, rec, rec_starts, bounds) -> None:
         same = rows[lengths == n]
         v = values[starts[same][:, None] + np.arange(n)].astype(np.float64)
         zero = np.zeros(same.size)
-        h1, l1 = _running(zero, zero, v)
-        h2, l2 = _running(zero, zero, v * v)
+        h1, l1 = running_sums(zero, zero, v)
+        h2, l2 = running_sums(zero, zero, v * v)
         rec[rec_starts[same], :] = 0.0
         if n == 0:
             bounds[same] = 0.0
@@ -207,34 +191,6 @@ def _walk(values, starts, sumsq, rows, s, inv, z, n: int, qmin: int, qmax: int,
     out_i[es, 1] = below
     out_i[es, 2] = above
     out_i[es, 3] = used
-
-
-#: The longest row whose prefix sums :func:`row_prefixes` keeps for the next report (about 36
-#: bytes an element while the twins serve; :func:`remove` lets them go).
-KEEP_PREFIXES_MAX = 1 << 21
-#: ``(row, prefixes)`` of the last row searched (see :func:`row_prefixes`).
-_kept: list[tuple[np.ndarray, list[np.ndarray]]] = []
-
-
-def row_prefixes(x: np.ndarray, x64: np.ndarray) -> list[np.ndarray]:
-    """The double-double running sums of ``x`` and ``x²`` (hi and lo each, from 0), as the
-    compiled records hold them. A sweep reports the same row under hundreds of scales: the
-    last row's sums are kept, with a copy of the row, and served again while its values are
-    the same bits (a comparison costs a small part of the sums)."""
-    x = np.ascontiguousarray(x)
-    if _kept:
-        row, pre = _kept[0]
-        if (row.dtype == x.dtype and row.shape == x.shape
-                and np.array_equal(row.view(np.uint8), x.view(np.uint8))):  # bit for bit
-            return pre
-    zero = np.zeros(1)
-    h1, l1 = _running(zero, zero, x64[None, :])
-    h2, l2 = _running(zero, zero, (x64 * x64)[None, :])
-    pre = [np.concatenate([[0.0], t[0]]) for t in (h1, l1, h2, l2)]
-    _kept.clear()
-    if x.size <= KEEP_PREFIXES_MAX:
-        _kept.append((x.copy(), pre))
-    return pre
 
 
 def _search(values, a: int, b: int, rec, k0: int, b1: float, b2: float, s, inv, z, qmin: int,
@@ -389,13 +345,10 @@ def install(until: Callable[[], object] | None = None) -> None:
     """Serve the loops of :data:`TWINS` and of the format reports' twins
     (:mod:`quantscope.core.stats.format_twins`) from here until :func:`remove` (reports are
     the same); ``until`` as for :func:`quantscope.core.kernels.compiled.stand_in`."""
-    # imported here: that module takes row_prefixes from this one
-    from quantscope.core.stats.format_twins import TWINS as FORMAT_TWINS
-
     compiled.stand_in({**TWINS, **FORMAT_TWINS}, until)
 
 
 def remove() -> None:
     """Serve the compiled loops again (each loaded from Numba's cache on its next use)."""
     compiled.stand_in({})
-    _kept.clear()
+    forget_prefixes()

@@ -1,0 +1,59 @@
+"""The running sums the NumPy twins of the compiled loops share
+(:mod:`quantscope.core.stats.loop_twins`, :mod:`quantscope.core.stats.format_twins`): the
+double-double running sum of ``block_sums._step``, step by step, and the last searched row's
+prefix sums, kept for the next report of the same row."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def running_sums(start_hi: float | np.ndarray, start_lo: float | np.ndarray,
+                 terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The double-double running sum of ``terms`` (last axis) from ``(start_hi, start_lo)``:
+    ``hi`` and ``lo`` after each step (``block_sums._step``, step by step)."""
+    shape = (*terms.shape[:-1], 1)
+    first_hi = np.broadcast_to(np.asarray(start_hi, np.float64)[..., None], shape)
+    first_lo = np.broadcast_to(np.asarray(start_lo, np.float64)[..., None], shape)
+    hi = np.cumsum(np.concatenate([first_hi, terms], axis=-1), axis=-1)
+    prev, cur = hi[..., :-1], hi[..., 1:]
+    bv = cur - prev
+    av = cur - bv
+    av = prev - av
+    bv = terms - bv
+    err = av + bv
+    lo = np.cumsum(np.concatenate([first_lo, err], axis=-1), axis=-1)
+    return cur, lo[..., 1:]
+
+
+#: The longest row whose prefix sums :func:`row_prefixes` keeps for the next report (about 36
+#: bytes an element while the twins serve; :func:`forget_prefixes` lets them go).
+KEEP_PREFIXES_MAX = 1 << 21
+#: ``(row, prefixes)`` of the last row searched (see :func:`row_prefixes`).
+_kept: list[tuple[np.ndarray, list[np.ndarray]]] = []
+
+
+def row_prefixes(x: np.ndarray, x64: np.ndarray) -> list[np.ndarray]:
+    """The double-double running sums of ``x`` and ``x²`` (hi and lo each, from 0), as the
+    compiled records hold them. A sweep reports the same row under hundreds of scales: the
+    last row's sums are kept, with a copy of the row, and served again while its values are
+    the same bits (a comparison costs a small part of the sums)."""
+    x = np.ascontiguousarray(x)
+    if _kept:
+        row, pre = _kept[0]
+        if (row.dtype == x.dtype and row.shape == x.shape
+                and np.array_equal(row.view(np.uint8), x.view(np.uint8))):  # bit for bit
+            return pre
+    zero = np.zeros(1)
+    h1, l1 = running_sums(zero, zero, x64[None, :])
+    h2, l2 = running_sums(zero, zero, (x64 * x64)[None, :])
+    pre = [np.concatenate([[0.0], t[0]]) for t in (h1, l1, h2, l2)]
+    _kept.clear()
+    if x.size <= KEEP_PREFIXES_MAX:
+        _kept.append((x.copy(), pre))
+    return pre
+
+
+def forget_prefixes() -> None:
+    """Let the kept row and its prefix sums go (the twins step aside)."""
+    _kept.clear()
