@@ -59,3 +59,36 @@ def test_small_pieces_split_the_same(monkeypatch):
     pieces = unit_stats(t)
     for name in _whole_columns(t):
         assert getattr(pieces, name).tobytes() == getattr(whole, name).tobytes(), name
+
+
+@pytest.mark.parametrize("m", [1, 1000, PARALLEL_MIN + 12_345])
+def test_columns_formed_when_first_read_are_the_eager_ones(m):
+    t = _totals(m, m + 1)
+    lazy = report.UnitStats.of_totals(t)
+    assert "sqnr_db" not in vars(lazy)  # nothing formed yet
+    assert lazy.n is t.n and lazy.clipped_below is t.below and lazy.codes_used is t.codes
+    eager = unit_stats(t)
+    assert lazy.x_max.tobytes() == eager.x_max.tobytes()  # one read forms them all
+    assert set(report.FORMED) <= set(vars(lazy))
+    for name in report.FORMED:
+        assert getattr(lazy, name).tobytes() == getattr(eager, name).tobytes(), name
+    assert lazy.worst(3).tolist() == eager.worst(3).tolist()
+    with pytest.raises(AttributeError):
+        lazy.no_such_column  # noqa: B018
+
+
+def test_a_report_keeps_its_largest_error_without_the_column():
+    """The report's largest error is the largest of the units' (each -0.0 made 0.0), as the
+    formed column gives it."""
+    t = _totals(5000, 3)
+    t.n[:] = np.maximum(t.n, 1)
+    t.max_abs[:] = np.where(t.max_abs > 0, t.max_abs, -0.0)
+    from quantscope.core.schemes.qparams import QuantParams
+
+    p = QuantParams(scale=np.ones(5000, np.float32), zero_point=np.zeros(5000, np.int32),
+                    axis=0)
+    r = report.build_report(p, t, int(t.n.sum()))
+    assert r.max_abs_error == float(unit_stats(t).max_abs_error.max())
+    t.max_abs[:] = -0.0
+    r = report.build_report(p, t, int(t.n.sum()))
+    assert r.max_abs_error == 0.0 and not np.signbit(r.max_abs_error)

@@ -103,7 +103,8 @@ def block_params(xf: np.ndarray, name: str, *, axis: int, saturate: bool = True,
     if method == "mse":
         from quantscope.core.formats.nf4_mse import nf4_mse_scales
 
-        absmax = nf4_mse_scales(xf, absmax, block)
+        # a block of zeros or subnormals keeps the scale 1 it was given
+        absmax = np.where(amax >= _TINY, nf4_mse_scales(xf, absmax, block), absmax)
     return FormatParams(name, absmax, axis=axis, group_size=block,
                         inv_scale=np.float32(1.0) / absmax, block_scales=absmax,
                         saturate=saturate, method=method)

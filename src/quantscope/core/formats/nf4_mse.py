@@ -55,6 +55,9 @@ NEIGHBOURS = 2
 PARALLEL_BLOCKS = 1 << 10
 #: Buckets the breakpoints of a block are first sorted into (a few hundred breakpoints).
 BUCKETS = 256
+#: The largest elements whose clipping bounds the scales from below, and the bins of ``|x|``
+#: whose squares bound them from above (step 1 of the module doc).
+TOP, ZERO_BINS = 8, 128
 _TINY32 = float(np.finfo(np.float32).tiny)
 _MAX32 = float(np.finfo(np.float32).max)
 
@@ -123,18 +126,21 @@ def _bucket(se, s_lo, per_width):
 
 
 @_jit
-def _exact_optimum(x, a, b, amax, lv64, mids, inv_mids, gaps, dsq, absx, ev_s, ev_b, ev_k,
-                   sorted_s, sorted_b, sorted_k, counts):
+def _exact_optimum(x, a, b, amax, lv64, mids, inv_mids, gaps, dsq, absx, sq, ev_s, ev_b,
+                   ev_k, sorted_s, sorted_b, sorted_k, counts):
     """The scale of least exact error ``E(s)`` of the finite elements of ``x[a:b]`` (step 1
-    of the module doc); the other arguments after ``amax`` are tables and buffers (at least
-    ``b − a`` entries for ``absx``, ``15 · (b − a)`` for the breakpoints, :data:`BUCKETS` + 1
-    for ``counts``)."""
+    of the module doc); the other arguments after ``amax`` are tables and buffers (:data:`TOP`
+    entries for ``absx``, :data:`ZERO_BINS` for ``sq``, ``15 · (b − a)`` for the breakpoints,
+    :data:`BUCKETS` + 1 for ``counts``)."""
     big = 0.0  # Σ x², and B and C as s -> 0 (every non-zero element at level ±1)
     bsum = 0.0
     csum = 0.0
     b0 = 0.0  # B and C at amax
     c0 = 0.0
     n = 0
+    absx[:TOP] = -1.0
+    sq[:] = 0.0
+    per_bin = ZERO_BINS / amax
     for i in range(a, b):
         xv = np.float64(x[i])
         if not np.isfinite(xv):
@@ -150,21 +156,30 @@ def _exact_optimum(x, a, b, amax, lv64, mids, inv_mids, gaps, dsq, absx, ev_s, e
             c += mids[j] < q
         b0 += xv * lv64[c]
         c0 += lv64[c] * lv64[c]
-        absx[n] = v
+        sq[min(np.int64(v * per_bin), ZERO_BINS - 1)] += v * v
+        if v > absx[0]:  # one of the TOP largest: into absx, ascending
+            p = 1
+            while p < TOP and absx[p] < v:
+                absx[p - 1] = absx[p]
+                p += 1
+            absx[p - 1] = v
         n += 1
     # the levels at amax, with the scale b0 / c0 of least error for them: an error no more
     # than E(amax) that E reaches at s1 or below (a Lloyd step), the bound of the walk
     s1 = b0 / c0
     e1 = max(big - b0 * s1, 0.0)
-    absx[:n].sort()
-    s_lo = _clip_bound(absx, n, e1)
+    # the largest elements' clipping alone (a part of the sum bounds it from below), and the
+    # squares of the small ones by bins of |x|: every element of the bins up to j is below
+    # the bin's upper edge, so for s above edge / zero_mid all of them round to level 0
+    k = min(n, TOP)
+    s_lo = _clip_bound(absx[TOP - k:TOP], k, e1)
     zero_mid = 1.0 / max(inv_mids[7], inv_mids[6])  # below it |x| / s rounds to level 0
     s_hi = amax / zero_mid
     acc = 0.0
-    for i in range(n):
-        acc += absx[i] * absx[i]
+    for j in range(ZERO_BINS):
+        acc += sq[j]
         if acc >= e1:
-            s_hi = absx[i] / zero_mid
+            s_hi = (j + 1) / per_bin / zero_mid
             break
     s_hi = max(s_hi, s1)
     m = 0
@@ -236,7 +251,8 @@ def mse_block_scales(x2d, block, lo, hi, spec, levels, mids, inv_mids, gaps, dsq
     block's absmax (float32)."""
     n = x2d.shape[1]
     nb = spec.shape[0] // x2d.shape[0] if x2d.shape[0] else 0
-    absx = np.empty(block, np.float64)
+    absx = np.empty(TOP, np.float64)
+    sq = np.empty(ZERO_BINS, np.float64)
     lv64 = levels.astype(np.float64)
     ev_s = np.empty(15 * block)
     ev_b = np.empty(15 * block)
@@ -257,7 +273,7 @@ def mse_block_scales(x2d, block, lo, hi, spec, levels, mids, inv_mids, gaps, dsq
         if best == 0.0:
             continue
         v = _exact_optimum(row, a, b, np.float64(s0), lv64, mids, inv_mids, gaps, dsq, absx,
-                           ev_s, ev_b, ev_k, sorted_s, sorted_b, sorted_k, counts)
+                           sq, ev_s, ev_b, ev_k, sorted_s, sorted_b, sorted_k, counts)
         c = np.float32(min(max(v, _TINY32), _MAX32))
         up = c
         down = c

@@ -49,6 +49,7 @@ HOMES: dict[str, str] = {
     "evaluate_rows": "sorted_kernel",
     "row_sums_of_squares": "sorted_kernel",
     "direct_rows": "quantscope.core.formats.format_kernel",
+    "float_block_rows": "quantscope.core.formats.float_blocks",
     "sorted_rows": "quantscope.core.formats.format_kernel",
 }
 

@@ -23,19 +23,22 @@ from __future__ import annotations
 import numpy as np
 
 from quantscope.core.formats.catalog import FormatParams
-from quantscope.core.formats.elements import KIND_FLOAT, KIND_INT, ElementType
+from quantscope.core.formats.elements import KIND_FLOAT, KIND_INT, OVERFLOW_SATURATE, ElementType
 from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel, pieces
 from quantscope.core.kernels.read_only import read_only
 from quantscope.core.stats.kept import kept_report
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
-from quantscope.core.tensors.layout import param_rows
+from quantscope.core.tensors.layout import normalize_axis, param_rows, param_shape
 from quantscope.core.tensors.validate import EngineValueError, as_float32
 
 #: Relative accuracy of the searched error sums (as :mod:`quantscope.core.stats.sorted_stats`).
 REL_TOL = 5e-10
 #: Rows with fewer elements than this per grid value are walked rather than searched.
 WALK_PER_LEVEL = 8
+#: The largest grid whose blocks take :func:`~quantscope.core.formats.float_blocks.
+#: float_block_rows` (its codes used, and the slot of non-finite elements, in one 64-bit mask).
+FLOAT_BLOCK_LEVELS = 63
 
 
 def element_edges(et: ElementType) -> np.ndarray:
@@ -87,40 +90,85 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
     xf = as_float32(x)
     if params.granularity != "tensor" and xf.ndim == 0:
         raise EngineValueError("a 0-d tensor cannot be quantized per channel or per block")
-    inv = params.inv_scale if params.inv_scale is not None else params.scale
-    sets, n_units = param_rows(xf, params.scale, np.zeros(params.scale.shape, np.int32),
-                               params.axis, params.group_size)
-    inv_sets = param_rows(xf, inv, np.zeros(params.scale.shape, np.int32), params.axis,
-                          params.group_size)[0]
+    sets, n_units = _row_sets(xf, params)
     out_f = np.zeros((6, n_units)).T  # column-major: see _totals
     out_i = np.zeros((4, n_units), np.int64).T
     hists = []
     args = _kernel_args(params)
-    for rs, irs in zip(sets, inv_sets, strict=True):
-        x2d = read_only(np.ascontiguousarray(rs.x2d))  # one loop for either kind of tensor
+    use_inv = params.inv_scale is not None
+    et = params.element
+    for rows, s, inv, index in sets:
+        x2d = read_only(np.ascontiguousarray(rows))  # one loop for either kind of tensor
         n_rows = x2d.shape[0]
         # the rows of a set feed consecutive units (every full block along the last axis):
         # the loops write into the report's own columns, with no per-block temporaries (at
         # 16-element blocks those were 5 bytes per element)
-        start = int(rs.index[0]) if n_rows else 0
-        direct = n_rows and int(rs.index[-1]) - start == n_rows - 1 and bool(
-            np.all(np.diff(rs.index) == 1))
+        start = int(index[0]) if n_rows else 0
+        direct = n_rows and int(index[-1]) - start == n_rows - 1 and (
+            isinstance(index, range) or bool(np.all(np.diff(index) == 1)))
         f = out_f[start:start + n_rows] if direct else np.empty((n_rows, 6))
         i = out_i[start:start + n_rows] if direct else np.empty((n_rows, 4), np.int64)
-        s, inv = np.ascontiguousarray(rs.scale), np.ascontiguousarray(irs.scale)
+        blocks = takes_float_blocks(params, x2d, s, inv, use_inv)
 
-        def share(lo: int, hi: int, x2d=x2d, s=s, inv=inv, f=f, i=i) -> np.ndarray:
+        def share(lo: int, hi: int, x2d=x2d, s=s, inv=inv, f=f, i=i, blocks=blocks
+                  ) -> np.ndarray:
             h = np.zeros(params.levels + 1, np.int64)  # the last slot: non-finite elements
-            compiled.direct_rows(x2d[lo:hi], s[lo:hi], inv[lo:hi], params.inv_scale is not None,
-                        *args, h, f[lo:hi], i[lo:hi])
+            if blocks:  # short rows of a small float grid: the same totals, a leaner loop
+                compiled.float_block_rows(x2d[lo:hi], s[lo:hi], inv[lo:hi], use_inv, et.mbits,
+                                          et.emin, et.emax, et.max_finite, et.levels, h,
+                                          f[lo:hi], i[lo:hi])
+            else:
+                compiled.direct_rows(x2d[lo:hi], s[lo:hi], inv[lo:hi], use_inv, *args, h,
+                                     f[lo:hi], i[lo:hi])
             return h[:-1]
 
         hists += parallel(share, _row_shares(n_rows, x2d.size))
         if not direct:
-            out_f[rs.index] = f
-            out_i[rs.index] = i
+            out_f[index] = f
+            out_i[index] = i
     hist = np.sum(hists, axis=0) if hists else np.zeros(params.levels, np.int64)
     return build_report(params, _totals(params, n_units, out_f, out_i, hist), xf.size)
+
+
+def takes_float_blocks(params: FormatParams, x2d: np.ndarray, scale: np.ndarray,
+                       inv_scale: np.ndarray, use_inv: bool) -> bool:
+    """Whether rows ``x2d`` with these scales take the block pass of small float grids
+    (:mod:`quantscope.core.formats.float_blocks`, the same totals as ``direct_rows``): a
+    floating-point grid of at most :data:`FLOAT_BLOCK_LEVELS` values with a mantissa bit or
+    more, a saturating cast, rows of at most 64 elements, every scale (and multiplier)
+    finite and positive."""
+    et = params.element
+    if (et.kind != KIND_FLOAT or et.levels > FLOAT_BLOCK_LEVELS or et.mbits < 1
+            or x2d.ndim != 2 or not 0 < x2d.shape[1] <= 64):
+        return False
+    if not (params.saturate or et.overflow == OVERFLOW_SATURATE):
+        return False
+    good = bool(np.isfinite(scale).all() and (scale > 0).all())
+    if use_inv:
+        good = good and bool(np.isfinite(inv_scale).all() and (inv_scale > 0).all())
+    return good
+
+
+def _row_sets(xf: np.ndarray, params: FormatParams) -> tuple[list, int]:
+    """``(rows, scales, multipliers, units)`` per set of rows that share one scale each
+    (:func:`~quantscope.core.tensors.layout.param_rows`), and the number of units. Whole
+    blocks along the last axis -- an LLM weight's -- are the tensor's own rows of the block
+    size and the parameters flattened, their units ``range(n)``: the general layout's unit
+    numbers, zero points and their checks were 2.5 bytes per element of temporaries."""
+    inv = params.inv_scale if params.inv_scale is not None else params.scale
+    g = params.group_size
+    if (g is not None and xf.ndim and params.axis is not None
+            and normalize_axis(params.axis, xf.ndim) == xf.ndim - 1 and xf.shape[-1] % g == 0
+            and np.shape(params.scale) == np.shape(inv)
+            == param_shape(xf.shape, params.axis, g)):
+        n_units = xf.size // g
+        flat = [np.ascontiguousarray(a, np.float32).reshape(-1) for a in (params.scale, inv)]
+        return [(xf.reshape(n_units, g), *flat, range(n_units))], n_units
+    sets, n_units = param_rows(xf, params.scale, np.zeros(params.scale.shape, np.int32),
+                               params.axis, g)
+    inv_sets = param_rows(xf, inv, np.zeros(params.scale.shape, np.int32), params.axis, g)[0]
+    return [(rs.x2d, np.ascontiguousarray(rs.scale), np.ascontiguousarray(irs.scale), rs.index)
+            for rs, irs in zip(sets, inv_sets, strict=True)], n_units
 
 
 def _row_shares(n_rows: int, n_elements: int) -> list[tuple[int, int]]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantscope.core.formats.elements import KIND_FLOAT, KIND_INT, OVERFLOW_SATURATE
+from quantscope.core.formats.elements import ELEMENTS, KIND_FLOAT, KIND_INT, OVERFLOW_SATURATE
 from quantscope.core.formats.format_kernel import _MAX_MOVES
 from quantscope.core.stats.twin_sums import row_prefixes
 
@@ -113,8 +113,8 @@ def _walk(x, s, inv, use_inv: bool, kind, mbits, emin, step, max_finite, overflo
     floats = (_in_order(np.where(clipped, 0.0, e2)), _in_order(np.where(clipped, e2, 0.0)),
               np.max(np.where(fin, np.abs(d), 0.0), axis=-1, initial=0.0),
               _in_order(np.where(fin, x64 * x64, 0.0)),
-              np.min(np.where(fin, x64, np.inf), axis=-1, initial=np.inf),
-              np.max(np.where(fin, x64, -np.inf), axis=-1, initial=-np.inf))
+              _first_extreme(x64, fin, np.min, np.inf),
+              _first_extreme(x64, fin, np.max, -np.inf))
     marked = np.sort(np.where(fin, idx, -1), axis=-1)
     used = np.count_nonzero((marked[..., 1:] != marked[..., :-1]) & (marked[..., 1:] >= 0),
                             axis=-1) + (marked[..., :1] >= 0).sum(axis=-1)
@@ -122,6 +122,19 @@ def _walk(x, s, inv, use_inv: bool, kind, mbits, emin, step, max_finite, overflo
     counts = (np.count_nonzero(fin, axis=-1), below,
               np.count_nonzero(clipped, axis=-1) - below, used)
     return floats, counts, idx[fin]
+
+
+def _first_extreme(x64, fin, extreme, none: float) -> np.ndarray:
+    """Each row's least (``np.min``) or greatest (``np.max``) finite value as the loop's
+    ``min``/``max`` keeps it: the first of the values equal to it, so a row whose extreme is
+    zero has the sign of its first zero (NumPy's reduction may give either of -0.0 and +0.0)."""
+    out = extreme(np.where(fin, x64, none), axis=-1, initial=none)
+    zero = out == 0
+    if zero.any():
+        rows = x64[zero]
+        first = np.argmax((rows == 0) & fin[zero], axis=-1)
+        out[zero] = rows[np.arange(rows.shape[0]), first]
+    return out
 
 
 def _store(out_f, out_i, at, floats, counts) -> None:
@@ -152,6 +165,18 @@ def direct_rows(x2d, scale, inv_scale, use_inv, kind, mbits, emin, step, max_fin
         hist[:grid.size] += np.bincount(idx, minlength=grid.size)
         if saturate or overflow == OVERFLOW_SATURATE:  # the slot past the grid: non-finite
             hist[grid.size] += x.size - int(np.count_nonzero(np.isfinite(x)))
+
+
+def float_block_rows(x2d, scale, inv_scale, use_inv, mbits, emin, emax, max_finite, levels,
+                     hist, out_f, out_i) -> None:
+    """``float_blocks.float_block_rows``: its totals are ``direct_rows``'s on the saturating
+    cast of the floating-point grid it names, so they are this module's :func:`direct_rows`
+    of that grid's element type."""
+    et = next(e for e in ELEMENTS.values() if e.kind == KIND_FLOAT and e.mbits == mbits
+              and e.emin == emin and e.max_finite == max_finite and e.levels == levels)
+    kind, mb, em, step, mf, overflow, signed_zero, lut_mid, lut_val = et.params()
+    direct_rows(x2d, scale, inv_scale, use_inv, kind, mb, em, step, mf, overflow, signed_zero,
+                True, lut_mid, lut_val, et.values, hist, out_f, out_i)
 
 
 def edge_ties_up(edges, kind, mbits, emin, step, max_finite, lut_mid, lut_val,
@@ -304,4 +329,4 @@ def block_abs_max(x2d: np.ndarray, block: int) -> np.ndarray:
 
 #: What :func:`quantscope.core.stats.loop_twins.install` adds behind ``compiled``, by name.
 TWINS = {"direct_rows": direct_rows, "sorted_rows": sorted_rows, "sort_finite": sort_finite,
-         "block_abs_max": block_abs_max}
+         "block_abs_max": block_abs_max, "float_block_rows": float_block_rows}

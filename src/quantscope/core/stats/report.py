@@ -58,6 +58,35 @@ class UnitStats:
         """Indices of the ``k`` units with the lowest SQNR, worst first."""
         return np.argsort(self.sqnr_db, kind="stable")[:k]
 
+    @classmethod
+    def of_totals(cls, tot: UnitTotals) -> UnitStats:
+        """The statistics of units with totals ``tot``: the counts are the totals' own
+        arrays; the columns formed from them (:data:`FORMED`, :func:`unit_stats`) are formed
+        when one of them is first read. A block format of an LLM weight has millions of
+        units: seven float64 columns of them were a fifth of its first report (fresh memory
+        the system zeroes, then a pass per column), while a pane that shows the report reads
+        none of them."""
+        units = object.__new__(cls)
+        for name, value in (("_totals", tot), ("n", tot.n), ("clipped_below", tot.below),
+                            ("clipped_above", tot.above), ("codes_used", tot.codes)):
+            object.__setattr__(units, name, value)
+        return units
+
+    def __getattr__(self, name: str):
+        """A formed column not read before (only then does Python ask here): all of them,
+        formed once. Two threads that both get here form the same numbers."""
+        tot = self.__dict__.get("_totals")
+        if tot is None or name not in FORMED:
+            raise AttributeError(name)
+        formed = unit_stats(tot)
+        for column in FORMED:
+            object.__setattr__(self, column, getattr(formed, column))
+        return getattr(formed, name)
+
+
+#: The columns of :class:`UnitStats` formed from the totals (the others are the totals).
+FORMED = ("mse", "rounding_mse", "clipping_mse", "sqnr_db", "max_abs_error", "x_min", "x_max")
+
 
 @dataclass(frozen=True, eq=False)
 class QuantReport:
@@ -192,19 +221,18 @@ def build_report(params: QuantParams | FormatParams, tot: UnitTotals, size: int
     sig = float(tot.sig.sum())
     per = None
     if params.granularity != "tensor":
-        per = unit_stats(tot)
-        max_abs = per.max_abs_error
-    else:
-        # An exact unit's largest error can come out of the kernels as -0.0 (the maximum of
-        # 0.0 and -0.0); adding +0.0 makes it the 0.0 a reader expects, in JSON too.
-        max_abs = tot.max_abs + 0.0
+        per = UnitStats.of_totals(tot)
+    # An exact unit's largest error can come out of the kernels as -0.0 (the maximum of 0.0
+    # and -0.0); adding +0.0 makes it the 0.0 a reader expects, in JSON too (to the maximum:
+    # the maximum of the units' errors each plus +0.0, without a column of them).
+    max_abs = tot.max_abs
     return QuantReport(
         params=params, n=n, n_nonfinite=size - n,
         mse=err / n if n else 0.0,
         rounding_mse=rnd / n if n else 0.0,
         clipping_mse=clip / n if n else 0.0,
         sqnr_db=sqnr_db(sig, err) if n else float("nan"),
-        max_abs_error=float(max_abs.max()) if n else 0.0,
+        max_abs_error=float(max_abs.max() + 0.0) if n else 0.0,
         clipped_below=int(tot.below.sum()), clipped_above=int(tot.above.sum()),
         codes_used=int(np.count_nonzero(tot.hist)), code_histogram=tot.hist,
         signal_power=sig / n if n else 0.0, per_channel=per, unit_totals=tot,
