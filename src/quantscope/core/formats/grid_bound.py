@@ -61,6 +61,7 @@ from quantscope.core.kernels.mse_sweep import (
     place,
     sort_bucket,
 )
+from quantscope.core.kernels.small_unique import small_unique
 
 _jit = njit(nogil=True, error_model="numpy")
 
@@ -540,7 +541,7 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
     if err < best:
         best, best_s = err, s_lo
     folding = fold
-    pts = np.unique(np.append(pts, s_lo))
+    pts = small_unique(np.append(pts, s_lo))
     size = 0
     for i in range(pts.size - 1):
         if pts[i] >= s_lo and (pts[i] >= s_mm or not folding):

@@ -56,6 +56,7 @@ from quantscope.core.kernels.block_sums import _step, prefix_from
 from quantscope.core.kernels.box_heap import grow, grow_int, heap_add, heap_pop
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.mse_sweep import box_crossings, box_sweep
+from quantscope.core.kernels.small_unique import small_unique
 
 _jit = njit(nogil=True, error_model="numpy")
 
@@ -554,7 +555,7 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
     pts[2] = s_mm
     for i in range(grid.size):
         pts[i + 3] = min(max(np.float64(np.float32(s_mm * grid[i])), pts[0]), pts[1])
-    pts = np.unique(pts)
+    pts = small_unique(pts)
     # a walked row's evaluated scales, ascending (``lad_s``; no box holds one inside), and
     # where each one's runs are kept (``lad_id``: entries ``off[id] .. off[id + 1]``)
     if not search:
