@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
 
@@ -43,16 +44,29 @@ _ABOVE = np.array([np.float32(m) if np.float32(m) > m else np.nextafter(np.float
                    for m in _MIDS], np.float32)
 
 
+@numba.njit(cache=True, nogil=True)
+def _errors_loop(block, scales, above, levels, out):  # pragma: no cover - compiled
+    for j in range(scales.size):
+        s = scales[j]
+        inv = np.float32(1.0) / s
+        total = 0.0
+        for i in range(block.size):
+            q = block[i] * inv  # a float32 product, as the engine multiplies
+            c = 0
+            for t in above:
+                c += q >= t
+            d = np.float64(block[i]) - np.float64(levels[c] * s)
+            total += d * d  # element after element: the engine's order
+        out[j] = total
+
+
 def errors_written_out(block: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """:func:`errors_at` in plain NumPy, the block down the rows and the scales along them
-    (several times faster: what makes 2^24 scales a block affordable)."""
-    inv = np.float32(1.0) / scales
-    q = block.reshape(-1, 1) * inv  # float32 products, as the engine multiplies
-    c = np.zeros(q.shape, np.uint8)
-    for t in _ABOVE:
-        c += q >= t
-    d = block.reshape(-1, 1).astype(np.float64) - (NF4_LEVELS[c] * scales).astype(np.float64)
-    return np.add.reduce(d * d, axis=0)  # row after row: the engine's order
+    """:func:`errors_at` written out as one compiled loop over the scales (what makes 2^24
+    scales a block affordable): float32 products and levels, float64 squares summed along
+    the block. Checked bit-equal against :func:`errors_at` as the search goes."""
+    out = np.empty(scales.size, np.float64)
+    _errors_loop(block.astype(np.float32), scales.astype(np.float32), _ABOVE, NF4_LEVELS, out)
+    return out
 
 
 def exhaustive(block: np.ndarray) -> tuple[float, float]:
