@@ -106,8 +106,10 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
         start = int(index[0]) if n_rows else 0
         direct = n_rows and int(index[-1]) - start == n_rows - 1 and (
             isinstance(index, range) or bool(np.all(np.diff(index) == 1)))
-        f = out_f[start:start + n_rows] if direct else np.empty((n_rows, 6))
-        i = out_i[start:start + n_rows] if direct else np.empty((n_rows, 4), np.int64)
+        # column-major either way, as the report's columns are: the loops see one layout of
+        # their outputs (Numba compiles a loop per layout; the compile-ahead warms these)
+        f = out_f[start:start + n_rows] if direct else np.empty((6, n_rows)).T
+        i = out_i[start:start + n_rows] if direct else np.empty((4, n_rows), np.int64).T
         blocks = takes_float_blocks(params, x2d, s, inv, use_inv)
 
         def share(lo: int, hi: int, x2d=x2d, s=s, inv=inv, f=f, i=i, blocks=blocks
