@@ -84,6 +84,16 @@ def _exhaustive_db(x: np.ndarray, lo: float, hi: float, qmin: int, qmax: int,
     return 10 * np.log10(sig / best), sig
 
 
+def _each_unit_within_tolerance(rows, error: np.ndarray, qmin: int, qmax: int,
+                                symmetric: bool) -> None:
+    """Every unit's ``error`` is within :data:`TOL_DB` of its exhaustive minimum."""
+    lo, hi = unit_ranges(rows, symmetric)
+    for r in range(rows.n_rows):
+        x = rows.values[rows.starts[r]:rows.starts[r + 1]]
+        want, sig = _exhaustive_db(x, float(lo[r]), float(hi[r]), qmin, qmax, symmetric)
+        assert 10 * np.log10(sig / error[r]) >= want - TOL_DB, (r, want)
+
+
 @pytest.mark.parametrize("bits", [8, 4])
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_per_tensor_mse_is_the_exhaustive_minimum(symmetric, bits):
@@ -108,11 +118,7 @@ def test_per_unit_mse_is_the_exhaustive_minimum_of_every_unit(symmetric, granula
     qmin, qmax = code_range(bits, symmetric=symmetric)
     rows = prepare(w).layout(axis if group is None else w.ndim - 1, group)
     _, _, err = mse_optimal_params(rows, qmin=qmin, qmax=qmax, symmetric=symmetric)
-    lo, hi = unit_ranges(rows, symmetric)
-    for r in range(rows.n_rows):
-        x = rows.values[rows.starts[r]:rows.starts[r + 1]]
-        want, sig = _exhaustive_db(x, float(lo[r]), float(hi[r]), qmin, qmax, symmetric)
-        assert 10 * np.log10(sig / err[r]) >= want - TOL_DB, (r, want)
+    _each_unit_within_tolerance(rows, err, qmin, qmax, symmetric)
 
 
 def test_no_float32_scale_of_a_dense_scan_beats_it():
@@ -175,11 +181,7 @@ def test_per_channel_of_a_real_weight_at_8_bits_affine():
     rows = prepare(w).layout(0, None)
     found = mse_search(rows, qmin=-128, qmax=127, symmetric=False)
     assert found.proven.all()
-    lo, hi = unit_ranges(rows, False)
-    for r in range(rows.n_rows):
-        x = rows.values[rows.starts[r]:rows.starts[r + 1]]
-        want, sig = _exhaustive_db(x, float(lo[r]), float(hi[r]), -128, 127, False)
-        assert 10 * np.log10(sig / found.error[r]) >= want - TOL_DB, r
+    _each_unit_within_tolerance(rows, found.error, -128, 127, False)
 
 
 def test_groups_the_previous_search_missed_are_the_exhaustive_minimum_to_1e_6():
@@ -209,11 +211,7 @@ def test_groups_at_8_bits_affine_are_the_exhaustive_minimum_with_the_lowest_zero
     rows = prepare(w).layout(1, 128)
     found = mse_search(rows, qmin=-128, qmax=127, symmetric=False)
     assert found.proven.all()
-    lo, hi = unit_ranges(rows, False)
-    for r in range(rows.n_rows):
-        x = rows.values[rows.starts[r]:rows.starts[r + 1]]
-        want, sig = _exhaustive_db(x, float(lo[r]), float(hi[r]), -128, 127, False)
-        assert 10 * np.log10(sig / found.error[r]) >= want - TOL_DB, r
+    _each_unit_within_tolerance(rows, found.error, -128, 127, False)
     below = found.zero_point > -128
     idx = np.flatnonzero(below)
     rule = (-128, 127, "half_even", "divide")
