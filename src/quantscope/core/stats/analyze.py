@@ -19,6 +19,8 @@ import numpy as np
 
 from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel, shares
+from quantscope.core.kernels.read_only import read_only
+from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.schemes.quantize import BLOCK, quantize_codes_float, use_compiled
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
@@ -185,15 +187,15 @@ def compiled_group_totals(xf: np.ndarray, params: QuantParams) -> UnitTotals:
                                params.group_size)
     inv_sets = None if params.inv_scale is None else param_rows(
         xf, params.inv_scale, z0, params.axis, params.group_size)[0]
-    # column-major, each statistic's column contiguous, and a column longer than the rows, so
-    # that no slice of the rows is contiguous (one compiled signature, see sorted_stats._columns)
-    out_f = np.zeros((6, n_units + 1)).T[:n_units]
-    out_i = np.zeros((4, n_units + 1), np.int64).T[:n_units]
+    # each statistic's column contiguous, in the one layout the loop is compiled for
+    out_f = unit_columns(n_units, 6)
+    out_i = unit_columns(n_units, 4, np.int64)
     hists = []
     rule = (params.qmin, params.qmax, compiled.ARITHMETIC_CODES[params.arithmetic],
             params.rounding == "half_away", params.inv_scale is not None)
     for k, rs in enumerate(sets):
-        x2d = rs.x2d if rs.x2d.flags.c_contiguous else np.ascontiguousarray(rs.x2d)
+        # one loop for either kind of tensor (a read-only view is no copy)
+        x2d = read_only(rs.x2d if rs.x2d.flags.c_contiguous else np.ascontiguousarray(rs.x2d))
         s = np.ascontiguousarray(rs.scale)
         inv = s if inv_sets is None else np.ascontiguousarray(inv_sets[k].scale)
         z = np.ascontiguousarray(rs.zero_point)
@@ -203,9 +205,8 @@ def compiled_group_totals(xf: np.ndarray, params: QuantParams) -> UnitTotals:
         # into the report's own columns
         direct = n_rows and int(rs.index[-1]) - start == n_rows - 1 and bool(
             np.all(np.diff(rs.index) == 1))
-        f = out_f[start:start + n_rows] if direct else np.zeros((6, n_rows + 1)).T[:n_rows]
-        i = out_i[start:start + n_rows] if direct else np.zeros(
-            (4, n_rows + 1), np.int64).T[:n_rows]
+        f = out_f[start:start + n_rows] if direct else unit_columns(n_rows, 6)
+        i = out_i[start:start + n_rows] if direct else unit_columns(n_rows, 4, np.int64)
         k_shares = len(shares(x2d.size))
         ranges = [(j * n_rows // k_shares, (j + 1) * n_rows // k_shares)
                   for j in range(k_shares)]

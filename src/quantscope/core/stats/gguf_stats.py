@@ -36,6 +36,7 @@ from quantscope.core.formats.gguf import (
 from quantscope.core.formats.gguf_kernel import encode_report_blocks, report_blocks
 from quantscope.core.kernels.parallel import parallel
 from quantscope.core.kernels.read_only import read_only
+from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.stats.kept import kept_report
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
@@ -56,10 +57,11 @@ def analyze_gguf(x, params: GgufParams) -> QuantReport:
     yb = blocks_of(params.blocks, t, params.shape)
     n_blocks = yb.shape[0]
     xb = xf.reshape(n_blocks, t.block)
-    # column-major: each statistic's column is contiguous for the report, and the loop
-    # writes into it directly (a row-major copy was 80 bytes more per block)
-    out_f = np.zeros((6, n_blocks)).T
-    out_i = np.zeros((4, n_blocks), np.int64).T
+    # each statistic's column is contiguous for the report, and the loop writes into it
+    # directly (a row-major copy was 80 bytes more per block), in the one layout it is
+    # compiled for
+    out_f = unit_columns(n_blocks, 6)
+    out_i = unit_columns(n_blocks, 4, np.int64)
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(t.levels, np.int64)
@@ -124,8 +126,8 @@ def encode_measured(x, name: str) -> MeasuredBlocks:
     n_blocks = xf.size // t.block
     xb = xf.reshape(n_blocks, t.block)
     out = np.empty((n_blocks, t.type_size), np.uint8)
-    out_f = np.zeros((6, n_blocks)).T  # column-major, as analyze_gguf's
-    out_i = np.zeros((4, n_blocks), np.int64).T
+    out_f = unit_columns(n_blocks, 6)  # as analyze_gguf's
+    out_i = unit_columns(n_blocks, 4, np.int64)
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(t.levels, np.int64)
