@@ -147,8 +147,8 @@ def joined_rows(parts: list[MeasuredBlocks], shape: tuple[int, ...]) -> Measured
     first = parts[0].params
     blocks = np.concatenate([p.params.blocks for p in parts])
     n_blocks = sum(p.out_f.shape[0] for p in parts)
-    out_f = np.empty((6, n_blocks)).T  # the layout analyze_gguf's columns have
-    out_i = np.empty((4, n_blocks), np.int64).T
+    out_f = unit_columns(n_blocks, 6, zeros=False)  # as analyze_gguf's
+    out_i = unit_columns(n_blocks, 4, np.int64, zeros=False)
     np.concatenate([p.out_f for p in parts], out=out_f)
     np.concatenate([p.out_i for p in parts], out=out_i)
     hist = np.sum([p.hist for p in parts], axis=0)
