@@ -135,14 +135,24 @@ def _same_report(a, b) -> bool:
                     for k, v in vars(ta).items()))
 
 
+@pytest.mark.parametrize("likely_after", [None, 0, 3])
 @pytest.mark.parametrize("name", sorted(TENSORS))
 @pytest.mark.parametrize("spec", GGUF)
-def test_a_gguf_screens_slices_join_into_the_whole_tensors_blocks_and_report(name, spec):
+def test_a_gguf_screens_slices_join_into_the_whole_tensors_blocks_and_report(
+        name, spec, likely_after):
+    """Slices screened by their decoded values, then (named the likeliest best after
+    ``likely_after`` slices) measured as they are encoded: the joined blocks and report are
+    the whole tensor's either way."""
     x = TENSORS[name]
     if spec not in map(str, point_specs(x, (spec,))):
         pytest.skip(f"{spec} has no whole blocks in rows of {x.shape[-1]}")
     whole = format_pane_params(x, spec, SETTINGS)
     screen = GgufSliceScreen(x, SLICES, spec, lambda: format_pane_params(x, spec, SETTINGS))
+    if likely_after is not None:
+        for k in range(likely_after):
+            screen.slice_sum(k, SLICES)
+        screen.likely_best()
+        screen.slice_sum(SLICES - 1, SLICES)
     params, report = screen.point_params()
     assert _same(params, whole), spec
     assert _same_report(report, analyze_gguf(x, whole)), spec

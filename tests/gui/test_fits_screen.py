@@ -156,11 +156,11 @@ def test_a_talk_gives_the_histograms_the_rows_of_its_one_line_bars(fonts, app_wi
 
 
 def test_the_bars_around_the_panes_take_no_room_for_a_taller_line(qapp, app_window, qtbot):
-    """At 1280x720 the menu bar, the headline and the status bar take the rows of the
-    default face's letters with the "tall lines" face (its letters are DejaVu Sans's, its
-    lines 1.45 em): 1 px more at most for a bar (the letters' room is 1.2 em), and for the
-    two lines of the headline the one line spacing between them besides. They took 4, 8 and
-    4 more rows, which the four histograms gave up."""
+    """At 1280x720 the menu bar, the headline, the status bar and the side column's tabs take
+    the rows of the default face's letters with the "tall lines" face (its letters are DejaVu
+    Sans's, its lines 1.45 em): 1 px more at most for a bar (the letters' room is 1.2 em),
+    and for the two lines of the headline the one line spacing between them besides. The
+    first three took 4, 8 and 4 more rows, which the four histograms gave up."""
     from font_sets import font_set
     from PySide6.QtGui import QFont, QFontMetrics
 
@@ -176,10 +176,25 @@ def test_the_bars_around_the_panes_take_no_room_for_a_taller_line(qapp, app_wind
             assert not cut_labels(win), cut_labels(win)
             spacing = QFontMetrics(win.headline.font()).lineSpacing()
             heights[name] = (win.menuBar().height(), win.statusBar().height(),
-                             win.headline.height() - spacing)
+                             win.headline.height() - spacing, win.side_tabs.tabBar().height())
             win.close()
     finally:
         qapp.setFont(before)
-    for what, plain, tall in zip(("menu bar", "status bar", "headline"), *heights.values(),
+    for what, plain, tall in zip(("menu bar", "status bar", "headline", "tabs"),
+                                 *heights.values(),
                                  strict=True):
         assert tall <= plain + 1, (what, plain, tall)
+
+
+def test_the_f11_key_leaves_a_talk_whose_menu_bar_is_hidden(app_window, qtbot):
+    """The key, not only the action: the talk hides the menu bar, whose View menu held the
+    window's only F11, and the key bar's "F11 leave" did nothing under a real X server."""
+    win = app_window(1000)
+    win.activateWindow()
+    qtbot.waitUntil(win.isActiveWindow, timeout=5000)
+    qtbot.keyClick(win, Qt.Key.Key_F11)
+    qtbot.waitUntil(lambda: win.presentation and win.isFullScreen(), timeout=5000)
+    assert win.menuBar().isHidden() and "F11 leave" in win.stage.keys.text()
+    qtbot.keyClick(win, Qt.Key.Key_F11)
+    qtbot.waitUntil(lambda: not win.presentation and not win.isFullScreen(), timeout=5000)
+    assert win.menuBar().isVisible()

@@ -190,6 +190,7 @@ class WindowLayout:
         self.full_screen_action = QAction("&Full-screen presentation / leave", self,
                                           shortcut="F11", triggered=self.toggle_full_screen)
         view.addAction(self.full_screen_action)
+        self.addAction(self.full_screen_action)  # the key works with the menu bar hidden
         self.dark_action = QAction("&Dark theme", self, checkable=True, toggled=self.set_dark)
         view.addAction(self.dark_action)
         self.view_menu = view

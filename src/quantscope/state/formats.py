@@ -373,8 +373,10 @@ def best_of(x: np.ndarray, settings, specs, signal: float,
     error = {i: scr.slice_sum(0, SLICES) for i, (_, scr) in screens.items()}
     done = dict.fromkeys(screens, 1)
     floor = max([p.sqnr_db for p in exact.values()], default=-math.inf)
-    for i in sorted(screens, key=lambda i: error[i]):  # the likeliest winner first
-        scr = screens[i][1]
+    for rank, i in enumerate(sorted(screens, key=lambda i: error[i])):
+        scr = screens[i][1]  # the likeliest winner first
+        if rank == 0 and isinstance(scr, RowSliceScreen):
+            scr.likely_best()
         while done[i] < SLICES and bounds(signal, error[i], x.size).high >= floor:
             error[i] += scr.slice_sum(done[i], SLICES)
             done[i] += 1

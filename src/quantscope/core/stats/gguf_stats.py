@@ -48,6 +48,12 @@ _OVERFLOW = ("{}: a block's fp16 scale overflowed (values beyond what float16 bl
 
 def analyze_gguf(x, params: GgufParams) -> QuantReport:
     """``x`` against the values ``params`` stores (see the module docstring)."""
+    return measure_blocks(x, params).report()
+
+
+def measure_blocks(x, params: GgufParams) -> MeasuredBlocks:
+    """Each block ``params`` stores measured against ``x``: the columns of its report, which
+    :meth:`MeasuredBlocks.report` gives (or refuses, for an overflowed scale)."""
     t = params.gguf
     xf = read_only(np.ascontiguousarray(as_float32(x)))  # one loop for either kind of tensor
     if tuple(xf.shape) != tuple(params.shape):
@@ -70,9 +76,7 @@ def analyze_gguf(x, params: GgufParams) -> QuantReport:
         return h
 
     hist = np.sum(parallel(share, block_ranges(n_blocks, t.block)), axis=0)
-    if not np.isfinite(out_f[:, :3]).all():
-        raise EngineValueError(_OVERFLOW.format(params.format))
-    return _report(params, out_f, out_i, hist, xf.size)
+    return MeasuredBlocks(params, out_f, out_i, hist)
 
 
 def _report(params: GgufParams, out_f, out_i, hist, size: int) -> QuantReport:
