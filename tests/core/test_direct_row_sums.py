@@ -7,6 +7,7 @@ number of rows beside it."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,3 +84,20 @@ def test_a_lone_long_row_sums_as_among_others():
                                                  np.zeros(2, np.int32), qmin=-127, qmax=127,
                                                  axis=0))
     assert alone[0][0] == both[0][0] and alone[1][0] == both[1][0]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+def test_the_sums_do_not_depend_on_the_threads(monkeypatch, threads):
+    """Rows shared between 1 to 8 threads (blocks of rows, a last short one) give the sums of
+    one thread, clipped rows included."""
+    from quantscope.core.stats import analyze as direct
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_t(4, size=(301, 1000)) * 0.05).astype(f32)
+    p = QuantParams(_scale(x, 0.7, 0), np.zeros(301, np.int32), qmin=-127, qmax=127, axis=0)
+    one = _totals(x, p)
+    monkeypatch.setattr(direct, "shares", lambda n: [(0, 0)] * threads)
+    many = _totals(x, p)
+    assert one[4].sum() > 0  # some rows clipped
+    for a, b in zip(one, many, strict=True):
+        np.testing.assert_array_equal(a, b)
