@@ -40,6 +40,7 @@ from quantscope.core.kernels.lane_order import lane_sum
 from quantscope.core.kernels.sorted_kernel import _START, _close
 from quantscope.core.schemes.quantize import quantize_codes_float
 from quantscope.core.stats.format_twins import TWINS as FORMAT_TWINS
+from quantscope.core.stats.mse_twin import rows_optimum
 from quantscope.core.stats.twin_sums import forget_prefixes, row_prefixes, running_sums
 
 #: Elements per prefix-sum record (``block_sums.BLOCK``; a test holds the two equal).
@@ -338,6 +339,7 @@ TWINS = {
     "evaluate_rows": evaluate_rows,
     "analyze_flat": analyze_flat,
     "abs_order_stats": abs_order_stats,
+    "rows_optimum": rows_optimum,
 }
 
 
