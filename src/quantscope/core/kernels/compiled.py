@@ -51,6 +51,10 @@ HOMES: dict[str, str] = {
     "direct_rows": "quantscope.core.formats.format_kernel",
     "float_block_rows": "quantscope.core.formats.float_blocks",
     "sorted_rows": "quantscope.core.formats.format_kernel",
+    "group_codes": "quantscope.core.formats.torchao_kernel",
+    "group_params": "quantscope.core.formats.torchao_kernel",
+    "group_report": "quantscope.core.formats.torchao_kernel",
+    "group_values": "quantscope.core.formats.torchao_kernel",
 }
 
 

@@ -1,0 +1,83 @@
+"""The NumPy twins of torchao int4's compiled loops give the loops' outputs byte for byte:
+scales and zeros, codes, values, and every group's report totals and code counts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quantscope.core import choose_qparams
+from quantscope.core.kernels import compiled
+from quantscope.core.stats import loop_twins, torchao_twins
+from quantscope.core.stats.torchao_stats import analyze_torchao
+
+
+def _recorded(name: str, loop, run) -> list[tuple[bytes, ...]]:
+    """``run()`` with ``loop`` serving ``compiled.<name>``: the bytes of every array each call
+    was handed (its outputs as the call left them), calls in the order of their inputs (the
+    engine's threads make them in either order)."""
+    seen: list[tuple[bytes, ...]] = []
+
+    def record(*args):
+        loop(*args)
+        seen.append(tuple(np.ascontiguousarray(a).tobytes() for a in args
+                          if isinstance(a, np.ndarray)))
+
+    compiled.stand_in({name: record})
+    try:
+        run()
+    finally:
+        compiled.stand_in({})
+    return sorted(seen)
+
+
+def _the_loop(name: str):
+    return lambda *args: compiled.loop(name)(*args)
+
+
+def _cases() -> dict[str, np.ndarray]:
+    from quantscope.io.samples import sample_path
+
+    rng = np.random.default_rng(7)
+    ties = (np.round(rng.standard_normal((8, 256)) * 16) / 16).astype(np.float32)
+    ties[0, :5] = [-0.0, 0.0, -0.0, 0.0, 0.0]
+    ties[1] = 0.0
+    ties[2] = -0.0
+    ties[3, ::2] = -0.0  # zeros of both signs, each first in turn
+    ties[4] = 3.0  # a constant group: the smallest scale
+    wide = (rng.standard_normal((4, 512)) * np.float32(1e30)).astype(np.float32)
+    return {"query_weight": np.load(sample_path("query_weight")).astype(np.float32),
+            "ties": ties, "wide": wide,
+            "normal": rng.standard_normal((64, 384)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("fmt", ["torchao_int4_g32", "torchao_int4_g128"])
+@pytest.mark.parametrize("case", ["query_weight", "ties", "wide", "normal"])
+def test_the_twins_are_the_loops(case, fmt):
+    x = _cases()[case]
+    steps = {
+        "group_params": lambda: choose_qparams(x, format=fmt),
+        "group_codes": lambda: choose_qparams(x, format=fmt).quantize(x),
+        "group_values": lambda: (lambda p: p.dequantize(p.quantize(x)))(
+            choose_qparams(x, format=fmt)),
+        "group_report": lambda: analyze_torchao(x, choose_qparams(x, format=fmt)),
+    }
+    for name, run in steps.items():
+        want = _recorded(name, _the_loop(name), run)
+        assert want, name  # the step reached the loop
+        assert _recorded(name, torchao_twins.TWINS[name], run) == want, name
+
+
+def test_installed_twins_serve_a_whole_report():
+    x = _cases()["normal"]
+    want = analyze_torchao(x, choose_qparams(x, format="torchao_int4_g64"))
+    loop_twins.install()
+    try:
+        assert compiled.group_report is torchao_twins.group_report
+        got = analyze_torchao(x, choose_qparams(x, format="torchao_int4_g64"))
+    finally:
+        loop_twins.remove()
+    assert str(got) == str(want)
+    for field in ("mse", "rounding_mse", "clipping_mse", "sqnr_db", "max_abs_error"):
+        assert float(getattr(got, field)).hex() == float(getattr(want, field)).hex(), field
+    assert got.code_histogram.tolist() == want.code_histogram.tolist()
