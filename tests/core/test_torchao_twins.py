@@ -5,34 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from loop_recorder import recorded, the_loop
 
 from quantscope.core import choose_qparams
 from quantscope.core.kernels import compiled
 from quantscope.core.stats import loop_twins, torchao_twins
 from quantscope.core.stats.torchao_stats import analyze_torchao
-
-
-def _recorded(name: str, loop, run) -> list[tuple[bytes, ...]]:
-    """``run()`` with ``loop`` serving ``compiled.<name>``: the bytes of every array each call
-    was handed (its outputs as the call left them), calls in the order of their inputs (the
-    engine's threads make them in either order)."""
-    seen: list[tuple[bytes, ...]] = []
-
-    def record(*args):
-        loop(*args)
-        seen.append(tuple(np.ascontiguousarray(a).tobytes() for a in args
-                          if isinstance(a, np.ndarray)))
-
-    compiled.stand_in({name: record})
-    try:
-        run()
-    finally:
-        compiled.stand_in({})
-    return sorted(seen)
-
-
-def _the_loop(name: str):
-    return lambda *args: compiled.loop(name)(*args)
 
 
 def _cases() -> dict[str, np.ndarray]:
@@ -63,9 +41,9 @@ def test_the_twins_are_the_loops(case, fmt):
         "group_report": lambda: analyze_torchao(x, choose_qparams(x, format=fmt)),
     }
     for name, run in steps.items():
-        want = _recorded(name, _the_loop(name), run)
+        want = recorded(name, the_loop(name), run)
         assert want, name  # the step reached the loop
-        assert _recorded(name, torchao_twins.TWINS[name], run) == want, name
+        assert recorded(name, torchao_twins.TWINS[name], run) == want, name
 
 
 def test_installed_twins_serve_a_whole_report():

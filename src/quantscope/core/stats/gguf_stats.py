@@ -31,7 +31,7 @@ from quantscope.core.formats.gguf import (
     from_blocks,
     gguf_type,
 )
-from quantscope.core.formats.gguf_kernel import encode_report_blocks, report_blocks
+from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel
 from quantscope.core.kernels.read_only import read_only
 from quantscope.core.stats.kept import kept_report
@@ -57,8 +57,8 @@ def analyze_gguf(x, params: GgufParams) -> QuantReport:
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(t.levels, np.int64)
-        report_blocks(t.ggml_type, xb[lo:hi], yb[lo:hi], t.levels, out_f[lo:hi], out_i[lo:hi],
-                      h)
+        compiled.report_blocks(t.ggml_type, xb[lo:hi], yb[lo:hi], t.levels, out_f[lo:hi],
+                               out_i[lo:hi], h)
         return h
 
     hist = np.sum(parallel(share, block_ranges(n_blocks, t.block)), axis=0)
@@ -98,8 +98,8 @@ def kept_gguf_params(prepared, name: str) -> GgufParams:
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(t.levels, np.int64)
-        encode_report_blocks(t.ggml_type, xb[lo:hi], out[lo:hi], t.levels, out_f[lo:hi],
-                             out_i[lo:hi], h)
+        compiled.encode_report_blocks(t.ggml_type, xb[lo:hi], out[lo:hi], t.levels,
+                                      out_f[lo:hi], out_i[lo:hi], h)
         return h
 
     hist = np.sum(parallel(share, block_ranges(n_blocks, t.block)), axis=0)

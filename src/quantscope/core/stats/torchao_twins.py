@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from quantscope.core.stats.twin_sums import first_extremes, sums_in_order
+
 #: torchao's default ``eps`` and the middle code (``torchao_kernel.BF16_TINY``, ``MID``).
 BF16_TINY = np.float32(2.0 ** -126)
 MID = np.float32(8.0)
@@ -84,19 +86,6 @@ def group_values(codes, scale, zero, out) -> None:
     out[...] = _values(np.asarray(codes, np.int64), s, z)
 
 
-def _last_sum(terms: np.ndarray) -> np.ndarray:
-    """Each row's sum, added left to right."""
-    if terms.shape[1] == 0:
-        return np.zeros(terms.shape[0])
-    return np.cumsum(terms, axis=1)[:, -1]
-
-
-def _first_extreme(x64: np.ndarray, pick) -> np.ndarray:
-    """Each row's least (``np.argmin``) or largest (``np.argmax``) value, the first of equal
-    ones (a zero's sign is the first zero's, as the loop's scan keeps it)."""
-    return x64[np.arange(x64.shape[0]), pick(x64, axis=1)]
-
-
 def group_report(xg, scale, zero, out_f, out_i, hist) -> None:
     """``torchao_kernel.group_report``: each group's totals against torchao's values of its
     own codes, groups a chunk at a time."""
@@ -117,15 +106,11 @@ def _report(xg, s, z, out_f, out_i, hist) -> None:
     e2 = d * d
     below, above = raw < 0, raw > QMAX
     clipped = below | above
-    out_f[:, 0] = _last_sum(np.where(clipped, 0.0, e2))
-    out_f[:, 1] = _last_sum(np.where(clipped, e2, 0.0))
+    out_f[:, 0] = sums_in_order(np.where(clipped, 0.0, e2))
+    out_f[:, 1] = sums_in_order(np.where(clipped, e2, 0.0))
     out_f[:, 2] = np.max(np.abs(d), axis=1, initial=0.0)
-    out_f[:, 3] = _last_sum(x64 * x64)
-    if xg.shape[1]:
-        out_f[:, 4] = _first_extreme(x64, np.argmin)
-        out_f[:, 5] = _first_extreme(x64, np.argmax)
-    else:
-        out_f[:, 4], out_f[:, 5] = np.inf, -np.inf
+    out_f[:, 3] = sums_in_order(x64 * x64)
+    out_f[:, 4], out_f[:, 5] = first_extremes(x64)  # a group is never empty
     seen = np.zeros((xg.shape[0], QMAX + 1), np.int64)
     np.add.at(seen, (np.repeat(np.arange(xg.shape[0]), xg.shape[1]), q.ravel()), 1)
     out_i[:, 0] = xg.shape[1]
