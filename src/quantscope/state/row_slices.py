@@ -19,6 +19,7 @@ per-tensor and per-channel formats are not sliced.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from quantscope.core.formats.catalog import FormatParams, format_kind
 from quantscope.core.formats.gguf import GgufParams, from_blocks
 from quantscope.core.formats.torchao_int4 import TorchaoInt4Params
 from quantscope.core.stats.format_sweep import ErrorScreen, screenable
+from quantscope.core.stats.gguf_stats import MeasuredBlocks, encode_measured, joined_rows
 from quantscope.errors import QuantscopeError
 from quantscope.state.choices import FormatChoice
 
@@ -48,20 +50,30 @@ class RowSliceScreen:
 
     def __init__(self, x: np.ndarray, slices: int, choose) -> None:
         self.x, self.slices, self.choose = x, slices, choose
-        self._params: dict[int, QuantParams | FormatParams] = {}
+        self._params: dict[int, Any] = {}
 
     def _rows(self, k: int) -> slice:
         n = self.x.shape[0]
         return slice(k * n // self.slices, (k + 1) * n // self.slices)
 
-    def slice_params(self, k: int) -> QuantParams | FormatParams:
+    def slice_params(self, k: int) -> Any:
+        """The ``k``-th slice's parameters (what ``choose`` gives), chosen on first need."""
         if k not in self._params:
             try:
                 self._params[k] = self.choose(self.x[self._rows(k)])
             except QuantscopeError:
-                self.choose(self.x)  # the whole tensor's refusal, as without slices
+                self.refuse()
                 raise
         return self._params[k]
+
+    def refuse(self) -> None:
+        """Raise the whole tensor's refusal, as without slices."""
+        self.choose(self.x)
+
+    def point_params(self):
+        """The whole tensor's parameters and, where the slices measured them, its exact
+        report (else None)."""
+        return self.params(), None
 
     def slice_sum(self, k: int, slices: int) -> float:
         """``Σ d²`` over the ``k``-th slice of rows (``slices`` must be this screen's)."""
@@ -94,3 +106,41 @@ def stack_rows(parts: list, shape: tuple[int, ...]):
     arrays = {f: rows(f) for f in ("scale", "inv_scale", "block_scales")
               if getattr(first, f) is not None}
     return dataclasses.replace(first, **arrays)
+
+
+class GgufSliceScreen(RowSliceScreen):
+    """:class:`RowSliceScreen` of a llama.cpp type: each slice's blocks are encoded and
+    measured in one pass (:func:`~quantscope.core.stats.gguf_stats.encode_measured`), so its
+    error is the exact report's own terms and a format that may win has its exact report
+    joined from its slices' (:func:`~quantscope.core.stats.gguf_stats.joined_rows`), equal to
+    :func:`~quantscope.core.stats.gguf_stats.analyze_gguf` bit for bit, without a second pass
+    over the tensor. ``refuse()`` raises the whole tensor's refusal of the pane's mapping."""
+
+    def __init__(self, x: np.ndarray, slices: int, name: str, refuse) -> None:
+        super().__init__(x, slices, lambda rows: encode_measured(rows, name))
+        self._refuse = refuse
+
+    def refuse(self) -> None:
+        self._refuse()
+
+    def slice_measured(self, k: int) -> MeasuredBlocks:
+        """The ``k``-th slice's blocks, measured (encoded on first need)."""
+        measured = self.slice_params(k)
+        assert isinstance(measured, MeasuredBlocks)  # what this screen's chooser gives
+        return measured
+
+    def slice_sum(self, k: int, slices: int) -> float:
+        assert slices == self.slices  # the slices the blocks were encoded on
+        return self.slice_measured(k).error_sum()
+
+    def measured(self) -> MeasuredBlocks:
+        """The whole tensor's blocks and columns, joined from every slice's."""
+        return joined_rows([self.slice_measured(k) for k in range(self.slices)],
+                           tuple(self.x.shape))
+
+    def params(self) -> GgufParams:
+        return self.measured().params
+
+    def point_params(self):
+        measured = self.measured()
+        return measured.params, measured.report()

@@ -26,6 +26,7 @@ import numpy as np
 from quantscope.core.formats.catalog import FORMAT_TABLE, FormatParams
 from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel, shares
+from quantscope.core.kernels.read_only import read_only
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
 
 #: name -> group size (the catalog's rows of kind ``"torchao"``).
@@ -65,11 +66,12 @@ def ranges(n_groups: int, group: int) -> list[tuple[int, int]]:
 
 def groups_of(x, name: str) -> tuple[np.ndarray, int]:
     """``x`` as finite float32 ``[n_groups, group]`` (refusing NaN and inf: torchao's
-    min/max would carry them into the scales of whole groups)."""
+    min/max would carry them into the scales of whole groups), read-only: the loops that
+    take it are compiled once for either kind of tensor (a read-only view is no copy)."""
     xf = np.ascontiguousarray(as_float32(x))
     g = check_shape(tuple(xf.shape), name)
     check_nonfinite(xf, "raise")
-    return xf.reshape(-1, g), g
+    return read_only(xf.reshape(-1, g)), g
 
 
 @dataclass(frozen=True, eq=False)
