@@ -32,3 +32,11 @@ def recorded(name: str, loop, run) -> list[tuple[bytes, ...]]:
 def the_loop(name: str):
     """The compiled loop ``name`` itself (as the engine calls it when no twin stands in)."""
     return lambda *args: compiled.loop(name)(*args)
+
+
+def assert_same_report(got, want) -> None:
+    """Two reports equal to the bit: the text, every error figure, the codes' counts."""
+    assert str(got) == str(want)
+    for field in ("mse", "rounding_mse", "clipping_mse", "sqnr_db", "max_abs_error"):
+        assert float(getattr(got, field)).hex() == float(getattr(want, field)).hex(), field
+    assert got.code_histogram.tolist() == want.code_histogram.tolist()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from quantscope.core.kernels import compiled
-from quantscope.core.stats.twin_sums import first_extremes, sums_in_order
+from quantscope.core.stats.twin_sums import first_extremes, store_units
 
 #: ggml's type number of Q8_0, its block and its bytes per block (fp16 d, 32 int8 codes).
 Q8_0 = 8
@@ -106,23 +106,9 @@ def _report(xb, yb, levels: int, out_f, out_i, hist) -> None:
     half = (top - bot) / (2.0 * (levels - 1))
     below_edge, above_edge = (bot - half)[:, None], (top + half)[:, None]
     x64 = xb.astype(np.float64)
-    dev = x64 - vals.astype(np.float64)
-    e2 = dev * dev
     below = x64 < below_edge
-    above = ~below & (x64 > above_edge)
-    clipped = below | above
-    out_f[:, 0] = sums_in_order(np.where(clipped, 0.0, e2))
-    out_f[:, 1] = sums_in_order(np.where(clipped, e2, 0.0))
-    out_f[:, 2] = np.max(np.abs(dev), axis=1, initial=0.0)
-    out_f[:, 3] = sums_in_order(x64 * x64)
-    out_f[:, 4], out_f[:, 5] = first_extremes(x64)
-    seen = np.zeros((xb.shape[0], levels), np.int64)
-    np.add.at(seen, (np.repeat(np.arange(xb.shape[0]), xb.shape[1]), codes.ravel()), 1)
-    out_i[:, 0] = xb.shape[1]
-    out_i[:, 1] = below.sum(axis=1)
-    out_i[:, 2] = above.sum(axis=1)
-    out_i[:, 3] = np.count_nonzero(seen, axis=1)
-    hist += seen.sum(axis=0)
+    store_units(out_f, out_i, hist, x64, x64 - vals.astype(np.float64), below,
+                ~below & (x64 > above_edge), codes, levels)
 
 
 def _chunks(n: int):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantscope.core.stats.twin_sums import first_extremes, sums_in_order
+from quantscope.core.stats.twin_sums import store_units
 
 #: torchao's default ``eps`` and the middle code (``torchao_kernel.BF16_TINY``, ``MID``).
 BF16_TINY = np.float32(2.0 ** -126)
@@ -103,21 +103,7 @@ def _report(xg, s, z, out_f, out_i, hist) -> None:
     vals = _values(np.arange(QMAX + 1)[None, :], s[:, None], z[:, None]).astype(np.float64)
     x64 = xg.astype(np.float64)
     d = x64 - np.take_along_axis(vals, q, axis=1)
-    e2 = d * d
-    below, above = raw < 0, raw > QMAX
-    clipped = below | above
-    out_f[:, 0] = sums_in_order(np.where(clipped, 0.0, e2))
-    out_f[:, 1] = sums_in_order(np.where(clipped, e2, 0.0))
-    out_f[:, 2] = np.max(np.abs(d), axis=1, initial=0.0)
-    out_f[:, 3] = sums_in_order(x64 * x64)
-    out_f[:, 4], out_f[:, 5] = first_extremes(x64)  # a group is never empty
-    seen = np.zeros((xg.shape[0], QMAX + 1), np.int64)
-    np.add.at(seen, (np.repeat(np.arange(xg.shape[0]), xg.shape[1]), q.ravel()), 1)
-    out_i[:, 0] = xg.shape[1]
-    out_i[:, 1] = below.sum(axis=1)
-    out_i[:, 2] = above.sum(axis=1)
-    out_i[:, 3] = np.count_nonzero(seen, axis=1)
-    hist += seen.sum(axis=0)
+    store_units(out_f, out_i, hist, x64, d, raw < 0, raw > QMAX, q, QMAX + 1)
 
 
 #: What :func:`quantscope.core.stats.loop_twins.install` adds behind ``compiled``, by name.

@@ -74,3 +74,27 @@ def first_extremes(x64: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (``np.min`` may give either)."""
     rows = np.arange(x64.shape[0])
     return x64[rows, np.argmin(x64, axis=1)], x64[rows, np.argmax(x64, axis=1)]
+
+
+def store_units(out_f, out_i, hist, x64: np.ndarray, dev: np.ndarray, below: np.ndarray,
+                above: np.ndarray, codes: np.ndarray, levels: int) -> None:
+    """What a report loop's scan over each unit (a row of ``x64``, float64) leaves
+    (``unit_totals.store_unit``'s columns): rounding and clipping error (the squared errors
+    ``dev`` of elements clipped ``below`` or ``above`` are clipping error) and Σx², each
+    added in order; the largest |error|; the first least and largest value; the elements,
+    those clipped, and how many of the ``levels`` codes the unit uses, counted into ``hist``."""
+    e2 = dev * dev
+    clipped = below | above
+    out_f[:, 0] = sums_in_order(np.where(clipped, 0.0, e2))
+    out_f[:, 1] = sums_in_order(np.where(clipped, e2, 0.0))
+    out_f[:, 2] = np.max(np.abs(dev), axis=1, initial=0.0)
+    out_f[:, 3] = sums_in_order(x64 * x64)
+    out_f[:, 4], out_f[:, 5] = first_extremes(x64)  # a unit is never empty
+    n, size = x64.shape
+    seen = np.zeros((n, levels), np.int64)
+    np.add.at(seen, (np.repeat(np.arange(n), size), codes.ravel()), 1)
+    out_i[:, 0] = size
+    out_i[:, 1] = below.sum(axis=1)
+    out_i[:, 2] = above.sum(axis=1)
+    out_i[:, 3] = np.count_nonzero(seen, axis=1)
+    hist += seen.sum(axis=0)
