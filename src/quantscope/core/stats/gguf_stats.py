@@ -33,7 +33,7 @@ from quantscope.core.formats.gguf import (
     from_blocks,
     gguf_type,
 )
-from quantscope.core.formats.gguf_kernel import encode_report_blocks, report_blocks
+from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel
 from quantscope.core.kernels.read_only import read_only
 from quantscope.core.kernels.unit_columns import unit_columns
@@ -71,8 +71,8 @@ def measure_blocks(x, params: GgufParams) -> MeasuredBlocks:
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(t.levels, np.int64)
-        report_blocks(t.ggml_type, xb[lo:hi], yb[lo:hi], t.levels, out_f[lo:hi], out_i[lo:hi],
-                      h)
+        compiled.report_blocks(t.ggml_type, xb[lo:hi], yb[lo:hi], t.levels, out_f[lo:hi],
+                               out_i[lo:hi], h)
         return h
 
     hist = np.sum(parallel(share, block_ranges(n_blocks, t.block)), axis=0)
@@ -135,8 +135,8 @@ def encode_measured(x, name: str) -> MeasuredBlocks:
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(t.levels, np.int64)
-        encode_report_blocks(t.ggml_type, xb[lo:hi], out[lo:hi], t.levels, out_f[lo:hi],
-                             out_i[lo:hi], h)
+        compiled.encode_report_blocks(t.ggml_type, xb[lo:hi], out[lo:hi], t.levels,
+                                      out_f[lo:hi], out_i[lo:hi], h)
         return h
 
     hist = np.sum(parallel(share, block_ranges(n_blocks, t.block)), axis=0)
