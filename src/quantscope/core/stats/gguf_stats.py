@@ -100,8 +100,8 @@ def kept_gguf_params(prepared, name: str) -> GgufParams:
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(t.levels, np.int64)
-        encode_report_blocks(t.ggml_type, xb[lo:hi], out[lo:hi], t.levels, out_f[lo:hi],
-                             out_i[lo:hi], h)
+        encode_report_blocks(t.ggml_type, xb[lo:hi], out[lo:hi], True, t.levels,
+                             out_f[lo:hi], out_i[lo:hi], h)
         return h
 
     hist = np.sum(parallel(share, block_ranges(n_blocks, t.block)), axis=0)
