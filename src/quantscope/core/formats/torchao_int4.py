@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from quantscope.core.formats.catalog import FORMAT_TABLE, FormatParams
+from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel, shares
 from quantscope.core.kernels.read_only import read_only
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
@@ -133,8 +134,6 @@ class TorchaoInt4Params(FormatParams):
         """The codes 0..15 (uint8, ``x``'s shape) by torchao's ``_quantize_affine_tinygemm``
         with these scales and zeros. NaN and inf are refused under every rule (torchao has
         no code for them)."""
-        from quantscope.core.formats.torchao_kernel import group_codes
-
         xf = as_float32(x)
         if tuple(xf.shape) != tuple(self.shape):
             raise EngineValueError(f"{self.format}: these scales are for a tensor of shape "
@@ -146,7 +145,7 @@ class TorchaoInt4Params(FormatParams):
         out = np.empty(xg.shape, np.uint8)
 
         def share(lo: int, hi: int) -> None:
-            group_codes(xg[lo:hi], s[lo:hi], z[lo:hi], out[lo:hi])
+            compiled.group_codes(xg[lo:hi], s[lo:hi], z[lo:hi], out[lo:hi])
 
         parallel(share, ranges(xg.shape[0], g))
         return out.reshape(xf.shape)
@@ -154,8 +153,6 @@ class TorchaoInt4Params(FormatParams):
     def dequantize(self, codes) -> np.ndarray:
         """torchao's ``_dequantize_affine_tinygemm`` to bfloat16 (the scales' dtype), as
         float32."""
-        from quantscope.core.formats.torchao_kernel import group_values
-
         q = np.asarray(codes)
         if tuple(q.shape) != tuple(self.shape):
             raise EngineValueError(f"{self.format}: codes of shape {q.shape}, parameters for "
@@ -168,7 +165,7 @@ class TorchaoInt4Params(FormatParams):
         out = np.empty(qg.shape, np.float32)
 
         def share(lo: int, hi: int) -> None:
-            group_values(qg[lo:hi], s[lo:hi], z[lo:hi], out[lo:hi])
+            compiled.group_values(qg[lo:hi], s[lo:hi], z[lo:hi], out[lo:hi])
 
         parallel(share, ranges(qg.shape[0], g))
         return out.reshape(self.shape)
@@ -194,8 +191,6 @@ class TorchaoInt4Params(FormatParams):
 def torchao_params(x, name: str, *, method: str = "minmax") -> TorchaoInt4Params:
     """torchao's scales and zeros for ``x`` (``_choose_qparams_affine_tinygemm`` on ``x``
     rounded to bfloat16, groups along the last axis)."""
-    from quantscope.core.formats.torchao_kernel import group_params
-
     if method != "minmax":
         raise EngineValueError(f"format {name!r} takes each group's range as torchao does "
                                f"(method 'minmax'), got method {method!r}")
@@ -206,7 +201,7 @@ def torchao_params(x, name: str, *, method: str = "minmax") -> TorchaoInt4Params
     zero = np.empty(n, np.float32)
 
     def share(lo: int, hi: int) -> None:
-        group_params(xg[lo:hi], scale[lo:hi], zero[lo:hi])
+        compiled.group_params(xg[lo:hi], scale[lo:hi], zero[lo:hi])
 
     parallel(share, ranges(n, g))
     bad = ~(np.isfinite(scale) & np.isfinite(zero))

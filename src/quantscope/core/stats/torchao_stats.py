@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from quantscope.core.formats.torchao_int4 import TorchaoInt4Params, groups_of, ranges
-from quantscope.core.formats.torchao_kernel import group_report
+from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel
 from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
@@ -40,7 +40,7 @@ def analyze_torchao(x, params: TorchaoInt4Params) -> QuantReport:
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(16, np.int64)
-        group_report(xg[lo:hi], s[lo:hi], z[lo:hi], out_f[lo:hi], out_i[lo:hi], h)
+        compiled.group_report(xg[lo:hi], s[lo:hi], z[lo:hi], out_f[lo:hi], out_i[lo:hi], h)
         return h
 
     hist = np.sum(parallel(share, ranges(n, g)), axis=0)
