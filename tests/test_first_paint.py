@@ -53,12 +53,12 @@ def test_the_twins_paint_the_compiled_numbers():
 
 
 def test_a_loop_without_a_twin_waits_for_the_compiling_process(monkeypatch):
-    monkeypatch.delattr(compiled, "rows_optimum", raising=False)  # not looked up yet
+    monkeypatch.delattr(compiled, "group_rows", raising=False)  # not looked up yet
     waited = []
     loop_twins.install(until=lambda: waited.append(True))
     try:
         assert compiled.evaluate_rows is loop_twins.evaluate_rows and not waited
-        assert compiled.rows_optimum is not None and waited == [True]
+        assert compiled.group_rows is not None and waited == [True]
     finally:
         loop_twins.remove()
     assert not compiled.standing_in()

@@ -1,6 +1,5 @@
-"""The trade-off sweep on a first run: the twins compute its curves at once, the MSE optimum
-(whose search has no twin) follows when the compiled loops are in, and nothing is called the
-best before then."""
+"""The trade-off sweep in a first run's window: the twins compute its curves at once, the MSE
+optimum follows when the compiled loops are in, and nothing is called the best before then."""
 
 from __future__ import annotations
 

@@ -150,3 +150,29 @@ def test_ties_between_screened_formats_go_as_before():
     assert every[0].sqnr_db == every[1].sqnr_db
     best, exact = best_of(x, SETTINGS, specs, fs.signal_sum(x))
     assert best == every[0] and len(exact) == 2
+
+
+@pytest.mark.parametrize("method", ["minmax", "manual"])
+@pytest.mark.parametrize("name", sorted(TENSORS))
+def test_formats_on_shared_ranges_take_the_engines_parameters(name, method):
+    """int8 and the element formats chosen on one memo of the units' min/max (as the format
+    search shares it) are the engine's parameters field for field, NaN and inf left out."""
+    x = TENSORS[name].copy()
+    x[1, 2], x[3, 4] = np.nan, -np.inf  # left out of every range, as the engine does
+    settings = dataclasses.replace(SETTINGS, method=method)
+    ranges: dict = {}
+    specs = [s for bits in (8, 4) for s in candidates(bits, True)
+             if s.startswith(("int8/", "fp8_", "fp4_"))]
+    assert len(specs) == 12
+    for spec in specs:
+        shared = format_pane_params(x, spec, settings, ranges=ranges)
+        alone = format_pane_params(x, spec, settings)
+        assert type(shared) is type(alone), spec
+        for f in dataclasses.fields(alone):
+            a, b = getattr(shared, f.name), getattr(alone, f.name)
+            if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+                assert np.asarray(a).dtype == np.asarray(b).dtype, (spec, f.name)
+                assert np.array_equal(a, b), (spec, f.name)
+            else:
+                assert a == b, (spec, f.name)
+    assert set(ranges) == {(None, None), (0, None)}  # one pass per layout, not per format

@@ -58,3 +58,59 @@ def test_gguf_blocks_and_the_screen_compile_once_for_both_kinds_of_tensor():
     assert (error_sum(frozen, params), signal_sum(frozen)) == writable[1:]
     assert (len(gguf_kernel.encode_blocks.signatures),
             len(gguf_kernel.report_blocks.signatures)) == loops
+
+
+def _loops(*dispatchers) -> tuple[int, ...]:
+    return tuple(len(d.signatures) for d in dispatchers)
+
+
+def test_a_format_pass_compiles_once_for_one_unit_all_units_and_a_part_of_them():
+    """The report's outputs are handed to the loop in one layout (unit_columns): one unit
+    (contiguous both ways), every unit (column-major) and a thread's part of them (strided)
+    were three compiles of the direct pass, 20 s of CPU each on a first run."""
+    x, _ = _pair()
+    big = np.random.default_rng(6).standard_normal((512, 512)).astype(np.float32)
+    analyze(x, choose_qparams(x, format="fp8_e4m3"))
+    loops = _loops(direct_rows)
+    assert loops[0] >= 1
+    per_channel = choose_qparams(x, format="fp8_e4m3", granularity="channel", axis=0)
+    blocks = choose_qparams(big, format="mxfp8_e4m3")
+    assert analyze(x, per_channel).n == x.size and analyze(big, blocks).n == big.size
+    assert _loops(direct_rows) == loops
+
+
+def test_group_block_and_torchao_loops_compile_once_for_both_kinds_and_any_count_of_units():
+    """Integer groups, the blocks' ranges and stored scales of least error, torchao's int4 and
+    GGUF blocks: a read-only tensor reaches the writable one's loops, one unit the many's."""
+    from quantscope.core.formats import mx_mse, nf4_mse, nvfp4_mse, torchao_kernel
+    from quantscope.core.kernels import block_max, group_kernel
+    from quantscope.core.stats.analyze import compiled_group_totals
+
+    x, frozen = _pair()
+    one = np.random.default_rng(7).standard_normal((1, 32)).astype(np.float32)
+
+    def run(t: np.ndarray) -> tuple:
+        out = [_numbers(analyze(t, choose_qparams(t, format=name)))
+               for name in ("int4_g32", "torchao_int4_g32", "gguf_q8_0")]
+        out += [choose_qparams(t, format=name, method="mse").scale.tobytes()
+                for name in ("mxfp4", "nvfp4", "nf4")]
+        tao = choose_qparams(t, format="torchao_int4_g32")
+        lo, hi, bad = block_max.block_min_max(t, 32)  # groups too many to sort take these
+        groups = compiled_group_totals(t, choose_qparams(t, format="int4_g32"))
+        return (*out, tao.quantize(t).tobytes(), lo.tobytes(), hi.tobytes(), bad,
+                groups.round_err.tobytes(), groups.hist.tolist())
+
+    writable = run(x)
+    assert all(_loops(group_kernel.group_rows, block_max._rows_block_min_max))
+    loops = _loops(group_kernel.group_rows, block_max._rows_block_min_max,
+                   block_max._rows_block_max, mx_mse.mse_exponents,
+                   nvfp4_mse.mse_block_scales, nf4_mse.mse_block_scales,
+                   torchao_kernel.group_params, torchao_kernel.group_codes,
+                   torchao_kernel.group_report, gguf_kernel.report_blocks)
+    assert run(frozen) == writable
+    run(one)
+    assert _loops(group_kernel.group_rows, block_max._rows_block_min_max,
+                  block_max._rows_block_max, mx_mse.mse_exponents,
+                  nvfp4_mse.mse_block_scales, nf4_mse.mse_block_scales,
+                  torchao_kernel.group_params, torchao_kernel.group_codes,
+                  torchao_kernel.group_report, gguf_kernel.report_blocks) == loops

@@ -57,3 +57,57 @@ def test_a_screenshot_on_a_cold_cache_is_painted_by_the_twins(tmp_path, monkeypa
     assert args[1:] == ["-m", "quantscope.state.compile_ahead", "--panes"]
     assert kw["start_new_session"]
     assert twin_numbers == numbers
+
+
+#: A fresh interpreter on an empty Numba cache, as a first ``quantscope --screenshot`` is: the
+#: compiles it makes are counted, the compile-ahead process it starts is stopped at its end.
+_FRESH_SHOT = r"""
+import json, os, signal, sys
+from numba.core import event
+
+compiles = []
+
+
+class Count(event.Listener):
+    def on_start(self, ev):
+        compiles.append(getattr(ev.data.get("dispatcher"), "__qualname__", "?"))
+
+    def on_end(self, ev):
+        pass
+
+
+event.register("numba:compile", Count())
+from quantscope.cli import main
+
+code = main(["--metrics", sys.argv[1], "--screenshot", sys.argv[2]])
+from quantscope.state import compile_ahead
+
+ahead = compile_ahead._started
+if ahead is not None:  # its compiles are not this process's
+    os.killpg(ahead.pid, signal.SIGKILL)
+print(json.dumps({"code": code, "compiles": compiles, "ahead": ahead is not None}), flush=True)
+os._exit(0)
+"""
+
+
+def test_a_first_screenshot_compiles_nothing_and_draws_the_compiled_window(tmp_path):
+    """The whole window, the trade-off curve's optimum (its "best") included, from the twins:
+    not one loop compiled in the process, and the compiled window's numbers and pixels."""
+    import os
+    import subprocess
+    import sys
+
+    numbers, pixels = _render(tmp_path, "compiled")
+    cache = tmp_path / "numba-cache"
+    cache.mkdir()
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HOME=str(tmp_path))
+    shot, metrics = tmp_path / "fresh.png", tmp_path / "fresh.json"
+    out = subprocess.run([sys.executable, "-c", _FRESH_SHOT, str(metrics), str(shot)],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen == {"code": 0, "compiles": [], "ahead": True}
+    assert json.loads(metrics.read_text()) == numbers
+    image = QImage(str(shot)).convertToFormat(QImage.Format.Format_RGBA8888)
+    fresh = np.frombuffer(image.constBits(), np.uint8, image.sizeInBytes())
+    assert fresh.size == pixels.size and np.array_equal(fresh, pixels)

@@ -9,6 +9,8 @@ Fonts differ between machines; the font sets of ``font_sets.py`` stand for them 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from gui_measure import axis_labels_cut, cut_labels
 from PySide6.QtCore import Qt
@@ -118,3 +120,81 @@ def test_the_views_get_their_room_back_after_a_talk_on_a_small_screen(app_window
     qtbot.waitUntil(lambda: win.splitter.sizes()[1] >= win.views.minimumSizeHint().width(),
                     timeout=5000)
     assert win.views.isVisible() and not win.compact.narrow
+
+
+def _one_line(label) -> int:
+    """The most rows a tightened one-line label takes: its letters' room (as
+    ``test_tight_lines`` bounds it) and the style's own padding and border."""
+    from PySide6.QtGui import QFontInfo, QFontMetricsF
+
+    from quantscope.gui.tight_lines import INK_PROBE, LINE_EM, trimmed
+
+    font = label.font()
+    ink = QFontMetricsF(font).tightBoundingRect(INK_PROBE)
+    room = max(LINE_EM * QFontInfo(font).pixelSize(), ink.height() + 2)
+    margins = label.contentsMargins()
+    top, bottom = trimmed(label)
+    return math.ceil(room) + 1 + margins.top() + top + margins.bottom() + bottom
+
+
+def test_a_talk_gives_the_histograms_the_rows_of_its_one_line_bars(fonts, app_window, qtbot):
+    """In a talk at 1280x720 the headline above the panes and the keys below take a line
+    each, no taller than their letters need in every font set (the headline kept the room
+    of the two lines it has outside a talk, and a font with tall lines took 17 more rows for
+    the two): each histogram is at least a quarter of the screen tall."""
+    win = app_window(1000)
+    win.presentation_action.setChecked(True)
+    win.resize(1280, 720)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 720), timeout=5000)
+    qtbot.wait(100)  # the resize re-sizes the text (a zero timer) and relays out
+    settle(win, qtbot)
+    for label in (win.headline, win.stage.keys):
+        assert label.isVisible() and label.height() <= _one_line(label), label.objectName()
+    for key in win.stage.visible_panes():
+        assert win.panes[key].plot.getViewBox().height() >= 720 / 4, key
+    assert not cut_labels(win), cut_labels(win)
+
+
+def test_the_bars_around_the_panes_take_no_room_for_a_taller_line(qapp, app_window, qtbot):
+    """At 1280x720 the menu bar, the headline, the status bar and the side column's tabs take
+    the rows of the default face's letters with the "tall lines" face (its letters are DejaVu
+    Sans's, its lines 1.45 em): 1 px more at most for a bar (the letters' room is 1.2 em),
+    and for the two lines of the headline the one line spacing between them besides. The
+    first three took 4, 8 and 4 more rows, which the four histograms gave up."""
+    from font_sets import font_set
+    from PySide6.QtGui import QFont, QFontMetrics
+
+    before = QFont(qapp.font())
+    heights = {}
+    try:
+        for name in ("default", "tall lines"):
+            qapp.setFont(font_set(name, before))
+            win = app_window(1000)
+            win.resize(1280, 720)
+            qtbot.waitUntil(lambda w=win: (w.width(), w.height()) == (1280, 720), timeout=5000)
+            settle(win, qtbot)
+            assert not cut_labels(win), cut_labels(win)
+            spacing = QFontMetrics(win.headline.font()).lineSpacing()
+            heights[name] = (win.menuBar().height(), win.statusBar().height(),
+                             win.headline.height() - spacing, win.side_tabs.tabBar().height())
+            win.close()
+    finally:
+        qapp.setFont(before)
+    for what, plain, tall in zip(("menu bar", "status bar", "headline", "tabs"),
+                                 *heights.values(),
+                                 strict=True):
+        assert tall <= plain + 1, (what, plain, tall)
+
+
+def test_the_f11_key_leaves_a_talk_whose_menu_bar_is_hidden(app_window, qtbot):
+    """The key, not only the action: the talk hides the menu bar, whose View menu held the
+    window's only F11, and the key bar's "F11 leave" did nothing under a real X server."""
+    win = app_window(1000)
+    win.activateWindow()
+    qtbot.waitUntil(win.isActiveWindow, timeout=5000)
+    qtbot.keyClick(win, Qt.Key.Key_F11)
+    qtbot.waitUntil(lambda: win.presentation and win.isFullScreen(), timeout=5000)
+    assert win.menuBar().isHidden() and "F11 leave" in win.stage.keys.text()
+    qtbot.keyClick(win, Qt.Key.Key_F11)
+    qtbot.waitUntil(lambda: not win.presentation and not win.isFullScreen(), timeout=5000)
+    assert win.menuBar().isVisible()

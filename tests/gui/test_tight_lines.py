@@ -7,10 +7,19 @@ import math
 
 import pytest
 from font_sets import TALL_LINE_EM, tall_family
-from PySide6.QtGui import QColor, QFont, QFontDatabase, QFontInfo, QFontMetricsF, QPalette
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontDatabase,
+    QFontInfo,
+    QFontMetrics,
+    QFontMetricsF,
+    QPalette,
+)
 from PySide6.QtWidgets import QLabel
 
-from quantscope.gui.tight_lines import INK_PROBE, LINE_EM, tighten
+from quantscope.gui.style import reserve_lines
+from quantscope.gui.tight_lines import INK_PROBE, LINE_EM, tighten, trimmed
 
 TEXT = "Ag|(0.15) jpq 53 of 255 …"
 
@@ -113,4 +122,44 @@ def test_padding_and_font_changes_keep_the_trim_right(qtbot):
     assert again == trim_22
     label.resize(label.sizeHint())
     plain.resize(plain.sizeHint())
+    assert _ink(label) == _ink(plain) != []
+
+
+def test_a_reservation_made_again_holds_after_a_font_change(qtbot):
+    """The latest reservation holds: the one it replaced once went on filtering the label's
+    events until deleted, and a font change in the same turn (a talk's theme) applied the old
+    count after the new one (a talk's headline kept the room of two lines)."""
+    label = QLabel("Ag")
+    label.setWordWrap(True)
+    qtbot.addWidget(label)
+    reserve_lines(label, 2, slack=0)
+    reserve_lines(label, 1, slack=0)
+    font = QFont(label.font())
+    font.setPointSize(20)
+    label.setFont(font)  # before the replaced reservation's deletion is processed
+    assert label.minimumHeight() == QFontMetrics(font).lineSpacing()
+
+
+@pytest.mark.parametrize("face", ["tall lines", "default"])
+def test_a_tightened_reservation_keeps_its_lines_less_the_trim(face, qtbot):
+    """Lines reserved for a tightened label are its lines less what the trim leaves out above
+    the first and below the last: two lines of the tall face take what two lines of letters
+    need and their spacing, and the text drawn in that room is whole."""
+    font = QFont(_faces()[face])
+    font.setPointSize(15)
+    label = _label(font, qtbot)
+    label.setWordWrap(True)
+    label.setText(f"{TEXT}\n{TEXT}")
+    plain = _label(font, qtbot, tight=False)
+    plain.setWordWrap(True)
+    plain.setText(label.text())
+    reserve_lines(label, 2, slack=0)
+    reserve_lines(plain, 2, slack=0)
+    top, bottom = trimmed(label)
+    spacing = QFontMetrics(font).lineSpacing()
+    assert label.minimumHeight() == 2 * spacing - top - bottom
+    assert plain.minimumHeight() == 2 * spacing
+    assert (top + bottom > 0) == (face == "tall lines")
+    label.resize(label.width(), label.minimumHeight())
+    plain.resize(plain.width(), plain.minimumHeight())
     assert _ink(label) == _ink(plain) != []

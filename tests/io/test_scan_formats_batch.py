@@ -106,10 +106,6 @@ def test_batched_int_figures_equal_the_one_tensor_path(shape, axis, bits):
     assert got == [engine_figures(x, axis, settings) for x in xs]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "on this 158x64 tensor the stacked analysis sums the per-tensor errors in another order "
-    "than the tensor alone: the SQNRs differ in the last bits, so scan --formats batches print "
-    "int8 SQNRs that are not report's to the bit"))
 def test_batched_int_figures_equal_the_one_tensor_path_on_a_taller_tensor():
     from quantscope.state.model_scan import engine_figures, engine_figures_many
 

@@ -13,7 +13,9 @@ runs in presentation mode, which has its own layout (:mod:`quantscope.gui.stage`
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, QSize, Qt, QTimer
-from PySide6.QtWidgets import QLayout, QPushButton
+from PySide6.QtWidgets import QLayout
+
+from quantscope.gui.tight_lines import TightButton
 
 #: Below this many rows of window the panes' captions are left out.
 SHORT_ROWS = 900
@@ -68,7 +70,8 @@ class Compact(QObject):
         self.narrow = False
         self.short = False
         self.enabled = True
-        self.button = QPushButton("Views ▸")
+        # the menu bar is as tall as this button: no taller than its letters need
+        self.button = TightButton("Views ▸")
         self.button.setObjectName("viewsButton")
         self.button.setToolTip("show the views instead of the panes, and back (F9)")
         self.button.clicked.connect(self._toggle)

@@ -39,14 +39,7 @@ from PySide6.QtWidgets import (
 from quantscope.core import QuantReport
 from quantscope.gui.caption_label import CaptionLabel
 from quantscope.gui.key_label import KeyLabel
-from quantscope.gui.numbers import (
-    FIELDS,
-    WIDE,
-    WIDE_UNIT_SCALES,
-    bucket_grid,
-    display_values,
-    field_label,
-)
+from quantscope.gui.numbers import FIELDS, WIDE, WIDE_UNIT_SCALES
 from quantscope.gui.pane_axes import (
     CodeAxis,
     CountAxis,
@@ -59,6 +52,8 @@ from quantscope.gui.step_histogram import StepHistogram
 from quantscope.gui.style import reserve_lines, reserve_width, selectable_on_hover
 from quantscope.gui.tight_lines import tighten
 from quantscope.state import PaneKey, TensorOverview
+from quantscope.state.display import PaneDisplay, pane_display
+from quantscope.state.histogram import bar_heights, overview_unit_heights
 
 HIST_PEN = pg.mkPen("#1f4e9c", width=1.5)
 HIST_BRUSH = pg.mkBrush(31, 78, 156, 70)
@@ -91,20 +86,6 @@ def theme_brush(color: str, alpha: int) -> QBrush:
     c = QColor(color)
     c.setAlpha(alpha)
     return QBrush(c)
-
-
-def grid_words(params) -> str:
-    """What the pane's grid lines are, for its key: an int scheme's rounding boundaries, a
-    format's representable values (the tooltip says which); of the median-scale channel,
-    group or block when there are several (no longer than the int panes' words: the key
-    sets the pane's smallest width)."""
-    fmt = getattr(params, "format", None) is not None
-    unit = {"tensor": "", "channel": "median channel's ",
-            "group": "median block's " if fmt else "median group's "}.get(
-        params.granularity, "median unit's ")
-    if not unit:
-        return "representable values" if fmt else "code grid"
-    return f"{unit}grid"
 
 
 def pane_key(theme, per_unit: bool, grid: str | None = None, short: bool = False) -> str:
@@ -161,6 +142,8 @@ class Pane(QFrame):
         super().__init__(parent)
         self.key = key
         self.report: QuantReport | None = None
+        #: what is drawn of ``report`` (texts, grid, code strip), formed by the state's display
+        self.display: PaneDisplay | None = None
         self._held = False  # see hold_paint
         self._changed: list[QWidget] = []  # what changed while held, itself held
         self.setFrameShape(QFrame.Shape.StyledPanel)
@@ -448,7 +431,7 @@ class Pane(QFrame):
             self._changing(self.stack)
             self.stack.setCurrentWidget(page)
         if text:
-            self.report = None
+            self.report = self.display = None
             for value in self.values.values():
                 self._set_text(value, "—")
             for item in (self.window, self.clip_lo, self.clip_hi, self.zero):
@@ -464,9 +447,7 @@ class Pane(QFrame):
         if ov is None:
             self.hist.setData([], [])
             return
-        counts = ov.hist_counts.astype(np.float64)
-        if log:  # log10(1 + n): empty bins sit on the axis instead of at -inf
-            counts = np.log10(counts + 1.0)
+        counts = bar_heights(ov.hist_counts, log)
         self.plot.setLabel("left", "log₁₀(1+n)" if log else "count")
         # ranges set here, not followed automatically: a histogram re-binned on new buckets
         # would otherwise move them and paint every pane twice per change
@@ -498,46 +479,43 @@ class Pane(QFrame):
     def set_report(self, report: QuantReport) -> None:
         """Show a report: the numbers, the bucket grid, the window and the occupancy."""
         self.report = report
+        self.display = shown = pane_display(report)
         self.set_error("")
-        words = (grid_words(report.params), getattr(report.params, "format", None) is not None)
+        words = (shown.grid_words, shown.is_format)
         if words != getattr(self, "_key_words", None) and hasattr(self, "_theme"):
             self._key_words = words
             self._write_key()
-        texts = display_values(report)
         for key, value in self.values.items():
-            text = texts[key]
+            text = shown.texts[key]
             self._set_text(value, text)
             if value.fontMetrics().horizontalAdvance(text) > value.minimumWidth():
                 self._changing(self)  # the table's columns move: the whole pane waits
                 reserve_width(value, text)  # the widest text yet: the column never shrinks
-            self._set_text(self.labels[key], field_label(key, report))
-        self._draw_regions(texts["zero_point"])
-        hist = report.code_histogram
-        # a fixed height per tensor (every value in one code): bars compare across settings,
-        # and the axis is not regenerated on every update
-        top = max(float(np.log10(report.n + 1.0)), 1.0)
-        edges = np.arange(report.qmin - 0.5, report.qmax + 1.0, dtype=np.float64)
-        self.bar_heights = np.log10(hist + 1.0)
+            self._set_text(self.labels[key], shown.labels[key])
+        self._draw_regions()
+        strip = shown.strip
+        self.bar_heights = strip.heights
         self.bars.setPath(pg.arrayToQPath(  # the steps' outline, closed along the axis
-            np.repeat(edges, 2), np.concatenate([[0.0], np.repeat(self.bar_heights, 2), [0.0]])))
-        view = (report.qmin - 1, report.qmax + 1, top)
+            np.repeat(strip.edges, 2), np.concatenate([[0.0], np.repeat(strip.heights, 2), [0.0]])))
+        view = (strip.qmin - 1, strip.qmax + 1, strip.top)
         if view != self._strip_view:  # unchanged ranges: no axis regeneration, no new slots
             self._strip_view = view
-            self.slots.setRect(QRectF(edges[0], 0.0, edges[-1] - edges[0], top))
-            self.strip.getAxis("bottom").set_codes(report.qmin, report.qmax)
-            self.strip.setXRange(report.qmin - 1, report.qmax + 1, padding=0)
-            self.strip.setYRange(0, top, padding=0.05)
+            self.slots.setRect(QRectF(strip.edges[0], 0.0, strip.edges[-1] - strip.edges[0],
+                                      strip.top))
+            self.strip.getAxis("bottom").set_codes(strip.qmin, strip.qmax)
+            self.strip.setXRange(strip.qmin - 1, strip.qmax + 1, padding=0)
+            self.strip.setYRange(0, strip.top, padding=0.05)
             # pyqtgraph applies a new range to the view's transform while painting, which
             # dirties the scene again: a second full repaint of the pane. Applied now, the
             # pane paints once.
             self.strip.getViewBox().updateMatrix()
 
-    def _draw_regions(self, zero_text: str | None = None) -> None:
-        report = self.report
+    def _draw_regions(self) -> None:
+        shown = self.display
         ov = getattr(self, "_overview", None)
-        if report is None or ov is None:
+        if shown is None or ov is None:
             return
-        g = bucket_grid(report)
+        g = shown.grid
         lo, hi = g.window
         self._boundaries = g.boundaries
         self._rebin()
@@ -556,12 +534,10 @@ class Pane(QFrame):
         self.window.show()
         self._region(self.clip_lo, ov.min, lo, ov.min < lo)
         self._region(self.clip_hi, hi, ov.max, ov.max > hi)
-        if zero_text is None:
-            zero_text = display_values(report)["zero_point"]
         hidden = not self.zero.isVisible()
         self.zero.show()  # the label only re-renders while visible
         self.zero.setValue(g.zero)
-        label = f"zero point {zero_text}"
+        label = f"zero point {shown.texts['zero_point']}"
         if hidden or self.zero.label.format != label:  # each setFormat re-lays out the text
             self.zero.label.setFormat(label)
         if self.plot.toolTip() != g.note:
@@ -593,17 +569,10 @@ class Pane(QFrame):
             return
         self._binned = key
         edges, counts = result
-        # heights in the overview histogram's unit (values per 1/2048 of the range), so
-        # a re-binning on new buckets or a zoom leaves the shared count axis where it was
-        # (moving it repainted all four linked panes several times per change)
-        unit = (ov.hist_edges[-1] - ov.hist_edges[0]) / max(ov.hist_counts.size, 1)
-        widths = np.diff(edges)  # near ±FLT_MAX adjacent edges can coincide (no values)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            heights = np.where(widths > 0, counts * (unit / widths), 0.0)
-        if self._log:
-            heights = np.log10(heights + 1.0)
+        heights, per_value = overview_unit_heights(ov.hist_edges, ov.hist_counts, edges, counts,
+                                                   self._log)
         self._set_heights(edges, heights)
-        self._set_clipped(edges, unit / np.where(widths > 0, widths, np.inf))
+        self._set_clipped(edges, per_value)
 
     def _set_clipped(self, edges: np.ndarray, per_value: np.ndarray) -> None:
         """Draw the elements clipped in their own unit's window on ``edges``, in the
@@ -617,10 +586,7 @@ class Pane(QFrame):
             self.clipped_hist.setData(np.zeros(0), np.zeros(0))
             self.clipped_hist.hide()
             return
-        heights = counts * per_value
-        if self._log:
-            heights = np.log10(heights + 1.0)
-        self.clipped_hist.setData(edges, heights)
+        self.clipped_hist.setData(edges, bar_heights(counts * per_value, self._log))
         self.clipped_hist.show()
 
     def _update_grid_pen(self) -> None:

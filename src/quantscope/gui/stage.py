@@ -27,6 +27,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
 from quantscope.gui.pane import link_plots
+from quantscope.gui.tight_lines import tighten
 from quantscope.state import PANES, PaneKey, pane_title
 
 #: key -> (the two panes, left and right; what the pair compares).
@@ -64,7 +65,7 @@ class Stage(QObject):
         self.showing_views = False
         self.talk_keys = False  # PageDown / PageUp are listed once a talk is open
         self._saved: dict | None = None
-        self.keys = QLabel("")
+        self.keys = tighten(QLabel(""))  # a font with tall lines makes the bar no taller
         self.keys.setObjectName("stageKeys")
         self.keys.hide()
         self.actions: dict[str, QAction] = {}

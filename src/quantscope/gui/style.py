@@ -11,6 +11,7 @@ from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QBoxLayout, QLabel, QSizePolicy
 
 from quantscope.gui.descendants import descendants
+from quantscope.gui.tight_lines import trimmed
 
 
 def light_palette(base: QPalette) -> QPalette:
@@ -64,6 +65,10 @@ class _Reserved(QObject):
         self.lines, self.template, self.slack = lines, template, slack
         for child in descendants(label, _Reserved):  # one reservation of each kind
             if child is not self and (child.lines is None) == (lines is None):
+                # it filters the label's events until deleted: the old reservation would be
+                # applied after the new one on the next font change (a talk's one-line
+                # headline kept the room of two)
+                label.removeEventFilter(child)
                 child.setParent(None)
                 child.deleteLater()
         label.installEventFilter(self)
@@ -73,7 +78,8 @@ class _Reserved(QObject):
         metrics = label.fontMetrics()
         if self.lines is not None:
             spacing = metrics.lineSpacing()
-            label.setMinimumHeight(int((self.lines + self.slack) * spacing))
+            top, bottom = trimmed(label)  # a tightened label's first and last lines
+            label.setMinimumHeight(int((self.lines + self.slack) * spacing) - top - bottom)
         else:
             label.setMinimumWidth(metrics.horizontalAdvance(self.template))
 

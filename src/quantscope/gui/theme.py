@@ -28,6 +28,7 @@ from PySide6.QtGui import QColor, QFont, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QLayout, QStatusBar, QToolBar, QWidget
 
 from quantscope.gui.descendants import descendants
+from quantscope.gui.tight_lines import font_line_room
 
 #: Dynamic property that marks a widget as hidden in presentation mode.
 CLUTTER_PROPERTY = "clutter"
@@ -275,6 +276,11 @@ def stylesheet(theme: Theme) -> str:
     # and a groove and handles drawn here, since the platform's vanish under a style sheet
     handle = 18 if theme.presentation else 14
     tab_pad = 8 if theme.presentation else 3  # the five view tabs fit beside the panes
+    # a tab is its line and 6 px above and below: a font with tall lines gives up the
+    # room its line has beyond its letters (see gui/tight_lines.py) out of those 6 px
+    tab_font = QFont(QApplication.font())
+    tab_font.setPointSize(table)
+    tab_top, tab_bottom = (6 - min(6, trim) for trim in font_line_room(tab_font))
     return f"""
 QMainWindow, QWidget {{ background: {panel}; color: {fg}; font-size: {base}pt; }}
 QWidget:disabled {{ color: {disabled}; }}
@@ -308,7 +314,7 @@ QSlider::handle:horizontal {{ width: {handle}px; margin: -{handle // 2 - 2}px 0;
                               background: {panel}; border: 1px solid {muted};
                               border-radius: {handle // 2}px; }}
 QSlider::handle:horizontal:disabled {{ border: 1px dashed {disabled}; }}
-QTabBar::tab {{ padding: 6px {tab_pad}px; font-size: {table}pt; }}
+QTabBar::tab {{ padding: {tab_top}px {tab_pad}px {tab_bottom}px; font-size: {table}pt; }}
 QTabBar::tab:selected {{ border-bottom: 3px solid {theme.color("rounding")}; }}
 QStatusBar {{ border-top: 1px solid {border}; }}
 QMenuBar, QMenu {{ background: {panel}; color: {fg}; }}

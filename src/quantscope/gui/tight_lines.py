@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QEvent, QMargins, QObject
-from PySide6.QtGui import QFontInfo, QFontMetricsF
-from PySide6.QtWidgets import QLabel
+from PySide6.QtCore import QEvent, QMargins, QObject, QSize
+from PySide6.QtGui import QFont, QFontInfo, QFontMetricsF
+from PySide6.QtWidgets import QLabel, QPushButton, QWidget
 
 from quantscope.gui.descendants import descendants
 
@@ -33,10 +33,15 @@ LINE_EM = 1.2
 INK_PROBE = "0123456789AMQbdfghjklpqy|()[]%…−+/"
 
 
-def line_room(label: QLabel) -> tuple[int, int]:
-    """(top, bottom): pixels of ``label``'s font's line left out above and below its letters
+def line_room(widget: QWidget) -> tuple[int, int]:
+    """(top, bottom): pixels of ``widget``'s font's line left out above and below its letters
     (0, 0 where the line is no taller than :data:`LINE_EM` em)."""
-    font = label.font()
+    return font_line_room(widget.font())
+
+
+def font_line_room(font: QFont) -> tuple[int, int]:
+    """(top, bottom): pixels of a line of ``font`` left out above and below its letters (see
+    :func:`line_room`)."""
     metrics = QFontMetricsF(font)
     ascent, descent = metrics.ascent(), metrics.descent()
     ink = metrics.tightBoundingRect(INK_PROBE)
@@ -53,21 +58,31 @@ def line_room(label: QLabel) -> tuple[int, int]:
 
 
 class _Tight(QObject):
-    """Keeps a label's contents margins beyond its own (frame, style sheet padding) at
-    :func:`line_room`, again whenever its font changes (see :func:`tighten`)."""
+    """Keeps a label's (or bar's) contents margins beyond its own (frame, style sheet padding)
+    at :func:`line_room`, at most ``most`` pixels above and below, again whenever its font
+    changes (see :func:`tighten`, :func:`tighten_bar`)."""
 
-    def __init__(self, label: QLabel) -> None:
+    def __init__(self, label: QWidget, most: tuple[int, int] | None = None) -> None:
         super().__init__(label)
-        for child in descendants(label, _Tight):  # one per label
+        self.most = most
+        for child in descendants(label, _Tight):  # one per widget
             if child is not self:
+                label.removeEventFilter(child)  # until deleted it would still trim
                 child.setParent(None)
                 child.deleteLater()
         self.trim = (0, 0)
         label.installEventFilter(self)
         self.apply(label)
 
-    def apply(self, label: QLabel) -> None:
-        trim = line_room(label)
+    def room(self, label: QWidget) -> tuple[int, int]:
+        """What to leave out for ``label``'s font now."""
+        top, bottom = line_room(label)
+        if self.most is not None:
+            top, bottom = min(top, self.most[0]), min(bottom, self.most[1])
+        return top, bottom
+
+    def apply(self, label: QWidget) -> None:
+        trim = self.room(label)
         if trim == self.trim:
             return
         # what the frame and style set stays: only this object's own share is replaced
@@ -90,3 +105,41 @@ def tighten(label: QLabel) -> QLabel:
     returns it."""
     _Tight(label)
     return label
+
+
+def trimmed(label: QLabel) -> tuple[int, int]:
+    """(top, bottom): what :func:`tighten` leaves out of ``label``'s height for its font now
+    ((0, 0) for a label it was not given), read from the font, so that a reservation of
+    height made in the same font change agrees with it whichever sees the change first."""
+    tight = descendants(label, _Tight)
+    return tight[0].room(label) if tight else (0, 0)
+
+
+def tighten_bar(bar: QWidget, spacing: tuple[int, int]) -> QWidget:
+    """Leave out of ``bar``, whose layout holds one row of widgets between ``spacing`` pixels
+    above and below (the status bar's 3 and 2), the room its font's line has beyond
+    :data:`LINE_EM`, at most that spacing; returns it.
+
+    The row is as tall as the bar's line or its tallest widget (a button: the line and the
+    button's frame), so the letters of its labels sit that much lower than an ordinary
+    font's would: the bar begins that much higher, out of sight, and they are where they
+    would be. No more than the spacing: a taller widget of the row would lose its edge."""
+    _Tight(bar, spacing)
+    return bar
+
+
+class TightButton(QPushButton):
+    """A push button no taller than its letters need: the room its font's line has beyond
+    :data:`LINE_EM` (:func:`line_room`) is left out of its size hints. The text is drawn
+    centred as before, so its letters keep the room the button's frame leaves around them
+    (a menu bar is as tall as the button in its corner)."""
+
+    def sizeHint(self) -> QSize:
+        return self._less_room(super().sizeHint())
+
+    def minimumSizeHint(self) -> QSize:
+        return self._less_room(super().minimumSizeHint())
+
+    def _less_room(self, size: QSize) -> QSize:
+        top, bottom = line_room(self)
+        return QSize(size.width(), size.height() - top - bottom)

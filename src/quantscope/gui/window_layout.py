@@ -34,6 +34,7 @@ from quantscope.gui.source_panel import SourcePanel
 from quantscope.gui.stage import Stage
 from quantscope.gui.style import reserve_lines
 from quantscope.gui.talk_player import TalkPlayer
+from quantscope.gui.tight_lines import tighten, tighten_bar
 from quantscope.state import PANES, pane_title
 
 #: Lines the headline keeps room for outside a talk (see ``reserve_lines``).
@@ -56,6 +57,7 @@ class WindowLayout:
         self.headline = QLabel("")
         self.headline.setObjectName("headline")
         self.headline.setWordWrap(True)  # one line, unless the controls squeeze it
+        tighten(self.headline)  # a font with tall lines makes it no taller
         # room for two lines: a headline that wraps on a load would resize every pane
         # (MainWindow.set_presentation keeps one for the shorter headline of a talk)
         reserve_lines(self.headline, HEADLINE_LINES, slack=0)
@@ -146,7 +148,9 @@ class WindowLayout:
         self.side_dock = dock
 
     def _build_status(self) -> None:
-        bar = self.statusBar()
+        # a font with tall lines makes the bar no taller (QStatusBar keeps 3 px above its row
+        # and 2 below)
+        bar = tighten_bar(self.statusBar(), (3, 2))
         self.source_status = QLabel("")
         bar.addWidget(self.source_status, 1)
         self.computing_label = QLabel("computing… the numbers shown are for the previous "
@@ -186,6 +190,7 @@ class WindowLayout:
         self.full_screen_action = QAction("&Full-screen presentation / leave", self,
                                           shortcut="F11", triggered=self.toggle_full_screen)
         view.addAction(self.full_screen_action)
+        self.addAction(self.full_screen_action)  # the key works with the menu bar hidden
         self.dark_action = QAction("&Dark theme", self, checkable=True, toggled=self.set_dark)
         view.addAction(self.dark_action)
         self.view_menu = view

@@ -178,3 +178,56 @@ def format_grid(p) -> Grid:
     top = over * float(scale.max())
     lines = p.values * s
     return Grid(lines, (-top, top), 0.0, note, float(np.percentile(np.diff(lines), 90)))
+
+
+def grid_words(params) -> str:
+    """What a pane's grid lines are, for its key: an int scheme's rounding boundaries, a
+    format's representable values (the tooltip says which); of the median-scale channel,
+    group or block when there are several (no longer than the int panes' words: the key
+    sets the pane's smallest width)."""
+    fmt = getattr(params, "format", None) is not None
+    unit = {"tensor": "", "channel": "median channel's ",
+            "group": "median block's " if fmt else "median group's "}.get(
+        params.granularity, "median unit's ")
+    if not unit:
+        return "representable values" if fmt else "code grid"
+    return f"{unit}grid"
+
+
+@dataclass(frozen=True)
+class CodeStrip:
+    """The code-occupancy strip under a pane: one bar per code from ``qmin`` to ``qmax``,
+    ``log10(1 + count)`` high, on an axis ``top`` high: ``log10(n + 1)`` (at least 1), a fixed
+    height per tensor (every value in one code), so bars compare across settings and the axis
+    is not regenerated on every update."""
+
+    edges: np.ndarray
+    heights: np.ndarray
+    top: float
+    qmin: int
+    qmax: int
+
+
+@dataclass(frozen=True)
+class PaneDisplay:
+    """Everything a pane draws of one report, formed in one call so the pane only draws: the
+    text and label of every field of :data:`FIELDS`, what its grid lines are (and whether
+    they are a format's values), the bucket grid and the code strip."""
+
+    texts: dict[str, str]
+    labels: dict[str, str]
+    grid_words: str
+    is_format: bool
+    grid: Grid
+    strip: CodeStrip
+
+
+def pane_display(report: QuantReport) -> PaneDisplay:
+    """What a pane shows for ``report`` (see :class:`PaneDisplay`)."""
+    edges = np.arange(report.qmin - 0.5, report.qmax + 1.0, dtype=np.float64)
+    strip = CodeStrip(edges, np.log10(report.code_histogram + 1.0),
+                      max(float(np.log10(report.n + 1.0)), 1.0), report.qmin, report.qmax)
+    labels = {key: field_label(key, report) for key, _ in FIELDS}
+    is_format = getattr(report.params, "format", None) is not None
+    return PaneDisplay(display_values(report), labels, grid_words(report.params), is_format,
+                       bucket_grid(report), strip)

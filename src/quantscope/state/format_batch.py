@@ -21,10 +21,9 @@ and MSE exactly as :func:`~quantscope.core.stats.report.build_report` does for o
 every row is summed in the same order as alone, so the points are equal bit for bit
 (``tests/io/test_scan_formats_batch.py`` checks each format against the one-tensor path).
 Formats whose parameters look at the whole tensor (NVFP4's FP32 tensor scale) take each
-tensor's own parameters, stacked; the integer passes sum a block of rows in an order that
-depends on whether any of its elements clipped, so the tensors that clip and those that do
-not are evaluated apart; settings other than the scan's min/max are evaluated one tensor at a
-time.
+tensor's own parameters, stacked; the integer passes sum each row in one order whatever the
+rows beside it and whether it clipped (:func:`quantscope.core.stats.analyze.analyze`); settings
+other than the scan's min/max are evaluated one tensor at a time.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ import numpy as np
 
 from quantscope.core import QuantParams, analyze
 from quantscope.core.formats.catalog import bits_per_element
-from quantscope.core.schemes.quantize import BLOCK, COMPILED_MIN
+from quantscope.core.schemes.quantize import COMPILED_MIN
 from quantscope.core.stats.report import sqnr_db
 from quantscope.state.choices import FormatChoice
 from quantscope.state.formats import (
@@ -142,43 +141,12 @@ def tensor_sums(xs: Sequence[np.ndarray], gran: str, alone, together,
     assert tot is not None and tot.n.size == units * len(xs)  # built from unit sums
     k = len(xs)
     clipped = (tot.below + tot.above).reshape(k, units).sum(axis=1)
-    if isinstance(params, QuantParams) and clipped.any():
-        # the integer passes sum a block of rows in one of two orders, chosen by whether any
-        # element of the block clipped; alone, a tensor of at most BLOCK values is one block
-        # (or two, a full-group one and a ragged one). So the tensors that clip and those that
-        # do not are each summed as alone only among themselves, and a tensor that is
-        # several blocks alone is evaluated alone
-        group = params.group_size
-        width = xs[0].shape[-1]
-        split_groups = group is not None and width > group and width % group
-        if xs[0].size > BLOCK or split_groups:
-            return _concat([_alone_sums(x, alone) for x in xs])
-        if not clipped.all():
-            order = np.concatenate([np.flatnonzero(clipped), np.flatnonzero(clipped == 0)])
-            parts = [tensor_sums([xs[int(i)] for i in idx], gran, alone, together, axis)
-                     for idx in (np.flatnonzero(clipped), np.flatnonzero(clipped == 0))]
-            both = _concat(parts)
-            back = np.empty_like(order)
-            back[order] = np.arange(k)
-            return Sums(*(getattr(both, f.name)[back] for f in dataclasses.fields(Sums)))
     # each tensor's units are one row of [K, units]: a row sum adds in the order the sum of
     # a lone tensor's units does (the equality test holds it to that)
     return Sums(tot.n.reshape(k, units).sum(axis=1),
                 np.ascontiguousarray(tot.round_err).reshape(k, units).sum(axis=1),
                 np.ascontiguousarray(tot.clip_err).reshape(k, units).sum(axis=1),
                 np.ascontiguousarray(tot.sig).reshape(k, units).sum(axis=1), clipped)
-
-
-def _alone_sums(x: np.ndarray, alone) -> Sums:
-    tot = analyze(x, alone(x)).unit_totals
-    assert tot is not None  # built from unit sums
-    return Sums(*(np.array([v]) for v in (tot.n.sum(), tot.round_err.sum(), tot.clip_err.sum(),
-                                           tot.sig.sum(), (tot.below + tot.above).sum())))
-
-
-def _concat(parts: list[Sums]) -> Sums:
-    return Sums(*(np.concatenate([getattr(p, f.name) for p in parts])
-                  for f in dataclasses.fields(Sums)))
 
 
 def _points(xs: Sequence[np.ndarray], spec: str, settings) -> list[FormatPoint]:

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from quantscope.core import QuantParams, choose_qparams
+from quantscope.core.calibration.format_choose import element_params_from_range
 from quantscope.core.formats.catalog import (
     BLOCK_MSE_KINDS,
     FORMAT_TABLE,
@@ -30,13 +31,14 @@ from quantscope.core.formats.gguf_types import GGUF_TYPES
 from quantscope.core.formats.int4_tools import TOOL_INT4
 from quantscope.core.labs.explain import clip_window
 from quantscope.core.stats.format_sweep import ErrorScreen, bounds, screenable, signal_sum
+from quantscope.core.tensors.validate import as_float32
 from quantscope.errors import Cancelled, QuantscopeError
 from quantscope.state.axes import units
 from quantscope.state.choices import FormatChoice, PaneKey, offered_formats
 from quantscope.state.errors import SettingsError
-from quantscope.state.pane_rules import analyze_with, int_pane_params
+from quantscope.state.pane_rules import RangeMemo, analyze_with, int_pane_params, unit_range
 from quantscope.state.prepared_on_demand import PreparedOnDemand
-from quantscope.state.row_slices import RowSliceScreen, row_local
+from quantscope.state.row_slices import GgufSliceScreen, RowSliceScreen, row_local
 
 #: The comparison shown first (``--compare`` without a list): int8 per channel, FP8 E4M3 per
 #: tensor, MXFP4 and INT4 g128 on the same tensor.
@@ -97,9 +99,12 @@ def block_mse(name: str, settings) -> bool:
             and format_kind(name) in BLOCK_MSE_KINDS)
 
 
-def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
-                       ) -> QuantParams | FormatParams:
-    """The parameters of one comparison pane (see the module docstring)."""
+def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None,
+                       ranges: RangeMemo | None = None) -> QuantParams | FormatParams:
+    """The parameters of one comparison pane (see the module docstring). ``ranges`` memoises
+    the units' min/max (:func:`~quantscope.state.pane_rules.unit_range`, one memo per tensor):
+    int8 and the element formats under min/max ranges then share one pass over the tensor
+    per layout instead of one per format."""
     choice = FormatChoice(spec)
     name, gran = choice.name, choice.granularity
     kind = format_kind(name)
@@ -117,7 +122,8 @@ def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
         return choose_qparams(x, format=name, prepared=prepared)
     if name == "int8":  # the classic symmetric pane's rules, at 8 bits
         plain = dataclasses.replace(settings, formats=None, bits=8, group_size=None)
-        return int_pane_params(x, PaneKey.of(True, gran or "tensor"), plain, prepared=prepared)
+        return int_pane_params(x, PaneKey.of(True, gran or "tensor"), plain, ranges=ranges,
+                               prepared=prepared)
     if gran is None:
         raise SettingsError(f"format {name} needs a granularity: {name}/tensor or "
                             f"{name}/channel")
@@ -128,16 +134,29 @@ def format_pane_params(x: np.ndarray, spec: str, settings, prepared=None
             raise SettingsError(u.refusal)
         axis = u.engine_axis
     if method == "manual":
-        p = choose_qparams(x, format=name, granularity=gran, axis=axis, prepared=prepared)
-        assert isinstance(p, FormatParams)  # an element format's parameters
+        p = _element_minmax(x, name, gran, axis, prepared, ranges)
         if settings.manual_clip is None:
             return p
         cap = max(abs(settings.manual_clip[0]), abs(settings.manual_clip[1]))
         scale = np.minimum(p.scale, np.float32(cap / p.element.max_finite))
         scale = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
         return FormatParams(name, scale, axis=p.axis, method="manual")
+    if method == "minmax":
+        return _element_minmax(x, name, gran, axis, prepared, ranges)
     return choose_qparams(x, format=name, granularity=gran, axis=axis, method=method,
                           prepared=prepared, **options)
+
+
+def _element_minmax(x: np.ndarray, name: str, gran: str, axis: int | None, prepared,
+                    ranges: RangeMemo | None) -> FormatParams:
+    """Element format ``name``'s parameters from its units' min/max: the engine's
+    (``choose_qparams``), or its very rule on the ranges memoised in ``ranges``."""
+    if ranges is not None and prepared is None:
+        lo, hi = unit_range(as_float32(x), axis, None, ranges)
+        return element_params_from_range(name, lo, hi, axis=axis)
+    p = choose_qparams(x, format=name, granularity=gran, axis=axis, prepared=prepared)
+    assert isinstance(p, FormatParams)  # an element format's parameters
+    return p
 
 
 def tensor_window(params) -> tuple[float, float] | None:
@@ -200,9 +219,14 @@ def point_specs(x: np.ndarray, specs) -> list[FormatChoice]:
 
 def format_point(x: np.ndarray, prepared, spec: FormatChoice, params) -> FormatPoint:
     """One format's point: its exact report's SQNR and error split, its bits per element."""
-    r = analyze_with(x, prepared, params)
-    return FormatPoint(spec, bits_per_element(params, x.size), r.sqnr_db, r.rounding_mse,
-                       r.clipping_mse)
+    return report_point(spec, params, analyze_with(x, prepared, params), x.size)
+
+
+def report_point(spec: FormatChoice, params, report, size: int) -> FormatPoint:
+    """The point of format ``spec`` whose exact report on a tensor of ``size`` elements is
+    ``report``."""
+    return FormatPoint(spec, bits_per_element(params, size), report.sqnr_db,
+                       report.rounding_mse, report.clipping_mse)
 
 
 def whole_blocks_only(spec: str) -> int:
@@ -293,8 +317,9 @@ def screened_best(x: np.ndarray, settings, per_channel: bool) -> BestFormats:
                        key=best_key)
 
         return BestFormats(plain(8), plain(4))
+    ranges: dict = {}  # the units' min/max, shared by the formats of either kind
     return BestFormats(*(best_of(x, settings, candidates(bits, per_channel), signal,
-                                 reports)[0] for bits in (8, 4)))
+                                 reports, ranges)[0] for bits in (8, 4)))
 
 
 def shown_points(x: np.ndarray, settings, specs, reports: PreparedOnDemand | None = None
@@ -308,7 +333,8 @@ def shown_points(x: np.ndarray, settings, specs, reports: PreparedOnDemand | Non
 
 
 def best_of(x: np.ndarray, settings, specs, signal: float,
-            reports: PreparedOnDemand | None = None) -> tuple[FormatPoint, list[FormatPoint]]:
+            reports: PreparedOnDemand | None = None, ranges: RangeMemo | None = None
+            ) -> tuple[FormatPoint, list[FormatPoint]]:
     """The best point among ``specs`` on ``x`` and every exact point computed for it
     (``signal``: Σx² of the finite values, not 0; see :func:`screened_best`).
 
@@ -324,16 +350,22 @@ def best_of(x: np.ndarray, settings, specs, signal: float,
     error alone puts it below the floor (a partial sum only lowers the SQNR bound's error).
     A block format chosen block by block (:func:`~quantscope.state.row_slices.row_local`)
     has its parameters chosen a slice at a time as its error is summed, so a format ruled out
-    early never encodes the rest of the tensor."""
+    early never encodes the rest of the tensor. The formats chosen on the whole tensor from
+    its units' min/max (int8, the element formats) share them (``ranges``, a memo of
+    :func:`format_pane_params`; a new one when None); a llama.cpp type's blocks are measured
+    as they are encoded, so its exact report is joined from its slices'
+    (:class:`~quantscope.state.row_slices.GgufSliceScreen`)."""
     if reports is None:
         reports = PreparedOnDemand(x, settings)
+    if ranges is None:
+        ranges = {}
     exact: dict[int, FormatPoint] = {}
     screens: dict[int, tuple[FormatChoice, ErrorScreen | RowSliceScreen]] = {}
     for i, spec in enumerate(point_specs(x, specs)):
         if row_local(spec, x, settings, SLICES):  # parameters chosen as the screen reads
-            screens[i] = (spec, RowSliceScreen(x, SLICES, _chooser(spec, settings)))
+            screens[i] = (spec, _slice_screen(x, spec, settings))
             continue
-        params = format_pane_params(x, spec, settings)
+        params = format_pane_params(x, spec, settings, ranges=ranges)
         if screenable(params):
             screens[i] = (spec, ErrorScreen(x, params))
         else:
@@ -341,8 +373,10 @@ def best_of(x: np.ndarray, settings, specs, signal: float,
     error = {i: scr.slice_sum(0, SLICES) for i, (_, scr) in screens.items()}
     done = dict.fromkeys(screens, 1)
     floor = max([p.sqnr_db for p in exact.values()], default=-math.inf)
-    for i in sorted(screens, key=lambda i: error[i]):  # the likeliest winner first
-        scr = screens[i][1]
+    for rank, i in enumerate(sorted(screens, key=lambda i: error[i])):
+        scr = screens[i][1]  # the likeliest winner first
+        if rank == 0 and isinstance(scr, RowSliceScreen):
+            scr.likely_best()
         while done[i] < SLICES and bounds(signal, error[i], x.size).high >= floor:
             error[i] += scr.slice_sum(done[i], SLICES)
             done[i] += 1
@@ -350,8 +384,12 @@ def best_of(x: np.ndarray, settings, specs, signal: float,
             floor = max(floor, bounds(signal, error[i], x.size).low)
     for i, (spec, scr) in screens.items():
         if bounds(signal, error[i], x.size).high >= floor:  # it may reach the best
-            params = scr.params() if isinstance(scr, RowSliceScreen) else scr.params
-            exact[i] = format_point(x, reports, spec, params)
+            if isinstance(scr, RowSliceScreen):
+                params, measured = scr.point_params()
+            else:
+                params, measured = scr.params, None
+            exact[i] = (format_point(x, reports, spec, params) if measured is None
+                        else report_point(spec, params, measured, x.size))
     points = [exact[i] for i in sorted(exact)]
     return max(points, key=best_key), points
 
@@ -360,9 +398,14 @@ def best_of(x: np.ndarray, settings, specs, signal: float,
 SLICES = 8
 
 
-def _chooser(spec: FormatChoice, settings):
-    """``rows -> format_pane_params(rows, spec, settings)`` (a slice's parameters)."""
-    return lambda rows: format_pane_params(rows, spec, settings)
+def _slice_screen(x: np.ndarray, spec: FormatChoice, settings) -> RowSliceScreen:
+    """The screen of a :func:`row_local` format: its parameters
+    ``format_pane_params(rows, spec, settings)`` chosen a slice of rows at a time; a llama.cpp
+    type's blocks measured as they are encoded (its exact report then costs no pass)."""
+    if format_kind(spec.name) == "gguf":  # the pane's mapping: llama.cpp's encoder, as is
+        return GgufSliceScreen(x, SLICES, spec.name,
+                               lambda: format_pane_params(x, spec, settings))
+    return RowSliceScreen(x, SLICES, lambda rows: format_pane_params(rows, spec, settings))
 
 
 def pane_specs(names) -> list[FormatChoice]:

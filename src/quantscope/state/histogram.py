@@ -75,6 +75,28 @@ def pane_histogram(sorted_values: np.ndarray, boundaries: np.ndarray,
     return edges, np.diff(cuts).astype(np.int64)
 
 
+def bar_heights(counts: np.ndarray, log: bool) -> np.ndarray:
+    """Bar heights as drawn: the counts, or ``log10(1 + n)`` on a log axis (empty bins sit on
+    the axis instead of at -inf)."""
+    counts = np.asarray(counts, np.float64)
+    return np.log10(counts + 1.0) if log else counts
+
+
+def overview_unit_heights(hist_edges: np.ndarray, hist_counts: np.ndarray, edges: np.ndarray,
+                          counts: np.ndarray, log: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Heights of a histogram binned on ``edges``, in the unit of the tensor's overview
+    histogram (``hist_edges``/``hist_counts``: values per 1/2048 of the range), and one value's
+    height in each bin (for bars drawn on the same bins, such as the clipped values).
+
+    In that shared unit a re-binning on new buckets or a zoom leaves the count axis where it
+    was: heights in raw counts moved it, which repainted every linked pane.
+    """
+    unit = (hist_edges[-1] - hist_edges[0]) / max(hist_counts.size, 1)
+    widths = np.diff(edges)  # near ±FLT_MAX adjacent edges can coincide (no values)
+    per_value = unit / np.where(widths > 0, widths, np.inf)
+    return bar_heights(counts * per_value, log), per_value
+
+
 def _merge_empty(edges: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """The bucket-aligned ``edges`` without those that would leave a bin holding no value of
     ``grid`` (the representable values): where the storage type is coarser than the bins, each

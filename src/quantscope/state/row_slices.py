@@ -19,14 +19,21 @@ per-tensor and per-channel formats are not sliced.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
 from quantscope.core import QuantParams
 from quantscope.core.formats.catalog import FormatParams, format_kind
-from quantscope.core.formats.gguf import GgufParams, from_blocks
+from quantscope.core.formats.gguf import GgufParams, from_blocks, gguf_params
 from quantscope.core.formats.torchao_int4 import TorchaoInt4Params
 from quantscope.core.stats.format_sweep import ErrorScreen, screenable
+from quantscope.core.stats.gguf_stats import (
+    MeasuredBlocks,
+    encode_measured,
+    joined_rows,
+    measure_blocks,
+)
 from quantscope.errors import QuantscopeError
 from quantscope.state.choices import FormatChoice
 
@@ -48,20 +55,34 @@ class RowSliceScreen:
 
     def __init__(self, x: np.ndarray, slices: int, choose) -> None:
         self.x, self.slices, self.choose = x, slices, choose
-        self._params: dict[int, QuantParams | FormatParams] = {}
+        self._params: dict[int, Any] = {}
 
     def _rows(self, k: int) -> slice:
         n = self.x.shape[0]
         return slice(k * n // self.slices, (k + 1) * n // self.slices)
 
-    def slice_params(self, k: int) -> QuantParams | FormatParams:
+    def slice_params(self, k: int) -> Any:
+        """The ``k``-th slice's parameters (what ``choose`` gives), chosen on first need."""
         if k not in self._params:
             try:
                 self._params[k] = self.choose(self.x[self._rows(k)])
             except QuantscopeError:
-                self.choose(self.x)  # the whole tensor's refusal, as without slices
+                self.refuse()
                 raise
         return self._params[k]
+
+    def refuse(self) -> None:
+        """Raise the whole tensor's refusal, as without slices."""
+        self.choose(self.x)
+
+    def point_params(self):
+        """The whole tensor's parameters and, where the slices measured them, its exact
+        report (else None)."""
+        return self.params(), None
+
+    def likely_best(self) -> None:
+        """The search's word that this format is its likeliest best (its exact report will
+        be asked): nothing to prepare here."""
 
     def slice_sum(self, k: int, slices: int) -> float:
         """``Σ d²`` over the ``k``-th slice of rows (``slices`` must be this screen's)."""
@@ -94,3 +115,59 @@ def stack_rows(parts: list, shape: tuple[int, ...]):
     arrays = {f: rows(f) for f in ("scale", "inv_scale", "block_scales")
               if getattr(first, f) is not None}
     return dataclasses.replace(first, **arrays)
+
+
+class GgufSliceScreen(RowSliceScreen):
+    """:class:`RowSliceScreen` of a llama.cpp type whose exact report is joined from its
+    slices' instead of a pass over the whole tensor. Each slice's blocks are encoded
+    (llama.cpp's rule, as the pane's mapping) and screened by their decoded values; once the
+    search names this format its likeliest best (:meth:`likely_best`), the slices still to
+    come are encoded and measured in one pass
+    (:func:`~quantscope.core.stats.gguf_stats.encode_measured`: the screen's error is then the
+    report's own terms), and the report of a format that may win joins every slice's columns,
+    measuring those encoded before from their stored blocks
+    (:func:`~quantscope.core.stats.gguf_stats.joined_rows`), equal to
+    :func:`~quantscope.core.stats.gguf_stats.analyze_gguf` bit for bit. (Measuring every
+    slice as it is encoded costs the formats the screen rules out more than it saves.)
+    ``refuse()`` raises the whole tensor's refusal of the pane's mapping."""
+
+    def __init__(self, x: np.ndarray, slices: int, name: str, refuse) -> None:
+        super().__init__(x, slices, self._encode)
+        self.name, self._refuse, self._measure = name, refuse, False
+
+    def _encode(self, rows: np.ndarray) -> GgufParams | MeasuredBlocks:
+        return encode_measured(rows, self.name) if self._measure else gguf_params(rows,
+                                                                                  self.name)
+
+    def likely_best(self) -> None:
+        self._measure = True
+
+    def refuse(self) -> None:
+        self._refuse()
+
+    def slice_measured(self, k: int) -> MeasuredBlocks:
+        """The ``k``-th slice's blocks, measured (encoded on first need)."""
+        chosen = self.slice_params(k)
+        if isinstance(chosen, MeasuredBlocks):
+            return chosen
+        self._params[k] = measure_blocks(self.x[self._rows(k)], chosen)
+        return self._params[k]
+
+    def slice_sum(self, k: int, slices: int) -> float:
+        assert slices == self.slices  # the slices the blocks were encoded on
+        chosen = self.slice_params(k)
+        if isinstance(chosen, MeasuredBlocks):
+            return chosen.error_sum()
+        return ErrorScreen(self.x[self._rows(k)], chosen).slice_sum(0, 1)
+
+    def measured(self) -> MeasuredBlocks:
+        """The whole tensor's blocks and columns, joined from every slice's."""
+        return joined_rows([self.slice_measured(k) for k in range(self.slices)],
+                           tuple(self.x.shape))
+
+    def params(self) -> GgufParams:
+        return self.measured().params
+
+    def point_params(self):
+        measured = self.measured()
+        return measured.params, measured.report()

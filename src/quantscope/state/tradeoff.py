@@ -6,9 +6,12 @@ asks; :meth:`SweepRequest.run` evaluates the rounding-vs-clipping sweep of both 
 polling its context between points so a superseded sweep stops early.
 
 On a first run the curves' reports are computed by the NumPy twins while another process
-compiles the loops (:mod:`quantscope.state.compile_ahead`); the MSE optimum's search has no
-twin. The curves are then delivered first, marked :attr:`Sweeps.optimum_pending` (no "best" is
-known, none may be drawn), and the optimum follows once the compiled loops are in.
+compiles the loops (:mod:`quantscope.state.compile_ahead`). A window's sweep does not ask for
+the MSE optimum then: its search's twin (:mod:`quantscope.core.stats.mse_twin`) serves long
+rows only, and a short row would wait for the compiled loop. The curves are delivered first,
+marked :attr:`Sweeps.optimum_pending` (no "best" is known, none may be drawn), and the optimum
+follows once the compiled loops are in. A command (``--screenshot``), whose twins serve with
+no other process to wait for, computes the optimum at once: by the twin for a long row.
 """
 
 from __future__ import annotations

@@ -63,8 +63,19 @@ def element_params(xf: np.ndarray, name: str, *, axis: int | None, method: str,
             options.setdefault("num_bins", 2048)
         lo, hi = method_range(xf, method=method, symmetric=True, axis=axis, group_size=None,
                               bits=et.bits, **options)
-        amax = np.maximum(-np.asarray(lo, np.float64), np.asarray(hi, np.float64))
+        return element_params_from_range(name, lo, hi, axis=axis, saturate=saturate,
+                                         method=method)
     scale = _degenerate_to_one((np.asarray(amax, np.float64) / et.max_finite).astype(np.float32))
+    return FormatParams(name, scale, axis=axis, saturate=saturate, method=method)
+
+
+def element_params_from_range(name: str, lo, hi, *, axis: int | None, saturate: bool = True,
+                              method: str = "minmax") -> FormatParams:
+    """:func:`element_params` of a tensor whose units' ranges are ``lo`` and ``hi`` (by
+    ``method``): a caller that holds the min/max of the units already (several formats of one
+    tensor) passes them instead of a pass over the tensor per format."""
+    amax = np.maximum(-np.asarray(lo, np.float64), np.asarray(hi, np.float64))
+    scale = _degenerate_to_one((amax / element_of(name).max_finite).astype(np.float32))
     return FormatParams(name, scale, axis=axis, saturate=saturate, method=method)
 
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from quantscope.core.formats.catalog import FormatParams
-from quantscope.core.formats.gguf_kernel import decode_blocks, encode_blocks, value_span
 from quantscope.core.formats.gguf_types import BY_GGML_ID, GGUF_TYPES, GgufType
+from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel, pieces
 from quantscope.core.kernels.read_only import read_only
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
@@ -78,7 +78,7 @@ def encode(x, name: str) -> np.ndarray:
     out = np.empty((n_blocks, t.type_size), np.uint8)
 
     def share(lo: int, hi: int) -> None:
-        encode_blocks(t.ggml_type, xb[lo:hi], out[lo:hi])
+        compiled.encode_blocks(t.ggml_type, xb[lo:hi], out[lo:hi])
 
     parallel(share, block_ranges(n_blocks, t.block))
     return out.reshape((*xf.shape[:-1], xf.shape[-1] // t.block * t.type_size))
@@ -106,8 +106,8 @@ def decode(blocks: np.ndarray, name: str, shape: tuple[int, ...], *,
     out = np.empty((n_blocks, t.block), np.uint8) if codes else np.empty((1, 1), np.uint8)
 
     def share(lo: int, hi: int) -> None:
-        decode_blocks(t.ggml_type, yb[lo:hi], vals[lo:hi], out[lo:hi] if codes else out,
-                      codes)
+        compiled.decode_blocks(t.ggml_type, yb[lo:hi], vals[lo:hi],
+                               out[lo:hi] if codes else out, codes)
 
     parallel(share, block_ranges(n_blocks, t.block))
     return (out if codes else vals).reshape(tuple(shape))
@@ -262,5 +262,5 @@ def representable_span(params: GgufParams) -> tuple[float, float]:
     sub-block (what lies beyond is clipped in every block)."""
     t = params.gguf
     yb = blocks_of(params.blocks, t, params.shape)
-    lo, hi = value_span(t.ggml_type, yb)
+    lo, hi = compiled.value_span(t.ggml_type, yb)
     return float(lo), float(hi)

@@ -26,6 +26,7 @@ import numpy as np
 
 from quantscope.core.formats.elements import ElementType, cast_one
 from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.read_only import read_only
 
 _jit = njit(nogil=True, error_model="numpy")
 
@@ -107,7 +108,8 @@ def mx_mse_exponents(xf: np.ndarray, element: ElementType, block: int, e_spec: n
     """The MSE-optimal E8M0 exponents of ``xf``'s blocks along its last axis (the shape of
     ``e_spec``, the specification's exponents) and each block's error (module doc)."""
     n = xf.shape[-1] if xf.ndim else 1
-    x2d = np.ascontiguousarray(xf, np.float32).reshape(-1, n)
+    # one loop for either kind of tensor (a read-only view is no copy)
+    x2d = read_only(np.ascontiguousarray(xf, np.float32).reshape(-1, n))
     spec = np.ascontiguousarray(e_spec, np.int64).reshape(x2d.shape[0], -1)
     out_e = np.empty(spec.shape, np.int64)
     out_err = np.empty(spec.shape)

@@ -47,6 +47,7 @@ import numpy as np
 from quantscope.core.formats.elements import ELEMENTS, NF4_LEVELS
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.parallel import THREADS, parallel
+from quantscope.core.kernels.read_only import read_only
 
 _jit = njit(nogil=True, error_model="numpy")
 #: Float32 neighbours of the exact optimum tried on each side (step 2 of the module doc).
@@ -298,7 +299,8 @@ def nf4_mse_scales(xf: np.ndarray, absmax: np.ndarray, block: int = 64) -> np.nd
     """The float32 scales of least error (module doc) for ``xf``'s blocks of ``block`` along
     its last axis, given each block's ``absmax`` (float32, the per-group parameter shape)."""
     n = xf.shape[-1]
-    x2d = np.ascontiguousarray(xf, np.float32).reshape(-1, n)
+    # one loop for either kind of tensor (a read-only view is no copy)
+    x2d = read_only(np.ascontiguousarray(xf, np.float32).reshape(-1, n))
     spec = np.ascontiguousarray(absmax, np.float32).reshape(-1)
     out = np.empty(spec.size, np.float32)
 

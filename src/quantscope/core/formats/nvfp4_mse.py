@@ -44,6 +44,7 @@ from quantscope.core.formats.elements import ELEMENTS
 from quantscope.core.formats.mx_mse import _clip_cost
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.parallel import THREADS, parallel
+from quantscope.core.kernels.read_only import read_only
 
 _jit = njit(nogil=True, error_model="numpy")
 #: The elements of a block and their largest value (E2M1).
@@ -139,7 +140,8 @@ def nvfp4_mse_scales(xf: np.ndarray, tensor_scale: np.float32, spec: np.ndarray,
     ModelOpt's (``modelopt``) and floor ``2^-9``."""
     cands = e4m3_candidates(2.0 ** -9 if modelopt else 2.0 ** -6)
     n = xf.shape[-1]
-    x2d = np.ascontiguousarray(xf, np.float32).reshape(-1, n)
+    # one loop for either kind of tensor (a read-only view is no copy)
+    x2d = read_only(np.ascontiguousarray(xf, np.float32).reshape(-1, n))
     spec32 = np.ascontiguousarray(spec.astype(np.float32)).reshape(-1)
     k0 = np.searchsorted(cands, spec32).astype(np.int64)
     assert np.array_equal(cands[k0], spec32), "a specification's scale outside the candidates"

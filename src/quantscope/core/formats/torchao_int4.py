@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from quantscope.core.formats.catalog import FORMAT_TABLE, FormatParams
+from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel, shares
+from quantscope.core.kernels.read_only import read_only
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
 
 #: name -> group size (the catalog's rows of kind ``"torchao"``).
@@ -64,11 +66,12 @@ def ranges(n_groups: int, group: int) -> list[tuple[int, int]]:
 
 def groups_of(x, name: str) -> tuple[np.ndarray, int]:
     """``x`` as finite float32 ``[n_groups, group]`` (refusing NaN and inf: torchao's
-    min/max would carry them into the scales of whole groups)."""
+    min/max would carry them into the scales of whole groups), read-only: the loops that
+    take it are compiled once for either kind of tensor (a read-only view is no copy)."""
     xf = np.ascontiguousarray(as_float32(x))
     g = check_shape(tuple(xf.shape), name)
     check_nonfinite(xf, "raise")
-    return xf.reshape(-1, g), g
+    return read_only(xf.reshape(-1, g)), g
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,8 +134,6 @@ class TorchaoInt4Params(FormatParams):
         """The codes 0..15 (uint8, ``x``'s shape) by torchao's ``_quantize_affine_tinygemm``
         with these scales and zeros. NaN and inf are refused under every rule (torchao has
         no code for them)."""
-        from quantscope.core.formats.torchao_kernel import group_codes
-
         xf = as_float32(x)
         if tuple(xf.shape) != tuple(self.shape):
             raise EngineValueError(f"{self.format}: these scales are for a tensor of shape "
@@ -144,7 +145,7 @@ class TorchaoInt4Params(FormatParams):
         out = np.empty(xg.shape, np.uint8)
 
         def share(lo: int, hi: int) -> None:
-            group_codes(xg[lo:hi], s[lo:hi], z[lo:hi], out[lo:hi])
+            compiled.group_codes(xg[lo:hi], s[lo:hi], z[lo:hi], out[lo:hi])
 
         parallel(share, ranges(xg.shape[0], g))
         return out.reshape(xf.shape)
@@ -152,8 +153,6 @@ class TorchaoInt4Params(FormatParams):
     def dequantize(self, codes) -> np.ndarray:
         """torchao's ``_dequantize_affine_tinygemm`` to bfloat16 (the scales' dtype), as
         float32."""
-        from quantscope.core.formats.torchao_kernel import group_values
-
         q = np.asarray(codes)
         if tuple(q.shape) != tuple(self.shape):
             raise EngineValueError(f"{self.format}: codes of shape {q.shape}, parameters for "
@@ -166,7 +165,7 @@ class TorchaoInt4Params(FormatParams):
         out = np.empty(qg.shape, np.float32)
 
         def share(lo: int, hi: int) -> None:
-            group_values(qg[lo:hi], s[lo:hi], z[lo:hi], out[lo:hi])
+            compiled.group_values(qg[lo:hi], s[lo:hi], z[lo:hi], out[lo:hi])
 
         parallel(share, ranges(qg.shape[0], g))
         return out.reshape(self.shape)
@@ -192,8 +191,6 @@ class TorchaoInt4Params(FormatParams):
 def torchao_params(x, name: str, *, method: str = "minmax") -> TorchaoInt4Params:
     """torchao's scales and zeros for ``x`` (``_choose_qparams_affine_tinygemm`` on ``x``
     rounded to bfloat16, groups along the last axis)."""
-    from quantscope.core.formats.torchao_kernel import group_params
-
     if method != "minmax":
         raise EngineValueError(f"format {name!r} takes each group's range as torchao does "
                                f"(method 'minmax'), got method {method!r}")
@@ -204,7 +201,7 @@ def torchao_params(x, name: str, *, method: str = "minmax") -> TorchaoInt4Params
     zero = np.empty(n, np.float32)
 
     def share(lo: int, hi: int) -> None:
-        group_params(xg[lo:hi], scale[lo:hi], zero[lo:hi])
+        compiled.group_params(xg[lo:hi], scale[lo:hi], zero[lo:hi])
 
     parallel(share, ranges(n, g))
     bad = ~(np.isfinite(scale) & np.isfinite(zero))

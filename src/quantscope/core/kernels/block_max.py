@@ -13,6 +13,7 @@ import numpy as np
 
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.parallel import parallel, shares
+from quantscope.core.kernels.read_only import read_only
 
 
 @njit(nogil=True, error_model="numpy")
@@ -38,7 +39,7 @@ def block_abs_max(x2d: np.ndarray, block: int) -> np.ndarray:
     out = np.empty((rows, -(-n // block)), np.float32)
     if rows == 0 or out.shape[1] == 0:
         return out
-    x2d = np.ascontiguousarray(x2d, np.float32)
+    x2d = read_only(np.ascontiguousarray(x2d, np.float32))  # one loop for either kind
 
     def share(lo: int, hi: int) -> None:
         _rows_block_max(x2d[lo:hi], block, out[lo:hi])
@@ -83,7 +84,7 @@ def block_min_max(x2d: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray, 
     bad = np.zeros(rows, np.int64)
     if rows == 0 or lo.shape[1] == 0:
         return lo, hi, 0
-    x2d = np.ascontiguousarray(x2d, np.float32)
+    x2d = read_only(np.ascontiguousarray(x2d, np.float32))  # one loop for either kind
 
     def share(a: int, b: int) -> None:
         _rows_block_min_max(x2d[a:b], block, lo[a:b], hi[a:b], bad[a:b])

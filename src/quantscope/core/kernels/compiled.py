@@ -51,6 +51,15 @@ HOMES: dict[str, str] = {
     "direct_rows": "quantscope.core.formats.format_kernel",
     "float_block_rows": "quantscope.core.formats.float_blocks",
     "sorted_rows": "quantscope.core.formats.format_kernel",
+    "decode_blocks": "quantscope.core.formats.gguf_kernel",
+    "encode_blocks": "quantscope.core.formats.gguf_kernel",
+    "encode_report_blocks": "quantscope.core.formats.gguf_kernel",
+    "report_blocks": "quantscope.core.formats.gguf_kernel",
+    "value_span": "quantscope.core.formats.gguf_kernel",
+    "group_codes": "quantscope.core.formats.torchao_kernel",
+    "group_params": "quantscope.core.formats.torchao_kernel",
+    "group_report": "quantscope.core.formats.torchao_kernel",
+    "group_values": "quantscope.core.formats.torchao_kernel",
 }
 
 
@@ -116,13 +125,7 @@ def __getattr__(name: str) -> Any:
     home = HOMES.get(name)
     if home is None:
         raise AttributeError(f"{__name__} has no compiled loop {name!r}")
-    if "ipykernel" in sys.modules:
-        # a notebook cell that calls the engine (qs.analyze, qs.quantize) on a first run
-        # would sit silent while the loop compiles (30 s on two busy cores): in a Jupyter
-        # kernel the engine says so as the front ends do; a script's process stays silent
-        from quantscope.core.kernels.compile_notice import announce_compiles
-
-        announce_compiles()
+    _announce_in_notebook()
     hook = _first_loop
     if hook is not None and _interactive():
         on_first_loop(None)  # once: a hook that looks up loops itself finds none here
@@ -133,11 +136,39 @@ def __getattr__(name: str) -> Any:
     until = _until
     if until is not None and name not in _standing_in:
         until()
-    module = home if "." in home else f"quantscope.core.kernels.{home}"
-    value = getattr(importlib.import_module(module), name)
+    value = _import(home, name)
     if name not in _standing_in:  # a stand-in set meanwhile stays in place
         globals()[name] = value  # found without __getattr__ from now on
     return value
+
+
+def _import(home: str, name: str) -> Any:
+    module = home if "." in home else f"quantscope.core.kernels.{home}"
+    return getattr(importlib.import_module(module), name)
+
+
+def loop(name: str) -> Any:
+    """The compiled loop ``name`` itself, even while a stand-in serves that name: what a twin
+    calls with work it is not written for. It waits for another process's compile first, as
+    a loop without a stand-in does (``until`` of :func:`stand_in`)."""
+    home = HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"{__name__} has no compiled loop {name!r}")
+    _announce_in_notebook()
+    until = _until
+    if until is not None:
+        until()
+    return _import(home, name)
+
+
+def _announce_in_notebook() -> None:
+    """A notebook cell that calls the engine (qs.analyze, qs.quantize) on a first run would sit
+    silent while a loop compiles (30 s on two busy cores): in a Jupyter kernel the engine says
+    so as the front ends do; a script's process stays silent."""
+    if "ipykernel" in sys.modules:
+        from quantscope.core.kernels.compile_notice import announce_compiles
+
+        announce_compiles()
 
 
 def __dir__() -> list[str]:

@@ -19,6 +19,8 @@ import numpy as np
 
 from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel, shares
+from quantscope.core.kernels.read_only import read_only
+from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.schemes.quantize import BLOCK, quantize_codes_float, use_compiled
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
@@ -52,13 +54,18 @@ class _Work:
         return getattr(self, name)[: shape[0] * shape[1]].reshape(shape)
 
 
-def _row_dot(a: np.ndarray) -> np.ndarray:
-    """Sum of squares of each row in float64.
+def _row_sums(terms: np.ndarray) -> np.ndarray:
+    """Each row's sum of float64 ``terms`` (C-contiguous rows), in the order NumPy's pairwise
+    sum takes along one row: the same whatever the number of rows beside it.
 
-    einsum rather than ``np.dot``: BLAS would start its thread pool for a 64K-element dot, which
-    on a busy 2-core machine made a whole analysis 20-50x slower.
+    Why not ``einsum("ij,ij->i")`` of the values, which needs no array of squares: it adds a
+    lone row in another order than the same row among others (a 10,112-element row differed
+    in the last bits), so a tensor analysed alone and as a row of a stacked batch
+    (:mod:`quantscope.state.format_batch`) printed different SQNRs. ``np.dot`` is not used
+    either: BLAS would start its thread pool for a 64K-element dot, which on a busy 2-core
+    machine made a whole analysis 20-50x slower.
     """
-    return np.einsum("ij,ij->i", a, a)
+    return np.add.reduce(terms, axis=1)
 
 
 def _block(xb: np.ndarray, s: np.ndarray, z: np.ndarray, p: QuantParams, hist: np.ndarray,
@@ -74,12 +81,13 @@ def _block(xb: np.ndarray, s: np.ndarray, z: np.ndarray, p: QuantParams, hist: n
                              out=work.get("v", shape), inv_scale=inv)
     x64 = work.get("a", shape)
     np.copyto(x64, xb)
-    sig = _row_dot(x64)
+    sq = np.square(x64, out=work.get("b", shape))
+    sig = _row_sums(sq)
     fin = None
     if not np.isfinite(sig).all():  # NaN/inf present: mask them out of everything
         fin = np.isfinite(xb)
         x64[~fin] = 0.0
-        sig = _row_dot(x64)
+        sig = _row_sums(np.square(x64, out=sq))
     below = np.less(v, p.qmin, out=work.get("below", shape))
     above = np.greater(v, p.qmax, out=work.get("above", shape))
     if fin is not None:
@@ -105,16 +113,19 @@ def _block(xb: np.ndarray, s: np.ndarray, z: np.ndarray, p: QuantParams, hist: n
     out = {"n": np.count_nonzero(fin, axis=1) if fin is not None else np.full(r, shape[1]),
            "sig": sig,
            "max_abs": np.maximum(err.max(axis=1), -err.min(axis=1))}
+    e2 = np.square(err, out=work.get("b", shape))
     if any_clipped:
-        e2 = np.square(err, out=work.get("b", shape))
+        # each kind's squares summed as the whole row with the other kind's set to +0.0: the
+        # order of a row's additions does not depend on whether (or where) it clipped
         clipped = np.logical_or(below, above, out=below)
-        out["clip_err"] = np.sum(e2, axis=1, where=clipped)
-        out["round_err"] = np.sum(e2, axis=1, where=~clipped)
+        out["clip_err"] = _row_sums(np.where(clipped, e2, 0.0))
+        np.copyto(e2, 0.0, where=clipped)
+        out["round_err"] = _row_sums(e2)
         # `below` now holds below | above; the two are disjoint.
         out["above"] = np.count_nonzero(above, axis=1)
         out["below"] = np.count_nonzero(clipped, axis=1) - out["above"]
     else:
-        out["round_err"] = _row_dot(err)
+        out["round_err"] = _row_sums(e2)
         out["clip_err"] = out["below"] = out["above"] = np.zeros(r, np.int64)
     if units:
         where = fin if fin is not None else True
@@ -185,15 +196,15 @@ def compiled_group_totals(xf: np.ndarray, params: QuantParams) -> UnitTotals:
                                params.group_size)
     inv_sets = None if params.inv_scale is None else param_rows(
         xf, params.inv_scale, z0, params.axis, params.group_size)[0]
-    # column-major, each statistic's column contiguous, and a column longer than the rows, so
-    # that no slice of the rows is contiguous (one compiled signature, see sorted_stats._columns)
-    out_f = np.zeros((6, n_units + 1)).T[:n_units]
-    out_i = np.zeros((4, n_units + 1), np.int64).T[:n_units]
+    # each statistic's column contiguous, in the one layout the loop is compiled for
+    out_f = unit_columns(n_units, 6)
+    out_i = unit_columns(n_units, 4, np.int64)
     hists = []
     rule = (params.qmin, params.qmax, compiled.ARITHMETIC_CODES[params.arithmetic],
             params.rounding == "half_away", params.inv_scale is not None)
     for k, rs in enumerate(sets):
-        x2d = rs.x2d if rs.x2d.flags.c_contiguous else np.ascontiguousarray(rs.x2d)
+        # one loop for either kind of tensor (a read-only view is no copy)
+        x2d = read_only(rs.x2d if rs.x2d.flags.c_contiguous else np.ascontiguousarray(rs.x2d))
         s = np.ascontiguousarray(rs.scale)
         inv = s if inv_sets is None else np.ascontiguousarray(inv_sets[k].scale)
         z = np.ascontiguousarray(rs.zero_point)
@@ -203,9 +214,8 @@ def compiled_group_totals(xf: np.ndarray, params: QuantParams) -> UnitTotals:
         # into the report's own columns
         direct = n_rows and int(rs.index[-1]) - start == n_rows - 1 and bool(
             np.all(np.diff(rs.index) == 1))
-        f = out_f[start:start + n_rows] if direct else np.zeros((6, n_rows + 1)).T[:n_rows]
-        i = out_i[start:start + n_rows] if direct else np.zeros(
-            (4, n_rows + 1), np.int64).T[:n_rows]
+        f = out_f[start:start + n_rows] if direct else unit_columns(n_rows, 6)
+        i = out_i[start:start + n_rows] if direct else unit_columns(n_rows, 4, np.int64)
         k_shares = len(shares(x2d.size))
         ranges = [(j * n_rows // k_shares, (j + 1) * n_rows // k_shares)
                   for j in range(k_shares)]

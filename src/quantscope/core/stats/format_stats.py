@@ -27,6 +27,7 @@ from quantscope.core.formats.elements import KIND_FLOAT, KIND_INT, OVERFLOW_SATU
 from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel, pieces
 from quantscope.core.kernels.read_only import read_only
+from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.stats.kept import kept_report
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
 from quantscope.core.tensors.layout import normalize_axis, param_rows, param_shape
@@ -91,8 +92,8 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
     if params.granularity != "tensor" and xf.ndim == 0:
         raise EngineValueError("a 0-d tensor cannot be quantized per channel or per block")
     sets, n_units = _row_sets(xf, params)
-    out_f = np.zeros((6, n_units)).T  # column-major: see _totals
-    out_i = np.zeros((4, n_units), np.int64).T
+    out_f = unit_columns(n_units, 6)  # each statistic a contiguous column: see _totals
+    out_i = unit_columns(n_units, 4, np.int64)
     hists = []
     args = _kernel_args(params)
     use_inv = params.inv_scale is not None
@@ -106,16 +107,19 @@ def analyze_format(x, params: FormatParams) -> QuantReport:
         start = int(index[0]) if n_rows else 0
         direct = n_rows and int(index[-1]) - start == n_rows - 1 and (
             isinstance(index, range) or bool(np.all(np.diff(index) == 1)))
-        # column-major either way, as the report's columns are: the loops see one layout of
-        # their outputs (Numba compiles a loop per layout; the compile-ahead warms these)
-        f = out_f[start:start + n_rows] if direct else np.empty((6, n_rows)).T
-        i = out_i[start:start + n_rows] if direct else np.empty((4, n_rows), np.int64).T
+        # the loops see one layout of their outputs, whether the rows are one unit, all of
+        # them or a part (Numba compiles a loop per layout; the compile-ahead warms this one)
+        f = out_f[start:start + n_rows] if direct else unit_columns(n_rows, 6, zeros=False)
+        i = (out_i[start:start + n_rows] if direct
+             else unit_columns(n_rows, 4, np.int64, zeros=False))
         blocks = takes_float_blocks(params, x2d, s, inv, use_inv)
 
         def share(lo: int, hi: int, x2d=x2d, s=s, inv=inv, f=f, i=i, blocks=blocks
                   ) -> np.ndarray:
             h = np.zeros(params.levels + 1, np.int64)  # the last slot: non-finite elements
-            if blocks:  # short rows of a small float grid: the same totals, a leaner loop
+            if hi == lo:  # no rows (an empty tensor): nothing to count, no loop to compile
+                pass
+            elif blocks:  # short rows of a small float grid: the same totals, a leaner loop
                 compiled.float_block_rows(x2d[lo:hi], s[lo:hi], inv[lo:hi], use_inv, et.mbits,
                                           et.emin, et.emax, et.max_finite, et.levels, h,
                                           f[lo:hi], i[lo:hi])

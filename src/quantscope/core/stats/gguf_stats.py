@@ -21,6 +21,8 @@ comparison of the bytes.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from quantscope.core.formats.gguf import (
@@ -31,16 +33,27 @@ from quantscope.core.formats.gguf import (
     from_blocks,
     gguf_type,
 )
-from quantscope.core.formats.gguf_kernel import encode_report_blocks, report_blocks
+from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel
 from quantscope.core.kernels.read_only import read_only
+from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.stats.kept import kept_report
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
 from quantscope.core.tensors.validate import EngineValueError, as_float32, check_nonfinite
 
+#: The refusal of blocks whose values are not finite.
+_OVERFLOW = ("{}: a block's fp16 scale overflowed (values beyond what float16 block scales "
+             "hold), so its values are not finite")
+
 
 def analyze_gguf(x, params: GgufParams) -> QuantReport:
     """``x`` against the values ``params`` stores (see the module docstring)."""
+    return measure_blocks(x, params).report()
+
+
+def measure_blocks(x, params: GgufParams) -> MeasuredBlocks:
+    """Each block ``params`` stores measured against ``x``: the columns of its report, which
+    :meth:`MeasuredBlocks.report` gives (or refuses, for an overflowed scale)."""
     t = params.gguf
     xf = read_only(np.ascontiguousarray(as_float32(x)))  # one loop for either kind of tensor
     if tuple(xf.shape) != tuple(params.shape):
@@ -50,23 +63,20 @@ def analyze_gguf(x, params: GgufParams) -> QuantReport:
     yb = blocks_of(params.blocks, t, params.shape)
     n_blocks = yb.shape[0]
     xb = xf.reshape(n_blocks, t.block)
-    # column-major: each statistic's column is contiguous for the report, and the loop
-    # writes into it directly (a row-major copy was 80 bytes more per block)
-    out_f = np.zeros((6, n_blocks)).T
-    out_i = np.zeros((4, n_blocks), np.int64).T
+    # each statistic's column is contiguous for the report, and the loop writes into it
+    # directly (a row-major copy was 80 bytes more per block), in the one layout it is
+    # compiled for
+    out_f = unit_columns(n_blocks, 6)
+    out_i = unit_columns(n_blocks, 4, np.int64)
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(t.levels, np.int64)
-        report_blocks(t.ggml_type, xb[lo:hi], yb[lo:hi], t.levels, out_f[lo:hi], out_i[lo:hi],
-                      h)
+        compiled.report_blocks(t.ggml_type, xb[lo:hi], yb[lo:hi], t.levels, out_f[lo:hi],
+                               out_i[lo:hi], h)
         return h
 
     hist = np.sum(parallel(share, block_ranges(n_blocks, t.block)), axis=0)
-    if not np.isfinite(out_f[:, :3]).all():
-        raise EngineValueError(f"{params.format}: a block's fp16 scale overflowed (values "
-                               "beyond what float16 block scales hold), so its values are "
-                               "not finite")
-    return _report(params, out_f, out_i, hist, xf.size)
+    return MeasuredBlocks(params, out_f, out_i, hist)
 
 
 def _report(params: GgufParams, out_f, out_i, hist, size: int) -> QuantReport:
@@ -80,36 +90,87 @@ def _kept_key(params: GgufParams) -> tuple:
     return ("gguf", params.format, tuple(params.shape))
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class MeasuredBlocks:
+    """Blocks llama.cpp writes for a tensor, each measured against its own bytes in the pass
+    that encoded it: the columns :func:`analyze_gguf` fills for those blocks (column-major),
+    bit for bit, so their report costs no second pass over the tensor."""
+
+    params: GgufParams
+    out_f: np.ndarray
+    out_i: np.ndarray
+    hist: np.ndarray
+
+    @property
+    def finite(self) -> bool:
+        """Whether every block's figures are finite (else the report refuses the blocks)."""
+        return bool(np.isfinite(self.out_f[:, :3]).all())
+
+    def error_sum(self) -> float:
+        """``Σ (x − x̂)²`` over the blocks, in any order (inf or NaN where a scale overflowed):
+        the report's own terms, for :mod:`quantscope.core.stats.format_sweep`'s bounds."""
+        return float(self.out_f[:, 0].sum() + self.out_f[:, 1].sum())
+
+    def report(self) -> QuantReport:
+        """:func:`analyze_gguf` of the tensor these blocks were encoded from, refusing as it
+        does."""
+        if not self.finite:
+            raise EngineValueError(_OVERFLOW.format(self.params.format))
+        return _report(self.params, self.out_f, self.out_i, self.hist,
+                       int(np.prod(self.params.shape, dtype=np.int64)))
+
+
+def encode_measured(x, name: str) -> MeasuredBlocks:
+    """The blocks llama.cpp writes for ``x`` (as :func:`~quantscope.core.formats.gguf.
+    gguf_params`), each measured in the pass that encodes it (:class:`MeasuredBlocks`)."""
+    t = gguf_type(name)
+    xf = read_only(np.ascontiguousarray(as_float32(x)))
+    check_shape(xf.shape, t)
+    check_nonfinite(xf, "raise")
+    n_blocks = xf.size // t.block
+    xb = xf.reshape(n_blocks, t.block)
+    out = np.empty((n_blocks, t.type_size), np.uint8)
+    out_f = unit_columns(n_blocks, 6)  # as analyze_gguf's
+    out_i = unit_columns(n_blocks, 4, np.int64)
+
+    def share(lo: int, hi: int) -> np.ndarray:
+        h = np.zeros(t.levels, np.int64)
+        compiled.encode_report_blocks(t.ggml_type, xb[lo:hi], out[lo:hi], t.levels,
+                                      out_f[lo:hi], out_i[lo:hi], h)
+        return h
+
+    hist = np.sum(parallel(share, block_ranges(n_blocks, t.block)), axis=0)
+    params = from_blocks(out.reshape((*xf.shape[:-1], xf.shape[-1] // t.block * t.type_size)),
+                         name, tuple(xf.shape))
+    return MeasuredBlocks(params, out_f, out_i, hist)
+
+
+def joined_rows(parts: list[MeasuredBlocks], shape: tuple[int, ...]) -> MeasuredBlocks:
+    """One 2-D tensor's measured blocks from those of its consecutive blocks of rows, in
+    order: the blocks and their columns are the whole tensor's (a block never spans rows)."""
+    first = parts[0].params
+    blocks = np.concatenate([p.params.blocks for p in parts])
+    n_blocks = sum(p.out_f.shape[0] for p in parts)
+    out_f = unit_columns(n_blocks, 6, zeros=False)  # as analyze_gguf's
+    out_i = unit_columns(n_blocks, 4, np.int64, zeros=False)
+    np.concatenate([p.out_f for p in parts], out=out_f)
+    np.concatenate([p.out_i for p in parts], out=out_i)
+    hist = np.sum([p.hist for p in parts], axis=0)
+    return MeasuredBlocks(from_blocks(blocks, first.format, shape), out_f, out_i, hist)
+
+
 def kept_gguf_params(prepared, name: str) -> GgufParams:
     """The blocks llama.cpp writes for the prepared tensor (as
     :func:`~quantscope.core.formats.gguf.gguf_params`), each block measured in the pass that
     encodes it; the report is kept for these blocks
     (:func:`~quantscope.core.stats.kept.kept_report`), so the report that follows
     (:func:`prepared_gguf_report`) is a comparison of the bytes instead of a second pass."""
-    t = gguf_type(name)
-    xf = read_only(np.ascontiguousarray(as_float32(prepared.x)))
-    check_shape(xf.shape, t)
-    check_nonfinite(xf, "raise")
-    n_blocks = xf.size // t.block
-    xb = xf.reshape(n_blocks, t.block)
-    out = np.empty((n_blocks, t.type_size), np.uint8)
-    out_f = np.zeros((6, n_blocks)).T  # column-major, as analyze_gguf's
-    out_i = np.zeros((4, n_blocks), np.int64).T
-
-    def share(lo: int, hi: int) -> np.ndarray:
-        h = np.zeros(t.levels, np.int64)
-        encode_report_blocks(t.ggml_type, xb[lo:hi], out[lo:hi], t.levels, out_f[lo:hi],
-                             out_i[lo:hi], h)
-        return h
-
-    hist = np.sum(parallel(share, block_ranges(n_blocks, t.block)), axis=0)
-    params = from_blocks(out.reshape((*xf.shape[:-1], xf.shape[-1] // t.block * t.type_size)),
-                         name, tuple(xf.shape))
-    if np.isfinite(out_f[:, :3]).all():  # otherwise the report refuses them, when asked
-        report = _report(params, out_f, out_i, hist, xf.size)
+    measured = encode_measured(prepared.x, name)
+    params = measured.params
+    if measured.finite:  # otherwise the report refuses them, when asked
+        report = measured.report()
         kept_report(prepared, _kept_key(params), (params.blocks,), lambda: report)
     return params
-
 
 
 def prepared_gguf_report(prepared, params: GgufParams) -> QuantReport:

@@ -40,6 +40,9 @@ from quantscope.core.kernels.lane_order import lane_sum
 from quantscope.core.kernels.sorted_kernel import _START, _close
 from quantscope.core.schemes.quantize import quantize_codes_float
 from quantscope.core.stats.format_twins import TWINS as FORMAT_TWINS
+from quantscope.core.stats.gguf_twins import TWINS as GGUF_TWINS
+from quantscope.core.stats.mse_twin import rows_optimum
+from quantscope.core.stats.torchao_twins import TWINS as TORCHAO_TWINS
 from quantscope.core.stats.twin_sums import forget_prefixes, row_prefixes, running_sums
 
 #: Elements per prefix-sum record (``block_sums.BLOCK``; a test holds the two equal).
@@ -338,14 +341,16 @@ TWINS = {
     "evaluate_rows": evaluate_rows,
     "analyze_flat": analyze_flat,
     "abs_order_stats": abs_order_stats,
+    "rows_optimum": rows_optimum,
 }
 
 
 def install(until: Callable[[], object] | None = None) -> None:
     """Serve the loops of :data:`TWINS` and of the format reports' twins
-    (:mod:`quantscope.core.stats.format_twins`) from here until :func:`remove` (reports are
+    (:mod:`quantscope.core.stats.format_twins`, :mod:`quantscope.core.stats.gguf_twins`,
+    :mod:`quantscope.core.stats.torchao_twins`) from here until :func:`remove` (reports are
     the same); ``until`` as for :func:`quantscope.core.kernels.compiled.stand_in`."""
-    compiled.stand_in({**TWINS, **FORMAT_TWINS}, until)
+    compiled.stand_in({**TWINS, **FORMAT_TWINS, **GGUF_TWINS, **TORCHAO_TWINS}, until)
 
 
 def remove() -> None:

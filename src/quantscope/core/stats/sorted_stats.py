@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantscope.core.kernels import compiled
+from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.schemes.quantize import quantize_codes_float
 
 #: Relative accuracy guaranteed for the error sums (the contract with the direct pass is 1e-9).
@@ -276,8 +277,9 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
         inv = np.ascontiguousarray(np.broadcast_to(
             np.asarray(inv_scale, np.float32).reshape(-1), row.shape))
     hist = np.zeros(qmax - qmin + 1, np.int64)
-    out_f = _columns(8, row.size, np.float64)
-    out_i = _columns(5, row.size, np.int64)
+    # each statistic a contiguous column, in the one layout the loop is compiled for
+    out_f = unit_columns(row.size, 8, np.float64, zeros=False)
+    out_i = unit_columns(row.size, 5, np.int64, zeros=False)
     walk_below = WALK_PER_LEVEL * (qmax - qmin + 2)
     if row.size and rows.lengths[row].max() < walk_below:  # every row walked: no sums needed
         rec, rec_starts = np.empty((0, 4)), np.zeros(rows.n_rows + 1, np.intp)
@@ -309,17 +311,6 @@ def evaluate(rows: SortedRows, row: np.ndarray, scale, zero_point, rule: tuple,
                      above=out_i[:, 2], max_abs=out_f[:, 4], sig=out_f[:, 5],
                      x_min=out_f[:, 6], x_max=out_f[:, 7], codes_used=out_i[:, 3],
                      hist=hist if want_counts else None)
-
-
-def _columns(k: int, n: int, dtype) -> np.ndarray:
-    """An ``n × k`` output whose columns are each contiguous (each statistic of all evaluations
-    is one column, read as it is by the report: half a million groups' columns copied out of
-    rows cost a third of it), laid out so that it and every slice of its rows is strided, never
-    contiguous: Numba compiles a loop once per memory layout it is handed, and a column-major
-    array is C-, F- or neither-contiguous depending on how many evaluations and shares there
-    are -- three compiles of :func:`quantscope.core.kernels.sorted_kernel.evaluate_rows`, about 8 s
-    each on a machine's first run, where one serves."""
-    return np.empty((k, n + 1), dtype).T[:n]
 
 
 #: Evaluations are shared between the threads when they cover at least this many elements.

@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from quantscope.core.formats.torchao_int4 import TorchaoInt4Params, groups_of, ranges
-from quantscope.core.formats.torchao_kernel import group_report
+from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel
+from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.stats.report import QuantReport, UnitTotals, build_report
 from quantscope.core.tensors.validate import EngineValueError, as_float32
 
@@ -31,14 +32,15 @@ def analyze_torchao(x, params: TorchaoInt4Params) -> QuantReport:
     n = xg.shape[0]
     s = np.ascontiguousarray(params.scale).reshape(-1)
     z = np.ascontiguousarray(params.zero).reshape(-1)
-    # column-major: each statistic's column is contiguous for the report, and the loop
-    # writes into it directly (a row-major copy was 80 bytes more per unit)
-    out_f = np.zeros((6, n)).T
-    out_i = np.zeros((4, n), np.int64).T
+    # each statistic's column is contiguous for the report, and the loop writes into it
+    # directly (a row-major copy was 80 bytes more per unit), in the one layout it is
+    # compiled for
+    out_f = unit_columns(n, 6)
+    out_i = unit_columns(n, 4, np.int64)
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(16, np.int64)
-        group_report(xg[lo:hi], s[lo:hi], z[lo:hi], out_f[lo:hi], out_i[lo:hi], h)
+        compiled.group_report(xg[lo:hi], s[lo:hi], z[lo:hi], out_f[lo:hi], out_i[lo:hi], h)
         return h
 
     hist = np.sum(parallel(share, ranges(n, g)), axis=0)

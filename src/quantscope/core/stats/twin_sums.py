@@ -1,7 +1,8 @@
 """The running sums the NumPy twins of the compiled loops share
-(:mod:`quantscope.core.stats.loop_twins`, :mod:`quantscope.core.stats.format_twins`): the
-double-double running sum of ``block_sums._step``, step by step, and the last searched row's
-prefix sums, kept for the next report of the same row."""
+(:mod:`quantscope.core.stats.loop_twins`, :mod:`quantscope.core.stats.format_twins` and the
+others): the double-double running sum of ``block_sums._step``, step by step, the last
+searched row's prefix sums, kept for the next report of the same row, and a unit's plain sums
+and extremes as a loop's scan over it forms them."""
 
 from __future__ import annotations
 
@@ -57,3 +58,43 @@ def row_prefixes(x: np.ndarray, x64: np.ndarray) -> list[np.ndarray]:
 def forget_prefixes() -> None:
     """Let the kept row and its prefix sums go (the twins step aside)."""
     _kept.clear()
+
+
+def sums_in_order(terms: np.ndarray) -> np.ndarray:
+    """Each row's sum, added left to right as a loop's ``total += term`` (``np.cumsum`` along
+    a row accumulates in order; ``np.sum`` would add in pairs)."""
+    if terms.shape[1] == 0:
+        return np.zeros(terms.shape[0])
+    return np.cumsum(terms, axis=1)[:, -1]
+
+
+def first_extremes(x64: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's least and largest value as a loop's ``lo = min(lo, x)`` / ``hi = max(hi, x)``
+    scan keeps them: the first of equal values, so a zero's sign is the first zero's
+    (``np.min`` may give either)."""
+    rows = np.arange(x64.shape[0])
+    return x64[rows, np.argmin(x64, axis=1)], x64[rows, np.argmax(x64, axis=1)]
+
+
+def store_units(out_f, out_i, hist, x64: np.ndarray, dev: np.ndarray, below: np.ndarray,
+                above: np.ndarray, codes: np.ndarray, levels: int) -> None:
+    """What a report loop's scan over each unit (a row of ``x64``, float64) leaves
+    (``unit_totals.store_unit``'s columns): rounding and clipping error (the squared errors
+    ``dev`` of elements clipped ``below`` or ``above`` are clipping error) and Σx², each
+    added in order; the largest |error|; the first least and largest value; the elements,
+    those clipped, and how many of the ``levels`` codes the unit uses, counted into ``hist``."""
+    e2 = dev * dev
+    clipped = below | above
+    out_f[:, 0] = sums_in_order(np.where(clipped, 0.0, e2))
+    out_f[:, 1] = sums_in_order(np.where(clipped, e2, 0.0))
+    out_f[:, 2] = np.max(np.abs(dev), axis=1, initial=0.0)
+    out_f[:, 3] = sums_in_order(x64 * x64)
+    out_f[:, 4], out_f[:, 5] = first_extremes(x64)  # a unit is never empty
+    n, size = x64.shape
+    seen = np.zeros((n, levels), np.int64)
+    np.add.at(seen, (np.repeat(np.arange(n), size), codes.ravel()), 1)
+    out_i[:, 0] = size
+    out_i[:, 1] = below.sum(axis=1)
+    out_i[:, 2] = above.sum(axis=1)
+    out_i[:, 3] = np.count_nonzero(seen, axis=1)
+    hist += seen.sum(axis=0)
