@@ -19,6 +19,8 @@ from _timing import best_of
 from llm_formats import llama_mlp_weight
 from quantscope.core.formats.gguf_kernel import encode_blocks, encode_report_blocks, report_blocks
 from quantscope.core.formats.gguf_types import GGUF_TYPES
+from quantscope.core.kernels.read_only import read_only
+from quantscope.core.kernels.unit_columns import unit_columns
 
 
 def main() -> None:
@@ -41,17 +43,17 @@ def main() -> None:
 def figures_of(w: np.ndarray, t, repeats: int) -> list[float]:
     """Encode, encode with the report, report: least CPU ns per element of each."""
     nb = w.size // t.block
-    xb = w.reshape(nb, t.block)
+    xb = read_only(w.reshape(nb, t.block))  # the loops in the types the engine hands them
     out = np.empty((nb, t.type_size), np.uint8)
-    out_f = np.zeros((6, nb)).T
-    out_i = np.zeros((4, nb), np.int64).T
+    out_f = unit_columns(nb, 6)
+    out_i = unit_columns(nb, 4, np.int64)
     hist = np.zeros(t.levels, np.int64)
 
     def enc():
         encode_blocks(t.ggml_type, xb, out)
 
     def enc_rep():
-        encode_report_blocks(t.ggml_type, xb, out, t.levels, out_f, out_i, hist)
+        encode_report_blocks(t.ggml_type, xb, out, True, t.levels, out_f, out_i, hist)
 
     def rep():
         report_blocks(t.ggml_type, xb, out, t.levels, out_f, out_i, hist)

@@ -24,6 +24,7 @@ import numpy as np  # noqa: E402
 from llm_formats import llama_mlp_weight  # noqa: E402
 from quantscope.core.formats.gguf import GGUF_TYPES  # noqa: E402
 from quantscope.core.formats.gguf_kernel import encode_blocks  # noqa: E402
+from quantscope.core.kernels.read_only import read_only  # noqa: E402
 
 
 def c_quantizer(lib, ggml_name: str):
@@ -55,7 +56,7 @@ def main() -> None:
             flat = np.ascontiguousarray(x.reshape(-1))
             ref = np.empty((flat.size // t.block, t.type_size), np.uint8)
             mine = np.empty_like(ref)
-            xb = flat.reshape(-1, t.block)
+            xb = read_only(flat.reshape(-1, t.block))  # the loop the engine hands it
             encode_blocks(t.ggml_type, xb[:2], mine[:2])  # compiled or loaded before timing
             c = time.process_time()
             fn(flat.ctypes.data, ref.ctypes.data, flat.size)

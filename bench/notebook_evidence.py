@@ -3,8 +3,8 @@ on a fresh install: a copy of the package with no ``__pycache__`` and an empty N
 
 Cells: a figure of the demo tensor (MiniLM GELU activations), a per-channel report and a
 prepared tensor as the notebook shows them, the trade-off view as a figure (on a first run its
-curves are drawn at once by the NumPy twins, its MSE optimum, whose search has no twin, said to
-be still compiling), then ``qs.widget`` with a change of bits. Prints each
+curves are drawn at once by the NumPy twins, its MSE optimum, which a live view takes from the
+compiled search, said to be still compiling), then ``qs.widget`` with a change of bits. Prints each
 cell's time, the size of each output by MIME type (figures should stay under 150 KB, reprs
 short) and whatever reached stderr (only quantscope's own notices should), and writes into
 OUT: the executed notebook, the figure, and the widget's four pane images after the change

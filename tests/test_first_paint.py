@@ -5,6 +5,7 @@ compiled loops take over when it ends."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -282,7 +283,6 @@ def test_analyze_as_a_kernels_first_call_on_a_cold_cache_is_computed_by_the_twin
     give, while a compile-ahead process is started; a loop without a twin would compile
     there and then, not wait for that process."""
     import inspect
-    import json
 
     import numpy as np
 
@@ -351,3 +351,52 @@ def test_the_compile_ahead_goes_on_when_its_starter_has_ended(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(120) == 0 and err == ""
     assert done.read_text() == "rest"
+
+
+#: ``quantscope report --json --format ...`` in a fresh interpreter on an empty Numba cache:
+#: its output, then the compiles it made (the compile-ahead process it starts is stopped).
+_FRESH_FORMATS = r"""
+import json, os, signal, sys
+from numba.core import event
+
+compiles = []
+
+
+class Count(event.Listener):
+    def on_start(self, ev):
+        compiles.append(str(ev.data.get("dispatcher")))
+
+    def on_end(self, ev):
+        pass
+
+
+event.register("numba:compile", Count())
+from quantscope.cli import main
+
+code = main(sys.argv[1:])
+from quantscope.state import compile_ahead
+
+ahead = compile_ahead._started
+if ahead is not None:
+    os.killpg(ahead.pid, signal.SIGKILL)
+print(json.dumps({"code": code, "compiles": compiles}), flush=True)
+os._exit(0)
+"""
+
+
+def test_a_first_gguf_q8_0_and_torchao_report_compiles_nothing(tmp_path, capsys):
+    """``report --format gguf_q8_0 --format torchao_int4_g128`` on a first run: the twins
+    give the compiled loops' JSON, and not one loop is compiled in the process."""
+    from quantscope.cli import main
+
+    command = ["report", "--sample", "query_weight", "--json", "--format", "gguf_q8_0",
+               "--format", "torchao_int4_g128"]
+    assert main(command) == 0
+    want = capsys.readouterr().out
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), HOME=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", _FRESH_FORMATS, *command], capture_output=True,
+                         text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    *report, last = out.stdout.splitlines()
+    assert json.loads(last) == {"code": 0, "compiles": []}
+    assert "\n".join(report) == want.rstrip("\n")

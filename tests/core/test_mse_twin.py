@@ -146,6 +146,12 @@ def test_walked_rows_go_to_the_compiled_loop(monkeypatch):
     assert asked == ["rows_optimum"]
 
 
+def test_the_records_are_the_twins_blocks():
+    from quantscope.core.kernels import block_sums
+
+    assert mse_twin.BLOCK == block_sums.BLOCK
+
+
 def test_many_rows_in_one_call_go_to_the_compiled_loop(monkeypatch):
     asked = []
     monkeypatch.setattr(compiled, "loop", lambda name: asked.append(name) or (lambda *a: None))

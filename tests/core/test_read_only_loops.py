@@ -51,12 +51,12 @@ def test_gguf_blocks_and_the_screen_compile_once_for_both_kinds_of_tensor():
     x, frozen = _pair()
     params = choose_qparams(x, format="gguf_q8_0")
     writable = (_numbers(analyze(x, params)), error_sum(x, params), signal_sum(x))
-    loops = (len(gguf_kernel.encode_blocks.signatures),
+    loops = (len(gguf_kernel.encode_report_blocks.signatures),
              len(gguf_kernel.report_blocks.signatures))
     assert _numbers(analyze(frozen, params)) == writable[0]
     assert choose_qparams(frozen, format="gguf_q8_0").blocks.tobytes() == params.blocks.tobytes()
     assert (error_sum(frozen, params), signal_sum(frozen)) == writable[1:]
-    assert (len(gguf_kernel.encode_blocks.signatures),
+    assert (len(gguf_kernel.encode_report_blocks.signatures),
             len(gguf_kernel.report_blocks.signatures)) == loops
 
 
@@ -114,3 +114,18 @@ def test_group_block_and_torchao_loops_compile_once_for_both_kinds_and_any_count
                   nvfp4_mse.mse_block_scales, nf4_mse.mse_block_scales,
                   torchao_kernel.group_params, torchao_kernel.group_codes,
                   torchao_kernel.group_report, gguf_kernel.report_blocks) == loops
+
+
+def test_encoding_alone_and_with_its_report_are_one_loop_and_the_same_bytes():
+    """GGUF's encoding without a report runs the encoding-with-report loop (no second loop of
+    every encoder), and writes the bytes that pass writes."""
+    from quantscope.core.stats.gguf_stats import kept_gguf_params
+    from quantscope.core.stats.prepared import prepare
+
+    x = np.random.default_rng(8).standard_normal((6, 512)).astype(np.float32)
+    for name in ("gguf_q8_0", "gguf_q4_k"):
+        alone = choose_qparams(x, format=name).blocks.tobytes()
+        loops = _loops(gguf_kernel.encode_report_blocks)
+        assert loops[0] >= 1
+        assert kept_gguf_params(prepare(x), name).blocks.tobytes() == alone
+        assert _loops(gguf_kernel.encode_report_blocks) == loops

@@ -83,10 +83,24 @@ def _warm(*argv: str) -> None:
     done.communicate(timeout=300)
 
 
+@pytest.fixture(scope="module")
+def warm_scan() -> None:
+    """A scan run to the end once for the file's timed scans: the loops it compiled or loaded
+    stay in the cache for every later run, so each signal's test need not run it again."""
+    _warm("scan", "--sample", "query_weight")
+
+
+@pytest.fixture(scope="module")
+def warm_export(tmp_path_factory) -> None:
+    """An export run to the end once for the file's timed exports (as :func:`warm_scan`)."""
+    _warm("export", "--sample", "query_weight", "-o",
+          str(tmp_path_factory.mktemp("warm") / "small.npz"))
+
+
 @pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGINT, 130, "interrupted"),
                                                      (signal.SIGTERM, 143, "terminated")])
-def test_scan_stops_within_a_second_and_prints_what_it_finished(checkpoint, sig, code, word):
-    _warm("scan", "--sample", "query_weight")
+def test_scan_stops_within_a_second_and_prints_what_it_finished(checkpoint, warm_scan, sig,
+                                                                code, word):
     proc = _start("scan", str(checkpoint), "--progress")
     err = _read_until(proc, re.compile(r" (\d+)/40 "), lambda m: int(m.group(1)) >= 2)
     proc.send_signal(sig)
@@ -127,10 +141,9 @@ def _read_until(proc: subprocess.Popen, pattern: re.Pattern, enough, timeout: fl
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_export_stopped_leaves_no_file_and_no_temporary(tmp_path, sig, code):
+def test_export_stopped_leaves_no_file_and_no_temporary(tmp_path, warm_export, sig, code):
     big = tmp_path / "big.npy"
-    np.save(big, np.random.default_rng(1).standard_normal((8192, 4096)).astype(np.float32))
-    _warm("export", "--sample", "query_weight", "-o", str(tmp_path / "small.npz"))
+    np.save(big, np.random.default_rng(1).standard_normal((8192, 4096), dtype=np.float32))
     before = set(os.listdir(tmp_path))
     out = tmp_path / "out.npz"
     proc = _start("export", str(big), "--granularity", "channel", "-o", str(out))
@@ -187,7 +200,7 @@ def test_report_all_formats_in_little_memory_is_a_clear_error_not_a_spin(tmp_pat
     import resource
 
     big = tmp_path / "w.npy"
-    np.save(big, np.random.default_rng(2).standard_normal((8192, 8192)).astype(np.float32))
+    np.save(big, np.random.default_rng(2).standard_normal((8192, 8192), dtype=np.float32))
 
     def limits() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (800_000 << 10, 800_000 << 10))

@@ -32,6 +32,7 @@ from quantscope.core.formats.gguf_legacy import (
     quantize_q8_0,
 )
 from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.kernels.unit_totals import store_unit
 
 _jit = njit(nogil=True, error_model="numpy")
@@ -46,6 +47,21 @@ def _block_scratch(n, levels):
 
 
 @njit(nogil=True, error_model="numpy", inline="always")
+def _encode_legacy(t, x, y) -> None:
+    """Block ``x`` of legacy ggml type ``t`` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) into bytes ``y``."""
+    if t == 2:
+        quantize_q4_0(x, y)
+    elif t == 3:
+        quantize_q4_1(x, y)
+    elif t == 6:
+        quantize_q5_0(x, y)
+    elif t == 7:
+        quantize_q5_1(x, y)
+    else:
+        quantize_q8_0(x, y)
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
 def _encode(t, xb, out, report, levels, out_f, out_i, hist) -> None:
     """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``; with
     ``report``, each block's totals measured against its bytes as soon as they are written
@@ -54,21 +70,17 @@ def _encode(t, xb, out, report, levels, out_f, out_i, hist) -> None:
     c, v, lo, hi, stamp = _block_scratch(n, levels)
     L = np.zeros(256, np.int64)
     if t < 10:  # no sub-block search to share between blocks
+        if not report:
+            # the encoding alone: a loop as short as the encoders (one that held the report
+            # too took a fifth longer for Q4_0)
+            for i in range(xb.shape[0]):
+                _encode_legacy(t, xb[i], out[i])
+            return
         for i in range(xb.shape[0]):
             x = xb[i]
             y = out[i]
-            if t == 2:
-                quantize_q4_0(x, y)
-            elif t == 3:
-                quantize_q4_1(x, y)
-            elif t == 6:
-                quantize_q5_0(x, y)
-            elif t == 7:
-                quantize_q5_1(x, y)
-            else:
-                quantize_q8_0(x, y)
-            if report:
-                _report_block(t, x, y, i, levels, c, v, lo, hi, stamp, hist, out_f, out_i)
+            _encode_legacy(t, x, y)
+            _report_block(t, x, y, i, levels, c, v, lo, hi, stamp, hist, out_f, out_i)
         return
     lanes = lane_scratch()
     per = sub_block_shape(t)[1]
@@ -96,20 +108,30 @@ def _encode(t, xb, out, report, levels, out_f, out_i, hist) -> None:
                               out_i)
 
 
-@_jit
 def encode_blocks(t, xb, out) -> None:
-    """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``."""
-    none = np.zeros((0, 1))
-    _encode(t, xb, out, False, 1, none, np.zeros((0, 1), np.int64), np.zeros(1, np.int64))
+    """Blocks ``xb[i]`` (float32, finite, read-only: :mod:`quantscope.core.kernels.read_only`)
+    of ggml type ``t`` into bytes ``out[i]``: :func:`encode_report_blocks` without its report,
+    the one compiled loop of both (every encoder of every type is in it: a second loop for
+    the encoding alone was some 20 s of CPU more on a machine's first run, for the same
+    bytes)."""
+    encode_report_blocks(t, xb, out, False, 1, _NO_UNITS_F, _NO_UNITS_I, _NO_HIST)
+
+
+#: The report's outputs :func:`encode_blocks` hands the loop, never written (no report): in the
+#: layout of a report's own (:func:`~quantscope.core.kernels.unit_columns.unit_columns`).
+_NO_UNITS_F = unit_columns(1, 6)
+_NO_UNITS_I = unit_columns(1, 4, np.int64)
+_NO_HIST = np.zeros(1, np.int64)
 
 
 @_jit
-def encode_report_blocks(t, xb, out, levels, out_f, out_i, hist) -> None:
-    """:func:`encode_blocks` and :func:`report_blocks` in one pass: each block encoded, then
-    measured against the bytes just written (the same totals as a later
-    :func:`report_blocks`, bit for bit), instead of a second pass that reads the tensor and
-    the bytes again and decodes every block from memory."""
-    _encode(t, xb, out, True, levels, out_f, out_i, hist)
+def encode_report_blocks(t, xb, out, report, levels, out_f, out_i, hist) -> None:
+    """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``, and with
+    ``report`` :func:`report_blocks` in the same pass: each block encoded, then measured
+    against the bytes just written (the same totals as a later :func:`report_blocks`, bit for
+    bit), instead of a second pass that reads the tensor and the bytes again and decodes every
+    block from memory."""
+    _encode(t, xb, out, report, levels, out_f, out_i, hist)
 
 
 @_jit

@@ -135,7 +135,7 @@ def encode_measured(x, name: str) -> MeasuredBlocks:
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(t.levels, np.int64)
-        compiled.encode_report_blocks(t.ggml_type, xb[lo:hi], out[lo:hi], t.levels,
+        compiled.encode_report_blocks(t.ggml_type, xb[lo:hi], out[lo:hi], True, t.levels,
                                       out_f[lo:hi], out_i[lo:hi], h)
         return h
 

@@ -125,15 +125,16 @@ def encode_blocks(t, xb, out) -> None:
         _encode_q8_0(xb[a:b], out[a:b])
 
 
-def encode_report_blocks(t, xb, out, levels, out_f, out_i, hist) -> None:
-    """``gguf_kernel.encode_report_blocks``: each block encoded, then measured against its
-    bytes (Q8_0 here, other types by the compiled loop)."""
+def encode_report_blocks(t, xb, out, report, levels, out_f, out_i, hist) -> None:
+    """``gguf_kernel.encode_report_blocks``: each block encoded, then, with ``report``,
+    measured against its bytes (Q8_0 here, other types by the compiled loop)."""
     if t != Q8_0:
-        compiled.loop("encode_report_blocks")(t, xb, out, levels, out_f, out_i, hist)
+        compiled.loop("encode_report_blocks")(t, xb, out, report, levels, out_f, out_i, hist)
         return
     for a, b in _chunks(xb.shape[0]):
         _encode_q8_0(xb[a:b], out[a:b])
-        _report(xb[a:b], out[a:b], levels, out_f[a:b], out_i[a:b], hist)
+        if report:
+            _report(xb[a:b], out[a:b], levels, out_f[a:b], out_i[a:b], hist)
 
 
 def report_blocks(t, xb, yb, levels, out_f, out_i, hist) -> None:

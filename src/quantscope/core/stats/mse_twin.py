@@ -32,7 +32,8 @@ run at a time, each giving the compiled loop's very values:
 Rows shorter than ``mse_search.SEARCH_ROWS`` (walked by the loop, settled by sweeps) and calls
 with more than :data:`MAX_TWIN_ROWS` rows go to the compiled loop itself
 (:func:`quantscope.core.kernels.compiled.loop`): the twin is a stand-in for the first run's
-per-tensor optimum, some hundred times slower per box than the loop.
+per-tensor optimum, some twenty times slower per box than the loop (the demo tensor's
+optimum: 35-65 ms of processor time per scheme against 2 ms).
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ from quantscope.core.stats.twin_sums import KEEP_PREFIXES_MAX, row_prefixes, run
 
 #: Elements per prefix-sum record (``block_sums.BLOCK``; a test holds the two equal).
 BLOCK = 128
-#: The most rows one call serves here; a call with more is the compiled loop's (a long row
-#: took the twin about 0.3 s per scheme on the demo tensor, the loop a few milliseconds).
+#: The most rows one call serves here; a call with more is the compiled loop's (the search
+#: hands each of its 32 shares of rows to a call: more than this are ~100 long rows, whose
+#: search by the twin would take about as long as compiling the loop).
 MAX_TWIN_ROWS = 4
 #: How far (relative) either side of ``(m + 1/2)·s`` the first element of code above ``m`` is
 #: looked for before the whole row is (the product ``x · (1/s)`` is off by an ulp or two).
