@@ -29,8 +29,11 @@ The exact parts are one quadratic in ``s``, minimised over ``[s1, s2]`` in close
 rest is a constant. At ``s1 = s2`` every run is exact and the bound *is* the error
 (:func:`z_bounds` then evaluates every zero point of a scale in one pass).
 
-The search (:func:`unit_optimum`) evaluates a grid of float32 scales (the min/max scale
-among them), then keeps boxes between evaluated float32 scales in a heap, lowest bound first:
+The search (:func:`unit_optimum`) evaluates the min/max scale; for a walked row it rules out
+the scales below and above two cuts wholesale (:mod:`quantscope.core.kernels.scale_cuts`:
+every scale beyond them has an error above the min/max scale's, whatever its codes); it
+evaluates the grid's float32 scales between them (and the cuts), then keeps boxes between
+evaluated float32 scales in a heap, lowest bound first:
 a box whose bound, for every zero point, is at least the best error found (less a relative
 ``eps``) cannot hold a better scale and is dropped; otherwise its two halves go back into the
 heap with the zero points that survive. A walked row's box with few crossings, or none but
@@ -56,6 +59,7 @@ from quantscope.core.kernels.block_sums import _step, prefix_from
 from quantscope.core.kernels.box_heap import grow, grow_int, heap_add, heap_pop
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.mse_sweep import box_crossings, box_sweep
+from quantscope.core.kernels.scale_cuts import clip_cut, spread_cut
 from quantscope.core.kernels.small_unique import small_unique
 
 _jit = njit(nogil=True, error_model="numpy")
@@ -559,28 +563,42 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
     # a walked row's evaluated scales, ascending (``lad_s``; no box holds one inside), and
     # where each one's runs are kept (``lad_id``: entries ``off[id] .. off[id + 1]``)
     if not search:
-        if off.size < pts.size + 1:
-            off = np.empty(2 * pts.size + 1, np.int64)
-            lad_s = np.empty(2 * pts.size)
-            lad_id = np.empty(2 * pts.size, np.int64)
-        if pos.size < pts.size * per:
-            pos = np.empty(2 * pts.size * per, np.int64)
-            code = np.empty(2 * pts.size * per, np.int64)
+        if off.size < pts.size + 3:
+            off = np.empty(2 * pts.size + 3, np.int64)
+            lad_s = np.empty(2 * pts.size + 2)
+            lad_id = np.empty(2 * pts.size + 2, np.int64)
+        if pos.size < (pts.size + 2) * per:
+            pos = np.empty(2 * (pts.size + 2) * per, np.int64)
+            code = np.empty(2 * (pts.size + 2) * per, np.int64)
         off[0] = 0
-    for i in range(pts.size):
-        s = pts[i]
+    # the min/max scale first; then the scales beyond two cuts (:mod:`scale_cuts`) are ruled
+    # out whole, and of the grid only the scales between the cuts are evaluated, with the cuts
+    todo = np.empty(pts.size + 2)
+    todo[0] = s_mm
+    n_todo = 1
+    i = 0
+    while i < n_todo:
+        s = todo[i]
         if search:
             n_runs = runs_search(x, a, b, rec, k0, s, s, k, rlo, rhi, rf)
         else:
             off[i + 1] = codes_at(x, a, b, s, k, pos, code, off[i])
-            lad_s[i] = s
-            lad_id[i] = i
+            _ladder_insert(lad_s, lad_id, i, _first_not_below(lad_s, 0, i, s), s, i)
             n_runs = runs_between(x, a, b, pre, s, s, pos, code, off[i], off[i + 1], off[i],
                                   off[i + 1], rlo, rhi, rf)
         z_bounds(rlo, rhi, rf, n_runs, s, s, qmin, qmax, z0, z1, cum, lb, arg)
         for t in range(nz):
-            if lb[t] < best:
+            # the least scale of equal errors, whatever the order the scales are evaluated in
+            if lb[t] < best or (lb[t] == best and s < best_s):
                 best, best_s, best_z = lb[t], s, z0 + t
+        i += 1
+        if i == 1:
+            if not search:  # a searched row keeps its grid (mse_twin takes the same steps)
+                pts = _between_cuts(x, a, b, pts, s_mm, best, qmin, qmax, z0, z1)
+            for u in range(pts.size):
+                if pts[u] != s_mm:
+                    todo[n_todo] = pts[u]
+                    n_todo += 1
     # the heap of boxes, lowest bound first
     size = 0
     for i in range(pts.size - 1):
@@ -677,6 +695,32 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
     out[2] = _lowest_alike(x, a, b, best_s, best_z, k, qmin, qmax, z0)
     out[3] = proven
     out[4] = boxes
+
+
+@_jit
+def _between_cuts(x, a, b, pts, s_mm, best, qmin, qmax, z0, z1):
+    """The grid ``pts`` (ascending, ``s_mm`` among them) less the scales beyond the cuts
+    below and above ``s_mm`` past which every scale's error exceeds ``best`` at every zero
+    point of ``[z0, z1]`` (:mod:`quantscope.core.kernels.scale_cuts`), with the cuts as its
+    new ends. A unit without error at ``s_mm`` keeps its whole grid (every scale that ties
+    it is evaluated, as before)."""
+    if not best > 0.0 or b - a < 2:
+        return pts
+    lo = clip_cut(x, a, b, s_mm, pts[0], qmin - z1, qmin - z0, qmax - qmin, best)
+    hi = spread_cut(x, a, b, s_mm, pts[pts.size - 1], best)
+    lo, hi = min(lo, s_mm), max(hi, s_mm)  # s_mm stays, whatever the rounding of the sums
+    out = np.empty(pts.size + 2)
+    n = 0
+    out[n] = max(lo, pts[0])
+    n += 1
+    for u in range(pts.size):
+        if out[0] < pts[u] < hi:
+            out[n] = pts[u]
+            n += 1
+    if hi > out[n - 1]:
+        out[n] = min(hi, pts[pts.size - 1])
+        n += 1
+    return out[:n]
 
 
 @_jit

@@ -40,11 +40,12 @@ FLOOR = 1e-13
 F_MIN = 1e-4
 S_MAX = 2.0
 #: Scales evaluated before the boxes, as multiples of the min/max scale (with it and the
-#: ends of the range): the first boxes lie between them. Dense where the optimum of a
-#: tensor's unit usually lies (a little below the min/max scale), sparse towards the range's
-#: ends, whose boxes a clipping or rounding error far above the optimum drops at once (every
-#: scale evaluated and every first box costs a walk of the unit: a group of 128 took 31 µs
-#: with eight of them, 25 µs with five, on the bench's weight).
+#: ends of the range, or the cuts that rule out the scales beyond them:
+#: :mod:`quantscope.core.kernels.scale_cuts`): the first boxes lie between them. Dense where
+#: the optimum of a tensor's unit usually lies (a little below the min/max scale), sparse
+#: towards the range's ends, whose boxes a clipping or rounding error far above the optimum
+#: drops at once (every scale evaluated and every first box costs a walk of the unit: a group
+#: of 128 took 31 µs with eight of them, 25 µs with five, on the bench's weight).
 GRID = np.array([0.1, 0.5, 0.7, 0.85, 1.2])
 #: A box of a walked row with at most this many crossings is settled by sweeping its
 #: breakpoints (:mod:`quantscope.core.kernels.mse_sweep`) instead of split further.

@@ -1,0 +1,209 @@
+"""Whole ranges of scales ruled out at once, before the integer MSE search opens a box:
+compiled loops for :mod:`quantscope.core.kernels.mse_bound`.
+
+The branch and bound's boxes are bounded through runs of equal codes, and over a wide box
+most elements change code many times: they count nothing, and the boxes far above or far below
+the optimum were split again and again, and swept, only to be dropped (half of a channel's
+boxes on the bench's weight). Two bounds that need no codes settle those ranges in a few
+passes over the unit instead:
+
+* large scales (:func:`spread_cut`): the values cut into groups narrower than a cell cannot
+  all sit near grid points at any larger scale (:func:`spread_bound`);
+* small scales (:func:`clip_cut`): the codes' window is narrower than the values' range at
+  every smaller scale and must leave some outside, clamped (:func:`window_clip`).
+
+Each is a lower bound of the error at every zero point and every scale beyond a cut; the cut
+is placed where the bound exceeds the best error already found, so nothing beyond it can be
+as good.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quantscope.core.kernels.block_sums import _first_not_below
+from quantscope.core.kernels.jit_cache import njit
+
+_jit = njit(nogil=True, error_model="numpy")
+
+#: Most bisection steps of :func:`window_clip`'s window position (the bracket of the least
+#: clipping shrinks to 2^-40 of the positions' range; the bound is certified at any step).
+CLIP_STEPS = 40
+
+
+@_jit
+def spread_bound(x, p, q, s1):
+    """A lower bound of the error of sorted ``x[p:q]`` at every scale ``s >= s1`` and every
+    zero point, from how the values spread (no codes needed).
+
+    The values are cut into consecutive groups each spanning less than ``s1``. At a scale
+    ``s >= s1`` a group lies in one or two neighbouring cells of the grid ``s·m``: either all
+    its elements round to one grid point (error at least the group's sum of squared deviations
+    ``SS``), or its first ``t`` round to ``s·m`` and the rest to ``s·(m + 1)``: error at least
+    ``SS_L + SS_R + (t·(n − t)/n)·(s − d)²`` (``d`` the distance of the two parts' means,
+    less than ``s1``), which is ``SS + s1·(s1·t·(n − t)/n + 2·Σ_{i<t}(x_i − mean))`` at
+    ``s = s1`` and only larger above. The least of these over ``t`` bounds the group; clamping
+    an element to the codes' range only moves it further from its value. A group as wide as a
+    cell holds about ``s²/12`` an element at every scale (85-90% of the error on the bench's
+    channels), where a wide box's runs count nothing for an element whose code moves by more
+    than one step across it."""
+    total = 0.0
+    width = s1 * (1.0 - 1e-9)  # strictly below s1 despite the rounding of x[i] + width
+    i = p
+    while i < q:
+        xi = np.float64(x[i])
+        if abs(xi) > 1e6 * s1:  # the sum's rounding could reach the margin: a group of one
+            i += 1
+            continue
+        j = _first_not_below(x, i + 1, q, xi + width)
+        n = j - i
+        if n >= 2:
+            mean = 0.0
+            for t in range(i, j):
+                mean += np.float64(x[t])
+            mean /= n
+            c = s1 / n
+            ss = 0.0
+            dev = 0.0
+            low = 0.0
+            for t in range(1, n):
+                e = np.float64(x[i + t - 1]) - mean
+                ss += e * e
+                dev += e
+                low = min(low, c * (t * (n - t)) + 2.0 * dev)
+            e = np.float64(x[j - 1]) - mean
+            ss += e * e
+            total += max(ss + s1 * low, 0.0)
+        i = j
+    return total
+
+
+@_jit
+def spread_cut(x, p, q, s_from, s_top, bar):
+    """A float32 scale in ``(s_from, s_top)`` from which on every scale's error exceeds
+    ``bar`` (:func:`spread_bound`), or ``s_top`` when none of the few tried does.
+
+    The bound grows about as the square of the scale, so each try aims at where the last one
+    says it passes ``bar`` (1% beyond): two or three passes over the unit stand in for every
+    box above."""
+    low = spread_bound(x, p, q, s_from)
+    if not low > 0.0:
+        return s_top
+    guess = s_from
+    for _ in range(3):
+        c = _up32(min(guess * np.sqrt(bar / low) * 1.01, s_top))
+        if c >= s_top:
+            return s_top
+        low = spread_bound(x, p, q, c)
+        if low > bar:
+            return c
+        if not low > 0.0:
+            return s_top
+        guess = c
+    return s_top
+
+
+@_jit
+def _up32(s):
+    """The least float32 value not below ``s``."""
+    c = np.float64(np.float32(s))
+    if c < s:
+        c = np.float64(np.nextafter(np.float32(c), np.float32(np.inf)))
+    return c
+
+
+@_jit
+def _clip(x, p, q, lo_end, hi_end):
+    """``Σ`` over sorted ``x[p:q]`` of the squared distance to ``[lo_end, hi_end]`` and its
+    derivative in a shift of the interval, walking in from both ends."""
+    f = 0.0
+    g = 0.0
+    i = p
+    while i < q and x[i] < lo_end:
+        d = lo_end - np.float64(x[i])
+        f += d * d
+        g += d
+        i += 1
+    j = q - 1
+    while j >= i and x[j] > hi_end:
+        d = np.float64(x[j]) - hi_end
+        f += d * d
+        g -= d
+        j -= 1
+    return f, 2.0 * g
+
+
+@_jit
+def window_clip(x, p, q, width, l_min, l_max, bar):
+    """A lower bound of the least clipping of sorted ``x[p:q]`` by any window
+    ``[l, l + width]`` with ``l`` in ``[l_min, l_max]``: the squared distances of the values
+    outside it. The clipping is convex in ``l``: bisection on its slope brackets the least,
+    and the tangents at the bracket's ends bound it from below. Stops once the bound exceeds
+    ``bar`` or the bracket's ends show the least does not."""
+    f, g = _clip(x, p, q, l_min, l_min + width)
+    if g >= 0.0 or l_max <= l_min:
+        return f
+    fr, gr = _clip(x, p, q, l_max, l_max + width)
+    if gr <= 0.0:
+        return fr
+    lo, hi, f_lo, g_lo, f_hi, g_hi = l_min, l_max, f, g, fr, gr
+    bound = 0.0
+    for _ in range(CLIP_STEPS):
+        bound = max(f_lo + g_lo * (hi - lo), f_hi - g_hi * (hi - lo), 0.0)
+        if bound > bar or min(f_lo, f_hi) <= bar:
+            break
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi:
+            break
+        fm, gm = _clip(x, p, q, mid, mid + width)
+        if gm < 0.0:
+            lo, f_lo, g_lo = mid, fm, gm
+        else:
+            hi, f_hi, g_hi = mid, fm, gm
+    return max(bound, f_lo + g_lo * (hi - lo), f_hi - g_hi * (hi - lo))
+
+
+@_jit
+def clip_cut(x, p, q, s_from, s_bottom, a_lo, a_hi, span, bar):
+    """A float32 scale in ``(s_bottom, s_from)`` up to which every scale's error exceeds
+    ``bar``, or ``s_bottom`` when none of the few tried does.
+
+    At scale ``s`` and zero point ``z`` the codes reach the window ``s·[qmin − z, qmax − z]``
+    (``span = qmax − qmin`` wide, ``qmin − z`` in ``[a_lo, a_hi]``, never above 0): every
+    value outside is clamped to its edge, at least its distance from the window away. Below a
+    scale ``c`` each such window lies inside one at ``c`` (the window holds 0, so scaling it
+    up only widens it), whose least clipping (:func:`window_clip`) bounds the error of every
+    scale below. Tries from just below ``s_from`` outward, doubling the step, then halves the
+    last step twice."""
+    ok = s_bottom
+    fail = s_from
+    step = 0.03
+    for _ in range(5):
+        c = _down32(s_from * (1.0 - step))
+        if c <= s_bottom:
+            break
+        if window_clip(x, p, q, c * span, c * a_lo, c * a_hi, bar) > bar:
+            ok = c
+            break
+        fail = c
+        step *= 2.0
+    if ok <= s_bottom:
+        return s_bottom
+    for _ in range(2):
+        c = _down32(0.5 * (ok + fail))
+        if not ok < c < fail:
+            break
+        if window_clip(x, p, q, c * span, c * a_lo, c * a_hi, bar) > bar:
+            ok = c
+        else:
+            fail = c
+    return ok
+
+
+@_jit
+def _down32(s):
+    """The largest float32 value not above ``s``."""
+    c = np.float64(np.float32(s))
+    if c > s:
+        c = np.float64(np.nextafter(np.float32(c), np.float32(0.0)))
+    return c

@@ -1,0 +1,114 @@
+"""The integer MSE search's wholesale cuts (:mod:`quantscope.core.kernels.scale_cuts`): each
+bound stays below the exact error at every scale and zero point it claims to cover (what makes
+dropping those scales safe), is close enough to rule out the scales the search no longer
+opens boxes for, and the cuts leave every error above the bar they were placed at."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quantscope.core.kernels import scale_cuts as sc
+
+QMIN, QMAX = -128, 127
+
+
+def _error(x: np.ndarray, s: float, z: int) -> float:
+    """The exact error at scale ``s`` and zero point ``z`` (float64 division, half to even)."""
+    q = np.clip(np.rint(x.astype(np.float64) / s) + z, QMIN, QMAX)
+    return float(np.sum((x.astype(np.float64) - s * (q - z)) ** 2))
+
+
+def _unclamped(x: np.ndarray, s: float) -> float:
+    v = x.astype(np.float64)
+    return float(np.sum((v - s * np.rint(v / s)) ** 2))
+
+
+def _units() -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal(4096) * 0.02
+    w[rng.choice(4096, 4, replace=False)] *= 10  # the bench's outlier columns
+    clustered = np.repeat(rng.standard_normal(40), 25) + rng.standard_normal(1000) * 1e-4
+    return [np.sort(u.astype(np.float32)) for u in (
+        w, rng.standard_normal(700), rng.uniform(0.5, 3.0, 300), clustered,
+        rng.standard_exponential(500) * -1.0, np.array([0.0, 0.0, 1.0, 1.0, 2.0]))]
+
+
+@pytest.mark.parametrize("unit", range(6))
+def test_the_spread_bound_is_below_the_error_at_every_larger_scale_and_zero_point(unit):
+    x = _units()[unit]
+    rng = np.random.default_rng(unit)
+    span = float(x[-1] - min(x[0], 0.0)) or 1.0
+    for _ in range(30):
+        s1 = span / 255 * float(np.exp(rng.uniform(np.log(0.05), np.log(3.0))))
+        bound = sc.spread_bound(x, 0, x.size, s1)
+        assert bound >= 0.0
+        for s in s1 * np.concatenate([[1.0], np.exp(rng.uniform(0, np.log(8.0), 12))]):
+            s = float(np.float32(s))
+            if s < s1:
+                continue
+            assert bound <= _unclamped(x, s) * (1 + 1e-12) + 1e-300
+            for z in (QMIN, -40, 0, 77, QMAX):
+                assert bound <= _error(x, s, z) * (1 + 1e-12) + 1e-300
+
+
+def test_the_spread_bound_holds_most_of_a_dense_units_error():
+    # why it cuts: on a dense unit it stays near the error itself (a bound of 0 would pass
+    # the test above and cut nothing)
+    x = _units()[0]
+    s0 = float(x[-1] - x[0]) / 255
+    for f in (0.9, 1.0, 1.2, 1.6):
+        bound = sc.spread_bound(x, 0, x.size, f * s0)
+        assert bound >= 0.75 * _unclamped(x, f * s0)
+
+
+@pytest.mark.parametrize("unit", range(6))
+def test_the_window_clip_bound_is_below_every_windows_clipping_and_passes_a_bar_below_it(unit):
+    x = _units()[unit].astype(np.float64)
+    span = float(x[-1] - x[0]) or 1.0
+    for width in span * np.array([0.2, 0.6, 0.9, 0.99, 1.5]):
+        l_min, l_max = -width, 0.0
+        ls = np.linspace(l_min, l_max, 4001)
+        clip = np.array([np.sum(np.maximum(at - x, 0) ** 2
+                                + np.maximum(x - at - width, 0) ** 2) for at in ls])
+        least = clip.min()
+        for bar in (0.5 * least, least * (1 - 1e-3), least * (1 + 1e-3)):
+            bound = sc.window_clip(x.astype(np.float32), 0, x.size, width, l_min, l_max, bar)
+            assert bound <= least * (1 + 1e-12) + 1e-300
+            # it exceeds a bar just below the least clipping (a bar it could not pass is
+            # reported as not passed)
+            assert (bound > bar) == (bar < least)
+
+
+@pytest.mark.parametrize("unit", range(6))
+def test_every_scale_beyond_the_cuts_has_an_error_above_the_bar(unit):
+    x = _units()[unit]
+    s_mm = float(np.float32((max(x[-1], 0.0) - min(x[0], 0.0)) / (QMAX - QMIN)))
+    best = min(_error(x, s_mm, z) for z in range(QMIN, QMAX + 1))
+    if best == 0.0:
+        pytest.skip("a unit on the grid: the search keeps its whole grid")  # never for most
+    lo = sc.clip_cut(x, 0, x.size, s_mm, 1e-4 * s_mm, QMIN - QMAX, 0, QMAX - QMIN, best)
+    hi = sc.spread_cut(x, 0, x.size, s_mm, 2.0 * s_mm, best)
+    assert 1e-4 * s_mm <= lo < s_mm < hi <= 2.0 * s_mm
+    assert lo == np.float32(lo) and hi == np.float32(hi)
+    rng = np.random.default_rng(unit)
+    below = [lo, float(np.nextafter(np.float32(lo), np.float32(0))),
+             *(lo * np.exp(rng.uniform(np.log(0.3), 0, 6)))]
+    above = [hi, float(np.nextafter(np.float32(hi), np.float32(np.inf))),
+             *(hi * np.exp(rng.uniform(0, np.log(1.8), 6)))]
+    for s in below if lo > 1e-4 * s_mm else []:
+        assert min(_error(x, float(np.float32(s)), z) for z in range(QMIN, QMAX + 1)) > best
+    for s in above if hi < 2.0 * s_mm else []:
+        assert min(_error(x, float(np.float32(s)), z) for z in range(QMIN, QMAX + 1)) > best
+
+
+def test_the_bench_units_are_cut_close_to_the_min_max_scale():
+    # what the cuts are for: on a channel with outliers both land within 15% of the min/max
+    # scale, leaving the search two short boxes instead of the range 1e-4 .. 2 times it
+    x = _units()[0]
+    s_mm = float(np.float32((x[-1] - x[0]) / (QMAX - QMIN)))
+    best = min(_error(x, s, z) for s in s_mm * np.linspace(0.95, 1.02, 15)
+               for z in range(QMIN, QMAX + 1))
+    lo = sc.clip_cut(x, 0, x.size, s_mm, 1e-4 * s_mm, QMIN - QMAX, 0, QMAX - QMIN, best)
+    hi = sc.spread_cut(x, 0, x.size, s_mm, 2.0 * s_mm, best)
+    assert 0.85 * s_mm < lo and hi < 1.15 * s_mm
