@@ -7,9 +7,10 @@ import pytest
 
 from quantscope.core import choose_qparams, params_from_range
 from quantscope.core.kernels import block_sums, compiled, sorted_kernel
+from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.stats import loop_twins
 from quantscope.core.stats.prepared import prepare
-from quantscope.core.stats.sorted_stats import SortedRows, _columns
+from quantscope.core.stats.sorted_stats import SortedRows
 from quantscope.io.samples import sample_path
 
 
@@ -111,8 +112,9 @@ def test_raw_outputs_and_bounds_are_the_compiled_ones():
 
 def _evaluate_raw(rows, row, scale, zp, walk_below):
     hist = np.zeros(256, np.int64)
-    out_f = _columns(8, row.size, np.float64)  # the layout evaluate hands the loop: no other
-    out_i = _columns(5, row.size, np.int64)  # signature is compiled for this test
+    # the layout evaluate hands the loop: no other signature is compiled for this test
+    out_f = unit_columns(row.size, 8, np.float64, zeros=False)
+    out_i = unit_columns(row.size, 5, np.int64, zeros=False)
     rec, rec_starts, b1, b2 = rows._sums
     compiled.evaluate_rows(rows.values, rows.starts, rows.sumsq, rec, rec_starts, b1, b2, row,
                            scale, scale, zp, -128, 127, 0, False, False, walk_below, True,
