@@ -18,7 +18,6 @@ import math
 import numpy as np
 
 from quantscope.core import QuantParams, choose_qparams
-from quantscope.core.calibration.format_choose import element_params_from_range
 from quantscope.core.formats.catalog import (
     BLOCK_MSE_KINDS,
     FORMAT_TABLE,
@@ -152,6 +151,10 @@ def _element_minmax(x: np.ndarray, name: str, gran: str, axis: int | None, prepa
     """Element format ``name``'s parameters from its units' min/max: the engine's
     (``choose_qparams``), or its very rule on the ranges memoised in ``ranges``."""
     if ranges is not None and prepared is None:
+        # the format choosers load ml_dtypes: the window's int panes import this module and
+        # must not pay for it
+        from quantscope.core.calibration.format_choose import element_params_from_range
+
         lo, hi = unit_range(as_float32(x), axis, None, ranges)
         return element_params_from_range(name, lo, hi, axis=axis)
     p = choose_qparams(x, format=name, granularity=gran, axis=axis, prepared=prepared)
