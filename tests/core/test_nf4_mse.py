@@ -145,6 +145,29 @@ def test_within_a_thousandth_of_a_db_of_every_float32_scale(label):
         assert mine < spec  # the constructed basins are met
 
 
+def _blocks_of_64() -> dict[str, np.ndarray]:
+    """Two blocks of NF4's own length: the bundled weight's block of the most outlying absmax
+    among its first rows, and a constructed one with two basins (four copies of the
+    16-element block whose far basin is deeper)."""
+    x = np.load(SAMPLES / "layer0_query_weight.npy", allow_pickle=False)[:4].reshape(-1, 64)
+    peak = np.abs(x).max(axis=1) / np.sqrt((x.astype(np.float64) ** 2).mean(axis=1))
+    return {"weight peaked": x[int(peak.argmax())],
+            "two basins x4": np.tile(_multi_basin()["the far basin deeper"], 4)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label", list(_blocks_of_64()))
+def test_blocks_of_64_within_a_thousandth_of_a_db_of_every_float32_scale(label):
+    """The search on NF4's own block length against all 2^24 float32 scales of
+    ``[absmax / 2, 2 · absmax)`` (about 5 s of processor time a block)."""
+    block = _blocks_of_64()[label]
+    best, best_s = exhaustive(block)
+    mine, mine_s = searched(block)
+    assert np.abs(block).max() / 2 <= mine_s < 2 * np.abs(block).max()
+    assert 10 * np.log10(mine / best) <= 0.001, (label, mine, best, mine_s, best_s)
+    assert mine <= float(errors_at(block, np.abs(block).max().reshape(1))[0])
+
+
 def test_real_blocks_of_64_gain_and_never_lose():
     """On every block of the bundled weight and activations the searched scale's error is at
     most the absmax's (the specification's scale is kept unless one is strictly better), and
