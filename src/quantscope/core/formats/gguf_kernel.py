@@ -5,6 +5,12 @@ Each loop takes a range of blocks (``[n_blocks, block]`` floats, ``[n_blocks, ty
 bytes), so the caller splits a tensor of any size into shares for the engine's threads
 (:func:`quantscope.core.kernels.parallel.parallel`) and nothing larger than one block's
 scratch is allocated per call.
+
+The loops here inline the encoders and searches of :mod:`~quantscope.core.formats.gguf_legacy`,
+:mod:`~quantscope.core.formats.gguf_kquants` and :mod:`~quantscope.core.formats.gguf_lanes`,
+yet Numba's on-disk cache keys each loop by the text of its own file only: a change there
+reaches the cached loops of this file when this file changes too (the lanes' float ``rint``
+trials did so).
 """
 
 from __future__ import annotations

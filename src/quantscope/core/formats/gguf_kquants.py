@@ -92,7 +92,9 @@ def fit_chunk(t, xb, lanes) -> None:
         qkx2_lanes(n, nl, 3, xt, wt, Lt, _f32(-0.5), _f32(0.1), 15, True, st, scales,
                    mins)
         return
-    av_x = st[16]  # Q4_K / Q5_K: weights sqrt(mean x²) + |x|, x² summed in element order
+    # Q4_K / Q5_K: weights sqrt(mean x²) + |x|, x² summed in element order (row 16 is free
+    # again once the weights are formed: qkx2_lanes keeps each lane's least value there)
+    av_x = st[16]
     for j in range(nl):
         av_x[j] = _f32(0.0)
     for i in range(n):
