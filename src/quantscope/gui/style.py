@@ -1,9 +1,6 @@
-"""The window's own style sheet: white, calm, readable from the back of a room.
-
-Kept minimal so the views engineer's theme (:mod:`quantscope.gui.theme`) can override it. No
-rule targets every ``QWidget``: a blanket background rule breaks widgets that paint themselves
-from the style (superqt's range slider loses its groove); the white background comes from the
-palette (:func:`light_palette`) instead.
+"""The window's base look (a white palette, an 11 pt font) and the helpers that keep labels'
+room steady as fonts change; the style sheet itself is the theme's
+(:func:`quantscope.gui.theme.stylesheet`).
 """
 
 from PySide6.QtCore import QEvent, QObject, Qt
@@ -11,7 +8,7 @@ from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QBoxLayout, QLabel, QSizePolicy
 
 from quantscope.gui.descendants import descendants
-from quantscope.gui.tight_lines import trimmed
+from quantscope.gui.tight_lines import line_pitch, trimmed
 
 
 def light_palette(base: QPalette) -> QPalette:
@@ -33,25 +30,6 @@ def base_font(base: QFont) -> QFont:
     font = QFont(base)
     font.setPointSize(11)
     return font
-
-STYLE = """
-QMainWindow { background: #ffffff; }
-QFrame#pane { border: 1px solid #d5d9e0; border-radius: 6px; background: #ffffff; }
-QLabel#paneTitle { font-size: 14pt; font-weight: 600; color: #14213d; padding: 2px 2px; }
-QLabel#paneCaption { color: #3d4a5c; font-style: italic; }
-QLabel#paneError { color: #b00020; }
-QLabel#fieldName { color: #555b66; }
-QLabel#hint { color: #555b66; font-size: 10pt; }
-QLabel#banner { background: #fde8e8; color: #8a1010; border: 1px solid #f5b5b5;
-                border-radius: 4px; padding: 6px 10px; font-weight: 600; }
-QGroupBox { font-weight: 600; border: 1px solid #d5d9e0; border-radius: 6px;
-            margin-top: 10px; padding-top: 6px; }
-QGroupBox::title { subcontrol-origin: margin; left: 8px; padding: 0 4px; }
-QTableWidget { border: none; }
-QTabBar::tab { padding: 6px 14px; }
-QStatusBar { border-top: 1px solid #d5d9e0; }
-QLabel#computing { color: #8a5a00; font-style: italic; }
-"""
 
 
 class _Reserved(QObject):
@@ -78,8 +56,10 @@ class _Reserved(QObject):
         metrics = label.fontMetrics()
         if self.lines is not None:
             spacing = metrics.lineSpacing()
+            pitch = line_pitch(label)  # the spacing, less the room of a tightened line
             top, bottom = trimmed(label)  # a tightened label's first and last lines
-            label.setMinimumHeight(int((self.lines + self.slack) * spacing) - top - bottom)
+            label.setMinimumHeight(int((self.lines - 1 + self.slack) * pitch) + spacing
+                                   - top - bottom)
         else:
             label.setMinimumWidth(metrics.horizontalAdvance(self.template))
 

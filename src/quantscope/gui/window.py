@@ -24,7 +24,8 @@ from quantscope.gui.loading import Loading
 from quantscope.gui.model_mode import ModelMode
 from quantscope.gui.numbers import metrics_entry
 from quantscope.gui.picker import TensorPicker
-from quantscope.gui.style import STYLE, base_font, light_palette, reserve_lines
+from quantscope.gui.style import base_font, light_palette, reserve_lines
+from quantscope.gui.theme import resolve, stylesheet
 from quantscope.gui.window_layout import HEADLINE_LINES, WindowLayout
 from quantscope.state import (
     PANES,
@@ -72,7 +73,10 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.setAcceptDrops(True)
         self.setPalette(light_palette(self.palette()))
         self.setFont(base_font(self.font()))
-        self.setStyleSheet(STYLE)
+        # the sheet the theme gives a new window (light, at a desk), before the widgets: it
+        # stays, and the theme applied at the end of the build finds it in place (setting it
+        # there re-polished every widget the build made)
+        self.setStyleSheet(stylesheet(resolve(dark=False, presentation=False)))
         self.picker: TensorPicker | None = None
         self.log_counts = True  # tails and lone outliers visible from the first frame
         self.presentation = False

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from quantscope.core.labs.bitwidth import BIT_WIDTHS, BitwidthCurve, ideal_line
 from quantscope.gui.jobs import Jobs
 from quantscope.gui.style import summary_label
-from quantscope.gui.theme import Theme, current_theme, style_plot
+from quantscope.gui.theme import Theme, current_theme, restyle, style_plot
 from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.gui.views.lifecycle import StateView
 from quantscope.state import PANES, ExplorerState, Settings, pane_title
@@ -70,7 +70,7 @@ class BitwidthView(StateView):
         self.current.sigPositionChangeFinished.connect(self._on_marker_released)
         self.plot.addItem(self.current, ignoreBounds=True)
         self.data: dict[str, BitwidthCurve] = {}
-        self.apply_theme(current_theme())
+        restyle(self, current_theme())
         if state is not None:
             self.bind(state)
 

@@ -45,7 +45,7 @@ from quantscope.core.stats.report import QuantReport
 from quantscope.core.text.formatting import fmt_db, fmt_value
 from quantscope.gui.caption_label import line_count
 from quantscope.gui.style import reserve_lines, summary_label
-from quantscope.gui.theme import Theme, current_theme, style_plot
+from quantscope.gui.theme import Theme, current_theme, restyle, style_plot
 from quantscope.gui.views.lifecycle import View
 from quantscope.state import ExplorerState
 
@@ -73,7 +73,7 @@ class ChannelsView(View):
         self.selected: int | None = None
         self._params: QuantParams | None = None
         self._build()
-        self.apply_theme(current_theme())
+        restyle(self, current_theme())
         if state is not None:
             self.bind(state)
 

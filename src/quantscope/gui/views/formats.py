@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QGraphicsTextItem, QVBoxLayout, QWidget
 from quantscope.core.labs.bitwidth import DB_PER_BIT
 from quantscope.gui.jobs import Jobs
 from quantscope.gui.style import summary_label
-from quantscope.gui.theme import Theme, current_theme, style_plot
+from quantscope.gui.theme import Theme, current_theme, restyle, style_plot
 from quantscope.gui.views._point_labels import place_labels
 from quantscope.gui.views.lifecycle import StateView
 from quantscope.state import ExplorerState
@@ -85,7 +85,7 @@ class FormatsView(StateView):
         box.sigResized.connect(self._place_labels)
         box.sigRangeChanged.connect(self._place_labels)
         self._theme = current_theme()
-        self.apply_theme(self._theme)
+        restyle(self, self._theme)
         if state is not None:
             self.bind(state)
 

@@ -36,7 +36,7 @@ from quantscope.core.labs.mapping import (
 )
 from quantscope.core.tensors.validate import EngineValueError
 from quantscope.gui.style import summary_label
-from quantscope.gui.theme import Theme, current_theme, style_plot
+from quantscope.gui.theme import Theme, current_theme, restyle, style_plot
 from quantscope.gui.views._code_axis import CodeRangeAxis
 from quantscope.gui.views.lifecycle import View
 
@@ -89,7 +89,7 @@ def _nice_ticks(a: float, b: float, count: int = 5) -> list[float]:
 class MappingView(View):
     """See the module docstring."""
 
-    defers_while_hidden = False  # a few values: it redraws at once, shown or not
+    defers_while_hidden = False  # a few values: computed at once, drawn when shown (_draw)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -144,7 +144,8 @@ class MappingView(View):
         layout.addLayout(grid, 1)
         self.mappings: tuple[SchemeMapping, SchemeMapping] | None = None
         self.cast: CastResult | None = None
-        self.apply_theme(current_theme())
+        self._unpainted = False  # a draw put off while on a tab not shown (see _draw)
+        restyle(self, current_theme())
         # the labels' rows follow the plots' height in pixels: redrawn once a resize settles
         self._redraw = QTimer(self)
         self._redraw.setSingleShot(True)
@@ -158,6 +159,8 @@ class MappingView(View):
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
+        if self._unpainted:  # before the tab's first paint, not a turn later
+            self._paint()
         self._redraw.start()
 
     # -- model ----------------------------------------------------------------------------------
@@ -196,10 +199,12 @@ class MappingView(View):
     def figure_widgets(self) -> list[QWidget]:
         """What an export of this view holds: the sentence, each scheme's numbers and
         figure (not the fields that set them)."""
+        if self._unpainted:
+            self._paint()
         return [self.summary, *self.info.values(), *self.plots.values()]
 
     def is_ready(self) -> bool:
-        return self.mappings is not None
+        return self.mappings is not None and not (self._unpainted and self.isVisible())
 
     def export_data(self) -> dict:
         if self.mappings is None:
@@ -233,6 +238,16 @@ class MappingView(View):
             self._draw()
 
     def _draw(self) -> None:
+        """Draw the mappings now if the view is on screen, else when it is shown (or
+        exported): a draw is ~50 ms of items and labels, and the window's build and every
+        theme change drew the tab while no one could see it."""
+        if not self.isVisible():
+            self._unpainted = True
+            return
+        self._paint()
+
+    def _paint(self) -> None:
+        self._unpainted = False
         theme = self._theme
         for m in self.mappings:
             name = "symmetric" if m.symmetric else "asymmetric"

@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 
 from quantscope.gui.caption_label import PhraseLabel
 from quantscope.gui.jobs import Jobs, Lane
-from quantscope.gui.theme import Theme, current_theme, style_plot
+from quantscope.gui.theme import Theme, current_theme, restyle, style_plot
 from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.gui.views.lifecycle import View
 from quantscope.gui.views.matmul_controls import LabControls
@@ -88,7 +88,7 @@ class MatmulView(View):
         self._chan_pens: dict = {}
         self._row_width = 0  # the controls' width side by side (see _fit_controls)
         self._build()
-        self.apply_theme(current_theme())
+        restyle(self, current_theme())
         if state is not None:
             self.bind(state)
 

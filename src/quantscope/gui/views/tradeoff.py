@@ -35,7 +35,7 @@ from quantscope.core.stats.sweep import ClipSweep
 from quantscope.core.text.formatting import fmt_db, fmt_value
 from quantscope.gui.jobs import Jobs
 from quantscope.gui.style import reserve_lines, summary_label
-from quantscope.gui.theme import Theme, current_theme, style_plot
+from quantscope.gui.theme import Theme, current_theme, restyle, style_plot
 from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.gui.views.lifecycle import StateView
 from quantscope.state import ExplorerState, PaneKey, Settings
@@ -267,7 +267,7 @@ class TradeoffView(StateView):
         self._arrange(force=True)
         self._syncing = False
         self.job.partial.connect(self._on_partial)
-        self.apply_theme(current_theme())
+        restyle(self, current_theme())
         if state is not None:
             self.bind(state)
 

@@ -1,0 +1,108 @@
+"""A theme applied again changes nothing and costs nothing: the window's style sheet is not set
+again (every widget would be re-polished), a plot or view that has the theme is not restyled,
+and the Mapping tab, not on screen, draws when it is shown, before its first paint."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtGui import QColor
+
+from quantscope.gui.theme import apply_theme, resolve, restyle, style_plot
+
+
+class _StyleChanges(QObject):
+    """Counts the style changes (re-polishes) a widget receives."""
+
+    def __init__(self, widget) -> None:
+        super().__init__(widget)
+        self.count = 0
+        widget.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Type.StyleChange:
+            self.count += 1
+        return False
+
+
+def test_an_equal_theme_leaves_the_window_unpolished_and_a_new_one_restyles(make_window):
+    win = make_window()
+    title = next(iter(win.panes.values())).title
+    changes = _StyleChanges(title)
+    sheet = win.styleSheet()
+    apply_theme(win)  # what the window has: light, at a desk
+    assert changes.count == 0 and win.styleSheet() == sheet
+    apply_theme(win, dark=True)
+    assert changes.count > 0 and win.styleSheet() != sheet
+    apply_theme(win)
+    assert win.styleSheet() == sheet  # and back, exactly
+
+
+def test_the_window_starts_with_the_sheet_its_theme_gives(make_window):
+    from quantscope.gui.theme import stylesheet
+
+    win = make_window()
+    assert win.styleSheet() == stylesheet(resolve(False, False))
+
+
+def test_a_plot_with_the_theme_is_left_alone_and_a_new_theme_restyles_it(qtbot):
+    widget = pg.PlotWidget()
+    qtbot.addWidget(widget)
+    plot = widget.getPlotItem()
+    light, dark = resolve(False, False), resolve(True, False)
+    style_plot(plot, light)
+    axis = plot.getAxis("left")
+    assert axis.pen().color() == QColor(light.foreground)
+    axis.setPen(pg.mkPen("#FF0000"))  # a change the theme did not make...
+    style_plot(plot, light)
+    assert axis.pen().color() == QColor("#FF0000")  # ...is not undone by the same theme
+    style_plot(plot, dark)
+    assert axis.pen().color() == QColor(dark.foreground)
+
+
+def test_restyle_calls_a_view_once_per_theme(qtbot):
+    class View(QObject):
+        themed = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.themes: list = []
+
+        def apply_theme(self, theme) -> None:
+            self.themes.append(theme)
+
+    view = View()
+    light, dark = resolve(False, False), resolve(True, False)
+    for theme in (light, light, dark, dark, light, resolve(False, False)):
+        restyle(view, theme)
+    assert view.themes == [light, dark, light]
+
+
+def _items(view) -> int:
+    return sum(len(p.getPlotItem().items) for p in view.plots.values())
+
+
+def test_the_mapping_tab_draws_when_shown_before_it_is_painted(make_window, qtbot):
+    win = make_window(install_views=True)
+    mapping = win.views_controller.views["Mapping"]
+    assert win.views.currentWidget() is not mapping
+    assert mapping._unpainted and _items(mapping) == 0  # nothing drawn off screen
+    assert mapping.is_ready() and win.views_ready()  # a --screenshot does not wait for it
+    apply_theme(win, dark=True)
+    assert mapping._unpainted and _items(mapping) == 0  # nor restyled there
+    painted: list[int] = []
+
+    class FirstPaint(QObject):
+        def eventFilter(self, obj, event) -> bool:
+            if event.type() == QEvent.Type.Paint and not painted:
+                painted.append(_items(mapping))
+            return False
+
+    spy = FirstPaint(mapping)
+    mapping.installEventFilter(spy)
+    win.views.setCurrentWidget(mapping)
+    assert not mapping._unpainted and _items(mapping) > 0  # drawn as it was shown
+    qtbot.waitUntil(lambda: bool(painted))
+    assert painted[0] > 0  # its first paint had the drawing
+    assert "z = " in mapping.info["symmetric"].text()
+    apply_theme(win)
