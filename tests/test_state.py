@@ -301,6 +301,37 @@ def test_parallel_channel_panes_give_the_same_reports(state, monkeypatch):
         same_numbers(report, serial.reports[pane])
 
 
+def test_the_per_tensor_mse_searches_start_before_the_per_channel_ones(state, monkeypatch):
+    import quantscope.state.compute as state_module
+    from quantscope.state import prepare_tensor
+
+    assert state.update_settings(method="mse")
+    assert state.set_tensor(state.tensor, state.source,
+                            prepared=prepare_tensor(state.tensor, state.settings))
+    serial = compute_reports(state.request())
+    monkeypatch.setattr(state_module, "PARALLEL_MIN_SIZE", 1)
+    monkeypatch.setattr(state_module, "PARALLEL_CORES", True)
+    started: list[list[str]] = []
+
+    def beside(fns):  # the scheduler's helpers take what they are given first, first
+        started.append([fn.args[0] for fn in fns])
+        return state_module._threads_beside(fns)
+
+    partials = []
+    parallel = compute_reports(state.request(), partials.append, beside)
+    assert started == [["symmetric/tensor", "asymmetric/tensor"],
+                       ["symmetric/channel", "asymmetric/channel"]]
+    for pane in PANES:
+        same_numbers(parallel.reports[pane], serial.reports[pane])
+    (early,) = partials
+    assert sorted(early.reports) == ["asymmetric/tensor", "symmetric/tensor"]
+    # a method that does not search keeps the per-tensor panes on the calling thread
+    assert state.update_settings(method="minmax")
+    started.clear()
+    compute_reports(state.request(), None, beside)
+    assert started == [["symmetric/channel", "asymmetric/channel"]]
+
+
 def test_partial_results_add_to_the_current_ones(state):
     import dataclasses
 

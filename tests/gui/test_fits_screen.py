@@ -155,12 +155,59 @@ def test_a_talk_gives_the_histograms_the_rows_of_its_one_line_bars(fonts, app_wi
     assert not cut_labels(win), cut_labels(win)
 
 
+def _line_bound(label) -> int:
+    """The most rows a tightened label's line takes below the one before it: its letters'
+    room (as ``test_tight_lines`` bounds it)."""
+    from PySide6.QtGui import QFontInfo, QFontMetricsF
+
+    from quantscope.gui.tight_lines import INK_PROBE, LINE_EM
+
+    font = label.font()
+    ink = QFontMetricsF(font).tightBoundingRect(INK_PROBE)
+    return math.ceil(max(LINE_EM * QFontInfo(font).pixelSize(), ink.height() + 2)) + 1
+
+
+def test_a_talks_captions_take_the_rows_of_their_letters(fonts, app_window, qtbot):
+    """In a talk at 1280x720 the scene's line and the panes' two-line captions take no more
+    rows than their letters need in every font set: with the tall-lines face the scene's one
+    line took 28 rows and each caption's two and a half lines 70 (the default face: 22 and
+    55), which the histograms gave up. Every line whole."""
+    from PySide6.QtGui import QFontMetricsF
+
+    from quantscope.gui.caption_label import line_count
+    from quantscope.state.talk import builtin_talk
+
+    win = app_window(1000)
+    win.presentation_action.setChecked(True)
+    talk = builtin_talk()
+    win.talk_player.open(talk)
+    win.resize(1280, 720)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 720), timeout=5000)
+    qtbot.waitUntil(lambda: win.talk_player._shown(talk.scene(1)) and win.all_shown(),
+                    timeout=60_000)
+    qtbot.wait(100)  # the resize re-sizes the text (a zero timer) and relays out
+    settle(win, qtbot)
+    scene = win.talk_player.caption
+    assert scene.text().startswith("Scene 1 of 5 · Adding a zero point: symmetric uses")
+    width = scene.contentsRect().width()
+    lines = line_count(QFontMetricsF(scene.font()), scene.shown_text(), width)
+    assert scene.isVisible() and lines >= 1
+    assert scene.height() <= (lines - 1) * _line_bound(scene) + _one_line(scene)
+    for key in win.stage.visible_panes():
+        caption = win.panes[key].caption
+        assert caption.isVisible() and caption.text(), key
+        # two lines and the half line of slack its reservation keeps
+        assert caption.height() <= int(1.5 * _line_bound(caption)) + _one_line(caption), key
+    assert not cut_labels(win), cut_labels(win)
+
+
 def test_the_bars_around_the_panes_take_no_room_for_a_taller_line(qapp, app_window, qtbot):
     """At 1280x720 the menu bar, the headline, the status bar and the side column's tabs take
     the rows of the default face's letters with the "tall lines" face (its letters are DejaVu
     Sans's, its lines 1.45 em): 1 px more at most for a bar (the letters' room is 1.2 em),
     and for the two lines of the headline the one line spacing between them besides. The
-    first three took 4, 8 and 4 more rows, which the four histograms gave up."""
+    first three took 4, 8 and 4 more rows, which the four histograms gave up; the menu bar's
+    items and the View menu's rows took 4 and 3 more (27 and 29 rows)."""
     from font_sets import font_set
     from PySide6.QtGui import QFont, QFontMetrics
 
@@ -175,12 +222,18 @@ def test_the_bars_around_the_panes_take_no_room_for_a_taller_line(qapp, app_wind
             settle(win, qtbot)
             assert not cut_labels(win), cut_labels(win)
             spacing = QFontMetrics(win.headline.font()).lineSpacing()
-            heights[name] = (win.menuBar().height(), win.statusBar().height(),
-                             win.headline.height() - spacing, win.side_tabs.tabBar().height())
+            bar = win.menuBar()
+            rows = [win.view_menu.actionGeometry(a).height() for a in win.view_menu.actions()
+                    if not a.isSeparator()]
+            heights[name] = (bar.height(), win.statusBar().height(),
+                             win.headline.height() - spacing, win.side_tabs.tabBar().height(),
+                             max(bar.actionGeometry(a).height() for a in bar.actions()),
+                             max(rows))
             win.close()
     finally:
         qapp.setFont(before)
-    for what, plain, tall in zip(("menu bar", "status bar", "headline", "tabs"),
+    for what, plain, tall in zip(("menu bar", "status bar", "headline", "tabs", "menu bar item",
+                                  "menu row"),
                                  *heights.values(),
                                  strict=True):
         assert tall <= plain + 1, (what, plain, tall)

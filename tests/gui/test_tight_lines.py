@@ -15,17 +15,20 @@ from PySide6.QtGui import (
     QFontMetrics,
     QFontMetricsF,
     QPalette,
+    QTextLayout,
 )
 from PySide6.QtWidgets import QLabel
 
+from quantscope.gui.caption_label import CaptionLabel
 from quantscope.gui.style import reserve_lines
-from quantscope.gui.tight_lines import INK_PROBE, LINE_EM, tighten, trimmed
+from quantscope.gui.tight_lines import INK_PROBE, LINE_EM, line_pitch, tighten, trimmed
 
 TEXT = "Ag|(0.15) jpq 53 of 255 …"
 
 
-def _label(font: QFont, qtbot, tight: bool = True, sheet: str = "") -> QLabel:
-    label = QLabel(TEXT)
+def _label(font: QFont, qtbot, tight: bool = True, sheet: str = "",
+           label: QLabel | None = None) -> QLabel:
+    label = label if label is not None else QLabel(TEXT)
     label.setFont(font)
     label.setStyleSheet(sheet)
     pal = label.palette()  # black on white: ink is any dark pixel
@@ -163,3 +166,95 @@ def test_a_tightened_reservation_keeps_its_lines_less_the_trim(face, qtbot):
     label.resize(label.width(), label.minimumHeight())
     plain.resize(plain.width(), plain.minimumHeight())
     assert _ink(label) == _ink(plain) != []
+
+
+#: A caption of two clauses: broken after the colon at the test's width.
+CAPTION = "12 values up to 24.8 stretch the window (jpq|): 99% of values share 9 of 255 codes"
+
+
+def _ink_bands(label: QLabel) -> list[tuple[int, list[tuple[int, ...]]]]:
+    """(first row, rows) of each run of inked rows of the drawn label: its lines' letters."""
+    image = label.grab().toImage()
+    rows = [tuple(image.pixelColor(x, y).lightness() for x in range(image.width()))
+            for y in range(image.height())]
+    bands: list[tuple[int, list[tuple[int, ...]]]] = []
+    for y, row in enumerate(rows):
+        if min(row) < 250:
+            if bands and bands[-1][0] + len(bands[-1][1]) == y:
+                bands[-1][1].append(row)
+            else:
+                bands.append((y, [row]))
+    return bands
+
+
+def _caption(font: QFont, qtbot, tight: bool) -> CaptionLabel:
+    label = _label(font, qtbot, tight=False, label=CaptionLabel(2))
+    if tight:
+        tighten(label, every_line=True)
+    label.setText(CAPTION)
+    width = round(QFontMetricsF(font).horizontalAdvance(CAPTION) * 0.6)
+    label.resize(width, label.heightForWidth(width))
+    return label
+
+
+@pytest.mark.parametrize("face", ["tall lines", "fixed", "default"])
+@pytest.mark.parametrize("points", [11, 15, 28])
+def test_every_line_of_a_tightened_caption_keeps_its_letters(face, points, qtbot):
+    """A caption whose every line is tightened draws the same two lines as one drawn at its
+    font's full line spacing, pixel for pixel, each line only the room its font's line has
+    beyond its letters closer to the one above: the tall face's lines a pitch of their
+    letters' room apart, the ordinary faces exactly as before."""
+    font = QFont(_faces()[face])
+    font.setPointSize(points)
+    tight, plain = _caption(font, qtbot, True), _caption(font, qtbot, False)
+    assert tight.shown_text() == plain.shown_text() and tight.shown_text().count("\n") == 1
+    spacing = QFontMetrics(font).lineSpacing()
+    top, bottom = trimmed(tight)
+    pitch = line_pitch(tight)
+    assert tight.height() == pitch + spacing - top - bottom
+    assert plain.height() == 2 * spacing
+    metrics = QFontMetricsF(font)
+    room = max(LINE_EM * QFontInfo(font).pixelSize(),
+               metrics.tightBoundingRect(INK_PROBE).height() + 2)
+    tight_bands, plain_bands = _ink_bands(tight), _ink_bands(plain)
+    assert len(tight_bands) == len(plain_bands) == 2  # two lines, apart
+    for (_, a), (_, b) in zip(tight_bands, plain_bands, strict=True):
+        assert a == b  # each line's letters whole, the same size
+    (first, _), (second, rows) = tight_bands
+    assert first > 0 and second + len(rows) < tight.height()  # inside the label, not cut
+    if metrics.height() > room + 1:  # a tall face: each line in its letters' room
+        ink = metrics.tightBoundingRect(INK_PROBE).height()
+        assert ink + 2 <= pitch <= math.ceil(room) + 1  # a row of air above and below
+        assert tight.height() <= plain.height() - (spacing - pitch) - top - bottom
+        # the second line a pitch below the first, where Qt puts it a line's height below
+        layout = QTextLayout(CAPTION, font)
+        layout.beginLayout()
+        line = layout.createLine()
+        line.setLineWidth(plain.width())
+        qt_line = line.height()
+        layout.endLayout()
+        saved = (plain_bands[1][0] - plain_bands[0][0]) - (second - first)
+        assert saved == qt_line - pitch > 0
+    else:  # an ordinary face: as drawn before
+        assert pitch == spacing and (top, bottom) == (0, 0)
+        assert tight.grab().toImage() == plain.grab().toImage()
+
+
+@pytest.mark.parametrize("face", ["tall lines", "default"])
+def test_lines_reserved_for_a_tightened_caption_are_pitches(face, qtbot):
+    """The room reserved for a caption's lines (and its half line of slack) counts the
+    pitch its lines are drawn at; a caption that is not tightened keeps the font's spacing."""
+    font = QFont(_faces()[face])
+    font.setPointSize(15)
+    tight, plain = _caption(font, qtbot, True), _caption(font, qtbot, False)
+    reserve_lines(tight, 2)
+    reserve_lines(plain, 2)
+    spacing = QFontMetrics(font).lineSpacing()
+    top, bottom = trimmed(tight)
+    assert plain.minimumHeight() == int(2.5 * spacing)
+    assert tight.minimumHeight() == int(1.5 * line_pitch(tight)) + spacing - top - bottom
+    assert (tight.minimumHeight() < plain.minimumHeight()) == (face == "tall lines")
+    tight.resize(tight.width(), tight.minimumHeight())
+    plain.resize(plain.width(), plain.minimumHeight())
+    # centred in the reservation as before, the letters whole
+    assert [b for _, b in _ink_bands(tight)] == [b for _, b in _ink_bands(plain)]

@@ -15,7 +15,7 @@ import re
 from itertools import pairwise
 
 from PySide6.QtCore import QPoint, QRect, QRectF, QSize, Qt
-from PySide6.QtGui import QFontMetricsF, QPainter, QPalette
+from PySide6.QtGui import QFontMetrics, QFontMetricsF, QPainter, QPalette
 from PySide6.QtWidgets import (
     QComboBox,
     QLabel,
@@ -24,6 +24,8 @@ from PySide6.QtWidgets import (
     QStyleOptionComboBox,
     QStylePainter,
 )
+
+from quantscope.gui.tight_lines import draw_lines, line_pitch
 
 #: Where a caption may break, best kind first: after a clause's colon or semicolon, then
 #: after a comma (the engine's captions put their clauses between these).
@@ -138,7 +140,9 @@ class CaptionLabel(QLabel):
     ``text()`` stays the sentence (what tests, exports and screen readers get); only the
     painting breaks it. The label's height is what it reserves for ``lines`` lines
     (:func:`quantscope.gui.style.reserve_lines`) whatever it says, and its width is the
-    pane's: a new caption never moves the plots above it.
+    pane's: a new caption never moves the plots above it. Its lines are drawn with
+    :func:`quantscope.gui.tight_lines.draw_lines`: tightened with ``every_line``, a font's
+    tall lines take only the room their letters need.
     """
 
     def __init__(self, lines: int = 2, parent=None) -> None:
@@ -184,6 +188,11 @@ class CaptionLabel(QLabel):
         room = width - margins.left() - margins.right()
         metrics = QFontMetricsF(self.font())
         text = self.fit(metrics, room)
+        pitch = line_pitch(self)
+        if pitch < metrics.lineSpacing():  # its lines tightened (draw_lines)
+            lines = line_count(metrics, text, max(room, 1))
+            drawn = (lines - 1) * pitch + QFontMetrics(self.font()).lineSpacing()
+            return drawn + margins.top() + margins.bottom()
         rect = metrics.boundingRect(QRectF(0, 0, max(room, 1), 1e6),
                                     int(Qt.TextFlag.TextWordWrap), text)
         return int(rect.height() + 0.999) + margins.top() + margins.bottom()
@@ -209,9 +218,7 @@ class CaptionLabel(QLabel):
         try:
             self.drawFrame(painter)  # the style sheet's background, as QLabel paints it
             flags = int(self.alignment()) | int(Qt.TextFlag.TextWordWrap)
-            self.style().drawItemText(painter, self.contentsRect(), flags, self.palette(),
-                                      self.isEnabled(), self.shown_text(),
-                                      self.foregroundRole())
+            draw_lines(painter, self, self.contentsRect(), flags, self.shown_text())
         finally:
             painter.end()
 

@@ -191,7 +191,8 @@ class Pane(QFrame):
         layout.addWidget(self.stack, 1)
         self._build_plot()
         self._build_strip()
-        self.caption = CaptionLabel(CAPTION_LINES)
+        # a font with tall lines makes its lines no taller than their letters need
+        self.caption = tighten(CaptionLabel(CAPTION_LINES), every_line=True)
         self.caption.setObjectName("paneCaption")
         reserve_lines(self.caption, CAPTION_LINES)
         self.caption.hide()

@@ -8,7 +8,7 @@ from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QBoxLayout, QLabel, QSizePolicy
 
 from quantscope.gui.descendants import descendants
-from quantscope.gui.tight_lines import trimmed
+from quantscope.gui.tight_lines import line_pitch, trimmed
 
 
 def light_palette(base: QPalette) -> QPalette:
@@ -56,8 +56,10 @@ class _Reserved(QObject):
         metrics = label.fontMetrics()
         if self.lines is not None:
             spacing = metrics.lineSpacing()
+            pitch = line_pitch(label)  # the spacing, less the room of a tightened line
             top, bottom = trimmed(label)  # a tightened label's first and last lines
-            label.setMinimumHeight(int((self.lines + self.slack) * spacing) - top - bottom)
+            label.setMinimumHeight(int((self.lines - 1 + self.slack) * pitch) + spacing
+                                   - top - bottom)
         else:
             label.setMinimumWidth(metrics.horizontalAdvance(self.template))
 

@@ -15,11 +15,16 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel
 
 from quantscope.errors import QuantscopeError
+from quantscope.gui.caption_label import CaptionLabel
+from quantscope.gui.tight_lines import tighten
 from quantscope.state import PANES
 from quantscope.state.talk import TABS, Scene, Talk, load_talk, save_talk, scene_caption
+
+#: Lines the scene's line may take (a caption longer than that at the window's width ends in
+#: "…", the whole of it in the tooltip).
+SCENE_LINES = 3
 
 
 def _same_tensor(a, b) -> bool:
@@ -37,7 +42,7 @@ class TalkPlayer(QObject):
     talk : Talk or None
     number : int
         The scene shown, counted from 1 (0 while no talk is open).
-    caption : QLabel
+    caption : CaptionLabel
         "Scene n of N · title: caption", under the headline (hidden without a talk).
     """
 
@@ -47,9 +52,10 @@ class TalkPlayer(QObject):
         self.talk: Talk | None = None
         self.number = 0
         self._zoom_pending = False
-        self.caption = QLabel("")
+        # broken between its clauses, and with a font of tall lines no taller than its
+        # letters need: every row it does not take is the histograms'
+        self.caption = tighten(CaptionLabel(SCENE_LINES), every_line=True)
         self.caption.setObjectName("sceneCaption")
-        self.caption.setWordWrap(True)
         self.caption.hide()
         self.actions: dict[str, QAction] = {}
         for key, step in (("PgDown", 1), ("PgUp", -1)):
@@ -153,6 +159,7 @@ class TalkPlayer(QObject):
         text = scene_caption(scene, self.window.state.results) if shown else ""
         head = f"Scene {self.number} of {len(self.talk.scenes)} · {scene.title}"
         self.caption.setText(f"{head}: {text}" if text else head)
+        self.caption.setToolTip(self.caption.text())  # whole, should "…" end its lines
 
     # -- writing a talk from the window ---------------------------------------------------
     def capture(self, title: str) -> Scene:

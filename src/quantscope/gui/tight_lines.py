@@ -13,17 +13,34 @@ the letters centred in that room: the label's contents extend beyond it by the f
 room (negative contents margins), so the text is drawn where it would be, only the unused
 part of its line is left out. A font whose lines are no taller than :data:`LINE_EM` (most
 faces, the default ones included) is laid out exactly as before.
+
+A label of several lines (a pane's caption, a talk's scene line) loses that room between its
+lines too when it draws them with :func:`draw_lines` and is tightened with ``every_line``:
+each line is then :func:`line_pitch` rows below the one before, the line's letters where
+they would be in a line of the font's full height.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
-from PySide6.QtCore import QEvent, QMargins, QObject, QSize
-from PySide6.QtGui import QFont, QFontInfo, QFontMetricsF
+from PySide6.QtCore import QEvent, QMargins, QObject, QPointF, QRect, QSize, Qt
+from PySide6.QtGui import (
+    QFont,
+    QFontInfo,
+    QFontMetrics,
+    QFontMetricsF,
+    QPainter,
+    QPalette,
+    QTextLayout,
+    QTextOption,
+)
 from PySide6.QtWidgets import QLabel, QPushButton, QWidget
 
 from quantscope.gui.descendants import descendants
+
+Label = TypeVar("Label", bound=QLabel)
 
 #: The tallest line a label keeps, in ems of its font (common sans faces' lines are 1.15-1.17
 #: em: they are untouched).
@@ -60,11 +77,14 @@ def font_line_room(font: QFont) -> tuple[int, int]:
 class _Tight(QObject):
     """Keeps a label's (or bar's) contents margins beyond its own (frame, style sheet padding)
     at :func:`line_room`, at most ``most`` pixels above and below, again whenever its font
-    changes (see :func:`tighten`, :func:`tighten_bar`)."""
+    changes (see :func:`tighten`, :func:`tighten_bar`); ``every_line``: the label draws each
+    of its lines that much shorter (:func:`draw_lines`)."""
 
-    def __init__(self, label: QWidget, most: tuple[int, int] | None = None) -> None:
+    def __init__(self, label: QWidget, most: tuple[int, int] | None = None,
+                 every_line: bool = False) -> None:
         super().__init__(label)
         self.most = most
+        self.every_line = every_line
         for child in descendants(label, _Tight):  # one per widget
             if child is not self:
                 label.removeEventFilter(child)  # until deleted it would still trim
@@ -100,11 +120,67 @@ class _Tight(QObject):
         return False
 
 
-def tighten(label: QLabel) -> QLabel:
+def tighten(label: Label, *, every_line: bool = False) -> Label:
     """Keep one-line ``label`` no taller than its letters need (see the module docstring);
-    returns it."""
-    _Tight(label)
+    returns it. ``every_line``: each of its lines, for a label that draws them with
+    :func:`draw_lines`."""
+    _Tight(label, every_line=every_line)
     return label
+
+
+def line_pitch(label: QWidget) -> int:
+    """Rows from the top of one of ``label``'s lines to the top of the next as it draws them:
+    its font's line spacing, less the room :func:`tighten` leaves out of a line where it was
+    asked to tighten every line (rounded up: a line keeps its letters' whole room). ``n``
+    such lines take ``n - 1`` pitches and a line spacing, less the first line's room above
+    and the last's below (the label's contents margins)."""
+    spacing = QFontMetrics(label.font()).lineSpacing()
+    tight = descendants(label, _Tight)
+    if not tight or not tight[0].every_line:
+        return spacing
+    top, bottom = tight[0].room(label)
+    if top + bottom == 0:
+        return spacing
+    return min(spacing, math.ceil(QFontMetricsF(label.font()).lineSpacing() - top - bottom))
+
+
+def draw_lines(painter: QPainter, label: QLabel, rect: QRect, flags: int, text: str) -> None:
+    """Draw ``text`` in ``rect`` (``label``'s contents) as ``label``'s style draws an item's
+    text with ``flags`` (alignment, word wrap), each line :func:`line_pitch` below the one
+    before: where that is the font's line spacing, exactly as the style draws it; else with
+    the same lines, each line's letters drawn whole where a line of the font's full height
+    puts them, only the empty room between the lines left out."""
+    pitch = line_pitch(label)
+    if pitch >= QFontMetrics(label.font()).lineSpacing():
+        label.style().drawItemText(painter, rect, flags, label.palette(), label.isEnabled(),
+                                   text, label.foregroundRole())
+        return
+    option = QTextOption(Qt.AlignmentFlag(flags & int(Qt.AlignmentFlag.AlignHorizontal_Mask)))
+    option.setWrapMode(QTextOption.WrapMode.WordWrap if flags & int(Qt.TextFlag.TextWordWrap)
+                       else QTextOption.WrapMode.ManualWrap)
+    # a label's "\n" ends a line (QLabel makes it a line separator too)
+    layout = QTextLayout(text.replace("\n", "\u2028"), label.font(), label)
+    layout.setTextOption(option)
+    layout.beginLayout()
+    count = 0
+    while (line := layout.createLine()).isValid():
+        line.setLineWidth(rect.width())
+        line.setPosition(QPointF(0, count * pitch))
+        count += 1
+    layout.endLayout()
+    # the lines' extent: the last one's full line below the others' pitches
+    height = (count - 1) * pitch + QFontMetrics(label.font()).lineSpacing() if count else 0
+    if flags & int(Qt.AlignmentFlag.AlignTop):
+        top = rect.top()
+    elif flags & int(Qt.AlignmentFlag.AlignBottom):
+        top = rect.bottom() + 1 - height
+    else:
+        top = rect.top() + (rect.height() - height) // 2
+    group = QPalette.ColorGroup.Active if label.isEnabled() else QPalette.ColorGroup.Disabled
+    painter.save()
+    painter.setPen(label.palette().color(group, label.foregroundRole()))
+    layout.draw(painter, QPointF(rect.left(), top))
+    painter.restore()
 
 
 def trimmed(label: QLabel) -> tuple[int, int]:

@@ -35,6 +35,7 @@ from quantscope.gui.stage import Stage
 from quantscope.gui.style import reserve_lines
 from quantscope.gui.talk_player import TalkPlayer
 from quantscope.gui.tight_lines import tighten, tighten_bar
+from quantscope.gui.tight_menus import tighten_menus
 from quantscope.state import PANES, pane_title
 
 #: Lines the headline keeps room for outside a talk (see ``reserve_lines``).
@@ -174,6 +175,7 @@ class WindowLayout:
         box.hide()
 
     def _build_menus(self) -> None:
+        tighten_menus(self.menuBar())  # a font with tall lines makes no item taller
         file_menu = self.menuBar().addMenu("&File")
         act = QAction("&Open…", self, shortcut=QKeySequence.StandardKey.Open,
                       triggered=self.open_dialog)

@@ -164,13 +164,28 @@ def compute_reports(request: ComputeRequest,
     if big and len(units) > 1 and PARALLEL_CORES and _warm_layout(request):
         # the per-channel reports dominate (60+ ms each at 16M); the engine's kernel releases
         # the GIL, so the two run side by side while this thread does the rest
-        wait = (beside or _threads_beside)([functools.partial(one, p) for p in units])
+        start = beside or _threads_beside
+        ready = [p for p in request.panes if p not in units]
+        first = None
+        if request.settings.method == "mse" and len(ready) > 1:
+            # the per-tensor searches (tens of ms each) go first, side by side on the helpers,
+            # whose searches then take the engine's threads ahead of the per-channel ones'
+            # hundreds of shares: on this thread they ran one after the other, niced, and
+            # ended last, the second on one core while the other had nothing left to do
+            first = start([functools.partial(one, p) for p in ready])
         try:
-            for pane in request.panes:
-                if pane not in units:
+            wait = start([functools.partial(one, p) for p in units])
+        except BaseException:
+            if first is not None:
+                first()  # never raise while the per-tensor panes still run either
+            raise
+        try:
+            if first is not None:
+                first()
+            else:
+                for pane in ready:
                     one(pane)
             if on_partial is not None:  # the unit panes' threads still write to the dicts
-                ready = [p for p in request.panes if p not in units]
                 on_partial(ComputeResult(
                     request.generation, request.settings,
                     {p: reports[p] for p in ready if p in reports},

@@ -27,7 +27,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantscope.core.kernels import compiled
-from quantscope.core.kernels.parallel import THREADS, parallel
+from quantscope.core.kernels.parallel import (
+    THREADS,
+    collector_paused,
+    parallel,
+    share_niceness,
+    submit,
+    thread_niceness,
+)
 from quantscope.core.stats.sorted_stats import SortedRows, evaluate
 
 #: Relative slack of the search: a box is dropped when its lower bound is within this of the
@@ -48,8 +55,12 @@ S_MAX = 2.0
 #: of 128 took 31 µs with eight of them, 25 µs with five, on the bench's weight).
 GRID = np.array([0.1, 0.5, 0.7, 0.85, 1.2])
 #: A box of a walked row with at most this many crossings is settled by sweeping its
-#: breakpoints (:mod:`quantscope.core.kernels.mse_sweep`) instead of split further.
-SWEEP_CROSSINGS = 4096
+#: breakpoints (:mod:`quantscope.core.kernels.mse_sweep`) instead of split further. A sweep
+#: passes most of its crossings by buckets, so splitting a box only pays when the halves'
+#: bounds drop whole boxes of more crossings than this: on the bench's 4096x4096 weight at 8
+#: bits (channels of 4096), 4096 took 1.49 s / 1.17 s of CPU (asymmetric / symmetric), 16384
+#: 1.41 s / 1.05 s with the same results (groups of 128 never reach either).
+SWEEP_CROSSINGS = 16384
 #: Boxes opened per unit before the search gives up its proof (never reached on the bundled
 #: tensors or the tests' constructed ones; the result is then the best found).
 MAX_BOXES = 200_000
@@ -135,7 +146,14 @@ def mse_search(rows: SortedRows, *, qmin: int, qmax: int, symmetric: bool,
     # many small shares, taken by whichever thread is free: a thread the machine holds back
     # (a busy neighbour) leaves a small tail, not a quarter of the search, to the other
     n_shares = min(n_rows, 16 * THREADS)
-    parallel(share, [(order[i::n_shares],) for i in range(n_shares)])
+    if n_shares == 1 and share_niceness() < thread_niceness():
+        # one row (a per-tensor pane's search, tens of ms): on the pool of the caller's share
+        # priority, not inline on a niced job thread, which two busy pool threads starve
+        # (the pool's threads never collect: see quantscope.core.kernels.parallel)
+        with collector_paused():
+            submit(share, order).result()
+    else:
+        parallel(share, [(order[i::n_shares],) for i in range(n_shares)])
     scale, zp, error = _engine_pick(rows, out[:, 1], out[:, 2].astype(np.int64), qmin, qmax,
                                     rounding, arithmetic)
     return MseOptimum(scale, zp, error, out[:, 3] > 0, out[:, 4].astype(np.int64))
