@@ -86,7 +86,9 @@ def test_the_mapping_tab_draws_when_shown_before_it_is_painted(make_window, qtbo
     win = make_window(install_views=True)
     mapping = win.views_controller.views["Mapping"]
     assert win.views.currentWidget() is not mapping
-    assert mapping._unpainted and _items(mapping) == 0  # nothing drawn off screen
+    assert mapping._unpainted and _items(mapping) == 0  # nothing drawn off screen...
+    assert "z = " in mapping.info["symmetric"].text()  # ...but its numbers are written
+    assert mapping.plots["cast"].isHidden()  # and the figures not shown are hidden
     assert mapping.is_ready() and win.views_ready()  # a --screenshot does not wait for it
     apply_theme(win, dark=True)
     assert mapping._unpainted and _items(mapping) == 0  # nor restyled there

@@ -238,21 +238,12 @@ class MappingView(View):
             self._draw()
 
     def _draw(self) -> None:
-        """Draw the mappings now if the view is on screen, else when it is shown (or
-        exported): a draw is ~50 ms of items and labels, and the window's build and every
-        theme change drew the tab while no one could see it."""
-        if not self.isVisible():
-            self._unpainted = True
-            return
-        self._paint()
-
-    def _paint(self) -> None:
-        self._unpainted = False
-        theme = self._theme
+        """The numbers beside each figure, and which figures show, at once; the figures
+        themselves only if the view is on screen, else when it is shown (or exported): they
+        are ~50 ms of items and labels, and the window's build and every theme change drew
+        them on a tab no one could see."""
         for m in self.mappings:
             name = "symmetric" if m.symmetric else "asymmetric"
-            self._draw_scheme(self.plots[name].getPlotItem(), m.values, m.scale, m.zero_point,
-                              m.codes, m.unreachable, theme)
             # a range is one phrase: wrapped inside, "-128" ended a line and "… -43" began
             # the next
             never = (", ".join(f'<span style="white-space:nowrap">{lo} … {hi}</span>'
@@ -269,8 +260,6 @@ class MappingView(View):
         cast_info.setVisible(wrap)
         if self.cast is not None:
             c = self.cast
-            self._draw_scheme(cast_plot.getPlotItem(), c.values, c.scale, c.zero_point,
-                              c.clamped, (), theme, wrapped=c.wrapped)
             worst = int(np.argmax(np.abs(c.unclamped)))
             cast_info.setText(
                 f"<b>cast without clamp</b><br>s = {c.scale:g}, z = {c.zero_point}<br>"
@@ -278,6 +267,23 @@ class MappingView(View):
                 f"{c.clamped[worst]} ({c.clamped_back[worst]:.4g})<br>astype(int8): "
                 f"{c.wrapped[worst]} ({c.wrapped_back[worst]:.4g})<br>"
                 f"{c.wrap_count} of {c.values.size} would wrap, {c.sign_flips} flip sign")
+        if not self.isVisible():
+            self._unpainted = True
+            return
+        self._paint()
+
+    def _paint(self) -> None:
+        """The figures of :meth:`_draw`."""
+        self._unpainted = False
+        theme = self._theme
+        for m in self.mappings:
+            name = "symmetric" if m.symmetric else "asymmetric"
+            self._draw_scheme(self.plots[name].getPlotItem(), m.values, m.scale, m.zero_point,
+                              m.codes, m.unreachable, theme)
+        if self.cast is not None:
+            c = self.cast
+            self._draw_scheme(self.plots["cast"].getPlotItem(), c.values, c.scale,
+                              c.zero_point, c.clamped, (), theme, wrapped=c.wrapped)
 
     def _draw_scheme(self, plot: pg.PlotItem, values, scale, zp, codes, unreachable,
                      theme: Theme, wrapped=None) -> None:
