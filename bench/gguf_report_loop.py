@@ -18,7 +18,7 @@ import numpy as np
 from _timing import best_of
 from llm_formats import llama_mlp_weight
 from quantscope.core.formats.gguf_kernel import encode_blocks, encode_report_blocks, report_blocks
-from quantscope.core.formats.gguf_types import GGUF_TYPES
+from quantscope.core.formats.gguf_types import GGUF_TYPES, MEASURE
 from quantscope.core.kernels.read_only import read_only
 from quantscope.core.kernels.unit_columns import unit_columns
 
@@ -53,7 +53,7 @@ def figures_of(w: np.ndarray, t, repeats: int) -> list[float]:
         encode_blocks(t.ggml_type, xb, out)
 
     def enc_rep():
-        encode_report_blocks(t.ggml_type, xb, out, True, t.levels, out_f, out_i, hist)
+        encode_report_blocks(t.ggml_type, xb, out, MEASURE, t.levels, out_f, out_i, hist)
 
     def rep():
         report_blocks(t.ggml_type, xb, out, t.levels, out_f, out_i, hist)

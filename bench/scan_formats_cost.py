@@ -9,6 +9,10 @@ the winner gets). Then, in interleaved pairs, the scan's whole format search
 (:func:`~quantscope.state.formats.best_formats`) against the plain scan's figures of the same
 tensor read from a file (:class:`~quantscope.state.model_scan.ModelScan` without formats),
 with the ratio per pair: the figure ``scan --formats`` pays per byte beyond the plain scan.
+In the same pairs, the least an exact search could cost with these candidates: the two
+winners' exact reports alone (each winner's parameters and report, a llama.cpp type's
+blocks measured as they are encoded, as the search makes them; plus ``Σx²``), as if every
+other format were known to lose without a pass over the tensor.
 Each figure is the least of ``--repeat`` runs (CPU clock of the process, all threads), so a
 report read from the prepared tensor (int8, INT4 groups, GPTQ, AWQ: sorted rows, made once on
 the first such report, as ``quantscope report`` makes them) shows its cost after that
@@ -30,7 +34,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import best_of, load
-from quantscope.core.stats.format_sweep import ErrorScreen, screenable
+from quantscope.core.formats.catalog import format_kind
+from quantscope.core.stats.format_sweep import ErrorScreen, screenable, signal_sum
+from quantscope.core.stats.gguf_stats import encode_measured
 from quantscope.io.checkpoint import list_checkpoint
 from quantscope.state import Settings
 from quantscope.state.formats import (
@@ -39,6 +45,7 @@ from quantscope.state.formats import (
     format_pane_params,
     format_point,
     point_specs,
+    report_point,
 )
 from quantscope.state.model_scan import ModelScan, model_rows
 from quantscope.state.prepared_on_demand import PreparedOnDemand
@@ -49,6 +56,19 @@ def weight(shape: tuple[int, int]) -> np.ndarray:
     x = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
     x *= rng.lognormal(0, 0.3, size=(shape[0], 1)).astype(np.float32)
     return x
+
+
+def winners_alone(x: np.ndarray, settings, winners) -> None:
+    """The exact points of ``winners`` (format specs) as the search computes a winner's:
+    ``Σx²``, then each one's parameters and exact report, nothing else."""
+    signal_sum(x)
+    reports = PreparedOnDemand(x, settings)
+    for spec in winners:
+        if format_kind(spec.name) == "gguf":
+            measured = encode_measured(x, spec.name)
+            report_point(spec, measured.params, measured.report(), x.size)
+        else:
+            format_point(x, reports, spec, format_pane_params(x, spec, settings))
 
 
 def main() -> None:
@@ -91,7 +111,10 @@ def main() -> None:
         save_file({"model.layers.0.mlp.up_proj.weight": x}, str(path))
         rows = model_rows(list_checkpoint(path))
         ModelScan(rows, Settings()).run()
-        plain, search, ratios = [], [], []
+        best = best_formats(x, settings, per_channel=True)
+        winners = (best.best8.spec, best.best4.spec)
+        winners_alone(x, settings, winners)
+        plain, search, floor, ratios, floor_ratios = [], [], [], [], []
         for _ in range(args.pairs):
             c = clock()
             ModelScan(rows, Settings()).run()
@@ -99,11 +122,18 @@ def main() -> None:
             c = clock()
             best_formats(x, settings, per_channel=True)
             search.append(clock() - c)
+            c = clock()
+            winners_alone(x, settings, winners)
+            floor.append(clock() - c)
             ratios.append(search[-1] / plain[-1])
-    p, s = statistics.median(plain), statistics.median(search)
+            floor_ratios.append(floor[-1] / plain[-1])
+    p, s, f = (statistics.median(v) for v in (plain, search, floor))
     print(f"plain scan {p / n * 1e9:.2f} ns/el; the format search {s / n * 1e9:.2f} ns/el: "
           f"{statistics.median(ratios):.1f}x the plain scan (pairs: "
           + ", ".join(f"{r:.1f}x" for r in ratios) + ")")
+    print(f"the winners' exact reports alone ({winners[0]}, {winners[1]}) {f / n * 1e9:.2f} "
+          f"ns/el: {statistics.median(floor_ratios):.1f}x the plain scan (pairs: "
+          + ", ".join(f"{r:.1f}x" for r in floor_ratios) + ")")
 
 
 if __name__ == "__main__":

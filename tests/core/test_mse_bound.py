@@ -27,6 +27,21 @@ def _values(seed: int = 2) -> np.ndarray:
     return np.sort(x.astype(np.float32))
 
 
+def _errors(xd: np.ndarray, s: float, zs: np.ndarray) -> np.ndarray:
+    """The exact error of the values ``xd`` (float64) at scale ``s`` for each zero point of
+    ``zs``: codes ``clip(rint(x / s) + z)``, squared differences ``(x - s · (code - z))²``
+    summed along the values. Each quotient is rounded once for all the zero points, and the
+    steps run in place (the same operations on the same numbers, in a fraction of the
+    time)."""
+    d = np.rint(xd / s)[:, None] + zs
+    np.clip(d, QMIN, QMAX, out=d)
+    d -= zs
+    d *= s
+    np.subtract(xd[:, None], d, out=d)
+    d *= d
+    return d.sum(axis=0)
+
+
 def test_galloping_walk_finds_the_runs_of_the_element_walk():
     x = _values()
     rng = np.random.default_rng(0)
@@ -80,15 +95,12 @@ def test_a_box_bound_is_below_the_error_at_every_scale_of_the_box():
         n = mb.runs_walk(x, 0, x.size, s1, s2, K, rlo, rhi, rf)
         mb.z_bounds(rlo, rhi, rf, n, s1, s2, QMIN, QMAX, QMIN, QMAX, cum, lb, arg)
         for s in np.linspace(s1, s2, 40):
-            codes = np.clip(np.rint(xd[:, None] / s) + zs, QMIN, QMAX)
-            err = ((xd[:, None] - s * (codes - zs)) ** 2).sum(axis=0)
+            err = _errors(xd, s, zs)
             assert (lb <= err * (1 + 1e-9) + 1e-15).all()
         # and at one scale the bound is the error itself
         n = mb.runs_walk(x, 0, x.size, s1, s1, K, rlo, rhi, rf)
         mb.z_bounds(rlo, rhi, rf, n, s1, s1, QMIN, QMAX, QMIN, QMAX, cum, lb, arg)
-        codes = np.clip(np.rint(xd[:, None] / s1) + zs, QMIN, QMAX)
-        err = ((xd[:, None] - s1 * (codes - zs)) ** 2).sum(axis=0)
-        np.testing.assert_allclose(lb, err, rtol=1e-9, atol=1e-14)
+        np.testing.assert_allclose(lb, _errors(xd, s1, zs), rtol=1e-9, atol=1e-14)
 
 
 def _every_float32(s1: float, s2: float) -> np.ndarray:
@@ -119,9 +131,7 @@ def test_a_box_sweep_is_the_least_error_of_every_float32_scale_in_it(z_lo, z_hi,
         scales = _every_float32(s1, s2)
         best = np.inf
         for s in scales:
-            codes = np.clip(np.rint(xd[:, None] / s) + zs, QMIN, QMAX)
-            err = ((xd[:, None] - s * (codes - zs)) ** 2).sum(axis=0)
-            best = min(best, float(err.min()))
+            best = min(best, float(_errors(xd, s, zs).min()))
         assert out[0] == pytest.approx(best, rel=1e-11)
         assert s1 <= out[1] <= s2 and out[1] == float(np.float32(out[1]))
         assert z_lo <= out[2] <= z_hi

@@ -70,36 +70,40 @@ def wait_results(qtbot):
     return lambda window, timeout=30_000: _wait_for_results(qtbot, window, timeout)
 
 
-@pytest.fixture
-def make_window(qtbot):
-    """``make_window(state=None, install_views=False)`` -> a shown 1600x1000 MainWindow."""
-    import shiboken6
-    from PySide6.QtCore import QTimer
-
+def _new_window(state=None, install_views: bool = False):
+    """A shown 1600x1000 MainWindow."""
     from quantscope.gui import configure_pyqtgraph
-    from quantscope.gui.jobs import Jobs
     from quantscope.gui.window import MainWindow
     from quantscope.state import ExplorerState
 
-    threads_before = set(threading.enumerate())
-    windows = []
+    configure_pyqtgraph()
+    win = MainWindow(state or ExplorerState(), install_views=install_views)
+    win.resize(1600, 1000)
+    win.show()
+    return win
 
-    def make(state=None, install_views: bool = False):
-        configure_pyqtgraph()
-        win = MainWindow(state or ExplorerState(), install_views=install_views)
-        qtbot.addWidget(win)
-        win.resize(1600, 1000)
-        win.show()
-        windows.append(win)
-        return win
 
-    yield make
+def _running_jobs() -> set:
+    """The schedulers whose threads run now."""
+    import shiboken6
+
+    from quantscope.gui.jobs import Jobs
+
+    return {j for j in list(Jobs.instances) if shiboken6.isValid(j) and j.is_running()}
+
+
+def _close_and_check(windows, threads_before: set, jobs_before: set) -> None:
+    """Close ``windows``; fail on an active timer of theirs, or a scheduler thread or a
+    Python thread that was not running before they were made (``jobs_before``,
+    ``threads_before``: a file's shared window keeps its own until the file ends)."""
+    from PySide6.QtCore import QTimer
+
     for win in windows:
         win.close()
         timers = [t for t in win.findChildren(QTimer) if t.isActive()]
         assert not timers, f"active timers left after close: {timers}"
     # Every window's scheduler was stopped (its threads joined) when the window closed.
-    running = [j for j in list(Jobs.instances) if shiboken6.isValid(j) and j.is_running()]
+    running = _running_jobs() - jobs_before
     assert not running, f"scheduler threads still running after close: {running}"
     # A _DummyThread is Python's record of a foreign thread (one of Qt's): Python never
     # removes it.
@@ -112,27 +116,107 @@ def make_window(qtbot):
 
 
 @pytest.fixture
-def app_window(qtbot):
-    """``app_window(height)`` -> the window as ``quantscope`` builds it (views installed),
-    1600 x ``height``, showing a 128x256 outlier tensor; closed at teardown, where no thread
-    of its scheduler (the views' jobs run there) may be left."""
-    from quantscope.gui import create_window
-    from quantscope.state import Source
-    from quantscope.state.scheduler import THREAD_NAME
-
+def make_window(qtbot):
+    """``make_window(state=None, install_views=False)`` -> a shown 1600x1000 MainWindow."""
+    threads_before, jobs_before = set(threading.enumerate()), _running_jobs()
     windows = []
 
-    def make(height: int):
-        win = create_window()
+    def make(state=None, install_views: bool = False):
+        win = _new_window(state, install_views)
         qtbot.addWidget(win)
-        win.resize(1600, height)
-        win.show()
-        win.load(Source.generator("outliers", (128, 256), 1))
-        qtbot.waitUntil(win.all_shown, timeout=30_000)
         windows.append(win)
         return win
 
     yield make
+    _close_and_check(windows, threads_before, jobs_before)
+
+
+@pytest.fixture(scope="module")
+def shared_window(qapp):
+    """``shared_window(state=None, install_views=False)`` -> a window as :func:`make_window`
+    makes it, for all the tests of a file that its own fixture puts back as they found it
+    (building a window costs more than most window tests); closed and checked as
+    :func:`make_window`'s after the file's last test."""
+    threads_before, jobs_before = set(threading.enumerate()), _running_jobs()
+    windows = []
+
+    def make(state=None, install_views: bool = False):
+        win = _new_window(state, install_views)
+        windows.append(win)
+        return win
+
+    yield make
+    _close_and_check(windows, threads_before, jobs_before)
+
+
+def _open_app_window(height: int, wait_until):
+    """The window as ``quantscope`` builds it (views installed), 1600 x ``height``, showing a
+    128x256 outlier tensor, once every pane shows it."""
+    from quantscope.gui import create_window
+    from quantscope.state import Source
+
+    win = create_window()
+    win.resize(1600, height)
+    win.show()
+    win.load(Source.generator("outliers", (128, 256), 1))
+    wait_until(win.all_shown, timeout=30_000)
+    return win
+
+
+def _close_app_windows(windows) -> None:
+    """Close ``windows``; no thread of their schedulers (the views' jobs run there) may be
+    left."""
+    from quantscope.state.scheduler import THREAD_NAME
+
     for win in windows:
         win.close()
     assert not any(t.name.startswith(THREAD_NAME) for t in threading.enumerate())
+
+
+@pytest.fixture
+def app_window(qtbot):
+    """``app_window(height)`` -> the window as ``quantscope`` builds it (views installed),
+    1600 x ``height``, showing a 128x256 outlier tensor; closed at teardown, where no thread
+    of its scheduler (the views' jobs run there) may be left."""
+    windows = []
+
+    def make(height: int):
+        win = _open_app_window(height, qtbot.waitUntil)
+        qtbot.addWidget(win)
+        windows.append(win)
+        return win
+
+    yield make
+    _close_app_windows(windows)
+
+
+class _SharedAppWindows:
+    """``make(height)`` opens a window as :func:`app_window` does; ``make.close(win)`` closes
+    one before the file's tests end (the others are closed then)."""
+
+    def __init__(self, wait_until) -> None:
+        self.wait_until = wait_until
+        self.open: list = []
+
+    def __call__(self, height: int):
+        win = _open_app_window(height, self.wait_until)
+        self.open.append(win)
+        return win
+
+    def close(self, win) -> None:
+        self.open.remove(win)
+        win.close()
+
+
+@pytest.fixture(scope="module")
+def shared_app_window(qapp, request):
+    """``shared_app_window(height)`` -> one window as :func:`app_window` makes it, for all
+    the tests of a file that each leave it as they found it (the file's own fixture puts back
+    what its tests change): building a window costs more than most window tests. Closed after
+    the file's last test (or by ``shared_app_window.close(win)``), where no thread of its
+    scheduler may be left."""
+    from pytestqt.qtbot import QtBot
+
+    windows = _SharedAppWindows(QtBot(request).waitUntil)
+    yield windows
+    _close_app_windows(windows.open)

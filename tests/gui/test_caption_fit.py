@@ -10,6 +10,7 @@ import pytest
 from gui_measure import project
 from PySide6.QtGui import QFont, QFontMetricsF, QTextLayout, QTextOption
 
+from quantscope.core.labs.captions import pane_captions
 from quantscope.state import Source
 
 CAPTIONS = [
@@ -99,13 +100,31 @@ def test_a_caption_broken_after_its_clause(qapp):
     assert fit_caption(text, metrics, metrics.horizontalAdvance(text) + 1) == text
 
 
-@pytest.fixture
-def projected(app_window, qtbot):
-    """The demo tensor in presentation mode at 1280x720, as a speaker projects it."""
-    win = app_window(1000)
-    project(win, qtbot, Source("sample", "gelu_activations"))
+@pytest.fixture(scope="module")
+def projected_once(shared_app_window, request):
+    """One window showing the demo tensor in presentation mode, for the tests below."""
+    from pytestqt.qtbot import QtBot
+
+    win = shared_app_window(1000)
+    project(win, QtBot(request), Source("sample", "gelu_activations"))
     yield win
     win.presentation_action.setChecked(False)  # the theme is process-wide
+
+
+@pytest.fixture
+def projected(projected_once, qtbot):
+    """The demo tensor in presentation mode at 1280x720, as a speaker projects it: the one
+    window back on the first pair, at that size, each pane with its own caption again."""
+    from quantscope.gui.stage import DEFAULT_PAIR
+
+    win = projected_once
+    win.stage.show_pair(DEFAULT_PAIR)
+    project(win, qtbot)
+    win.views_controller.update_captions()  # a test may have set one of its own
+    st = win.state
+    want = pane_captions(st.results, st.overview.min, st.overview.max)
+    assert all(win.panes[k].caption.text() == want[k].text for k in want)
+    return win
 
 
 def test_projected_captions_break_between_phrases(projected, qtbot):

@@ -9,13 +9,24 @@ from gui_measure import axis_labels_cut, cut_labels
 from test_projector import settle
 
 
-@pytest.fixture(params=["light", "dark"])
-def small(request, app_window, qtbot):
-    win = app_window(1000)
+@pytest.fixture(scope="module", params=["light", "dark"])
+def opened(request, shared_app_window):
+    """One window per look for the tests of that look."""
+    win = shared_app_window(1000)
     win.dark_action.setChecked(request.param == "dark")
-    win.resize(1280, 720)
-    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 720), timeout=5000)
-    settle(win, qtbot)
+    yield win
+    win.dark_action.setChecked(False)  # the theme is process-wide: leave it as found
+    shared_app_window.close(win)
+
+
+@pytest.fixture
+def small(opened, qtbot):
+    """The window made 1280x720 from 1600x1000 (where it opened) before each test."""
+    win = opened
+    for size in ((1600, 1000), (1280, 720)):
+        win.resize(*size)
+        qtbot.waitUntil(lambda size=size: (win.width(), win.height()) == size, timeout=5000)
+        settle(win, qtbot)
     return win
 
 

@@ -24,8 +24,15 @@ def _render(tmp_path, name: str) -> tuple[dict, np.ndarray]:
     return json.loads(metrics.read_text()), pixels
 
 
-def test_the_twins_paint_the_same_window(tmp_path):
-    numbers, pixels = _render(tmp_path, "compiled")
+@pytest.fixture(scope="module")
+def compiled_window(tmp_path_factory) -> tuple[dict, np.ndarray]:
+    """The window the compiled loops paint (numbers and pixels), rendered once for the tests
+    that hold another way of painting it to it: rendering does not change what it renders."""
+    return _render(tmp_path_factory.mktemp("compiled"), "compiled")
+
+
+def test_the_twins_paint_the_same_window(tmp_path, compiled_window):
+    numbers, pixels = compiled_window
     loop_twins.install()
     try:
         twin_numbers, twin_pixels = _render(tmp_path, "twins")
@@ -35,14 +42,15 @@ def test_the_twins_paint_the_same_window(tmp_path):
     assert twin_pixels.size == pixels.size and np.array_equal(twin_pixels, pixels)
 
 
-def test_a_screenshot_on_a_cold_cache_is_painted_by_the_twins(tmp_path, monkeypatch):
+def test_a_screenshot_on_a_cold_cache_is_painted_by_the_twins(tmp_path, monkeypatch,
+                                                              compiled_window):
     """``quantscope --screenshot`` on a first run: the twins paint it (the compiled loops'
     numbers) at once, and the compile-ahead process it starts outlives it for the next run;
     a loop without a twin compiles here rather than wait for that process."""
     from quantscope.core.kernels import compiled
     from quantscope.state import compile_ahead
 
-    numbers, _ = _render(tmp_path, "compiled")  # the suite's warm cache: no twins
+    numbers, _ = compiled_window  # the suite's warm cache: no twins
     started: list = []
     monkeypatch.setattr(compile_ahead.subprocess, "Popen",
                         lambda args, **kw: started.append((args, kw)) or object())
@@ -90,14 +98,15 @@ os._exit(0)
 """
 
 
-def test_a_first_screenshot_compiles_nothing_and_draws_the_compiled_window(tmp_path):
+def test_a_first_screenshot_compiles_nothing_and_draws_the_compiled_window(tmp_path,
+                                                                          compiled_window):
     """The whole window, the trade-off curve's optimum (its "best") included, from the twins:
     not one loop compiled in the process, and the compiled window's numbers and pixels."""
     import os
     import subprocess
     import sys
 
-    numbers, pixels = _render(tmp_path, "compiled")
+    numbers, pixels = compiled_window
     cache = tmp_path / "numba-cache"
     cache.mkdir()
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HOME=str(tmp_path))

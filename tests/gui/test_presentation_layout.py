@@ -9,13 +9,19 @@ from PySide6.QtWidgets import QFormLayout
 from quantscope.state import PANES
 
 
+@pytest.fixture(scope="module")
+def opened(shared_app_window):
+    return shared_app_window(1000)
+
+
 @pytest.fixture
-def window(app_window, qtbot):
-    win = app_window(1000)
-    win.presentation_action.setChecked(True)
+def window(opened, qtbot):
+    """The window of these tests in a talk, entered afresh for each: leaving a talk puts
+    back exactly what entering it found (the controls, the views, the panes)."""
+    opened.presentation_action.setChecked(True)
     qtbot.wait(50)
-    yield win
-    win.presentation_action.setChecked(False)  # the theme is process-wide: leave it as found
+    yield opened
+    opened.presentation_action.setChecked(False)  # the theme is process-wide: leave it as found
 
 
 def test_presentation_fits_1600_pixels(window, qtbot):

@@ -10,11 +10,15 @@ from gui_measure import cut_labels, project
 from quantscope.state.formats import DEFAULT_COMPARISON
 
 
-@pytest.fixture
-def comparing(app_window, qtbot):
-    win = app_window(1000)
+@pytest.fixture(scope="module")
+def comparing(shared_app_window, request):
+    """One window comparing the default formats in a talk, for both tests: each shows every
+    pair in turn and changes nothing else."""
+    from pytestqt.qtbot import QtBot
+
+    win = shared_app_window(1000)
     win.state.update_settings(formats=DEFAULT_COMPARISON)
-    project(win, qtbot)
+    project(win, QtBot(request))
     win.grab()
     yield win
     win.presentation_action.setChecked(False)  # the theme is process-wide

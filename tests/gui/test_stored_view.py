@@ -38,9 +38,27 @@ def _compared(win, qtbot, quantized):
     return view
 
 
-def test_compare_with_original_shows_what_each_weight_lost(make_window, qtbot, quantized):
-    win = make_window()
-    view = _compared(win, qtbot, quantized)
+@pytest.fixture(scope="module")
+def compared_once(shared_window, quantized, request):
+    """One window with the checkpoint compared with its original, for the tests that read
+    the comparison or open one of its rows (the comparison decodes every weight twice)."""
+    from pytestqt.qtbot import QtBot
+
+    win = shared_window()
+    return win, _compared(win, QtBot(request), quantized)
+
+
+@pytest.fixture
+def compared(compared_once, qtbot):
+    """The compared window, back on the comparison after each test."""
+    win, view = compared_once
+    yield win, view
+    win.show_model_view()
+    qtbot.waitUntil(lambda: view.isVisible() and win.model_active(), timeout=30_000)
+
+
+def test_compare_with_original_shows_what_each_weight_lost(compared, quantized):
+    win, view = compared
     assert view.isVisible() and "File" in [a.text().replace("&", "")
                                            for a in win.menuBar().actions()]
     assert win.compare_action.text().replace("&", "") == "Compare with original…"
@@ -56,10 +74,8 @@ def test_compare_with_original_shows_what_each_weight_lost(make_window, qtbot, q
     assert "against the original" in win.headline.text()
 
 
-def test_a_compared_row_opens_with_the_stored_scheme_first(make_window, qtbot, wait_results,
-                                                          quantized):
-    win = make_window()
-    view = _compared(win, qtbot, quantized)
+def test_a_compared_row_opens_with_the_stored_scheme_first(compared, qtbot, wait_results):
+    win, view = compared
     i = next(k for k, r in enumerate(view.rows) if r.name == QUERY)
     view.table.cellClicked.emit(i, 0)
     qtbot.waitUntil(lambda: getattr(win.state.source, "tensor", None) == QUERY,

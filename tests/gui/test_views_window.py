@@ -3,6 +3,8 @@ panes through the window's worker, menus, and no thread left behind."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from gui_measure import cut_combo_texts
@@ -12,9 +14,27 @@ from quantscope.core.labs.explain import clip_threshold
 from quantscope.state import PANES
 
 
+@pytest.fixture(scope="module")
+def opened(shared_app_window):
+    """The window at 1600x900, its settings and its current view, as opened."""
+    win = shared_app_window(900)
+    return win, win.state.settings, win.views.currentIndex()
+
+
 @pytest.fixture
-def window(app_window):
-    return app_window(900)
+def window(opened, qtbot):
+    """The one window of these tests, put back as opened after each: captions shown, outside
+    a talk, the views beside the panes, the first view, the settings it opened with."""
+    win, settings, view = opened
+    yield win
+    win.views_controller.captions_action.setChecked(True)
+    win.presentation_action.setChecked(False)
+    win.views_controller.wide_action.setChecked(False)
+    win.views.setCurrentIndex(view)
+    win.state.update_settings(**{f.name: getattr(settings, f.name)
+                                 for f in dataclasses.fields(settings)})
+    qtbot.waitUntil(win.all_shown, timeout=30_000)
+    assert win.state.settings == settings
 
 
 def test_tabs_and_menus_are_installed(window):
@@ -113,14 +133,26 @@ def test_export_a_single_pane(window, tmp_path):
     assert (img.width(), img.height()) == (2 * pane.width(), 2 * pane.height())
 
 
-@pytest.fixture
-def wide(app_window, qtbot):
-    """The window at 1920x1080 outside a talk, the views beside the panes."""
-    win = app_window(1080)
+@pytest.fixture(scope="module")
+def wide_opened(shared_app_window, request):
+    """The window at 1920x1080 outside a talk, the views beside the panes, and its first
+    view."""
+    from pytestqt.qtbot import QtBot
+
+    win = shared_app_window(1080)
     win.resize(1920, 1080)
-    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1920, 1080), timeout=5000)
+    QtBot(request).waitUntil(lambda: (win.width(), win.height()) == (1920, 1080),
+                             timeout=5000)
+    return win, win.views.currentIndex()
+
+
+@pytest.fixture
+def wide(wide_opened, qtbot):
+    """The wide window, back on its first view after each test."""
+    win, view = wide_opened
     qtbot.wait(50)
-    return win
+    yield win
+    win.views.setCurrentIndex(view)
 
 
 def _show_view(win, qtbot, title: str):

@@ -35,12 +35,37 @@ def shown(win) -> dict[str, dict[str, str]]:
     return {p: win.panes[p].displayed() for p in PANES}
 
 
+def _outliers() -> tuple[np.ndarray, Source]:
+    return (generate("outliers", (48, 320), seed=4, count=5, magnitude=25.0),
+            Source.generator("outliers", (48, 320), 4, count=5, magnitude=25.0))
+
+
 @pytest.fixture
 def outlier_window(make_window, wait_results):
     st = ExplorerState()
     win = make_window(st)
-    x = generate("outliers", (48, 320), seed=4, count=5, magnitude=25.0)
-    assert st.set_tensor(x, Source.generator("outliers", (48, 320), 4, count=5, magnitude=25.0))
+    assert st.set_tensor(*_outliers())
+    wait_results(win)
+    return win
+
+
+@pytest.fixture(scope="module")
+def one_window(shared_window):
+    """One window for the tests that change only its settings, its tensor or its message,
+    and the settings a new window starts with."""
+    win = shared_window(ExplorerState())
+    return win, win.state.settings
+
+
+@pytest.fixture
+def loaded_window(one_window, wait_results):
+    """:func:`outlier_window` for a test that changes only the settings, the tensor or the
+    message shown: the one window, its message cleared and the outlier tensor loaded again on
+    a new window's settings (the same load as :func:`outlier_window`'s)."""
+    win, fresh = one_window
+    win.clear_error()
+    win.statusBar().clearMessage()
+    assert win.state.set_tensor(*_outliers(), settings=fresh)
     wait_results(win)
     return win
 
@@ -86,9 +111,9 @@ CONTROLS = [
 
 
 @pytest.mark.parametrize(("name", "act", "expect"), CONTROLS, ids=[c[0] for c in CONTROLS])
-def test_each_control_updates_every_pane_to_the_engine(outlier_window, wait_results, name, act,
+def test_each_control_updates_every_pane_to_the_engine(loaded_window, wait_results, name, act,
                                                        expect):
-    win = outlier_window
+    win = loaded_window
     act(win.controls)
     for key, value in expect.items():
         assert getattr(win.state.settings, key) == value
@@ -109,16 +134,16 @@ def test_each_control_updates_every_pane_to_the_engine(outlier_window, wait_resu
     assert set(want) | set(win.state.errors) == set(PANES)
 
 
-def test_entropy_explains_the_panes_it_cannot_fill(outlier_window, wait_results):
-    _combo(outlier_window.controls.method, "entropy")
-    wait_results(outlier_window)
-    err = outlier_window.panes["asymmetric/tensor"].error
-    assert err.isVisibleTo(outlier_window) and "symmetric" in err.text()
-    assert outlier_window.panes["asymmetric/tensor"].values["sqnr_db"].text() == "—"
+def test_entropy_explains_the_panes_it_cannot_fill(loaded_window, wait_results):
+    _combo(loaded_window.controls.method, "entropy")
+    wait_results(loaded_window)
+    err = loaded_window.panes["asymmetric/tensor"].error
+    assert err.isVisibleTo(loaded_window) and "symmetric" in err.text()
+    assert loaded_window.panes["asymmetric/tensor"].values["sqnr_db"].text() == "—"
 
 
-def test_state_changes_show_in_the_controls(outlier_window, wait_results):
-    win, c = outlier_window, outlier_window.controls
+def test_state_changes_show_in_the_controls(loaded_window, wait_results):
+    win, c = loaded_window, loaded_window.controls
     win.state.update_settings(bits=5, rounding="half_away", group_size=64, runtime="tflite")
     assert (c.bits.value(), c.bits_label.value(), c.rounding.currentData(),
             c.group.value(), c.runtime.currentData()) == (5, 5, "half_away", 64, "tflite")
@@ -130,11 +155,11 @@ def test_state_changes_show_in_the_controls(outlier_window, wait_results):
 
 
 def test_a_slider_drag_reaches_the_state_at_each_step_and_only_the_newest_computes(
-        outlier_window, wait_results, qtbot):
+        loaded_window, wait_results, qtbot):
     """No timer holds a dragged value back: each step is a new generation of the state, and
     the state's scheduler runs only the newest request (the older ones' results, if any
     finish, are dropped by their stale generation)."""
-    win, c = outlier_window, outlier_window.controls
+    win, c = loaded_window, loaded_window.controls
     gen = win.state.generation
     landed = []
     win.live.results_ready.connect(lambda: landed.append(win.state.generation))
@@ -170,8 +195,8 @@ def test_log_counts_toggle(outlier_window, qtbot):
     np.testing.assert_allclose(pane.hist.yData, log)
 
 
-def test_bucket_grid_window_and_occupancy_are_drawn(outlier_window, wait_results):
-    pane = outlier_window.panes["symmetric/tensor"]
+def test_bucket_grid_window_and_occupancy_are_drawn(loaded_window, wait_results):
+    pane = loaded_window.panes["symmetric/tensor"]
     r = pane.report
     s = float(r.params.scale)
     lo, hi = pane.window.getRegion()
@@ -183,20 +208,20 @@ def test_bucket_grid_window_and_occupancy_are_drawn(outlier_window, wait_results
     ys = [outline.elementAt(i).y for i in range(outline.elementCount())]
     np.testing.assert_allclose(ys[1:-1:2], pane.bar_heights)
     assert outline.boundingRect().width() == r.qmax - r.qmin + 1
-    outlier_window.state.update_settings(method="manual", manual_clip=(-1.0, 1.0))
-    outlier_window.state.compute()
-    wait_results(outlier_window)
+    loaded_window.state.update_settings(method="manual", manual_clip=(-1.0, 1.0))
+    loaded_window.state.compute()
+    wait_results(loaded_window)
     assert pane.clip_lo.isVisible() and pane.clip_hi.isVisible()
     assert pane.clip_hi.getRegion() == pytest.approx((1.0 + 0.5 * float(pane.report.params.scale),
-                                                      outlier_window.state.overview.max))
+                                                      loaded_window.state.overview.max))
 
 
-def test_the_grid_and_zero_label_follow_every_report(outlier_window, wait_results):
+def test_the_grid_and_zero_label_follow_every_report(loaded_window, wait_results):
     """The grid's path and the zero point's label are rebuilt only when they change: each new
     report, and one shown again after an error cleared the plot, still draws its own."""
     from quantscope.gui.numbers import bucket_grid
 
-    win = outlier_window
+    win = loaded_window
     pane = win.panes["asymmetric/tensor"]
 
     def assert_drawn() -> None:
@@ -227,8 +252,8 @@ def test_the_grid_and_zero_label_follow_every_report(outlier_window, wait_result
     (np.float32(2.0), "0-d"),
     (np.zeros((0,), np.float32), "empty"),
 ])
-def test_bad_arrays_leave_a_message_and_the_previous_tensor(outlier_window, bad, message):
-    win = outlier_window
+def test_bad_arrays_leave_a_message_and_the_previous_tensor(loaded_window, bad, message):
+    win = loaded_window
     tensor, settings, texts = win.state.tensor, win.state.settings, shown(win)
     win.state.update_settings(bits=6)
     settings = win.state.settings
@@ -245,9 +270,9 @@ def test_bad_arrays_leave_a_message_and_the_previous_tensor(outlier_window, bad,
     (np.float32(3.0), "0-d"),
     (np.zeros((2, 0), np.float32), "empty"),
 ])
-def test_bad_files_leave_a_message_and_the_previous_tensor(outlier_window, qtbot, tmp_path,
+def test_bad_files_leave_a_message_and_the_previous_tensor(loaded_window, qtbot, tmp_path,
                                                            content, message):
-    win = outlier_window
+    win = loaded_window
     path = tmp_path / "bad.npy"
     if content is None:
         np.save(path, np.full((3, 3), np.nan, np.float32))
@@ -408,10 +433,10 @@ def _hold_per_channel_reports(win, monkeypatch, wait_results):
     return gate
 
 
-def test_numbers_that_lag_the_controls_are_marked(outlier_window, wait_results, qtbot):
+def test_numbers_that_lag_the_controls_are_marked(loaded_window, wait_results, qtbot):
     import threading
 
-    win = outlier_window
+    win = loaded_window
     gate = threading.Event()
     win.jobs.submit("load", lambda ctx: gate.wait(10) and None)  # keeps the worker busy
     win.state.update_settings(bits=5)

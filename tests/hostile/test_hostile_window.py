@@ -20,22 +20,52 @@ from quantscope.state import ExplorerState, Settings, Source
 F = float(np.finfo(np.float32).max)
 
 
-@pytest.fixture
-def window(qtbot):
+def _opened():
     from quantscope.gui import configure_pyqtgraph
     from quantscope.gui.window import MainWindow
 
     configure_pyqtgraph()
     win = MainWindow(ExplorerState(), install_views=True)
-    qtbot.addWidget(win)
     win.resize(1280, 720)
     win.show()
+    return win
+
+
+def _load_normal(win, settings: Settings | None = None) -> None:
     x = np.random.default_rng(0).standard_normal((16, 32)).astype(np.float32)
-    win.state.set_tensor(x, Source("array", "x"))
+    win.state.set_tensor(x, Source("array", "x"), settings=settings)
+
+
+@pytest.fixture
+def window(qtbot):
+    win = _opened()
+    qtbot.addWidget(win)
+    _load_normal(win)
     qtbot.waitUntil(win.all_shown, timeout=60_000)
     yield win
     win.shutdown()
     win.close()
+
+
+@pytest.fixture(scope="module")
+def one_window(qapp):
+    """One window for the tests whose hostile input changes nothing (each asserts so), and
+    the settings a new window starts with."""
+    win = _opened()
+    yield win, win.state.settings
+    win.shutdown()
+    win.close()
+
+
+@pytest.fixture
+def kept_window(one_window, qtbot):
+    """:func:`window` for a test that changes nothing: the one window, its message cleared
+    and the same tensor loaded again on a new window's settings."""
+    win, fresh = one_window
+    win.clear_error()
+    _load_normal(win, fresh)
+    qtbot.waitUntil(win.all_shown, timeout=60_000)
+    return win
 
 
 def _kept(win, before) -> None:
@@ -53,7 +83,7 @@ def _load_and_fail(qtbot, win, source: Source, fragment: str) -> None:
     record(refused=True)
 
 
-def test_hostile_files_leave_the_window_as_it_was(qtbot, window, tmp_path):
+def test_hostile_files_leave_the_window_as_it_was(qtbot, kept_window, tmp_path):
     import struct
 
     head = json.dumps({"e": {"dtype": "F32", "shape": [0, 2**64], "data_offsets": [0, 0]}})
@@ -63,14 +93,14 @@ def test_hostile_files_leave_the_window_as_it_was(qtbot, window, tmp_path):
     os.mkfifo(fifo)
     for path, fragment in ((zero, "too large for any array"), (fifo, "not a regular file"),
                            (tmp_path / "a\nb.npy", r"a\nb.npy")):
-        _load_and_fail(qtbot, window, Source("file", str(path)), fragment)
+        _load_and_fail(qtbot, kept_window, Source("file", str(path)), fragment)
 
 
-def test_an_axis_the_tensor_lacks_is_refused_not_replaced(qtbot, window, tmp_path):
+def test_an_axis_the_tensor_lacks_is_refused_not_replaced(qtbot, kept_window, tmp_path):
     """``quantscope w.npy --axis 7`` on a 2-D tensor: refused, as ``report`` refuses it."""
     path = tmp_path / "w.npy"
     np.save(path, np.ones((4, 4), np.float32))
-    _load_and_fail(qtbot, window, Source("file", str(path), axis=7), "axis 7 is out of range")
+    _load_and_fail(qtbot, kept_window, Source("file", str(path), axis=7), "axis 7 is out of range")
 
 
 @pytest.mark.parametrize(("shape", "axis"), [((4, 4), 7), ((4, 4), -3), ((8,), 1)])
@@ -108,31 +138,31 @@ def test_listing_runs_off_the_gui_thread(qtbot, window, tmp_path, monkeypatch):
     qtbot.waitUntil(window.model_active, timeout=30_000)  # several tensors: the model view
 
 
-def test_a_fifo_session_does_not_block_and_keeps_everything(qtbot, window, tmp_path):
+def test_a_fifo_session_does_not_block_and_keeps_everything(qtbot, kept_window, tmp_path):
     from quantscope.gui.session import SessionError
 
     fifo = tmp_path / "s.json"
     os.mkfifo(fifo)
-    before = (window.state.tensor, window.state.settings)
+    before = (kept_window.state.tensor, kept_window.state.settings)
     start = time.monotonic()
     with pytest.raises(SessionError, match="not a regular file"):
-        window.views_controller.open_session(fifo)
+        kept_window.views_controller.open_session(fifo)
     assert time.monotonic() - start < 2
-    _kept(window, before)
+    _kept(kept_window, before)
 
 
-def test_a_session_whose_source_fails_changes_nothing(qtbot, window, tmp_path):
+def test_a_session_whose_source_fails_changes_nothing(qtbot, kept_window, tmp_path):
     session = {"format": "quantscope-session", "version": 1,
                "source": {"kind": "file", "name": str(tmp_path / "gone.npy")},
                "settings": {"bits": 4, "axis": 0}, "view": {"dark": True}}
     path = tmp_path / "s.json"
     path.write_text(json.dumps(session))
-    before = (window.state.tensor, window.state.settings)
-    with qtbot.waitSignal(window.error_shown, timeout=30_000):
-        window.views_controller.open_session(path)
-    qtbot.waitUntil(lambda: window.jobs.is_idle(), timeout=30_000)
-    _kept(window, before)
-    assert not window.dark
+    before = (kept_window.state.tensor, kept_window.state.settings)
+    with qtbot.waitSignal(kept_window.error_shown, timeout=30_000):
+        kept_window.views_controller.open_session(path)
+    qtbot.waitUntil(lambda: kept_window.jobs.is_idle(), timeout=30_000)
+    _kept(kept_window, before)
+    assert not kept_window.dark
 
 
 def test_a_remembered_session_gone_hostile_falls_back_to_the_demo(qtbot, window, tmp_path):
@@ -154,10 +184,10 @@ def test_a_remembered_session_gone_hostile_falls_back_to_the_demo(qtbot, window,
     qtbot.waitUntil(lambda: window.state.source == demo, timeout=60_000)
 
 
-def test_group_size_beyond_the_spin_box_is_refused_by_the_state(window):
-    assert not window.state.update_settings(group_size=10**30)
-    assert window.state.settings.group_size is None
-    assert window.controls.group.maximum() == 1 << 24
+def test_group_size_beyond_the_spin_box_is_refused_by_the_state(kept_window):
+    assert not kept_window.state.update_settings(group_size=10**30)
+    assert kept_window.state.settings.group_size is None
+    assert kept_window.controls.group.maximum() == 1 << 24
 
 
 #: Valid tensors that are hard to bin: nearly constant, subnormal, spanning +-FLT_MAX.

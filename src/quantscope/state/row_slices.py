@@ -25,12 +25,14 @@ import numpy as np
 
 from quantscope.core import QuantParams
 from quantscope.core.formats.catalog import FormatParams, format_kind
-from quantscope.core.formats.gguf import GgufParams, from_blocks, gguf_params
+from quantscope.core.formats.gguf import GgufParams, from_blocks
 from quantscope.core.formats.torchao_int4 import TorchaoInt4Params
 from quantscope.core.stats.format_sweep import ErrorScreen, screenable
 from quantscope.core.stats.gguf_stats import (
     MeasuredBlocks,
+    ScreenedBlocks,
     encode_measured,
+    encode_screened,
     joined_rows,
     measure_blocks,
 )
@@ -120,7 +122,8 @@ def stack_rows(parts: list, shape: tuple[int, ...]):
 class GgufSliceScreen(RowSliceScreen):
     """:class:`RowSliceScreen` of a llama.cpp type whose exact report is joined from its
     slices' instead of a pass over the whole tensor. Each slice's blocks are encoded
-    (llama.cpp's rule, as the pane's mapping) and screened by their decoded values; once the
+    (llama.cpp's rule, as the pane's mapping) and screened by their decoded values in the
+    same pass (:func:`~quantscope.core.stats.gguf_stats.encode_screened`); once the
     search names this format its likeliest best (:meth:`likely_best`), the slices still to
     come are encoded and measured in one pass
     (:func:`~quantscope.core.stats.gguf_stats.encode_measured`: the screen's error is then the
@@ -135,9 +138,9 @@ class GgufSliceScreen(RowSliceScreen):
         super().__init__(x, slices, self._encode)
         self.name, self._refuse, self._measure = name, refuse, False
 
-    def _encode(self, rows: np.ndarray) -> GgufParams | MeasuredBlocks:
-        return encode_measured(rows, self.name) if self._measure else gguf_params(rows,
-                                                                                  self.name)
+    def _encode(self, rows: np.ndarray) -> ScreenedBlocks | MeasuredBlocks:
+        return encode_measured(rows, self.name) if self._measure else encode_screened(
+            rows, self.name)
 
     def likely_best(self) -> None:
         self._measure = True
@@ -150,7 +153,7 @@ class GgufSliceScreen(RowSliceScreen):
         chosen = self.slice_params(k)
         if isinstance(chosen, MeasuredBlocks):
             return chosen
-        self._params[k] = measure_blocks(self.x[self._rows(k)], chosen)
+        self._params[k] = measure_blocks(self.x[self._rows(k)], chosen.params)
         return self._params[k]
 
     def slice_sum(self, k: int, slices: int) -> float:
@@ -158,7 +161,7 @@ class GgufSliceScreen(RowSliceScreen):
         chosen = self.slice_params(k)
         if isinstance(chosen, MeasuredBlocks):
             return chosen.error_sum()
-        return ErrorScreen(self.x[self._rows(k)], chosen).slice_sum(0, 1)
+        return chosen.error
 
     def measured(self) -> MeasuredBlocks:
         """The whole tensor's blocks and columns, joined from every slice's."""

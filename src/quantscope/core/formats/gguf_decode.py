@@ -30,14 +30,29 @@ def _span(vals_lo, vals_hi, lo, hi, a, b) -> None:
 @_kernel
 def decode_legacy(t, y, codes, vals, lo, hi) -> None:
     """Q4_0 (t=2), Q4_1 (3), Q5_0 (6), Q5_1 (7), Q8_0 (8): one 32-element block."""
+    _legacy(t, y, codes, vals, lo, hi, True)
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
+def legacy_values(t, y, vals) -> None:
+    """:func:`decode_legacy`'s values alone (no codes, no bounds: the error screen's need)."""
+    _legacy(t, y, vals, vals, vals, vals, False)
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
+def _legacy(t, y, codes, vals, lo, hi, full) -> None:
+    """:func:`decode_legacy`, its codes and bounds written only if ``full`` (a constant where
+    this is inlined, so the other branch is not compiled in)."""
     d = get_half(y, 0)
     if t == 8:
         for j in range(32):
             q = np.int64(y[2 + j])
             q = q - 256 if q > 127 else q
-            codes[j] = q + 128
+            if full:
+                codes[j] = q + 128
             vals[j] = _f32(q) * d
-        _span(_f32(-128.0) * d, _f32(127.0) * d, lo, hi, 0, 32)
+        if full:
+            _span(_f32(-128.0) * d, _f32(127.0) * d, lo, hi, 0, 32)
         return
     m = get_half(y, 2) if t == 3 or t == 7 else _f32(0.0)
     qs = 2 if t == 2 else (4 if t == 3 else (6 if t == 6 else 8))
@@ -55,14 +70,17 @@ def decode_legacy(t, y, codes, vals, lo, hi) -> None:
         if five:
             a |= ((qh >> j) << 4) & 0x10
             b |= (qh >> (j + 12)) & 0x10
-        codes[j] = a
-        codes[j + 16] = b
+        if full:
+            codes[j] = a
+            codes[j + 16] = b
         if offset:
             vals[j] = _f32(a - offset) * d
             vals[j + 16] = _f32(b - offset) * d
         else:
             vals[j] = _f32(a) * d + m
             vals[j + 16] = _f32(b) * d + m
+    if not full:
+        return
     if offset:
         _span(_f32(-offset) * d, _f32(top - offset) * d, lo, hi, 0, 32)
     else:

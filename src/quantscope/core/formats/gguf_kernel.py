@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantscope.core.formats.gguf_decode import decode_block
+from quantscope.core.formats.gguf_decode import decode_block, legacy_values
 from quantscope.core.formats.gguf_kquants import (
     CHUNK_BLOCKS,
     block_codes,
@@ -37,6 +37,7 @@ from quantscope.core.formats.gguf_legacy import (
     quantize_q5_1,
     quantize_q8_0,
 )
+from quantscope.core.formats.gguf_types import ENCODE, MEASURE, SCREEN
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.kernels.unit_totals import store_unit
@@ -68,26 +69,57 @@ def _encode_legacy(t, x, y) -> None:
 
 
 @njit(nogil=True, error_model="numpy", inline="always")
-def _encode(t, xb, out, report, levels, out_f, out_i, hist) -> None:
-    """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``; with
-    ``report``, each block's totals measured against its bytes as soon as they are written
-    (:func:`_report_block`), while the block is still in the cache."""
+def _screen_block(t, x, y, c, v, lo, hi, acc) -> None:
+    """Block ``x`` against the values its bytes ``y`` store: each element's ``(x − x̂)²``, the
+    report's own term (:func:`_report_block`), added into ``acc`` at its position in the block
+    (no chain of dependent additions, so the loop vectorises; NaN or inf carries through)."""
+    if t < 10:
+        legacy_values(t, y, v)  # a legacy block's values alone: a third of its decoding
+    else:
+        decode_block(t, y, c, v, lo, hi)
+    for k in range(x.size):
+        d = np.float64(x[k]) - np.float64(v[k])
+        acc[k] += d * d
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
+def _after_encode(t, x, y, i, mode, levels, c, v, lo, hi, stamp, hist, out_f, out_i,
+                  acc) -> None:
+    """What ``mode`` adds to block ``i``, just encoded into ``y``, while it is in the cache."""
+    if mode == MEASURE:
+        _report_block(t, x, y, i, levels, c, v, lo, hi, stamp, hist, out_f, out_i)
+    elif mode == SCREEN:
+        _screen_block(t, x, y, c, v, lo, hi, acc)
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
+def _encode(t, xb, out, mode, levels, out_f, out_i, hist) -> float:
+    """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``; each
+    block then measured against its bytes (``mode`` :data:`MEASURE`, :func:`_report_block`)
+    or its squared errors summed (:data:`SCREEN`: the sum is returned), as soon as its bytes
+    are written, while the block is still in the cache."""
     n = xb.shape[1]
     c, v, lo, hi, stamp = _block_scratch(n, levels)
+    acc = np.zeros(n, np.float64)
     L = np.zeros(256, np.int64)
     if t < 10:  # no sub-block search to share between blocks
-        if not report:
+        if mode == ENCODE:
             # the encoding alone: a loop as short as the encoders (one that held the report
             # too took a fifth longer for Q4_0)
             for i in range(xb.shape[0]):
                 _encode_legacy(t, xb[i], out[i])
-            return
+            return 0.0
+        if mode == SCREEN:  # a loop of its own, as short (the report's made this one slower)
+            for i in range(xb.shape[0]):
+                _encode_legacy(t, xb[i], out[i])
+                _screen_block(t, xb[i], out[i], c, v, lo, hi, acc)
+            return acc.sum()
         for i in range(xb.shape[0]):
             x = xb[i]
             y = out[i]
             _encode_legacy(t, x, y)
             _report_block(t, x, y, i, levels, c, v, lo, hi, stamp, hist, out_f, out_i)
-        return
+        return 0.0
     lanes = lane_scratch()
     per = sub_block_shape(t)[1]
     for c0 in range(0, xb.shape[0], CHUNK_BLOCKS):
@@ -109,9 +141,9 @@ def _encode(t, xb, out, report, levels, out_f, out_i, hist) -> None:
                 quantize_q5_k(x, y, L, scales, mins)
             else:
                 quantize_q6_k(x, y, L, scales)
-            if report:
-                _report_block(t, x, y, c0 + b, levels, c, v, lo, hi, stamp, hist, out_f,
-                              out_i)
+            _after_encode(t, x, y, c0 + b, mode, levels, c, v, lo, hi, stamp, hist, out_f,
+                          out_i, acc)
+    return acc.sum()
 
 
 def encode_blocks(t, xb, out) -> None:
@@ -120,24 +152,26 @@ def encode_blocks(t, xb, out) -> None:
     the one compiled loop of both (every encoder of every type is in it: a second loop for
     the encoding alone was some 20 s of CPU more on a machine's first run, for the same
     bytes)."""
-    encode_report_blocks(t, xb, out, False, 1, _NO_UNITS_F, _NO_UNITS_I, _NO_HIST)
+    encode_report_blocks(t, xb, out, ENCODE, 1, _NO_UNITS_F, _NO_UNITS_I, _NO_HIST)
 
 
-#: The report's outputs :func:`encode_blocks` hands the loop, never written (no report): in the
-#: layout of a report's own (:func:`~quantscope.core.kernels.unit_columns.unit_columns`).
+#: The report's outputs a loop without a report hands :func:`encode_report_blocks`, never
+#: written: in the layout of a report's own
+#: (:func:`~quantscope.core.kernels.unit_columns.unit_columns`).
 _NO_UNITS_F = unit_columns(1, 6)
 _NO_UNITS_I = unit_columns(1, 4, np.int64)
 _NO_HIST = np.zeros(1, np.int64)
 
 
 @_jit
-def encode_report_blocks(t, xb, out, report, levels, out_f, out_i, hist) -> None:
+def encode_report_blocks(t, xb, out, mode, levels, out_f, out_i, hist) -> float:
     """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``, and with
-    ``report`` :func:`report_blocks` in the same pass: each block encoded, then measured
-    against the bytes just written (the same totals as a later :func:`report_blocks`, bit for
-    bit), instead of a second pass that reads the tensor and the bytes again and decodes every
-    block from memory."""
-    _encode(t, xb, out, report, levels, out_f, out_i, hist)
+    ``mode`` :data:`MEASURE` :func:`report_blocks` in the same pass: each block encoded, then
+    measured against the bytes just written (the same totals as a later
+    :func:`report_blocks`, bit for bit), instead of a second pass that reads the tensor and
+    the bytes again and decodes every block from memory. With :data:`SCREEN`, only ``Σ (x −
+    x̂)²`` over the blocks (in any order), returned; else 0."""
+    return _encode(t, xb, out, mode, levels, out_f, out_i, hist)
 
 
 @_jit

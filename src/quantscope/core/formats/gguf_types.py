@@ -50,6 +50,10 @@ GGUF_TYPES: dict[str, GgufType] = {t.name: t for t in (
     GgufType("gguf_q5_k", "Q5_K", 13, 256, 176, 5, 0),
     GgufType("gguf_q6_k", "Q6_K", 14, 256, 210, 6, 32),
 )}
+#: What the encoding loop (``gguf_kernel.encode_report_blocks``) does with each block it
+#: encodes: nothing more, measure it for the report, or only sum its squared errors.
+ENCODE, MEASURE, SCREEN = 0, 1, 2
+
 #: ggml type id -> the type.
 BY_GGML_ID: dict[int, GgufType] = {t.ggml_type: t for t in GGUF_TYPES.values()}
 

@@ -33,6 +33,7 @@ from quantscope.core.formats.gguf import (
     from_blocks,
     gguf_type,
 )
+from quantscope.core.formats.gguf_types import MEASURE, SCREEN
 from quantscope.core.kernels import compiled
 from quantscope.core.kernels.parallel import parallel
 from quantscope.core.kernels.read_only import read_only
@@ -120,9 +121,10 @@ class MeasuredBlocks:
                        int(np.prod(self.params.shape, dtype=np.int64)))
 
 
-def encode_measured(x, name: str) -> MeasuredBlocks:
-    """The blocks llama.cpp writes for ``x`` (as :func:`~quantscope.core.formats.gguf.
-    gguf_params`), each measured in the pass that encodes it (:class:`MeasuredBlocks`)."""
+def _encoded(x, name: str, mode: int):
+    """``x`` encoded as llama.cpp does (as :func:`~quantscope.core.formats.gguf.gguf_params`),
+    each block measured (``mode`` ``MEASURE``) or its squared errors summed (``SCREEN``) in
+    the pass that encodes it: ``(params, out_f, out_i, hist, error)``."""
     t = gguf_type(name)
     xf = read_only(np.ascontiguousarray(as_float32(x)))
     check_shape(xf.shape, t)
@@ -130,19 +132,49 @@ def encode_measured(x, name: str) -> MeasuredBlocks:
     n_blocks = xf.size // t.block
     xb = xf.reshape(n_blocks, t.block)
     out = np.empty((n_blocks, t.type_size), np.uint8)
-    out_f = unit_columns(n_blocks, 6)  # as analyze_gguf's
-    out_i = unit_columns(n_blocks, 4, np.int64)
+    measure = mode == MEASURE
+    # as analyze_gguf's; one unit, never written, without the report (the same layout)
+    out_f = unit_columns(n_blocks if measure else 1, 6)
+    out_i = unit_columns(n_blocks if measure else 1, 4, np.int64)
 
-    def share(lo: int, hi: int) -> np.ndarray:
+    def share(lo: int, hi: int) -> tuple[np.ndarray, float]:
         h = np.zeros(t.levels, np.int64)
-        compiled.encode_report_blocks(t.ggml_type, xb[lo:hi], out[lo:hi], True, t.levels,
-                                      out_f[lo:hi], out_i[lo:hi], h)
-        return h
+        units = slice(lo, hi) if measure else slice(None)
+        error = compiled.encode_report_blocks(t.ggml_type, xb[lo:hi], out[lo:hi], mode,
+                                              t.levels, out_f[units], out_i[units], h)
+        return h, error
 
-    hist = np.sum(parallel(share, block_ranges(n_blocks, t.block)), axis=0)
+    done = parallel(share, block_ranges(n_blocks, t.block))
+    hist = np.sum([h for h, _ in done], axis=0)
     params = from_blocks(out.reshape((*xf.shape[:-1], xf.shape[-1] // t.block * t.type_size)),
                          name, tuple(xf.shape))
+    return params, out_f, out_i, hist, float(sum(e for _, e in done))
+
+
+def encode_measured(x, name: str) -> MeasuredBlocks:
+    """The blocks llama.cpp writes for ``x`` (as :func:`~quantscope.core.formats.gguf.
+    gguf_params`), each measured in the pass that encodes it (:class:`MeasuredBlocks`)."""
+    params, out_f, out_i, hist, _ = _encoded(x, name, MEASURE)
     return MeasuredBlocks(params, out_f, out_i, hist)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ScreenedBlocks:
+    """Blocks llama.cpp writes for a tensor and ``Σ (x − x̂)²`` over them (inf or NaN where a
+    scale overflowed), each block's squared errors summed in the pass that encoded it: the
+    report's terms in another order, the error screen's figure
+    (:mod:`quantscope.core.stats.format_sweep`), without a second pass that decodes every
+    block into memory and reads it back with the tensor."""
+
+    params: GgufParams
+    error: float
+
+
+def encode_screened(x, name: str) -> ScreenedBlocks:
+    """The blocks llama.cpp writes for ``x`` (as :func:`~quantscope.core.formats.gguf.
+    gguf_params`), screened as they are encoded (:class:`ScreenedBlocks`)."""
+    params, _, _, _, error = _encoded(x, name, SCREEN)
+    return ScreenedBlocks(params, error)
 
 
 def joined_rows(parts: list[MeasuredBlocks], shape: tuple[int, ...]) -> MeasuredBlocks:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from quantscope.core.formats.gguf_types import MEASURE, SCREEN
 from quantscope.core.kernels import compiled
 from quantscope.core.stats.twin_sums import first_extremes, store_units
 
@@ -125,16 +126,22 @@ def encode_blocks(t, xb, out) -> None:
         _encode_q8_0(xb[a:b], out[a:b])
 
 
-def encode_report_blocks(t, xb, out, report, levels, out_f, out_i, hist) -> None:
-    """``gguf_kernel.encode_report_blocks``: each block encoded, then, with ``report``,
-    measured against its bytes (Q8_0 here, other types by the compiled loop)."""
+def encode_report_blocks(t, xb, out, mode, levels, out_f, out_i, hist) -> float:
+    """``gguf_kernel.encode_report_blocks``: each block encoded, then, by ``mode``, measured
+    against its bytes or its squared errors summed (Q8_0 here, other types by the compiled
+    loop)."""
     if t != Q8_0:
-        compiled.loop("encode_report_blocks")(t, xb, out, report, levels, out_f, out_i, hist)
-        return
+        return compiled.loop("encode_report_blocks")(t, xb, out, mode, levels, out_f, out_i,
+                                                     hist)
+    error = 0.0
     for a, b in _chunks(xb.shape[0]):
         _encode_q8_0(xb[a:b], out[a:b])
-        if report:
+        if mode == MEASURE:
             _report(xb[a:b], out[a:b], levels, out_f[a:b], out_i[a:b], hist)
+        elif mode == SCREEN:
+            d = xb[a:b].astype(np.float64) - _decode_q8_0(out[a:b])[1].astype(np.float64)
+            error += float(np.sum(d * d))
+    return error
 
 
 def report_blocks(t, xb, yb, levels, out_f, out_i, hist) -> None:
