@@ -34,6 +34,9 @@ def main() -> None:
     parser.add_argument("--cache", help="NUMBA_CACHE_DIR (default: a new temporary folder)")
     parser.add_argument("--src", help="import quantscope from this src folder")
     parser.add_argument("--only", nargs="*", help="run only the steps with these names")
+    parser.add_argument("--passes", action="store_true",
+                        help="list the processor seconds of each of Numba's compiler passes "
+                        "(exclusive of the passes inside it) and of the work inside LLVM")
     args = parser.parse_args()
     os.environ["NUMBA_CACHE_DIR"] = args.cache or tempfile.mkdtemp(prefix="qs-cold-")
     if args.src:
@@ -68,6 +71,34 @@ def main() -> None:
                 signatures[name].append(", ".join(str(a) for a in ev.data["args"]))
 
     event.register("numba:compile", Listener())
+    passes: dict[str, float] = defaultdict(float)
+    in_llvm = [0.0]
+
+    class PassListener(event.Listener):
+        """Each pass's own seconds: a pass that compiles another function (an inlined callee,
+        a call's dispatcher) holds the other's passes inside its own."""
+
+        def on_start(self, ev: event.Event) -> None:
+            stack = local.__dict__.setdefault("passes", [])
+            stack.append([ev.data["name"].split(" [")[0], time.process_time(), 0.0])
+
+        def on_end(self, ev: event.Event) -> None:
+            name, start, inner = local.passes.pop()
+            took = time.process_time() - start
+            passes[name] += took - inner
+            if local.passes:
+                local.passes[-1][2] += took
+
+    class LlvmListener(event.Listener):
+        def on_start(self, ev: event.Event) -> None:
+            local.llvm = time.process_time()
+
+        def on_end(self, ev: event.Event) -> None:
+            in_llvm[0] += time.process_time() - local.llvm
+
+    if args.passes:
+        event.register("numba:run_pass", PassListener())
+        event.register("numba:llvm_lock", LlvmListener())
 
     import quantscope
     from quantscope.state import compile_ahead
@@ -91,6 +122,11 @@ def main() -> None:
     compiled = sum(count.values())
     print(f"\n{compiled} specialisations of {len(count)} functions compiled, "
           f"{sum(exclusive.values()):.1f} s CPU inside Numba's compile events")
+    if args.passes:
+        print(f"\n{'compiler pass (exclusive)':<52} {'CPU s':>7}")
+        for name in sorted(passes, key=lambda n: -passes[n])[:args.top]:
+            print(f"{name:<52} {passes[name]:7.1f}")
+        print(f"{'holding the LLVM lock (inside the passes above)':<52} {in_llvm[0]:7.1f}")
     print(f"\n{'function':<52} {'sigs':>4} {'excl s':>7} {'incl s':>7}")
     for name in sorted(exclusive, key=lambda n: -exclusive[n])[:args.top]:
         print(f"{name:<52} {count[name]:4d} {exclusive[name]:7.1f} {inclusive[name]:7.1f}")

@@ -4,11 +4,13 @@ For a Llama-like float32 weight (Gaussian rows of log-normal scales), every cand
 ``scan --formats`` (:func:`quantscope.state.formats.candidates`) is timed in processor
 nanoseconds per element for the three things the scan may do with it: choose its parameters
 on the whole tensor, sum its squared errors on the whole tensor (the error screen,
-:class:`~quantscope.core.stats.format_sweep.ErrorScreen`) and compute its exact report (what
-the winner gets). Then, in interleaved pairs, the scan's whole format search
-(:func:`~quantscope.state.formats.best_formats`) against the plain scan's figures of the same
-tensor read from a file (:class:`~quantscope.state.model_scan.ModelScan` without formats),
-with the ratio per pair: the figure ``scan --formats`` pays per byte beyond the plain scan.
+:class:`~quantscope.core.stats.format_sweep.ErrorScreen`; for llama.cpp's types, encoding and
+screen in one pass, :func:`~quantscope.core.stats.gguf_stats.encode_screened`, as the search
+screens them) and compute its exact report (what the winner gets). Then, in interleaved
+pairs, the scan's whole format search (:func:`~quantscope.state.formats.best_formats`)
+against the plain scan's figures of the same tensor read from a file
+(:class:`~quantscope.state.model_scan.ModelScan` without formats), with the ratio per pair:
+the figure ``scan --formats`` pays per byte beyond the plain scan.
 In the same pairs, the least an exact search could cost with these candidates: the two
 winners' exact reports alone (each winner's parameters and report, a llama.cpp type's
 blocks measured as they are encoded, as the search makes them; plus ``Σx²``), as if every
@@ -36,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import best_of, load
 from quantscope.core.formats.catalog import format_kind
 from quantscope.core.stats.format_sweep import ErrorScreen, screenable, signal_sum
-from quantscope.core.stats.gguf_stats import encode_measured
+from quantscope.core.stats.gguf_stats import encode_measured, encode_screened
 from quantscope.io.checkpoint import list_checkpoint
 from quantscope.state import Settings
 from quantscope.state.formats import (
@@ -94,16 +96,21 @@ def main() -> None:
     for bits in (8, 4):
         for spec in point_specs(x, candidates(bits, True)):
             params = format_pane_params(x, spec, settings)
+            gguf = format_kind(spec.name) == "gguf"
             costs = [cost(lambda s=spec: format_pane_params(x, s, settings)),
-                     cost(lambda p=params: ErrorScreen(x, p).slice_sum(0, 1))
+                     cost(lambda s=spec: encode_screened(x, s.name).error) if gguf
+                     else cost(lambda p=params: ErrorScreen(x, p).slice_sum(0, 1))
                      if screenable(params) else float("nan"),
                      cost(lambda s=spec, p=params: format_point(x, reports, s, p))]
             for i, c in enumerate(costs):
                 totals[i] += 0.0 if np.isnan(c) else c
             print(f"  {spec:22s} parameters {costs[0] / n * 1e9:6.2f}   error screen "
-                  f"{costs[1] / n * 1e9:6.2f}   exact report {costs[2] / n * 1e9:6.2f}")
+                  f"{costs[1] / n * 1e9:6.2f}{'*' if gguf else ' '}  exact report "
+                  f"{costs[2] / n * 1e9:6.2f}")
     print(f"  {'every format':22s} parameters {totals[0] / n * 1e9:6.2f}   error screen "
           f"{totals[1] / n * 1e9:6.2f}   exact report {totals[2] / n * 1e9:6.2f}")
+    print("  * llama.cpp's types: the screen as the search runs it, the encoding included "
+          "(each block's squared errors summed as it is encoded: encode_screened)")
     with tempfile.TemporaryDirectory() as folder:
         from safetensors.numpy import save_file
 
