@@ -181,3 +181,47 @@ def test_any_code_range_has_its_ends_labelled(qtbot, first, last):
     # draws no label) until then
     qtbot.waitUntil(lambda: bool(_drawn_labels(axis)), timeout=10_000)
     _assert_ends_labelled(axis, first, last)
+
+
+def _label_boxes(view, name: str):
+    """(text's box without its item's margins, the code axis's line) of each label under the
+    codes of ``name``'s plot, in scene pixels."""
+    import pyqtgraph as pg
+
+    item = view.plots[name].getPlotItem()
+    axis_top = item.getAxis("bottom").mapToScene(0, 0).y()  # the line: the axis's top
+    boxes = []
+    for label in item.items:
+        if isinstance(label, pg.TextItem) and "→" in label.textItem.toPlainText():
+            margin = label.textItem.document().documentMargin()
+            rect = label.textItem.boundingRect().adjusted(margin, margin, -margin, -margin)
+            boxes.append(label.textItem.mapRectToScene(rect))
+    return boxes, axis_top
+
+
+@pytest.mark.parametrize("presentation", [False, True])
+@pytest.mark.parametrize("size", [(1268, 560), (1354, 600)])
+def test_the_labels_under_the_codes_stay_off_the_code_axis(view, qtbot, presentation, size):
+    """Every row of "code → value (error)" labels is above the code axis and apart from the
+    next: with rows a line and a quarter of the text's size apart, the third row's letters
+    sat on the axis line in a talk's Mapping scene at 1280x720 (its tick through "21")."""
+    from quantscope.gui.theme import resolve
+
+    view.apply_theme(resolve(False, presentation, size[1] + 160))
+    view.resize(*size)
+    qtbot.wait(50)
+    view.grab()
+    qtbot.wait(10)
+    view.grab()
+    rows_seen = 0
+    for name in ("symmetric", "asymmetric"):
+        boxes, axis_top = _label_boxes(view, name)
+        assert boxes, name
+        tops = sorted({round(b.top(), 3) for b in boxes})
+        rows_seen = max(rows_seen, len(tops))
+        for box in boxes:
+            assert box.bottom() <= axis_top, (name, box.bottom(), axis_top)
+        for a, b in itertools.combinations(boxes, 2):
+            assert not a.intersects(b), (name, a, b)
+    assert rows_seen >= 2  # the seed example's labels need more than one row
+    view.apply_theme(resolve(False, False, 1000))  # the views' theme is their own: reset

@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QFontMetrics
+from PySide6.QtGui import QFont, QFontInfo, QFontMetrics
 from PySide6.QtWidgets import (
     QCheckBox,
     QDoubleSpinBox,
+    QGraphicsTextItem,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -74,6 +75,15 @@ def _label_rows(at, texts, *, span, px: float, char_px: float, rows: int = 3,
                 out[i] = r
                 break
     return out
+
+
+def _text_item_line(font: QFont) -> tuple[float, float]:
+    """(height of one line of text, margin around it) of a text item in ``font``, in
+    pixels: what a label under the codes takes."""
+    item = QGraphicsTextItem("0")
+    item.setFont(font)
+    margin = item.document().documentMargin()
+    return item.boundingRect().height() - 2 * margin, margin
 
 
 def _nice_ticks(a: float, b: float, count: int = 5) -> list[float]:
@@ -335,11 +345,22 @@ class MappingView(View):
                       symbol="t", symbolSize=12, symbolBrush=pg.mkBrush(theme.color("clipping")),
                       symbolPen=None)
         # the labels under the codes go in rows of text measured in pixels: in data units a
-        # short plot (two schemes at 720 rows) stacked them into each other and the axis
-        line_px = 1.25 * (theme.text_px if theme.presentation else 14)
+        # short plot (two schemes at 720 rows) stacked them into each other and the axis.
+        # A row is a line of the labels' text as a text item lays it out and a pixel, and
+        # below the last one the margin the item keeps above its text and a pixel: rows a
+        # line and a quarter of the text's size apart put the third row's letters on the
+        # code axis
+        font = QFont()
+        font.setPointSize(theme.axis_font_pt)
+        line_px, margin = _text_item_line(font)
+        line_px += 1
         height = plot.getViewBox().height() or 150.0
-        rows = max(0, min(3, int((height - 60.0) // line_px))) if x.size <= LABELLED else 0
-        per_unit = max((height - rows * line_px) / 1.2, 1.0)  # px per unit, cells to axis
+        below_px = margin + 1
+        rows = max(0, min(3, int((height - 60.0 - below_px) // line_px))) \
+            if x.size <= LABELLED else 0
+        below_px = below_px if rows else 0.0
+        # px per unit, cells to axis
+        per_unit = max((height - rows * line_px - below_px) / 1.2, 1.0)
         step = line_px / per_unit
         if rows:
             deq = scale * (np.clip(codes, lo, hi) - zp)
@@ -349,18 +370,17 @@ class MappingView(View):
             # labels at the ends hang inward, so they stay in the plot
             anchors = [0.0 if q < x0 + 20 else 1.0 if q > x1 - 20 else 0.5 for q in shown]
             placed = _label_rows(shown, texts, span=(x0, x1), px=plot.width() or 1000,
-                                 char_px=0.62 * line_px / 1.25, rows=rows, anchors=anchors)
+                                 char_px=0.62 * QFontInfo(font).pixelSize(), rows=rows,
+                                 anchors=anchors)
             for q, text, row, ax in zip(shown, texts, placed, anchors, strict=True):
                 if row < 0:
                     continue  # no room: the arrow and its code still show it
                 below = pg.TextItem(text, color=theme.foreground, anchor=(ax, 0.0))
                 below.setPos(q, -0.02 - step * row)
-                font = below.textItem.font()
-                font.setPointSize(theme.axis_font_pt)
                 below.setFont(font)
                 plot.addItem(below)
         plot.setXRange(x0, x1, padding=0)
-        plot.setYRange(-0.05 - step * rows, 1.15, padding=0)
+        plot.setYRange(-0.05 - step * rows - below_px / per_unit, 1.15, padding=0)
         # the values themselves are the real axis' ticks (too close ones are left out by the
         # axis); many values get round ticks instead
         ticks = ([(float(p), f"{v:g}") for p, v in zip(pos, x, strict=True)]
