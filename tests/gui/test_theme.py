@@ -90,8 +90,10 @@ def test_resolve_and_every_pen_has_a_width():
 
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
 @pytest.mark.parametrize("presentation", [False, True], ids=["desk", "stage"])
-def test_every_text_and_mark_contrasts_with_its_background(dark, presentation):
-    """WCAG: text at least 4.5:1, graphical marks at least 3:1 (computed from the colours)."""
+def test_every_text_and_mark_contrasts_with_its_background(qapp, dark, presentation):
+    """WCAG: text at least 4.5:1, graphical marks at least 3:1 (computed from the colours).
+    The style sheet measures the application's font, so it needs the application (``qapp``):
+    run first in a fresh worker, without it, Qt aborted the process."""
     from quantscope.gui.theme import MARK_ROLES, contrast_ratio
 
     theme = resolve(dark, presentation)
