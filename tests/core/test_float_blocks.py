@@ -13,6 +13,8 @@ from quantscope.core import analyze, choose_qparams
 from quantscope.core.formats import float_blocks
 from quantscope.core.formats.catalog import element_of
 from quantscope.core.formats.format_kernel import direct_rows
+from quantscope.core.kernels.read_only import read_only
+from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.stats import format_stats, format_twins
 from quantscope.core.stats.format_stats import _kernel_args, takes_float_blocks
 
@@ -45,9 +47,12 @@ def _constructed(name: str, width: int, rng) -> np.ndarray:
 
 
 def _totals(loop, x2d, s, inv, use_inv, p) -> tuple[np.ndarray, ...]:
+    # the arguments as the report hands them (read-only rows, the report's unit columns):
+    # the loops the compile-ahead made, not a compile of other layouts in the test
+    x2d = read_only(np.ascontiguousarray(x2d))
     h = np.zeros(p.levels + 1, np.int64)
-    f = np.zeros((x2d.shape[0], 6))
-    i = np.zeros((x2d.shape[0], 4), np.int64)
+    f = unit_columns(x2d.shape[0], 6)
+    i = unit_columns(x2d.shape[0], 4, np.int64)
     et = p.element
     if loop in ("blocks", "twin"):
         rows = float_blocks.float_block_rows if loop == "blocks" else format_twins.float_block_rows

@@ -14,6 +14,7 @@ import pytest
 from quantscope.core.formats.gguf import GGUF_TYPES, gguf_params
 from quantscope.core.formats.gguf_kernel import encode_report_blocks
 from quantscope.core.formats.gguf_types import SCREEN
+from quantscope.core.kernels.read_only import read_only
 from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.stats.format_sweep import ErrorScreen
 from quantscope.core.stats.gguf_stats import analyze_gguf, encode_screened
@@ -61,7 +62,7 @@ def test_one_loop_screens_any_share_of_blocks_alike():
     the order of the sum: each block's terms depend on the block alone."""
     x = _tensors()["random"]
     t = GGUF_TYPES["gguf_q4_k"]
-    xb = np.ascontiguousarray(x.reshape(-1, t.block))
+    xb = read_only(np.ascontiguousarray(x.reshape(-1, t.block)))  # as the encoder hands it
     out = np.empty((xb.shape[0], t.type_size), np.uint8)
     units_f, units_i = unit_columns(1, 6), unit_columns(1, 4, np.int64)
 
