@@ -224,6 +224,8 @@ def test_the_split_saturating_walk_equals_the_one_loop_walk_bit_for_bit(name, so
     counts, codes used, min/max, on ties, subnormals, overflow, ±0, NaN and inf, with rows
     longer than a chunk and a scale that clips."""
     from quantscope.core.formats.format_kernel import CHUNK, direct_rows
+    from quantscope.core.kernels.read_only import read_only
+    from quantscope.core.kernels.unit_columns import unit_columns
     from quantscope.core.stats.format_stats import _kernel_args
 
     rng = np.random.default_rng(7)
@@ -245,9 +247,12 @@ def test_the_split_saturating_walk_equals_the_one_loop_walk_bit_for_bit(name, so
             np.asarray(p.inv_scale, np.float32) / np.float32(shrink), rows.shape[0])
         use_inv = p.inv_scale is not None
         hist = np.zeros(p.levels + 1, np.int64)
-        out_f = np.zeros((rows.shape[0], 6))
-        out_i = np.zeros((rows.shape[0], 4), np.int64)
-        direct_rows(rows, s, inv, use_inv, *args[:7], True, *args[8:], hist, out_f, out_i)
+        # as the report hands them (read-only rows, its unit columns): the loop the
+        # compile-ahead made, not one compiled for other layouts here
+        out_f = unit_columns(rows.shape[0], 6)
+        out_i = unit_columns(rows.shape[0], 4, np.int64)
+        direct_rows(read_only(np.ascontiguousarray(rows)), s, inv, use_inv, *args[:7], True,
+                    *args[8:], hist, out_f, out_i)
         ref_hist, ref_f, ref_i = _walk_rows_by_the_reference(rows, s, inv, use_inv, args)
         np.testing.assert_array_equal(hist[:-1], ref_hist)
         np.testing.assert_array_equal(out_i, ref_i)
