@@ -367,7 +367,8 @@ def rest_steps() -> list[tuple[str, Callable[[], object]]]:
         cast(x[:64], "float8_e4m3fn")
         cast_e8m0(x[:64])
         for dtype in (np.float32, np.float16, dtype_from_name("bfloat16")):  # the scan's dtypes
-            figures_of(x[:64].astype(dtype), 0)
+            for axis in (0, 1):  # channels as rows, and as columns (their own loops)
+                figures_of(x[:64].astype(dtype), axis)
 
     # each format on each path a step of its own: the direct passes' loop takes tens of
     # seconds to compile for each of its argument types, so two processes that share the
