@@ -7,6 +7,7 @@ import pytest
 
 from quantscope.core import choose_qparams, params_from_range
 from quantscope.core.kernels import block_sums, compiled, sorted_kernel
+from quantscope.core.kernels.read_only import read_only
 from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.stats import loop_twins
 from quantscope.core.stats.prepared import prepare
@@ -116,9 +117,11 @@ def _evaluate_raw(rows, row, scale, zp, walk_below):
     out_f = unit_columns(row.size, 8, np.float64, zeros=False)
     out_i = unit_columns(row.size, 5, np.int64, zeros=False)
     rec, rec_starts, b1, b2 = rows._sums
+    # and its read-only scales and zero points (the parameters the report holds)
+    s, z = read_only(scale), read_only(zp)
     compiled.evaluate_rows(rows.values, rows.starts, rows.sumsq, rec, rec_starts, b1, b2, row,
-                           scale, scale, zp, -128, 127, 0, False, False, walk_below, True,
-                           hist, out_f, out_i)
+                           s, s, z, -128, 127, 0, False, False, walk_below, True, hist, out_f,
+                           out_i)
     return hist, out_f, out_i
 
 
