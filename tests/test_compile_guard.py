@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import types
 
-import compile_guard
 import numba
 import pytest
+
+import compile_guard
 
 
 def _loop(module: str):
