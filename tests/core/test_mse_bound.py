@@ -11,6 +11,10 @@ import pytest
 from quantscope.core.kernels import mse_bound as mb
 from quantscope.core.kernels import mse_sweep as ms
 
+# the search's inner loops, each called here on its own (the app runs them inside rows_optimum,
+# compiled with it): versions of their own, compiled once per cache
+pytestmark = pytest.mark.compiles("the search's inner loops on their own")
+
 QMIN, QMAX = -128, 127
 K = QMAX - QMIN + 1
 
