@@ -10,6 +10,10 @@ import pytest
 
 from quantscope.core.kernels import scale_cuts as sc
 
+# the search's cuts, each called here on its own (the app runs them inside rows_optimum,
+# compiled with it): versions of their own, compiled once per cache
+pytestmark = pytest.mark.compiles("the search's cuts on their own")
+
 QMIN, QMAX = -128, 127
 
 
