@@ -128,14 +128,18 @@ def one_process(args: argparse.Namespace) -> None:
         passes, in_llvm = _register_passes(threading.local())
 
     import quantscope
-    from quantscope.state import compile_steps
+
+    try:
+        from quantscope.state.compile_steps import all_steps
+    except ImportError:  # a tree from before the groups
+        from quantscope.state.compile_ahead import all_steps
 
     print(f"quantscope from {os.path.dirname(quantscope.__file__)}; cache "
           f"{os.environ['NUMBA_CACHE_DIR']}; load {os.getloadavg()[0]:.2f} on "
           f"{os.cpu_count()} cores", flush=True)
     steps = []
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    for name, step in compile_steps.all_steps():
+    for name, step in all_steps():
         if args.only and name not in args.only:
             continue
         c, w = time.process_time(), time.perf_counter()
