@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import compile_guard
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 SAMPLES = Path(__file__).resolve().parents[1] / "src" / "quantscope" / "resources" / "samples"
@@ -72,8 +74,13 @@ def pytest_configure(config):
         os.environ["QUANTSCOPE_HOSTILE_LONG"] = "1"  # read by tests/hostile/hostile_support.py
     config.addinivalue_line(
         "markers", "slow: starts fresh interpreters or whole windows many times (the last tier)")
+    config.addinivalue_line(
+        "markers", "compiles(why): compiles a loop of the engine in the test's own process "
+        "(tests/compile_guard.py fails any other test that does)")
     if not hasattr(config, "workerinput"):  # once per test session, before any worker starts
         _warm_kernels(config)
+    compile_guard.configure(config, warmed_up=not os.environ.get("QUANTSCOPE_TEST_NO_WARM_UP"))
+    if not hasattr(config, "workerinput"):
         if getattr(config.option, "dist", "no") == "loadfile":
             # the queue of files keeps the order the workers collected them in: costliest first
             # (pytest_collection_modifyitems), not xdist's most-tests-first
@@ -89,8 +96,7 @@ def _warm_kernels(config) -> None:
     steps of :func:`quantscope.state.compile_ahead.compile_all` (the panes' loops and the
     others) in groups that share their loops, each group compiled by whichever is free first
     (a file per group in a scratch folder says who took it), so both cores compile and no
-    loop is compiled twice; the workers
-    then load them from the cache. ``QUANTSCOPE_TEST_NO_WARM_UP=1`` skips it (a test file run
+    loop is compiled twice; the workers then load them from the cache. ``QUANTSCOPE_TEST_NO_WARM_UP=1`` skips it (a test file run
     alone)."""
     import shutil
     import subprocess
@@ -148,11 +154,13 @@ def pytest_sessionfinish(session):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
+    compile_guard.node_down(node)
     for key, count in getattr(node, "workeroutput", {}).get("hostile_tally", {}).items():
         _WORKERS_TALLY[key] += count
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    compile_guard.summary(terminalreporter)
     tally = _own_tally()
     refused = tally["refused"] + _WORKERS_TALLY["refused"]
     accepted = tally["accepted"] + _WORKERS_TALLY["accepted"]
@@ -207,8 +215,9 @@ def _tier(item) -> int:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    """Tell each xdist worker to sort the files costliest first (a worker's own options say
-    ``--dist no``)."""
+    """Tell each xdist worker whether the cache was warm (:mod:`compile_guard`) and to sort the
+    files costliest first (a worker's own options say ``--dist no``)."""
+    compile_guard.configure_node(node)
     if node.config.option.dist == "loadfile":
         node.workerinput["files_costliest_first"] = True
 

@@ -12,11 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quantscope.core import analyze, dequantize, quantize
+from quantscope.core.kernels.read_only import read_only
 from quantscope.core.kernels.sorted_kernel import ARITHMETIC_CODES
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.tensors.validate import EngineTypeError, EngineValueError
 
 QUANTIZE = sys.modules["quantscope.core.schemes.quantize"]
+
+#: Unsigned and wider codes (uint8, int16, ...): versions of the direct loops that the API
+#: compiles on their first use; the compile-ahead makes the int8 ones only.
+CODES_OF_OTHER_TYPES = "codes of other integer types than int8, not compiled ahead"
+
 
 
 def both(monkeypatch, fn):
@@ -59,6 +65,7 @@ def cases(draw):
                           arithmetic=arithmetic, inv_scale=inv)
 
 
+@pytest.mark.compiles(CODES_OF_OTHER_TYPES)
 @settings(max_examples=150, deadline=None)
 @given(cases())
 def test_compiled_quantize_and_analyze_equal_the_numpy_passes(case):
@@ -105,6 +112,7 @@ def _shares_of(n: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in itertools.pairwise(cuts) if a < b]
 
 
+@pytest.mark.compiles(CODES_OF_OTHER_TYPES)
 @pytest.mark.parametrize("scale", [1e-40, 1.5 * 2.0**-126, 1e-30, 0.37, 3.0, 3e37, 3.4e38])
 @pytest.mark.parametrize("signed", [True, False])
 def test_the_fused_product_path_gives_each_rules_codes_at_any_scale(scale, signed):
@@ -155,11 +163,12 @@ def test_every_share_of_the_compiled_loops_equals_the_numpy_pass_on_it(source, g
     p = QuantParams(s, z, -128, 127)
     q = np.empty(x.size, np.int8)
     deq = np.empty(x.size, np.float32)
+    xr = read_only(x)  # the tensor as quantize_flat and analyze_flat hand it to the loops
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(QUANTIZE, "COMPILED_MIN", 1 << 62)
         for lo, hi in _shares_of(x.size):
             inv = np.float32(np.float32(1) / s)
-            bad = dk.quantize_range(x, lo, hi, s, inv, z, -128, 127, 0, False, q)
+            bad = dk.quantize_range(xr, lo, hi, s, inv, z, -128, 127, 0, False, q)
             part = x[lo:hi]
             np.testing.assert_array_equal(q[lo:hi], quantize(part, s, z, nonfinite="saturate"))
             assert bool(bad) == (not np.isfinite(part).all()), (lo, hi)
@@ -167,7 +176,7 @@ def test_every_share_of_the_compiled_loops_equals_the_numpy_pass_on_it(source, g
             np.testing.assert_array_equal(deq[lo:hi], dequantize(q[lo:hi], s, z))
             hist = np.zeros(256, np.int64)
             out_f, out_i = np.zeros(4), np.zeros(3, np.int64)
-            dk.analyze_range(x, lo, hi, s, inv, z, -128, 127, 0, False, hist, out_f, out_i)
+            dk.analyze_range(xr, lo, hi, s, inv, z, -128, 127, 0, False, hist, out_f, out_i)
             ref = analyze(part, p)
             np.testing.assert_array_equal(hist, ref.code_histogram)
             assert (out_i[0], out_i[1], out_i[2]) == (ref.n, ref.clipped_below,
@@ -233,6 +242,7 @@ def test_dequantize_refuses_an_out_that_overlaps_the_codes():
         dequantize(raw[:6].view(np.int8), 1.0, out=raw.view(np.float32))
 
 
+@pytest.mark.compiles(CODES_OF_OTHER_TYPES)
 @pytest.mark.parametrize("dtype, zero_point", [
     (np.int8, -128), (np.uint8, 255), (np.int16, -32768), (np.uint16, 0),
     (np.int32, 200), (np.int32, -200), (np.uint32, 100)])
@@ -247,6 +257,7 @@ def test_compiled_dequantize_equals_the_numpy_pass_at_the_ends_of_int32(monkeypa
     assert np.array_equal(slow.view(np.int32), fast.view(np.int32))
 
 
+@pytest.mark.compiles(CODES_OF_OTHER_TYPES)
 @pytest.mark.parametrize("fresh", [False, True])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32])
 def test_dequantize_range_by_lines_equals_the_plain_rule_at_any_alignment(dtype, fresh):
@@ -285,11 +296,13 @@ def test_the_nonfinite_flag_finds_every_nan_and_inf_and_nothing_else():
         block = rng.standard_normal(n).astype(np.float32)
         block[rng.integers(0, n, min(n, 5))] = edge[:min(n, 5)]
         q = np.empty(n, np.int8)
-        assert not dk.quantize_range(block, 0, n, s, inv, z, -128, 127, 0, False, q), n
+        assert not dk.quantize_range(read_only(block), 0, n, s, inv, z, -128, 127, 0, False,
+                                     q), n
         for pos in {0, n // 2, n - 1, 15 % n, 16 % n}:
             for bad in (np.nan, np.inf, -np.inf):
                 hit = block.copy()
                 hit[pos] = bad
-                assert dk.quantize_range(hit, 0, n, s, inv, z, -128, 127, 0, False, q), (n, pos)
-    assert not dk.quantize_range(np.zeros(0, np.float32), 0, 0, s, inv, z, -128, 127, 0, False,
-                                 np.zeros(0, np.int8))
+                assert dk.quantize_range(read_only(hit), 0, n, s, inv, z, -128, 127, 0, False,
+                                         q), (n, pos)
+    assert not dk.quantize_range(read_only(np.zeros(0, np.float32)), 0, 0, s, inv, z, -128, 127,
+                                 0, False, np.zeros(0, np.int8))

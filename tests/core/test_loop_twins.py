@@ -7,6 +7,7 @@ import pytest
 
 from quantscope.core import choose_qparams, params_from_range
 from quantscope.core.kernels import block_sums, compiled, sorted_kernel
+from quantscope.core.kernels.read_only import read_only
 from quantscope.core.kernels.unit_columns import unit_columns
 from quantscope.core.stats import loop_twins
 from quantscope.core.stats.prepared import prepare
@@ -116,17 +117,21 @@ def _evaluate_raw(rows, row, scale, zp, walk_below):
     out_f = unit_columns(row.size, 8, np.float64, zeros=False)
     out_i = unit_columns(row.size, 5, np.int64, zeros=False)
     rec, rec_starts, b1, b2 = rows._sums
+    # and its read-only scales and zero points (the parameters the report holds)
+    s, z = read_only(scale), read_only(zp)
     compiled.evaluate_rows(rows.values, rows.starts, rows.sumsq, rec, rec_starts, b1, b2, row,
-                           scale, scale, zp, -128, 127, 0, False, False, walk_below, True,
-                           hist, out_f, out_i)
+                           s, s, z, -128, 127, 0, False, False, walk_below, True, hist, out_f,
+                           out_i)
     return hist, out_f, out_i
 
 
 def test_histogram_counts_are_the_compiled_ones(twins):
     rng = np.random.default_rng(3)
     values = np.sort(rng.standard_normal(5000).astype(np.float32))
-    for edges in (np.linspace(-2, 2, 33), np.linspace(-10, 10, 2049),
-                  np.array([values[10], values[10], values[4000]], np.float64)):
+    # float32 edges, as the histogram hands them (the loop compiled ahead for them)
+    for edges in (np.linspace(-2, 2, 33, dtype=np.float32),
+                  np.linspace(-10, 10, 2049, dtype=np.float32),
+                  np.array([values[10], values[10], values[4000]], np.float32)):
         a = np.zeros(edges.size - 1, np.int64)
         b = np.zeros(edges.size - 1, np.int64)
         loop_twins.bin_counts(values, 3, 4990, edges, a)

@@ -11,6 +11,10 @@ import pytest
 from quantscope.core.kernels import mse_bound as mb
 from quantscope.core.kernels import mse_sweep as ms
 
+# the search's inner loops, each called here on its own (the app runs them inside rows_optimum,
+# compiled with it): versions of their own, compiled once per cache
+pytestmark = pytest.mark.compiles("the search's inner loops on their own")
+
 QMIN, QMAX = -128, 127
 K = QMAX - QMIN + 1
 
@@ -81,6 +85,46 @@ def test_a_box_merged_from_its_ends_runs_has_the_gallops_runs_bit_for_bit():
         np.testing.assert_array_equal(a_lo[:n], b_lo[:n])
         np.testing.assert_array_equal(a_hi[:n], b_hi[:n])
         np.testing.assert_array_equal(a_f[:n], b_f[:n])  # same sums and bounds, bit for bit
+
+
+def test_a_box_to_be_swept_takes_its_runs_sums_without_the_two_code_bounds():
+    """The runs of a box the search sweeps (``bounds=False``): the same runs and sums as with
+    the two-code bounds, those bounds 0, and the zero points' bounds from them still below
+    the error at every scale of the box -- only weaker (the search then sweeps the zero
+    points the exact bounds would have kept, and perhaps a few more)."""
+    x = _values(3)
+    xd = x.astype(np.float64)
+    zs = np.arange(QMIN, QMAX + 1)
+    pre = np.empty((x.size + 1, 4))
+    mb.unit_prefix(x, 0, x.size, pre)
+    pos = np.empty(4 * (2 * K + 1), np.int64)
+    code = np.empty_like(pos)
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        s1 = float(np.float32(np.exp(rng.uniform(np.log(2e-4), np.log(0.01)))))
+        s2 = float(np.float32(s1 * (1 + float(np.exp(rng.uniform(np.log(1e-3),
+                                                                  np.log(0.3)))))))
+        e1 = mb.codes_at(x, 0, x.size, s1, K, pos, code, 0)
+        e2 = mb.codes_at(x, 0, x.size, s2, K, pos, code, e1)
+        a_lo, a_hi, a_f, cum, lb, arg = _scratch()
+        b_lo, b_hi, b_f, *_ = _scratch()
+        n = mb.runs_between(x, 0, x.size, pre, s1, s2, pos, code, 0, e1, e1, e2, a_lo, a_hi,
+                            a_f)
+        m = mb.runs_between(x, 0, x.size, pre, s1, s2, pos, code, 0, e1, e1, e2, b_lo, b_hi,
+                            b_f, False)
+        assert n == m
+        np.testing.assert_array_equal(a_lo[:n], b_lo[:n])
+        np.testing.assert_array_equal(a_hi[:n], b_hi[:n])
+        np.testing.assert_array_equal(a_f[:n, :3], b_f[:n, :3])
+        assert (b_f[:n, 3] == 0.0).all()
+        two = a_hi[:n] == a_lo[:n] + 1
+        assert (a_f[:n, 3][two] > 0.0).any()  # the exact bounds had something to give up
+        mb.z_bounds(b_lo, b_hi, b_f, n, s1, s2, QMIN, QMAX, QMIN, QMAX, cum, lb, arg)
+        weak = lb.copy()
+        mb.z_bounds(a_lo, a_hi, a_f, n, s1, s2, QMIN, QMAX, QMIN, QMAX, cum, lb, arg)
+        assert (weak <= lb).all()
+        for s in np.linspace(s1, s2, 25):
+            assert (weak <= _errors(xd, s, zs) * (1 + 1e-9) + 1e-15).all()
 
 
 def test_a_box_bound_is_below_the_error_at_every_scale_of_the_box():

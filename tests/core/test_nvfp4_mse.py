@@ -135,6 +135,7 @@ def test_the_flavours_floors_bound_the_search():
     assert modelopt.min() < 2.0 ** -6  # beside the outlier ModelOpt's subnormal scales win
 
 
+@pytest.mark.compiles("the search's inlined error sum, called on its own only here")
 def test_the_searchs_cast_is_the_engines_on_every_midpoint():
     """The search casts ``|x|`` scaled by counting E2M1's midpoints below it: on each midpoint
     (a tie), its float32 neighbours, and values from 0 to 8 and beyond, the error it sums is

@@ -10,6 +10,10 @@ import pytest
 
 from quantscope.core.kernels import scale_cuts as sc
 
+# the search's cuts, each called here on its own (the app runs them inside rows_optimum,
+# compiled with it): versions of their own, compiled once per cache
+pytestmark = pytest.mark.compiles("the search's cuts on their own")
+
 QMIN, QMAX = -128, 127
 
 
@@ -77,6 +81,29 @@ def test_the_window_clip_bound_is_below_every_windows_clipping_and_passes_a_bar_
             assert bound <= least * (1 + 1e-12) + 1e-300
             # it exceeds a bar just below the least clipping (a bar it could not pass is
             # reported as not passed)
+            assert (bound > bar) == (bar < least)
+
+
+@pytest.mark.parametrize("unit", range(6))
+def test_the_window_clip_bound_holds_when_the_windows_allowed_lie_beside_the_data(unit):
+    """Window positions ``[l_min, l_max]`` anywhere, not only around the data: all left of it,
+    all right of it, wider than it, around it. The least clipping is then at an end of the
+    positions allowed or inside them, and the bound starts its search between the data's ends
+    clamped into them: it must still be below the least clipping of every position allowed,
+    and pass a bar just below that least."""
+    x = _units()[unit].astype(np.float64)
+    span = float(x[-1] - x[0]) or 1.0
+    rng = np.random.default_rng(10 + unit)
+    for _ in range(12):
+        width = span * float(rng.choice([0.3, 0.8, 1.2]))
+        a, b = np.sort(x[0] + span * rng.uniform(-2.0, 1.5, 2))
+        ls = np.linspace(a, b, 2001)
+        clip = np.array([np.sum(np.maximum(at - x, 0) ** 2
+                                + np.maximum(x - at - width, 0) ** 2) for at in ls])
+        least = clip.min()
+        for bar in (least * (1 - 1e-3), least * (1 + 1e-3)):
+            bound = sc.window_clip(x.astype(np.float32), 0, x.size, width, a, b, bar)
+            assert bound <= least * (1 + 1e-12) + 1e-300
             assert (bound > bar) == (bar < least)
 
 

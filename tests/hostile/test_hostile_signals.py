@@ -140,10 +140,18 @@ def _read_until(proc: subprocess.Popen, pattern: re.Pattern, enough, timeout: fl
     pytest.fail(f"the scan ended or stalled before the signal could be sent:\n{text}")
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_export_stopped_leaves_no_file_and_no_temporary(tmp_path, warm_export, sig, code):
-    big = tmp_path / "big.npy"
+@pytest.fixture(scope="module")
+def big_npy(tmp_path_factory) -> Path:
+    """A 128 MiB tensor, made once for both signals (its folder is not the exports')."""
+    big = tmp_path_factory.mktemp("big") / "big.npy"
     np.save(big, np.random.default_rng(1).standard_normal((8192, 4096), dtype=np.float32))
+    return big
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_export_stopped_leaves_no_file_and_no_temporary(tmp_path, warm_export, big_npy, sig,
+                                                        code):
+    big = big_npy
     before = set(os.listdir(tmp_path))
     out = tmp_path / "out.npz"
     proc = _start("export", str(big), "--granularity", "channel", "-o", str(out))
@@ -154,6 +162,7 @@ def test_export_stopped_leaves_no_file_and_no_temporary(tmp_path, warm_export, s
     assert took < STOP_SECONDS, f"stopped {took:.2f} s after the signal"
     assert len(err.splitlines()) == 1, err
     assert set(os.listdir(tmp_path)) == before, "a partial or temporary file was left"
+    assert os.listdir(big.parent) == ["big.npy"], "a temporary file was left beside the input"
 
 
 def test_closed_pipe_ends_quietly():

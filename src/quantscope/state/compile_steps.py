@@ -111,10 +111,14 @@ def _grouped_rest() -> list[tuple[str, str, Callable[[], object]]]:
     rows = x.reshape(-1, x.shape[-1])
 
     def integer_schemes() -> None:
-        for symmetric in (True, False):  # int8 and uint8 codes
+        for symmetric in (True, False):
             p = choose_qparams(x, symmetric=symmetric)
             dequantize(quantize(x, p.scale, p.zero_point), p.scale, p.zero_point)
             analyze(x, p)
+        # uint8 codes (PyTorch's quint8, ONNX Runtime's activations): loops of their own
+        u = choose_qparams(x, symmetric=False, signed=False)
+        dequantize(quantize(x, u.scale, u.zero_point, qmin=u.qmin, qmax=u.qmax), u.scale,
+                   u.zero_point)
 
     def mse_search() -> None:
         for symmetric in (True, False):  # the MSE search: a long row (prefix sums), short rows
@@ -161,6 +165,15 @@ def _grouped_rest() -> list[tuple[str, str, Callable[[], object]]]:
         tao = choose_qparams(x, format="torchao_int4_g32")  # its codes and values (export)
         tao.dequantize(tao.quantize(x))
 
+    def gguf_span() -> None:
+        # the span a GGUF pane's grid shows (state.display): one loop for every type; its
+        # module defines compiled loops (see above)
+        from quantscope.core.formats.gguf import GgufParams, representable_span
+
+        params = choose_qparams(x[:64], format="gguf_q8_0")
+        assert isinstance(params, GgufParams)  # stored blocks
+        representable_span(params)
+
     def screen() -> None:
         # the screen's module defines compiled loops (see above)
         from quantscope.core.stats.format_sweep import error_sum, signal_sum
@@ -176,8 +189,11 @@ def _grouped_rest() -> list[tuple[str, str, Callable[[], object]]]:
     def casts_and_scan() -> None:
         cast(x[:64], "float8_e4m3fn")
         cast_e8m0(x[:64])
-        for dtype in (np.float32, np.float16, dtype_from_name("bfloat16")):  # the scan's dtypes
-            figures_of(x[:64].astype(dtype), 0)
+        # the scan's dtypes (the two float8 kinds share one loop: their raw bits are bytes)
+        for dtype in (np.float32, np.float16, dtype_from_name("bfloat16"),
+                      dtype_from_name("float8_e4m3fn")):
+            for axis in (0, 1):  # channels as rows, and as columns (their own loops)
+                figures_of(x[:64].astype(dtype), axis)
 
     def on(path: str) -> list[tuple[str, str, Callable[[], object]]]:
         return [(format_group(spec, path), f"{spec} {path}", formats(path, (spec,)))
@@ -198,4 +214,6 @@ def _grouped_rest() -> list[tuple[str, str, Callable[[], object]]]:
             ("gguf", "blocks", blocks(rows)), ("gguf", "screen", screen),
             ("integer schemes", "integer schemes", integer_schemes),
             ("torchao", "torchao", torchao),
+            # GGUF's blocks (encode_report_blocks) and the span of their grid
+            ("gguf", "gguf span", gguf_span),
             ("casts and scan", "casts and scan", casts_and_scan), *on("read-only")]

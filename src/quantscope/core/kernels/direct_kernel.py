@@ -30,6 +30,7 @@ from numba.extending import intrinsic
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.lane_sums import sum_in_lanes
 from quantscope.core.kernels.quantize_lines import LANES, NEAR_BOUNDARY, quantize_lines
+from quantscope.core.kernels.read_only import read_only
 from quantscope.core.kernels.sorted_kernel import (
     ARITHMETIC_CODES,
     _largest,
@@ -287,7 +288,8 @@ def quantize_flat(x: np.ndarray, s, z, qmin: int, qmax: int, rounding: str, arit
     from quantscope.core.kernels.parallel import parallel, shares
 
     s32, inv32, code = _rule(s, inv, arithmetic)
-    flat, dst = x.reshape(-1), out.reshape(-1)
+    # read-only: one loop for writable and read-only tensors (quantscope.core.kernels.read_only)
+    flat, dst = read_only(x.reshape(-1)), out.reshape(-1)
     return any(parallel(quantize_range, [
         (flat, lo, hi, s32, inv32, np.int32(z), qmin, qmax, code, rounding == "half_away", dst)
         for lo, hi in shares(flat.size)]))
@@ -341,7 +343,7 @@ def analyze_flat(x: np.ndarray, s, z, qmin: int, qmax: int, rounding: str, arith
     from quantscope.core.kernels.parallel import parallel, shares
 
     s32, inv32, code = _rule(s, inv, arithmetic)
-    flat = x.reshape(-1)
+    flat = read_only(x.reshape(-1))  # one loop for writable and read-only tensors
     parts = shares(flat.size)
     hist = np.zeros((len(parts), qmax - qmin + 1), np.int64)
     out_f = np.zeros((len(parts), 4))

@@ -253,9 +253,10 @@ def runs_prefix(x, a, b, pre, s1, s2, k, rlo, rhi, rf):
 
 
 @_jit
-def _put_run(x, a, pre, p, q, s1, s2, lo, hi, r, rlo, rhi, rf):
+def _put_run(x, a, pre, p, q, s1, s2, lo, hi, r, rlo, rhi, rf, bounds=True):
     """Run ``r``: the elements ``x[p:q]`` with codes ``lo .. hi`` on the box ``[s1, s2]``,
-    their sums from the unit's prefix sums ``pre`` and, for two codes, their bound."""
+    their sums from the unit's prefix sums ``pre`` and, for two codes and ``bounds``, their
+    bound (else 0: still a lower bound)."""
     u, v = p - a, q - a
     sx = (pre[v, 0] - pre[u, 0]) + (pre[v, 1] - pre[u, 1])
     sxx = (pre[v, 2] - pre[u, 2]) + (pre[v, 3] - pre[u, 3])
@@ -264,7 +265,9 @@ def _put_run(x, a, pre, p, q, s1, s2, lo, hi, r, rlo, rhi, rf):
     rf[r, 0] = q - p
     rf[r, 1] = sx
     rf[r, 2] = sxx
-    rf[r, 3] = two_code_run_minimum(x, p, q, s1, s2, lo, sx, sxx) if hi == lo + 1 else 0.0
+    rf[r, 3] = 0.0
+    if bounds and hi == lo + 1:
+        rf[r, 3] = two_code_run_minimum(x, p, q, s1, s2, lo, sx, sxx)
 
 
 @_jit
@@ -287,12 +290,13 @@ def codes_at(x, a, b, s, k, pos, code, n):
 
 
 @_jit
-def runs_between(x, a, b, pre, s1, s2, pos, code, i, i_end, j, j_end, rlo, rhi, rf):
+def runs_between(x, a, b, pre, s1, s2, pos, code, i, i_end, j, j_end, rlo, rhi, rf,
+                 bounds=True):
     """:func:`runs_prefix` of the box ``[s1, s2]`` from the runs of its ends
     (:func:`codes_at`: entries ``i .. i_end`` at ``s1``, ``j .. j_end`` at ``s2``). Both
     codes are monotone in the sorted values, so the box's pair of codes changes exactly where
     either end's code does: its runs start at the union of the ends' run starts, the same
-    runs with the same sums and bounds as the gallop finds."""
+    runs with the same sums and bounds as the gallop finds (``bounds``: :func:`_put_run`)."""
     r = 0
     p = a
     while p < b:
@@ -301,7 +305,7 @@ def runs_between(x, a, b, pre, s1, s2, pos, code, i, i_end, j, j_end, rlo, rhi, 
         n1 = pos[i + 1] if i + 1 < i_end else b
         n2 = pos[j + 1] if j + 1 < j_end else b
         q = min(n1, n2)
-        _put_run(x, a, pre, p, q, s1, s2, min(c1, c2), max(c1, c2), r, rlo, rhi, rf)
+        _put_run(x, a, pre, p, q, s1, s2, min(c1, c2), max(c1, c2), r, rlo, rhi, rf, bounds)
         r += 1
         if n1 == q:
             i += 1
@@ -620,13 +624,25 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
             proven = 0.0
             break
         boxes += 1
+        mid = np.float64(np.float32(np.sqrt(s1 * s2)))
+        if not s1 < mid < s2:
+            mid = np.float64(np.float32(0.5 * (s1 + s2)))
+        inside = s1 < mid < s2
+        crossings = 0
         if search:
             n_runs = runs_search(x, a, b, rec, k0, s1, s2, k, rlo, rhi, rf)
         else:
             at = _first_not_below(lad_s, 0, n_lad, s1)  # s2 is the next scale evaluated
             i1, i2 = lad_id[at], lad_id[at + 1]
+            # a box that will be swept takes its runs' sums only: its two-code runs' bounds
+            # (a pass over their elements) would only sharpen which zero points it sweeps,
+            # and a wide box's bound drops nothing
             n_runs = runs_between(x, a, b, pre, s1, s2, pos, code, off[i1], off[i1 + 1],
-                                  off[i2], off[i2 + 1], rlo, rhi, rf)
+                                  off[i2], off[i2 + 1], rlo, rhi, rf, False)
+            crossings = box_crossings(rlo, rhi, rf, n_runs)
+            if crossings > sweep_crossings and inside:
+                n_runs = runs_between(x, a, b, pre, s1, s2, pos, code, off[i1], off[i1 + 1],
+                                      off[i2], off[i2 + 1], rlo, rhi, rf)
         m = zb - za + 1
         z_bounds(rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, cum, lb, arg)
         lo_z, hi_z = za, za - 1  # the hull of the zero points that survive (none yet)
@@ -647,12 +663,7 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
             if low >= threshold:
                 continue
             lo_z, hi_z = f, f
-        mid = np.float64(np.float32(np.sqrt(s1 * s2)))
-        if not s1 < mid < s2:
-            mid = np.float64(np.float32(0.5 * (s1 + s2)))
-        inside = s1 < mid < s2
         if not search:
-            crossings = box_crossings(rlo, rhi, rf, n_runs)
             if crossings <= sweep_crossings or not inside:
                 # few crossings: the box's own breakpoints settle it (every float32 scale)
                 if crossings > ev_b.size:

@@ -29,6 +29,7 @@ import numpy as np
 from quantscope.core.kernels import parallel as _threads
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.parallel import collector_paused, parallel, submit
+from quantscope.core.kernels.read_only import read_only
 
 #: Key bits that pick the bucket (the top ones).
 BUCKET_BITS = 11
@@ -89,7 +90,7 @@ def sort_finite(x: np.ndarray, progress: Callable[[float], None] | None = None
     """
     flat = np.ascontiguousarray(x, np.float32).reshape(-1)
     n, threads = flat.size, _threads.THREADS
-    bits = flat.view(np.uint32)
+    bits = read_only(flat.view(np.uint32))  # one loop for writable and read-only tensors
     share = _shares(n, threads)
     hist = np.zeros((threads, BUCKETS), np.int64)
     m = int(sum(parallel(_count, [(bits, share[t], share[t + 1], hist[t])

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantscope.core.kernels.block_sums import _first_not_below
 from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.sorted_kernel import _gallop
 
 _jit = njit(nogil=True, error_model="numpy")
 
@@ -55,7 +55,7 @@ def spread_bound(x, p, q, s1):
         if abs(xi) > 1e6 * s1:  # the sum's rounding could reach the margin: a group of one
             i += 1
             continue
-        j = _first_not_below(x, i + 1, q, xi + width)
+        j = _gallop(x, i + 1, q, xi + width)  # a group ends a few elements on
         n = j - i
         if n >= 2:
             mean = 0.0
@@ -139,7 +139,18 @@ def window_clip(x, p, q, width, l_min, l_max, bar):
     ``[l, l + width]`` with ``l`` in ``[l_min, l_max]``: the squared distances of the values
     outside it. The clipping is convex in ``l``: bisection on its slope brackets the least,
     and the tangents at the bracket's ends bound it from below. Stops once the bound exceeds
-    ``bar`` or the bracket's ends show the least does not."""
+    ``bar`` or the bracket's ends show the least does not.
+
+    The least of all real ``l`` lies between ``x[p]`` and ``x[q − 1] − width`` (whichever
+    order they are in): below both the slope is not positive (nothing is clipped on the
+    left), above both not negative. So the bracket starts there, clamped into
+    ``[l_min, l_max]`` -- the same least, and each walk of :func:`_clip` passes the few values
+    outside a window near the data instead of half the unit, as the ends of a zero point's
+    whole range do."""
+    if q > p:
+        near = min(np.float64(x[p]), np.float64(x[q - 1]) - width)
+        far = max(np.float64(x[p]), np.float64(x[q - 1]) - width)
+        l_min, l_max = min(max(near, l_min), l_max), max(min(far, l_max), l_min)
     f, g = _clip(x, p, q, l_min, l_min + width)
     if g >= 0.0 or l_max <= l_min:
         return f

@@ -153,7 +153,8 @@ def mse_search(rows: SortedRows, *, qmin: int, qmax: int, symmetric: bool,
         with collector_paused():
             submit(share, order).result()
     else:
-        parallel(share, [(order[i::n_shares],) for i in range(n_shares)])
+        # contiguous shares: the one layout of the row index the loop is compiled for
+        parallel(share, [(np.ascontiguousarray(order[i::n_shares]),) for i in range(n_shares)])
     scale, zp, error = _engine_pick(rows, out[:, 1], out[:, 2].astype(np.int64), qmin, qmax,
                                     rounding, arithmetic)
     return MseOptimum(scale, zp, error, out[:, 3] > 0, out[:, 4].astype(np.int64))
