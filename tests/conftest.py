@@ -96,8 +96,8 @@ def _warm_kernels(config) -> None:
     steps of :func:`quantscope.state.compile_ahead.compile_all` (the panes' loops and the
     others) in groups that share their loops, each group compiled by whichever is free first
     (a file per group in a scratch folder says who took it), so both cores compile and no
-    loop is compiled twice; the workers then load them from the cache. ``QUANTSCOPE_TEST_NO_WARM_UP=1`` skips it (a test file run
-    alone)."""
+    loop is compiled twice; the workers then load them from the cache.
+    ``QUANTSCOPE_TEST_NO_WARM_UP=1`` skips it (a test file run alone)."""
     import shutil
     import subprocess
     import tempfile
