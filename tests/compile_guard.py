@@ -19,7 +19,7 @@ says how many and how long, summed over the xdist workers.
 A test that must compile one of the engine's loops in its own process says why with
 ``@pytest.mark.compiles("why")``. ``QUANTSCOPE_TEST_COMPILES=report`` lists the engine's
 compiles instead of failing their tests (with ``-v``, each with its test): how to find them all
-in one run; ``=fail`` fails them. Unset, it reports (:data:`FAIL_BY_DEFAULT`).
+in one run; unset (or ``=fail``) they fail.
 """
 
 from __future__ import annotations
@@ -97,11 +97,7 @@ class _Recorder:
 
 _recorder: _Recorder | None = None
 _warm = False
-#: Whether a test that compiles an engine's loop fails when QUANTSCOPE_TEST_COMPILES is unset:
-#: not until the window tests' run on a compiled-ahead cache is known to compile nothing.
-FAIL_BY_DEFAULT = False
-_only_report = os.environ.get("QUANTSCOPE_TEST_COMPILES",
-                              "fail" if FAIL_BY_DEFAULT else "report") == "report"
+_only_report = os.environ.get("QUANTSCOPE_TEST_COMPILES") == "report"
 
 
 def _panes_cached() -> bool:

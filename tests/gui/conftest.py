@@ -163,14 +163,16 @@ def _open_app_window(height: int, wait_until):
     return win
 
 
-def _close_app_windows(windows) -> None:
+def _close_app_windows(windows, threads_before: set) -> None:
     """Close ``windows``; no thread of their schedulers (the views' jobs run there) may be
-    left."""
+    left: none started since ``threads_before`` (a file's shared window keeps its own until
+    the file ends)."""
     from quantscope.state.scheduler import THREAD_NAME
 
     for win in windows:
         win.close()
-    assert not any(t.name.startswith(THREAD_NAME) for t in threading.enumerate())
+    left = set(threading.enumerate()) - threads_before
+    assert not any(t.name.startswith(THREAD_NAME) for t in left), left
 
 
 @pytest.fixture
@@ -178,6 +180,7 @@ def app_window(qtbot):
     """``app_window(height)`` -> the window as ``quantscope`` builds it (views installed),
     1600 x ``height``, showing a 128x256 outlier tensor; closed at teardown, where no thread
     of its scheduler (the views' jobs run there) may be left."""
+    threads_before = set(threading.enumerate())
     windows = []
 
     def make(height: int):
@@ -187,7 +190,7 @@ def app_window(qtbot):
         return win
 
     yield make
-    _close_app_windows(windows)
+    _close_app_windows(windows, threads_before)
 
 
 class _SharedAppWindows:
@@ -217,6 +220,7 @@ def shared_app_window(qapp, request):
     scheduler may be left."""
     from pytestqt.qtbot import QtBot
 
+    threads_before = set(threading.enumerate())
     windows = _SharedAppWindows(QtBot(request).waitUntil)
     yield windows
-    _close_app_windows(windows.open)
+    _close_app_windows(windows.open, threads_before)

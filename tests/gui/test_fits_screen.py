@@ -12,78 +12,17 @@ from __future__ import annotations
 import math
 
 import pytest
-from font_sets import FONT_SETS, font_set
 from gui_measure import axis_labels_cut, cut_labels
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont
 from test_projector import settle
 
 from quantscope.gui.compact import open_fitting
 from quantscope.gui.style import reserve_lines
 
-#: A test that runs under the default font set only (with that set's other tests).
-DEFAULT_FONTS = pytest.mark.parametrize("fonts", ["default"], indirect=True)
-
-
-class _FontSetWindows:
-    """The windows of one font set's tests. ``fresh()`` opens one as ``app_window(1000)``
-    does; ``opened(qtbot)`` gives the last one again where it was handed back as opened: out
-    of a talk and full screen, back at 1600x1000, its tensor and settings those it opened
-    with (asserted); each test paints the window at the sizes it makes it, as before.
-    ``spend(win)``: the test changed what cannot be put back (a talk's tensor), so the next
-    ``opened`` opens a new window."""
-
-    def __init__(self, shared_app_window) -> None:
-        self.open_new = shared_app_window
-        self.win = None
-        self.as_opened: tuple = ()
-
-    def fresh(self):
-        """A newly opened window (where the test is that a window *opened* tall can be made
-        laptop sized, under each font set and size)."""
-        self.spend(self.win)
-        self.win = self.open_new(1000)
-        self.as_opened = (self.win.state.source, self.win.state.settings)
-        return self.win
-
-    def opened(self, qtbot):
-        win = self.win
-        if win is None:
-            return self.fresh()
-        win.presentation_action.setChecked(False)
-        if win.isFullScreen():
-            win.full_screen_action.trigger()
-            qtbot.waitUntil(lambda: not win.isFullScreen(), timeout=5000)
-        win.resize(1600, 1000)
-        qtbot.waitUntil(lambda: (win.width(), win.height()) == (1600, 1000), timeout=5000)
-        assert (win.state.source, win.state.settings) == self.as_opened
-        assert win.all_shown() and not win.presentation
-        return win
-
-    def spend(self, win) -> None:
-        if win is not None and win is self.win:
-            self.open_new.close(win)
-            self.win = None
-
-
-@pytest.fixture(scope="module", params=FONT_SETS)
-def fonts(request, qapp, shared_app_window):
-    """The application's font set to each of :data:`font_sets.FONT_SETS` in turn, for all the
-    tests of that set together (pytest groups a module's tests by it), and back afterwards;
-    the windows those tests open under it (:class:`_FontSetWindows`), closed before the next
-    set: a window opened under one set that the next set re-fonted is not what a machine with
-    those fonts opens."""
-    before = QFont(qapp.font())
-    qapp.setFont(font_set(request.param, before))
-    windows = _FontSetWindows(shared_app_window)
-    yield windows
-    windows.spend(windows.win)
-    qapp.setFont(before)
-
 
 @pytest.mark.parametrize("size", [(1280, 720), (1366, 768)])
-def test_a_window_opened_tall_can_be_made_laptop_sized(fonts, size, qtbot):
-    win = fonts.fresh()
+def test_a_window_opened_tall_can_be_made_laptop_sized(fonts, size, app_window, qtbot):
+    win = app_window(1000)
     win.resize(1920, 1080)
     settle(win, qtbot)
     assert not win.compact.short  # the captions and strips are in
@@ -101,8 +40,26 @@ def test_a_window_opened_tall_can_be_made_laptop_sized(fonts, size, qtbot):
     assert not axis_labels_cut(win), axis_labels_cut(win)
 
 
-def test_the_keys_of_a_narrow_pane_keep_every_mark(fonts, qtbot):
-    win = fonts.opened(qtbot)
+def test_a_tall_layout_taller_than_the_screen_still_goes_down_in_one_step(app_window, qtbot):
+    """The compact floor is read once the captions' leaving has reached the window's layout:
+    read before, it still counted them, and a window made 1280x720 was held taller (751 rows
+    with Noto Sans Mono as the fixed-width face) until asked a second time."""
+    win = app_window(1000)
+    win.resize(1920, 1080)
+    settle(win, qtbot)
+    for pane in win.panes.values():
+        reserve_lines(pane.caption, 6)  # captions taller than a laptop screen has room for
+    settle(win, qtbot)
+    assert win.layout().totalMinimumSize().height() > 720 >= win.compact.floor().height()
+    win.resize(1280, 720)
+    assert (win.width(), win.height()) == (1280, 720)  # at once
+    settle(win, qtbot)
+    assert (win.width(), win.height()) == (1280, 720)
+    assert win.minimumSize().height() <= 720
+
+
+def test_the_keys_of_a_narrow_pane_keep_every_mark(fonts, app_window, qtbot):
+    win = app_window(1000)
     win.resize(1280, 720)
     settle(win, qtbot)
     for pane in win.panes.values():
@@ -115,9 +72,8 @@ def test_the_keys_of_a_narrow_pane_keep_every_mark(fonts, qtbot):
     assert "code grid" in win.panes["symmetric/tensor"].key_label.text()
 
 
-@DEFAULT_FONTS
-def test_f11_fills_the_screen_and_gives_the_window_back(fonts, qtbot):
-    win = fonts.opened(qtbot)
+def test_f11_fills_the_screen_and_gives_the_window_back(app_window, qtbot):
+    win = app_window(1000)
     win.resize(1280, 720)
     settle(win, qtbot)
     win.full_screen_action.trigger()  # F11
@@ -133,8 +89,7 @@ def test_f11_fills_the_screen_and_gives_the_window_back(fonts, qtbot):
     assert (win.width(), win.height()) == (1280, 720)
 
 
-@DEFAULT_FONTS
-def test_a_window_opens_maximized_on_a_screen_smaller_than_its_size(fonts, qtbot):
+def test_a_window_opens_maximized_on_a_screen_smaller_than_its_size(qtbot):
     """Qt's offscreen screen is 800x800: 1600x1000 does not fit, so the window is
     maximized to the screen's free area instead of hanging off its edges."""
     from quantscope.gui import create_window
@@ -150,11 +105,10 @@ def test_a_window_opens_maximized_on_a_screen_smaller_than_its_size(fonts, qtbot
     win.close()
 
 
-@DEFAULT_FONTS
-def test_the_views_get_their_room_back_after_a_talk_on_a_small_screen(fonts, qtbot):
+def test_the_views_get_their_room_back_after_a_talk_on_a_small_screen(app_window, qtbot):
     """F11 at 1280x720 and back left the splitter with views of no width: a window made
     larger afterwards showed the panes alone, the views shown but 0 px wide."""
-    win = fonts.opened(qtbot)
+    win = app_window(1000)
     win.resize(1280, 720)
     settle(win, qtbot)
     win.full_screen_action.trigger()
@@ -183,12 +137,12 @@ def _one_line(label) -> int:
     return math.ceil(room) + 1 + margins.top() + top + margins.bottom() + bottom
 
 
-def test_a_talk_gives_the_histograms_the_rows_of_its_one_line_bars(fonts, qtbot):
+def test_a_talk_gives_the_histograms_the_rows_of_its_one_line_bars(fonts, app_window, qtbot):
     """In a talk at 1280x720 the headline above the panes and the keys below take a line
     each, no taller than their letters need in every font set (the headline kept the room
     of the two lines it has outside a talk, and a font with tall lines took 17 more rows for
     the two): each histogram is at least a quarter of the screen tall."""
-    win = fonts.opened(qtbot)
+    win = app_window(1000)
     win.presentation_action.setChecked(True)
     win.resize(1280, 720)
     qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 720), timeout=5000)
@@ -213,7 +167,7 @@ def _line_bound(label) -> int:
     return math.ceil(max(LINE_EM * QFontInfo(font).pixelSize(), ink.height() + 2)) + 1
 
 
-def test_a_talks_captions_take_the_rows_of_their_letters(fonts, qtbot):
+def test_a_talks_captions_take_the_rows_of_their_letters(fonts, app_window, qtbot):
     """In a talk at 1280x720 the scene's line and the panes' two-line captions take no more
     rows than their letters need in every font set: with the tall-lines face the scene's one
     line took 28 rows and each caption's two and a half lines 70 (the default face: 22 and
@@ -223,7 +177,7 @@ def test_a_talks_captions_take_the_rows_of_their_letters(fonts, qtbot):
     from quantscope.gui.caption_label import line_count
     from quantscope.state.talk import builtin_talk
 
-    win = fonts.opened(qtbot)
+    win = app_window(1000)
     win.presentation_action.setChecked(True)
     talk = builtin_talk()
     win.talk_player.open(talk)
@@ -245,12 +199,9 @@ def test_a_talks_captions_take_the_rows_of_their_letters(fonts, qtbot):
         # two lines and the half line of slack its reservation keeps
         assert caption.height() <= int(1.5 * _line_bound(caption)) + _one_line(caption), key
     assert not cut_labels(win), cut_labels(win)
-    fonts.spend(win)  # it shows the talk's tensor and settings now
 
 
-@DEFAULT_FONTS
-def test_the_bars_around_the_panes_take_no_room_for_a_taller_line(fonts, qapp, app_window,
-                                                                   qtbot):
+def test_the_bars_around_the_panes_take_no_room_for_a_taller_line(qapp, app_window, qtbot):
     """At 1280x720 the menu bar, the headline, the status bar and the side column's tabs take
     the rows of the default face's letters with the "tall lines" face (its letters are DejaVu
     Sans's, its lines 1.45 em): 1 px more at most for a bar (the letters' room is 1.2 em),
@@ -288,11 +239,10 @@ def test_the_bars_around_the_panes_take_no_room_for_a_taller_line(fonts, qapp, a
         assert tall <= plain + 1, (what, plain, tall)
 
 
-@DEFAULT_FONTS
-def test_the_f11_key_leaves_a_talk_whose_menu_bar_is_hidden(fonts, qtbot):
+def test_the_f11_key_leaves_a_talk_whose_menu_bar_is_hidden(app_window, qtbot):
     """The key, not only the action: the talk hides the menu bar, whose View menu held the
     window's only F11, and the key bar's "F11 leave" did nothing under a real X server."""
-    win = fonts.opened(qtbot)
+    win = app_window(1000)
     win.activateWindow()
     qtbot.waitUntil(win.isActiveWindow, timeout=5000)
     qtbot.keyClick(win, Qt.Key.Key_F11)
@@ -301,23 +251,3 @@ def test_the_f11_key_leaves_a_talk_whose_menu_bar_is_hidden(fonts, qtbot):
     qtbot.keyClick(win, Qt.Key.Key_F11)
     qtbot.waitUntil(lambda: not win.presentation and not win.isFullScreen(), timeout=5000)
     assert win.menuBar().isVisible()
-
-
-@DEFAULT_FONTS
-def test_a_tall_layout_taller_than_the_screen_still_goes_down_in_one_step(fonts, qtbot):
-    """The compact floor is read once the captions' leaving has reached the window's layout:
-    read before, it still counted them, and a window made 1280x720 was held taller (751 rows
-    with Noto Sans Mono as the fixed-width face) until asked a second time."""
-    win = fonts.opened(qtbot)
-    win.resize(1920, 1080)
-    settle(win, qtbot)
-    for pane in win.panes.values():
-        reserve_lines(pane.caption, 6)  # captions taller than a laptop screen has room for
-    settle(win, qtbot)
-    assert win.layout().totalMinimumSize().height() > 720 >= win.compact.floor().height()
-    win.resize(1280, 720)
-    assert (win.width(), win.height()) == (1280, 720)  # at once
-    settle(win, qtbot)
-    assert (win.width(), win.height()) == (1280, 720)
-    assert win.minimumSize().height() <= 720
-    fonts.spend(win)  # its captions keep the six lines

@@ -5,25 +5,59 @@ with the panes' formats ringed."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PySide6.QtCore import QPointF
 
 from quantscope.core import analyze, choose_qparams
 from quantscope.core.formats.gguf_types import GGUF_TYPES
 from quantscope.gui.numbers import bucket_grid
-from quantscope.state import PANES, Source
+from quantscope.state import PANES, ExplorerState, Source
 from quantscope.state.formats import CHOICES, DEFAULT_COMPARISON
 
 
-def _load(win, qtbot, wait_results):
+def _load(win, qtbot, wait_results, settings=None):
     x = np.random.default_rng(3).standard_t(4, size=(64, 256)).astype(np.float32)
-    win.state.set_tensor(x, Source("array", "t4", axis=0))
+    assert win.state.set_tensor(x, Source("array", "t4", axis=0), settings=settings)
     wait_results(win)
     return x
 
 
-def test_controls_switch_the_panes_to_formats(make_window, qtbot, wait_results):
-    win = make_window(install_views=True)
-    x = _load(win, qtbot, wait_results)
+@pytest.fixture(scope="module")
+def one_window(shared_window):
+    """One window without views for the tests that change only its settings, and the
+    settings a new window starts with."""
+    win = shared_window(ExplorerState())
+    return win, win.state.settings
+
+
+@pytest.fixture
+def loaded(one_window, qtbot, wait_results):
+    """``(window, x)``: the one window showing the t4 tensor of :func:`_load` on a new
+    window's settings (the same load as a new window's)."""
+    win, fresh = one_window
+    return win, _load(win, qtbot, wait_results, settings=fresh)
+
+
+@pytest.fixture(scope="module")
+def one_views_window(shared_window):
+    """One window with the views for the tests that change only its settings, the tab shown
+    and the Formats view's size (the last of them), and the settings a new window starts
+    with."""
+    win = shared_window(ExplorerState(), install_views=True)
+    return win, win.state.settings
+
+
+@pytest.fixture
+def views_loaded(one_views_window, qtbot, wait_results):
+    """:func:`loaded` for the window with the views, its first tab shown again (as in a new
+    window)."""
+    win, fresh = one_views_window
+    win.views.setCurrentIndex(0)
+    return win, _load(win, qtbot, wait_results, settings=fresh)
+
+
+def test_controls_switch_the_panes_to_formats(views_loaded, qtbot, wait_results):
+    win, x = views_loaded
     fc = win.format_controls
     fc.compare.setChecked(True)
     assert win.state.settings.formats == DEFAULT_COMPARISON
@@ -46,9 +80,8 @@ def test_controls_switch_the_panes_to_formats(make_window, qtbot, wait_results):
     assert win.panes["symmetric/tensor"].title.text() == "Symmetric · per-tensor"
 
 
-def test_fp8_pane_draws_every_representable_value(make_window, qtbot, wait_results):
-    win = make_window()
-    x = _load(win, qtbot, wait_results)
+def test_fp8_pane_draws_every_representable_value(loaded, wait_results):
+    win, x = loaded
     win.state.update_settings(formats=("fp8_e4m3/tensor", *DEFAULT_COMPARISON[1:]))
     wait_results(win)
     rep = win.panes["symmetric/tensor"].report
@@ -62,10 +95,9 @@ def test_fp8_pane_draws_every_representable_value(make_window, qtbot, wait_resul
     assert np.abs(x).max() <= g.window[1]
 
 
-def test_formats_view_plots_every_format_and_rings_the_panes(make_window, qtbot,
+def test_formats_view_plots_every_format_and_rings_the_panes(views_loaded, qtbot,
                                                               wait_results):
-    win = make_window(install_views=True)
-    _load(win, qtbot, wait_results)
+    win, _ = views_loaded
     view = win.views_controller.formats
     win.views.setCurrentWidget(win.views_controller.bits_and_formats)
     win.state.update_settings(formats=DEFAULT_COMPARISON)
@@ -87,9 +119,8 @@ def test_a_hidden_formats_view_never_holds_up_a_screenshot(make_window, qtbot, w
     assert win.views_controller.formats.data == []  # it computed nothing while hidden
 
 
-def test_keys_and_headline_name_what_the_lines_are(make_window, qtbot, wait_results):
-    win = make_window()
-    _load(win, qtbot, wait_results)
+def test_keys_and_headline_name_what_the_lines_are(loaded, wait_results):
+    win, _ = loaded
     assert "code grid" in win.panes["symmetric/tensor"].key_label.text()
     assert "quantized to int8 four ways" in win.headline.text()
     win.state.update_settings(formats=("fp8_e4m3/tensor", "int8/channel", "mxfp4",
@@ -122,15 +153,63 @@ def test_window_fits_1280x720_and_shows_the_views_when_wider(app_window, qtbot):
                             timeout=5_000)
 
 
-def test_format_names_never_cover_each_other(make_window, qtbot, wait_results):
+def test_metrics_file_each_format_under_its_name_with_the_pane_showing_it(loaded,
+                                                                          wait_results):
+    """In the comparison layout ``--metrics`` keys the numbers by format, as ``report
+    --format --json`` does: NVFP4 under "nvfp4" with its bits per element, never under the
+    int pane's key "symmetric/tensor"."""
+    from quantscope.core.formats.catalog import bits_per_element
+
+    win, x = loaded
+    specs = ("nvfp4", "int8/channel", "mxfp4", "fp8_e4m3/tensor")
+    win.state.update_settings(formats=specs)
+    wait_results(win)
+    doc = win.metrics()
+    assert "schemes" not in doc and set(doc["formats"]) == set(specs)
+    nv = doc["formats"]["nvfp4"]
+    want = analyze(x, choose_qparams(x, format="nvfp4"))
+    assert nv["format"] == "nvfp4" and nv["pane"] == "symmetric/tensor"
+    assert nv["sqnr_db"] == want.sqnr_db and nv["mse"] == want.mse
+    # 4 bits, an 8-bit scale per 16 elements, one fp32 scale for the tensor
+    assert nv["bits_per_element"] == bits_per_element(want.params, x.size) == 4.5 + 32 / x.size
+    assert doc["formats"]["fp8_e4m3/tensor"]["format"] == "fp8_e4m3"
+    assert win.state.describe()["formats"] == doc["formats"]
+
+
+def test_names_sit_beside_their_points_in_a_narrow_tab(views_loaded, qtbot):
+    """At 1600 px the Bit width tab is a narrow column: two dozen names piled into one block
+    in the plot's top corner, far from their points. Now each name sits beside its point,
+    and where they cannot all, the panes' formats and the best of each tier are named."""
+    from quantscope.gui.views.formats import MAX_BLOCK_LINES, _short
+
+    win, _ = views_loaded
+    view = win.views_controller.formats
+    win.views.setCurrentWidget(win.views_controller.bits_and_formats)
+    qtbot.waitUntil(view.is_ready, timeout=60_000)
+    qtbot.wait(50)
+    box = view.plot.getViewBox()
+    assert box.width() < 400  # the narrow column beside the panes
+    assert view.labels
+    where = {_short(p.spec): box.mapViewToScene(QPointF(p.bits_per_element, p.sqnr_db))
+             for p in view.data}
+    for label in view.labels:
+        lines = label.textItem.toPlainText().split("\n")
+        assert len(lines) <= MAX_BLOCK_LINES, lines
+        rect = label.mapRectToScene(label.boundingRect())
+        near = [spot for name, spot in where.items() if name == lines[0].split()[0]]
+        assert any(abs(spot.y() - rect.center().y()) < 40 and
+                   (abs(spot.x() - rect.left()) < 60 or abs(spot.x() - rect.right()) < 60)
+                   for spot in near), (lines, rect)
+
+
+def test_format_names_never_cover_each_other(views_loaded, qtbot):
     """At a laptop's size the Formats plot is ~200 px tall: the names of the FP8 and MX
     variants around 8 bits, grouped by distance in bits and dB, printed over each other.
     Every name is shown, or where they would pile up in blocks the panes' formats and the best
     of each tier are; each block of names lies inside the plot, and no two overlap."""
     from quantscope.gui.views.formats import _short
 
-    win = make_window(install_views=True)
-    _load(win, qtbot, wait_results)
+    win, _ = views_loaded
     view = win.views_controller.formats
     win.views.setCurrentWidget(win.views_controller.bits_and_formats)
     for size in ((760, 260), (1100, 420)):
@@ -150,54 +229,3 @@ def test_format_names_never_cover_each_other(make_window, qtbot, wait_results):
             assert box.adjusted(-1, -1, 1, 1).contains(a), (size, a, box)
             for b in rects[i + 1:]:
                 assert not a.intersects(b), (size, a, b)
-
-
-def test_metrics_file_each_format_under_its_name_with_the_pane_showing_it(make_window,
-                                                                          qtbot, wait_results):
-    """In the comparison layout ``--metrics`` keys the numbers by format, as ``report
-    --format --json`` does: NVFP4 under "nvfp4" with its bits per element, never under the
-    int pane's key "symmetric/tensor"."""
-    from quantscope.core.formats.catalog import bits_per_element
-
-    win = make_window()
-    x = _load(win, qtbot, wait_results)
-    specs = ("nvfp4", "int8/channel", "mxfp4", "fp8_e4m3/tensor")
-    win.state.update_settings(formats=specs)
-    wait_results(win)
-    doc = win.metrics()
-    assert "schemes" not in doc and set(doc["formats"]) == set(specs)
-    nv = doc["formats"]["nvfp4"]
-    want = analyze(x, choose_qparams(x, format="nvfp4"))
-    assert nv["format"] == "nvfp4" and nv["pane"] == "symmetric/tensor"
-    assert nv["sqnr_db"] == want.sqnr_db and nv["mse"] == want.mse
-    # 4 bits, an 8-bit scale per 16 elements, one fp32 scale for the tensor
-    assert nv["bits_per_element"] == bits_per_element(want.params, x.size) == 4.5 + 32 / x.size
-    assert doc["formats"]["fp8_e4m3/tensor"]["format"] == "fp8_e4m3"
-    assert win.state.describe()["formats"] == doc["formats"]
-
-
-def test_names_sit_beside_their_points_in_a_narrow_tab(make_window, qtbot, wait_results):
-    """At 1600 px the Bit width tab is a narrow column: two dozen names piled into one block
-    in the plot's top corner, far from their points. Now each name sits beside its point,
-    and where they cannot all, the panes' formats and the best of each tier are named."""
-    from quantscope.gui.views.formats import MAX_BLOCK_LINES, _short
-
-    win = make_window(install_views=True)
-    _load(win, qtbot, wait_results)
-    view = win.views_controller.formats
-    win.views.setCurrentWidget(win.views_controller.bits_and_formats)
-    qtbot.waitUntil(view.is_ready, timeout=60_000)
-    qtbot.wait(50)
-    box = view.plot.getViewBox()
-    assert box.width() < 400  # the narrow column beside the panes
-    assert view.labels
-    where = {_short(p.spec): box.mapViewToScene(QPointF(p.bits_per_element, p.sqnr_db))
-             for p in view.data}
-    for label in view.labels:
-        lines = label.textItem.toPlainText().split("\n")
-        assert len(lines) <= MAX_BLOCK_LINES, lines
-        rect = label.mapRectToScene(label.boundingRect())
-        near = [spot for name, spot in where.items() if name == lines[0].split()[0]]
-        assert any(abs(spot.y() - rect.center().y()) < 40 and
-                   (abs(spot.x() - rect.left()) < 60 or abs(spot.x() - rect.right()) < 60)
-                   for spot in near), (lines, rect)

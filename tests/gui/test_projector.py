@@ -17,42 +17,14 @@ from gui_measure import (
 SIZES = [((1280, 720), 18), ((1920, 1080), 24)]
 
 
-@pytest.fixture(scope="module", params=["light", "dark"])
-def opened(request, shared_app_window):
-    """One window per look, opened as ``app_window(1000)`` opens it, for all the tests of that
-    look (pytest runs them together): building one costs more than most of these tests. Each
-    test leaves its talk (which puts back exactly what entering it found) and the window
-    goes back to 1600x1000 before the next enters one."""
-    win = shared_app_window(1000)
-    win.dark_action.setChecked(request.param == "dark")
-    yield win
-    win.dark_action.setChecked(False)  # the theme is process-wide: leave it as found
-    shared_app_window.close(win)
+@pytest.fixture(params=["light", "dark"])
+def dark(request):
+    return request.param == "dark"
 
 
-#: A test that runs in the light look only (with that look's other tests).
-LIGHT = pytest.mark.parametrize("opened", ["light"], indirect=True)
-#: A test that runs in the dark look only.
-DARK = pytest.mark.parametrize("opened", ["dark"], indirect=True)
-
-
-@pytest.fixture
-def presenting(opened, qtbot):
-    """``presenting(size)``: the look's window in a talk at ``size`` (from 1600x1000, where it
-    opened); out of the talk and back at 1600x1000 after the test."""
-
-    def enter(size):
-        return _present(opened, qtbot, size)
-
-    yield enter
-    opened.presentation_action.setChecked(False)
-    opened.resize(1600, 1000)
-    qtbot.waitUntil(lambda: (opened.width(), opened.height()) == (1600, 1000), timeout=5000)
-    assert not opened.presentation and opened.all_shown()
-
-
-def _present(win, qtbot, size):
-    assert (win.width(), win.height()) == (1600, 1000) and not win.presentation
+def _present(app_window, qtbot, size, dark):
+    win = app_window(1000)
+    win.dark_action.setChecked(dark)
     win.presentation_action.setChecked(True)
     win.resize(*size)
     qtbot.waitUntil(lambda: (win.width(), win.height()) == size, timeout=5000)
@@ -86,8 +58,8 @@ def _check_screen(win, min_px):
 
 
 @pytest.mark.parametrize(("size", "min_px"), SIZES)
-def test_the_panes_read_from_the_back_of_the_room(presenting, qtbot, size, min_px):
-    win = presenting(size)
+def test_the_panes_read_from_the_back_of_the_room(app_window, qtbot, size, min_px, dark):
+    win = _present(app_window, qtbot, size, dark)
     assert win.minimumSizeHint().width() <= size[0]
     assert win.minimumSizeHint().height() <= size[1]
     shown = [k for k, p in win.panes.items() if p.isVisible()]
@@ -100,10 +72,9 @@ def test_the_panes_read_from_the_back_of_the_room(presenting, qtbot, size, min_p
     _check_screen(win, min_px)
 
 
-@LIGHT
 @pytest.mark.parametrize(("size", "min_px"), SIZES)
-def test_every_pair_and_view_a_key_away(presenting, qtbot, size, min_px):
-    win = presenting(size)
+def test_every_pair_and_view_a_key_away(app_window, qtbot, size, min_px):
+    win = _present(app_window, qtbot, size, False)
     for key in "234":
         win.stage.actions[key].trigger()
         settle(win, qtbot)
@@ -127,9 +98,8 @@ def test_every_pair_and_view_a_key_away(presenting, qtbot, size, min_px):
     assert win.panes["symmetric/tensor"].isVisible() and not win.views.isVisible()
 
 
-@LIGHT
-def test_controls_a_key_away_and_the_window_still_fits(presenting, qtbot):
-    win = presenting((1280, 720))
+def test_controls_a_key_away_and_the_window_still_fits(app_window, qtbot):
+    win = _present(app_window, qtbot, (1280, 720), False)
     assert win.side_dock.isHidden()
     win.stage.actions["C"].trigger()
     settle(win, qtbot)
@@ -142,13 +112,12 @@ def test_controls_a_key_away_and_the_window_still_fits(presenting, qtbot):
     assert (win.width(), win.height()) == (1280, 720)
 
 
-@LIGHT
-def test_the_matmul_controls_show_their_words(presenting, qtbot):
+def test_the_matmul_controls_show_their_words(app_window, qtbot):
     """Every scheme, rounding and output choice of the Matmul view reads whole at 1280x720
     ("half away from 0 (TFLite)" was cut to "half away from (" beside a half-empty source)."""
     from PySide6.QtWidgets import QComboBox
 
-    win = presenting((1280, 720))
+    win = _present(app_window, qtbot, (1280, 720), False)
     index = next(i for i in range(win.views.count()) if win.views.tabText(i) == "Matmul")
     win.views.setCurrentIndex(index)
     win.stage.show_views(True)
@@ -160,16 +129,15 @@ def test_the_matmul_controls_show_their_words(presenting, qtbot):
     assert not cut, cut
 
 
-@DARK
 @pytest.mark.parametrize("fixes", [False, True])
-def test_the_matmul_numbers_read_whole_without_scrolling(presenting, qtbot, fixes):
+def test_the_matmul_numbers_read_whole_without_scrolling(app_window, qtbot, fixes):
     """At 1280x720 in a talk every number of the Matmul view is on screen (saturation, zero
     points and the outlier split were below the fold of a scrolled column), each label's
     text is the engine's, and a line breaks between phrases ("for K ≤" / "105,026" and "→" /
     "[197, 1536]" did not)."""
     from test_caption_fit import drawn_lines, split_phrases
 
-    win = presenting((1280, 720))
+    win = _present(app_window, qtbot, (1280, 720), True)
     index = next(i for i in range(win.views.count()) if win.views.tabText(i) == "Matmul")
     win.views.setCurrentIndex(index)
     win.stage.show_views(True)

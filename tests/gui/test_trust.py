@@ -11,7 +11,7 @@ from quantscope.core import analyze
 from quantscope.core.labs.explain import clip_window
 from quantscope.core.tensors.generators import generate
 from quantscope.gui.numbers import display_values
-from quantscope.state import PANES, Source, pane_params
+from quantscope.state import PANES, ExplorerState, Source, pane_params
 
 DEMO = Source("sample", "gelu_activations")
 
@@ -137,9 +137,25 @@ def test_one_clipped_value_reads_as_a_count(make_window, wait_results):
     assert win.panes["asymmetric/tensor"].displayed()["clipped_above"] == "1 value"
 
 
+@pytest.fixture(scope="module")
+def one_demo_window(shared_window):
+    """One window with the views for the Trade-off tests, which change only its settings
+    and the tab shown; the settings a new window starts with."""
+    win = shared_window(ExplorerState(), install_views=True)
+    return win, win.state.settings
+
+
 @pytest.fixture
-def demo_views(loaded, qtbot):
-    win = loaded(DEMO, install_views=True)
+def demo_views(one_demo_window, qtbot, wait_results):
+    """The demo in the window with the views, on a new window's settings (loaded once, then
+    installed again on them), the Trade-off tab shown once its sweep is in."""
+    win, fresh = one_demo_window
+    if win.state.source != DEMO:
+        win.load(DEMO)
+        qtbot.waitUntil(lambda: win.state.source == DEMO and win.all_shown(), timeout=60_000)
+    st = win.state
+    assert st.set_tensor(st.tensor, st.source, prepared=st.prepared, settings=fresh)
+    wait_results(win)
     view = win.views_controller.tradeoff
     win.views.setCurrentWidget(view)
     qtbot.waitUntil(lambda: view.plots["asymmetric"].sweep is not None, timeout=60_000)

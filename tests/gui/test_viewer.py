@@ -59,26 +59,60 @@ def run_python(code: str, env_drop=(), **env) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_a_script_drives_view_load_set_wait_numbers_against_the_engine(engine_reports):
-    doc = run_python("""
-        import json, numpy as np, quantscope as qs
-        x = np.random.default_rng(3).standard_normal((192, 256)).astype(np.float32)
-        x[5, 9] = 30.0
-        v = qs.view(name="first")
-        v.wait()
-        demo = v.numbers()
-        v.load(x, name="mine").set(bits=5, method="percentile", percentile=99.9, axis=1)
-        x[:] = 0  # the viewer took a snapshot: the caller may reuse its array at once
-        v.wait()
-        numbers = v.numbers()
-        v.set(clip=(-2.0, 3.5), code_range="full").wait()
-        clipped = v.numbers()
-        from PySide6.QtCore import QTimer
-        QTimer.singleShot(50, v.window.close)  # the user closes the window
-        qs.run()  # blocks until then
-        print(json.dumps({"demo": demo, "numbers": numbers, "clipped": clipped,
-                          "closed_after_run": v.closed}))
-        """, QT_QPA_PLATFORM="offscreen")
+#: A script driving ``view`` until the user closes its window; ``script`` is its document.
+VIEW_SCRIPT = """
+    import json, numpy as np, quantscope as qs
+    x = np.random.default_rng(3).standard_normal((192, 256)).astype(np.float32)
+    x[5, 9] = 30.0
+    v = qs.view(name="first")
+    v.wait()
+    demo = v.numbers()
+    v.load(x, name="mine").set(bits=5, method="percentile", percentile=99.9, axis=1)
+    x[:] = 0  # the viewer took a snapshot: the caller may reuse its array at once
+    v.wait()
+    numbers = v.numbers()
+    v.set(clip=(-2.0, 3.5), code_range="full").wait()
+    clipped = v.numbers()
+    from PySide6.QtCore import QTimer
+    QTimer.singleShot(50, v.window.close)  # the user closes the window
+    qs.run()  # blocks until then
+    script = {"demo": demo, "numbers": numbers, "clipped": clipped,
+              "closed_after_run": v.closed}
+"""
+
+#: Then torch tensors, in the same interpreter; ``tensors`` is its document.
+TORCH_SCRIPT = """
+    import torch
+    g = torch.Generator().manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(128, 96, generator=g))
+    v = qs.view(w, bits=6).wait()
+    f32 = v.numbers()
+    b = (torch.randn(64, 200, generator=g) * 2).to(torch.bfloat16).requires_grad_(True)
+    v.load(b, name="bf16 activations").set(axis=-1).wait()
+    bf = v.numbers()
+    v.close()
+    tensors = {"f32": f32, "bf": bf, "grad": b.requires_grad}
+"""
+
+
+@pytest.fixture(scope="module")
+def scripts() -> dict:
+    """The two scripts' documents, ``{"script": ..., "tensors": ...}``, from one fresh
+    interpreter (each start costs seconds of imports): the first ends as a user's script
+    does, in ``qs.run()`` until its window is closed; torch tensors follow where torch is
+    installed (without it, its test asks for torch as it did alone)."""
+    import importlib.util
+
+    torch = importlib.util.find_spec("torch") is not None
+    code = textwrap.dedent(VIEW_SCRIPT) + (textwrap.dedent(TORCH_SCRIPT) if torch else
+                                           "tensors = None\n")
+    return run_python(code + 'print(json.dumps({"script": script, "tensors": tensors}))\n',
+                      QT_QPA_PLATFORM="offscreen")
+
+
+def test_a_script_drives_view_load_set_wait_numbers_against_the_engine(scripts,
+                                                                       engine_reports):
+    doc = scripts["script"]
     from quantscope.io.samples import sample_path
     from quantscope.state import Settings
     from quantscope.state.source import DEMO_AXIS, DEMO_SAMPLE
@@ -103,20 +137,9 @@ def test_a_script_drives_view_load_set_wait_numbers_against_the_engine(engine_re
     engine_agrees(c, x, settings)
 
 
-def test_torch_tensors_in_a_script_cpu_float32_and_bf16_with_grad():
+def test_torch_tensors_in_a_script_cpu_float32_and_bf16_with_grad(scripts):
     torch = need("torch")
-    doc = run_python("""
-        import json, sys, torch, quantscope as qs
-        g = torch.Generator().manual_seed(0)
-        w = torch.nn.Parameter(torch.randn(128, 96, generator=g))
-        v = qs.view(w, bits=6).wait()
-        f32 = v.numbers()
-        b = (torch.randn(64, 200, generator=g) * 2).to(torch.bfloat16).requires_grad_(True)
-        v.load(b, name="bf16 activations").set(axis=-1).wait()
-        bf = v.numbers()
-        v.close()
-        print(json.dumps({"f32": f32, "bf": bf, "grad": b.requires_grad}))
-        """, QT_QPA_PLATFORM="offscreen")
+    doc = scripts["tensors"]
     from quantscope.state import Settings
 
     g = torch.Generator().manual_seed(0)

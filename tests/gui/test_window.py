@@ -174,24 +174,25 @@ def test_a_slider_drag_reaches_the_state_at_each_step_and_only_the_newest_comput
     assert shown(win) == engine_texts(win.state)
 
 
-def test_log_counts_toggle(outlier_window, qtbot):
-    pane = outlier_window.panes["symmetric/tensor"]
-    n = outlier_window.state.tensor.size
-    ov = outlier_window.state.overview
+def test_log_counts_toggle(loaded_window, qtbot):
+    win = loaded_window
+    pane = win.panes["symmetric/tensor"]
+    n = win.state.tensor.size
+    ov = win.state.overview
     # the pane's own bins, log10(1 + n) by default, n in values per 1/2048 of the range
     per = np.diff(np.asarray(pane.hist.xData)) * ov.hist_counts.size / (ov.max - ov.min)
     log = np.asarray(pane.hist.yData)
     np.testing.assert_allclose(np.sum((10 ** log - 1.0) * per), n, rtol=1e-9)
-    assert outlier_window.log_action.isChecked()
-    outlier_window.controls.log_counts.setChecked(False)
-    qtbot.waitUntil(outlier_window.all_shown)  # the panes redraw a pane per turn
+    assert win.log_action.isChecked()
+    win.controls.log_counts.setChecked(False)
+    qtbot.waitUntil(win.all_shown)  # the panes redraw a pane per turn
     counts = np.asarray(pane.hist.yData)
     np.testing.assert_allclose(np.sum(counts * per), n, rtol=1e-9)
     np.testing.assert_allclose(log, np.log10(counts + 1.0))
-    assert not outlier_window.log_action.isChecked()
-    outlier_window.log_action.setChecked(True)
-    assert outlier_window.controls.log_counts.isChecked()
-    qtbot.waitUntil(outlier_window.all_shown)
+    assert not win.log_action.isChecked()
+    win.log_action.setChecked(True)
+    assert win.controls.log_counts.isChecked()
+    qtbot.waitUntil(win.all_shown)
     np.testing.assert_allclose(pane.hist.yData, log)
 
 
@@ -376,10 +377,10 @@ def test_samples_are_listed_and_load(make_window, wait_results):
     assert win.state.tensor.shape == (384, 384)
 
 
-def test_cancel_keeps_the_previous_tensor(outlier_window, qtbot):
+def test_cancel_keeps_the_previous_tensor(loaded_window, qtbot):
     import threading
 
-    win = outlier_window
+    win = loaded_window
     tensor = win.state.tensor
     started, release = threading.Event(), threading.Event()
 
@@ -587,14 +588,14 @@ def test_a_load_moves_what_it_built_out_of_the_collectors_reach(make_window, wai
     assert gc.get_freeze_count() == 0
 
 
-def test_numbers_are_selectable_under_the_mouse(outlier_window, qtbot):
+def test_numbers_are_selectable_under_the_mouse(loaded_window, qtbot):
     """Selectable labels cost a text document each on every update (~11 ms per change for
     the four tables); the numbers become selectable only while the mouse is over them."""
     from PySide6.QtCore import QEvent, QPointF
     from PySide6.QtGui import QEnterEvent
     from PySide6.QtWidgets import QApplication
 
-    label = outlier_window.panes["symmetric/tensor"].values["sqnr_db"]
+    label = loaded_window.panes["symmetric/tensor"].values["sqnr_db"]
     selectable = Qt.TextInteractionFlag.TextSelectableByMouse
     assert not label.textInteractionFlags() & selectable
     QApplication.sendEvent(label, QEnterEvent(QPointF(2, 2), QPointF(2, 2), QPointF(2, 2)))
@@ -819,10 +820,10 @@ def test_numbers_shown_from_a_partial_result_are_not_greyed(outlier_window, wait
     assert all(pane.values["sqnr_db"].styleSheet() == "" for pane in win.panes.values())
 
 
-def test_the_stale_timer_leaves_current_numbers_alone(outlier_window):
+def test_the_stale_timer_leaves_current_numbers_alone(loaded_window):
     """Every pane has the current settings' numbers when the stale timer fires (it was
     started before they came): nothing is greyed and the status bar does not say otherwise."""
-    win = outlier_window
+    win = loaded_window
     win.stale_timer.timeout.emit()
     assert not win.computing_label.isVisible()
     assert all(pane.values["sqnr_db"].styleSheet() == "" for pane in win.panes.values())
