@@ -94,10 +94,10 @@ def _warm_kernels(config) -> None:
     its compile inside its own timeout (the first window test timed out), and both test workers
     compiled the same loops side by side. Here two processes, this one and a second, share the
     steps of :func:`quantscope.state.compile_ahead.compile_all` (the panes' loops and the
-    others), each step compiled by whichever is free first (a file per step in a scratch
-    folder says who took it), so both cores compile and no loop is compiled twice; the workers
-    then load them from the cache. ``QUANTSCOPE_TEST_NO_WARM_UP=1`` skips it (a test file run
-    alone)."""
+    others) in groups that share their loops, each group compiled by whichever is free first
+    (a file per group in a scratch folder says who took it), so both cores compile and no
+    loop is compiled twice; the workers then load them from the cache.
+    ``QUANTSCOPE_TEST_NO_WARM_UP=1`` skips it (a test file run alone)."""
     import shutil
     import subprocess
     import tempfile
@@ -128,7 +128,7 @@ def _warm_kernels(config) -> None:
         raise pytest.UsageError("compiling the kernels ahead of the tests failed (see above)")
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     line = (f"kernels compiled or loaded in {time.perf_counter() - start:.1f} s, before the "
-            f"tests ({taken} steps shared by two processes: {here} here, "
+            f"tests ({taken} groups of steps shared by two processes: {here} here, "
             f"{others[-1] if others else '?'} in the other)")
     if reporter is not None:
         reporter.write_line(line)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from quantscope.state import compile_ahead
+from quantscope.state import compile_ahead, compile_steps
+from quantscope.state.choices import FormatChoice
 
 pytestmark = pytest.mark.slow  # fresh interpreters: the last tier (tests/conftest.py)
 
@@ -178,3 +179,53 @@ def test_a_cold_cache_starts_it_at_the_lowest_priority(monkeypatch):
     (args, kw), = started
     assert args[1:] == ["-m", "quantscope.state.compile_ahead"]
     assert kw["start_new_session"] and kw["stdin"] == subprocess.DEVNULL
+
+
+def test_the_groups_hold_every_step_once_in_its_order():
+    """Processes that share the steps claim them a group at a time: every step of
+    ``all_steps`` is in one group, each group keeps the steps' order (a loop's writable steps
+    before its read-only ones, which load what those wrote) and has its place in
+    ``GROUP_ORDER``, the costliest first."""
+    names = [name for name, _ in compile_steps.all_steps()]
+    groups = compile_steps.step_groups()
+    grouped = [name for _, steps in groups for name, _ in steps]
+    assert sorted(grouped) == sorted(names) and len(set(names)) == len(names)
+    assert [g for g, _ in groups] == [g for g in compile_steps.GROUP_ORDER
+                                     if g in dict(groups)]
+    assert len(groups) == len(compile_steps.GROUP_ORDER)
+    for _, steps in groups:
+        at = [names.index(name) for name, _ in steps]
+        assert at == sorted(at)
+    assert dict(groups)["panes"][:2] == compile_steps.all_steps()[:2]  # the warm-up's first
+
+
+@pytest.mark.parametrize(("spec", "path", "group"), [
+    ("gguf_q8_0", "prepared", "gguf"), ("gguf_q4_k", "read-only", "gguf"),
+    ("gguf_q2_k", "direct", "gguf"), ("int8/channel", "prepared", "panes"),
+    ("fp8_e4m3/tensor", "prepared", "panes"), ("fp8_e4m3/tensor", "direct", "direct rows"),
+    ("fp4_e2m1/channel", "read-only", "direct rows"), ("mxfp8_e4m3", "prepared", "direct rows"),
+    ("mxint8", "direct", "direct rows"), ("nf4", "prepared", "direct rows"),
+    ("mxfp4", "prepared", "float blocks"), ("nvfp4_modelopt", "read-only", "float blocks"),
+    ("mxfp6_e3m2", "direct", "float blocks"), ("int4_g32", "direct", "int direct"),
+    ("torchao_int4_g32", "prepared", "torchao")])
+def test_a_format_step_goes_with_the_loop_that_measures_it(spec, path, group):
+    assert compile_steps.format_group(FormatChoice(spec), path) == group
+
+
+def test_compile_all_runs_whole_groups_that_it_claims(monkeypatch):
+    """A group is claimed by its name, once, and run whole by the process that claims it; a
+    group another process claimed is skipped whole."""
+    ran, asked = [], []
+    groups = [("big", [("a", lambda: ran.append("a")), ("b", lambda: ran.append("b"))]),
+              ("taken", [("c", lambda: ran.append("c"))]),
+              ("small", [("d", lambda: ran.append("d"))])]
+    monkeypatch.setattr(compile_ahead, "step_groups", lambda: groups)
+    compile_ahead.compile_all(lambda name: asked.append(name) or name != "taken")
+    assert (asked, ran) == (["big", "taken", "small"], ["a", "b", "d"])
+
+
+def test_a_claim_is_taken_once_between_processes(tmp_path):
+    first, second = compile_ahead.claim_in(tmp_path), compile_ahead.claim_in(tmp_path)
+    assert [first("gguf"), second("gguf"), second("int8/tensor prepared"),
+            first("int8/tensor prepared")] == [True, False, True, False]
+    assert sorted(os.listdir(tmp_path)) == ["gguf", "int8-tensor prepared"]

@@ -33,14 +33,9 @@ import threading
 import time
 from collections.abc import Callable
 
-import numpy as np
-
-from quantscope.core import QuantParams, analyze, choose_qparams, dequantize, quantize
 from quantscope.core.kernels import compiled
-from quantscope.core.stats.prepared import prepare
-from quantscope.io.dtypes import dtype_from_name
-from quantscope.state.settings import Settings
-from quantscope.state.warm_up import WARM_UP_SHAPE, run_warm_up, skip_warm_up, warm_up_engine
+from quantscope.state.compile_steps import panes_mse, rest_steps, step_groups
+from quantscope.state.warm_up import run_warm_up, skip_warm_up, warm_up_engine
 
 
 def cache_was_cold() -> bool:
@@ -230,19 +225,13 @@ def compile_panes() -> None:
     """The loops the window's panes and first views use: the warm-up's, and the MSE search of
     the trade-off curve's optimum on a prepared tensor."""
     warm_up_engine()
-    _panes_mse()
-
-
-def _panes_mse() -> None:
-    x = np.random.default_rng(0).standard_normal(WARM_UP_SHAPE).astype(np.float32)
-    prepared = prepare(x)
-    for symmetric in (True, False):
-        choose_qparams(x, symmetric=symmetric, method="mse", prepared=prepared)
+    panes_mse()
 
 
 def compile_rest(claim: Callable[[str], bool] | None = None) -> None:
     """Call, once each on small tensors, every compiled loop beyond the warm-up's, with the
-    argument types the window, the scan and the engine API hand them.
+    argument types the window, the scan and the engine API hand them
+    (:func:`~quantscope.state.compile_steps.rest_steps`).
 
     ``claim(name)``, when given, is asked before each step and the step runs only when it
     says yes: processes that share a claim (see :func:`claim_in`) split the steps between
@@ -254,23 +243,21 @@ def compile_rest(claim: Callable[[str], bool] | None = None) -> None:
 
 
 def compile_all(claim: Callable[[str], bool] | None = None) -> None:
-    """:func:`compile_panes` and :func:`compile_rest` as one list of steps (:func:`all_steps`),
-    for the test suite's warm-up, where two processes share them by ``claim``."""
-    for name, step in all_steps():
+    """:func:`compile_panes` and :func:`compile_rest` as groups of steps that share their
+    loops (:func:`~quantscope.state.compile_steps.step_groups`, costliest first), for CI and
+    the test suite's warm-up, where two processes share them by ``claim``: each group is
+    claimed by its name and run whole by the process that claims it, so no loop is compiled
+    by both processes at once."""
+    for name, steps in step_groups():
         if claim is None or claim(name):
-            step()
-
-
-def all_steps() -> list[tuple[str, Callable[[], object]]]:
-    """The panes' steps (the warm-up, the longest step) and :func:`rest_steps`, whose last
-    steps are short ones: processes that share them end at about the same time."""
-    return [("panes", warm_up_engine), ("panes_mse", _panes_mse), *rest_steps()]
+            for _, step in steps:
+                step()
 
 
 def claim_in(folder: str | os.PathLike[str]) -> Callable[[str], bool]:
-    """A claim that processes share through ``folder``: a step is taken by the one that
-    creates its file there first (an exclusive create, atomic between processes; a step's
-    name is the file's, its slashes as dashes)."""
+    """A claim that processes share through ``folder``: a step (or group of steps) is taken
+    by the one that creates its file there first (an exclusive create, atomic between
+    processes; its name is the file's, its slashes as dashes)."""
     def claim(name: str) -> bool:
         path = os.path.join(folder, name.replace("/", "-"))
         try:
@@ -279,127 +266,6 @@ def claim_in(folder: str | os.PathLike[str]) -> Callable[[str], bool]:
             return False
         return True
     return claim
-
-
-def rest_steps() -> list[tuple[str, Callable[[], object]]]:
-    """:func:`compile_rest`'s calls, named, in groups that share nothing but the input tensors
-    (the window's formats first)."""
-    # these modules define compiled loops (they load Numba): the launcher imports this module
-    # before the window shows and must not pay for them
-    from quantscope.core.formats.elements import cast, cast_e8m0
-    from quantscope.core.stats.analyze import compiled_group_totals
-    from quantscope.core.stats.fused import figures_of
-    from quantscope.state.formats import CHOICES, format_points
-
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal(WARM_UP_SHAPE).astype(np.float32)  # above the direct passes' bound
-    settings = Settings()
-    # a tensor the window opened is read-only: it reaches the writable tensor's loops
-    # (quantscope.core.kernels.read_only), which the read-only steps load to show it
-    frozen_direct = x[:256].copy()
-    frozen_direct.flags.writeable = False
-    rows = x.reshape(-1, x.shape[-1])
-
-    def integer_schemes() -> None:
-        for symmetric in (True, False):
-            p = choose_qparams(x, symmetric=symmetric)
-            dequantize(quantize(x, p.scale, p.zero_point), p.scale, p.zero_point)
-            analyze(x, p)
-        # uint8 codes (PyTorch's quint8, ONNX Runtime's activations): loops of their own
-        u = choose_qparams(x, symmetric=False, signed=False)
-        dequantize(quantize(x, u.scale, u.zero_point, qmin=u.qmin, qmax=u.qmax), u.scale,
-                   u.zero_point)
-
-    def mse_search() -> None:
-        for symmetric in (True, False):  # the MSE search: a long row (prefix sums), short rows
-            choose_qparams(x[:64], symmetric=symmetric, method="mse")
-            choose_qparams(x[:4], symmetric=symmetric, method="mse", granularity="channel",
-                           axis=0)
-        # a number format's search (the same loops for every element format and either cast):
-        # a long row in parts, on its prefix sums, as a pane's per-tensor MSE takes it
-        choose_qparams(x, format="fp8_e4m3", method="mse", prepared=prepare(x))
-        choose_qparams(x[:4], format="fp4_e2m1", method="mse", granularity="channel", axis=0)
-
-    def block_mse() -> None:
-        # each block's stored scale of least error (MX's E8M0, NVFP4's E4M3, NF4's float32):
-        # one loop each for a writable tensor and the window's read-only ones
-        # (quantscope.core.kernels.read_only)
-        for name in ("mxfp4", "nvfp4", "nf4"):
-            choose_qparams(x[:4], format=name, method="mse")
-
-    prepared: list = []  # made by the first prepared format step that runs in this process
-
-    def formats(path: str, specs: tuple[str, ...], curve: bool = False) -> Callable[[], None]:
-        def run() -> None:
-            if path == "prepared" and not prepared:
-                prepared.append(prepare(x))
-            tensor, prep = {"prepared": (x, prepared[0] if prepared else None),
-                            "direct": (x[:64], None), "read-only": (frozen_direct, None)}[path]
-            format_points(tensor, prep, settings, specs=specs, curve=curve)
-        return run
-
-    def blocks(tensor: np.ndarray) -> Callable[[], None]:
-        def run() -> None:  # block scales of formats along the last axis
-            compiled.block_abs_max(tensor, 32)
-            # groups too many to sort (an LLM weight's groups of 32): their ranges and report,
-            # which take these loops from sizes above this tensor's
-            compiled.block_min_max(tensor, 32)
-            groups = choose_qparams(tensor, format="int4_g32")
-            assert isinstance(groups, QuantParams)  # integer parameters, not a format's
-            compiled_group_totals(tensor, groups)
-            # llama.cpp's blocks chosen for a prepared tensor, measured as they are encoded
-            choose_qparams(tensor, format="gguf_q4_k", prepared=prepare(tensor))
-        return run
-
-    def torchao() -> None:
-        tao = choose_qparams(x, format="torchao_int4_g32")  # its codes and values (export)
-        tao.dequantize(tao.quantize(x))
-
-    def gguf_span() -> None:
-        # the span a GGUF pane's grid shows (state.display): one loop for every type; its
-        # module defines compiled loops (see above)
-        from quantscope.core.formats.gguf import GgufParams, representable_span
-
-        params = choose_qparams(x[:64], format="gguf_q8_0")
-        assert isinstance(params, GgufParams)  # stored blocks
-        representable_span(params)
-
-    def screen() -> None:
-        # the screen's module defines compiled loops (see above)
-        from quantscope.core.stats.format_sweep import error_sum, signal_sum
-
-        screened = [choose_qparams(x, format=name)
-                    for name in ("fp8_e4m3", "int8", "gguf_q8_0", "torchao_int4_g32")]
-        # the scan's screen of a large tensor's formats (one loop each for a writable tensor
-        # and a read-only one)
-        signal_sum(x)
-        for params in screened:  # a cast, integer codes, decoded blocks and codes
-            error_sum(x, params)
-
-    def casts_and_scan() -> None:
-        cast(x[:64], "float8_e4m3fn")
-        cast_e8m0(x[:64])
-        # the scan's dtypes (the two float8 kinds share one loop: their raw bits are bytes)
-        for dtype in (np.float32, np.float16, dtype_from_name("bfloat16"),
-                      dtype_from_name("float8_e4m3fn")):
-            for axis in (0, 1):  # channels as rows, and as columns (their own loops)
-                figures_of(x[:64].astype(dtype), axis)
-
-    # each format on each path a step of its own: the direct passes' loop takes tens of
-    # seconds to compile for each of its argument types, so two processes that share the
-    # steps compile two of them side by side (a step that held them all was the one both
-    # waited for). A writable and a read-only tensor reach the same loops
-    # (quantscope.core.kernels.read_only): the read-only steps come last, when the writable
-    # ones have written those loops, and load them instead of compiling them a second time.
-    return [*((f"{spec} prepared", formats("prepared", (spec,))) for spec in CHOICES),
-            *((f"{spec} direct", formats("direct", (spec,))) for spec in CHOICES),
-            *((f"int curve {path}", formats(path, (), curve=True))
-              for path in ("prepared", "direct", "read-only")),
-            ("mse search", mse_search), ("block mse", block_mse), ("blocks", blocks(rows)),
-            ("screen", screen),
-            ("integer schemes", integer_schemes), ("torchao", torchao), ("gguf span", gguf_span),
-            ("casts and scan", casts_and_scan),
-            *((f"{spec} read-only", formats("read-only", (spec,))) for spec in CHOICES)]
 
 
 def main() -> None:
