@@ -20,30 +20,76 @@ import numpy as np
 
 
 @numba.njit(cache=True)
+def _events(x, s_lo, s_hi, kmax):
+    """The breakpoints ``|x_i| / (k + 1/2)`` inside ``(s_lo, s_hi)`` for ``k`` up to ``kmax``,
+    largest first, and the element of each. For one ``k`` they fall in the order of ``|x|``:
+    the events are a merge of ``kmax + 1`` runs, each in order once ``|x|`` is sorted (a heap
+    of one head per run; sorting every event took most of the sweep's time). Equal
+    breakpoints may come in any order: at a breakpoint both codes give the same error."""
+    n = x.size
+    a = np.abs(x)
+    idx = np.argsort(-a)
+    srt = a[idx]
+    runs = kmax + 1
+    pos = np.empty(runs, np.int64)
+    end = np.empty(runs, np.int64)
+    count = 0
+    for k in range(runs):
+        j = 0
+        while j < n and not srt[j] / (k + 0.5) < s_hi:
+            j += 1
+        e = j
+        while e < n and srt[e] / (k + 0.5) > s_lo:
+            e += 1
+        pos[k], end[k] = j, e
+        count += e - j
+    bps = np.empty(count)
+    who = np.empty(count, np.int64)
+    heap_b = np.empty(runs)  # a max-heap of each run's next breakpoint
+    heap_k = np.empty(runs, np.int64)
+    size = 0
+    for k in range(runs):
+        if pos[k] < end[k]:
+            b = srt[pos[k]] / (k + 0.5)
+            c = size
+            size += 1
+            while c > 0 and heap_b[(c - 1) // 2] < b:
+                heap_b[c], heap_k[c] = heap_b[(c - 1) // 2], heap_k[(c - 1) // 2]
+                c = (c - 1) // 2
+            heap_b[c], heap_k[c] = b, k
+    for e in range(count):
+        k = heap_k[0]
+        bps[e] = heap_b[0]
+        who[e] = idx[pos[k]]
+        pos[k] += 1
+        if pos[k] < end[k]:  # the run's next breakpoint takes the top's place
+            b = srt[pos[k]] / (k + 0.5)
+        else:  # the run is spent: the last entry takes the top's place
+            size -= 1
+            b, k = heap_b[size], heap_k[size]
+        c = 0
+        while True:
+            child = 2 * c + 1
+            if child >= size:
+                break
+            if child + 1 < size and heap_b[child + 1] > heap_b[child]:
+                child += 1
+            if heap_b[child] <= b:
+                break
+            heap_b[c], heap_k[c] = heap_b[child], heap_k[child]
+            c = child
+        if size > 0:
+            heap_b[c], heap_k[c] = b, k
+    return bps, who
+
+
+@numba.njit(cache=True)
 def _sweep(x, s_lo, s_hi, qmin, qmax, zs):
     n = x.size
     levels = qmax - qmin
     kmax = levels + 1  # beyond it every zero point clips the element: its error is fixed
-    # the events: (breakpoint, element) for the breakpoints inside (s_lo, s_hi)
-    count = 0
-    for i in range(n):
-        a = abs(x[i])
-        for k in range(kmax + 1):
-            b = a / (k + 0.5)
-            if s_lo < b < s_hi:
-                count += 1
-    bps = np.empty(count)
-    who = np.empty(count, np.int64)
-    j = 0
-    for i in range(n):
-        a = abs(x[i])
-        for k in range(kmax + 1):
-            b = a / (k + 0.5)
-            if s_lo < b < s_hi:
-                bps[j] = b
-                who[j] = i
-                j += 1
-    order = np.argsort(-bps)
+    bps, who = _events(x, s_lo, s_hi, kmax)
+    count = bps.size
     nz = zs.size
     m = np.empty(n, np.int64)
     for i in range(n):  # codes at s_hi, clamped to kmax (a larger |m| clips alike)
@@ -65,7 +111,7 @@ def _sweep(x, s_lo, s_hi, qmin, qmax, zs):
     best_z = zs[0]
     upper = s_hi
     for e in range(count + 1):
-        lower = s_lo if e == count else bps[order[e]]
+        lower = s_lo if e == count else bps[e]
         for t in range(nz):  # the interval [lower, upper] with the current codes
             if svv[t] > 0:
                 s = min(max(sxv[t] / svv[t], lower), upper)
@@ -78,7 +124,7 @@ def _sweep(x, s_lo, s_hi, qmin, qmax, zs):
                 best_z = zs[t]
         if e == count:
             break
-        i = who[order[e]]
+        i = who[e]
         old = m[i]
         new = old + (1 if x[i] > 0 else -1)  # a smaller scale: one step further out
         if abs(new) > kmax + 1:
