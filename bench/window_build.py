@@ -10,6 +10,8 @@ then ``--windows`` windows of each kind -- ``MainWindow(ExplorerState(), install
 - ``restyle``: one more ``_apply_theme()`` with nothing changed (what a presenting window's
   resize pays);
 - ``dark`` / ``light``: View > Dark theme on, then off;
+- ``present`` / ``present off``: View > Presentation mode on, then off (the window's size
+  kept: the restyle and the stage alone, what the talk and projector tests toggle);
 - ``f11`` / ``f11 off``: F11 into a talk, and out again.
 
 With ``--old-src`` the two trees' children alternate (old, new, old, new, ...) ``--pairs``
@@ -67,6 +69,8 @@ def one(out, make):
     timed(out, "restyle", step(window._apply_theme))
     timed(out, "dark", step(lambda: window.set_dark(True)))
     timed(out, "light", step(lambda: window.set_dark(False)))
+    timed(out, "present", step(lambda: window.presentation_action.setChecked(True)))
+    timed(out, "present off", step(lambda: window.presentation_action.setChecked(False)))
     timed(out, "f11", step(window.toggle_full_screen))
     timed(out, "f11 off", step(window.toggle_full_screen))
     window.close()
@@ -117,7 +121,7 @@ def main() -> None:
             merge(samples[name], run_child(src, args.windows))
     print(f"after: {load()}")
     print(f"{args.pairs} processes per tree x {args.windows} windows of each kind; medians, ms")
-    head = f"{'window':<6} {'step':<8}"
+    head = f"{'window':<6} {'step':<11}"
     for name in trees:
         head += f" {name + ' wall':>10} {name + ' cpu':>10}"
     if "old" in trees:
@@ -125,7 +129,7 @@ def main() -> None:
     print(head)
     for kind, steps in samples["new"].items():
         for step in steps:
-            row = f"{kind:<6} {step:<8}"
+            row = f"{kind:<6} {step:<11}"
             med = {}
             for name in trees:
                 got = samples[name][kind][step]

@@ -108,3 +108,44 @@ def test_the_mapping_tab_draws_when_shown_before_it_is_painted(make_window, qtbo
     assert painted[0] > 0  # its first paint had the drawing
     assert "z = " in mapping.info["symmetric"].text()
     apply_theme(win)
+
+
+def test_a_plot_gets_only_what_a_new_theme_changes(qtbot):
+    widget = pg.PlotWidget()
+    qtbot.addWidget(widget)
+    plot = widget.getPlotItem()
+    desk, talk = resolve(False, False), resolve(False, True, 1080)
+    style_plot(plot, desk)
+    axis = plot.getAxis("bottom")
+    axis.setTextPen(pg.mkPen("#FF0000"))  # colours: presentation keeps them...
+    style_plot(plot, talk)
+    assert axis.textPen().color() == QColor("#FF0000")
+    # ...and sets the sizes and the thicker pen
+    assert axis.style["tickFont"].pointSize() == talk.axis_font_pt != desk.axis_font_pt
+    assert axis.label.font().pointSize() == talk.axis_font_pt
+    assert axis.pen().widthF() == 1.5 and axis.style["tickTextOffset"][1] == 8
+    dark_talk = resolve(True, True, 1080)
+    axis.setTickFont(None)  # sizes: a dark toggle keeps them...
+    style_plot(plot, dark_talk)
+    assert axis.style["tickFont"] is None
+    # ...and sets the colours
+    assert axis.textPen().color() == QColor(dark_talk.foreground)
+    assert axis.pen().color() == QColor(dark_talk.foreground) and axis.pen().widthF() == 1.5
+    style_plot(plot, desk)  # both change: both set
+    assert axis.style["tickFont"].pointSize() == desk.axis_font_pt
+    assert axis.textPen().color() == QColor(desk.foreground) and axis.pen().widthF() == 1.0
+    assert axis.style["tickTextOffset"][1] == 4
+
+
+def test_a_fonts_line_room_is_measured_once_and_kept_per_font(qapp):
+    from PySide6.QtGui import QFont
+
+    from quantscope.gui import tight_lines
+
+    fonts = [QFont(qapp.font()) for _ in range(3)]
+    fonts[1].setPointSize(31)
+    fonts[2].setFamily("DejaVu Sans Mono")
+    for font in fonts:
+        room = tight_lines.font_line_room(font)
+        assert room == tight_lines._measure_line_room(font)
+        assert tight_lines.font_line_room(QFont(font)) is room  # an equal font: kept

@@ -21,6 +21,7 @@ class KeyLabel(QLabel):
         super().__init__("")
         self._full = self._short = ""
         self._widths = (0, 0)
+        self._measured = ""  # the font (its key) the widths were measured in
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
 
     def set_texts(self, full: str, short: str) -> None:
@@ -31,14 +32,18 @@ class KeyLabel(QLabel):
         self._measure()
 
     def _measure(self) -> None:
+        self._measured = self.font().key()
         self._widths = (_html_width(self._full, self), _html_width(self._short, self))
         self.updateGeometry()
         self._choose()
 
     def changeEvent(self, event) -> None:
         super().changeEvent(event)
-        if event.type() in (event.Type.FontChange, event.Type.StyleChange) and self._full:
-            self._measure()  # a theme or presentation font changes both widths
+        if (event.type() in (event.Type.FontChange, event.Type.StyleChange) and self._full
+                and self.font().key() != self._measured):
+            # a theme or presentation font changes both widths; a restyle that leaves the
+            # font as it was (each theme change sends a style change too) changes neither
+            self._measure()
 
     def _choose(self) -> None:
         text = self._full if self.contentsRect().width() >= self._widths[0] else self._short

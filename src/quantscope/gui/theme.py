@@ -241,20 +241,31 @@ def style_plot(plot: pg.PlotItem, theme: Theme) -> None:
     has them already (a view styles its plots as it is built, and the window's theme then
     reached them again: re-rendering every axis label and legend entry of 47 plots for
     nothing)."""
-    if getattr(plot, _STYLED, None) == theme:
+    before = getattr(plot, _STYLED, None)
+    if before == theme:
         return
     setattr(plot, _STYLED, theme)
+    # an axis re-renders its label on each of these calls: only what the new theme changes is
+    # set again (presentation on or off keeps the colours, a dark toggle keeps the sizes)
+    recolour = before is None or before.dark != theme.dark
+    resize = (before is None or before.presentation != theme.presentation
+              or before.axis_font_pt != theme.axis_font_pt)
     font = QFont()
     font.setPointSize(theme.axis_font_pt)
     for name in ("left", "bottom", "right", "top"):
         axis = plot.getAxis(name)
         if axis is None:
             continue
-        axis.setPen(pg.mkPen(theme.foreground, width=1.5 if theme.presentation else 1.0))
-        axis.setTextPen(pg.mkPen(theme.foreground))
-        axis.setTickFont(font)
-        axis.label.setFont(font)
-        axis.setStyle(tickTextOffset=8 if theme.presentation else 4)
+        if recolour or resize:  # the pen's colour, and its width, thicker when presenting
+            axis.setPen(pg.mkPen(theme.foreground, width=1.5 if theme.presentation else 1.0))
+        if recolour:
+            axis.setTextPen(pg.mkPen(theme.foreground))
+        if resize:
+            axis.setTickFont(font)
+            axis.label.setFont(font)
+            axis.setStyle(tickTextOffset=8 if theme.presentation else 4)
+    if not (recolour or resize):
+        return
     if plot.titleLabel is not None:
         # LabelItem re-renders its HTML from these options on every setText, so set them
         # rather than the text item's font (which the next title change would discard)
@@ -359,8 +370,8 @@ def _style_pyqtgraph_widgets(widgets: list[QWidget], theme: Theme) -> None:
                 style_plot(item, theme)
 
 
-def _hide_clutter(root: QWidget, presentation: bool) -> None:
-    widgets = descendants(root, QWidget)
+def _hide_clutter(root: QWidget, widgets: list[QWidget], presentation: bool) -> None:
+    """Hide (or show again) the clutter among ``widgets``, ``root``'s descendants."""
     for w in widgets:
         if bool(w.property(CLUTTER_PROPERTY)) or isinstance(w, QStatusBar | QToolBar):
             # remember the pre-presentation visibility so leaving restores it exactly
@@ -410,7 +421,7 @@ def apply_theme(window: QWidget, *, dark: bool = False, presentation: bool = Fal
     for w in [window, *widgets]:
         if getattr(w, "themed", False):  # views that restyle their own items
             restyle(w, theme)
-    _hide_clutter(window, theme.presentation)
+    _hide_clutter(window, widgets, theme.presentation)
     window.setProperty("presentation", theme.presentation)
     window.setProperty("dark", theme.dark)
     return theme

@@ -56,9 +56,25 @@ def line_room(widget: QWidget) -> tuple[int, int]:
     return font_line_room(widget.font())
 
 
+#: :func:`font_line_room` by font: a theme change sends each tightened label its font and
+#: style changes and a polish, each asking again for the same few fonts' room (measuring the
+#: letters' ink was ~10 % of a presentation toggle's CPU).
+_ROOM: dict[tuple[str, str], tuple[int, int]] = {}
+
+
 def font_line_room(font: QFont) -> tuple[int, int]:
     """(top, bottom): pixels of a line of ``font`` left out above and below its letters (see
     :func:`line_room`)."""
+    # the family the font resolves to is part of the key: a face added to the application
+    # later (a test's tall font) changes what a request for its name gets
+    key = (font.key(), QFontInfo(font).family())
+    room = _ROOM.get(key)
+    if room is None:
+        room = _ROOM[key] = _measure_line_room(font)
+    return room
+
+
+def _measure_line_room(font: QFont) -> tuple[int, int]:
     metrics = QFontMetricsF(font)
     ascent, descent = metrics.ascent(), metrics.descent()
     ink = metrics.tightBoundingRect(INK_PROBE)
