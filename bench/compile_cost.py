@@ -14,7 +14,7 @@ the order it took them, its processor and wall seconds (the interpreter's start 
 included), how long it waited at the end for the other, and every function that both
 processes compiled (neither found it in the cache when it needed it: compiled twice).
 
-Run: ``python bench/compile_cost.py [--top 40] [--signatures] [--cache DIR]
+Run: ``python bench/compile_cost.py [--top 40] [--signatures] [--cache DIR] [--groups gguf]
 [--processes 2 [--stagger 28]]``; compare two trees on the same load by running each in turn
 (or ``--src PATH`` to import another checkout's ``src``).
 """
@@ -130,16 +130,23 @@ def one_process(args: argparse.Namespace) -> None:
     import quantscope
 
     try:
-        from quantscope.state.compile_steps import all_steps
+        from quantscope.state.compile_steps import all_steps, step_groups
     except ImportError:  # a tree from before the groups
         from quantscope.state.compile_ahead import all_steps
+        step_groups = None
 
     print(f"quantscope from {os.path.dirname(quantscope.__file__)}; cache "
           f"{os.environ['NUMBA_CACHE_DIR']}; load {os.getloadavg()[0]:.2f} on "
           f"{os.cpu_count()} cores", flush=True)
     steps = []
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    for name, step in all_steps():
+    if args.groups:
+        if step_groups is None:
+            raise SystemExit("--groups: this tree has no step groups")
+        chosen = [s for group, named in step_groups() if group in args.groups for s in named]
+    else:
+        chosen = all_steps()
+    for name, step in chosen:
         if args.only and name not in args.only:
             continue
         c, w = time.process_time(), time.perf_counter()
@@ -243,6 +250,9 @@ def main() -> None:
     parser.add_argument("--cache", help="NUMBA_CACHE_DIR (default: a new temporary folder)")
     parser.add_argument("--src", help="import quantscope from this src folder")
     parser.add_argument("--only", nargs="*", help="run only the steps with these names")
+    parser.add_argument("--groups", nargs="*",
+                        help="run only the steps of these groups (compile_steps.step_groups), "
+                        "in one process, as the process that claims them first compiles them")
     parser.add_argument("--passes", action="store_true",
                         help="list the processor seconds of each of Numba's compiler passes "
                         "(exclusive of the passes inside it) and of the work inside LLVM")
