@@ -25,6 +25,14 @@ def _scratch():
             np.empty((cap + 1, 7)), np.empty(K), np.empty(K))
 
 
+def _prefix_and_codes(x: np.ndarray):
+    """The values' prefix sums, and room for the codes that change at two scales."""
+    pre = np.empty((x.size + 1, 4))
+    mb.unit_prefix(x, 0, x.size, pre)
+    pos = np.empty(4 * (2 * K + 1), np.int64)
+    return pre, pos, np.empty_like(pos)
+
+
 def _values(seed: int = 2) -> np.ndarray:
     rng = np.random.default_rng(seed)
     x = np.concatenate([rng.standard_normal(1500) * 0.05, [0.9, -0.6, 0.0, 0.0]])
@@ -64,10 +72,7 @@ def test_galloping_walk_finds_the_runs_of_the_element_walk():
 
 def test_a_box_merged_from_its_ends_runs_has_the_gallops_runs_bit_for_bit():
     x = _values()
-    pre = np.empty((x.size + 1, 4))
-    mb.unit_prefix(x, 0, x.size, pre)
-    pos = np.empty(4 * (2 * K + 1), np.int64)
-    code = np.empty_like(pos)
+    pre, pos, code = _prefix_and_codes(x)
     rng = np.random.default_rng(1)
     for trial in range(60):
         s1 = float(np.float32(np.exp(rng.uniform(np.log(1e-4), np.log(0.02)))))
@@ -95,10 +100,7 @@ def test_a_box_to_be_swept_takes_its_runs_sums_without_the_two_code_bounds():
     x = _values(3)
     xd = x.astype(np.float64)
     zs = np.arange(QMIN, QMAX + 1)
-    pre = np.empty((x.size + 1, 4))
-    mb.unit_prefix(x, 0, x.size, pre)
-    pos = np.empty(4 * (2 * K + 1), np.int64)
-    code = np.empty_like(pos)
+    pre, pos, code = _prefix_and_codes(x)
     rng = np.random.default_rng(4)
     for _ in range(20):
         s1 = float(np.float32(np.exp(rng.uniform(np.log(2e-4), np.log(0.01)))))
