@@ -6,7 +6,7 @@ engine API hand them, so that Numba writes those loops to its cache
 (:mod:`quantscope.state.compile_ahead` runs them). Processes that share the steps (CI's
 two, the test suite's warm-up) take them a group at a time (:func:`step_groups`): a step
 that needs a loop another step compiles -- every GGUF step needs ``encode_report_blocks``,
-one loop of about 40 s of CPU -- and runs in another process while that one compiles it
+one loop of about 60 s of CPU -- and runs in another process while that one compiles it
 compiles the same loop a second time, since neither finds it in the cache yet. Claimed one
 step at a time, the two processes did so for most of the large loops (CI: 262 s of CPU in
 two processes against 193 s in one).
@@ -28,9 +28,8 @@ from quantscope.state.warm_up import WARM_UP_SHAPE, warm_up_engine
 
 Step = tuple[str, Callable[[], object]]
 
-#: The groups, the two costliest first (each of CI's two processes starts on one), then the
-#: others costliest first: CPU seconds of each on an empty cache in one process
-#: (``python bench/compile_cost.py``): gguf ~61, panes ~71, direct rows ~14, float blocks
+#: The groups, costliest first: CPU seconds of each on an empty cache in one process
+#: (``python bench/compile_cost.py``): gguf ~77, panes ~71, direct rows ~14, float blocks
 #: ~10, integer schemes ~9, casts and scan ~5, block mse ~5, torchao and int direct ~1.
 #: Processes that claim them in this order end at about the same time (each takes the next
 #: costliest when it is free); a group not listed here comes last.

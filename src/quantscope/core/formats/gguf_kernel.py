@@ -82,11 +82,6 @@ def _screen_block(t, x, y, c, v, lo, hi, acc) -> None:
         acc[k] += d * d
 
 
-#: Legacy blocks encoded before they are screened: as many elements as a chunk
-#: of k-quant super-blocks (16 KiB of float32, still in the core's cache when read again).
-_LEGACY_CHUNK = CHUNK_BLOCKS * 256 // 32
-
-
 @njit(nogil=True, error_model="numpy", inline="always")
 def _after_encode(t, x, y, i, mode, levels, c, v, lo, hi, stamp, hist, out_f, out_i,
                   acc) -> None:
@@ -101,36 +96,30 @@ def _after_encode(t, x, y, i, mode, levels, c, v, lo, hi, stamp, hist, out_f, ou
 def _encode(t, xb, out, mode, levels, out_f, out_i, hist) -> float:
     """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``; each
     block then measured against its bytes (``mode`` :data:`MEASURE`, :func:`_report_block`)
-    or its squared errors summed (:data:`SCREEN`: the sum is returned) while it is still in
-    the cache: a block as soon as its bytes are written, legacy blocks screened a chunk at a
-    time.
-
-    The legacy encoders are inlined once, whatever the mode: ``mode`` is read once per
-    chunk (a measured chunk is one block), and a chunk's encoding is the same short loop
-    over the encoders as the encoding alone. A loop of its own per mode held three copies
-    of them (the engine's costliest compile, some 17 s of CPU more). The report and the
-    screen stay inlined once in each branch of ``t``, where the compiler knows a legacy
-    block's size and decoding."""
+    or its squared errors summed (:data:`SCREEN`: the sum is returned), as soon as its bytes
+    are written, while the block is still in the cache."""
     n = xb.shape[1]
     c, v, lo, hi, stamp = _block_scratch(n, levels)
     acc = np.zeros(n, np.float64)
     L = np.zeros(256, np.int64)
     if t < 10:  # no sub-block search to share between blocks
-        # the report right after each block's encoding (a chunk at a time it took 5-15 %
-        # longer), the screen after a chunk's (a tenth faster than block by block)
-        step = 1 if mode == MEASURE else _LEGACY_CHUNK
-        for c0 in range(0, xb.shape[0], step):
-            c1 = min(c0 + step, xb.shape[0])
-            for i in range(c0, c1):
+        if mode == ENCODE:
+            # the encoding alone: a loop as short as the encoders (one that held the report
+            # too took a fifth longer for Q4_0)
+            for i in range(xb.shape[0]):
                 _encode_legacy(t, xb[i], out[i])
-            if mode == SCREEN:
-                for i in range(c0, c1):
-                    _screen_block(t, xb[i], out[i], c, v, lo, hi, acc)
-            elif mode == MEASURE:
-                for i in range(c0, c1):
-                    _report_block(t, xb[i], out[i], i, levels, c, v, lo, hi, stamp, hist,
-                                  out_f, out_i)
-        return acc.sum()
+            return 0.0
+        if mode == SCREEN:  # a loop of its own, as short (the report's made this one slower)
+            for i in range(xb.shape[0]):
+                _encode_legacy(t, xb[i], out[i])
+                _screen_block(t, xb[i], out[i], c, v, lo, hi, acc)
+            return acc.sum()
+        for i in range(xb.shape[0]):
+            x = xb[i]
+            y = out[i]
+            _encode_legacy(t, x, y)
+            _report_block(t, x, y, i, levels, c, v, lo, hi, stamp, hist, out_f, out_i)
+        return 0.0
     lanes = lane_scratch()
     per = sub_block_shape(t)[1]
     for c0 in range(0, xb.shape[0], CHUNK_BLOCKS):
