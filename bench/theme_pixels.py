@@ -3,8 +3,9 @@
 Each tree's child process builds the window as ``quantscope`` does (views installed), offscreen,
 shows a 128x256 outlier tensor and walks light -> presentation -> dark presenting ->
 presentation off (dark) -> light, at each size, grabbing the window and every view tab (each
-brought forward) at each step. The parent compares the two trees' grabs pixel by pixel and prints, per grab, the
-number of pixels that differ (0 everywhere: the change drew nothing differently).
+brought forward) at each step. The parent compares the two trees' grabs pixel by pixel and
+prints, per grab, the number of pixels that differ (0 everywhere: the change drew nothing
+differently).
 
 Run: ``python bench/theme_pixels.py --old-src /tmp/old/src [--keep DIR]``.
 """

@@ -22,6 +22,10 @@ def _diff(before: dict, after: dict) -> dict:
 def test_f11_off_restores_exactly_what_f11_on_found(app_window, qtbot):
     win = app_window(1000)
     keys = ["2", "V", "]", "C", "3"]
+    # every tab built first: a tab is built when first shown, and one first shown during the
+    # talk is not among what F11 found (tests/gui/test_lazy_tabs.py checks such a tab)
+    for tab in range(win.views.count()):
+        win.views.setCurrentIndex(tab)
     for tab in range(win.views.count()):
         win.views.setCurrentIndex(tab)
         _settle(win, qtbot)

@@ -5,6 +5,7 @@ minimum size does not wait for a tab, and exports or readiness checks build noth
 from __future__ import annotations
 
 import numpy as np
+from gui_measure import look
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QLabel, QTabWidget
 
@@ -112,9 +113,12 @@ def test_a_tab_built_after_a_theme_change_looks_as_one_built_with_the_window(app
     assert pictures[0].shape == pictures[1].shape
     assert np.count_nonzero(pictures[0] != pictures[1]) == 0
     dark = _grab(tab)
-    late.presentation_action.setChecked(False)  # the clutter comes back
+    for win in (early, late):
+        win.presentation_action.setChecked(False)  # the clutter comes back
+        win.dark_action.setChecked(False)
     assert not formats.isHidden()
-    late.dark_action.setChecked(False)
     qtbot.wait(50)
     light = _grab(tab)
     assert light.shape != dark.shape or np.count_nonzero(light != dark) > 0
+    # out of the talk, every widget as in the window whose tab was built with it
+    assert look(late) == look(early)
