@@ -177,6 +177,12 @@ def look(window: QWidget) -> dict:
     return out
 
 
+def look_changes(before: dict, after: dict) -> dict:
+    """``{key: (before, after)}`` for what differs between two :func:`look` snapshots."""
+    return {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys()
+            if before.get(k) != after.get(k)}
+
+
 def rich_text_lines(label: QLabel) -> list[str]:
     """The lines a rich-text label lays its text out in, at its present width (line
     separators and no-break spaces read as plain text)."""

@@ -10,6 +10,8 @@ from gui_measure import (
     axis_labels_cut,
     cut_combo_texts,
     cut_labels,
+    look,
+    look_changes,
     scene_texts,
     widget_texts,
 )
@@ -20,6 +22,35 @@ SIZES = [((1280, 720), 18), ((1920, 1080), 24)]
 @pytest.fixture(params=["light", "dark"])
 def dark(request):
     return request.param == "dark"
+
+
+@pytest.fixture(scope="module")
+def opened(shared_app_window, request):
+    """One window for every test here, and everything a talk may change on it as it opened
+    (:func:`gui_measure.look`): leaving a talk puts back exactly what entering it found
+    (tests/gui/test_f11.py), so each test enters one afresh on the same window."""
+    from pytestqt.qtbot import QtBot
+
+    win = shared_app_window(1000)
+    settle(win, QtBot(request))
+    return win, look(win)
+
+
+@pytest.fixture
+def app_window(opened, qtbot):
+    """``app_window(1000)``: the one window, as it opened; after the test it leaves the talk
+    and the dark theme, takes its size back, and must look exactly as it opened."""
+    win, found = opened
+    yield lambda height: win
+    win.presentation_action.setChecked(False)
+    win.dark_action.setChecked(False)  # the theme is process-wide
+    win.resize(1600, 1000)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1600, 1000), timeout=5000)
+    settle(win, qtbot)
+    # a scroll area's bars follow its contents' size, which its next layout measures anew
+    changed = {k: v for k, v in look_changes(found, look(win)).items()
+               if "qt_scrollarea_" not in k}
+    assert not changed, f"the window did not come back as it opened: {list(changed.items())[:5]}"
 
 
 def _present(app_window, qtbot, size, dark):
@@ -130,7 +161,7 @@ def test_the_matmul_controls_show_their_words(app_window, qtbot):
 
 
 @pytest.mark.parametrize("fixes", [False, True])
-def test_the_matmul_numbers_read_whole_without_scrolling(app_window, qtbot, fixes):
+def test_the_matmul_numbers_read_whole_without_scrolling(app_window, qtbot, fixes, request):
     """At 1280x720 in a talk every number of the Matmul view is on screen (saturation, zero
     points and the outlier split were below the fold of a scrolled column), each label's
     text is the engine's, and a line breaks between phrases ("for K ≤" / "105,026" and "→" /
@@ -144,10 +175,13 @@ def test_the_matmul_numbers_read_whole_without_scrolling(app_window, qtbot, fixe
     view = win.views.currentWidget()
     qtbot.waitUntil(lambda: view.outcome is not None, timeout=30_000)
     if fixes:
+        found = view.controls.alpha.value(), view.controls.threshold.value()
         view.controls.alpha.setValue(0.8)
         view.controls.threshold.setValue(3.0)
         qtbot.waitUntil(lambda: view.outcome.request.threshold == 3.0
                         and view.outcome.request.alpha is not None, timeout=30_000)
+        request.addfinalizer(lambda: (view.controls.alpha.setValue(found[0]),
+                                      view.controls.threshold.setValue(found[1])))
     settle(win, qtbot)
     text = view.outcome.text
     labels = {"shapes": view.shapes, **view.values, **view.details}
