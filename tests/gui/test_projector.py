@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from gui_measure import (
     axis_labels_cut,
+    build_every_tab,
     cut_combo_texts,
     cut_labels,
     look,
@@ -32,6 +33,7 @@ def opened(shared_app_window, request):
     from pytestqt.qtbot import QtBot
 
     win = shared_app_window(1000)
+    build_every_tab(win)  # the tabs the keys bring up, as they are before any talk
     settle(win, QtBot(request))
     return win, look(win)
 
