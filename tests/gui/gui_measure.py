@@ -150,6 +150,14 @@ def _path(widget: QWidget, root: QWidget) -> str:
     return "/".join(reversed(parts))
 
 
+def settle(win, qtbot) -> None:
+    """Paint twice: pyqtgraph sizes its axes from the text it measured while painting, and
+    the plots take their final height only then (as on screen after the first frame)."""
+    for _ in range(2):
+        win.grab()
+        qtbot.wait(10)
+
+
 def look(window: QWidget) -> dict:
     """Everything F11 may change, per widget: style sheet, font, visibility, enabled state and
     the colours its palette gives its text -- plus the window's own sheet and layout sizes."""

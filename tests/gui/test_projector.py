@@ -8,12 +8,10 @@ from __future__ import annotations
 import pytest
 from gui_measure import (
     axis_labels_cut,
-    build_every_tab,
     cut_combo_texts,
     cut_labels,
-    look,
-    look_changes,
     scene_texts,
+    settle,
     widget_texts,
 )
 
@@ -25,34 +23,10 @@ def dark(request):
     return request.param == "dark"
 
 
-@pytest.fixture(scope="module")
-def opened(shared_app_window, request):
-    """One window for every test here, and everything a talk may change on it as it opened
-    (:func:`gui_measure.look`): leaving a talk puts back exactly what entering it found
-    (tests/gui/test_f11.py), so each test enters one afresh on the same window."""
-    from pytestqt.qtbot import QtBot
-
-    win = shared_app_window(1000)
-    build_every_tab(win)  # the tabs the keys bring up, as they are before any talk
-    settle(win, QtBot(request))
-    return win, look(win)
-
-
 @pytest.fixture
-def app_window(opened, qtbot):
-    """``app_window(1000)``: the one window, as it opened; after the test it leaves the talk
-    and the dark theme, takes its size back, and must look exactly as it opened."""
-    win, found = opened
-    yield lambda height: win
-    win.presentation_action.setChecked(False)
-    win.dark_action.setChecked(False)  # the theme is process-wide
-    win.resize(1600, 1000)
-    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1600, 1000), timeout=5000)
-    settle(win, qtbot)
-    # a scroll area's bars follow its contents' size, which its next layout measures anew
-    changed = {k: v for k, v in look_changes(found, look(win)).items()
-               if "qt_scrollarea_" not in k}
-    assert not changed, f"the window did not come back as it opened: {list(changed.items())[:5]}"
+def app_window(shared_talk_window):
+    """One window for every test here, each entering a talk on it afresh."""
+    return shared_talk_window
 
 
 def _present(app_window, qtbot, size, dark):
@@ -64,14 +38,6 @@ def _present(app_window, qtbot, size, dark):
     qtbot.wait(100)  # the resize re-sizes the text (a zero timer) and relays out
     settle(win, qtbot)
     return win
-
-
-def settle(win, qtbot):
-    """Paint twice: pyqtgraph sizes its axes from the text it measured while painting, and
-    the plots take their final height only then (as on screen after the first frame)."""
-    for _ in range(2):
-        win.grab()
-        qtbot.wait(10)
 
 
 def _plots_cut(view):
