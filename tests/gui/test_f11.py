@@ -4,7 +4,7 @@ state and text colours, the window's sheet, the layout and the current tab."""
 
 from __future__ import annotations
 
-from gui_measure import look
+from gui_measure import look, look_changes
 from PySide6.QtGui import QColor, QImage
 
 
@@ -12,11 +12,6 @@ def _settle(win, qtbot):
     for _ in range(2):
         win.grab()
         qtbot.wait(10)
-
-
-def _diff(before: dict, after: dict) -> dict:
-    return {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys()
-            if before.get(k) != after.get(k)}
 
 
 def test_f11_off_restores_exactly_what_f11_on_found(app_window, qtbot):
@@ -33,7 +28,7 @@ def test_f11_off_restores_exactly_what_f11_on_found(app_window, qtbot):
         _settle(win, qtbot)
         win.presentation_action.setChecked(False)
         _settle(win, qtbot)
-        diff = _diff(before, look(win))
+        diff = look_changes(before, look(win))
         assert not diff, f"tab {win.views.tabText(tab)}: {list(diff.items())[:5]}"
 
 
