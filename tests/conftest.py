@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import compile_guard
+import rewrite_cache
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -78,6 +79,8 @@ def pytest_configure(config):
         "markers", "compiles(why): compiles a loop of the engine in the test's own process "
         "(tests/compile_guard.py fails any other test that does)")
     if not hasattr(config, "workerinput"):  # once per test session, before any worker starts
+        if getattr(config.option, "dist", "no") != "no":
+            rewrite_cache.write_ahead(config)
         _warm_kernels(config)
     compile_guard.configure(config, warmed_up=not os.environ.get("QUANTSCOPE_TEST_NO_WARM_UP"))
     if not hasattr(config, "workerinput"):

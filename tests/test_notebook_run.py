@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+
+if TYPE_CHECKING:
+    import nbformat
 
 pytestmark = pytest.mark.slow  # fresh interpreters: the last tier (tests/conftest.py)
 
@@ -26,6 +28,10 @@ CELLS = [
 
 
 def run_notebook(tmp_path: Path) -> nbformat.NotebookNode:
+    # imported here, not at the top: every xdist worker collects this file, one runs it
+    import nbformat
+    from nbclient import NotebookClient
+
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     os.environ.update(PYTHONPATH=env["PYTHONPATH"])  # the kernel inherits this environment
@@ -51,5 +57,7 @@ def test_widget_notebook_runs_headless(tmp_path):
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     images = [m for m in state.values() if m["model_name"] == "ImageModel"]
     assert len(images) == 4  # the four panes, their PNGs stored with the notebook
+    import nbformat
+
     size = len(json.dumps(nbformat.from_dict(nb)))
     assert size < 400_000, size

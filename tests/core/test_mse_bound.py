@@ -235,3 +235,42 @@ def test_a_wide_box_sweep_with_outliers_at_the_range_ends_is_the_exhaustive_mini
     xd = x.astype(np.float64)  # and it is the error of the scale and zero point it names
     codes = np.clip(np.rint(xd / out[1]) + out[2], QMIN, QMAX)
     assert ((xd - out[1] * (codes - out[2])) ** 2).sum() == pytest.approx(out[0], rel=1e-9)
+
+
+def test_the_incumbents_bring_the_least_error_of_their_scales_equal_errors_to_the_least():
+    # an LLM weight's channel: normal values and four ten times larger (its optimum lies a
+    # little below the min/max scale)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(2048) * 0.02
+    x[:4] *= 10
+    x = np.sort(x.astype(np.float32))
+    xd = x.astype(np.float64)
+    zs = np.arange(QMIN, QMAX + 1)
+    pre, _, _ = _prefix_and_codes(x)
+    rlo, rhi, rf, cum, lb, arg = _scratch()
+    s_mm = float(np.float32((xd[-1] - xd[0]) / (QMAX - QMIN)))
+    scales = [float(np.float32(s_mm * f)) for f in mb.INCUMBENTS]
+    least = [float(_errors(xd, s, zs).min()) for s in scales]
+    i = int(np.argmin(least))
+    args = (K, QMIN, QMAX, QMIN, QMAX, rlo, rhi, rf, cum, lb, arg)
+    start = float(_errors(xd, s_mm, zs).min())
+    assert least[i] < start  # the values' optimum lies near 0.98 of the min/max scale
+    e, s, z = mb._incumbents(x, 0, x.size, pre, s_mm, 1e-4 * s_mm, 2 * s_mm, start, s_mm, 0,
+                             *args)
+    assert s == scales[i]
+    np.testing.assert_allclose([e, _errors(xd, s, np.array([z]))[0]], least[i], rtol=1e-9)
+    # the same error at a larger scale gives way to the incumbent's, not at a smaller one
+    assert mb._incumbents(x, 0, x.size, pre, s_mm, 1e-4 * s_mm, 2 * s_mm, e, 2 * s_mm, 5,
+                          *args) == (e, s, z)
+    assert mb._incumbents(x, 0, x.size, pre, s_mm, 1e-4 * s_mm, 2 * s_mm, e, s / 2, 5,
+                          *args) == (e, s / 2, 5)
+    # a better start, a start without error and scales beyond the range leave it as it was
+    assert mb._incumbents(x, 0, x.size, pre, s_mm, 1e-4 * s_mm, 2 * s_mm, e / 2, s_mm, 3,
+                          *args) == (e / 2, s_mm, 3)
+    assert mb._incumbents(x, 0, x.size, pre, s_mm, 1e-4 * s_mm, 2 * s_mm, 0.0, s_mm, 3,
+                          *args) == (0.0, s_mm, 3)
+    top = float(np.float32(s_mm * mb.INCUMBENTS.min()))
+    e_low, s_low, _ = mb._incumbents(x, 0, x.size, pre, s_mm, 1e-4 * s_mm, top, np.inf, s_mm,
+                                     0, *args)
+    assert s_low == top
+    np.testing.assert_allclose(e_low, _errors(xd, top, zs).min(), rtol=1e-9)

@@ -224,3 +224,41 @@ def shared_app_window(qapp, request):
     windows = _SharedAppWindows(QtBot(request).waitUntil)
     yield windows
     _close_app_windows(windows.open, threads_before)
+
+
+@pytest.fixture(scope="module")
+def talk_window(shared_app_window, request):
+    """``talk_window(1000)`` -> one window as :func:`app_window` makes it, for all the tests
+    of a file that take it into a talk, full screen, the dark theme or another size: after
+    each test it leaves all four, takes its size back and must look exactly as it opened
+    (:func:`gui_measure.look`; leaving a talk puts back what entering it found, as
+    tests/gui/test_f11.py checks), or the test errors."""
+    from gui_measure import build_every_tab, look, settle
+    from pytestqt.qtbot import QtBot
+
+    qtbot = QtBot(request)
+    win = shared_app_window(1000)
+    build_every_tab(win)  # the tabs a talk brings up, as they are before any talk
+    settle(win, qtbot)
+    return win, look(win), qtbot
+
+
+@pytest.fixture
+def shared_talk_window(talk_window):
+    """``shared_talk_window(1000)``: :func:`talk_window`'s window, put back after the test."""
+    from gui_measure import look, look_changes, settle
+
+    win, found, qtbot = talk_window
+    yield lambda height: win
+    if win.isFullScreen():
+        win.full_screen_action.trigger()
+        qtbot.waitUntil(lambda: not win.isFullScreen(), timeout=5000)
+    win.presentation_action.setChecked(False)
+    win.dark_action.setChecked(False)  # the theme is process-wide
+    win.resize(1600, 1000)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1600, 1000), timeout=5000)
+    settle(win, qtbot)
+    # a scroll area's bars follow its contents' size, which its next layout measures anew
+    changed = {k: v for k, v in look_changes(found, look(win)).items()
+               if "qt_scrollarea_" not in k}
+    assert not changed, f"the window did not come back as it opened: {list(changed.items())[:5]}"

@@ -150,6 +150,14 @@ def _path(widget: QWidget, root: QWidget) -> str:
     return "/".join(reversed(parts))
 
 
+def settle(win, qtbot) -> None:
+    """Paint twice: pyqtgraph sizes its axes from the text it measured while painting, and
+    the plots take their final height only then (as on screen after the first frame)."""
+    for _ in range(2):
+        win.grab()
+        qtbot.wait(10)
+
+
 def look(window: QWidget) -> dict:
     """Everything F11 may change, per widget: style sheet, font, visibility, enabled state and
     the colours its palette gives its text -- plus the window's own sheet and layout sizes."""
@@ -175,6 +183,22 @@ def look(window: QWidget) -> dict:
     if views is not None:
         out["current view"] = views.currentIndex()
     return out
+
+
+def build_every_tab(window: QWidget) -> None:
+    """Bring every view tab forward once, then the one shown back: a tab is built when first
+    shown, and a :func:`look` taken before a talk must hold the tabs the talk will show."""
+    views = window.views
+    shown = views.currentIndex()
+    for i in range(views.count()):
+        views.setCurrentIndex(i)
+    views.setCurrentIndex(shown)
+
+
+def look_changes(before: dict, after: dict) -> dict:
+    """``{key: (before, after)}`` for what differs between two :func:`look` snapshots."""
+    return {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys()
+            if before.get(k) != after.get(k)}
 
 
 def rich_text_lines(label: QLabel) -> list[str]:

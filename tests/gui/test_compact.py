@@ -5,8 +5,7 @@ a larger window gets everything back."""
 from __future__ import annotations
 
 import pytest
-from gui_measure import axis_labels_cut, cut_labels
-from test_projector import settle
+from gui_measure import axis_labels_cut, cut_labels, settle
 
 
 @pytest.fixture(scope="module", params=["light", "dark"])

@@ -4,7 +4,7 @@ state and text colours, the window's sheet, the layout and the current tab."""
 
 from __future__ import annotations
 
-from gui_measure import look
+from gui_measure import build_every_tab, look, look_changes
 from PySide6.QtGui import QColor, QImage
 
 
@@ -14,14 +14,12 @@ def _settle(win, qtbot):
         qtbot.wait(10)
 
 
-def _diff(before: dict, after: dict) -> dict:
-    return {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys()
-            if before.get(k) != after.get(k)}
-
-
 def test_f11_off_restores_exactly_what_f11_on_found(app_window, qtbot):
     win = app_window(1000)
     keys = ["2", "V", "]", "C", "3"]
+    # a tab first shown during the talk is not among what F11 found (a tab built during a
+    # talk is checked in tests/gui/test_lazy_tabs.py)
+    build_every_tab(win)
     for tab in range(win.views.count()):
         win.views.setCurrentIndex(tab)
         _settle(win, qtbot)
@@ -33,7 +31,7 @@ def test_f11_off_restores_exactly_what_f11_on_found(app_window, qtbot):
         _settle(win, qtbot)
         win.presentation_action.setChecked(False)
         _settle(win, qtbot)
-        diff = _diff(before, look(win))
+        diff = look_changes(before, look(win))
         assert not diff, f"tab {win.views.tabText(tab)}: {list(diff.items())[:5]}"
 
 

@@ -5,7 +5,7 @@ pane, and undoing it gives every plot back its exact height."""
 from __future__ import annotations
 
 import pytest
-from test_projector import settle
+from gui_measure import settle
 
 
 def _heights(win) -> dict:

@@ -11,6 +11,7 @@ from gui_measure import (
     cut_combo_texts,
     cut_labels,
     scene_texts,
+    settle,
     widget_texts,
 )
 
@@ -22,6 +23,12 @@ def dark(request):
     return request.param == "dark"
 
 
+@pytest.fixture
+def app_window(shared_talk_window):
+    """One window for every test here, each entering a talk on it afresh."""
+    return shared_talk_window
+
+
 def _present(app_window, qtbot, size, dark):
     win = app_window(1000)
     win.dark_action.setChecked(dark)
@@ -31,14 +38,6 @@ def _present(app_window, qtbot, size, dark):
     qtbot.wait(100)  # the resize re-sizes the text (a zero timer) and relays out
     settle(win, qtbot)
     return win
-
-
-def settle(win, qtbot):
-    """Paint twice: pyqtgraph sizes its axes from the text it measured while painting, and
-    the plots take their final height only then (as on screen after the first frame)."""
-    for _ in range(2):
-        win.grab()
-        qtbot.wait(10)
 
 
 def _plots_cut(view):
@@ -130,7 +129,7 @@ def test_the_matmul_controls_show_their_words(app_window, qtbot):
 
 
 @pytest.mark.parametrize("fixes", [False, True])
-def test_the_matmul_numbers_read_whole_without_scrolling(app_window, qtbot, fixes):
+def test_the_matmul_numbers_read_whole_without_scrolling(app_window, qtbot, fixes, request):
     """At 1280x720 in a talk every number of the Matmul view is on screen (saturation, zero
     points and the outlier split were below the fold of a scrolled column), each label's
     text is the engine's, and a line breaks between phrases ("for K ≤" / "105,026" and "→" /
@@ -144,10 +143,13 @@ def test_the_matmul_numbers_read_whole_without_scrolling(app_window, qtbot, fixe
     view = win.views.currentWidget()
     qtbot.waitUntil(lambda: view.outcome is not None, timeout=30_000)
     if fixes:
+        found = view.controls.alpha.value(), view.controls.threshold.value()
         view.controls.alpha.setValue(0.8)
         view.controls.threshold.setValue(3.0)
         qtbot.waitUntil(lambda: view.outcome.request.threshold == 3.0
                         and view.outcome.request.alpha is not None, timeout=30_000)
+        request.addfinalizer(lambda: (view.controls.alpha.setValue(found[0]),
+                                      view.controls.threshold.setValue(found[1])))
     settle(win, qtbot)
     text = view.outcome.text
     labels = {"shapes": view.shapes, **view.values, **view.details}

@@ -21,8 +21,7 @@ def one_outlier(n: int = 40_000) -> np.ndarray:
     return x
 
 
-@pytest.fixture
-def state() -> ExplorerState:
+def _computed_state() -> ExplorerState:
     st = ExplorerState()
     x = one_outlier()
     st.set_tensor(x, prepared=prepare(x))
@@ -30,18 +29,68 @@ def state() -> ExplorerState:
     return st
 
 
-@pytest.fixture
-def view(qtbot, state) -> TradeoffView:
+def _shown_view(state, wait_until) -> TradeoffView:
     v = TradeoffView(state)
-    qtbot.addWidget(v)
     v.resize(1000, 450)
     v.show()
-    qtbot.waitUntil(lambda: v.plots["asymmetric"].sweep is not None, timeout=20_000)
+    wait_until(lambda: v.plots["asymmetric"].sweep is not None, timeout=20_000)
+    return v
+
+
+@pytest.fixture
+def state() -> ExplorerState:
+    return _computed_state()
+
+
+@pytest.fixture
+def view(qtbot, state) -> TradeoffView:
+    v = _shown_view(state, qtbot.waitUntil)
+    qtbot.addWidget(v)
     yield v
     v.job.shutdown()
 
 
-def test_opening_does_not_change_the_settings(view, state):
+@pytest.fixture(scope="module")
+def _module_views(qapp, request):
+    """``open(name)`` -> ``(view, state)``: one view per ``name`` for all the tests of this
+    file that ask for it (opening one costs a preparation and a sweep), closed at the end."""
+    from pytestqt.qtbot import QtBot
+
+    wait_until = QtBot(request).waitUntil
+    views: dict[str, tuple[TradeoffView, ExplorerState]] = {}
+
+    def open_view(name: str) -> tuple[TradeoffView, ExplorerState]:
+        if name not in views:
+            st = _computed_state()
+            views[name] = _shown_view(st, wait_until), st
+        return views[name]
+
+    yield open_view
+    for v, _ in views.values():
+        v.job.shutdown()
+        v.close()
+
+
+@pytest.fixture
+def opened(_module_views) -> tuple[TradeoffView, ExplorerState]:
+    """``(view, state)`` as the view opened, shared by the tests that only read them."""
+    return _module_views("read only")
+
+
+@pytest.fixture
+def moved_view(_module_views) -> TradeoffView:
+    """A view shared by the tests that move its lines, ranges and size, each all of them."""
+    return _module_views("lines moved")[0]
+
+
+@pytest.fixture
+def themed_view(_module_views) -> TradeoffView:
+    """A view shared by the tests that set its theme and size, each both of them."""
+    return _module_views("themed")[0]
+
+
+def test_opening_does_not_change_the_settings(opened):
+    view, state = opened
     # the sweep's arrival moves and clamps the markers; none of that may become a manual clip
     assert state.settings.method == "minmax"
     assert state.settings.manual_clip is None
@@ -51,7 +100,8 @@ def test_opening_does_not_change_the_settings(view, state):
 
 
 @pytest.mark.parametrize("scheme", ["symmetric", "asymmetric"])
-def test_curves_are_the_engine_reports(view, state, scheme):
+def test_curves_are_the_engine_reports(opened, scheme):
+    view, state = opened
     sweep = view.plots[scheme].sweep
     assert sweep.thresholds.size >= 128
     x = state.tensor
@@ -186,9 +236,10 @@ def test_best_marks_the_mse_optimum_the_panes_use(view, state, scheme):
 
 
 @pytest.mark.parametrize("where", [0.02, 0.3, 0.7, 0.98])
-def test_line_labels_stay_in_view_wherever_the_lines_are(view, qtbot, where):
+def test_line_labels_stay_in_view_wherever_the_lines_are(moved_view, qtbot, where):
     """A label sits on the side of its line with room, after the line moves, the x range moves
     and the plot resizes: each of those alone once left "best" half outside the plot."""
+    view = moved_view
     scheme = view.plots["asymmetric"]
     box = scheme.plot.getViewBox()
     for width in (1000, 640):
@@ -228,9 +279,10 @@ def test_a_narrow_summary_wraps_between_clauses(view, qtbot):
 
 
 @pytest.mark.parametrize("size", [(1260, 560), (1000, 450)])
-def test_the_clip_label_sits_above_every_curve(view, qtbot, size):
+def test_the_clip_label_sits_above_every_curve(themed_view, qtbot, size):
     """At a projector's text size the clip line's label, near the top of the plot, stays
     above the curves: over them it hid the top of the SQNR curve."""
+    view = themed_view
     from quantscope.gui.theme import resolve
 
     view.apply_theme(resolve(True, True, 720))
@@ -251,9 +303,10 @@ def test_the_clip_label_sits_above_every_curve(view, qtbot, size):
 
 
 @pytest.mark.parametrize("size", [(1260, 560), (1000, 450)])
-def test_mse_labels_only_where_the_curves_are(view, qtbot, size):
+def test_mse_labels_only_where_the_curves_are(themed_view, qtbot, size):
     """Every labelled tick of the MSE axis lies inside the curves' range of MSE: a decade
     above the largest MSE was labelled in the empty lane kept for the clip line's label."""
+    view = themed_view
     from quantscope.gui.theme import resolve
 
     view.apply_theme(resolve(False, True, 720))

@@ -42,6 +42,9 @@ def _outliers() -> tuple[np.ndarray, Source]:
 
 @pytest.fixture
 def outlier_window(make_window, wait_results):
+    """A new window showing the outlier tensor, for a test that leaves something of its own in
+    the window (a caption, a zoom, a rewired pane timer or pane method): the others share
+    :func:`loaded_window`."""
     st = ExplorerState()
     win = make_window(st)
     assert st.set_tensor(*_outliers())
@@ -451,12 +454,12 @@ def test_numbers_that_lag_the_controls_are_marked(loaded_window, wait_results, q
     assert win.panes["symmetric/tensor"].report.params.bits == 5
 
 
-def test_panes_ready_first_are_shown_while_the_others_compute(outlier_window, wait_results,
-                                                               qtbot, monkeypatch):
+def test_panes_ready_first_are_shown_while_the_others_compute(loaded_window, wait_results,
+                                                              qtbot, monkeypatch):
     """With the per-channel panes on their own threads, the per-tensor panes show their new
     numbers as soon as they are ready, the per-channel panes keep the previous ones (greyed)
     until theirs arrive, and then every pane equals the engine."""
-    win = outlier_window
+    win = loaded_window
     gate = _hold_per_channel_reports(win, monkeypatch, wait_results)
     before = win.panes["symmetric/channel"].report
     win.state.update_settings(bits=5)
@@ -511,12 +514,12 @@ class PaintCounter:
 
 @pytest.mark.parametrize("change", [{"bits": 6}, {"rounding": "half_away"},
                                     {"narrow_range": False}])
-def test_a_change_paints_each_pane_once(outlier_window, wait_results, qtbot, change):
+def test_a_change_paints_each_pane_once(loaded_window, wait_results, qtbot, change):
     """Each pane's plot is painted at most once per change, however its results arrive: pyqtgraph
     applies a new axis range while painting (which asked for a second paint), and linked strips
     redrew every pane whenever one pane's code range moved (four paints per pane per bit-width
     change before; each paint is 3-5 ms of GUI thread)."""
-    win = outlier_window
+    win = loaded_window
     qtbot.wait(50)
     before = {key: pane.report for key, pane in win.panes.items()}
     counter = PaintCounter(win)
@@ -658,10 +661,10 @@ def _load_outliers(st) -> None:
                                              magnitude=40.0))
 
 
-def test_each_pane_paints_once_per_change_and_twice_per_load(outlier_window, wait_results):
+def test_each_pane_paints_once_per_change_and_twice_per_load(loaded_window, wait_results):
     """A pane's repaint is its turn's work: a pyqtgraph range or axis width applied mid-paint,
     or a linked pane that moved every other one, painted panes two to seven times each."""
-    win, st = outlier_window, outlier_window.state
+    win, st = loaded_window, loaded_window.state
     paints = _Paints(win)
     _load_outliers(st)
     wait_results(win)
@@ -801,12 +804,12 @@ def test_numbers_turn_from_grey_on_their_panes_turns(outlier_window, wait_result
         assert pane.values["sqnr_db"].styleSheet() == ""
 
 
-def test_numbers_shown_from_a_partial_result_are_not_greyed(outlier_window, wait_results,
-                                                            qtbot, monkeypatch):
+def test_numbers_shown_from_a_partial_result_are_not_greyed(loaded_window, wait_results,
+                                                           qtbot, monkeypatch):
     """When the wait for the other panes grows long, only they are greyed: the panes that
     show a partial result's numbers show the current settings' (greyed, they said the
     opposite, and the complete result then spent a style sheet per label to undo it)."""
-    win = outlier_window
+    win = loaded_window
     gate = _hold_per_channel_reports(win, monkeypatch, wait_results)
     win.state.update_settings(bits=5)
     tensor_panes = [p for p in PANES if p.endswith("/tensor")]

@@ -10,7 +10,6 @@ import random
 import signal
 import threading
 
-import distributed
 import ml_dtypes
 import numpy as np
 import pytest
@@ -76,6 +75,9 @@ def test_partial_passes_merged_in_any_order_equal_one_pass(monkeypatch, dtype, a
 
 @pytest.fixture(scope="module")
 def client():
+    # imported here, not at the top: every xdist worker collects this file, one runs it
+    import distributed
+
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        host="127.0.0.1", dashboard_address="127.0.0.1:0")
     c = distributed.Client(cluster, set_as_default=False)
