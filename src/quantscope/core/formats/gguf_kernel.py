@@ -82,37 +82,22 @@ def _screen_block(t, x, y, c, v, lo, hi, acc) -> None:
         acc[k] += d * d
 
 
-def encode_blocks(t, xb, out) -> None:
-    """Blocks ``xb[i]`` (float32, finite, read-only: :mod:`quantscope.core.kernels.read_only`)
-    of ggml type ``t`` into bytes ``out[i]``: :func:`encode_report_blocks` without its report,
-    the one compiled loop of both (every encoder of every type is in it: a second loop for
-    the encoding alone was some 20 s of CPU more on a machine's first run, for the same
-    bytes)."""
-    encode_report_blocks(t, xb, out, ENCODE, 1, _NO_UNITS_F, _NO_UNITS_I, _NO_HIST)
+@njit(nogil=True, error_model="numpy", inline="always")
+def _after_encode(t, x, y, i, mode, levels, c, v, lo, hi, stamp, hist, out_f, out_i,
+                  acc) -> None:
+    """What ``mode`` adds to block ``i``, just encoded into ``y``, while it is in the cache."""
+    if mode == MEASURE:
+        _report_block(t, x, y, i, levels, c, v, lo, hi, stamp, hist, out_f, out_i)
+    elif mode == SCREEN:
+        _screen_block(t, x, y, c, v, lo, hi, acc)
 
 
-#: The report's outputs a loop without a report hands :func:`encode_report_blocks`, never
-#: written: in the layout of a report's own
-#: (:func:`~quantscope.core.kernels.unit_columns.unit_columns`).
-_NO_UNITS_F = unit_columns(1, 6)
-_NO_UNITS_I = unit_columns(1, 4, np.int64)
-_NO_HIST = np.zeros(1, np.int64)
-
-
-@_jit
-def encode_report_blocks(t, xb, out, mode, levels, out_f, out_i, hist) -> float:
-    """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``, and with
-    ``mode`` :data:`MEASURE` :func:`report_blocks` in the same pass: each block encoded, then
-    measured against the bytes just written (the same totals as a later
-    :func:`report_blocks`, bit for bit), instead of a second pass that reads the tensor and
-    the bytes again and decodes every block from memory, as soon as its bytes are written,
-    while the block is still in the cache. With :data:`SCREEN`, only ``Σ (x − x̂)²`` over the
-    blocks (in any order), returned; else 0.
-
-    The loops are written here, not in a function inlined here: Numba copies an inlined
-    body's IR block by block, each copy with the body's whole variable scope, so the one
-    call of an inlined function holding every encoder cost seconds of compile and gave the
-    same loops."""
+@njit(nogil=True, error_model="numpy", inline="always")
+def _encode(t, xb, out, mode, levels, out_f, out_i, hist) -> float:
+    """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``; each
+    block then measured against its bytes (``mode`` :data:`MEASURE`, :func:`_report_block`)
+    or its squared errors summed (:data:`SCREEN`: the sum is returned), as soon as its bytes
+    are written, while the block is still in the cache."""
     n = xb.shape[1]
     c, v, lo, hi, stamp = _block_scratch(n, levels)
     acc = np.zeros(n, np.float64)
@@ -156,13 +141,37 @@ def encode_report_blocks(t, xb, out, mode, levels, out_f, out_i, hist) -> float:
                 quantize_q5_k(x, y, L, scales, mins)
             else:
                 quantize_q6_k(x, y, L, scales)
-            # what the mode adds to the block just encoded, while it is in the cache
-            if mode == MEASURE:
-                _report_block(t, x, y, c0 + b, levels, c, v, lo, hi, stamp, hist, out_f,
-                              out_i)
-            elif mode == SCREEN:
-                _screen_block(t, x, y, c, v, lo, hi, acc)
+            _after_encode(t, x, y, c0 + b, mode, levels, c, v, lo, hi, stamp, hist, out_f,
+                          out_i, acc)
     return acc.sum()
+
+
+def encode_blocks(t, xb, out) -> None:
+    """Blocks ``xb[i]`` (float32, finite, read-only: :mod:`quantscope.core.kernels.read_only`)
+    of ggml type ``t`` into bytes ``out[i]``: :func:`encode_report_blocks` without its report,
+    the one compiled loop of both (every encoder of every type is in it: a second loop for
+    the encoding alone was some 20 s of CPU more on a machine's first run, for the same
+    bytes)."""
+    encode_report_blocks(t, xb, out, ENCODE, 1, _NO_UNITS_F, _NO_UNITS_I, _NO_HIST)
+
+
+#: The report's outputs a loop without a report hands :func:`encode_report_blocks`, never
+#: written: in the layout of a report's own
+#: (:func:`~quantscope.core.kernels.unit_columns.unit_columns`).
+_NO_UNITS_F = unit_columns(1, 6)
+_NO_UNITS_I = unit_columns(1, 4, np.int64)
+_NO_HIST = np.zeros(1, np.int64)
+
+
+@_jit
+def encode_report_blocks(t, xb, out, mode, levels, out_f, out_i, hist) -> float:
+    """Blocks ``xb[i]`` (float32, finite) of ggml type ``t`` into bytes ``out[i]``, and with
+    ``mode`` :data:`MEASURE` :func:`report_blocks` in the same pass: each block encoded, then
+    measured against the bytes just written (the same totals as a later
+    :func:`report_blocks`, bit for bit), instead of a second pass that reads the tensor and
+    the bytes again and decodes every block from memory. With :data:`SCREEN`, only ``Σ (x −
+    x̂)²`` over the blocks (in any order), returned; else 0."""
+    return _encode(t, xb, out, mode, levels, out_f, out_i, hist)
 
 
 @_jit
