@@ -9,7 +9,7 @@ on the same prepared tensor. Printed per build: wall seconds and the process's C
 machine is shared: CPU time is what a quieter machine's two cores would divide), the ratio to
 the report, the boxes the branch and bound opened per unit (median, 90th percentile, largest),
 whether every unit's minimum was proven, and the largest relative difference of the two builds'
-errors per unit.
+errors per unit, and on how many units their scales and zero points differ.
 
 ``--old-src DIR`` (a ``src`` folder of another checkout, e.g. ``git archive <commit> src | tar
 -x -C /tmp/old``) measures that build too: each round runs one process per build, alternating,
@@ -69,8 +69,15 @@ def measure(args: argparse.Namespace) -> dict:
         f = mse_search(rows, qmin=qmin, qmax=qmax, symmetric=sym)
         out[name] = {"wall": time.perf_counter() - t, "cpu": time.process_time() - c,
                      "boxes": np.percentile(f.boxes, [50, 90, 100]).tolist(),
-                     "proven": bool(f.proven.all()), "error": f.error.tolist()}
+                     "proven": bool(f.proven.all()), "error": f.error.tolist(),
+                     "scale": f.scale.tolist(), "zero_point": f.zero_point.tolist()}
     return out
+
+
+def _differ(runs: dict[str, list[dict]], scheme: str, key: str) -> int:
+    """On how many units the two builds' last rounds chose a different ``key``."""
+    return int((np.array(runs["old"][-1][scheme][key])
+                != np.array(runs["new"][-1][scheme][key])).sum())
 
 
 def main() -> None:
@@ -116,7 +123,9 @@ def main() -> None:
             rel = np.abs(b - a) / np.maximum(np.abs(a), 1e-300)
             print(f"{scheme}: new error vs old per unit: largest relative difference "
                   f"{rel.max():.2e}, new lower on {(b < a * (1 - 1e-9)).sum()}, higher on "
-                  f"{(b > a * (1 + 1e-9)).sum()} of {a.size} units")
+                  f"{(b > a * (1 + 1e-9)).sum()} of {a.size} units; other scale on "
+                  f"{_differ(runs, scheme, 'scale')}, other zero point on "
+                  f"{_differ(runs, scheme, 'zero_point')}")
 
 
 if __name__ == "__main__":

@@ -139,3 +139,43 @@ def test_the_bench_units_are_cut_close_to_the_min_max_scale():
     lo = sc.clip_cut(x, 0, x.size, s_mm, 1e-4 * s_mm, QMIN - QMAX, 0, QMAX - QMIN, best)
     hi = sc.spread_cut(x, 0, x.size, s_mm, 2.0 * s_mm, best)
     assert 0.85 * s_mm < lo and hi < 1.15 * s_mm
+
+
+@pytest.mark.parametrize("unit", range(6))
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_every_scale_below_the_clip_and_spread_cut_has_an_error_above_the_bar(unit, symmetric):
+    x = _units()[unit]
+    if symmetric:  # zero point 0: the windows are [QMIN + 1, QMAX] · s
+        zs, span, a_lo, a_hi = [0], QMAX - QMIN - 1, QMIN + 1, QMIN + 1
+        s_mm = float(np.float32(max(-float(x[0]), float(x[-1])) / QMAX))
+    else:
+        zs, span, a_lo, a_hi = range(QMIN, QMAX + 1), QMAX - QMIN, QMIN - QMAX, 0
+        s_mm = float(np.float32((max(x[-1], 0.0) - min(x[0], 0.0)) / (QMAX - QMIN)))
+    best = min(_error(x, s_mm, z) for z in zs)
+    if best == 0.0:
+        pytest.skip("a unit on the grid: the search keeps its whole grid")  # never for most
+    lo = sc.clip_cut(x, 0, x.size, s_mm, 1e-4 * s_mm, a_lo, a_hi, span, best)
+    cut = sc.clip_spread_cut(x, 0, x.size, lo, s_mm, a_lo, a_hi, span, best)
+    assert lo <= cut < s_mm and cut == np.float32(cut)
+    rng = np.random.default_rng(unit)
+    between = [cut, float(np.nextafter(np.float32(cut), np.float32(0))),
+               *(lo + (cut - lo) * rng.uniform(0, 1, 8))]
+    for s in between if cut > lo else []:
+        assert min(_error(x, float(np.float32(s)), z) for z in zs) > best
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_the_clip_and_spread_cut_reaches_past_the_clip_cut_on_a_bench_unit(symmetric):
+    # what it is for: on a channel with outliers the clipping alone leaves the scales from
+    # 0.85-0.9 of the min/max scale to be swept, though the optimum lies above 0.95 of it
+    x = _units()[0]
+    if symmetric:
+        zs, span, a_lo, a_hi = [0], QMAX - QMIN - 1, QMIN + 1, QMIN + 1
+        s_mm = float(np.float32(max(-float(x[0]), float(x[-1])) / QMAX))
+    else:
+        zs, span, a_lo, a_hi = range(QMIN, QMAX + 1), QMAX - QMIN, QMIN - QMAX, 0
+        s_mm = float(np.float32((x[-1] - x[0]) / (QMAX - QMIN)))
+    best = min(_error(x, s_mm, z) for z in zs)
+    lo = sc.clip_cut(x, 0, x.size, s_mm, 1e-4 * s_mm, a_lo, a_hi, span, best)
+    cut = sc.clip_spread_cut(x, 0, x.size, lo, s_mm, a_lo, a_hi, span, best)
+    assert cut > lo + 0.02 * s_mm

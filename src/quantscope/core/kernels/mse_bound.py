@@ -59,7 +59,7 @@ from quantscope.core.kernels.block_sums import _step, prefix_from
 from quantscope.core.kernels.box_heap import grow, grow_int, heap_add, heap_pop
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.mse_sweep import box_crossings, box_sweep
-from quantscope.core.kernels.scale_cuts import clip_cut, spread_cut
+from quantscope.core.kernels.scale_cuts import clip_cut, clip_spread_cut, spread_cut
 from quantscope.core.kernels.small_unique import small_unique
 
 _jit = njit(nogil=True, error_model="numpy")
@@ -752,6 +752,8 @@ def _between_cuts(x, a, b, pts, s_mm, best, qmin, qmax, z0, z1):
     if not best > 0.0 or b - a < 2:
         return pts
     lo = clip_cut(x, a, b, s_mm, pts[0], qmin - z1, qmin - z0, qmax - qmin, best)
+    if lo > pts[0]:  # the clipping alone rules out some scales: with the spread, more
+        lo = clip_spread_cut(x, a, b, lo, s_mm, qmin - z1, qmin - z0, qmax - qmin, best)
     hi = spread_cut(x, a, b, s_mm, pts[pts.size - 1], best)
     lo, hi = min(lo, s_mm), max(hi, s_mm)  # s_mm stays, whatever the rounding of the sums
     out = np.empty(pts.size + 2)
