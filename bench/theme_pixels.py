@@ -2,9 +2,10 @@
 
 Each tree's child process builds the window as ``quantscope`` does (views installed), offscreen,
 shows a 128x256 outlier tensor and walks light -> presentation -> dark presenting ->
-presentation off (dark) -> light, at each size, grabbing the window and every view tab at each
-step. The parent compares the two trees' grabs pixel by pixel and prints, per grab, the
-number of pixels that differ (0 everywhere: the change drew nothing differently).
+presentation off (dark) -> light, at each size, grabbing the window and every view tab (each
+brought forward) at each step. The parent compares the two trees' grabs pixel by pixel and
+prints, per grab, the number of pixels that differ (0 everywhere: the change drew nothing
+differently).
 
 Run: ``python bench/theme_pixels.py --old-src /tmp/old/src [--keep DIR]``.
 """
@@ -47,8 +48,15 @@ def settle():
 def grab(name):
     settle()
     window.grab().save(str(out / f"{name}_window.png"))
+    shown = window.views.currentIndex()
     for i in range(window.views.count()):
+        # each tab brought forward first: a tab may be built only when first shown, and
+        # what it shows then is what a person sees
+        window.views.setCurrentIndex(i)
+        settle()
         window.views.widget(i).grab().save(str(out / f"{name}_tab{i}.png"))
+    window.views.setCurrentIndex(shown)
+    settle()
 
 steps = (("light", lambda: None),
          ("presenting", lambda: window.presentation_action.setChecked(True)),

@@ -233,11 +233,12 @@ def talk_window(shared_app_window, request):
     each test it leaves all four, takes its size back and must look exactly as it opened
     (:func:`gui_measure.look`; leaving a talk puts back what entering it found, as
     tests/gui/test_f11.py checks), or the test errors."""
-    from gui_measure import look, settle
+    from gui_measure import build_every_tab, look, settle
     from pytestqt.qtbot import QtBot
 
     qtbot = QtBot(request)
     win = shared_app_window(1000)
+    build_every_tab(win)  # the tabs a talk brings up, as they are before any talk
     settle(win, qtbot)
     return win, look(win), qtbot
 

@@ -185,6 +185,16 @@ def look(window: QWidget) -> dict:
     return out
 
 
+def build_every_tab(window: QWidget) -> None:
+    """Bring every view tab forward once, then the one shown back: a tab is built when first
+    shown, and a :func:`look` taken before a talk must hold the tabs the talk will show."""
+    views = window.views
+    shown = views.currentIndex()
+    for i in range(views.count()):
+        views.setCurrentIndex(i)
+    views.setCurrentIndex(shown)
+
+
 def look_changes(before: dict, after: dict) -> dict:
     """``{key: (before, after)}`` for what differs between two :func:`look` snapshots."""
     return {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys()

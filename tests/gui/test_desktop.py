@@ -275,8 +275,13 @@ def _layout_items_outside_every_layout() -> list[str]:
 
     from quantscope.gui.descendants import descendants
 
+    # the widgets' wrappers are held until the check is done: a layout's wrapper is a child
+    # of the wrapper of the widget it was asked from, and PySide invalidates it when that one
+    # is let go (most of these widgets are Qt's own, wrapped here for the first time), so a
+    # walk that drops them raised "already deleted" on the first item it had to look for
+    widgets = QApplication.allWidgets()
     live = []
-    for w in QApplication.allWidgets():
+    for w in widgets:
         top = w.layout()
         if top is not None:
             live += [top, *descendants(top, QLayout)]

@@ -4,7 +4,7 @@ state and text colours, the window's sheet, the layout and the current tab."""
 
 from __future__ import annotations
 
-from gui_measure import look, look_changes
+from gui_measure import build_every_tab, look, look_changes
 from PySide6.QtGui import QColor, QImage
 
 
@@ -17,6 +17,9 @@ def _settle(win, qtbot):
 def test_f11_off_restores_exactly_what_f11_on_found(app_window, qtbot):
     win = app_window(1000)
     keys = ["2", "V", "]", "C", "3"]
+    # a tab first shown during the talk is not among what F11 found (a tab built during a
+    # talk is checked in tests/gui/test_lazy_tabs.py)
+    build_every_tab(win)
     for tab in range(win.views.count()):
         win.views.setCurrentIndex(tab)
         _settle(win, qtbot)

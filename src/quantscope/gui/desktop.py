@@ -202,6 +202,10 @@ class Desktop(QObject):
             self.window.open_path(entry.path, tensor=entry.tensor)
 
     # -- accessibility -----------------------------------------------------------------------
+    def label_soon(self) -> None:
+        """Name the controls built since (a view tab built on first read) a turn later."""
+        self._label_timer.start()
+
     def label_controls(self) -> int:
         """Name and describe every control of the window that lacks it (see
         :mod:`quantscope.gui.accessible`)."""

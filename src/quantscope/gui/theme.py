@@ -416,12 +416,26 @@ def apply_theme(window: QWidget, *, dark: bool = False, presentation: bool = Fal
         # to the sheet it has: the window sets the light sheet before it builds its widgets
         if window.styleSheet() != sheet:
             window.setStyleSheet(sheet)
-    widgets = descendants(window, QWidget)
-    _style_pyqtgraph_widgets(widgets, theme)
-    for w in [window, *widgets]:
-        if getattr(w, "themed", False):  # views that restyle their own items
-            restyle(w, theme)
-    _hide_clutter(window, widgets, theme.presentation)
+    _style_widgets(window, theme)
+    setattr(window, _STYLED, theme)  # what a page built later is given (see style_page)
     window.setProperty("presentation", theme.presentation)
     window.setProperty("dark", theme.dark)
     return theme
+
+
+def style_page(window: QWidget, page: QWidget) -> None:
+    """Give ``page``, built after ``window``'s theme was applied (a view tab built when first
+    shown), what :func:`apply_theme` gives the widgets already in the window: its plots,
+    themed views and hidden clutter. The window's style sheet and palette reach the page
+    as Qt polishes it."""
+    _style_widgets(page, getattr(window, _STYLED, None) or _current)
+
+
+def _style_widgets(root: QWidget, theme: Theme) -> None:
+    """Restyle ``root`` and its descendants' own items for ``theme``."""
+    widgets = descendants(root, QWidget)
+    _style_pyqtgraph_widgets(widgets, theme)
+    for w in [root, *widgets]:
+        if getattr(w, "themed", False):  # views that restyle their own items
+            restyle(w, theme)
+    _hide_clutter(root, widgets, theme.presentation)

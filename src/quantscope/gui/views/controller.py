@@ -20,9 +20,11 @@ from quantscope.core.labs.captions import pane_captions
 from quantscope.errors import QuantscopeError
 from quantscope.gui.export import save_image, save_numbers, save_quantized
 from quantscope.gui.session import apply_session, capture, load_session, save_session
+from quantscope.gui.theme import style_page
 from quantscope.gui.views.bitwidth import BitwidthView
 from quantscope.gui.views.channels import ChannelsView
 from quantscope.gui.views.formats import FormatsView
+from quantscope.gui.views.lazy_tabs import LazyTabs, ViewTable
 from quantscope.gui.views.mapping import MappingView
 from quantscope.gui.views.matmul import MatmulView
 from quantscope.gui.views.tradeoff import TradeoffView
@@ -44,36 +46,69 @@ class StackedViews(QSplitter):
 
 
 class ViewsController(QObject):
-    """Owns the views of one window: captions, exports, sessions, shutdown."""
+    """Owns the views of one window: captions, exports, sessions, shutdown.
+
+    The Trade-off, Channels and Mapping tabs are built with the window (Trade-off is the
+    tab shown first; Channels' controls set the views' minimum width and Mapping's plots
+    their height, so the window's minimum size never waits for a tab to be shown); Bit width
+    (with Formats) and the Matmul lab are built when first shown or read (see
+    :mod:`~quantscope.gui.views.lazy_tabs`): ``views["Matmul"]``, ``bitwidth``, ``formats``
+    and ``bits_and_formats`` build theirs on first read."""
 
     def __init__(self, window) -> None:
         super().__init__(window)
         self.window = window
         state = window.state
-        jobs = window.jobs  # one scheduler: the window's
+        self._jobs = jobs = window.jobs  # one scheduler: the window's
+        self.tabs = LazyTabs(window.views, window.add_view,
+                             lambda page: style_page(window, page))
+        self.tabs.page_built.connect(self._on_tab_built)
+        self.views = ViewTable(self.tabs)
         self.tradeoff = TradeoffView(state, jobs=jobs)
         self.channels = ChannelsView(state)
-        self.bitwidth = BitwidthView(state, jobs=jobs)
-        self.formats = FormatsView(state, jobs=jobs)
-        self.views: dict[str, QWidget] = {"Trade-off": self.tradeoff,
-                                          "Channels": self.channels,
-                                          "Bit width": self.bitwidth,
-                                          "Formats": self.formats}
+        self.tabs.add("Trade-off", self.tradeoff)
+        self.tabs.add("Channels", self.channels)
         # the Bit width tab grows into bits and formats: SQNR against bits for the int
         # schemes above, against bits per element for every format below
-        self.bits_and_formats = StackedViews(self.bitwidth, self.formats)
-        # presenting, the tab's height goes to the bit-width curves alone: at 720 rows and
-        # 18 px text two plots stacked are too short for their axis labels
-        for part in (self.formats, self.bits_and_formats.handle(1)):  # the view, its handle
-            part.setProperty("clutter", True)
-        for title, tab in (("Trade-off", self.tradeoff), ("Channels", self.channels),
-                           ("Bit width", self.bits_and_formats)):
-            window.add_view(title, tab)
+        self.tabs.add_later("Bit width", self._build_bits_and_formats)
+        for title in ("Trade-off", "Channels"):
+            self.views.add(title, title)
+        self.views.add("Bit width", "Bit width", lambda tab: tab.widget(0))
+        self.views.add("Formats", "Bit width", lambda tab: tab.widget(1))
         self.show_captions = True
         state.results_changed.connect(self.update_captions)
         window.installEventFilter(self)
         self._build_menus()
         self.update_captions()
+
+    def _build_bits_and_formats(self) -> StackedViews:
+        state = self.window.state
+        formats = FormatsView(state, jobs=self._jobs)
+        tab = StackedViews(BitwidthView(state, jobs=self._jobs), formats)
+        # presenting, the tab's height goes to the bit-width curves alone: at 720 rows and
+        # 18 px text two plots stacked are too short for their axis labels
+        for part in (formats, tab.handle(1)):  # the view, its handle
+            part.setProperty("clutter", True)
+        return tab
+
+    @property
+    def bits_and_formats(self) -> StackedViews:
+        """The Bit width tab: the bit-width curves above, the formats below."""
+        return self.tabs.page("Bit width")
+
+    @property
+    def bitwidth(self) -> BitwidthView:
+        return self.views["Bit width"]
+
+    @property
+    def formats(self) -> FormatsView:
+        return self.views["Formats"]
+
+    def _on_tab_built(self, title: str, page: QWidget) -> None:
+        """A tab built later: its controls get their accessible names as the others did."""
+        desktop = getattr(self.window, "desktop", None)
+        if desktop is not None:
+            desktop.label_soon()
 
     # -- captions ---------------------------------------------------------------------------------
     def set_show_captions(self, on: bool) -> None:
@@ -111,7 +146,8 @@ class ViewsController(QObject):
         return widget if widget is not None else self.tradeoff
 
     def view_data(self) -> dict[str, dict]:
-        return {title: view.export_data() for title, view in self.views.items()
+        # a view not built yet has computed nothing, like a built one never shown
+        return {title: view.export_data() for title, view in self.views.built().items()
                 if view.export_data()}
 
     def export_window(self, path: str | Path) -> None:
@@ -120,7 +156,7 @@ class ViewsController(QObject):
     def export_view(self, path: str | Path, view: QWidget | None = None) -> None:
         """A view's figure (the current view's by default), or a pane as it is on screen."""
         view = view or self.current_view()
-        save_image(view, path, figure=any(view is v for v in self.views.values()))
+        save_image(view, path, figure=any(view is v for v in self.views.built().values()))
 
     def export_numbers(self, path: str | Path) -> None:
         save_numbers(self.window.state, path, self.view_data())
@@ -267,7 +303,8 @@ class ViewsController(QObject):
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             QApplication.processEvents()
-            busy = [v.job for v in self.views.values() if v.job is not None and v.job.busy]
+            busy = [v.job for v in self.views.built().values()
+                    if v.job is not None and v.job.busy]
             if not busy:
                 QApplication.processEvents()  # deliver the last queued results
                 return
@@ -276,7 +313,7 @@ class ViewsController(QObject):
 
     def shutdown(self) -> None:
         """Stop the views' work (no job outlives the window)."""
-        for view in self.views.values():
+        for view in self.views.built().values():  # a view built later starts no work
             view.shutdown()
 
     def eventFilter(self, obj, event) -> bool:
@@ -290,8 +327,8 @@ def install_views(window) -> ViewsController:
     controller = ViewsController(window)
     window.views_controller = controller
     # the integer matmul lab: its own operands, not the explorer's tensor
-    controller.views["Matmul"] = MatmulView(window.state, jobs=window.jobs)
-    window.add_view("Matmul", controller.views["Matmul"])
-    controller.views["Mapping"] = MappingView()  # the worked example, live
-    window.add_view("Mapping", controller.views["Mapping"])
+    controller.tabs.add_later("Matmul", lambda: MatmulView(window.state, jobs=window.jobs))
+    controller.views.add("Matmul", "Matmul")
+    controller.tabs.add("Mapping", MappingView())  # the worked example, live
+    controller.views.add("Mapping", "Mapping")
     return controller
