@@ -1,10 +1,11 @@
 """How much of the integer MSE search's swept range its cuts could still give up: per channel of
 ``bench/mse_speed.py``'s weight, the scales the search sweeps (between its two cuts,
-:mod:`quantscope.core.kernels.scale_cuts`, placed at the error of the min/max scale) against
-the scales whose error really is at most that one (1,200 scales from 0.85 to 1.12 times the
-min/max scale evaluated exactly, each at the zero points around the one that puts the least
-value at the lowest code). Below 0.85 the search's grid starts another box, which its bound
-drops, so the swept range starts there at the lowest.
+:mod:`quantscope.core.kernels.scale_cuts`, placed here at the error of the min/max scale; the
+search places them at the best of it and its incumbents, a little lower) against the scales
+whose error really is at most that one (1,200 scales from 0.85 to 1.12 times the min/max scale
+evaluated exactly, each at the zero points around the one that puts the least value at the
+lowest code). Below 0.85 the search's grid starts another box, which its bound drops, so the
+swept range starts there at the lowest.
 
 The sweep's work grows with the breakpoints its elements cross in the range swept, about
 ``Σ|x| · (1/s_lo − 1/s_hi)``: printed is that share of the swept range that lies outside the
@@ -38,7 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--channels", type=int, default=16, help="channels measured (of 4096)")
     args = ap.parse_args()
-    from quantscope.core.kernels.scale_cuts import clip_cut, spread_cut
+    from quantscope.core.kernels.scale_cuts import clip_cut, clip_spread_cut, spread_cut
     from quantscope.core.schemes.qparams import code_range
 
     w = weight(4096, 4096)[: args.channels]
@@ -60,6 +61,8 @@ def main() -> None:
             s_mm = float(np.float32(s0))
             bar = _error(x, s_mm, qmin, qmax, symmetric)
             c_lo = clip_cut(x32, 0, x.size, s_mm, 1e-4 * s_mm, a_lo, a_hi, qmax - qmin, bar)
+            if c_lo > 1e-4 * s_mm:  # as the search: the clipping and the spread together
+                c_lo = clip_spread_cut(x32, 0, x.size, c_lo, s_mm, a_lo, a_hi, qmax - qmin, bar)
             c_hi = spread_cut(x32, 0, x.size, s_mm, 2.0 * s_mm, bar)
             c_lo = max(c_lo, 0.85 * s_mm)  # the search's grid point below the min/max scale
             scales = s_mm * np.linspace(0.85, 1.12, 1200)

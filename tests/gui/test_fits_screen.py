@@ -71,8 +71,8 @@ def test_the_keys_of_a_narrow_pane_keep_every_mark(fonts, app_window, qtbot):
     assert "code grid" in win.panes["symmetric/tensor"].key_label.text()
 
 
-def test_f11_fills_the_screen_and_gives_the_window_back(shared_talk_window, qtbot):
-    win = shared_talk_window(1000)
+def test_f11_fills_the_screen_and_gives_the_window_back(app_window, qtbot):
+    win = app_window(1000)
     win.resize(1280, 720)
     settle(win, qtbot)
     win.full_screen_action.trigger()  # F11
@@ -104,10 +104,10 @@ def test_a_window_opens_maximized_on_a_screen_smaller_than_its_size(qtbot):
     win.close()
 
 
-def test_the_views_get_their_room_back_after_a_talk_on_a_small_screen(shared_talk_window, qtbot):
+def test_the_views_get_their_room_back_after_a_talk_on_a_small_screen(app_window, qtbot):
     """F11 at 1280x720 and back left the splitter with views of no width: a window made
     larger afterwards showed the panes alone, the views shown but 0 px wide."""
-    win = shared_talk_window(1000)
+    win = app_window(1000)
     win.resize(1280, 720)
     settle(win, qtbot)
     win.full_screen_action.trigger()
@@ -238,10 +238,10 @@ def test_the_bars_around_the_panes_take_no_room_for_a_taller_line(qapp, app_wind
         assert tall <= plain + 1, (what, plain, tall)
 
 
-def test_the_f11_key_leaves_a_talk_whose_menu_bar_is_hidden(shared_talk_window, qtbot):
+def test_the_f11_key_leaves_a_talk_whose_menu_bar_is_hidden(app_window, qtbot):
     """The key, not only the action: the talk hides the menu bar, whose View menu held the
     window's only F11, and the key bar's "F11 leave" did nothing under a real X server."""
-    win = shared_talk_window(1000)
+    win = app_window(1000)
     win.activateWindow()
     qtbot.waitUntil(win.isActiveWindow, timeout=5000)
     qtbot.keyClick(win, Qt.Key.Key_F11)

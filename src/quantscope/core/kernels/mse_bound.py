@@ -29,11 +29,13 @@ The exact parts are one quadratic in ``s``, minimised over ``[s1, s2]`` in close
 rest is a constant. At ``s1 = s2`` every run is exact and the bound *is* the error
 (:func:`z_bounds` then evaluates every zero point of a scale in one pass).
 
-The search (:func:`unit_optimum`) evaluates the min/max scale; for a walked row it rules out
-the scales below and above two cuts wholesale (:mod:`quantscope.core.kernels.scale_cuts`:
-every scale beyond them has an error above the min/max scale's, whatever its codes); it
-evaluates the grid's float32 scales between them (and the cuts), then keeps boxes between
-evaluated float32 scales in a heap, lowest bound first:
+The search (:func:`unit_optimum`) evaluates the min/max scale and, for a walked row, a few
+scales just below it where an LLM weight's optimum usually lies (:data:`INCUMBENTS`: a best
+error to compare with from the start); for a walked row it rules out the scales below and
+above two cuts wholesale (:mod:`quantscope.core.kernels.scale_cuts`: every scale beyond them
+has an error above the best so far, whatever its codes); it evaluates the grid's float32
+scales between them (and the cuts), then keeps boxes between evaluated float32 scales in a
+heap, lowest bound first:
 a box whose bound, for every zero point, is at least the best error found (less a relative
 ``eps``) cannot hold a better scale and is dropped; otherwise its two halves go back into the
 heap with the zero points that survive. A walked row's box with few crossings, or none but

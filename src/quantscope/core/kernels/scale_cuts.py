@@ -10,7 +10,10 @@ passes over the unit instead:
 * large scales (:func:`spread_cut`): the values cut into groups narrower than a cell cannot
   all sit near grid points at any larger scale (:func:`spread_bound`);
 * small scales (:func:`clip_cut`): the codes' window is narrower than the values' range at
-  every smaller scale and must leave some outside, clamped (:func:`window_clip`).
+  every smaller scale and must leave some outside, clamped (:func:`window_clip`);
+* just below the min/max scale, where the clipping alone no longer passes the best error
+  (:func:`clip_spread_cut`): the clipping of the values near the ends and the spread of the
+  rest, added up.
 
 Each is a lower bound of the error at every zero point and every scale beyond a cut; the cut
 is placed where the bound exceeds the best error already found, so nothing beyond it can be
