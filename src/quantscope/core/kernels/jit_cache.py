@@ -29,6 +29,8 @@ from typing import Any
 import numba
 from numba.core import caching
 
+from quantscope.core.kernels import inline_copy
+
 _said: set[str] = set()
 _said_lock = threading.Lock()
 
@@ -162,6 +164,7 @@ def _attach_cache(dispatcher: Any) -> None:
 def njit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
     """``numba.njit(**options)`` with the cache of this module (``cache=True`` is implied)."""
     options.pop("cache", None)
+    inline_copy.install()  # before the first compile of a loop that inlines
 
     def decorate(func: Callable[..., Any]) -> Any:
         dispatcher = numba.njit(**options)(func)
