@@ -29,11 +29,13 @@ from quantscope.state.warm_up import WARM_UP_SHAPE, warm_up_engine
 Step = tuple[str, Callable[[], object]]
 
 #: The groups, costliest first: CPU seconds of each on an empty cache in one process
-#: (``python bench/compile_cost.py``): gguf ~77, panes ~71, direct rows ~14, float blocks
-#: ~10, integer schemes ~9, casts and scan ~5, block mse ~5, torchao and int direct ~1.
-#: Processes that claim them in this order end at about the same time (each takes the next
-#: costliest when it is free); a group not listed here comes last.
-GROUP_ORDER = ("gguf", "panes", "direct rows", "float blocks", "integer schemes",
+#: (``python bench/compile_cost.py``): panes ~84, gguf ~60 (~83 before Numba's inliner
+#: copied a scope once per copy: :mod:`quantscope.core.kernels.inline_copy`), integer
+#: schemes ~10, float blocks ~9, direct rows ~8, casts and scan ~8, block mse ~5, torchao
+#: and int direct ~1. Processes that claim them in this order end at about the same time
+#: (each takes the next costliest when it is free; CI's first process, started while pip
+#: installs, takes the longest); a group not listed here comes last.
+GROUP_ORDER = ("panes", "gguf", "integer schemes", "float blocks", "direct rows",
                "casts and scan", "block mse", "torchao", "int direct")
 #: The panes' steps (:func:`panes_mse` and the warm-up) and the steps that need their loops.
 PANES = "panes"
