@@ -21,7 +21,7 @@ from quantscope.core.stats.fused import FusedPass, FusedRules, figures_of
 from quantscope.errors import UserError
 from quantscope.io.checkpoint import list_checkpoint
 from quantscope.state import Settings
-from quantscope.state.cluster_scan import ClusterScan
+from quantscope.state.cluster_scan import ClusterScan, _error_of
 from quantscope.state.model_scan import ModelScan, model_rows
 
 RNG = np.random.default_rng(36)
@@ -167,6 +167,29 @@ def test_a_worker_killed_mid_scan_loses_no_row_and_repeats_none(client, sharded)
     assert sorted(seen) == sorted(set(seen))  # each row arrived once
     assert len(seen) == sum(r.status == "pending" for r in rows)
     client.wait_for_workers(2, timeout=60)  # the nanny restarts the worker for later tests
+
+
+class _LostThenComputed:
+    """A future whose result was lost with its worker after ``as_completed`` handed it over:
+    "lost" until waited on, then finished again (as distributed's ``Future`` is)."""
+
+    status = "lost"
+
+    def exception(self):
+        self.status = "finished"
+        return None
+
+
+class _Failed:
+    status = "error"
+
+    def exception(self):
+        return ValueError("bad shard")
+
+
+def test_a_result_lost_after_it_finished_is_waited_for_not_reported_as_a_failure():
+    assert _error_of(_LostThenComputed()) is None
+    assert _error_of(_Failed()) == "failed on the cluster: ValueError: bad shard"
 
 
 def test_an_unreadable_shard_is_reported_for_its_tensors_the_rest_scans(client, tmp_path):

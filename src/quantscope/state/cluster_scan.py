@@ -340,7 +340,13 @@ class ClusterScan:
 
 
 def _error_of(future: Future) -> str | None:
-    """The message of a task that failed on every try (or was cancelled), else None."""
+    """The message of a task that failed on every try (or was cancelled), else None.
+
+    A finished task's result can be lost with its worker after ``as_completed`` handed the
+    future over: the future is then "lost" until the scheduler has computed it again (this
+    client still holds it), so the outcome is read only after waiting for that."""
+    if future.status != "cancelled":
+        future.exception()  # waits while the task is lost or retried, raises nothing
     if future.status == "finished":
         return None
     if future.status == "cancelled":
