@@ -4,14 +4,8 @@ state and text colours, the window's sheet, the layout and the current tab."""
 
 from __future__ import annotations
 
-from gui_measure import build_every_tab, look, look_changes
+from gui_measure import build_every_tab, look, look_changes, settle
 from PySide6.QtGui import QColor, QImage
-
-
-def _settle(win, qtbot):
-    for _ in range(2):
-        win.grab()
-        qtbot.wait(10)
 
 
 def test_f11_off_restores_exactly_what_f11_on_found(app_window, qtbot):
@@ -22,15 +16,15 @@ def test_f11_off_restores_exactly_what_f11_on_found(app_window, qtbot):
     build_every_tab(win)
     for tab in range(win.views.count()):
         win.views.setCurrentIndex(tab)
-        _settle(win, qtbot)
+        settle(win, qtbot)
         before = look(win)
         win.presentation_action.setChecked(True)
-        _settle(win, qtbot)
+        settle(win, qtbot)
         for key in keys[: tab + 2]:
             win.stage.actions[key].trigger()
-        _settle(win, qtbot)
+        settle(win, qtbot)
         win.presentation_action.setChecked(False)
-        _settle(win, qtbot)
+        settle(win, qtbot)
         diff = look_changes(before, look(win))
         assert not diff, f"tab {win.views.tabText(tab)}: {list(diff.items())[:5]}"
 
@@ -55,6 +49,6 @@ def test_a_disabled_control_looks_disabled_before_and_after_f11(app_window, qtbo
     for _ in range(2):
         assert _ink(spin).lightness() > _ink(enabled).lightness() + 40
         win.presentation_action.setChecked(True)
-        _settle(win, qtbot)
+        settle(win, qtbot)
         win.presentation_action.setChecked(False)
-        _settle(win, qtbot)
+        settle(win, qtbot)
