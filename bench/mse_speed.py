@@ -9,7 +9,10 @@ on the same prepared tensor. Printed per build: wall seconds and the process's C
 machine is shared: CPU time is what a quieter machine's two cores would divide), the ratio to
 the report, the boxes the branch and bound opened per unit (median, 90th percentile, largest),
 whether every unit's minimum was proven, and the largest relative difference of the two builds'
-errors per unit, and on how many units their scales and zero points differ.
+errors per unit, and on how many units their scales and zero points differ; the memory each
+search adds at its peak, in bytes per element (the process's resident high-water mark, reset
+before the search: NumPy's and the compiled loops' allocations alike; Linux only), and, with
+``--old-src``, the new/old CPU ratio of each scheme.
 
 ``--old-src DIR`` (a ``src`` folder of another checkout, e.g. ``git archive <commit> src | tar
 -x -C /tmp/old``) measures that build too: each round runs one process per build, alternating,
@@ -40,6 +43,26 @@ def weight(rows: int, cols: int, seed: int = 0) -> np.ndarray:
     return w
 
 
+def _rss_kib(field: str) -> int:
+    """``VmRSS`` or ``VmHWM`` of this process, in KiB (0 where /proc is missing)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _reset_peak() -> int:
+    """Reset this process's resident high-water mark to what it holds now; that, in KiB."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    return _rss_kib("VmRSS")
+
+
 def measure(args: argparse.Namespace) -> dict:
     """One round in this process: the timings, boxes and errors of this build."""
     from quantscope.core import choose_qparams
@@ -65,9 +88,11 @@ def measure(args: argparse.Namespace) -> dict:
     out: dict = {"report": time.perf_counter() - t}
     for name, sym in (("asymmetric", False), ("symmetric", True)):
         qmin, qmax = code_range(args.bits, symmetric=sym)
+        held = _reset_peak()
         t, c = time.perf_counter(), time.process_time()
         f = mse_search(rows, qmin=qmin, qmax=qmax, symmetric=sym)
         out[name] = {"wall": time.perf_counter() - t, "cpu": time.process_time() - c,
+                     "peak": (_rss_kib("VmHWM") - held) * 1024 / w.size,
                      "boxes": np.percentile(f.boxes, [50, 90, 100]).tolist(),
                      "proven": bool(f.proven.all()), "error": f.error.tolist(),
                      "scale": f.scale.tolist(), "zero_point": f.zero_point.tolist()}
@@ -107,16 +132,23 @@ def main() -> None:
     print(f"{args.rows}x{args.cols}, {args.bits} bits, per {unit}, best of {args.repeat} "
           f"interleaved rounds")
     print(f"{'build':6s} {'scheme':11s} {'wall s':>7s} {'cpu s':>7s} {'x report':>9s} "
-          f"{'boxes p50/p90/max':>18s} proven")
+          f"{'boxes p50/p90/max':>18s} proven {'peak B/elem':>11s}")
     for name, rs in runs.items():
         base = min(r["report"] for r in rs)
         for scheme in ("asymmetric", "symmetric"):
             wall = min(r[scheme]["wall"] for r in rs)
             cpu = min(r[scheme]["cpu"] for r in rs)
             p50, p90, top = rs[-1][scheme]["boxes"]
+            peak = max(r[scheme]["peak"] for r in rs)
             print(f"{name:6s} {scheme:11s} {wall:7.2f} {cpu:7.2f} {wall / base:9.0f} "
-                  f"{p50:6.0f}/{p90:4.0f}/{top:5.0f}  {rs[-1][scheme]['proven']}")
+                  f"{p50:6.0f}/{p90:4.0f}/{top:5.0f}  {rs[-1][scheme]['proven']!s:6s} "
+                  f"{peak:11.2f}")
     if "old" in runs:
+        for scheme in ("asymmetric", "symmetric"):
+            pairs = [n[scheme]["cpu"] / o[scheme]["cpu"]
+                     for o, n in zip(runs["old"], runs["new"], strict=True)]
+            print(f"{scheme}: new/old CPU per interleaved round "
+                  f"{' '.join(f'{r:.2f}' for r in pairs)}")
         for scheme in ("asymmetric", "symmetric"):
             a = np.array(runs["old"][-1][scheme]["error"])
             b = np.array(runs["new"][-1][scheme]["error"])
