@@ -235,6 +235,23 @@ def configure_pyqtgraph(theme: Theme) -> None:
                         antialias=True)
 
 
+def set_application_font(theme: Theme) -> None:
+    """The application's font at ``theme``'s size (menus and popups that no window's style
+    sheet reaches, and the font a widget has until the sheet polishes it).
+
+    A window sets it before it builds its widgets as well as in :func:`apply_theme`: a scroll
+    area keeps the size its contents asked for the first time it was asked, before they were
+    polished, and the first window of a process, built under Qt's default font, kept a side
+    column 9 px narrower than every later window's."""
+    app = QApplication.instance()
+    if app is None:
+        return
+    font = app.font()
+    if font.pointSize() != theme.font_pt:
+        font.setPointSize(theme.font_pt)
+        app.setFont(font)
+
+
 def _palette(theme: Theme) -> QPalette:
     pal = QPalette()
     bg = QColor(theme.background)
@@ -434,9 +451,7 @@ def apply_theme(window: QWidget, *, dark: bool = False, presentation: bool = Fal
     app = QApplication.instance()
     if app is not None:
         app.setPalette(_palette(theme))
-        font = app.font()
-        font.setPointSize(theme.font_pt)
-        app.setFont(font)
+    set_application_font(theme)
     window.setPalette(_palette(theme))
     if hasattr(window, "menuBar"):  # the main window: its style sheet carries the look
         sheet = stylesheet(theme)
