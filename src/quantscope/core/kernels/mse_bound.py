@@ -640,7 +640,7 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
                                                    best, best_s, best_z, k, qmin, qmax, z0, z1,
                                                    floor, rlo, rhi, rf, cum, lb, arg)
                 ends = pts[0], pts[pts.size - 1]
-                pts = _between_cuts(x, a, b, pts, s_mm, best, qmin, qmax, z0, z1)
+                pts = _between_cuts(x, a, b, pre, pts, s_mm, best, qmin, qmax, z0, z1)
                 if pts[0] > ends[0]:
                     cut_lo = pts[0]
                 if pts[pts.size - 1] < ends[1]:
@@ -819,7 +819,7 @@ def _evaluate(rlo, rhi, rf, n_runs, s, qmin, qmax, za, zb, best, best_s, best_z,
 
 
 @_jit
-def _between_cuts(x, a, b, pts, s_mm, best, qmin, qmax, z0, z1):
+def _between_cuts(x, a, b, pre, pts, s_mm, best, qmin, qmax, z0, z1):
     """The grid ``pts`` (ascending, ``s_mm`` among them) less the scales beyond the cuts
     below and above ``s_mm`` past which every scale's error exceeds ``best`` at every zero
     point of ``[z0, z1]`` (:mod:`quantscope.core.kernels.scale_cuts`), with the cuts as its
@@ -829,8 +829,9 @@ def _between_cuts(x, a, b, pts, s_mm, best, qmin, qmax, z0, z1):
         return pts
     lo = clip_cut(x, a, b, s_mm, pts[0], qmin - z1, qmin - z0, qmax - qmin, best)
     if lo > pts[0]:  # the clipping alone rules out some scales: with the spread, more
-        lo = clip_spread_cut(x, a, b, lo, s_mm, qmin - z1, qmin - z0, qmax - qmin, best)
-    hi = spread_cut(x, a, b, s_mm, pts[pts.size - 1], best)
+        lo = clip_spread_cut(x, a, b, lo, s_mm, qmin - z1, qmin - z0, qmax - qmin, best, pre,
+                             a)
+    hi = spread_cut(x, a, b, s_mm, pts[pts.size - 1], best, pre, a)
     lo, hi = min(lo, s_mm), max(hi, s_mm)  # s_mm stays, whatever the rounding of the sums
     out = np.empty(pts.size + 2)
     n = 0
