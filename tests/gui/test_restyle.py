@@ -8,7 +8,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QColor
 
-from quantscope.gui.theme import apply_theme, resolve, restyle, style_plot
+from quantscope.gui.theme import AXIS_TEXT_START, apply_theme, resolve, restyle, style_plot
 
 
 class _StyleChanges(QObject):
@@ -135,6 +135,34 @@ def test_a_plot_gets_only_what_a_new_theme_changes(qtbot):
     assert axis.style["tickFont"].pointSize() == desk.axis_font_pt
     assert axis.textPen().color() == QColor(desk.foreground) and axis.pen().widthF() == 1.0
     assert axis.style["tickTextOffset"][1] == 4
+
+
+
+def test_an_axis_gets_back_the_tick_text_room_it_had_at_each_text_size(qtbot):
+    """pyqtgraph shrinks an axis's room for tick text only when it is 10 px too big: the
+    room a talk's big ticks took must not stay after the talk, nor the room measured before
+    it be lost."""
+    widget = pg.PlotWidget()
+    qtbot.addWidget(widget)
+    plot = widget.getPlotItem()
+    axis = plot.getAxis("bottom")
+    assert (axis.textWidth, axis.textHeight) == AXIS_TEXT_START  # pyqtgraph's first guess
+    desk, talk, big_talk = resolve(False, False), resolve(False, True, 720), resolve(
+        False, True, 1080)
+    style_plot(plot, desk)
+    axis.textWidth, axis.textHeight = 41, 23  # what the desk's ticks measured
+    style_plot(plot, talk)
+    assert (axis.textWidth, axis.textHeight) == AXIS_TEXT_START  # a size not shown before
+    axis.textHeight = 30
+    style_plot(plot, big_talk)
+    assert (axis.textWidth, axis.textHeight) == AXIS_TEXT_START
+    axis.textHeight = 35
+    style_plot(plot, resolve(True, True, 1080))  # a dark toggle keeps the sizes
+    assert axis.textHeight == 35
+    style_plot(plot, talk)
+    assert (axis.textWidth, axis.textHeight) == (30, 30)
+    style_plot(plot, desk)
+    assert (axis.textWidth, axis.textHeight) == (41, 23)
 
 
 def test_a_fonts_line_room_is_measured_once_and_kept_per_font(qapp):

@@ -272,6 +272,9 @@ class Pane(QFrame):
         self.rebin_timer.timeout.connect(self._rebin)
         self.plot.sigXRangeChanged.connect(lambda *_: (self._update_grid_pen(),
                                                        self.rebin_timer.start()))
+        # the lines' spacing in pixels changes with the plot's width as well: a pane a talk
+        # had widened kept the talk's darker grid after it
+        self.plot.getViewBox().sigResized.connect(lambda *_: self._update_grid_pen())
 
     def _build_strip(self) -> None:
         self.strip = self.graphics.addPlot(row=1, col=0, axisItems={

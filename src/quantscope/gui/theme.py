@@ -173,6 +173,33 @@ class Theme:
 
 _current = Theme(dark=False, presentation=False)
 
+#: The room (width, height in px) pyqtgraph gives an axis's tick text before it has measured
+#: any (``AxisItem.__init__``): an axis shown at a text size for the first time starts there.
+AXIS_TEXT_START = (30, 18)
+#: Attribute of an axis: the room its tick text had at each text size it was shown at.
+_TEXT_ROOMS = "_quantscope_text_rooms"
+
+
+def _swap_text_room(axis: pg.AxisItem, before: Theme | None, theme: Theme) -> None:
+    """Keep the room ``axis`` gave its tick text at ``before``'s text size, and give it the
+    room it had at ``theme``'s when it was last shown at it.
+
+    pyqtgraph lets that room grow with the text but shrink only when it is more than 10 px
+    too big, so the room depends on every text the axis has measured. Left as it was, the
+    room a talk's big ticks took stayed after the talk (13 px less plot in each pane the talk
+    showed at 1920x1080); set to pyqtgraph's first guess, the axes that had measured wider
+    text before the talk (the Trade-off view's SQNR axis) came back narrower. The room each
+    text size had is what the window showed at that size: the talk's end gives it back."""
+    rooms = getattr(axis, _TEXT_ROOMS, None)
+    if rooms is None:
+        rooms = {}
+        setattr(axis, _TEXT_ROOMS, rooms)
+    if before is not None:
+        rooms[(before.presentation, before.axis_font_pt)] = (axis.textWidth, axis.textHeight)
+    axis.textWidth, axis.textHeight = rooms.get((theme.presentation, theme.axis_font_pt),
+                                                AXIS_TEXT_START)
+
+
 #: Attribute naming the :class:`Theme` a plot or themed widget was last styled with.
 _STYLED = "_quantscope_theme"
 
@@ -206,6 +233,23 @@ def configure_pyqtgraph(theme: Theme) -> None:
     """pyqtgraph defaults for plots created from now on (call before creating widgets)."""
     pg.setConfigOptions(background=theme.background, foreground=theme.foreground,
                         antialias=True)
+
+
+def set_application_font(theme: Theme) -> None:
+    """The application's font at ``theme``'s size (menus and popups that no window's style
+    sheet reaches, and the font a widget has until the sheet polishes it).
+
+    A window sets it before it builds its widgets as well as in :func:`apply_theme`: a scroll
+    area keeps the size its contents asked for the first time it was asked, before they were
+    polished, and the first window of a process, built under Qt's default font, kept a side
+    column 9 px narrower than every later window's."""
+    app = QApplication.instance()
+    if app is None:
+        return
+    font = app.font()
+    if font.pointSize() != theme.font_pt:
+        font.setPointSize(theme.font_pt)
+        app.setFont(font)
 
 
 def _palette(theme: Theme) -> QPalette:
@@ -261,6 +305,7 @@ def style_plot(plot: pg.PlotItem, theme: Theme) -> None:
         if recolour:
             axis.setTextPen(pg.mkPen(theme.foreground))
         if resize:
+            _swap_text_room(axis, before, theme)
             axis.setTickFont(font)
             axis.label.setFont(font)
             axis.setStyle(tickTextOffset=8 if theme.presentation else 4)
@@ -406,9 +451,7 @@ def apply_theme(window: QWidget, *, dark: bool = False, presentation: bool = Fal
     app = QApplication.instance()
     if app is not None:
         app.setPalette(_palette(theme))
-        font = app.font()
-        font.setPointSize(theme.font_pt)
-        app.setFont(font)
+    set_application_font(theme)
     window.setPalette(_palette(theme))
     if hasattr(window, "menuBar"):  # the main window: its style sheet carries the look
         sheet = stylesheet(theme)

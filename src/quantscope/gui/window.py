@@ -25,7 +25,7 @@ from quantscope.gui.model_mode import ModelMode
 from quantscope.gui.numbers import metrics_entry
 from quantscope.gui.picker import TensorPicker
 from quantscope.gui.style import base_font, light_palette, reserve_lines
-from quantscope.gui.theme import resolve, stylesheet
+from quantscope.gui.theme import resolve, set_application_font, stylesheet
 from quantscope.gui.window_layout import HEADLINE_LINES, WindowLayout
 from quantscope.state import (
     PANES,
@@ -77,6 +77,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         # stays, and the theme applied at the end of the build finds it in place (setting it
         # there re-polished every widget the build made)
         self.setStyleSheet(stylesheet(resolve(dark=False, presentation=False)))
+        set_application_font(resolve(dark=False, presentation=False))
         self.picker: TensorPicker | None = None
         self.log_counts = True  # tails and lone outliers visible from the first frame
         self.presentation = False

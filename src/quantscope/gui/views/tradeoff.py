@@ -125,9 +125,11 @@ class _SchemePlot:
         self.current.setHoverPen(pg.mkPen("#E69F00", width=6))
         self.current.setZValue(20)
         self.best_line.setZValue(10)
-        for item in (self.best_line, self.current):
+        # the dot lies on the total curve, which the range holds: counted, its symbol's size
+        # padded the range, and pyqtgraph pads by the largest symbol the item ever drew, so
+        # the x axis came back from a talk (its bigger dot) wider than it left
+        for item in (self.best_line, self.current, self.best_dot):
             plot.addItem(item, ignoreBounds=True)
-        plot.addItem(self.best_dot)
         self.name = title
         self.sweep: ClipSweep | None = None
         #: The sweep's optimum is still to come (see :class:`Sweeps`): no best is shown.
