@@ -64,10 +64,12 @@ def main() -> None:
             pre = np.empty((x.size + 1, 4))
             unit_prefix(x32, 0, x.size, pre)
             c_lo = clip_cut(x32, 0, x.size, s_mm, 1e-4 * s_mm, a_lo, a_hi, qmax - qmin, bar)
+            known = c_lo, 0.0
             if c_lo > 1e-4 * s_mm:  # as the search: the clipping and the spread together
-                c_lo = clip_spread_cut(x32, 0, x.size, c_lo, s_mm, a_lo, a_hi, qmax - qmin, bar,
-                                       pre, 0)
-            c_hi = spread_cut(x32, 0, x.size, s_mm, 2.0 * s_mm, bar, pre, 0)
+                c_lo, low = clip_spread_cut(x32, 0, x.size, c_lo, s_mm, a_lo, a_hi, qmax - qmin,
+                                            bar, pre, 0)
+                known = known[0], low
+            c_hi = spread_cut(x32, 0, x.size, s_mm, 2.0 * s_mm, bar, pre, 0, *known)
             c_lo = max(c_lo, 0.85 * s_mm)  # the search's grid point below the min/max scale
             scales = s_mm * np.linspace(0.85, 1.12, 1200)
             ok = scales[np.array([_error(x, s, qmin, qmax, symmetric) <= bar for s in scales])]

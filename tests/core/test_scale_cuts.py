@@ -177,12 +177,22 @@ def test_every_scale_below_the_clip_and_spread_cut_has_an_error_above_the_bar(un
     if best == 0.0:
         pytest.skip("a unit on the grid: the search keeps its whole grid")  # never for most
     lo = sc.clip_cut(x, 0, x.size, s_mm, 1e-4 * s_mm, a_lo, a_hi, span, best)
-    cut = sc.clip_spread_cut(x, 0, x.size, lo, s_mm, a_lo, a_hi, span, best, _pre(x), 0)
+    cut, whole = sc.clip_spread_cut(x, 0, x.size, lo, s_mm, a_lo, a_hi, span, best, _pre(x),
+                                    0)
     assert lo <= cut < s_mm and cut == np.float32(cut)
     rng = np.random.default_rng(unit)
     between = [cut, float(np.nextafter(np.float32(cut), np.float32(0))),
                *(lo + (cut - lo) * rng.uniform(0, 1, 8))]
     for s in between if cut > lo else []:
+        assert min(_error(x, float(np.float32(s)), z) for z in zs) > best
+    # the unit's spread bound it hands on holds from its lowest scale up; the upper cut aimed
+    # from it leaves every error above the bar too
+    if cut > lo:
+        for s in lo * np.exp(rng.uniform(0, np.log(3.0), 6)):
+            assert whole <= min(_error(x, float(np.float32(s)), z) for z in zs) * (1 + 1e-12)
+    hi = sc.spread_cut(x, 0, x.size, s_mm, 2.0 * s_mm, best, _pre(x), 0, lo, whole)
+    assert s_mm <= hi <= 2.0 * s_mm and hi == np.float32(hi)
+    for s in [hi, *(hi * np.exp(rng.uniform(0, np.log(1.8), 6)))] if hi < 2.0 * s_mm else []:
         assert min(_error(x, float(np.float32(s)), z) for z in zs) > best
 
 
@@ -199,5 +209,5 @@ def test_the_clip_and_spread_cut_reaches_past_the_clip_cut_on_a_bench_unit(symme
         s_mm = float(np.float32((x[-1] - x[0]) / (QMAX - QMIN)))
     best = min(_error(x, s_mm, z) for z in zs)
     lo = sc.clip_cut(x, 0, x.size, s_mm, 1e-4 * s_mm, a_lo, a_hi, span, best)
-    cut = sc.clip_spread_cut(x, 0, x.size, lo, s_mm, a_lo, a_hi, span, best, _pre(x), 0)
+    cut, _ = sc.clip_spread_cut(x, 0, x.size, lo, s_mm, a_lo, a_hi, span, best, _pre(x), 0)
     assert cut > lo + 0.02 * s_mm

@@ -53,15 +53,9 @@ from quantscope.core.kernels.mse_bound import (
     _first_not_below,
     _gap_bound,
 )
-from quantscope.core.kernels.mse_sweep import (
-    _least_on,
-    _piece_best,
-    bucket_of,
-    new_buckets,
-    place,
-    sort_bucket,
-)
+from quantscope.core.kernels.mse_sweep import _least_on, _piece_best
 from quantscope.core.kernels.small_unique import small_unique
+from quantscope.core.kernels.sweep_buckets import bucket_of, new_buckets, place, sort_bucket
 
 _jit = njit(nogil=True, error_model="numpy")
 

@@ -828,10 +828,11 @@ def _between_cuts(x, a, b, pre, pts, s_mm, best, qmin, qmax, z0, z1):
     if not best > 0.0 or b - a < 2:
         return pts
     lo = clip_cut(x, a, b, s_mm, pts[0], qmin - z1, qmin - z0, qmax - qmin, best)
+    s_known, low_known = lo, 0.0  # a spread bound of the unit, to aim the upper cut from
     if lo > pts[0]:  # the clipping alone rules out some scales: with the spread, more
-        lo = clip_spread_cut(x, a, b, lo, s_mm, qmin - z1, qmin - z0, qmax - qmin, best, pre,
-                             a)
-    hi = spread_cut(x, a, b, s_mm, pts[pts.size - 1], best, pre, a)
+        lo, low_known = clip_spread_cut(x, a, b, lo, s_mm, qmin - z1, qmin - z0, qmax - qmin,
+                                        best, pre, a)
+    hi = spread_cut(x, a, b, s_mm, pts[pts.size - 1], best, pre, a, s_known, low_known)
     lo, hi = min(lo, s_mm), max(hi, s_mm)  # s_mm stays, whatever the rounding of the sums
     out = np.empty(pts.size + 2)
     n = 0
