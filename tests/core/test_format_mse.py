@@ -278,3 +278,57 @@ def test_the_pick_is_the_reports_least_error_among_the_float32_scales_beside_it(
         bits = s.view(np.int32) + np.arange(-300, 301, dtype=np.int32)
         errs = true_errors(w[i], bits.view(np.float32), "fp8_e4m3")
         assert errs.min() >= errs[300] * (1 - 1e-12), (r, errs[300] / errs.min() - 1)
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp4_e2m1"])
+def test_the_scales_the_scan_covers_are_no_better_than_its_pick(name):
+    """Around a scale, the scan of its piece rates float32 scales by the report's arithmetic
+    and stops where the rest of the piece cannot be better: what it covers so (which spares
+    the pick the engine's report of the search's neighbours there) holds, by ml_dtypes'
+    casts, nothing better than the scan's own pick, beyond the rounding of the sums; and it
+    covers both neighbours of most rows' scale."""
+    from quantscope.core.stats import format_mse
+
+    w = _sample("layer0_query_weight")[:24]
+    rows = prepare(w).layout(0, None)
+    s = format_mse_search(rows, name).scale
+    best, cover = format_mse._float32_best(rows, name, s, np.full(s.size, 1e-30))
+    both = 0
+    for r in range(s.size):
+        lo, hi = np.float32(cover[r, 0]), np.float32(cover[r, 1])
+        assert lo <= hi, r
+        # its ends and the 301 scales around the row's scale
+        near = s[r].view(np.int32) + np.arange(-150, 151, dtype=np.int32)
+        bits = np.concatenate([[lo.view(np.int32), hi.view(np.int32)],
+                               near[(near >= lo.view(np.int32)) & (near <= hi.view(np.int32))]])
+        errs = true_errors(w[r], bits.view(np.float32), name)
+        own = true_errors(w[r], best[r:r + 1], name)[0]
+        room = format_mse.FLOOR * float(np.sum(w[r].astype(np.float64) ** 2))
+        assert errs.min() >= own - room, (r, own - errs.min())
+        both += bool(lo < s[r] < hi)
+    assert both >= s.size // 2
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp6_e3m2", "fp4_e2m1"])
+def test_the_pick_is_the_least_of_all_five_candidates_by_the_report(name):
+    """The pick evaluates by the engine's report only the candidates that can still win (a
+    neighbour the scan covered, one equal to a candidate before it, not): on real and
+    outlier-heavy rows it picks what evaluating all five would -- the same scale and
+    error."""
+    from quantscope.core.stats import format_mse
+
+    w = np.concatenate([_sample("layer0_query_weight")[:48],
+                        np.stack([np.resize(outlier_clusters(d), 384) for d in range(8)])])
+    rows = prepare(np.ascontiguousarray(w)).layout(0, None)
+    found = format_mse_search(rows, name)
+    s, s_mm = found.scale, (np.abs(w).max(axis=1) / element_of(name).max_finite).astype(
+        np.float32)
+    floor = np.full(s.size, float(np.finfo(np.float32).tiny))
+    scale, error = format_mse._engine_pick(rows, name, True, s, s_mm, floor)
+    cands = np.stack([s, format_mse._float32_best(rows, name, s, floor)[0], s_mm,
+                      np.nextafter(s, np.float32(0)), np.nextafter(s, np.float32(np.inf))])
+    errs = np.stack([format_mse.exact_errors(rows, name, True, c) for c in cands])
+    pick = np.argmin(errs, axis=0)
+    idx = np.arange(s.size)
+    pick = np.where(errs[pick, idx] < errs[0], pick, 0)
+    assert np.array_equal(scale, cands[pick, idx]) and np.array_equal(error, errs[pick, idx])

@@ -84,24 +84,28 @@ def _up(f, k):
 
 @_jit
 def refine_rows(values, starts, rec, rec_starts, search, rows, scale, s_floor, vals, mids, fmt,
-                code_m, code_w, mant, out):
+                code_m, code_w, mant, out, cover):
     """For each sorted row ``rows[e]`` and its float32 ``scale[e]`` (the search's), the
     float32 scale not below ``s_floor[e]`` with the least error by the report's arithmetic
     (module doc) into ``out[e]``: ``scale[e]`` itself unless one is strictly less. Scanned:
     the piece of ``scale[e]``, and on from each end of it into the next piece while the scan
     reaches that end (at most :data:`MAX_PIECES` pieces). ``vals[c] = code_w[c] ·
     mant[code_m[c]]`` with ``code_w`` a signed power of two and ``mant`` the grid's distinct
-    mantissas (:func:`mantissa_table`)."""
+    mantissas (:func:`mantissa_table`). ``cover[e]``: the float32 scales around
+    ``scale[e]`` that the scan of its piece rated or proved no better than its best, from
+    ``cover[e, 0]`` to ``cover[e, 1]`` (empty when the first is above the second)."""
     cap = 2 * vals.size + 8
     rlo = np.empty(cap, np.int64)
     rhi = np.empty(cap, np.int64)
     rf = np.empty((cap, 4))
     sums = np.empty((3, mant.size))
-    found = np.empty(5)
+    found = np.empty(7)
     for e in range(rows.size):
         r = rows[e]
         a, b = starts[r], starts[r + 1]
         out[e] = scale[e]
+        cover[e, 0] = np.inf
+        cover[e, 1] = -np.inf
         if b == a or not scale[e] > 0.0:
             continue
         k0 = rec_starts[r] if search[e] else 0
@@ -109,6 +113,8 @@ def refine_rows(values, starts, rec, rec_starts, search, rows, scale, s_floor, v
         found[1] = scale[e]
         _scan_piece(values, a, b, rec, k0, search[e], np.float64(scale[e]), s_floor[e], vals,
                     mids, fmt, code_m, code_w, mant, rlo, rhi, rf, sums, found)
+        cover[e, 0] = found[5]
+        cover[e, 1] = found[6]
         ends = (found[2], found[3])
         reached = (found[4] == 1.0 or found[4] == 3.0, found[4] >= 2.0)
         for side in range(2):
@@ -135,13 +141,18 @@ def _scan_piece(x, a, b, rec, k0, search, anchor, s_floor, vals, mids, fmt, code
     :data:`MARGIN`) from its vertex outwards while the real error less the rounding's bound
     is below ``found[0]`` (the best error, at ``found[1]``; both updated). ``found[2:4]``: the
     piece's ends; ``found[4]``: 1 when the scan reached its lower end, 2 its upper end, 3
-    both."""
+    both; ``found[5:7]``: the float32 scales it rated or proved no better than ``found[0]``
+    (where the real error less the rounding's bound reaches it, every scale beyond, as far as
+    the margin, does too: the real error only rises away from the vertex), from the first to
+    the second."""
     n_runs = grid_runs(x, a, b, rec, k0, search, anchor, anchor, vals, mids, fmt, rlo, rhi, rf)
     lower, upper = _piece_of(x, a, rlo, rf, n_runs, mids)
     lower = max(lower, s_floor)
     found[2] = lower
     found[3] = upper
     found[4] = 0.0
+    found[5] = np.inf
+    found[6] = -np.inf
     # the real error Q0 − 2t·Q1 + t²·Q2 on the piece, and per mantissa m the sums that give
     # the rounding's part: 2δ·(α − t·β) + δ²·γ with δ = m·t − float32(m·t)
     alpha, beta, gamma = sums[0], sums[1], sums[2]
@@ -176,6 +187,10 @@ def _scan_piece(x, a, b, rec, k0, search, anchor, s_floor, vals, mids, fmt, code
             vertex * beta[i])) + half * half * gamma[i]
     lo_ok = np.float64(_up(np.float32(lower), MARGIN))
     f0 = np.float32(min(max(vertex, lo_ok), upper))
+    top = np.float32(upper)
+    if np.float64(top) > upper:
+        top = _down(top, 1)
+    up_ok = np.float64(_down(top, MARGIN))  # the largest float32 scale the scan may reach
     n = 0
     for step in (-1, 1):
         f = f0 if step > 0 else _down(f0, 1)
@@ -183,8 +198,13 @@ def _scan_piece(x, a, b, rec, k0, search, anchor, s_floor, vals, mids, fmt, code
             t = np.float64(f)
             if t < lo_ok or np.float64(_up(f, MARGIN)) > upper:
                 found[4] += 1.0 if step < 0 else 2.0  # the end of the piece
+                covered = np.float64(_up(f, 1) if step < 0 else _down(f, 1))
                 break
-            if n >= MAX_SCAN or q0 - 2.0 * t * q1 + t * t * q2 - slack >= found[0]:
+            if n >= MAX_SCAN:
+                covered = np.float64(_up(f, 1) if step < 0 else _down(f, 1))
+                break
+            if q0 - 2.0 * t * q1 + t * t * q2 - slack >= found[0]:
+                covered = np.float64(lo_ok if step < 0 else up_ok)  # and the rest of the side
                 break
             err = _rounded_error(q0, q1, q2, alpha, beta, gamma, mant, t)
             if err < found[0]:
@@ -192,6 +212,10 @@ def _scan_piece(x, a, b, rec, k0, search, anchor, s_floor, vals, mids, fmt, code
                 found[1] = t
             f = _up(f, 1) if step > 0 else _down(f, 1)
             n += 1
+        if step < 0:
+            found[5] = covered
+        else:
+            found[6] = covered
 
 
 @_jit

@@ -272,10 +272,12 @@ def mse_optimal_amax(xf: np.ndarray, name: str, *, axis: int | None, prepared,
     return out.reshape(()) if ax is None else out.reshape(param_shape(xf.shape, ax, None))
 
 
-def exact_errors(rows: SortedRows, name: str, saturate: bool, scale: np.ndarray) -> np.ndarray:
-    """Each row's exact total squared error at its float32 ``scale`` (the engine's report)."""
+def exact_errors(rows: SortedRows, name: str, saturate: bool, scale: np.ndarray,
+                 which: np.ndarray | None = None) -> np.ndarray:
+    """Each row's exact total squared error at its float32 ``scale`` (the engine's report);
+    with ``which``, row ``which[e]``'s at ``scale[e]``."""
     probe = FormatParams(name, np.ones((), np.float32), saturate=saturate)
-    t = evaluate_sorted(rows, scale, None, probe, want_hist=False)
+    t = evaluate_sorted(rows, scale, None, probe, want_hist=False, which=which)
     return t.round_err + t.clip_err
 
 
@@ -284,18 +286,27 @@ def _engine_pick(rows: SortedRows, name: str, saturate: bool, s: np.ndarray, s_m
     """The search's float32 scale, the float32 scale of its piece that the report's own
     arithmetic rates best (:mod:`~quantscope.core.formats.float32_pick`: the search rates
     scales by the unrounded reconstruction, the report rounds it to float32), the min/max
-    scale and the search's two float32 neighbours (the scan leaves out the steps next to a
-    breakpoint), each evaluated by the engine's report: the least error (the search's own
-    scale unless another is strictly better)."""
+    scale and the search's two float32 neighbours, each evaluated by the engine's report: the
+    least error (the search's own scale unless another is strictly better).
+
+    A neighbour is evaluated only where the scan of the piece left it out (the steps next to
+    a breakpoint, where the report's quotient may round across a midpoint): elsewhere the scan
+    rated it, or proved it no better, by the report's own arithmetic, against the scale it
+    picked. A candidate equal to one before it is not evaluated again (of equal errors the
+    first is kept). What is left goes to the engine in one pass."""
     lo32 = np.float32(_TINY32)
-    cands = [s, _float32_best(rows, name, s, s_floor), s_mm,
-             np.maximum(np.nextafter(s, np.float32(0)), lo32), np.nextafter(s, np.float32(np.inf))]
-    errs = []
-    for c in cands:
-        e = exact_errors(rows, name, saturate, c)
-        errs.append(np.where(c.astype(np.float64) >= s_floor, e, np.inf))
-    err = np.stack(errs)
-    scale = np.stack(cands)
+    best, cover = _float32_best(rows, name, s, s_floor)
+    below = np.maximum(np.nextafter(s, np.float32(0)), lo32)
+    above = np.nextafter(s, np.float32(np.inf))
+    scale = np.stack([s, best, s_mm, below, above])
+    need = scale.astype(np.float64) >= s_floor
+    for k in range(1, 5):
+        need[k] &= (scale[:k] != scale[k]).all(axis=0)
+    for k, c in ((3, below), (4, above)):
+        need[k] &= ~((cover[:, 0] <= c) & (c <= cover[:, 1]))
+    k_at, row_at = np.nonzero(need)
+    err = np.full(scale.shape, np.inf)
+    err[k_at, row_at] = exact_errors(rows, name, saturate, scale[k_at, row_at], which=row_at)
     pick = np.argmin(np.where(np.isfinite(err), err, np.inf), axis=0)
     idx = np.arange(s.size)
     pick = np.where(err[pick, idx] < err[0], pick, 0)
@@ -303,16 +314,20 @@ def _engine_pick(rows: SortedRows, name: str, saturate: bool, s: np.ndarray, s_m
 
 
 def _float32_best(rows: SortedRows, name: str, s: np.ndarray, s_floor: np.ndarray
-                  ) -> np.ndarray:
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the float32 scale of the piece around ``s`` with the least error by the
-    report's arithmetic, on the engine's threads."""
+    report's arithmetic, and the float32 scales around ``s`` its scan rated or proved no
+    better (from column 0 to column 1; none for a grid that is no floating-point one), on
+    the engine's threads."""
     # the loop loads Numba: imported where a search needs it
     from quantscope.core.formats.float32_pick import mantissa_table, refine_rows
 
     et = element_of(name)
     out = s.astype(np.float32).copy()
+    cover = np.empty((rows.n_rows, 2))
+    cover[:, 0], cover[:, 1] = np.inf, -np.inf
     if et.kind != KIND_FLOAT or rows.n_rows == 0:
-        return out
+        return out, cover
     search = rows.lengths >= SEARCH_ROWS
     if search.any():
         rec, rec_starts = rows.records, rows.rec_starts
@@ -328,12 +343,14 @@ def _float32_best(rows: SortedRows, name: str, s: np.ndarray, s_floor: np.ndarra
 
     def share(sel: np.ndarray) -> None:
         part = np.empty(sel.size, np.float32)
+        part_cover = np.empty((sel.size, 2))
         r = row[sel]
         refine_rows(rows.values, rows.starts, rec, rec_starts, search[r], r, s32[r], floor[r],
-                    vals, mids, fmt, code_m, code_w, mant, part)
+                    vals, mids, fmt, code_m, code_w, mant, part, part_cover)
         out[r] = part
+        cover[r] = part_cover
 
     n_shares = min(row.size, 4 * THREADS)
     if n_shares:
         parallel(share, [(np.arange(i, row.size, n_shares),) for i in range(n_shares)])
-    return out
+    return out, cover

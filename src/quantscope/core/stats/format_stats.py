@@ -203,31 +203,35 @@ def prepared_format_report(prepared, params: FormatParams) -> QuantReport:
     return build_report(params, stats, prepared.size)
 
 
-def evaluate_sorted(rows, scale, inv_scale, params: FormatParams, want_hist: bool = True
-                    ) -> UnitTotals:
-    """Totals of every sorted row of ``rows`` under ``scale`` (one per row, or a scalar)."""
+def evaluate_sorted(rows, scale, inv_scale, params: FormatParams, want_hist: bool = True,
+                    which: np.ndarray | None = None) -> UnitTotals:
+    """Totals of every sorted row of ``rows`` under ``scale`` (one per row, or a scalar);
+    with ``which``, one total per entry: row ``which[e]`` under ``scale[e]`` (a row may come
+    several times, with several scales, in one pass on the threads)."""
     n_rows = rows.n_rows
+    row = np.arange(n_rows) if which is None else np.ascontiguousarray(which, np.int64)
+    n_out = row.size
     s = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, np.float32).reshape(-1),
-                                             (n_rows,)))
+                                             (n_out,)))
     inv = s if inv_scale is None else np.ascontiguousarray(
-        np.broadcast_to(np.asarray(inv_scale, np.float32).reshape(-1), (n_rows,)))
+        np.broadcast_to(np.asarray(inv_scale, np.float32).reshape(-1), (n_out,)))
     et = params.element
     walk_below = WALK_PER_LEVEL * (et.levels + 2)
     long_rows = n_rows and int(rows.lengths.max()) >= walk_below
     rec, rec_starts, b1, b2 = (
         (rows.records, rows.rec_starts, rows.bound1, rows.bound2) if long_rows else
         (np.empty((0, 4)), np.zeros(n_rows + 1, np.intp), np.zeros(n_rows), np.zeros(n_rows)))
-    out_f = np.zeros((n_rows, 6))  # the kernel's own layout; _totals reads strided columns
-    out_i = np.zeros((n_rows, 4), np.int64)
+    out_f = np.zeros((n_out, 6))  # the kernel's own layout; _totals reads strided columns
+    out_i = np.zeros((n_out, 4), np.int64)
     edges = element_edges(et)
     args = _kernel_args(params)[:-1]
 
     def share(lo: int, hi: int) -> np.ndarray:
         h = np.zeros(et.levels, np.int64)
         compiled.sorted_rows(rows.values, rows.starts, rec, rec_starts, b1, b2,
-                    np.arange(lo, hi), s[lo:hi], inv[lo:hi], inv_scale is not None, *args,
+                    row[lo:hi], s[lo:hi], inv[lo:hi], inv_scale is not None, *args,
                     et.values, edges, walk_below, REL_TOL, h, out_f[lo:hi], out_i[lo:hi])
         return h
 
-    hist = np.sum(parallel(share, _row_shares(n_rows, rows.values.size)), axis=0)
-    return _totals(params, n_rows, out_f, out_i, hist)
+    hist = np.sum(parallel(share, _row_shares(n_out, rows.values.size)), axis=0)
+    return _totals(params, n_out, out_f, out_i, hist)
