@@ -39,6 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--channels", type=int, default=16, help="channels measured (of 4096)")
     args = ap.parse_args()
+    from quantscope.core.kernels.mse_bound import unit_prefix
     from quantscope.core.kernels.scale_cuts import clip_cut, clip_spread_cut, spread_cut
     from quantscope.core.schemes.qparams import code_range
 
@@ -60,10 +61,13 @@ def main() -> None:
                 s0, a_lo, a_hi = (hi - lo) / (qmax - qmin), qmin - qmax, 0
             s_mm = float(np.float32(s0))
             bar = _error(x, s_mm, qmin, qmax, symmetric)
+            pre = np.empty((x.size + 1, 4))
+            unit_prefix(x32, 0, x.size, pre)
             c_lo = clip_cut(x32, 0, x.size, s_mm, 1e-4 * s_mm, a_lo, a_hi, qmax - qmin, bar)
             if c_lo > 1e-4 * s_mm:  # as the search: the clipping and the spread together
-                c_lo = clip_spread_cut(x32, 0, x.size, c_lo, s_mm, a_lo, a_hi, qmax - qmin, bar)
-            c_hi = spread_cut(x32, 0, x.size, s_mm, 2.0 * s_mm, bar)
+                c_lo = clip_spread_cut(x32, 0, x.size, c_lo, s_mm, a_lo, a_hi, qmax - qmin, bar,
+                                       pre, 0)
+            c_hi = spread_cut(x32, 0, x.size, s_mm, 2.0 * s_mm, bar, pre, 0)
             c_lo = max(c_lo, 0.85 * s_mm)  # the search's grid point below the min/max scale
             scales = s_mm * np.linspace(0.85, 1.12, 1200)
             ok = scales[np.array([_error(x, s, qmin, qmax, symmetric) <= bar for s in scales])]

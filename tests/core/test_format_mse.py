@@ -164,6 +164,23 @@ def test_zero_and_empty_units_take_scale_one():
     _check(x[1], "fp6_e2m3", float(p.scale[1]), "row 1")
 
 
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp6_e3m2"])
+def test_units_on_the_grid_at_many_scales_take_one_of_no_error(name):
+    """Rows whose values lie on the grid at several scales (error zero at each, a tie among
+    them), searched with no evaluation before their range's sweep: one of those scales, error
+    zero, proven; a row on no scale's grid (the last) still takes the exhaustive minimum."""
+    vals = element_of(name).values
+    on = vals[(vals > 0) & (vals <= 4)]
+    x = np.stack([np.resize(np.concatenate([on, -on]), 64) * k for k in (1.0, 0.25, 3.0)]
+                 + [np.linspace(-1, 2, 64)]).astype(np.float32)
+    found = format_mse_search(prepare(x).layout(0, None), name)
+    assert found.proven.all()
+    for r in range(3):
+        assert found.error[r] == 0.0
+        assert true_errors(x[r], found.scale[r:r + 1], name)[0] == 0.0
+    _check(x[3], name, float(found.scale[3]), "row 3")
+
+
 def test_a_long_row_searched_in_parts_finds_the_same_optimum(monkeypatch):
     """A tensor's one row is searched in parts of its range side by side (one row's boxes
     are one thread's work): the parts together find what one search finds, and prove it."""

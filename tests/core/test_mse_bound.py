@@ -252,7 +252,7 @@ def test_the_incumbents_bring_the_least_error_of_their_scales_equal_errors_to_th
     scales = [float(np.float32(s_mm * f)) for f in mb.INCUMBENTS]
     least = [float(_errors(xd, s, zs).min()) for s in scales]
     i = int(np.argmin(least))
-    args = (K, QMIN, QMAX, QMIN, QMAX, rlo, rhi, rf, cum, lb, arg)
+    args = (K, QMIN, QMAX, QMIN, QMAX, 0.0, rlo, rhi, rf, cum, lb, arg)
     start = float(_errors(xd, s_mm, zs).min())
     assert least[i] < start  # the values' optimum lies near 0.98 of the min/max scale
     e, s, z = mb._incumbents(x, 0, x.size, pre, s_mm, 1e-4 * s_mm, 2 * s_mm, start, s_mm, 0,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from quantscope.core.kernels import mse_bound
 from quantscope.core.kernels import scale_cuts as sc
 
 # the search's cuts, each called here on its own (the app runs them inside rows_optimum,
@@ -21,6 +22,13 @@ def _error(x: np.ndarray, s: float, z: int) -> float:
     """The exact error at scale ``s`` and zero point ``z`` (float64 division, half to even)."""
     q = np.clip(np.rint(x.astype(np.float64) / s) + z, QMIN, QMAX)
     return float(np.sum((x.astype(np.float64) - s * (q - z)) ** 2))
+
+
+def _pre(x: np.ndarray) -> np.ndarray:
+    """The unit's prefix sums, as the search builds them before its cuts."""
+    pre = np.empty((x.size + 1, 4))
+    mse_bound.unit_prefix(x, 0, x.size, pre)
+    return pre
 
 
 def _unclamped(x: np.ndarray, s: float) -> float:
@@ -45,7 +53,7 @@ def test_the_spread_bound_is_below_the_error_at_every_larger_scale_and_zero_poin
     span = float(x[-1] - min(x[0], 0.0)) or 1.0
     for _ in range(30):
         s1 = span / 255 * float(np.exp(rng.uniform(np.log(0.05), np.log(3.0))))
-        bound = sc.spread_bound(x, 0, x.size, s1)
+        bound = sc.spread_bound(x, 0, x.size, s1, _pre(x), 0)
         assert bound >= 0.0
         for s in s1 * np.concatenate([[1.0], np.exp(rng.uniform(0, np.log(8.0), 12))]):
             s = float(np.float32(s))
@@ -56,13 +64,27 @@ def test_the_spread_bound_is_below_the_error_at_every_larger_scale_and_zero_poin
                 assert bound <= _error(x, s, z) * (1 + 1e-12) + 1e-300
 
 
+def test_the_spread_bound_of_a_unit_inside_a_longer_array_reads_its_own_prefix_sums():
+    # a group of a row (or a core of a unit) starts past the prefix sums' first position
+    x = _units()[0]
+    pad = np.concatenate([np.full(37, -9.0, np.float32), x, np.full(5, 9.0, np.float32)])
+    pre = np.empty((x.size + 1, 4))
+    mse_bound.unit_prefix(pad, 37, 37 + x.size, pre)
+    s1 = float(np.float32((x[-1] - x[0]) / 255))
+    whole = sc.spread_bound(x, 0, x.size, s1, _pre(x), 0)
+    assert whole > 0.0
+    assert sc.spread_bound(pad, 37, 37 + x.size, s1, pre, 37) == whole
+    assert sc.spread_bound(pad, 137, 37 + x.size, s1, pre, 37) == sc.spread_bound(
+        x, 100, x.size, s1, _pre(x), 0)
+
+
 def test_the_spread_bound_holds_most_of_a_dense_units_error():
     # why it cuts: on a dense unit it stays near the error itself (a bound of 0 would pass
     # the test above and cut nothing)
     x = _units()[0]
     s0 = float(x[-1] - x[0]) / 255
     for f in (0.9, 1.0, 1.2, 1.6):
-        bound = sc.spread_bound(x, 0, x.size, f * s0)
+        bound = sc.spread_bound(x, 0, x.size, f * s0, _pre(x), 0)
         assert bound >= 0.75 * _unclamped(x, f * s0)
 
 
@@ -115,7 +137,7 @@ def test_every_scale_beyond_the_cuts_has_an_error_above_the_bar(unit):
     if best == 0.0:
         pytest.skip("a unit on the grid: the search keeps its whole grid")  # never for most
     lo = sc.clip_cut(x, 0, x.size, s_mm, 1e-4 * s_mm, QMIN - QMAX, 0, QMAX - QMIN, best)
-    hi = sc.spread_cut(x, 0, x.size, s_mm, 2.0 * s_mm, best)
+    hi = sc.spread_cut(x, 0, x.size, s_mm, 2.0 * s_mm, best, _pre(x), 0)
     assert 1e-4 * s_mm <= lo < s_mm < hi <= 2.0 * s_mm
     assert lo == np.float32(lo) and hi == np.float32(hi)
     rng = np.random.default_rng(unit)
@@ -137,7 +159,7 @@ def test_the_bench_units_are_cut_close_to_the_min_max_scale():
     best = min(_error(x, s, z) for s in s_mm * np.linspace(0.95, 1.02, 15)
                for z in range(QMIN, QMAX + 1))
     lo = sc.clip_cut(x, 0, x.size, s_mm, 1e-4 * s_mm, QMIN - QMAX, 0, QMAX - QMIN, best)
-    hi = sc.spread_cut(x, 0, x.size, s_mm, 2.0 * s_mm, best)
+    hi = sc.spread_cut(x, 0, x.size, s_mm, 2.0 * s_mm, best, _pre(x), 0)
     assert 0.85 * s_mm < lo and hi < 1.15 * s_mm
 
 
@@ -155,7 +177,7 @@ def test_every_scale_below_the_clip_and_spread_cut_has_an_error_above_the_bar(un
     if best == 0.0:
         pytest.skip("a unit on the grid: the search keeps its whole grid")  # never for most
     lo = sc.clip_cut(x, 0, x.size, s_mm, 1e-4 * s_mm, a_lo, a_hi, span, best)
-    cut = sc.clip_spread_cut(x, 0, x.size, lo, s_mm, a_lo, a_hi, span, best)
+    cut = sc.clip_spread_cut(x, 0, x.size, lo, s_mm, a_lo, a_hi, span, best, _pre(x), 0)
     assert lo <= cut < s_mm and cut == np.float32(cut)
     rng = np.random.default_rng(unit)
     between = [cut, float(np.nextafter(np.float32(cut), np.float32(0))),
@@ -177,5 +199,5 @@ def test_the_clip_and_spread_cut_reaches_past_the_clip_cut_on_a_bench_unit(symme
         s_mm = float(np.float32((x[-1] - x[0]) / (QMAX - QMIN)))
     best = min(_error(x, s_mm, z) for z in zs)
     lo = sc.clip_cut(x, 0, x.size, s_mm, 1e-4 * s_mm, a_lo, a_hi, span, best)
-    cut = sc.clip_spread_cut(x, 0, x.size, lo, s_mm, a_lo, a_hi, span, best)
+    cut = sc.clip_spread_cut(x, 0, x.size, lo, s_mm, a_lo, a_hi, span, best, _pre(x), 0)
     assert cut > lo + 0.02 * s_mm

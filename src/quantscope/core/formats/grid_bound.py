@@ -53,15 +53,9 @@ from quantscope.core.kernels.mse_bound import (
     _first_not_below,
     _gap_bound,
 )
-from quantscope.core.kernels.mse_sweep import (
-    _least_on,
-    _piece_best,
-    bucket_of,
-    new_buckets,
-    place,
-    sort_bucket,
-)
+from quantscope.core.kernels.mse_sweep import _least_on, _piece_best
 from quantscope.core.kernels.small_unique import small_unique
+from quantscope.core.kernels.sweep_buckets import bucket_of, new_buckets, place, sort_bucket
 
 _jit = njit(nogil=True, error_model="numpy")
 
@@ -70,9 +64,13 @@ _jit = njit(nogil=True, error_model="numpy")
 #: every crossing element cost more than the boxes it saves (a 4096x4096 weight in FP8 per
 #: tensor: 2.1 s of processor time at 256, 2.7 s at 8192, the same optimum).
 EXACT_RUN = 256
-#: Crossings per bucket of a sweep (:func:`grid_sweep`): a bucket whose bound reaches the best
-#: error found is passed whole, unsorted.
-SWEEP_BUCKET = 8
+#: Crossings per bucket of a sweep (:func:`grid_sweep`): a bucket whose bound reaches the
+#: error to beat is passed whole, on its sums (FP8 per channel on a 4096x4096 weight, the
+#: search's processor time on one thread against 8: 0.93; 32 as 16).
+SWEEP_BUCKET = 16
+#: Room for the rounding of a sweep's bucket sums, as a share of the unit's Σx²: a bucket is
+#: passed for the error between buckets only when its bound exceeds that error by more.
+CUT_ROOM = 1e-12
 #: Columns of the per-unit result.
 OUT_ERR, OUT_SCALE, OUT_PROVEN, OUT_BOXES, OUT_S_LO = 0, 1, 2, 3, 4
 
@@ -305,31 +303,25 @@ def box_crossings(rlo, rhi, rf, n_runs):
 
 
 @_jit
-def grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1, ev_2, out):
-    """The least error over every float32 scale of ``[s1, s2]`` of sorted ``x`` from position
-    ``a``, given the box's runs: the pieces between its breakpoints, largest scale first, each
-    minimised at the float32 neighbours of its vertex. ``out`` = (error, scale) is written only
-    where something beats ``best``; returns whether it was. ``out[2]``: a lower bound of the
-    error over every real scale of the box, the least where something was found (what
-    :func:`unit_optimum` folds onto lower octaves). ``ev_*`` hold at least
-    :func:`box_crossings` entries.
+def _step(vals, k, positive):
+    """``(d1, d2)`` of a crossing of midpoint ``k`` away from zero: the change of the value
+    and of its square (``k`` to ``k + 1`` for a positive element, ``k + 1`` to ``k`` for a
+    negative one)."""
+    old = vals[k] if positive else vals[k + 1]
+    new = vals[k + 1] if positive else vals[k]
+    return new - old, new * new - old * old
 
-    Most of a box holds nothing better than ``best``, and most breakpoints need not be put in
-    order: they are dealt into buckets of about :data:`SWEEP_BUCKET` by scale. A crossing from value
-    ``v`` to ``w`` at breakpoint ``b`` changes the error by ``(w² − v²)·s·(s − b)`` below
-    ``b`` (nothing above), which on a bucket's span, narrower than an octave, is least at the
-    span's lowest scale; a bucket whose first quadratic's least on its span plus those least
-    changes reaches ``best`` is passed with its sums, and only the others are sorted and swept
-    piece by piece (on a 4096-element row in FP8 most of an octave's 32,000 breakpoints are
-    passed so)."""
-    ne = box_crossings(rlo, rhi, rf, n_runs)
-    nb = max(1, ne // SWEEP_BUCKET)
-    # per bucket: Σ of its crossings' changes of q1 and q2, its least and largest breakpoint
-    scale, start, slot, bk = new_buckets(ne, s1, s2, nb, 4)
+
+@_jit
+def _bucket_sums(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, scale, count, bk):
+    """The box's crossings dealt into buckets by scale (:func:`grid_sweep`), only their sums
+    kept: ``count[j + 1]`` the crossings of bucket ``j``, ``bk[j]`` = (Σ of their changes of
+    ``q1``, of ``q2``, their least and their largest breakpoint). Returns ``(q0, q1, q2)``:
+    the quadratic at ``s2``."""
+    nb = count.size - 1
     q0 = 0.0
     q1 = 0.0
     q2 = 0.0
-    ne = 0
     p = a
     for r in range(n_runs):
         cnt = int(rf[r, 0])
@@ -342,72 +334,174 @@ def grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
         q2 += v * v * rf[r, 0]
         for k in range(lo, hi):  # each midpoint crossed, the run's elements in order
             inv = 1.0 / mids[k]
-            old = vals[k] if positive else vals[k + 1]
-            new = vals[k + 1] if positive else vals[k]
-            d1 = new - old
-            d2 = new * new - old * old
+            d1, d2 = _step(vals, k, positive)
             for i in range(p, p + cnt):
                 xv = np.float64(x[i])
                 b = min(max(xv * inv, s1), s2)
-                e1 = xv * d1
-                ev_b[ne] = b
-                ev_1[ne] = e1
-                ev_2[ne] = d2
                 j = bucket_of(b, s2, scale, nb)
-                slot[ne] = j
-                start[j + 1] += 1
-                bk[j, 0] += e1
+                count[j + 1] += 1
+                bk[j, 0] += xv * d1
                 bk[j, 1] += d2
                 bk[j, 2] = min(bk[j, 2], b)
                 bk[j, 3] = max(bk[j, 3], b)
-                ne += 1
         p += cnt
-    order = place(slot, start, ne, nb)
-    hit = False
-    least = np.inf
-    span_hi = s2  # the least breakpoint of the last nonempty bucket passed (s2 at first)
-    nxt = 0  # the next nonempty bucket after the current one
-    for j in range(nb):
-        if start[j + 1] == start[j] and not (j == nb - 1 and ne == 0):
-            continue
-        nxt = max(nxt, j + 1)
-        while nxt < nb and start[nxt + 1] == start[nxt]:
-            nxt += 1
-        span_lo = s1 if nxt >= nb else bk[nxt, 3]
-        if ne > 0 and 2.0 * span_lo >= bk[j, 3]:
-            # every piece of the span is at least the first quadratic there plus each
-            # crossing's change at the span's lowest scale
-            slack = span_lo * (span_lo * bk[j, 1] - 2.0 * bk[j, 0])
-            low = _least_on(q0, q1, q2, span_lo, span_hi) + min(slack, 0.0)
-            if low >= best:
-                least = min(least, low)
-                q1 += bk[j, 0]
-                q2 += bk[j, 1]
-                span_hi = bk[j, 2]
+    return q0, q1, q2
+
+
+@_jit
+def _kept_crossings(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, scale, kept, start,
+                    slot, ev_b, ev_1, ev_2):
+    """The crossings of the kept buckets (``kept[j + 1] > kept[j]``: ``kept`` counts them
+    cumulatively), dealt as :func:`_bucket_sums` deals them: breakpoint, changes of ``q1`` and
+    ``q2`` into ``ev_*``, bucket into ``slot``, counted in ``start[j + 1]``. One midpoint's
+    crossings of a run are in order of scale: a run's crossings with no kept bucket between
+    its first and last are passed without a look."""
+    nb = start.size - 1
+    n = 0
+    p = a
+    for r in range(n_runs):
+        cnt = int(rf[r, 0])
+        lo, hi = rlo[r], rhi[r]
+        positive = np.float64(x[p]) > 0.0
+        for k in range(lo, hi):
+            inv = 1.0 / mids[k]
+            ja = bucket_of(min(max(np.float64(x[p]) * inv, s1), s2), s2, scale, nb)
+            jb = bucket_of(min(max(np.float64(x[p + cnt - 1]) * inv, s1), s2), s2, scale, nb)
+            if kept[max(ja, jb) + 1] == kept[min(ja, jb)]:
                 continue
-        e0, e1 = start[j], start[j + 1]
-        sort_bucket(order, ev_b, e0, e1)
-        upper = span_hi
-        for i in range(e0, e1 + 1):
-            if i < e1:
-                o = order[i]
-                lower = ev_b[o]
-            else:  # the bucket's last piece, down to the next bucket's largest breakpoint
-                lower = span_lo
-            if lower < upper or (i == e1 and nxt >= nb):
-                lower = min(lower, upper)
-                least = min(least, _least_on(q0, q1, q2, lower, upper))
-                found, err, s = _piece_best(q0, q1, q2, lower, upper, s1, s2, best)
-                if found:
-                    best = err
-                    out[0] = err
-                    out[1] = s
-                    hit = True
-            if i < e1:
-                q1 += ev_1[o]
-                q2 += ev_2[o]
-                upper = lower
-        span_hi = bk[j, 2] if e1 > e0 else s1
+            d1, d2 = _step(vals, k, positive)
+            for i in range(p, p + cnt):
+                xv = np.float64(x[i])
+                b = min(max(xv * inv, s1), s2)
+                j = bucket_of(b, s2, scale, nb)
+                if kept[j + 1] > kept[j]:
+                    ev_b[n] = b
+                    ev_1[n] = xv * d1
+                    ev_2[n] = d2
+                    slot[n] = j
+                    start[j + 1] += 1
+                    n += 1
+        p += cnt
+    return n
+
+
+@_jit
+def grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1, ev_2, out):
+    """The least error over every float32 scale of ``[s1, s2]`` of sorted ``x`` from position
+    ``a``, given the box's runs: the pieces between its breakpoints, largest scale first, each
+    minimised at the float32 neighbours of its vertex. ``out`` = (error, scale) is written only
+    where something beats ``best``; returns whether it was. ``out[2]``: a lower bound of the
+    error over every real scale of the box, the least where something was found (what
+    :func:`unit_optimum` folds onto lower octaves). ``ev_*`` hold at least
+    :func:`box_crossings` entries.
+
+    Most of a box holds nothing better than ``best``, and most breakpoints need not be put in
+    order, nor even stored: they are dealt into buckets of about :data:`SWEEP_BUCKET` by
+    scale, each bucket keeping only its sums. A crossing from value ``v`` to ``w`` at
+    breakpoint ``b`` changes the error by ``(w² − v²)·s·(s − b)`` below ``b`` (nothing above),
+    which on a bucket's span, narrower than an octave, is least at the span's lowest scale: a
+    bucket whose first quadratic's least on its span plus those least changes reaches the
+    error to beat holds nothing better. That error is at most ``best`` and, first, at most the
+    least error of the pieces *between* buckets (no crossing inside: each bucket's first
+    quadratic is the error there), a few thousand exact errors spread over the box whose least
+    lies near the box's own (on a 4096-element row in FP8 about one bucket in a thousand is
+    left; ``best`` from the search's few evaluations leaves one in twelve). Only the crossings
+    of the buckets left are dealt again, stored, sorted and swept piece by piece, the buckets
+    in order of scale, so that of equal errors the largest scale is found, as a sweep of
+    every piece finds it."""
+    ne = box_crossings(rlo, rhi, rf, n_runs)
+    nb = max(1, ne // SWEEP_BUCKET)
+    scale, count, _, bk = new_buckets(0, s1, s2, nb, 4)
+    q0, q1, q2 = _bucket_sums(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, scale, count,
+                              bk)
+    if ne == 0:  # one piece: the whole box
+        found, err, s = _piece_best(q0, q1, q2, s1, s2, s1, s2, best)
+        if found:
+            out[0] = err
+            out[1] = s
+        out[2] = max(_least_on(q0, q1, q2, s1, s2), 0.0)
+        return found
+    # each bucket's first quadratic, and the pieces between buckets: the error to beat
+    b1 = np.empty(nb)
+    b2 = np.empty(nb)
+    cut = best
+    upper = s2
+    for j in range(nb):
+        b1[j] = q1
+        b2[j] = q2
+        if count[j + 1] == 0:
+            continue
+        if bk[j, 3] < upper:
+            cut = _piece_best(q0, q1, q2, bk[j, 3], upper, s1, s2, cut)[1]
+        q1 += bk[j, 0]
+        q2 += bk[j, 1]
+        upper = bk[j, 2]
+    cut = min(cut, _piece_best(q0, q1, q2, min(s1, upper), upper, s1, s2, cut)[1])
+    # a bucket is kept when its bound is below both (the cut with room for the rounding of
+    # its sums: the bucket that holds the cut's own piece is always kept)
+    cut += CUT_ROOM * q0
+    kept = np.zeros(nb + 1, np.int64)
+    span_lo = np.empty(nb)  # per bucket, the scales its sweep covers
+    span_hi = np.empty(nb)
+    least = np.inf
+    n_kept = 0
+    last = 0  # the last nonempty bucket
+    hi = s2
+    nxt = 0
+    for j in range(nb):
+        kept[j + 1] = kept[j]
+        if count[j + 1] == 0:
+            continue
+        last = j
+        nxt = max(nxt, j + 1)
+        while nxt < nb and count[nxt + 1] == 0:
+            nxt += 1
+        lo = s1 if nxt >= nb else bk[nxt, 3]
+        span_lo[j] = lo
+        span_hi[j] = hi
+        hi = bk[j, 2]
+        if 2.0 * lo >= bk[j, 3]:
+            slack = lo * (lo * bk[j, 1] - 2.0 * bk[j, 0])
+            low = _least_on(q0, b1[j], b2[j], lo, span_hi[j]) + min(slack, 0.0)
+            if low >= best or low > cut:
+                least = min(least, low)
+                continue
+        kept[j + 1] += 1
+        n_kept += count[j + 1]
+    hit = False
+    if n_kept > 0:
+        start = np.zeros(nb + 1, np.int64)
+        slot = np.empty(n_kept, np.int64)
+        n = _kept_crossings(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, scale, kept,
+                            start, slot, ev_b, ev_1, ev_2)
+        order = place(slot, start, n, nb)
+        for j in range(nb):
+            if kept[j + 1] == kept[j]:
+                continue
+            q1 = b1[j]
+            q2 = b2[j]
+            e0, e1 = start[j], start[j + 1]
+            sort_bucket(order, ev_b, e0, e1)
+            upper = span_hi[j]
+            for i in range(e0, e1 + 1):
+                if i < e1:
+                    o = order[i]
+                    lower = ev_b[o]
+                else:  # the bucket's last piece, down to the next bucket's largest breakpoint
+                    lower = span_lo[j]
+                if lower < upper or (i == e1 and j == last):
+                    lower = min(lower, upper)
+                    least = min(least, _least_on(q0, q1, q2, lower, upper))
+                    found, err, s = _piece_best(q0, q1, q2, lower, upper, s1, s2, best)
+                    if found:
+                        best = err
+                        out[0] = err
+                        out[1] = s
+                        hit = True
+                if i < e1:
+                    q1 += ev_1[o]
+                    q2 += ev_2[o]
+                    upper = lower
     out[2] = max(least, 0.0)
     return hit
 
@@ -488,12 +582,29 @@ def _record(r_s1, r_s2, r_b, n_rec, s1, s2, bound):
 
 
 @_jit
+def _lowest_scale(x, a, b, rec, k0, search, s_mm, s_floor, top, threshold):
+    """The lowest scale not excluded: the largest power-of-two fraction of ``s_mm`` (float32)
+    at which the clipping alone (:func:`clip_floor`) reaches ``threshold``, at least
+    ``s_floor``."""
+    s_lo = s_mm
+    while True:
+        s_lo *= 0.5
+        if s_lo <= s_floor:
+            s_lo = s_floor
+            break
+        if clip_floor(x, a, b, rec, k0, search, s_lo * top) >= threshold:
+            break
+    return np.float64(np.float32(s_lo))
+
+
+@_jit
 def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm, eps, floor,
                  grid, max_boxes, sweep_cells, best0, fold, img_lo, out, scratch):
     """The least error of sorted ``x[a:b]`` over the float32 scales of ``[s_floor, s_top]``,
     by branch and bound (module doc): ``out`` = (error, scale, 1.0 when every box was settled,
     boxes opened, the lowest scale not excluded by :func:`clip_floor`). ``s_mm`` (the min/max
-    scale) and ``s_mm · grid`` are evaluated first; scales from ``s_floor`` up to the largest
+    scale) and ``s_mm · grid`` are evaluated first (but for a walked row's folded range,
+    swept whole); scales from ``s_floor`` up to the largest
     power-of-two fraction of ``s_mm`` that :func:`clip_floor` excludes are dropped at once; a
     box is dropped when its bound reaches ``(1 − eps)`` times the best error less ``floor``;
     a box with at most ``sweep_cells`` breakpoints is swept; at most ``max_boxes`` boxes are
@@ -522,24 +633,22 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
     pts[1] = min(max(s_mm, s_floor), s_top)
     for i in range(grid.size):
         pts[i + 2] = min(max(np.float64(np.float32(s_mm * grid[i])), s_floor), s_top)
-    for i in range(pts.size):
-        err = _error_at(x, a, b, rec, k0, search, pts[i], vals, mids, fmt, rlo, rhi, rf)
-        if err < best:
-            best, best_s = err, pts[i]
-    # the lowest scales: excluded wholesale where even the clipping alone costs more
-    threshold = best * (1.0 - eps) - floor
+    # a walked row's folded range is swept whole at once: its evaluations would cost a walk
+    # each and bound nothing the sweep's own pieces do not; the lowest scale not excluded is
+    # found when the range is done, by the best error the range holds
+    at_once = fold and not search
+    if not at_once:
+        for i in range(pts.size):
+            err = _error_at(x, a, b, rec, k0, search, pts[i], vals, mids, fmt, rlo, rhi, rf)
+            if err < best:
+                best, best_s = err, pts[i]
     s_lo = s_mm
-    while True:
-        s_lo *= 0.5
-        if s_lo <= s_floor:
-            s_lo = s_floor
-            break
-        if clip_floor(x, a, b, rec, k0, search, s_lo * top) >= threshold:
-            break
-    s_lo = np.float64(np.float32(s_lo))
-    err = _error_at(x, a, b, rec, k0, search, s_lo, vals, mids, fmt, rlo, rhi, rf)
-    if err < best:
-        best, best_s = err, s_lo
+    if not at_once:
+        s_lo = _lowest_scale(x, a, b, rec, k0, search, s_mm, s_floor, top,
+                             best * (1.0 - eps) - floor)
+        err = _error_at(x, a, b, rec, k0, search, s_lo, vals, mids, fmt, rlo, rhi, rf)
+        if err < best:
+            best, best_s = err, s_lo
     folding = fold
     pts = small_unique(np.append(pts, s_lo))
     size = 0
@@ -562,6 +671,9 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
             if not folding:
                 break
             folding = False
+            if at_once:
+                s_lo = _lowest_scale(x, a, b, rec, k0, search, s_mm, s_floor, top, threshold)
+                img_floor = img_lo if img_lo > 0.0 else s_lo
             for i in range(size):  # the range's boxes left: their bounds, for the images
                 r_s1, r_s2, r_b, n_rec = _record(r_s1, r_s2, r_b, n_rec, h_s1[i], h_s2[i],
                                                  h_key[i] - sub_slack(x, a, b, h_s2[i], vals,
@@ -627,6 +739,9 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
         h_key, h_s1, h_s2, h_za, h_zb = heap_add(h_key, h_s1, h_s2, h_za, h_zb, size, low, mid,
                                                  s2, 0, 0)
         size += 1
+    if at_once and folding:  # stopped by max_boxes within the range
+        s_lo = _lowest_scale(x, a, b, rec, k0, search, s_mm, s_floor, top,
+                             best * (1.0 - eps) - floor)
     out[0] = max(best, 0.0)
     out[1] = best_s
     out[2] = proven

@@ -227,13 +227,26 @@ def unit_prefix(x, a, b, pre):
     pre[0, 3] = 0.0
     for i in range(a, b):
         v = np.float64(x[i])
-        h1, l1 = _step(h1, l1, v)
-        h2, l2 = _step(h2, l2, v * v)
+        h1, l1 = _fast_step(h1, l1, v)
+        h2, l2 = _fast_step(h2, l2, v * v)
         j = i - a + 1
         pre[j, 0] = h1
         pre[j, 1] = l1
         pre[j, 2] = h2
         pre[j, 3] = l2
+
+
+@_jit
+def _fast_step(hi, lo, v):
+    """:func:`quantscope.core.kernels.block_sums._step`, bit for bit, in half the operations
+    where it can: when ``|hi| >= |v|`` the rounding error of ``hi + v`` is exactly
+    ``v − (sum − hi)`` (Dekker's Fast2Sum), the same number TwoSum finds in six. A sorted
+    unit's running sums are past their next value almost always, so the branch is predictable;
+    the prefix sums were a tenth of a channel's set-up."""
+    if abs(hi) >= abs(v):
+        cur = hi + v
+        return cur, lo + (v - (cur - hi))
+    return _step(hi, lo, v)
 
 
 @_jit
@@ -349,6 +362,14 @@ def _run_end(x, p, b, inv1, inv2, k, lo, hi):
 
 
 @_jit
+def _below_half(y, c):
+    """Whether the product ``y = x · inv`` rounds to ``c`` or below: below ``c + 1/2``, or at
+    it when round half to even keeps ``c``."""
+    t = c + 0.5
+    return y < t or (y == t and c % 2 == 0)
+
+
+@_jit
 def _runs_at(x, a, b, s, k, rlo, rhi, rf):
     """:func:`runs_walk` at one scale: every run is one code, found by galloping."""
     inv = 1.0 / s
@@ -376,6 +397,13 @@ def _runs_at(x, a, b, s, k, rlo, rhi, rf):
 
 @_jit
 def _same(xv, inv1, inv2, k, lo, hi):
+    """Whether the codes of ``xv`` at the two scales (reciprocals ``inv1``, ``inv2``) are
+    ``lo .. hi``, for an element after one whose codes they are (codes are monotone in the
+    sorted values). At one scale that is its code not above ``lo`` (``k``: every larger
+    value clamps to it): one product and a comparison (:func:`_below_half`) instead of two
+    codes, two roundings and their clamps."""
+    if inv1 == inv2:
+        return lo >= k or _below_half(xv * inv1, lo)
     c1 = _code(xv, inv1, k)
     c2 = _code(xv, inv2, k)
     return min(c1, c2) == lo and max(c1, c2) == hi
@@ -558,7 +586,6 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
         z0, z1 = z_fixed, z_fixed
     else:
         z0, z1 = qmin, qmax
-    nz = z1 - z0 + 1
     best = np.inf
     best_s = s_mm
     best_z = z0
@@ -586,28 +613,38 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
     todo = np.empty(pts.size + 2)
     todo[0] = s_mm
     n_todo = 1
+    cut_lo, cut_hi = -np.inf, -np.inf  # the cuts among the scales to evaluate, once placed
     i = 0
     while i < n_todo:
         s = todo[i]
         if search:
             n_runs = runs_search(x, a, b, rec, k0, s, s, k, rlo, rhi, rf)
+            # a searched row weighs every zero point (mse_twin takes the same steps)
+            best, best_s, best_z = _evaluate(rlo, rhi, rf, n_runs, s, qmin, qmax, z0, z1, best,
+                                             best_s, best_z, cum, lb, arg)
         else:
             off[i + 1] = codes_at(x, a, b, s, k, pos, code, off[i])
             _ladder_insert(lad_s, lad_id, i, _first_not_below(lad_s, 0, i, s), s, i)
-            n_runs = runs_between(x, a, b, pre, s, s, pos, code, off[i], off[i + 1], off[i],
-                                  off[i + 1], rlo, rhi, rf)
-        z_bounds(rlo, rhi, rf, n_runs, s, s, qmin, qmax, z0, z1, cum, lb, arg)
-        for t in range(nz):
-            # the least scale of equal errors, whatever the order the scales are evaluated in
-            if lb[t] < best or (lb[t] == best and s < best_s):
-                best, best_s, best_z = lb[t], s, z0 + t
+            # a cut's error exceeds the best so far (that placed it): its runs are kept for
+            # the boxes beside it, its error is not worth computing
+            if s != cut_lo and s != cut_hi:
+                n_runs = runs_between(x, a, b, pre, s, s, pos, code, off[i], off[i + 1],
+                                      off[i], off[i + 1], rlo, rhi, rf)
+                za, zb = _zero_points_near(x, a, b, s, k, qmin, qmax, z0, z1, floor)
+                best, best_s, best_z = _evaluate(rlo, rhi, rf, n_runs, s, qmin, qmax, za, zb,
+                                                 best, best_s, best_z, cum, lb, arg)
         i += 1
         if i == 1:
             if not search:  # a searched row keeps its grid (mse_twin takes the same steps)
                 best, best_s, best_z = _incumbents(x, a, b, pre, s_mm, pts[0], pts[pts.size - 1],
                                                    best, best_s, best_z, k, qmin, qmax, z0, z1,
-                                                   rlo, rhi, rf, cum, lb, arg)
-                pts = _between_cuts(x, a, b, pts, s_mm, best, qmin, qmax, z0, z1)
+                                                   floor, rlo, rhi, rf, cum, lb, arg)
+                ends = pts[0], pts[pts.size - 1]
+                pts = _between_cuts(x, a, b, pre, pts, s_mm, best, qmin, qmax, z0, z1)
+                if pts[0] > ends[0]:
+                    cut_lo = pts[0]
+                if pts[pts.size - 1] < ends[1]:
+                    cut_hi = pts[pts.size - 1]
             for u in range(pts.size):
                 if pts[u] != s_mm:
                     todo[n_todo] = pts[u]
@@ -719,10 +756,11 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
 
 @_jit
 def _incumbents(x, a, b, pre, s_mm, s_lo, s_hi, best, best_s, best_z, k, qmin, qmax, z0, z1,
-                rlo, rhi, rf, cum, lb, arg):
+                floor, rlo, rhi, rf, cum, lb, arg):
     """The best of (``best``, ``best_s``, ``best_z``) and the errors of every zero point of
     ``[z0, z1]`` at the scales ``s_mm · INCUMBENTS`` of ``[s_lo, s_hi]`` (a walked row's,
-    from its prefix sums ``pre``), equal errors going to the least scale.
+    from its prefix sums ``pre``; those that could be least, :func:`_zero_points_near`),
+    equal errors going to the least scale.
 
     Not box ends: only a better error to compare with from the start. The cuts
     (:func:`_between_cuts`) and every bound compare against it, and a sweep passes a bucket
@@ -737,15 +775,51 @@ def _incumbents(x, a, b, pre, s_mm, s_lo, s_hi, best, best_s, best_z, k, qmin, q
         if not s_lo <= s <= s_hi:
             continue
         n_runs = runs_prefix(x, a, b, pre, s, s, k, rlo, rhi, rf)
-        z_bounds(rlo, rhi, rf, n_runs, s, s, qmin, qmax, z0, z1, cum, lb, arg)
-        for t in range(z1 - z0 + 1):
-            if lb[t] < best or (lb[t] == best and s < best_s):
-                best, best_s, best_z = lb[t], s, z0 + t
+        za, zb = _zero_points_near(x, a, b, s, k, qmin, qmax, z0, z1, floor)
+        best, best_s, best_z = _evaluate(rlo, rhi, rf, n_runs, s, qmin, qmax, za, zb, best,
+                                         best_s, best_z, cum, lb, arg)
     return best, best_s, best_z
 
 
 @_jit
-def _between_cuts(x, a, b, pts, s_mm, best, qmin, qmax, z0, z1):
+def _zero_points_near(x, a, b, s, k, qmin, qmax, z0, z1, floor):
+    """The zero points of ``[z0, z1]`` among which the least error of sorted ``x[a:b]`` at
+    scale ``s`` lies: all of them but those whose error exceeds another's by more than the
+    sums' roundoff ``floor`` (so :func:`z_bounds` picks the same one from these alone).
+
+    With ``c_lo``, ``c_hi`` the codes of the least and greatest value, zero point ``z``
+    clamps the least value when ``z < A = qmin − c_lo`` and the greatest when ``z > B = qmax
+    − c_hi``. Below both ``A`` and ``B`` the step ``z → z + 1`` lowers every clamped
+    element's grid point by one towards its value and clamps nothing new: no error grows,
+    and from ``z ≤ A − 2`` on the least value, at least 1.5 steps below its grid point, gains
+    at least ``2s²``. So every ``z ≤ min(A, B) − 2`` errs by ``2s²`` more than
+    ``min(A, B) − 1`` (one step below both may tie exactly: a value half way between two
+    codes), and likewise above ``max(A, B) + 1``. Where ``2s²`` is not above ``2·floor`` (a
+    unit far from 0 for its spread) the roundoff could order them otherwise: all are kept."""
+    if b <= a or not s * s > floor:
+        return z0, z1
+    inv = 1.0 / s
+    za = qmin - _code(np.float64(x[a]), inv, k)
+    zb = qmax - _code(np.float64(x[b - 1]), inv, k)
+    lo, hi = min(za, zb) - 1, max(za, zb) + 1
+    return min(max(lo, z0), z1), max(min(hi, z1), z0)
+
+
+@_jit
+def _evaluate(rlo, rhi, rf, n_runs, s, qmin, qmax, za, zb, best, best_s, best_z, cum, lb, arg):
+    """The best of (``best``, ``best_s``, ``best_z``) and the errors at scale ``s`` of the
+    zero points ``[za, zb]`` (:func:`z_bounds` of the scale's runs): the least error, equal
+    errors going to the least scale, then to the least zero point."""
+    z_bounds(rlo, rhi, rf, n_runs, s, s, qmin, qmax, za, zb, cum, lb, arg)
+    for t in range(zb - za + 1):
+        # the least scale of equal errors, whatever the order the scales are evaluated in
+        if lb[t] < best or (lb[t] == best and s < best_s):
+            best, best_s, best_z = lb[t], s, za + t
+    return best, best_s, best_z
+
+
+@_jit
+def _between_cuts(x, a, b, pre, pts, s_mm, best, qmin, qmax, z0, z1):
     """The grid ``pts`` (ascending, ``s_mm`` among them) less the scales beyond the cuts
     below and above ``s_mm`` past which every scale's error exceeds ``best`` at every zero
     point of ``[z0, z1]`` (:mod:`quantscope.core.kernels.scale_cuts`), with the cuts as its
@@ -755,8 +829,9 @@ def _between_cuts(x, a, b, pts, s_mm, best, qmin, qmax, z0, z1):
         return pts
     lo = clip_cut(x, a, b, s_mm, pts[0], qmin - z1, qmin - z0, qmax - qmin, best)
     if lo > pts[0]:  # the clipping alone rules out some scales: with the spread, more
-        lo = clip_spread_cut(x, a, b, lo, s_mm, qmin - z1, qmin - z0, qmax - qmin, best)
-    hi = spread_cut(x, a, b, s_mm, pts[pts.size - 1], best)
+        lo = clip_spread_cut(x, a, b, lo, s_mm, qmin - z1, qmin - z0, qmax - qmin, best, pre,
+                             a)
+    hi = spread_cut(x, a, b, s_mm, pts[pts.size - 1], best, pre, a)
     lo, hi = min(lo, s_mm), max(hi, s_mm)  # s_mm stays, whatever the rounding of the sums
     out = np.empty(pts.size + 2)
     n = 0

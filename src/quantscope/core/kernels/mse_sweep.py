@@ -26,12 +26,22 @@ from __future__ import annotations
 import numpy as np
 
 from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.sweep_buckets import (
+    BUCKET,
+    KEEP,
+    SUMS,
+    bucket_table,
+    deal,
+    edge_below,
+    next_full,
+    sorted_crossings,
+)
 
 _jit = njit(nogil=True, error_model="numpy")
 
-#: Crossings per bucket of a sweep (:func:`box_sweep`): a bucket whose bound reaches the best
-#: error found is passed whole, unsorted.
-BUCKET = 8
+#: How far above the best error a bucket's bound may lie and still have its crossings kept
+#: for a sweep (:func:`_to_sweep`): the sweep's own sums differ from the bound's by rounding.
+_MARGIN = 1e-9
 
 
 @_jit
@@ -43,58 +53,6 @@ def box_crossings(rlo, rhi, rf, n_runs):
         if rlo[r] != rhi[r]:
             total += int(rf[r, 0]) * (rhi[r] - rlo[r])
     return total
-
-
-@njit(nogil=True, error_model="numpy", inline="always")
-def bucket_of(b, s2, scale, nb):
-    """The bucket of breakpoint ``b`` among ``nb`` equal buckets of a box ending at ``s2``
-    (``scale``: ``nb`` over the box's width), largest scales first."""
-    return min(max(int((s2 - b) * scale), 0), nb - 1)
-
-
-@_jit
-def new_buckets(ne, s1, s2, nb, cols):
-    """Empty buckets for ``ne`` crossings of the box ``[s1, s2]``: (``scale`` for
-    :func:`bucket_of`, ``start`` for the counts, ``slot`` for each crossing's bucket, ``bk``:
-    ``cols`` columns per bucket, zero but for columns 2 and 3, which are to hold its least and
-    largest breakpoint)."""
-    width = s2 - s1
-    scale = nb / width if width > 0.0 else 0.0
-    bk = np.zeros((nb, cols))
-    for j in range(nb):
-        bk[j, 2] = np.inf
-        bk[j, 3] = -np.inf
-    return scale, np.zeros(nb + 1, np.int64), np.empty(ne, np.int64), bk
-
-
-@_jit
-def place(slot, start, ne, nb):
-    """The counting sort's second half: ``start[j + 1]`` holding bucket ``j``'s count becomes
-    where it starts, and the positions ``0 .. ne − 1`` are returned bucket by bucket
-    (``slot``: each one's bucket). The crossings of a narrow box spread evenly over it, so
-    this is linear where a comparison sort took as long as the rest of the sweep."""
-    for j in range(nb):
-        start[j + 1] += start[j]
-    order = np.empty(ne, np.int64)
-    fill = start[:nb].copy()
-    for i in range(ne):
-        j = slot[i]
-        order[fill[j]] = i
-        fill[j] += 1
-    return order
-
-
-@_jit
-def sort_bucket(order, b, e0, e1):
-    """Sort ``order[e0:e1]`` by ``b``, largest first (an insertion sort: a bucket is small)."""
-    for i in range(e0 + 1, e1):
-        o = order[i]
-        v = b[o]
-        t = i - 1
-        while t >= e0 and b[order[t]] < v:
-            order[t + 1] = order[t]
-            t -= 1
-        order[t + 1] = o
 
 
 @_jit
@@ -164,13 +122,17 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
     events times its zero points -- not its crossings times the zero points that survive it.
 
     Most of a box holds nothing better than ``best``, and most crossings need not even be put
-    in order. The crossings are dealt into buckets of about :data:`BUCKET` by breakpoint; an
-    inner crossing changes ``A`` by ``(2k + 1)·s·(s − b)`` (``|x|`` from code ``k`` to
-    ``k + 1`` at its breakpoint ``b``), which on a bucket's narrow span of scales is never
-    below its value at the span's lowest scale. So every piece of a bucket is at least the
-    least of the bucket's first ``A`` on its span plus those changes: a bucket whose bound plus
-    the stretch's least edge part reaches ``best`` is passed with its sums; only the others
-    (and those with an edge event) are sorted and swept piece by piece.
+    in order. The crossings are dealt into buckets of about :data:`BUCKET` by breakpoint
+    (:mod:`quantscope.core.kernels.sweep_buckets`); an inner crossing changes ``A`` by
+    ``(2k + 1)·s·(s − b)`` (``|x|`` from code ``k`` to ``k + 1`` at its breakpoint ``b``),
+    which on a bucket's narrow span of scales is never below its value at the span's lowest
+    scale. So every piece of a bucket is at least the least of the bucket's first ``A`` on its
+    span plus those changes, plus the least edge part of the stretches the bucket's edge events
+    cut it into: a bucket whose bound reaches ``best`` is passed with its sums; only the others
+    are sorted and swept piece by piece. The sums come first, from a pass that keeps no
+    inner crossing; when a bucket must be swept, the buckets that may be (:func:`_to_sweep`)
+    have their crossings kept by a second pass -- a tenth of the box's on an LLM weight's
+    channel -- so most crossings are never stored, ordered or read again.
 
     ``out`` = (error, scale, zero point) is overwritten only where something beats ``best``;
     returns whether it was. ``ev_*`` hold at least :func:`box_crossings` entries, ``q1`` and
@@ -178,25 +140,118 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
     nz = zb - za + 1
     inner_lo = qmin - za
     inner_hi = qmax - zb
+    q0, a1, a2 = _first_sums(rlo, rhi, rf, n_runs, qmin, qmax, za, nz, inner_lo, inner_hi, q1,
+                             q2)
+    n_cross = box_crossings(rlo, rhi, rf, n_runs)
+    if n_cross == 0:
+        fz = np.empty(nz)
+        f_low = _edge_least(q1, q2, nz, s1, s2, fz)
+        return _piece(q0, a1, a2, q1, q2, fz, nz, za, s1, s2, s1, s2, f_low, best, out)
+    # per bucket: Σ of its inner crossings' changes of a1 and a2, its least and largest
+    # breakpoint, and 1.0 when it holds an edge event (those crossings kept)
+    nb = max(1, n_cross // BUCKET)
+    scale, bk = bucket_table(s1, s2, nb, 5)
+    head = np.full(nb, -1, np.int64)
+    link = np.empty(n_cross, np.int64)
+    want = np.zeros(nb, np.bool_)
+    ne = deal(SUMS, x, a, rlo, rhi, rf, n_runs, s1, s2, scale, nb, inner_lo, inner_hi, bk, want,
+              0, nb - 1, ev_b, ev_x, ev_m, head, link, 0)
+    kept = np.zeros(nb, np.bool_)  # buckets whose inner crossings are kept too
+    edge_lo = edge_below(bk, nb, s1)
+    buf = np.empty(n_cross, np.int64)
+    dq1, dq2 = np.empty(nz), np.empty(nz)
+    eq1, eq2, efz = np.empty(nz), np.empty(nz), np.empty(nz)
+    # each zero point's least edge part on the first stretch (``fz``), down to the first edge
+    # bucket's least breakpoint, and the least of them
+    fz = np.empty(nz)
+    f_low = _edge_least(q1, q2, nz, edge_lo[0], s2, fz)
+    span_hi = s2  # the least breakpoint of the last nonempty bucket passed (s2 at first)
+    nxt = 0  # the next nonempty bucket after the current one
+    hit = False
+    for j in range(nb):
+        if bk[j, 2] > bk[j, 3]:
+            continue
+        nxt = next_full(bk, max(nxt, j + 1), nb)
+        span_lo = s1 if nxt >= nb else bk[nxt, 3]
+        low = _bucket_low(q0, a1, a2, bk, j, span_lo, span_hi)
+        f_end = f_low
+        f_min = f_low
+        if bk[j, 4] != 0.0:
+            # the edge parts of the stretches the bucket's edge events cut it into
+            n = sorted_crossings(head, link, j, ev_b, ev_x, ev_m, inner_lo, inner_hi, True, buf)
+            f_min, f_end = _edge_stretches(buf, n, ev_b, ev_x, ev_m, q1, q2, eq1, eq2, efz, nz,
+                                           za, qmin, qmax, edge_lo[j + 1], f_low)
+        if low + f_min >= best:
+            a1 += bk[j, 0]
+            a2 += bk[j, 1]
+            if bk[j, 4] != 0.0:
+                q1[:nz] = eq1[:nz]
+                q2[:nz] = eq2[:nz]
+                fz[:nz] = efz[:nz]
+                f_low = f_end
+            span_hi = bk[j, 2]
+            continue
+        if not kept[j]:
+            # the buckets from here on that may be swept, their inner crossings kept
+            j_hi = _to_sweep(j, nb, bk, edge_lo, q0, a1, a2, q1, q2, nz, za, qmin, qmax, inner_lo,
+                      inner_hi, f_low, span_hi, s1, best, head, link, ev_b, ev_x, ev_m, buf,
+                      want, kept, dq1, dq2, eq1, eq2, efz)
+            ne = deal(KEEP, x, a, rlo, rhi, rf, n_runs, s1, s2, scale, nb, inner_lo, inner_hi,
+                      bk, want, j, j_hi, ev_b, ev_x, ev_m, head, link, ne)
+            for u in range(j, nb):
+                kept[u] = kept[u] or want[u]
+        # sweep the bucket piece by piece: its crossings sorted, largest breakpoint first
+        n = sorted_crossings(head, link, j, ev_b, ev_x, ev_m, inner_lo, inner_hi, False, buf)
+        upper = span_hi
+        for i in range(n):
+            o = buf[i]
+            lower = ev_b[o]
+            if lower < upper:
+                if _piece(q0, a1, a2, q1, q2, fz, nz, za, lower, upper, s1, s2, f_low, best,
+                          out):
+                    best = out[0]
+                    hit = True
+            xv = ev_x[o]
+            m_old = ev_m[o]
+            m_new = m_old + (1 if xv > 0.0 else -1)
+            if inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi:
+                a1 += xv * np.float64(m_new - m_old)
+                a2 += np.float64(m_new * m_new - m_old * m_old)
+            else:
+                _edge_step(q1, q2, nz, za, qmin, qmax, m_old, xv)
+                # the stretch below: down to the next edge event of this bucket, or the
+                # least breakpoint of the next edge bucket
+                st_lo = edge_lo[j + 1]
+                for u in range(i + 1, n):
+                    if not _inner(ev_m[buf[u]], ev_x[buf[u]], inner_lo, inner_hi):
+                        st_lo = ev_b[buf[u]]
+                        break
+                f_low = _edge_least(q1, q2, nz, st_lo, lower, fz)
+            upper = lower
+        # the bucket's last piece, down to the next bucket's largest breakpoint
+        if span_lo < upper or nxt >= nb:
+            if _piece(q0, a1, a2, q1, q2, fz, nz, za, span_lo, upper, s1, s2, f_low, best,
+                      out):
+                best = out[0]
+                hit = True
+        span_hi = bk[j, 2]
+    return hit
+
+
+@_jit
+def _first_sums(rlo, rhi, rf, n_runs, qmin, qmax, za, nz, inner_lo, inner_hi, q1, q2):
+    """The sums of a box's quadratics at its largest scale ``s2``, where each run takes the
+    code nearer zero: (``Σx²``, the inner codes' ``Σxm`` and ``Σm²``), and each zero point's
+    sums of the other codes into ``q1`` and ``q2``."""
     q0 = 0.0
     a1 = 0.0
     a2 = 0.0
     for t in range(nz):
         q1[t] = 0.0
         q2[t] = 0.0
-    # the crossings, each dealt into its bucket of scales as it is made (largest scales
-    # first); per bucket: Σ of its inner crossings' changes of a1 and a2, its least and
-    # largest breakpoint, and 1.0 when it holds an edge event
-    n_cross = box_crossings(rlo, rhi, rf, n_runs)
-    nb = max(1, n_cross // BUCKET)
-    scale, start, slot, bk = new_buckets(n_cross, s1, s2, nb, 5)
-    ne = 0
-    p = a
     for r in range(n_runs):
-        cnt = int(rf[r, 0])
         lo, hi = rlo[r], rhi[r]
         q0 += rf[r, 2]
-        # the code at s2 (the larger scale): nearer zero
         c2 = lo if lo >= 0 else hi
         if inner_lo <= c2 <= inner_hi:
             m = np.float64(c2)
@@ -207,132 +262,117 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
                 v = np.float64(_v(c2, za + t, qmin, qmax))
                 q1[t] += v * rf[r, 1]
                 q2[t] += v * v * rf[r, 0]
-        if lo != hi:
-            # every element of the run steps outward (its sign) from code ±k to ±(k + 1)
-            step = 1 if lo >= 0 else -1
-            k0 = abs(c2)
-            k1 = max(abs(lo), abs(hi))
-            for k in range(k0, k1):
-                inv = 1.0 / (k + 0.5)
-                m_old = step * k
-                m_new = m_old + step
-                inner = inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi
-                d1 = np.float64(m_new - m_old)
-                d2 = np.float64(m_new * m_new - m_old * m_old)
-                for i in range(p, p + cnt):
-                    xv = np.float64(x[i])
-                    b = min(max(abs(xv) * inv, s1), s2)
-                    ev_b[ne] = b
-                    ev_x[ne] = xv
-                    ev_m[ne] = m_old
-                    j = bucket_of(b, s2, scale, nb)
-                    slot[ne] = j
-                    start[j + 1] += 1
-                    bk[j, 2] = min(bk[j, 2], b)
-                    bk[j, 3] = max(bk[j, 3], b)
-                    if inner:
-                        bk[j, 0] += xv * d1
-                        bk[j, 1] += d2
-                    else:
-                        bk[j, 4] = 1.0
-                    ne += 1
-        p += cnt
-    hit = False
-    if ne == 0:
-        f_low = _edge_least(q1, q2, nz, s1, s2)
-        return _piece(q0, a1, a2, q1, q2, nz, za, s1, s2, s1, s2, f_low, best, out)
-    order = place(slot, start, ne, nb)
-    # the least edge part on the first stretch: down to the first edge bucket's least breakpoint
-    edge_at = 0  # the first edge bucket at or after the current one (nb: none)
-    while edge_at < nb and bk[edge_at, 4] == 0.0:
-        edge_at += 1
-    f_low = _edge_least(q1, q2, nz, s1 if edge_at >= nb else bk[edge_at, 2], s2)
-    span_hi = s2  # the least breakpoint of the last nonempty bucket passed (s2 at first)
-    nxt = 0  # the next nonempty bucket after the current one
-    for j in range(nb):
-        if start[j + 1] == start[j]:
-            continue
-        nxt = max(nxt, j + 1)
-        while nxt < nb and start[nxt + 1] == start[nxt]:
-            nxt += 1
-        span_lo = s1 if nxt >= nb else bk[nxt, 3]
-        if bk[j, 4] == 0.0:
-            # a crossing of |x| from code k to k + 1 at b = |x| / (k + 1/2) changes A by
-            # (2k + 1)·s·(s − b): nothing at b, least at the span's lowest scale (all its
-            # breakpoints lie above it), so every piece's A is at least the bucket's first A
-            # plus those least changes
-            slack = span_lo * (span_lo * bk[j, 1] - 2.0 * bk[j, 0])
-            if _least_on(q0, a1, a2, span_lo, span_hi) + min(slack, 0.0) + f_low >= best:
-                a1 += bk[j, 0]
-                a2 += bk[j, 1]
-                span_hi = bk[j, 2]
-                continue
-        # sweep the bucket piece by piece: its crossings sorted, largest breakpoint first
-        e0, e1 = start[j], start[j + 1]
-        sort_bucket(order, ev_b, e0, e1)
-        if edge_at <= j:  # the next edge bucket after this one, for the stretches below
-            edge_at = j + 1
-            while edge_at < nb and bk[edge_at, 4] == 0.0:
-                edge_at += 1
-        upper = span_hi
-        for i in range(e0, e1):
-            o = order[i]
-            lower = ev_b[o]
-            if lower < upper:
-                if _piece(q0, a1, a2, q1, q2, nz, za, lower, upper, s1, s2, f_low, best, out):
-                    best = out[0]
-                    hit = True
-            xv = ev_x[o]
-            m_old = ev_m[o]
-            m_new = m_old + (1 if xv > 0.0 else -1)
-            if inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi:
-                a1 += xv * np.float64(m_new - m_old)
-                a2 += np.float64(m_new * m_new - m_old * m_old)
-            else:
-                for t in range(nz):
-                    z = za + t
-                    v0 = np.float64(_v(m_old, z, qmin, qmax))
-                    v1 = np.float64(_v(m_new, z, qmin, qmax))
-                    if v0 != v1:
-                        q1[t] += xv * (v1 - v0)
-                        q2[t] += v1 * v1 - v0 * v0
-                # the stretch below: down to the next edge event of this bucket, or the
-                # least breakpoint of the next edge bucket
-                st_lo = s1 if edge_at >= nb else bk[edge_at, 2]
-                for u in range(i + 1, e1):
-                    if not _inner(ev_m[order[u]], ev_x[order[u]], inner_lo, inner_hi):
-                        st_lo = ev_b[order[u]]
-                        break
-                f_low = _edge_least(q1, q2, nz, st_lo, lower)
-            upper = lower
-        # the bucket's last piece, down to the next bucket's largest breakpoint
-        if span_lo < upper or nxt >= nb:
-            if _piece(q0, a1, a2, q1, q2, nz, za, span_lo, upper, s1, s2, f_low, best, out):
-                best = out[0]
-                hit = True
-        span_hi = bk[j, 2]
-    return hit
+    return q0, a1, a2
 
 
 @_jit
-def _edge_least(q1, q2, nz, lower, upper):
-    """The least edge part ``−2s·q1[t] + s²·q2[t]`` of every zero point on ``[lower, upper]``."""
+def _bucket_low(q0, a1, a2, bk, j, span_lo, span_hi):
+    """The least shared part ``A`` of every piece of bucket ``j`` (``A``'s sums ``a1``, ``a2``
+    before it) on its span ``[span_lo, span_hi]``: a crossing of ``|x|`` from code ``k`` to
+    ``k + 1`` at ``b = |x| / (k + 1/2)`` changes ``A`` by ``(2k + 1)·s·(s − b)``, nothing at
+    ``b`` and least at the span's lowest scale (all its breakpoints lie above it), so every
+    piece's ``A`` is at least the bucket's first ``A`` plus those least changes."""
+    slack = span_lo * (span_lo * bk[j, 1] - 2.0 * bk[j, 0])
+    return _least_on(q0, a1, a2, span_lo, span_hi) + min(slack, 0.0)
+
+
+@_jit
+def _edge_step(q1, q2, nz, za, qmin, qmax, m_old, xv):
+    """Each zero point's edge sums after an element ``xv`` steps outward from code ``m_old``."""
+    m_new = m_old + (1 if xv > 0.0 else -1)
+    for t in range(nz):
+        z = za + t
+        v0 = np.float64(_v(m_old, z, qmin, qmax))
+        v1 = np.float64(_v(m_new, z, qmin, qmax))
+        if v0 != v1:
+            q1[t] += xv * (v1 - v0)
+            q2[t] += v1 * v1 - v0 * v0
+
+
+@_jit
+def _edge_stretches(buf, n, ev_b, ev_x, ev_m, q1, q2, eq1, eq2, efz, nz, za, qmin, qmax,
+                    st_end, f_low):
+    """A bucket's edge events ``buf[:n]`` (in order) applied to copies ``eq1``, ``eq2`` of the
+    edge sums: (the least edge part of the stretches they start, ``f_low`` the one before
+    them among them; the last stretch's, which ends at ``st_end``, each zero point's into
+    ``efz``), each as the sweep computes it when it meets them."""
+    eq1[:nz] = q1[:nz]
+    eq2[:nz] = q2[:nz]
+    f_min = f_low
+    f = f_low
+    for i in range(n):
+        o = buf[i]
+        _edge_step(eq1, eq2, nz, za, qmin, qmax, ev_m[o], ev_x[o])
+        st_lo = ev_b[buf[i + 1]] if i + 1 < n else st_end
+        f = _edge_least(eq1, eq2, nz, st_lo, ev_b[o], efz)
+        f_min = min(f_min, f)
+    return f_min, f
+
+
+@_jit
+def _to_sweep(j0, nb, bk, edge_lo, q0, a1, a2, q1, q2, nz, za, qmin, qmax, inner_lo, inner_hi,
+              f_low, span_hi, s1, best, head, link, ev_b, ev_x, ev_m, buf, want, kept, dq1,
+              dq2, eq1, eq2, efz):
+    """``want``: bucket ``j0`` and the later ones whose crossings are not kept yet that the
+    sweep may solve piece by piece, given its sums before ``j0``; returns the last of them.
+
+    :func:`box_sweep`'s bounds, bucket by bucket, with every bucket passed: the sweep itself
+    passes a bucket on the same bound, with ``best`` no higher and sums that differ only by
+    their rounding (a bucket it sweeps adds its crossings one by one). A bucket met unkept
+    all the same is asked for again from there."""
+    dq1[:nz] = q1[:nz]
+    dq2[:nz] = q2[:nz]
+    nxt = j0
+    last = j0
+    for j in range(j0):
+        want[j] = False
+    for j in range(j0, nb):
+        want[j] = False
+        if bk[j, 2] > bk[j, 3]:
+            continue
+        nxt = next_full(bk, max(nxt, j + 1), nb)
+        span_lo = s1 if nxt >= nb else bk[nxt, 3]
+        f_min = f_low
+        if bk[j, 4] != 0.0:
+            n = sorted_crossings(head, link, j, ev_b, ev_x, ev_m, inner_lo, inner_hi, True, buf)
+            f_min, f_low = _edge_stretches(buf, n, ev_b, ev_x, ev_m, dq1, dq2, eq1, eq2, efz, nz,
+                                           za, qmin, qmax, edge_lo[j + 1], f_low)
+            dq1[:nz] = eq1[:nz]
+            dq2[:nz] = eq2[:nz]
+        if not kept[j] and (j == j0 or _bucket_low(q0, a1, a2, bk, j, span_lo, span_hi) + f_min
+                            < best + _MARGIN * abs(best)):
+            want[j] = True
+            last = j
+        a1 += bk[j, 0]
+        a2 += bk[j, 1]
+        span_hi = bk[j, 2]
+    return last
+
+
+@_jit
+def _edge_least(q1, q2, nz, lower, upper, fz):
+    """Each zero point's least edge part ``−2s·q1[t] + s²·q2[t]`` on ``[lower, upper]`` into
+    ``fz[t]``; the least of them."""
     low = np.inf
     for t in range(nz):
-        low = min(low, _least_on(0.0, q1[t], q2[t], lower, upper))
+        fz[t] = _least_on(0.0, q1[t], q2[t], lower, upper)
+        low = min(low, fz[t])
     return low
 
 
 @_jit
-def _piece(q0, a1, a2, q1, q2, nz, za, lower, upper, s1, s2, f_low, best, out):
+def _piece(q0, a1, a2, q1, q2, fz, nz, za, lower, upper, s1, s2, f_low, best, out):
     """Every zero point's least error over the float32 scales of the piece ``[lower, upper]``
-    (codes fixed on it) that beats ``best``, into ``out``; whether one did."""
+    (codes fixed on it) that beats ``best``, into ``out``; whether one did. ``fz``: each zero
+    point's least edge part on the stretch that holds the piece, ``f_low`` the least of them:
+    a zero point whose shared part's least plus its own reaches ``best`` is not looked at
+    further (most of them, on most pieces)."""
     base = _least_on(q0, a1, a2, lower, upper)
     if base + f_low >= best:
         return False
     hit = False
     for t in range(nz):
-        if base + _least_on(0.0, q1[t], q2[t], lower, upper) < best:
+        if base + fz[t] < best and base + _least_on(0.0, q1[t], q2[t], lower, upper) < best:
             hit_t, e_t, s_t = _piece_best(q0, a1 + q1[t], a2 + q2[t], lower, upper, s1, s2,
                                           best)
             if hit_t:

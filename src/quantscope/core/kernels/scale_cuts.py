@@ -35,9 +35,11 @@ CLIP_STEPS = 40
 
 
 @_jit
-def spread_bound(x, p, q, s1):
+def spread_bound(x, p, q, s1, pre, a):
     """A lower bound of the error of sorted ``x[p:q]`` at every scale ``s >= s1`` and every
-    zero point, from how the values spread (no codes needed).
+    zero point, from how the values spread (no codes needed); ``pre``: the unit's prefix sums
+    from position ``a`` (:func:`quantscope.core.kernels.mse_bound.unit_prefix`), which give
+    each group's mean without a pass over it.
 
     The values are cut into consecutive groups each spanning less than ``s1``. At a scale
     ``s >= s1`` a group lies in one or two neighbouring cells of the grid ``s·m``: either all
@@ -61,10 +63,12 @@ def spread_bound(x, p, q, s1):
         j = _gallop(x, i + 1, q, xi + width)  # a group ends a few elements on
         n = j - i
         if n >= 2:
-            mean = 0.0
-            for t in range(i, j):
-                mean += np.float64(x[t])
-            mean /= n
+            # the double-double prefix sums' difference is the group's sum to its own
+            # rounding, as a sum over the group is (a mean slightly off only adds n·δ² to the
+            # squares below); its squares are summed here, about the mean, where they do not
+            # cancel
+            u, v = i - a, j - a
+            mean = ((pre[v, 0] - pre[u, 0]) + (pre[v, 1] - pre[u, 1])) / n
             c = s1 / n
             ss = 0.0
             dev = 0.0
@@ -82,14 +86,15 @@ def spread_bound(x, p, q, s1):
 
 
 @_jit
-def spread_cut(x, p, q, s_from, s_top, bar):
+def spread_cut(x, p, q, s_from, s_top, bar, pre, a):
     """A float32 scale in ``(s_from, s_top)`` from which on every scale's error exceeds
-    ``bar`` (:func:`spread_bound`), or ``s_top`` when none of the few tried does.
+    ``bar`` (:func:`spread_bound`, with the prefix sums ``pre`` from ``a``), or ``s_top``
+    when none of the few tried does.
 
     The bound grows about as the square of the scale, so each try aims at where the last one
     says it passes ``bar`` (1% beyond): two or three passes over the unit stand in for every
     box above."""
-    low = spread_bound(x, p, q, s_from)
+    low = spread_bound(x, p, q, s_from, pre, a)
     if not low > 0.0:
         return s_top
     guess = s_from
@@ -97,7 +102,7 @@ def spread_cut(x, p, q, s_from, s_top, bar):
         c = _up32(min(guess * np.sqrt(bar / low) * 1.01, s_top))
         if c >= s_top:
             return s_top
-        low = spread_bound(x, p, q, c)
+        low = spread_bound(x, p, q, c, pre, a)
         if low > bar:
             return c
         if not low > 0.0:
@@ -233,10 +238,11 @@ def _down32(s):
 
 
 @_jit
-def clip_spread_cut(x, p, q, s_from, s_top, a_lo, a_hi, span, bar):
+def clip_spread_cut(x, p, q, s_from, s_top, a_lo, a_hi, span, bar, pre, a):
     """A float32 scale in ``[s_from, s_top)`` up to which every scale's error from ``s_from``
     on exceeds ``bar``, from the clipping of the values near the ends and the spread of the
-    rest together; ``s_from`` when the first one tried does not pass.
+    rest together (``pre``, ``a``: as :func:`spread_bound`); ``s_from`` when the first one
+    tried does not pass.
 
     :func:`clip_cut` counts the clipping alone, which stops it where the rounding error is
     still most of the error (0.85 of the min/max scale on an LLM weight's channel, whose
@@ -260,7 +266,7 @@ def clip_spread_cut(x, p, q, s_from, s_top, a_lo, a_hi, span, bar):
     right = max(s_from * (a_lo + span), min(x_hi - 2.0 * d, s_from * (a_hi + span)))
     u = _gallop(x, p, q, left)
     v = max(_upper_bound(x, u, q, right), u)
-    core = spread_bound(x, u, v, s_from)
+    core = spread_bound(x, u, v, s_from, pre, a)
     ok = s_from
     fail = s_top
     step = 0.01
