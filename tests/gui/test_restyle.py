@@ -7,8 +7,16 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QApplication
 
-from quantscope.gui.theme import AXIS_TEXT_START, apply_theme, resolve, restyle, style_plot
+from quantscope.gui.theme import (
+    AXIS_TEXT_START,
+    apply_theme,
+    current_theme,
+    resolve,
+    restyle,
+    style_plot,
+)
 
 
 class _StyleChanges(QObject):
@@ -36,6 +44,34 @@ def test_an_equal_theme_leaves_the_window_unpolished_and_a_new_one_restyles(make
     assert changes.count > 0 and win.styleSheet() != sheet
     apply_theme(win)
     assert win.styleSheet() == sheet  # and back, exactly
+
+
+def test_presentation_leaves_the_sheet_and_sizes_each_widgets_text(make_window):
+    """Text sizes are the widgets' own, not the window's sheet's: a talk sets each widget's
+    font and gives only the sliders and tab bars sheets of their own (the stage's handle and
+    tab sizes); the window's sheet, whose every change re-polishes every widget under the
+    window, stays as it was."""
+    from PySide6.QtWidgets import QSlider, QTabBar, QWidget
+
+    from quantscope.gui.descendants import descendants
+
+    win = make_window()
+    sheet = win.styleSheet()
+    title = next(iter(win.panes.values())).title
+    widgets = descendants(win, QWidget)
+    own = {w: w.styleSheet() for w in widgets}
+    win.presentation_action.setChecked(True)
+    assert win.styleSheet() == sheet
+    given = [w for w in widgets if w.styleSheet() != own[w]]
+    assert given and all(isinstance(w, QSlider | QTabBar) for w in given), given[:5]
+    theme = current_theme()
+    assert title.font().pointSize() == theme.font_pt + 2 and title.font().bold()
+    assert win.headline.font().pointSize() == theme.text_pt == theme.font_pt
+    assert QApplication.font().pointSize() == theme.text_pt  # what a widget made now starts at
+    win.presentation_action.setChecked(False)
+    assert title.font().pointSize() == 15 and win.headline.font().pointSize() == 11
+    assert win.styleSheet() == sheet
+    assert {w: w.styleSheet() for w in widgets} == own
 
 
 def test_the_window_starts_with_the_sheet_its_theme_gives(make_window):

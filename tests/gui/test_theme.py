@@ -7,7 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from PySide6.QtWidgets import QLabel, QMainWindow, QStatusBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QLabel,
+    QMainWindow,
+    QStatusBar,
+    QVBoxLayout,
+    QWidget,
+)
 
 from quantscope.gui.theme import (
     CLUTTER_PROPERTY,
@@ -50,11 +57,17 @@ def test_presentation_is_big_thick_light_and_uncluttered(window):
     assert theme.font_pt > normal.font_pt and theme.line_width >= 2 * normal.line_width
     assert window.view.curves["symmetric/tensor"].opts["pen"].widthF() > 2 * pen_normal
     assert window.clutter.isHidden() and window.statusBar().isHidden()
-    assert f"font-size: {theme.font_pt}pt" in window.styleSheet()
+    # every text at the stage's size, the sheet left as it was (a new sheet re-polishes
+    # every widget); the application's font too, for what is made later
+    assert window.styleSheet() == stylesheet(normal)
+    assert window.clutter.font().pointSize() == theme.text_pt == theme.font_pt
+    assert window.centralWidget().font().pointSize() == theme.text_pt
+    assert QApplication.font().pointSize() == theme.text_pt
     axis_font = window.plot.getPlotItem().getAxis("bottom").style["tickFont"]
     assert axis_font.pointSize() == theme.axis_font_pt
     # leaving presentation restores exactly what was visible before
     apply_theme(window, dark=False, presentation=False)
+    assert window.clutter.font().pointSize() == normal.text_pt == 11
     assert not window.clutter.isHidden() and not window.statusBar().isHidden()
     assert window.view.curves["symmetric/tensor"].opts["pen"].widthF() == pen_normal
 

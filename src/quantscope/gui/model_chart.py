@@ -642,9 +642,15 @@ class ModelChart(QWidget):
     def _show_hover_text(self) -> None:
         """The hover line, elided in the middle when it is wider than its room (the full
         line is its tooltip)."""
-        text = self.hover.fontMetrics().elidedText(self.hover_line,
-                                                   Qt.TextElideMode.ElideMiddle,
-                                                   max(self.hover.width(), 40))
+        metrics = self.hover.fontMetrics()
+        room = max(self.hover.width(), 40)
+        text = metrics.elidedText(self.hover_line, Qt.TextElideMode.ElideMiddle, room)
+        # Qt elides to fractional advances: at 11 pt the elided line came out 1 px wider
+        # than the label in whole pixels
+        for less in range(1, 4):
+            if metrics.horizontalAdvance(text) <= room:
+                break
+            text = metrics.elidedText(self.hover_line, Qt.TextElideMode.ElideMiddle, room - less)
         self.hover.setText(text)
         self.hover.setToolTip(self.hover_line if text != self.hover_line else "")
 

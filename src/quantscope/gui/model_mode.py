@@ -15,6 +15,7 @@ from pathlib import Path
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPushButton, QWidget
 
+from quantscope.gui.theme import style_page
 from quantscope.io.tensor_info import printable
 from quantscope.state import Source
 
@@ -147,6 +148,8 @@ class ModelMode:
         at = outer.indexOf(self.splitter)
         outer.insertWidget(at, bar)
         outer.insertWidget(at + 2, view, 1)
+        for page in (bar, view):  # the window's text sizes (its hints are smaller)
+            style_page(self, page)
         self.state.settings_changed.connect(lambda: view.set_settings(self.state.settings))
         self.model_action.setEnabled(True)
         return view

@@ -25,10 +25,19 @@ from dataclasses import dataclass
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QPalette, QPen
-from PySide6.QtWidgets import QApplication, QLayout, QStatusBar, QToolBar, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QLayout,
+    QSlider,
+    QStatusBar,
+    QTabBar,
+    QToolBar,
+    QWidget,
+)
 
 from quantscope.gui.descendants import descendants
 from quantscope.gui.tight_lines import font_line_room
+from quantscope.gui.widget_text import set_stage_sheets, set_text_sizes
 
 #: Dynamic property that marks a widget as hidden in presentation mode.
 CLUTTER_PROPERTY = "clutter"
@@ -123,9 +132,22 @@ class Theme:
 
     @property
     def font_pt(self) -> int:
-        """Application font size in points: when presenting, the smallest whole point size
-        that is at least ``text_px`` pixels at 96 dpi (what projectors are driven at)."""
+        """Presentation text size in points: the smallest whole point size that is at least
+        ``text_px`` pixels at 96 dpi (what projectors are driven at); 10 at a desk (the
+        Matmul view's numbers start from it)."""
         return math.ceil(self.text_px * 0.75) if self.presentation else 10
+
+    @property
+    def text_pt(self) -> int:
+        """Size in points of the window's text (and the application's font): 11 at a desk,
+        :attr:`font_pt` when presenting."""
+        return self.font_pt if self.presentation else 11
+
+    def text_sizes(self) -> dict[str, int]:
+        """Point sizes of the texts that are not :attr:`text_pt`, by widget object name."""
+        if self.presentation:  # one size for every text (the projector's minimum is the
+            return {"paneTitle": self.font_pt + 2}  # rule); titles a step up
+        return {"paneTitle": 15, "hint": 10}
 
     @property
     def axis_font_pt(self) -> int:
@@ -235,20 +257,25 @@ def configure_pyqtgraph(theme: Theme) -> None:
                         antialias=True)
 
 
-def set_application_font(theme: Theme) -> None:
-    """The application's font at ``theme``'s size (menus and popups that no window's style
-    sheet reaches, and the font a widget has until the sheet polishes it).
+#: The application's font size while a window builds its widgets (the theme then gives each
+#: widget its size): a scroll area keeps the size its contents asked for the first time they
+#: were asked, before any polish, in this font -- the side column's width comes from it.
+BUILD_PT = 10
 
-    A window sets it before it builds its widgets as well as in :func:`apply_theme`: a scroll
-    area keeps the size its contents asked for the first time it was asked, before they were
-    polished, and the first window of a process, built under Qt's default font, kept a side
-    column 9 px narrower than every later window's."""
+
+def set_application_pt(point_size: int) -> None:
+    """The application's font at ``point_size``: a widget made under a window starts from it
+    (see :mod:`quantscope.gui.widget_text`), as do the menus no window owns.
+
+    A window sets it (:data:`BUILD_PT`) before it builds its widgets, and :func:`apply_theme`
+    to the theme's text size: the first window of a process, built under Qt's default font,
+    kept a side column 9 px narrower than every later window's."""
     app = QApplication.instance()
     if app is None:
         return
     font = app.font()
-    if font.pointSize() != theme.font_pt:
-        font.setPointSize(theme.font_pt)
+    if font.pointSize() != point_size:
+        font.setPointSize(point_size)
         app.setFont(font)
 
 
@@ -329,9 +356,10 @@ def style_plot(plot: pg.PlotItem, theme: Theme) -> None:
 
 def stylesheet(theme: Theme) -> str:
     """The window's style sheet for ``theme``: the window's own rules (quantscope.gui.style),
-    with colours and font sizes from the theme, so dark and presentation reach every widget
-    (a style sheet beats the palette and application font). Every text colour is a role of
-    :meth:`Theme.text`, which the contrast tests check."""
+    with colours from the theme, so that dark reaches every widget (a style sheet beats the
+    palette). Every text colour is a role of :meth:`Theme.text`, which the contrast tests
+    check. No text size: those are the widgets' own (:mod:`quantscope.gui.widget_text`), so
+    presentation mode leaves the sheet as it is."""
     bg, fg = theme.background, theme.foreground
     panel = "#252525" if theme.dark else "#ffffff"
     border = "#4a4f57" if theme.dark else "#d5d9e0"
@@ -343,38 +371,25 @@ def stylesheet(theme: Theme) -> str:
     computing = theme.text("computing")[0]
     key_fg, key_bg = theme.text("key")
     disabled = "#7A7A7A" if theme.dark else "#8C8C8C"
-    if theme.presentation:
-        # one size for every text (the projector's minimum is the rule); titles a step up
-        base = table = hint = theme.font_pt
-        pane_title = theme.font_pt + 2
-    else:
-        base, table, hint, pane_title = 11, 11, 10, 15
     # sliders: no background of their own (superqt's range slider, the clip window, draws
     # its handles in several passes, and the style sheet's QWidget background erased all but
     # the last -- one bare handle, no groove, once any theme toggle re-applied the sheet),
     # and a groove and handles drawn here, since the platform's vanish under a style sheet
-    handle = 18 if theme.presentation else 14
-    tab_pad = 8 if theme.presentation else 3  # the five view tabs fit beside the panes
-    # a tab is its line and 6 px above and below: a font with tall lines gives up the
-    # room its line has beyond its letters (see gui/tight_lines.py) out of those 6 px
-    tab_font = QFont(QApplication.font())
-    tab_font.setPointSize(table)
-    tab_top, tab_bottom = (6 - min(6, trim) for trim in font_line_room(tab_font))
+    desk = resolve(theme.dark, False)
     return f"""
-QMainWindow, QWidget {{ background: {panel}; color: {fg}; font-size: {base}pt; }}
+QMainWindow, QWidget {{ background: {panel}; color: {fg}; }}
 QWidget:disabled {{ color: {disabled}; }}
 QFrame#pane {{ border: 1px solid {border}; border-radius: 6px; background: {bg}; }}
-QLabel#paneTitle {{ font-size: {pane_title}pt; font-weight: 600; color: {title};
-                    padding: 2px 2px; background: {bg}; }}
+QLabel#paneTitle {{ font-weight: 600; color: {title}; padding: 2px 2px; background: {bg}; }}
 QLabel#paneKey {{ background: {bg}; }}
 QLabel#paneDetail {{ color: {muted}; background: {bg}; }}
 QLabel#paneCaption, QLabel#viewCaption, QLabel#sceneCaption {{ color: {caption};
                                                              font-style: italic; }}
 QLabel#paneCaption {{ background: {bg}; }}
 QLabel#paneError {{ color: {error}; }}
-QLabel#fieldName {{ color: {muted}; font-size: {table}pt; background: {bg}; }}
-QLabel#fieldValue {{ font-size: {table}pt; background: {bg}; }}
-QLabel#hint {{ color: {muted}; font-size: {hint}pt; }}
+QLabel#fieldName {{ color: {muted}; background: {bg}; }}
+QLabel#fieldValue {{ background: {bg}; }}
+QLabel#hint {{ color: {muted}; }}
 QLabel#headline {{ font-weight: 600; }}
 QLabel#stageKeys {{ background: {key_bg}; color: {key_fg}; border-top: 1px solid {border};
                     padding: 3px 8px; }}
@@ -389,17 +404,42 @@ QHeaderView::section {{ background: {panel}; color: {fg}; border: 1px solid {bor
                         padding: 2px 4px; }}
 QSlider {{ background: transparent; }}
 QSlider::groove:horizontal {{ height: 4px; background: {border}; border-radius: 2px; }}
-QSlider::handle:horizontal {{ width: {handle}px; margin: -{handle // 2 - 2}px 0;
-                              background: {panel}; border: 1px solid {muted};
-                              border-radius: {handle // 2}px; }}
+QSlider::handle:horizontal {{ {_handle_rule(desk)} background: {panel};
+                              border: 1px solid {muted}; }}
 QSlider::handle:horizontal:disabled {{ border: 1px dashed {disabled}; }}
-QTabBar::tab {{ padding: {tab_top}px {tab_pad}px {tab_bottom}px; font-size: {table}pt; }}
+QTabBar::tab {{ {_tab_rule(desk)} }}
 QTabBar::tab:selected {{ border-bottom: 3px solid {theme.color("rounding")}; }}
 QStatusBar {{ border-top: 1px solid {border}; }}
 QMenuBar, QMenu {{ background: {panel}; color: {fg}; }}
 QMenu::item:selected {{ background: {theme.text("selected")[1]};
                         color: {theme.text("selected")[0]}; }}
 """
+
+
+def _handle_rule(theme: Theme) -> str:
+    """A slider handle's size: bigger on a stage."""
+    handle = 18 if theme.presentation else 14
+    return f"width: {handle}px; margin: -{handle // 2 - 2}px 0; border-radius: {handle // 2}px;"
+
+
+def _tab_rule(theme: Theme) -> str:
+    """A tab's padding: wider on a stage (the five view tabs still fit beside the panes)."""
+    pad = 8 if theme.presentation else 3
+    # a tab is its line and 6 px above and below: a font with tall lines gives up the
+    # room its line has beyond its letters (see gui/tight_lines.py) out of those 6 px
+    tab_font = QFont(QApplication.font())
+    tab_font.setPointSize(theme.text_pt)
+    top, bottom = (6 - min(6, trim) for trim in font_line_room(tab_font))
+    return f"padding: {top}px {pad}px {bottom}px;"
+
+
+def stage_sheets(theme: Theme) -> dict[type, str]:
+    """The sheets of their own that sliders and tab bars get while presenting (none at a
+    desk: the window's sheet has the desk's sizes)."""
+    if not theme.presentation:
+        return {}
+    return {QSlider: f"QSlider::handle:horizontal {{ {_handle_rule(theme)} }}",
+            QTabBar: f"QTabBar::tab {{ {_tab_rule(theme)} }}"}
 
 
 def _style_pyqtgraph_widgets(widgets: list[QWidget], theme: Theme) -> None:
@@ -451,7 +491,7 @@ def apply_theme(window: QWidget, *, dark: bool = False, presentation: bool = Fal
     app = QApplication.instance()
     if app is not None:
         app.setPalette(_palette(theme))
-    set_application_font(theme)
+    set_application_pt(theme.text_pt)
     window.setPalette(_palette(theme))
     if hasattr(window, "menuBar"):  # the main window: its style sheet carries the look
         sheet = stylesheet(theme)
@@ -477,6 +517,8 @@ def style_page(window: QWidget, page: QWidget) -> None:
 def _style_widgets(root: QWidget, theme: Theme) -> None:
     """Restyle ``root`` and its descendants' own items for ``theme``."""
     widgets = descendants(root, QWidget)
+    set_text_sizes([root, *widgets], theme.text_pt, theme.text_sizes())
+    set_stage_sheets(widgets, stage_sheets(theme))
     _style_pyqtgraph_widgets(widgets, theme)
     for w in [root, *widgets]:
         if getattr(w, "themed", False):  # views that restyle their own items

@@ -14,6 +14,7 @@ import gc
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
+    QApplication,
     QMainWindow,
     QWidget,
 )
@@ -25,7 +26,7 @@ from quantscope.gui.model_mode import ModelMode
 from quantscope.gui.numbers import metrics_entry
 from quantscope.gui.picker import TensorPicker
 from quantscope.gui.style import base_font, light_palette, reserve_lines
-from quantscope.gui.theme import resolve, set_application_font, stylesheet
+from quantscope.gui.theme import BUILD_PT, resolve, set_application_pt, stylesheet
 from quantscope.gui.window_layout import HEADLINE_LINES, WindowLayout
 from quantscope.state import (
     PANES,
@@ -77,7 +78,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         # stays, and the theme applied at the end of the build finds it in place (setting it
         # there re-polished every widget the build made)
         self.setStyleSheet(stylesheet(resolve(dark=False, presentation=False)))
-        set_application_font(resolve(dark=False, presentation=False))
+        set_application_pt(BUILD_PT)
         self.picker: TensorPicker | None = None
         self.log_counts = True  # tails and lone outliers visible from the first frame
         self.presentation = False
@@ -127,6 +128,10 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
         self.theme_timer.setInterval(0)
         self.theme_timer.timeout.connect(self._apply_theme)
         self._apply_theme()  # the look is the theme's from the start: F11 off returns to it
+        # the widgets built under BUILD_PT have the window's text size now: what each layout
+        # measured from them is measured again before the window is shown (the status bar's
+        # height counted its labels' old lines, and the window's minimum with it)
+        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
         self.update_headline()
 
     def _install_views(self) -> None:

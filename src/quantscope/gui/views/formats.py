@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QSizeF
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QGraphicsTextItem, QVBoxLayout, QWidget
 
 from quantscope.core.labs.bitwidth import DB_PER_BIT
@@ -91,6 +92,11 @@ class FormatsView(StateView):
 
     def apply_theme(self, theme: Theme) -> None:
         self._theme = theme
+        # the names' size, set: a text item left alone takes the application's font of the
+        # moment it is made, which is the window's text size (11 pt at a desk)
+        self._label_font = QFont()
+        self._label_font.setPointSize(theme.font_pt)
+        self._measure_item.setFont(self._label_font)
         self.widget.setBackground(theme.background)
         style_plot(self.plot, theme)
         size = 14 if theme.presentation else 9
@@ -194,6 +200,7 @@ class FormatsView(StateView):
         for block in blocks:
             text = pg.TextItem("\n".join(block.lines), color=self._theme.color("total"),
                                anchor=(0, 0))
+            text.setFont(self._label_font)
             text.setPos(box.mapSceneToView(block.rect.topLeft()))
             self.plot.addItem(text, ignoreBounds=True)
             self.labels.append(text)
