@@ -1,7 +1,8 @@
 """A box sweep's buckets: the sums pass adds up every crossing of each bucket and keeps the
-clamping ones, the keep pass keeps exactly the other crossings of the buckets asked for (found
-by binary search), and a sweep that keeps only the buckets near its best -- whatever best it
-starts from -- still finds the least error of the box (ties, zeros, outliers, 2 to 8 bits)."""
+clamping ones (a small box's, every one), the keep pass keeps exactly the other crossings of
+the buckets asked for (found by binary search), and a sweep that keeps only the buckets near
+its best -- whatever best it starts from -- still finds the least error of the box (ties,
+zeros, outliers, 2 to 8 bits)."""
 
 from __future__ import annotations
 
@@ -103,6 +104,18 @@ def test_the_sums_pass_adds_up_each_bucket_and_keeps_the_clamping_crossings(z_lo
         (float(x[i]), m, j) for i, m, j in edge)
     assert ne == len(edge)
     assert ne > 0  # the outliers' codes pass the range's ends inside the box
+    # a small box's first pass: the same sums, and every crossing kept, each in its bucket
+    _, bk_all, head, link, (ev_b, ev_x, ev_m), ne = _pass(
+        x, sb.SUMS_ALL, rlo, rhi, rf, n, s1, s2, inner_lo, inner_hi, nb, want, 0, nb - 1,
+        cap=n_cross)
+    assert ne == n_cross and np.array_equal(bk_all, bk)
+    kept = []
+    for j in range(nb):
+        e = head[j]
+        while e >= 0:
+            kept.append((float(ev_x[e]), int(ev_m[e]), float(ev_b[e]), j))
+            e = link[e]
+    assert sorted(kept) == sorted((float(x[i]), m, b, j) for i, m, b, j in every)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -30,6 +30,7 @@ from quantscope.core.kernels.sweep_buckets import (
     BUCKET,
     KEEP,
     SUMS,
+    SUMS_ALL,
     bucket_table,
     deal,
     edge_below,
@@ -39,6 +40,9 @@ from quantscope.core.kernels.sweep_buckets import (
 
 _jit = njit(nogil=True, error_model="numpy")
 
+#: A box with at most this many crossings keeps them all in its first pass (a group's box):
+#: a second pass over its runs would cost more than the stores it saves.
+SMALL_BOX = 256
 #: How far above the best error a bucket's bound may lie and still have its crossings kept
 #: for a sweep (:func:`_to_sweep`): the sweep's own sums differ from the bound's by rounding.
 _MARGIN = 1e-9
@@ -151,19 +155,23 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
     # breakpoint, and 1.0 when it holds an edge event (those crossings kept)
     nb = max(1, n_cross // BUCKET)
     scale, bk = bucket_table(s1, s2, nb, 5)
-    head = np.full(nb, -1, np.int64)
-    link = np.empty(n_cross, np.int64)
-    want = np.zeros(nb, np.bool_)
-    ne = deal(SUMS, x, a, rlo, rhi, rf, n_runs, s1, s2, scale, nb, inner_lo, inner_hi, bk, want,
-              0, nb - 1, ev_b, ev_x, ev_m, head, link, 0)
-    kept = np.zeros(nb, np.bool_)  # buckets whose inner crossings are kept too
+    # the work arrays in three allocations (a group's small boxes took as long to allocate
+    # a dozen as to sweep)
+    ints = np.empty(nb + 2 * n_cross, np.int64)
+    head, link, buf = ints[:nb], ints[nb:nb + n_cross], ints[nb + n_cross:]
+    head[:] = -1
+    flags = np.zeros(2 * nb, np.bool_)
+    want, kept = flags[:nb], flags[nb:]  # kept: buckets whose inner crossings are kept too
+    sums = np.empty(6 * nz)
+    dq1, dq2, eq1, eq2 = sums[:nz], sums[nz:2 * nz], sums[2 * nz:3 * nz], sums[3 * nz:4 * nz]
+    efz, fz = sums[4 * nz:5 * nz], sums[5 * nz:]
+    small = n_cross <= SMALL_BOX
+    ne = deal(SUMS_ALL if small else SUMS, x, a, rlo, rhi, rf, n_runs, s1, s2, scale, nb,
+              inner_lo, inner_hi, bk, want, 0, nb - 1, ev_b, ev_x, ev_m, head, link, 0)
+    kept[:] = small
     edge_lo = edge_below(bk, nb, s1)
-    buf = np.empty(n_cross, np.int64)
-    dq1, dq2 = np.empty(nz), np.empty(nz)
-    eq1, eq2, efz = np.empty(nz), np.empty(nz), np.empty(nz)
     # each zero point's least edge part on the first stretch (``fz``), down to the first edge
     # bucket's least breakpoint, and the least of them
-    fz = np.empty(nz)
     f_low = _edge_least(q1, q2, nz, edge_lo[0], s2, fz)
     span_hi = s2  # the least breakpoint of the last nonempty bucket passed (s2 at first)
     nxt = 0  # the next nonempty bucket after the current one

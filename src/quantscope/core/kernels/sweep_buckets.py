@@ -22,9 +22,10 @@ _jit = njit(nogil=True, error_model="numpy")
 #: Crossings per bucket of the integer sweep: a bucket whose bound reaches the best error found
 #: is passed whole, unsorted.
 BUCKET = 8
-#: :func:`deal`'s two passes: the sums of every bucket (and the crossings that clamp for some
-#: zero point, kept), or the other crossings of the buckets asked for.
-SUMS, KEEP = 0, 1
+#: :func:`deal`'s passes: the sums of every bucket (and the crossings that clamp for some zero
+#: point, kept), those sums with every crossing kept (a small box: a second pass would cost
+#: more than keeping them), or the other crossings of the buckets asked for.
+SUMS, SUMS_ALL, KEEP = 0, 2, 1
 
 
 @njit(nogil=True, error_model="numpy", inline="always")
@@ -118,10 +119,11 @@ def deal(mode, x, a, rlo, rhi, rf, n_runs, s1, s2, scale, nb, inner_lo, inner_hi
     ``SUMS``: each bucket's least and largest breakpoint; for the crossings between codes
     ``inner_lo .. inner_hi`` (inside every zero point's range) their changes of ``Σxm`` and
     ``Σm²`` added up (columns 0 and 1); the others -- clamped for some zero point, the edge
-    events -- mark their bucket (column 4) and are kept. ``KEEP``: the inner crossings of the
-    buckets with ``want`` are kept. A crossing kept is entry ``ne`` of ``ev_b`` (its
-    breakpoint), ``ev_x`` (its value) and ``ev_m`` (its code before the step), linked into its
-    bucket's list (``head``, ``link``: last kept first). Returns the entries then kept.
+    events -- mark their bucket (column 4) and are kept (``SUMS_ALL``: every crossing is).
+    ``KEEP``: the inner crossings of the buckets with ``want`` are kept. A crossing kept is
+    entry ``ne`` of ``ev_b`` (its breakpoint), ``ev_x`` (its value) and ``ev_m`` (its code
+    before the step), linked into its bucket's list (``head``, ``link``: last kept first).
+    Returns the entries then kept.
 
     ``KEEP`` visits only the elements whose breakpoints fall in buckets ``j_lo .. j_hi`` (those
     with ``want``): a run's breakpoints of one step are monotone in its sorted values, so they
@@ -153,14 +155,16 @@ def deal(mode, x, a, rlo, rhi, rf, n_runs, s1, s2, scale, nb, inner_lo, inner_hi
                     xv = np.float64(x[i])
                     b = min(max(abs(xv) * inv, s1), s2)
                     j = bucket_of(b, s2, scale, nb)
-                    if mode == SUMS:
+                    if mode != KEEP:
                         bk[j, 2] = min(bk[j, 2], b)
                         bk[j, 3] = max(bk[j, 3], b)
                         if inner:
                             bk[j, 0] += xv * d1
                             bk[j, 1] += d2
-                            continue
-                        bk[j, 4] = 1.0
+                            if mode == SUMS:
+                                continue
+                        else:
+                            bk[j, 4] = 1.0
                     elif not want[j]:
                         continue
                     ev_b[ne] = b
