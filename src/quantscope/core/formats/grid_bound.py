@@ -53,7 +53,7 @@ from quantscope.core.kernels.mse_bound import (
     _first_not_below,
     _gap_bound,
 )
-from quantscope.core.kernels.mse_sweep import _least_on, _piece_best
+from quantscope.core.kernels.mse_sweep import _bucket_low, _least_on, _piece_best
 from quantscope.core.kernels.small_unique import small_unique
 from quantscope.core.kernels.sweep_buckets import bucket_of, new_buckets, place, sort_bucket
 
@@ -461,8 +461,7 @@ def grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
         span_hi[j] = hi
         hi = bk[j, 2]
         if 2.0 * lo >= bk[j, 3]:
-            slack = lo * (lo * bk[j, 1] - 2.0 * bk[j, 0])
-            low = _least_on(q0, b1[j], b2[j], lo, span_hi[j]) + min(slack, 0.0)
+            low = _bucket_low(q0, b1[j], b2[j], bk, j, lo, span_hi[j])
             if low >= best or low > cut:
                 least = min(least, low)
                 continue

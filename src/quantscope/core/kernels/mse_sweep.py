@@ -36,6 +36,7 @@ from quantscope.core.kernels.sweep_buckets import (
     edge_below,
     next_full,
     sorted_crossings,
+    stays_inner,
 )
 
 _jit = njit(nogil=True, error_model="numpy")
@@ -221,8 +222,8 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
                     hit = True
             xv = ev_x[o]
             m_old = ev_m[o]
-            m_new = m_old + (1 if xv > 0.0 else -1)
-            if inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi:
+            if stays_inner(m_old, xv, inner_lo, inner_hi):
+                m_new = m_old + (1 if xv > 0.0 else -1)
                 a1 += xv * np.float64(m_new - m_old)
                 a2 += np.float64(m_new * m_new - m_old * m_old)
             else:
@@ -231,7 +232,7 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
                 # least breakpoint of the next edge bucket
                 st_lo = edge_lo[j + 1]
                 for u in range(i + 1, n):
-                    if not _inner(ev_m[buf[u]], ev_x[buf[u]], inner_lo, inner_hi):
+                    if not stays_inner(ev_m[buf[u]], ev_x[buf[u]], inner_lo, inner_hi):
                         st_lo = ev_b[buf[u]]
                         break
                 f_low = _edge_least(q1, q2, nz, st_lo, lower, fz)
@@ -277,9 +278,11 @@ def _first_sums(rlo, rhi, rf, n_runs, qmin, qmax, za, nz, inner_lo, inner_hi, q1
 def _bucket_low(q0, a1, a2, bk, j, span_lo, span_hi):
     """The least shared part ``A`` of every piece of bucket ``j`` (``A``'s sums ``a1``, ``a2``
     before it) on its span ``[span_lo, span_hi]``: a crossing of ``|x|`` from code ``k`` to
-    ``k + 1`` at ``b = |x| / (k + 1/2)`` changes ``A`` by ``(2k + 1)·s·(s − b)``, nothing at
-    ``b`` and least at the span's lowest scale (all its breakpoints lie above it), so every
-    piece's ``A`` is at least the bucket's first ``A`` plus those least changes."""
+    ``k + 1`` at ``b = |x| / (k + 1/2)`` changes ``A`` by ``(2k + 1)·s·(s − b)`` (from a
+    format's grid value ``v`` to ``w``: ``(w² − v²)·s·(s − b)``, the formats' sweep's
+    bound), nothing at ``b`` and least at the span's lowest scale (all its breakpoints lie
+    above it), so every piece's ``A`` is at least the bucket's first ``A`` plus those least
+    changes."""
     slack = span_lo * (span_lo * bk[j, 1] - 2.0 * bk[j, 0])
     return _least_on(q0, a1, a2, span_lo, span_hi) + min(slack, 0.0)
 
@@ -390,11 +393,3 @@ def _piece(q0, a1, a2, q1, q2, fz, nz, za, lower, upper, s1, s2, f_low, best, ou
                 out[2] = za + t
                 hit = True
     return hit
-
-
-@_jit
-def _inner(m_old, xv, inner_lo, inner_hi):
-    """Whether a crossing from code ``m_old`` (one step outward, by the sign of ``xv``) stays
-    among the codes inside every zero point's range."""
-    m_new = m_old + (1 if xv > 0.0 else -1)
-    return inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi

@@ -90,6 +90,14 @@ def sort_bucket(order, b, e0, e1):
 
 
 @_jit
+def stays_inner(m_old, xv, inner_lo, inner_hi):
+    """Whether a crossing from code ``m_old`` (one step outward, by the sign of ``xv``) stays
+    among the codes inside every zero point's range: an inner crossing, not an edge event."""
+    m_new = m_old + (1 if xv > 0.0 else -1)
+    return inner_lo <= m_old <= inner_hi and inner_lo <= m_new <= inner_hi
+
+
+@_jit
 def next_full(bk, j, nb):
     """The first bucket from ``j`` on that holds a crossing (``nb``: none)."""
     while j < nb and bk[j, 2] > bk[j, 3]:
@@ -200,8 +208,7 @@ def sorted_crossings(head, link, j, ev_b, ev_x, ev_m, inner_lo, inner_hi, edge_o
     n = 0
     e = head[j]
     while e >= 0:
-        m_new = ev_m[e] + (1 if ev_x[e] > 0.0 else -1)
-        if not (edge_only and inner_lo <= ev_m[e] <= inner_hi and inner_lo <= m_new <= inner_hi):
+        if not (edge_only and stays_inner(ev_m[e], ev_x[e], inner_lo, inner_hi)):
             buf[n] = e
             n += 1
         e = link[e]
