@@ -34,7 +34,8 @@ from numba.extending import intrinsic
 
 from quantscope.core.kernels.block_sums import prefix_at, prefix_from
 from quantscope.core.kernels.jit_cache import njit
-from quantscope.core.kernels.lane_sums import sum_in_lanes
+from quantscope.core.kernels.lane_order import LANES
+from quantscope.core.kernels.lane_sums import sum_ends_in_lanes, sum_in_lanes
 
 #: ``arithmetic`` names as the kernel's integer codes.
 ARITHMETIC_CODES = {"divide": 0, "multiply": 1, "fma": 2, "multiply_add": 3, "divide64": 4}
@@ -258,12 +259,13 @@ def evaluate_rows(values, starts, sumsq, rec, rec_starts, bound1, bound2, row, s
     the ends) are added to ``hist``.
     """
     longest = 0  # scratch for the longest walked row: codes (and a word of room), squares
+    # (a chunk's, and the lanes of a sum)
     for e in range(row.size):
         n = starts[row[e] + 1] - starts[row[e]]
         if n < walk_below:
             longest = max(longest, n)
     codes = np.empty(longest + 64, np.float32)
-    sq = np.empty(2 * min(longest, WALK_CHUNK), np.float64)
+    sq = np.empty(min(longest, WALK_CHUNK) + LANES, np.float64)
     pos = np.empty(longest + CHANGE_STEP, np.int32)
     for e in range(row.size):
         r = row[e]
@@ -462,18 +464,19 @@ def _changes_in(codes, lo: int, hi: int, pos) -> int:
 @njit(nogil=True, error_model="numpy", inline="always")
 def _squares_in_chunks(x, codes, sq, s, inv, z, lo, hi, arithmetic, half_away):
     """Every element's code into ``codes`` and its squared error, :data:`WALK_CHUNK` elements
-    at a time (``sq`` holds two chunks: a chunk's squares, and its clipped ones), summed in
+    at a time (``sq`` holds a chunk's squares, then :data:`LANES` values of room), summed in
     float64 (n elements within n units of roundoff): the rounding error, the clipping error,
     and the largest square, with the lengths of the clipped prefix and suffix. Codes are
     monotone along the sorted row, so a chunk's clipped elements are its own prefix and
     suffix, found from its ends. Each chunk's rounding and clipping squares are summed in the
     fixed order of :mod:`quantscope.core.kernels.lane_order` as the chunk's squares with the
-    other kind's set to zero (NumPy can repeat that to the last bit), then added to the row's
-    totals chunk by chunk. Inlined where
+    other kind's set to zero (NumPy can repeat that to the last bit; the clipped ones without
+    a pass over the chunk, :func:`sum_ends_in_lanes`), then added to the row's totals chunk
+    by chunk. Inlined where
     it is called, like :func:`_codes_and_squares`, so a constant rule compiles to loops without
     its branches."""
     n = x.size
-    half = sq.size // 2
+    lanes = sq[sq.size - LANES:]
     rnd = 0.0
     clip = 0.0
     top = 0.0
@@ -495,17 +498,12 @@ def _squares_in_chunks(x, codes, sq, s, inv, z, lo, hi, arithmetic, half_away):
         below += r0 - c0
         above += c1 - r1
         m = c1 - c0
-        if r0 > c0 or c1 > r1:  # clipped squares move to the other half, zeros left behind
-            cs = sq[half:half + m]
-            for k in range(m):
-                cs[k] = 0.0
+        if r0 > c0 or c1 > r1:  # the clipped squares summed, then zeros in their place
+            clip += sum_ends_in_lanes(sq[:m], r0 - c0, r1 - c0, lanes)
             for k in range(r0 - c0):
-                cs[k] = sq[k]
                 sq[k] = 0.0
             for k in range(r1 - c0, m):
-                cs[k] = sq[k]
                 sq[k] = 0.0
-            clip += sum_in_lanes(cs)
         rnd += sum_in_lanes(sq[:m])
     return rnd, clip, top, below, above
 
