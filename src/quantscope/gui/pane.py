@@ -107,6 +107,16 @@ class FlatRegion(pg.LinearRegionItem):
     rectangle through its generic path rasterizer -- 0.8 ms against 0.2 ms per fill of a
     plot-sized band, five bands per pane, four panes per settings change."""
 
+    def __init__(self, *args, edges: bool = True, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not edges:
+            # a band drawn without edges (no pen) still had its two edge lines painted --
+            # nothing, through a Python ``paint`` -- and asked for their bounds in Python on
+            # every repaint and move: four such bands a pane, eight lines, a tenth of a
+            # change's GUI-thread time
+            for line in self.lines:
+                line.hide()
+
     def paint(self, p, *args) -> None:
         p.save()  # the items painted after it keep their antialiasing
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
@@ -225,13 +235,17 @@ class Pane(QFrame):
         self.plot.showGrid(x=False, y=True, alpha=0.15)
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.getViewBox().setDefaultPadding(0.02)
-        self.clip_lo = FlatRegion(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False)
-        self.clip_hi = FlatRegion(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False)
+        self.clip_lo = FlatRegion(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False,
+                                  edges=False)
+        self.clip_hi = FlatRegion(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False,
+                                  edges=False)
         self.window = FlatRegion(brush=WINDOW_BRUSH, pen=EDGE_PEN, movable=False)
         # the tint alone is too faint to read on a projector: a solid band along the top of
         # each clipped range carries the mark (see apply_theme)
-        self.clip_lo.band = FlatRegion(pen=pg.mkPen(None), movable=False, span=(0.95, 1.0))
-        self.clip_hi.band = FlatRegion(pen=pg.mkPen(None), movable=False, span=(0.95, 1.0))
+        self.clip_lo.band = FlatRegion(pen=pg.mkPen(None), movable=False, span=(0.95, 1.0),
+                                       edges=False)
+        self.clip_hi.band = FlatRegion(pen=pg.mkPen(None), movable=False, span=(0.95, 1.0),
+                                       edges=False)
         for item in (self.clip_lo, self.clip_hi, self.window, self.clip_lo.band,
                      self.clip_hi.band):
             item.setZValue(-10)
