@@ -274,6 +274,9 @@ class Pane(QFrame):
         #: this pane's buckets (the window sets it to ``ExplorerState.histogram``); without
         #: it the pane shows the tensor's overview histogram
         self.histogram_source = None
+        #: ``report -> PaneDisplay`` or None: what the pane draws of a report, shaped with it
+        #: off this thread (``ExplorerState.display``); without it the pane shapes it
+        self.display_source = None
         #: ``(report, edges) -> counts`` or None: per bin, the report's elements clipped in
         #: their own unit's window (``ExplorerState.clipped_histogram``; None per tensor)
         self.clipped_source = None
@@ -497,7 +500,8 @@ class Pane(QFrame):
     def set_report(self, report: QuantReport) -> None:
         """Show a report: the numbers, the bucket grid, the window and the occupancy."""
         self.report = report
-        self.display = shown = pane_display(report)
+        source = self.display_source
+        self.display = shown = source(report) if source is not None else pane_display(report)
         self.set_error("")
         words = (shown.grid_words, shown.is_format)
         if words != getattr(self, "_key_words", None) and hasattr(self, "_theme"):
