@@ -629,11 +629,14 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
             # a cut's error exceeds the best so far (that placed it): its runs are kept for
             # the boxes beside it, its error is not worth computing
             if s != cut_lo and s != cut_hi:
-                n_runs = runs_between(x, a, b, pre, s, s, pos, code, off[i], off[i + 1],
-                                      off[i], off[i + 1], rlo, rhi, rf)
                 za, zb = _zero_points_near(x, a, b, s, k, qmin, qmax, z0, z1, floor)
-                best, best_s, best_z = _evaluate(rlo, rhi, rf, n_runs, s, qmin, qmax, za, zb,
-                                                 best, best_s, best_z, cum, lb, arg)
+                # its errors element by element (:func:`errors_at`), from its runs where
+                # many values clamp
+                if not errors_at(x, a, b, s, k, qmin, qmax, za, zb, lb):
+                    n_runs = runs_between(x, a, b, pre, s, s, pos, code, off[i], off[i + 1],
+                                          off[i], off[i + 1], rlo, rhi, rf)
+                    z_bounds(rlo, rhi, rf, n_runs, s, s, qmin, qmax, za, zb, cum, lb, arg)
+                best, best_s, best_z = _least(lb, s, za, zb, best, best_s, best_z)
         i += 1
         if i == 1:
             if not search:  # a searched row keeps its grid (mse_twin takes the same steps)
