@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from quantscope.core.kernels.lane_order import LANES, combine_lanes, lane_sum
-from quantscope.core.kernels.lane_sums import sum_in_lanes
+from quantscope.core.kernels.lane_sums import sum_ends_in_lanes, sum_in_lanes
 from quantscope.io.samples import sample_path
 
 
@@ -20,6 +20,11 @@ def _compiled_slices(values, lo, hi):
     for k in range(lo.size):
         out[k] = sum_in_lanes(values[lo[k]:hi[k]])
     return out
+
+
+@numba.njit(cache=False)
+def _ends(values, a, b):
+    return sum_ends_in_lanes(values, a, b, np.full(LANES, np.nan))
 
 
 def _by_hand(terms: np.ndarray) -> float:
@@ -75,3 +80,25 @@ def test_signed_zeros_and_nonfinite_terms_follow_the_same_lanes():
 def test_lanes_combine_by_halves():
     acc = 2.0 ** np.arange(LANES) + 0.1
     assert combine_lanes(acc) == _by_hand(acc)
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 31, 32, 33, 100, 1023, 1024])
+def test_the_ends_alone_sum_as_the_whole_with_the_middle_zeroed(n):
+    """The terms outside ``[a, b)`` summed alone equal the whole sum with ``values[a:b]`` set
+    to +0.0, to the bit: terms of both signs over 16 decades, -0.0, infinities and NaN, every
+    split of short rows and 200 of long ones (``a`` up to ``n``, ``b`` from ``a``)."""
+    rng = np.random.default_rng(n + 7)
+    terms = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n)
+    if n > 40:
+        terms[[3, 9, 17, 20]] = [-0.0, np.inf, -0.0, 0.0]
+        terms[-2] = -0.0
+    splits = ([(a, b) for a in range(n + 1) for b in range(a, n + 1)] if n <= 33 else
+              [tuple(sorted(rng.integers(0, n + 1, 2))) for _ in range(200)] + [(n, n), (0, n)])
+    for values in (terms, np.abs(terms), np.where(np.arange(n) == n // 2, np.nan, terms)):
+        for a, b in splits:
+            middle = values.copy()
+            middle[a:b] = 0.0
+            with np.errstate(invalid="ignore"):
+                whole, ends = _compiled(middle), _ends(values, a, b)
+            assert np.array_equal(whole, ends, equal_nan=True), (a, b)
+            assert np.signbit(whole) == np.signbit(ends)

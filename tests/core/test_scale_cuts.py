@@ -211,3 +211,33 @@ def test_the_clip_and_spread_cut_reaches_past_the_clip_cut_on_a_bench_unit(symme
     lo = sc.clip_cut(x, 0, x.size, s_mm, 1e-4 * s_mm, a_lo, a_hi, span, best)
     cut, _ = sc.clip_spread_cut(x, 0, x.size, lo, s_mm, a_lo, a_hi, span, best, _pre(x), 0)
     assert cut > lo + 0.02 * s_mm
+
+
+def test_a_groups_terms_are_the_one_pass_sums_whatever_its_length():
+    # the two half chains (front sums forward, back sums backward) against the running sums
+    # of one pass in Python, for every length from 2 on, odd and even, dense and gappy groups
+    rng = np.random.default_rng(3)
+    checked = 0
+    for n in [*range(2, 40), 127, 128, 129, 500, 1001]:
+        for kind in ("dense", "gappy", "equal"):
+            if kind == "dense":
+                g = np.sort(rng.uniform(0.1, 0.1 + 5e-3, n))
+            elif kind == "gappy":
+                g = np.sort(np.concatenate([rng.uniform(0, 1e-3, n // 2),
+                                            rng.uniform(4e-3, 5e-3, n - n // 2)]))
+            else:
+                g = np.full(n, 0.25)
+            x = np.concatenate([[-9.0], g, [9.0]]).astype(np.float32)
+            xd = x[1:-1].astype(np.float64)
+            mean = float(xd.mean())
+            c = 6e-3 / n
+            dev = np.cumsum(xd - mean)[:-1]  # D_1 .. D_{n-1}
+            t = np.arange(1, n)
+            low = min(0.0, float((c * t * (n - t) + 2.0 * dev).min()))
+            ss = float(((xd - mean) ** 2).sum())
+            got_ss, got_low = sc._group_terms(x, 1, n, mean, c)
+            scale = c * n * n + float(np.abs(xd - mean).sum())
+            assert got_ss == pytest.approx(ss, rel=1e-12, abs=1e-30), (n, kind)
+            assert abs(got_low - low) <= 1e-12 * scale, (n, kind)
+            checked += 1
+    assert checked == 3 * 43

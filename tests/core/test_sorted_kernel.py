@@ -8,7 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quantscope.core import analyze, choose_qparams
-from quantscope.core.kernels.sorted_kernel import ARITHMETIC_CODES, code_of
+from quantscope.core.kernels.sorted_kernel import (
+    ARITHMETIC_CODES,
+    CHANGE_STEP,
+    PACK_LANES,
+    _changes_in,
+    code_of,
+)
 from quantscope.core.schemes.qparams import QuantParams
 from quantscope.core.schemes.quantize import quantize_codes_float
 from quantscope.core.stats import sorted_stats
@@ -141,17 +147,46 @@ def test_walked_rows_count_codes_across_64_element_words(arithmetic, rounding, m
         np.testing.assert_allclose(fast.per_channel.mse, direct.per_channel.mse, rtol=1e-9)
 
 
-def test_the_portable_trailing_zero_count_agrees_with_numbas():
-    """The stand-in used if Numba's internal cttz ever moves gives the same counts."""
-    from quantscope.core.kernels.sorted_kernel import trailing_zeros, trailing_zeros_portable
+@numba.njit(cache=False)
+def _changes_by_kernel(codes, n):
+    """The walk's listing of the positions ``k`` in ``[1, n)`` where the code changes."""
+    pos = np.empty(n + CHANGE_STEP, np.int32)
+    return pos[:_changes_in(codes, 1, n, pos)]
 
-    @numba.njit
-    def both(m):
-        return trailing_zeros(m), trailing_zeros_portable(m)
 
-    rng = np.random.default_rng(3)
-    words = [np.int64(1) << k for k in range(64)] + list(rng.integers(-2**63, 2**63, 2000))
-    for m in words:
-        if m != 0:
-            fast, portable = both(np.int64(m))
-            assert fast == portable, hex(int(m) & (2**64 - 1))
+@pytest.mark.parametrize("shift", range(PACK_LANES + 1))
+def test_the_change_list_finds_every_pattern_of_eight_codes(shift):
+    """Every one of the 256 patterns of changes among eight neighbouring codes, at every
+    position in a pack of eight (``shift``), in both packs of a step of 16, and in a last
+    partial step, gives exactly the positions NumPy finds; equal infinities, 0.0 beside -0.0
+    and NaN compare as ``!=`` does."""
+    steps = [int(m >> t & 1) for m in range(256) for t in range(PACK_LANES)]
+    codes = np.concatenate([np.zeros(1 + shift), np.cumsum(steps)]).astype(np.float32)
+    codes[100:104] = np.inf
+    codes[200:202] = [0.0, -0.0]
+    codes[300:302] = np.nan
+    for n in (codes.size, codes.size - 5, 17, 16, 9, 2, 1):
+        padded = np.concatenate([codes[:n], np.full(64, -1.0, np.float32)])
+        expected = np.flatnonzero(codes[1:n] != codes[:n - 1]) + 1
+        np.testing.assert_array_equal(_changes_by_kernel(padded, n), expected)
+
+
+def test_walked_rows_on_the_grid_count_every_code_change(monkeypatch):
+    """Walked rows whose values sit on the grid and change code at random places (a change
+    at about every second element, every pattern of eight, runs that skip codes) and rows of
+    1 to 40 elements: the code counts and codes used equal the direct pass's."""
+    monkeypatch.setattr(sorted_stats, "WALK_PER_LEVEL", 1 << 40)
+    rng = np.random.default_rng(5)
+    steps = rng.integers(0, 3, (6, 3000)) * (rng.random((6, 3000)) < 0.5)
+    x = np.full((46, 3000), np.nan, np.float32)
+    x[:6] = ((np.cumsum(steps, axis=1) - 1500) * 0.05).astype(np.float32)
+    for n in range(1, 41):
+        x[5 + n, :n] = rng.integers(-20, 20, n) * np.float32(0.05)
+    prep = prepare(x)
+    for qmin, qmax, zp in ((-128, 127, 0), (-127, 127, 3), (0, 255, 128)):
+        p = QuantParams(np.full(46, 0.05, np.float32), np.full(46, zp, np.int32), qmin, qmax,
+                        axis=0)
+        direct, fast = analyze(x, p), prep.analyze(p)
+        np.testing.assert_array_equal(fast.code_histogram, direct.code_histogram)
+        np.testing.assert_array_equal(fast.per_channel.codes_used,
+                                      direct.per_channel.codes_used)

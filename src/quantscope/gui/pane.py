@@ -107,6 +107,37 @@ class FlatRegion(pg.LinearRegionItem):
     rectangle through its generic path rasterizer -- 0.8 ms against 0.2 ms per fill of a
     plot-sized band, five bands per pane, four panes per settings change."""
 
+    def __init__(self, *args, edges: bool = True, **kwargs) -> None:
+        #: the bounds last computed, until the region, its span or the view moves: Qt asks a
+        #: dozen times a repaint, and each answer was a dozen Python calls (the region's
+        #: edges read, sorted and laid over the view's rectangle)
+        self._bounds: QRectF | None = None
+        super().__init__(*args, **kwargs)
+        if not edges:
+            # a band drawn without edges (no pen) still had its two edge lines painted --
+            # nothing, through a Python ``paint`` -- and asked for their bounds in Python on
+            # every repaint and move: four such bands a pane, eight lines, a tenth of a
+            # change's GUI-thread time
+            for line in self.lines:
+                line.hide()
+
+    def boundingRect(self) -> QRectF:
+        if self._bounds is None:
+            self._bounds = super().boundingRect()  # tells Qt when it changed, as before
+        return self._bounds
+
+    def lineMoved(self, i) -> None:
+        self._bounds = None
+        super().lineMoved(i)
+
+    def setSpan(self, mn, mx) -> None:
+        self._bounds = None
+        super().setSpan(mn, mx)
+
+    def viewTransformChanged(self) -> None:
+        self._bounds = None  # the view's rectangle in this item's coordinates moved
+        super().viewTransformChanged()
+
     def paint(self, p, *args) -> None:
         p.save()  # the items painted after it keep their antialiasing
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
@@ -184,6 +215,11 @@ class Pane(QFrame):
         # moved item for its bounding rectangle (a Python call in pyqtgraph), ~1 ms per pane
         # per change.
         self.graphics.scene().setItemIndexMethod(QGraphicsScene.ItemIndexMethod.NoIndex)
+        # The plots' viewport covers itself with the (opaque) plot background before it draws
+        # anything: said so, Qt leaves out what lies beneath -- the viewport's own and its
+        # half-dozen ancestors' style-sheet backgrounds, filled over the plots' whole area on
+        # every repaint of a pane (about a tenth of a change's GUI-thread time)
+        self.graphics.viewport().setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
         # a refused pane shows its reason where its plots were: same size, so the panes of a
         # row keep their tables level
         self.stack = QStackedWidget()
@@ -225,13 +261,17 @@ class Pane(QFrame):
         self.plot.showGrid(x=False, y=True, alpha=0.15)
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.getViewBox().setDefaultPadding(0.02)
-        self.clip_lo = FlatRegion(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False)
-        self.clip_hi = FlatRegion(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False)
+        self.clip_lo = FlatRegion(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False,
+                                  edges=False)
+        self.clip_hi = FlatRegion(brush=CLIP_BRUSH, pen=pg.mkPen(None), movable=False,
+                                  edges=False)
         self.window = FlatRegion(brush=WINDOW_BRUSH, pen=EDGE_PEN, movable=False)
         # the tint alone is too faint to read on a projector: a solid band along the top of
         # each clipped range carries the mark (see apply_theme)
-        self.clip_lo.band = FlatRegion(pen=pg.mkPen(None), movable=False, span=(0.95, 1.0))
-        self.clip_hi.band = FlatRegion(pen=pg.mkPen(None), movable=False, span=(0.95, 1.0))
+        self.clip_lo.band = FlatRegion(pen=pg.mkPen(None), movable=False, span=(0.95, 1.0),
+                                       edges=False)
+        self.clip_hi.band = FlatRegion(pen=pg.mkPen(None), movable=False, span=(0.95, 1.0),
+                                       edges=False)
         for item in (self.clip_lo, self.clip_hi, self.window, self.clip_lo.band,
                      self.clip_hi.band):
             item.setZValue(-10)
@@ -260,6 +300,9 @@ class Pane(QFrame):
         #: this pane's buckets (the window sets it to ``ExplorerState.histogram``); without
         #: it the pane shows the tensor's overview histogram
         self.histogram_source = None
+        #: ``report -> PaneDisplay`` or None: what the pane draws of a report, shaped with it
+        #: off this thread (``ExplorerState.display``); without it the pane shapes it
+        self.display_source = None
         #: ``(report, edges) -> counts`` or None: per bin, the report's elements clipped in
         #: their own unit's window (``ExplorerState.clipped_histogram``; None per tensor)
         self.clipped_source = None
@@ -483,7 +526,8 @@ class Pane(QFrame):
     def set_report(self, report: QuantReport) -> None:
         """Show a report: the numbers, the bucket grid, the window and the occupancy."""
         self.report = report
-        self.display = shown = pane_display(report)
+        source = self.display_source
+        self.display = shown = source(report) if source is not None else pane_display(report)
         self.set_error("")
         words = (shown.grid_words, shown.is_format)
         if words != getattr(self, "_key_words", None) and hasattr(self, "_theme"):

@@ -58,6 +58,7 @@ class PaneBoard(QWidget):
         for i, key in enumerate(keys):
             pane = Pane(key, pane_title(key, state.settings))
             pane.histogram_source = state.histogram
+            pane.display_source = state.display
             pane.clipped_source = state.clipped_histogram
             pane.set_short(short)
             # all four: the window's 2x2 grid; fewer: one row, in the window's order

@@ -78,6 +78,7 @@ class WindowLayout:
         for i, key in enumerate(PANES):
             pane = Pane(key, pane_title(key, self.state.settings))
             pane.histogram_source = self.state.histogram  # binned on each pane's buckets
+            pane.display_source = self.state.display  # shaped with its result
             pane.clipped_source = self.state.clipped_histogram  # per unit's own window
             grid.addWidget(pane, *divmod(i, 2))
             self.panes[key] = pane

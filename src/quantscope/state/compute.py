@@ -126,6 +126,10 @@ class ComputeResult:
     #: pane -> the sorted values its own units clip (per channel or group), gathered on the
     #: job's thread so that drawing them costs the owner's only a binning
     clipped: dict[str, Any] = field(default_factory=dict)
+    #: pane -> what it draws of its report, and histograms by key, shaped on the job's thread
+    #: (:func:`quantscope.state.drawing.with_drawing`)
+    displays: dict[str, Any] = field(default_factory=dict)
+    histograms: dict[Any, Any] = field(default_factory=dict)
 
 
 def compute_reports(request: ComputeRequest,

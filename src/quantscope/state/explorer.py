@@ -35,8 +35,9 @@ from quantscope.state.compute import (
     compute_reports,
     pane_params,
 )
+from quantscope.state.display import PaneDisplay
+from quantscope.state.drawing import Drawings
 from quantscope.state.errors import SettingsError
-from quantscope.state.histogram import pane_histogram
 from quantscope.state.numbers import pane_numbers
 from quantscope.state.settings import Settings
 from quantscope.state.source import Source, TensorOverview, prepare_tensor, tensor_problem
@@ -87,6 +88,9 @@ class ExplorerState:
         #: Reuse reports for identical parameters (off: every change runs the engine, as the
         #: latency benchmark needs to measure).
         self.cache_reports = cache_reports
+        #: what the panes draw of the results on show, shaped with them (see
+        #: :mod:`quantscope.state.drawing`)
+        self.drawings = Drawings()
 
     # -- inputs ---------------------------------------------------------------------------
     def set_tensor(self, x, source: Source | None = None, *, prepared: Prepared | None = None,
@@ -129,6 +133,7 @@ class ExplorerState:
         arr.flags.writeable = False  # shared with worker threads: nobody may edit it in place
         self.tensor, self.source = arr, source
         self._cache = ReportCache()
+        self.drawings = Drawings()  # the views asked were of the old tensor's range
         self.settings = new
         self.axis_choice = choice
         self.prepared, self.overview = prepared, overview
@@ -168,7 +173,12 @@ class ExplorerState:
         if self.prepared is None or self.tensor is None:
             return None
         values = self.prepared.layout(None, None).values
-        return pane_histogram(values, boundaries, view, max_bins, self.stored_dtype)
+        return self.drawings.histogram(values, boundaries, view, max_bins, self.stored_dtype)
+
+    def display(self, report: QuantReport) -> PaneDisplay:
+        """What a pane shows of ``report``: shaped with its result on the compute job's
+        thread, else now (:func:`quantscope.state.display.pane_display`)."""
+        return self.drawings.display(report)
 
     def clipped_histogram(self, report: QuantReport, edges: np.ndarray) -> np.ndarray | None:
         """Per bin of ``edges``, how many of ``report``'s elements are clipped in their own
@@ -300,9 +310,11 @@ class ExplorerState:
         if not result.complete:
             self.results.update(result.reports)
             self.errors.update(result.errors)
+            self.drawings.keep(result, list(self.results.values()))
             self.partial_results.emit()
             return True
         self.results, self.errors = dict(result.reports), dict(result.errors)
+        self.drawings.keep(result, list(self.results.values()))
         self._keep_clipped({id(result.reports[k]): (result.reports[k], v)
                             for k, v in result.clipped.items() if k in result.reports})
         self.results_changed.emit()

@@ -54,6 +54,7 @@ from psygnal import Signal
 
 from quantscope.state.clipped_histogram import report_clipped
 from quantscope.state.compute import ComputeResult, compute_reports
+from quantscope.state.drawing import with_drawing
 from quantscope.state.explorer import ExplorerState
 from quantscope.state.load_job import Loaded, PickFirst, Read, load_job
 from quantscope.state.scheduler import (
@@ -202,12 +203,23 @@ class LiveExplorer:
         request = st.request()
         self._step("live → scheduler.submit(compute)")
         trace = self._trace
+        views, dtype = st.drawings.views(), st.stored_dtype
 
         def job(ctx: JobContext):
             if trace is not None:
                 trace("scheduler → engine: compute_reports")
-            return with_clipped(compute_reports(request, ctx.partial, ctx.beside),
-                                request.prepared)
+            prepared = request.prepared
+            # the tensor's sorted values, which the histograms count (none before a pane
+            # asked for a view: the panes bin the first results themselves)
+            values = (prepared.layout(None, None).values if prepared is not None and views
+                      else None)
+            made: dict = {}  # the early panes' drawings, not shaped twice
+
+            def partial(result: ComputeResult) -> None:
+                ctx.partial(with_drawing(result, values, views, dtype, made))
+
+            result = compute_reports(request, partial, ctx.beside)
+            return with_drawing(with_clipped(result, prepared), values, views, dtype, made)
 
         self.scheduler.submit("compute", job, priority=COMPUTE)
         self.stale.emit()

@@ -17,6 +17,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.lane_order import LANES
 
 _F64 = ir.DoubleType()
@@ -64,3 +65,28 @@ def sum_in_lanes(typingctx, values):
         return _halves(builder, builder.load(acc))
 
     return types.float64(values), codegen
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
+def sum_ends_in_lanes(values, a: int, b: int, lanes) -> float:
+    """:func:`sum_in_lanes` of ``values`` (1-D float64) with ``values[a:b]`` read as ``+0.0``,
+    bit for bit, in work proportional to the terms outside ``[a, b)``; ``lanes`` is scratch of
+    :data:`~quantscope.core.kernels.lane_order.LANES` float64.
+
+    Each lane is a running sum from ``+0.0``, and a sum rounded to nearest is ``-0.0`` only
+    when both its terms are, so no lane ever holds ``-0.0``, and adding ``+0.0`` to a lane
+    leaves every bit of it as it was (infinities and NaN included): the terms read as zero can
+    be skipped. A walked row's clipped elements are a few at its ends; summing its whole chunk
+    with the others zeroed cost a pass over the chunk's 1024 terms for each clipped end."""
+    for j in range(LANES):
+        lanes[j] = 0.0
+    for k in range(min(a, values.size)):
+        lanes[k % LANES] += values[k]
+    for k in range(max(b, 0), values.size):
+        lanes[k % LANES] += values[k]
+    width = LANES
+    while width > 1:  # by halves, as sum_in_lanes combines its vector
+        width //= 2
+        for j in range(width):
+            lanes[j] += lanes[j + width]
+    return lanes[0]

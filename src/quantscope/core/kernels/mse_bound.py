@@ -62,6 +62,7 @@ from quantscope.core.kernels.box_heap import grow, grow_int, heap_add, heap_pop
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.mse_sweep import box_crossings, box_sweep
 from quantscope.core.kernels.scale_cuts import clip_cut, clip_spread_cut, spread_cut
+from quantscope.core.kernels.scale_errors import errors_at
 from quantscope.core.kernels.small_unique import small_unique
 
 _jit = njit(nogil=True, error_model="numpy")
@@ -628,11 +629,14 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
             # a cut's error exceeds the best so far (that placed it): its runs are kept for
             # the boxes beside it, its error is not worth computing
             if s != cut_lo and s != cut_hi:
-                n_runs = runs_between(x, a, b, pre, s, s, pos, code, off[i], off[i + 1],
-                                      off[i], off[i + 1], rlo, rhi, rf)
                 za, zb = _zero_points_near(x, a, b, s, k, qmin, qmax, z0, z1, floor)
-                best, best_s, best_z = _evaluate(rlo, rhi, rf, n_runs, s, qmin, qmax, za, zb,
-                                                 best, best_s, best_z, cum, lb, arg)
+                # its errors element by element (:func:`errors_at`), from its runs where
+                # many values clamp
+                if not errors_at(x, a, b, s, k, qmin, qmax, za, zb, lb):
+                    n_runs = runs_between(x, a, b, pre, s, s, pos, code, off[i], off[i + 1],
+                                          off[i], off[i + 1], rlo, rhi, rf)
+                    z_bounds(rlo, rhi, rf, n_runs, s, s, qmin, qmax, za, zb, cum, lb, arg)
+                best, best_s, best_z = _least(lb, s, za, zb, best, best_s, best_z)
         i += 1
         if i == 1:
             if not search:  # a searched row keeps its grid (mse_twin takes the same steps)
@@ -774,10 +778,12 @@ def _incumbents(x, a, b, pre, s_mm, s_lo, s_hi, best, best_s, best_z, k, qmin, q
         s = np.float64(np.float32(s_mm * f))
         if not s_lo <= s <= s_hi:
             continue
-        n_runs = runs_prefix(x, a, b, pre, s, s, k, rlo, rhi, rf)
         za, zb = _zero_points_near(x, a, b, s, k, qmin, qmax, z0, z1, floor)
-        best, best_s, best_z = _evaluate(rlo, rhi, rf, n_runs, s, qmin, qmax, za, zb, best,
-                                         best_s, best_z, cum, lb, arg)
+        # the errors alone, element by element; the runs where many values clamp
+        if not errors_at(x, a, b, s, k, qmin, qmax, za, zb, lb):
+            n_runs = runs_prefix(x, a, b, pre, s, s, k, rlo, rhi, rf)
+            z_bounds(rlo, rhi, rf, n_runs, s, s, qmin, qmax, za, zb, cum, lb, arg)
+        best, best_s, best_z = _least(lb, s, za, zb, best, best_s, best_z)
     return best, best_s, best_z
 
 
@@ -811,6 +817,14 @@ def _evaluate(rlo, rhi, rf, n_runs, s, qmin, qmax, za, zb, best, best_s, best_z,
     zero points ``[za, zb]`` (:func:`z_bounds` of the scale's runs): the least error, equal
     errors going to the least scale, then to the least zero point."""
     z_bounds(rlo, rhi, rf, n_runs, s, s, qmin, qmax, za, zb, cum, lb, arg)
+    return _least(lb, s, za, zb, best, best_s, best_z)
+
+
+@_jit
+def _least(lb, s, za, zb, best, best_s, best_z):
+    """The best of (``best``, ``best_s``, ``best_z``) and the errors ``lb`` at scale ``s`` of
+    the zero points ``[za, zb]``: the least error, equal errors going to the least scale, then
+    to the least zero point."""
     for t in range(zb - za + 1):
         # the least scale of equal errors, whatever the order the scales are evaluated in
         if lb[t] < best or (lb[t] == best and s < best_s):

@@ -11,9 +11,9 @@ thread keeps painting while it runs). A row is treated one of two ways:
 * shorter rows (a channel, a group) are walked: every element's code and squared error
   (summed without cancellation, a chunk at a time; the largest gives the max |error|) in one
   pass, compiled once per rounding rule and arithmetic so the loop holds no branch; then the
-  places where the code changes, listed 16 compares at a time by a vector compress, each a run
-  of equal code -- two simple passes over a row that sits in cache, with work per code rather
-  than per element and no branch on the data.
+  places where the code changes, listed 8 compares at a time through a table of bit
+  positions, each a run of equal code -- two simple passes over a row that sits in cache,
+  with work per code rather than per element and no branch on the data.
 
 Exactness rests on :func:`code_of`, the direct pass's quantization rule written out for one
 float32 element: float32 division or multiplication (or the float64-emulated fused
@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from llvmlite.binding import llvm_version_info
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from quantscope.core.kernels.block_sums import prefix_at, prefix_from
 from quantscope.core.kernels.jit_cache import njit
-from quantscope.core.kernels.lane_sums import sum_in_lanes
+from quantscope.core.kernels.lane_order import LANES
+from quantscope.core.kernels.lane_sums import sum_ends_in_lanes, sum_in_lanes
 
 #: ``arithmetic`` names as the kernel's integer codes.
 ARITHMETIC_CODES = {"divide": 0, "multiply": 1, "fma": 2, "multiply_add": 3, "divide64": 4}
@@ -57,27 +57,6 @@ PREFETCH_CHUNKS = 2
 
 #: Compiled on first use and cached beside the module (about 8 s once, then 0.4 s per process).
 _jit = njit(nogil=True, error_model="numpy")
-
-#: Multiplier and table of the de Bruijn count of trailing zeros (the portable stand-in).
-_DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
-_DE_BRUIJN_INDEX = np.zeros(64, np.int64)
-for _i in range(64):
-    _DE_BRUIJN_INDEX[(((1 << _i) * int(_DE_BRUIJN)) % 2**64) >> 58] = _i
-
-
-@_jit
-def trailing_zeros_portable(m: np.int64) -> int:
-    """The number of trailing zero bits of a non-zero ``m`` by a de Bruijn multiply: used if
-    this Numba lacks the internal one-instruction version."""
-    low = np.uint64(m) & (~np.uint64(m) + np.uint64(1))  # the lowest set bit alone
-    return _DE_BRUIJN_INDEX[(low * _DE_BRUIJN) >> np.uint64(58)]
-
-
-try:  # LLVM's cttz, one instruction; an internal of Numba's, so it may move
-    from numba.cpython.unsafe.numbers import trailing_zeros
-except ImportError:  # pragma: no cover - depends on the Numba version
-    trailing_zeros = trailing_zeros_portable
-
 
 @intrinsic
 def float64_bits(typingctx, x):
@@ -280,12 +259,13 @@ def evaluate_rows(values, starts, sumsq, rec, rec_starts, bound1, bound2, row, s
     the ends) are added to ``hist``.
     """
     longest = 0  # scratch for the longest walked row: codes (and a word of room), squares
+    # (a chunk's, and the lanes of a sum)
     for e in range(row.size):
         n = starts[row[e] + 1] - starts[row[e]]
         if n < walk_below:
             longest = max(longest, n)
     codes = np.empty(longest + 64, np.float32)
-    sq = np.empty(2 * min(longest, WALK_CHUNK), np.float64)
+    sq = np.empty(min(longest, WALK_CHUNK) + LANES, np.float64)
     pos = np.empty(longest + CHANGE_STEP, np.int32)
     for e in range(row.size):
         r = row[e]
@@ -382,99 +362,121 @@ def _codes_and_squares(x, codes, sq, s, inv, z, lo, hi, arithmetic, half_away) -
     return bits_float64(top)
 
 
-@_jit
-def _change_bits(prev, cur) -> int:
-    """Bit ``k`` set where ``cur[k] != prev[k]``, ``k < 64`` (both hold at least 64 values).
-    A fixed count the compiler vectorises and unrolls whole: a compare per element, no
-    branch."""
-    m = 0
-    for k in range(64):
-        m |= np.int64(cur[k] != prev[k]) << k
-    return m
-
-
-#: Codes compared per step when a walked row's code changes are listed.
+#: Codes compared per step when a walked row's code changes are listed (two packs of
+#: :data:`PACK_LANES`).
 CHANGE_STEP = 16
-#: LLVM's generic vector compress (LLVM 19 on): one ``vpcompressd`` with AVX-512.
-HAS_COMPRESS = llvm_version_info >= (19,)
+#: Codes compared by one pack (:func:`_pack_changes`): an 8-bit mask indexes a table of 256
+#: rows.
+PACK_LANES = 8
+
+
+def _set_bit_offsets(lanes: int) -> np.ndarray:
+    """Row ``m``: the indices of the bits set in ``m`` (``m < 2**lanes``), ascending, then
+    zeros: the offsets a pack adds to its first position."""
+    table = np.zeros((1 << lanes, lanes), np.int32)
+    for m in range(1 << lanes):
+        bits = [k for k in range(lanes) if m >> k & 1]
+        table[m, :len(bits)] = bits
+    return table
+
+
+#: :func:`_set_bit_offsets` of :data:`PACK_LANES` (8 KiB, read by every pack).
+SET_BIT_OFFSETS = _set_bit_offsets(PACK_LANES)
 
 
 @intrinsic
-def _compress_changes(typingctx, codes, i, pos, j):
-    """Append to ``pos[j:]`` each ``k`` in ``[i, i + 16)`` where ``codes[k] != codes[k - 1]``,
-    in order, and return how many: the 16 compares as one vector, the positions packed by one
-    vector compress and written as one vector (``pos`` needs 16 entries of room past ``j``)."""
+def _pack_changes(typingctx, codes, i, pos, j, offsets):
+    """Append to ``pos[j:]`` each ``k`` in ``[i, i + 8)`` where ``codes[k] != codes[k - 1]``,
+    in order, and return how many: the 8 compares as one vector, their mask (one byte) picks
+    row ``mask`` of ``offsets`` (:data:`SET_BIT_OFFSETS`), and ``i`` plus that row is written
+    as one vector (``pos`` needs 8 entries of room past ``j``; the entries past the count are
+    overwritten by the next pack).
+
+    Plain LLVM vector operations, no target's own instruction, so every machine gets the
+    same few: LLVM's generic vector compress, one instruction with AVX-512, becomes a store
+    per lane without it, and listing the same positions took 3.7 times as long (13.3 against
+    3.6 ms over 4096 rows of 4096 codes in cache, one thread, AVX2)."""
     if not (isinstance(codes, types.Array) and codes.dtype == types.float32
-            and isinstance(pos, types.Array) and pos.dtype == types.int32):
+            and isinstance(pos, types.Array) and pos.dtype == types.int32
+            and isinstance(offsets, types.Array) and offsets.dtype == types.int32
+            and offsets.ndim == 2 and offsets.layout == "C"):
         return None
-    sig = types.int64(codes, i, pos, j)
+    sig = types.int64(codes, i, pos, j, offsets)
 
     def codegen(context, builder, signature, args):
-        cty, pty = signature.args[0], signature.args[2]
+        cty, pty, oty = signature.args[0], signature.args[2], signature.args[4]
         ca = context.make_array(cty)(context, builder, args[0])
         pa = context.make_array(pty)(context, builder, args[2])
+        oa = context.make_array(oty)(context, builder, args[4])
         cur_p = cgutils.get_item_pointer(context, builder, cty, ca, [args[1]], wraparound=False)
         prev_p = builder.gep(cur_p, [ir.Constant(ir.IntType(64), -1)])
         out_p = cgutils.get_item_pointer(context, builder, pty, pa, [args[3]], wraparound=False)
-        i32 = ir.IntType(32)
-        vf = ir.VectorType(ir.FloatType(), CHANGE_STEP)
-        vi = ir.VectorType(i32, CHANGE_STEP)
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        vf = ir.VectorType(ir.FloatType(), PACK_LANES)
+        vi = ir.VectorType(i32, PACK_LANES)
         cur = builder.load(builder.bitcast(cur_p, vf.as_pointer()), align=4)
         prev = builder.load(builder.bitcast(prev_p, vf.as_pointer()), align=4)
         changed = builder.fcmp_unordered("!=", cur, prev)  # as Numba's != on floats
+        word = ir.IntType(PACK_LANES)
+        mask = builder.bitcast(changed, word)
+        row_p = builder.gep(oa.data, [builder.mul(builder.zext(mask, i64),
+                                                  ir.Constant(i64, PACK_LANES))])
+        offs = builder.load(builder.bitcast(row_p, vi.as_pointer()), align=4)
         base = builder.insert_element(ir.Constant(vi, ir.Undefined), builder.trunc(args[1], i32),
                                       ir.Constant(i32, 0))
         base = builder.shuffle_vector(base, ir.Constant(vi, ir.Undefined),
-                                      ir.Constant(vi, [0] * CHANGE_STEP))
-        where = builder.add(base, ir.Constant(vi, list(range(CHANGE_STEP))))
-        compress = cgutils.get_or_insert_function(
-            builder.module,
-            ir.FunctionType(vi, [vi, ir.VectorType(ir.IntType(1), CHANGE_STEP), vi]),
-            f"llvm.experimental.vector.compress.v{CHANGE_STEP}i32")
-        packed = builder.call(compress, [where, changed, ir.Constant(vi, ir.Undefined)])
-        builder.store(packed, builder.bitcast(out_p, vi.as_pointer()), align=4)
-        word = ir.IntType(CHANGE_STEP)
+                                      ir.Constant(vi, [0] * PACK_LANES))
+        builder.store(builder.add(base, offs), builder.bitcast(out_p, vi.as_pointer()), align=4)
         popcount = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(word, [word]), f"llvm.ctpop.i{CHANGE_STEP}")
-        return builder.zext(builder.call(popcount, [builder.bitcast(changed, word)]),
-                            ir.IntType(64))
+            builder.module, ir.FunctionType(word, [word]), f"llvm.ctpop.i{PACK_LANES}")
+        return builder.zext(builder.call(popcount, [mask]), i64)
 
     return sig, codegen
 
 
-if HAS_COMPRESS:
-    @njit(nogil=True, error_model="numpy", inline="always")
-    def _list_changes(codes, i, pos, j) -> int:
-        """:func:`_compress_changes`."""
-        return _compress_changes(codes, i, pos, j)
-else:  # pragma: no cover - an LLVM before 19
-    @njit(nogil=True, error_model="numpy", inline="always")
-    def _list_changes(codes, i, pos, j) -> int:
-        """:func:`_compress_changes` element by element."""
-        m = _change_bits(codes[i - 1:i + 63], codes[i:i + 64]) & 0xFFFF
-        c = 0
-        while m != 0:
-            pos[j + c] = i + trailing_zeros(m)
-            c += 1
-            m &= m - 1
-        return c
+@njit(nogil=True, error_model="numpy", inline="always")
+def _list_changes(codes, i, pos, j) -> int:
+    """Append to ``pos[j:]`` each ``k`` in ``[i, i + 16)`` where ``codes[k] != codes[k - 1]``,
+    in order, and return how many (``pos`` needs 16 entries of room past ``j``): two
+    :func:`_pack_changes`."""
+    c: int = _pack_changes(codes, i, pos, j, SET_BIT_OFFSETS)
+    return c + _pack_changes(codes, i + PACK_LANES, pos, j + c, SET_BIT_OFFSETS)
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
+def _changes_in(codes, lo: int, hi: int, pos) -> int:
+    """Write to ``pos`` each ``k`` in ``[lo, hi)`` where ``codes[k] != codes[k - 1]``, in
+    order, and return how many: :data:`CHANGE_STEP` compares at a time
+    (:func:`_list_changes`; ``codes`` needs 16 values of room past ``hi``, ``pos`` 16
+    entries past the count), the last few one by one."""
+    changes = 0
+    i = lo
+    while i + CHANGE_STEP <= hi:
+        changes += _list_changes(codes, i, pos, changes)
+        i += CHANGE_STEP
+    for k in range(i, hi):
+        if codes[k] != codes[k - 1]:
+            pos[changes] = k
+            changes += 1
+    return changes
 
 
 @njit(nogil=True, error_model="numpy", inline="always")
 def _squares_in_chunks(x, codes, sq, s, inv, z, lo, hi, arithmetic, half_away):
     """Every element's code into ``codes`` and its squared error, :data:`WALK_CHUNK` elements
-    at a time (``sq`` holds two chunks: a chunk's squares, and its clipped ones), summed in
+    at a time (``sq`` holds a chunk's squares, then :data:`LANES` values of room), summed in
     float64 (n elements within n units of roundoff): the rounding error, the clipping error,
     and the largest square, with the lengths of the clipped prefix and suffix. Codes are
     monotone along the sorted row, so a chunk's clipped elements are its own prefix and
     suffix, found from its ends. Each chunk's rounding and clipping squares are summed in the
     fixed order of :mod:`quantscope.core.kernels.lane_order` as the chunk's squares with the
-    other kind's set to zero (NumPy can repeat that to the last bit), then added to the row's
-    totals chunk by chunk. Inlined where
+    other kind's set to zero (NumPy can repeat that to the last bit; the clipped ones without
+    a pass over the chunk, :func:`sum_ends_in_lanes`), then added to the row's totals chunk
+    by chunk. Inlined where
     it is called, like :func:`_codes_and_squares`, so a constant rule compiles to loops without
     its branches."""
     n = x.size
-    half = sq.size // 2
+    lanes = sq[sq.size - LANES:]
     rnd = 0.0
     clip = 0.0
     top = 0.0
@@ -496,17 +498,12 @@ def _squares_in_chunks(x, codes, sq, s, inv, z, lo, hi, arithmetic, half_away):
         below += r0 - c0
         above += c1 - r1
         m = c1 - c0
-        if r0 > c0 or c1 > r1:  # clipped squares move to the other half, zeros left behind
-            cs = sq[half:half + m]
-            for k in range(m):
-                cs[k] = 0.0
+        if r0 > c0 or c1 > r1:  # the clipped squares summed, then zeros in their place
+            clip += sum_ends_in_lanes(sq[:m], r0 - c0, r1 - c0, lanes)
             for k in range(r0 - c0):
-                cs[k] = sq[k]
                 sq[k] = 0.0
             for k in range(r1 - c0, m):
-                cs[k] = sq[k]
                 sq[k] = 0.0
-            clip += sum_in_lanes(cs)
         rnd += sum_in_lanes(sq[:m])
     return rnd, clip, top, below, above
 
@@ -575,19 +572,11 @@ def _walk_row(x, codes, sq, pos, sumsq, s, inv, z, qmin, qmax, arithmetic, half_
     if end > below:  # runs of equal code, each a code not counted before
         used += np.int64(int(codes[below]) - qmin != last)
         if want_counts:
-            # the places where the code changes, listed 16 compares at a time without a branch
-            # (:func:`_list_changes`); then one histogram update per run in a loop of known
+            # the places where the code changes, listed without a branch per element
+            # (:func:`_changes_in`); then one histogram update per run in a loop of known
             # length (a loop over the set bits of a word of changes mispredicted its exit about
             # once a word: 0.81 of the whole walk's time with the list, 4096x4096, one thread)
-            changes = 0
-            i = below + 1
-            while i + CHANGE_STEP <= end:
-                changes += _list_changes(codes, i, pos, changes)
-                i += CHANGE_STEP
-            for k in range(i, end):
-                if codes[k] != codes[k - 1]:
-                    pos[changes] = k
-                    changes += 1
+            changes = _changes_in(codes, below + 1, end, pos)
             start = below  # the current run's first element
             for c in range(changes):
                 k = pos[c]

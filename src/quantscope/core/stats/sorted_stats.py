@@ -318,16 +318,25 @@ PARALLEL_ELEMENTS = 1 << 17
 
 
 def _evaluation_shares(rows: SortedRows, row: np.ndarray) -> list[tuple[int, int]]:
-    """Contiguous ranges of the evaluations, one per thread, of about equal work (elements of
-    walked rows, or evaluations of searched ones); one range when there is little to do."""
-    from quantscope.core.kernels.parallel import THREADS
+    """Contiguous ranges of the evaluations, :data:`~quantscope.core.kernels.parallel.
+    PIECES_PER_THREAD` per thread, of about equal work (elements of walked rows, or
+    evaluations of searched ones), taken by whichever thread is free; one range when there is
+    little to do.
+
+    Why pieces, not a range per thread: beside a busy process a thread loses its core for
+    a while, and with one range each the other thread then finished early and waited; a
+    per-channel change at 16M elements took about twice the wall time for the same CPU
+    (p50 80-85 against 40-42 ms, both orders of an interleaved run,
+    ``bench/engine_changes.py --load``)."""
+    from quantscope.core.kernels.parallel import PIECES_PER_THREAD, THREADS
 
     if row.size < 2 or THREADS < 2:
         return [(0, row.size)]
     work = np.cumsum(np.minimum(rows.lengths[row], 1 << 14) + 64)
     if work[-1] < PARALLEL_ELEMENTS // 8 and rows.lengths[row].sum() < PARALLEL_ELEMENTS:
         return [(0, row.size)]
-    cuts = np.searchsorted(work, work[-1] * np.arange(1, THREADS) / THREADS)
+    k = THREADS * PIECES_PER_THREAD
+    cuts = np.searchsorted(work, work[-1] * np.arange(1, k) / k)
     edges = np.unique(np.concatenate([[0], cuts, [row.size]]))
     return [(int(edges[i]), int(edges[i + 1])) for i in range(edges.size - 1)]
 
