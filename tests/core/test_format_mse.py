@@ -241,6 +241,24 @@ def test_a_long_row_on_its_prefix_sums_is_the_exhaustive_minimum(name):
     _check(x, name, float(found.scale[0]), "40,000 activations")
 
 
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp8_e5m2"])
+def test_a_long_rows_wide_sweeps_find_what_narrow_boxes_find(name, monkeypatch):
+    """A row searched on its prefix sums sweeps boxes of up to ``LONG_SWEEP_CELLS``
+    breakpoints whole: in fewer boxes, the least error that boxes halved down to
+    ``SWEEP_CELLS`` find, both proven."""
+    from quantscope.core.stats import format_mse
+
+    x = np.ascontiguousarray(_sample("layer0_ffn_gelu_activations").ravel()[:40_000])
+    rows = prepare(x).layout(None, None)
+    wide = format_mse_search(rows, name)
+    monkeypatch.setattr(format_mse, "LONG_SWEEP_CELLS", format_mse.SWEEP_CELLS)
+    narrow = format_mse_search(rows, name)
+    assert wide.proven.all() and narrow.proven.all()
+    assert wide.boxes[0] < narrow.boxes[0]
+    assert wide.error[0] <= narrow.error[0] * (1 + 1e-7)
+    assert narrow.error[0] <= wide.error[0] * (1 + 1e-7)
+
+
 @pytest.mark.parametrize("name", FORMATS)
 def test_scales_below_min_max_are_searched_where_subnormals_differ(name):
     """The scales below the min/max scale are searched only where the octave above it does

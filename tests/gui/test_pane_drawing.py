@@ -5,6 +5,7 @@ the previous report's, nor of a view it no longer shows)."""
 from __future__ import annotations
 
 import numpy as np
+import pyqtgraph as pg
 
 from quantscope.state import ExplorerState, Source
 from quantscope.state.display import pane_display
@@ -27,9 +28,12 @@ def _check_pane(pane, st) -> None:
                                        pane._log)
     assert np.array_equal(pane.hist.xData, edges)
     assert np.array_equal(pane.hist.yData, heights)
+    # the bands' bounds kept between repaints are those pyqtgraph computes afresh
+    for band in (pane.window, pane.clip_lo, pane.clip_hi, pane.clip_lo.band, pane.clip_hi.band):
+        assert band.boundingRect() == pg.LinearRegionItem.boundingRect(band)
 
 
-def test_every_pane_draws_its_own_reports_drawing_after_each_change(make_window,
+def test_every_pane_draws_its_own_reports_drawing_after_each_change(make_window, qtbot,
                                                                    wait_results):
     win = make_window(ExplorerState(cache_reports=False))
     x = np.random.default_rng(4).standard_normal((64, 512)).astype(np.float32)
@@ -46,3 +50,9 @@ def test_every_pane_draws_its_own_reports_drawing_after_each_change(make_window,
         wait_results(win)
         for pane in win.panes.values():
             _check_pane(pane, win.state)
+    win.resize(1280, 760)  # the views' sizes move the bands' bounds as well
+    qtbot.waitUntil(lambda: all(p.width() < 640 for p in win.panes.values()))
+    win.state.update_settings(bits=3)
+    wait_results(win)
+    for pane in win.panes.values():
+        _check_pane(pane, win.state)

@@ -108,6 +108,10 @@ class FlatRegion(pg.LinearRegionItem):
     plot-sized band, five bands per pane, four panes per settings change."""
 
     def __init__(self, *args, edges: bool = True, **kwargs) -> None:
+        #: the bounds last computed, until the region, its span or the view moves: Qt asks a
+        #: dozen times a repaint, and each answer was a dozen Python calls (the region's
+        #: edges read, sorted and laid over the view's rectangle)
+        self._bounds: QRectF | None = None
         super().__init__(*args, **kwargs)
         if not edges:
             # a band drawn without edges (no pen) still had its two edge lines painted --
@@ -116,6 +120,23 @@ class FlatRegion(pg.LinearRegionItem):
             # change's GUI-thread time
             for line in self.lines:
                 line.hide()
+
+    def boundingRect(self) -> QRectF:
+        if self._bounds is None:
+            self._bounds = super().boundingRect()  # tells Qt when it changed, as before
+        return self._bounds
+
+    def lineMoved(self, i) -> None:
+        self._bounds = None
+        super().lineMoved(i)
+
+    def setSpan(self, mn, mx) -> None:
+        self._bounds = None
+        super().setSpan(mn, mx)
+
+    def viewTransformChanged(self) -> None:
+        self._bounds = None  # the view's rectangle in this item's coordinates moved
+        super().viewTransformChanged()
 
     def paint(self, p, *args) -> None:
         p.save()  # the items painted after it keep their antialiasing

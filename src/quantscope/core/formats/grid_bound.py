@@ -392,8 +392,8 @@ def grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
     minimised at the float32 neighbours of its vertex. ``out`` = (error, scale) is written only
     where something beats ``best``; returns whether it was. ``out[2]``: a lower bound of the
     error over every real scale of the box, the least where something was found (what
-    :func:`unit_optimum` folds onto lower octaves). ``ev_*`` hold at least
-    :func:`box_crossings` entries.
+    :func:`unit_optimum` folds onto lower octaves). ``ev_*``: room for the crossings of the
+    buckets kept (where they hold fewer, this sweep takes its own).
 
     Most of a box holds nothing better than ``best``, and most breakpoints need not be put in
     order, nor even stored: they are dealt into buckets of about :data:`SWEEP_BUCKET` by
@@ -469,6 +469,10 @@ def grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
         n_kept += count[j + 1]
     hit = False
     if n_kept > 0:
+        if n_kept > ev_b.size:  # only the kept crossings are stored: a few of the box's
+            ev_b = np.empty(n_kept)
+            ev_1 = np.empty(n_kept)
+            ev_2 = np.empty(n_kept)
         start = np.zeros(nb + 1, np.int64)
         slot = np.empty(n_kept, np.int64)
         n = _kept_crossings(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, scale, kept,
@@ -713,10 +717,6 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
         inside = s1 < mid < s2
         crossings = box_crossings(rlo, rhi, rf, n_runs)
         if crossings <= sweep_cells or not (search or inside):
-            if crossings > ev_b.size:
-                ev_b = np.empty(2 * crossings)
-                ev_1 = np.empty(2 * crossings)
-                ev_2 = np.empty(2 * crossings)
             if grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
                           ev_2, res):
                 best, best_s = res[0], res[1]
