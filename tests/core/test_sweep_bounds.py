@@ -101,7 +101,7 @@ def test_a_buckets_bound_per_zero_point_holds_below_every_scale_of_its_span(bits
         m_hi = _codes(x, hi)
         # the span down to the eighth breakpoint below hi
         bps = []
-        for xv, m in zip(x, m_hi):
+        for xv, m in zip(x, m_hi, strict=True):
             k = abs(int(m))
             while abs(xv) / (k + 0.5) >= 0.985 * hi and len(bps) < 10_000:
                 b = abs(xv) / (k + 0.5)
@@ -112,12 +112,12 @@ def test_a_buckets_bound_per_zero_point_holds_below_every_scale_of_its_span(bits
         lo = bps[7][0] if len(bps) > 8 else 0.985 * hi
         inside = [(b, xv, k) for b, xv, k in bps if b >= lo]
         step = [(1 if xv > 0 else -1) for _, xv, _ in inside]
-        m_old = [s * k for s, (_, _, k) in zip(step, inside)]
+        m_old = [s * k for s, (_, _, k) in zip(step, inside, strict=True)]
         edge = any(not (inner_lo <= mo <= inner_hi and inner_lo <= mo + s <= inner_hi)
-                   for mo, s in zip(m_old, step))
+                   for mo, s in zip(m_old, step, strict=True))
         if not edge:
             bk = np.zeros((1, 5))
-            for (b, xv, _), mo, s in zip(inside, m_old, step):
+            for (_, xv, _), mo, s in zip(inside, m_old, step, strict=True):
                 bk[0, 0] += xv * s
                 bk[0, 1] += (mo + s) ** 2 - mo ** 2
             q0, a1, a2, q1, q2 = _sums_at(x, np.nextafter(hi, 0.0), inner_lo, inner_hi, za, nz,
@@ -125,7 +125,7 @@ def test_a_buckets_bound_per_zero_point_holds_below_every_scale_of_its_span(bits
             assert np.ptp(q2) > 0  # the zero points' edge parts differ
             bound = ms._bucket_low_z(q0, a1, a2, q1, q2, nz, bk, 0, lo, hi)
             cuts = [hi] + [b for b, _, _ in inside if lo < b < hi] + [lo]
-            least = _least_real(x, list(zip(cuts[1:], cuts[:-1])), za, nz, qmin, qmax)
+            least = _least_real(x, list(zip(cuts[1:], cuts[:-1], strict=True)), za, nz, qmin, qmax)
             assert bound <= least * (1 + 1e-12)
             assert bound >= least * 0.99
             checked += 1
