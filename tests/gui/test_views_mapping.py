@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-from gui_measure import rich_text_lines
+from gui_measure import font_px, project, rich_text_lines, settle
 
 from quantscope.core.labs.mapping import map_values
 from quantscope.gui.views.mapping import MappingView
@@ -225,3 +225,60 @@ def test_the_labels_under_the_codes_stay_off_the_code_axis(view, qtbot, presenta
             assert not a.intersects(b), (name, a, b)
     assert rows_seen >= 2  # the seed example's labels need more than one row
     view.apply_theme(resolve(False, False, 1000))  # the views' theme is their own: reset
+
+
+def _label_inks(item) -> tuple[list, float]:
+    """The letters' tight box of each "code → value (error)" label under the codes of plot
+    ``item``, in scene pixels (the font's tight box of the text, hung from the baseline of
+    the item's first line), and the labels' font size in pixels."""
+    import pyqtgraph as pg
+    from PySide6.QtGui import QFontMetricsF
+
+    inks, size = [], 0.0
+    for label in item.items:
+        text = label.textItem if isinstance(label, pg.TextItem) else None
+        if text is None or "→" not in text.toPlainText():
+            continue
+        line = text.document().firstBlock().layout().lineAt(0)
+        margin = text.document().documentMargin()
+        ink = QFontMetricsF(text.font()).tightBoundingRect(text.toPlainText())
+        inks.append(text.mapRectToScene(ink.translated(margin + line.x(),
+                                                       margin + line.y() + line.ascent())))
+        size = font_px(text.font())
+    return inks, size
+
+
+def test_a_talks_labels_under_the_codes_keep_clear_of_each_other_and_the_axis(
+        fonts, app_window, qtbot):
+    """Presenting at 1280x720, every font set: each scheme's four labels are all shown,
+    whole inside the plot, and their letters keep a quarter of the font's size clear of each
+    other's, of the cells above them and of the code axis's ticks below them. Rows a line
+    apart put a tall-line font's third row 2 px above the ticks' tips (and left the default
+    font's 2 px too)."""
+    import pyqtgraph as pg
+
+    win = app_window(1000)
+    project(win, qtbot)
+    view = win.views_controller.tabs.page("Mapping")
+    win.views.setCurrentWidget(view)
+    win.stage.show_views(True)
+    qtbot.waitUntil(view.is_ready, timeout=10_000)
+    settle(win, qtbot)
+    qtbot.wait(20)  # the labels' rows follow the plots' height: redrawn once it settles
+    settle(win, qtbot)
+    for name in ("symmetric", "asymmetric"):
+        item = view.plots[name].getPlotItem()
+        inks, size = _label_inks(item)
+        assert len(inks) == 4, (fonts, name, len(inks))
+        box = item.getViewBox()
+        room = box.mapRectToScene(box.boundingRect())
+        gap = size / 4
+        cells = box.mapViewToScene(pg.Point(0, 0)).y()  # the cells' bottom edge
+        axis = item.getAxis("bottom")
+        tips = axis.mapToScene(0, 0).y() - max(0.0, -axis.style["tickLength"])
+        for ink in inks:
+            assert room.left() <= ink.left() and ink.right() <= room.right(), (fonts, ink)
+            assert ink.top() - cells >= gap, (fonts, name, cells, ink.top(), gap)
+            assert tips - ink.bottom() >= gap, (fonts, name, ink.bottom(), tips, gap)
+        for a, b in itertools.combinations(inks, 2):
+            assert not a.adjusted(-gap, -gap, gap, gap).intersects(b), (fonts, name, a, b)
