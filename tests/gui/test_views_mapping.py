@@ -282,3 +282,40 @@ def test_a_talks_labels_under_the_codes_keep_clear_of_each_other_and_the_axis(
             assert tips - ink.bottom() >= gap, (fonts, name, ink.bottom(), tips, gap)
         for a, b in itertools.combinations(inks, 2):
             assert not a.adjusted(-gap, -gap, gap, gap).intersects(b), (fonts, name, a, b)
+
+
+def _boxes(widths):
+    from quantscope.gui.views._code_labels import LabelBoxes
+
+    return LabelBoxes(widths=list(widths), ink_offset=7.0, ink_height=18.0, gap=6.0)
+
+
+def test_labels_centre_on_their_codes_and_stay_whole_in_the_plot():
+    from quantscope.gui.views._code_labels import place
+
+    placed = place([500.0, 10.0, 995.0], _boxes([100, 100, 100]), 1000.0, 3)
+    assert placed == [(0, 450.0), (0, 0.0), (0, 900.0)]  # the ends moved in, just whole
+
+
+def test_a_label_that_would_touch_its_neighbour_takes_the_next_row_or_none():
+    from quantscope.gui.views._code_labels import place
+
+    # 100 px labels 103 px apart: a gap of 6 px is more than the 3 between them
+    centres = [200.0, 303.0, 406.0, 700.0]
+    assert place(centres, _boxes([100] * 4), 1000.0, 2) == [
+        (0, 150.0), (1, 253.0), (0, 356.0), (0, 650.0)]
+    assert place(centres, _boxes([100, 100, 320, 100]), 1000.0, 2) == [
+        (0, 150.0), (1, 253.0), (-1, 0.0), (0, 650.0)]
+
+
+def test_a_short_plot_shows_fewer_rows_and_the_band_holds_them():
+    from quantscope.gui.views._code_labels import ARROWS_PX, band_px, item_top_px, rows_that_fit
+
+    boxes = _boxes([100])
+    # three rows: a gap, three rows of 18 px letters and a 6 px gap each, 5 px of ticks
+    assert band_px(3, boxes, 5.0) == 6 + 3 * 24 + 5
+    assert rows_that_fit(ARROWS_PX + 83, boxes, 5.0) == 3
+    assert rows_that_fit(ARROWS_PX + 82, boxes, 5.0) == 2
+    assert rows_that_fit(ARROWS_PX + 10, boxes, 5.0) == 0
+    # a row's letters start a gap and the rows above it below the cells
+    assert item_top_px(2, boxes) + boxes.ink_offset == 6 + 2 * 24
