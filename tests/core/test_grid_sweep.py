@@ -28,7 +28,8 @@ def _grid(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _sweep(x: np.ndarray, name: str, s1: float, s2: float, best: float):
-    """The engine's sweep of ``[s1, s2]`` on sorted ``x``: (found, error, scale, bound)."""
+    """The engine's sweep of ``[s1, s2]`` on sorted ``x``: (found, error, scale, bound, the
+    error at ``s1``)."""
     vals, mids, fmt = _grid(name)
     rlo, rhi, rf = new_scratch(vals.size)[:3]
     n = grid_runs(x, 0, x.size, np.zeros((1, 4)), 0, False, s1, s2, vals, mids, fmt, rlo, rhi,
@@ -37,7 +38,7 @@ def _sweep(x: np.ndarray, name: str, s1: float, s2: float, best: float):
     ev = [np.empty(ne) for _ in range(3)]
     out = np.full(4, -1.0)
     found = grid_sweep(x, 0, rlo, rhi, rf, n, s1, s2, vals, mids, best, *ev, out)
-    return found, out[0], out[1], out[2]
+    return found, out[0], out[1], out[2], out[3]
 
 
 def _errors(x: np.ndarray, vals: np.ndarray, mids: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -97,15 +98,18 @@ def test_the_sweep_finds_the_least_error_of_every_piece(name):
             s1, s2 = float(np.float32(s1)), float(np.float32(s2))
             _, errs, infimum = _reference(x, name, s1, s2)
             least = float(errs.min())
+            at_s1 = _errors(x, vals, mids, np.array([s1]))[0]
             for best in (np.inf, least * (1 + 1e-6)):
-                found, err, s, bound = _sweep(x, name, s1, s2, best)
+                found, err, s, bound, low_end = _sweep(x, name, s1, s2, best)
                 assert found, (label, s1, s2, best)
+                assert abs(low_end - at_s1) <= room, (label, s1, s2)
                 assert abs(err - least) <= room, (label, s1, s2)
                 # the scale is the least error's (of errors equal to that rounding, either)
                 assert _errors(x, vals, mids, np.array([s]))[0] <= least + room
                 assert bound <= infimum + room, (label, s1, s2)
-            found, err, s, bound = _sweep(x, name, s1, s2, least * (1 - 1e-6))
+            found, err, s, bound, low_end = _sweep(x, name, s1, s2, least * (1 - 1e-6))
             assert not found and err == -1.0 and s == -1.0, (label, s1, s2)
+            assert abs(low_end - at_s1) <= room, (label, s1, s2)
             assert bound <= infimum + room
 
 
@@ -120,5 +124,37 @@ def test_of_equal_errors_the_largest_scale_is_found():
     zero = scales[errs == 0.0]
     assert zero.size >= 2 and zero[0] == 2.0 ** -7  # the reference: both, the larger first
     for best in (np.inf, 1.0):
-        found, err, s, _ = _sweep(x, "fp8_e4m3", 2.0 ** -8 * 0.9, 2.0 ** -6 * 0.9, best)
+        found, err, s, _, _ = _sweep(x, "fp8_e4m3", 2.0 ** -8 * 0.9, 2.0 ** -6 * 0.9, best)
         assert found and err == 0.0 and s == 2.0 ** -7
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp6_e2m3", "fp4_e2m1"])
+def test_a_walked_rows_runs_are_its_codes_and_their_running_sums(name):
+    """A walked row's runs for a box (or one scale): each the longest stretch of one pair of
+    codes at the box's ends (the number of midpoints below ``x · (1/s)``), its count and its
+    sums the left-to-right float64 sums of its elements, bit for bit."""
+    vals, mids, fmt = _grid(name)
+    mx = element_of(name).max_finite
+    for label, x in _rows().items():
+        x = np.sort(np.ascontiguousarray(x, np.float32))
+        xs = x.astype(np.float64)
+        s_mm = float(np.float32(np.abs(x).max() / mx))
+        for s1, s2 in ((s_mm, s_mm), (s_mm, 2 * s_mm), (0.7 * s_mm, 0.71 * s_mm)):
+            s1, s2 = float(np.float32(s1)), float(np.float32(s2))
+            rlo, rhi, rf = new_scratch(vals.size)[:3]
+            n = grid_runs(x, 0, x.size, np.zeros((1, 4)), 0, False, s1, s2, vals, mids, fmt,
+                          rlo, rhi, rf)
+            c1 = np.searchsorted(mids, xs * (1.0 / s1))
+            c2 = np.searchsorted(mids, xs * (1.0 / s2))
+            lo, hi = np.minimum(c1, c2), np.maximum(c1, c2)
+            ends = np.flatnonzero((np.diff(lo) != 0) | (np.diff(hi) != 0)) + 1
+            edges = np.concatenate([[0], ends, [x.size]])
+            assert n == edges.size - 1, (label, s1, s2)
+            for r in range(n):
+                p, q = int(edges[r]), int(edges[r + 1])
+                sx = sxx = 0.0
+                for v in xs[p:q]:
+                    sx += v
+                    sxx += v * v
+                assert (rlo[r], rhi[r], rf[r, 0]) == (lo[p], hi[p], q - p), (label, r)
+                assert rf[r, 1] == sx and rf[r, 2] == sxx, (label, r)
