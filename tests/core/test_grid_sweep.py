@@ -9,6 +9,8 @@ of the box in order of scale (its codes by a binary search, its error by the dir
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from test_format_mse import _sample, outlier_clusters
@@ -32,8 +34,8 @@ def _sweep(x: np.ndarray, name: str, s1: float, s2: float, best: float):
     error at ``s1``)."""
     vals, mids, fmt = _grid(name)
     rlo, rhi, rf = new_scratch(vals.size)[:3]
-    n = grid_runs(x, 0, x.size, np.zeros((1, 4)), 0, False, s1, s2, vals, mids, fmt, rlo, rhi,
-                  rf)
+    n = grid_runs(x, 0, x.size, np.zeros((1, 4)), 0, np.zeros(1, np.float32), 0, False, s1, s2,
+                  vals, mids, fmt, rlo, rhi, rf)
     ne = max(box_crossings(rlo, rhi, rf, n), 1)
     ev = [np.empty(ne) for _ in range(3)]
     out = np.full(4, -1.0)
@@ -142,8 +144,8 @@ def test_a_walked_rows_runs_are_its_codes_and_their_running_sums(name):
         for s1, s2 in ((s_mm, s_mm), (s_mm, 2 * s_mm), (0.7 * s_mm, 0.71 * s_mm)):
             s1, s2 = float(np.float32(s1)), float(np.float32(s2))
             rlo, rhi, rf = new_scratch(vals.size)[:3]
-            n = grid_runs(x, 0, x.size, np.zeros((1, 4)), 0, False, s1, s2, vals, mids, fmt,
-                          rlo, rhi, rf)
+            n = grid_runs(x, 0, x.size, np.zeros((1, 4)), 0, np.zeros(1, np.float32), 0, False,
+                          s1, s2, vals, mids, fmt, rlo, rhi, rf)
             c1 = np.searchsorted(mids, xs * (1.0 / s1))
             c2 = np.searchsorted(mids, xs * (1.0 / s2))
             lo, hi = np.minimum(c1, c2), np.maximum(c1, c2)
@@ -158,3 +160,41 @@ def test_a_walked_rows_runs_are_its_codes_and_their_running_sums(name):
                     sxx += v * v
                 assert (rlo[r], rhi[r], rf[r, 0]) == (lo[p], hi[p], q - p), (label, r)
                 assert rf[r, 1] == sx and rf[r, 2] == sxx, (label, r)
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp4_e2m1"])
+def test_a_long_rows_runs_galloped_on_its_sample_are_its_walked_runs(name):
+    """A row searched on its prefix sums finds each run's end on its sample (every
+    ``SAMPLE``-th value) and then within one stretch of the row: the same runs -- codes and
+    counts -- as a walk of the row, their sums the same to rounding, for boxes of several
+    widths and a row that starts inside a longer array (its own sample after another's)."""
+    from quantscope.core.formats.grid_bound import SAMPLE
+    from quantscope.core.stats.prepared import prepare
+
+    vals, mids, fmt = _grid(name)
+    g = np.load(Path(__file__).resolve().parents[2] / "src" / "quantscope" / "resources"
+                / "samples" / "layer0_ffn_gelu_activations.npy").astype(np.float32)
+    first = np.sort(g.reshape(-1)[:3001])
+    row = np.sort(g.reshape(-1)[5000:45000])
+    values = np.concatenate([first, row])
+    rec = prepare(row).layout(None, None).build_sums()
+    k_rec = np.zeros((rec.records.shape[0] + 7, 4))
+    k_rec[7:] = rec.records  # the row's records after another's
+    smp = np.concatenate([first[::SAMPLE], row[::SAMPLE]])
+    a, m0 = first.size, -(-first.size // SAMPLE)
+    s_mm = float(np.float32(np.abs(row).max() / element_of(name).max_finite))
+    for s1, s2 in ((s_mm, s_mm), (0.7 * s_mm, 0.71 * s_mm), (0.5 * s_mm, s_mm),
+                   (s_mm, 2 * s_mm)):
+        s1, s2 = float(np.float32(s1)), float(np.float32(s2))
+        got = new_scratch(vals.size)[:3]
+        n = grid_runs(values, a, values.size, k_rec, 7, smp, m0, True, s1, s2, vals, mids, fmt,
+                      *got)
+        want = new_scratch(vals.size)[:3]
+        m = grid_runs(values, a, values.size, np.zeros((1, 4)), 0, smp, 0, False, s1, s2, vals,
+                      mids, fmt, *want)
+        assert n == m > 1, (s1, s2)
+        assert np.array_equal(got[0][:n], want[0][:n]) and np.array_equal(got[1][:n],
+                                                                           want[1][:n])
+        assert np.array_equal(got[2][:n, 0], want[2][:n, 0])
+        scale = np.abs(want[2][:n, 1:3]).sum(axis=0)
+        assert np.all(np.abs(got[2][:n, 1:3] - want[2][:n, 1:3]) <= 1e-12 * scale)
