@@ -1,4 +1,4 @@
-"""A NumPy twin of the integer MSE search's compiled loop (``mse_bound.rows_optimum``) for long
+"""A NumPy twin of the integer MSE search's compiled loop (``mse_rows.rows_optimum``) for long
 rows: the same scale, zero point, error, proof flag and box count, bit for bit.
 
 On a machine's first run the branch and bound of :mod:`quantscope.core.kernels.mse_bound` (with
@@ -59,7 +59,7 @@ _TINY = float(np.finfo(np.float64).tiny)
 
 def rows_optimum(values, starts, rec, rec_starts, search, rows, qmin, qmax, z_fixed, s_lo, s_hi,
                  s_mm, eps, floor, grid, max_boxes, sweep_crossings, out) -> None:
-    """``mse_bound.rows_optimum`` in NumPy for searched rows (module doc); anything else is
+    """``mse_rows.rows_optimum`` in NumPy for searched rows (module doc); anything else is
     handed to the compiled loop, arguments unchanged."""
     if rows.size > MAX_TWIN_ROWS or not np.all(search):
         compiled.loop("rows_optimum")(values, starts, rec, rec_starts, search, rows, qmin, qmax,
@@ -80,7 +80,7 @@ def _f32(v: float) -> float:
 
 class _Unit:
     """One sorted row ``values[a:b]`` with its block records from ``rec[k0]``, searched for
-    codes ``[qmin, qmax]`` (``mse_bound.unit_optimum`` with ``search`` true)."""
+    codes ``[qmin, qmax]`` (``mse_rows.long_row_optimum``)."""
 
     def __init__(self, values, a: int, b: int, rec, k0: int, qmin: int, qmax: int) -> None:
         self.x, self.a, self.b, self.rec, self.k0 = values, a, b, rec, k0
@@ -240,7 +240,7 @@ class _Unit:
     # -- the search ---------------------------------------------------------------------------
     def optimum(self, z_fixed: int, s_lo: float, s_hi: float, s_mm: float, eps: float,
                 floor: float, grid, max_boxes: int, out) -> None:
-        """``mse_bound.unit_optimum`` of this searched row into ``out`` (error, scale, zero
+        """``mse_rows.long_row_optimum`` of this searched row into ``out`` (error, scale, zero
         point, proven, boxes)."""
         qmin, qmax = self.qmin, self.qmax
         z0, z1 = (z_fixed, z_fixed) if z_fixed >= qmin else (qmin, qmax)
