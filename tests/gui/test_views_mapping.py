@@ -252,9 +252,9 @@ def test_a_talks_labels_under_the_codes_keep_clear_of_each_other_and_the_axis(
         fonts, app_window, qtbot):
     """Presenting at 1280x720, every font set: each scheme's four labels are all shown,
     whole inside the plot, and their letters keep a quarter of the font's size clear of each
-    other's, of the cells above them and of the code axis's ticks below them. Rows a line
-    apart put a tall-line font's third row 2 px above the ticks' tips (and left the default
-    font's 2 px too)."""
+    other's, of the cells above them and of the code axis's ticks below them, with no
+    empty row left above the axis. Rows a line apart put a tall-line font's third row 0.2 px
+    above the ticks' tips (and the default font's 2 px)."""
     import pyqtgraph as pg
 
     win = app_window(1000)
@@ -282,6 +282,9 @@ def test_a_talks_labels_under_the_codes_keep_clear_of_each_other_and_the_axis(
             assert tips - ink.bottom() >= gap, (fonts, name, ink.bottom(), tips, gap)
         for a, b in itertools.combinations(inks, 2):
             assert not a.adjusted(-gap, -gap, gap, gap).intersects(b), (fonts, name, a, b)
+        # and no empty row above the axis: the room the rows leave goes to the arrows
+        lowest = max(inks, key=lambda ink: ink.bottom())
+        assert tips - lowest.bottom() < lowest.height(), (fonts, name, lowest, tips)
 
 
 def _boxes(widths):

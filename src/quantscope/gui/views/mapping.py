@@ -332,11 +332,12 @@ class MappingView(View):
                 label.setFont(font)
             boxes = code_labels.measure([label.textItem for label in labels])
             ticks_px = max(0.0, -float(plot.getAxis("bottom").style["tickLength"]))
-            rows = code_labels.rows_that_fit(height, boxes, ticks_px)
+            per_code = width / (x1 - x0)
+            placed = code_labels.place((shown - x0) * per_code, boxes, width,
+                                       code_labels.rows_that_fit(height, boxes, ticks_px))
+            rows = 1 + max(row for row, _ in placed)  # the rows used: the rest to the arrows
             band = code_labels.band_px(rows, boxes, ticks_px)
             per_unit = max((height - band) / 1.15, 1.0)  # px per unit, cells to the top
-            per_code = width / (x1 - x0)
-            placed = code_labels.place((shown - x0) * per_code, boxes, width, rows)
             for label, (row, left) in zip(labels, placed, strict=True):
                 if row < 0:
                     continue  # no room: the arrow and its code still show it
