@@ -61,6 +61,7 @@ from quantscope.core.kernels.block_sums import _step, prefix_from
 from quantscope.core.kernels.box_heap import grow, grow_int, heap_add, heap_pop
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.mse_sweep import box_crossings, box_sweep
+from quantscope.core.kernels.neighbour_pick import neighbour_pick
 from quantscope.core.kernels.scale_cuts import clip_cut, clip_spread_cut, spread_cut
 from quantscope.core.kernels.scale_errors import errors_at
 from quantscope.core.kernels.small_unique import small_unique
@@ -74,8 +75,9 @@ _N, _SX, _SXX, _LB = 0, 1, 2, 3
 #: of an LLM weight's channel lies at 0.956-1.014 of it (symmetric; asymmetric 0.974-1.014),
 #: so the best of these is within about 0.1% of the optimum error (:func:`_incumbents`).
 INCUMBENTS = np.array([0.97, 0.98, 0.99])
-#: Columns of the per-unit result.
-OUT_ERR, OUT_SCALE, OUT_ZP, OUT_PROVEN, OUT_BOXES = 0, 1, 2, 3, 4
+#: Columns of the per-unit result (:func:`unit_optimum`); a searched row's pick is left as it
+#: was.
+OUT_ERR, OUT_SCALE, OUT_ZP, OUT_PROVEN, OUT_BOXES, OUT_PICK = 0, 1, 2, 3, 4, 5
 
 
 @_jit
@@ -777,6 +779,20 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
     out[2] = _lowest_alike(x, a, b, best_s, best_z, k, qmin, qmax, z0)
     out[3] = proven
     out[4] = boxes
+    if not search:
+        # the engine's pick among the scale and its float32 neighbours, from the scale's runs
+        # (those kept if it was evaluated as a box end, else found now)
+        at = _first_not_below(lad_s, 0, n_lad, best_s)
+        if at < n_lad and lad_s[at] == best_s:
+            i1, i2 = off[lad_id[at]], off[lad_id[at] + 1]
+        else:
+            if off[n_lad] + per > pos.size:
+                pos = grow_int(pos, off[n_lad] + per)
+                code = grow_int(code, off[n_lad] + per)
+            i1 = off[n_lad]
+            i2 = codes_at(x, a, b, best_s, k, pos, code, i1, fcodes, changes)
+        out[OUT_PICK] = neighbour_pick(x, a, b, pre, pos, code, i1, i2, best_s, int(out[2]),
+                                       qmin, qmax)
 
 
 @_jit
