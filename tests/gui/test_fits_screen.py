@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from gui_measure import axis_labels_cut, cut_labels, settle
+from gui_measure import axis_labels_cut, cut_labels, project, settle
 from PySide6.QtCore import Qt
 
 from quantscope.gui.compact import open_fitting
@@ -250,3 +250,18 @@ def test_the_f11_key_leaves_a_talk_whose_menu_bar_is_hidden(app_window, qtbot):
     qtbot.keyClick(win, Qt.Key.Key_F11)
     qtbot.waitUntil(lambda: not win.presentation and not win.isFullScreen(), timeout=5000)
     assert win.menuBar().isVisible()
+
+
+def test_a_talks_matmul_numbers_fit_without_scrolling_in_every_font(fonts, app_window, qtbot):
+    """At 1280x720 in a talk every number of the Matmul view is on screen in every font set:
+    with the tall-lines face the room its lines keep above their letters pushed the last
+    line of the left column ("here K = 384") below the fold of a scrolled column."""
+    win = app_window(1000)
+    project(win, qtbot)
+    view = win.views_controller.tabs.page("Matmul")
+    win.views.setCurrentWidget(view)
+    win.stage.show_views(True)
+    qtbot.waitUntil(lambda: view.outcome is not None, timeout=30_000)
+    settle(win, qtbot)
+    assert view.side_area.verticalScrollBar().maximum() == 0, fonts
+    assert not cut_labels(win), cut_labels(win)
