@@ -42,7 +42,7 @@ HOMES: dict[str, str] = {
     "quantize_flat": "direct_kernel",
     "group_rows": "group_kernel",
     "sort_finite": "radix_sort",
-    "rows_optimum": "mse_rows",
+    "rows_optimum": "mse_bound",
     "ARITHMETIC_CODES": "sorted_kernel",
     "LINE_ARITHMETIC": "sorted_kernel",
     "abs_order_stats": "sorted_kernel",

@@ -30,9 +30,9 @@ rest is a constant. At ``s1 = s2`` every run is exact and the bound *is* the err
 (:func:`z_bounds` then evaluates every zero point of a scale in one pass).
 
 The search of a walked row (:func:`unit_optimum`; a long row's, read through its prefix sums,
-is :func:`quantscope.core.kernels.mse_rows.long_row_optimum`, which takes the grid and the
-boxes only) evaluates the min/max scale and a few scales just below it where an LLM weight's
-optimum usually lies (:data:`INCUMBENTS`: a best error to compare with from the start); it
+is :func:`long_row_optimum`, which takes the grid and the boxes only) evaluates the min/max
+scale and a few scales just below it where an LLM weight's optimum usually lies
+(:data:`INCUMBENTS`: a best error to compare with from the start); it
 rules out the scales below and above two cuts wholesale
 (:mod:`quantscope.core.kernels.scale_cuts`: every scale beyond them has an error above the
 best so far, whatever its codes); it evaluates the grid's float32 scales between them (and
@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantscope.core.kernels.block_sums import _step, prefix_from
+from quantscope.core.kernels.block_sums import _step, prefix_at
 from quantscope.core.kernels.box_heap import (
     grow,
     grow_int,
@@ -67,8 +67,18 @@ from quantscope.core.kernels.box_heap import (
     heap_take,
 )
 from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.long_runs import (
+    LADDER_ENTRIES,
+    LADDER_SCALES,
+    box_runs,
+    grow_rows,
+    point_runs,
+    runs_search,
+    starts_at,
+)
 from quantscope.core.kernels.mse_sweep import box_crossings, box_sweep
 from quantscope.core.kernels.neighbour_pick import neighbour_pick
+from quantscope.core.kernels.run_ends import _code, _first_not_below, _run_end
 from quantscope.core.kernels.scale_cuts import clip_cut, clip_spread_cut, spread_cut
 from quantscope.core.kernels.scale_errors import errors_at
 from quantscope.core.kernels.small_unique import small_unique
@@ -85,19 +95,6 @@ INCUMBENTS = np.array([0.97, 0.98, 0.99])
 #: Columns of the per-unit result (:func:`unit_optimum`); a searched row's pick is left as it
 #: was.
 OUT_ERR, OUT_SCALE, OUT_ZP, OUT_PROVEN, OUT_BOXES, OUT_PICK = 0, 1, 2, 3, 4, 5
-
-
-@_jit
-def _code(x, inv, k):
-    """``rint(x · inv)`` (``inv = 1 / s``) clamped to ``[-k, k]`` (beyond, every zero point
-    clamps it alike). A product is three times as fast as a quotient and differs from it only
-    beside a rounding tie, where both codes' errors are equal to within an ulp."""
-    r = np.rint(x * inv)
-    if r > k:
-        return k
-    if r < -k:
-        return -k
-    return int(r)
 
 
 @_jit
@@ -364,41 +361,6 @@ def runs_between(x, a, b, pre, s1, s2, pos, code, i, i_end, j, j_end, rlo, rhi, 
 
 
 @_jit
-def _run_end(x, p, b, inv1, inv2, k, lo, hi):
-    """First position after ``p`` (at most ``b``) whose codes are not ``(lo, hi)``: galloping
-    from ``p``, then a binary search (codes are monotone in the sorted values)."""
-    last = p
-    step = 1
-    end = b
-    while True:
-        t = last + step
-        if t >= b:
-            break
-        if _same(np.float64(x[t]), inv1, inv2, k, lo, hi):
-            last = t
-            step *= 2
-        else:
-            end = t
-            break
-    left, right = last + 1, end
-    while left < right:
-        mid = (left + right) >> 1
-        if _same(np.float64(x[mid]), inv1, inv2, k, lo, hi):
-            left = mid + 1
-        else:
-            right = mid
-    return left
-
-
-@_jit
-def _below_half(y, c):
-    """Whether the product ``y = x · inv`` rounds to ``c`` or below: below ``c + 1/2``, or at
-    it when round half to even keeps ``c``."""
-    t = c + 0.5
-    return y < t or (y == t and c % 2 == 0)
-
-
-@_jit
 def _runs_at(x, a, b, s, k, rlo, rhi, rf):
     """:func:`runs_walk` at one scale: every run is one code, found by galloping."""
     inv = 1.0 / s
@@ -420,111 +382,6 @@ def _runs_at(x, a, b, s, k, rlo, rhi, rf):
         rf[r, 2] = sxx
         rf[r, 3] = 0.0
         r += 1
-        p = q
-    return r
-
-
-@_jit
-def _same(xv, inv1, inv2, k, lo, hi):
-    """Whether the codes of ``xv`` at the two scales (reciprocals ``inv1``, ``inv2``) are
-    ``lo .. hi``, for an element after one whose codes they are (codes are monotone in the
-    sorted values). At one scale that is its code not above ``lo`` (``k``: every larger
-    value clamps to it): one product and a comparison (:func:`_below_half`) instead of two
-    codes, two roundings and their clamps."""
-    if inv1 == inv2:
-        return lo >= k or _below_half(xv * inv1, lo)
-    c1 = _code(xv, inv1, k)
-    c2 = _code(xv, inv2, k)
-    return min(c1, c2) == lo and max(c1, c2) == hi
-
-
-@_jit
-def _first_above(x, lo, hi, t):
-    """First position in ``[lo, hi)`` of sorted ``x`` with ``x > t`` (``hi`` if none)."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if x[mid] <= t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@_jit
-def _first_not_below(x, lo, hi, t):
-    """First position in ``[lo, hi)`` of sorted ``x`` with ``x >= t`` (``hi`` if none)."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if x[mid] < t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@_jit
-def _dd(g, h):
-    """``(Σx, Σx²)`` between two double-double prefixes ``g`` (start) and ``h`` (end)."""
-    return (h[0] - g[0]) + (h[1] - g[1]), (h[2] - g[2]) + (h[3] - g[3])
-
-
-@_jit
-def _gap_bound(x, a, p, q, g, rec, k0, s1, s2, vl, vh):
-    """A long row's two-value run bound: every element between the intervals
-    ``s1·vl..s2·vl`` and ``s1·vh..s2·vh`` is at least its distance to the nearer away from
-    any value it can take; from the prefix sums (``g`` the prefix at ``p``). Returns
-    (bound, prefix at ``q``)."""
-    bound = 0.0
-    hi_lo = max(s1 * vl, s2 * vl)
-    lo_hi = min(s1 * vh, s2 * vh)
-    if hi_lo < lo_hi:
-        centre = 0.5 * (hi_lo + lo_hi)
-        p1 = _first_above(x, p, q, hi_lo)
-        pm = _first_above(x, p1, q, centre)
-        p2 = _first_not_below(x, pm, q, lo_hi)
-        g1 = prefix_from(x, a, p, g, p1, rec, k0)
-        gm = prefix_from(x, a, p1, g1, pm, rec, k0)
-        g2 = prefix_from(x, a, pm, gm, p2, rec, k0)
-        sx, sxx = _dd(g1, gm)
-        bound += sxx - 2.0 * hi_lo * sx + hi_lo * hi_lo * (pm - p1)
-        sx, sxx = _dd(gm, g2)
-        bound += sxx - 2.0 * lo_hi * sx + lo_hi * lo_hi * (p2 - pm)
-        gq = prefix_from(x, a, p2, g2, q, rec, k0)
-    else:
-        gq = prefix_from(x, a, p, g, q, rec, k0)
-    return max(bound, 0.0), gq
-
-
-@_jit
-def runs_search(x, a, b, rec, k0, s1, s2, k, rlo, rhi, rf):
-    """:func:`runs_walk` for a long row: each run's end found by galloping and binary search
-    on its codes, its sums from the row's block prefix sums
-    (:mod:`quantscope.core.kernels.block_sums`), so a box costs about ``runs · log n``."""
-    inv1, inv2 = 1.0 / s1, 1.0 / s2
-    r = 0
-    p = a
-    g = (0.0, 0.0, 0.0, 0.0)
-    while p < b:
-        xv = np.float64(x[p])
-        c1 = _code(xv, inv1, k)
-        c2 = _code(xv, inv2, k)
-        lo, hi = min(c1, c2), max(c1, c2)
-        q = _run_end(x, p, b, inv1, inv2, k, lo, hi)
-        rlo[r] = lo
-        rhi[r] = hi
-        bound = 0.0
-        if hi == lo + 1:  # the squared distance to the nearer interval, split where it flips
-            bound, gq = _gap_bound(x, a, p, q, g, rec, k0, s1, s2, np.float64(lo),
-                                   np.float64(hi))
-        else:
-            gq = prefix_from(x, a, p, g, q, rec, k0)
-        sx, sxx = _dd(g, gq)
-        rf[r, 0] = q - p
-        rf[r, 1] = sx
-        rf[r, 2] = sxx
-        rf[r, 3] = max(bound, 0.0)
-        r += 1
-        g = gq
         p = q
     return r
 
@@ -1020,3 +877,125 @@ def code_scratch(longest):
     """:func:`codes_at`'s buffers for a unit of up to ``longest`` elements: its codes and the
     places where they change."""
     return np.empty(longest, np.float32), np.empty(longest + 16, np.int32)
+
+
+@_jit
+def long_row_optimum(x, a, b, rec, k0, qmin, qmax, z_fixed, s_lo, s_hi, s_mm, eps, floor,
+                     grid, max_boxes, out, scratch, ladder_entries, ladder_scales):
+    """The search of a long row (sorted ``x[a:b]``, block prefix sums from ``rec[k0]``): as
+    :func:`unit_optimum` (same arguments and output, the pick left as it was) without
+    incumbents, cuts or sweeps -- the grid, then boxes split at their evaluated midpoints --
+    each box's runs merged from its ends' kept in a ladder of at most ``ladder_entries`` run
+    starts and ``ladder_scales`` scales (:mod:`quantscope.core.kernels.long_runs`); a box with
+    an end the ladder had no room for searches the row (:func:`runs_search`). The NumPy twin
+    :mod:`quantscope.core.stats.mse_twin` takes the same steps."""
+    k = qmax - qmin + 1
+    rlo, rhi, rf, cum, lb, arg, h_key, h_s1, h_s2, h_za, h_zb = scratch[:11]
+    if z_fixed >= qmin:
+        z0, z1 = z_fixed, z_fixed
+    else:
+        z0, z1 = qmin, qmax
+    best = np.inf
+    best_s = s_mm
+    best_z = z0
+    g_end = prefix_at(x, a, b, rec, k0)
+    per = min(b - a, 2 * k + 1)  # starts at one scale, at most
+    pos = np.empty(4 * per, np.int64)
+    code = np.empty(4 * per, np.int64)
+    pre = np.empty((4 * per, 4))
+    off = np.empty(65, np.int64)
+    lad_s = np.empty(64)
+    lad_id = np.empty(64, np.int64)
+    off[0] = 0
+    n_lad = 0
+    # the grid, the min/max scale first: each scale's runs galloped to, and kept
+    pts = search_grid(s_lo, s_hi, s_mm, grid)
+    for u in range(-1, pts.size):
+        if u >= 0 and pts[u] == s_mm:
+            continue
+        s = s_mm if u < 0 else pts[u]
+        if pos.size < off[n_lad] + per:
+            pos = grow_int(pos, 2 * pos.size + per)
+            code = grow_int(code, 2 * code.size + per)
+            pre = grow_rows(pre, 2 * pre.shape[0] + per)
+        off[n_lad + 1] = starts_at(x, a, b, rec, k0, s, k, pos, code, pre, off[n_lad], -1,
+                                   -1, -1, -1)
+        n_runs = point_runs(pos, code, pre, off[n_lad], off[n_lad + 1], b, g_end, rlo, rhi,
+                            rf)
+        best, best_s, best_z = _evaluate(rlo, rhi, rf, n_runs, s, qmin, qmax, z0, z1, best,
+                                         best_s, best_z, cum, lb, arg)
+        _ladder_insert(lad_s, lad_id, n_lad, _first_not_below(lad_s, 0, n_lad, s), s, n_lad)
+        n_lad += 1
+    # the heap of boxes, lowest bound first
+    h_key, h_s1, h_s2, h_za, h_zb, size = heap_of(h_key, h_s1, h_s2, h_za, h_zb, pts, z0, z1)
+    boxes = 0
+    proven = 1.0
+    while size > 0:
+        go, s1, s2, za, zb, threshold, proven = next_box(h_key, h_s1, h_s2, h_za, h_zb, size,
+                                                         best, eps, floor, boxes, max_boxes)
+        size -= 1
+        if not go:
+            break
+        boxes += 1
+        mid = split_scale(s1, s2)
+        at = _first_not_below(lad_s, 0, n_lad, s1)
+        kept = at + 1 < n_lad and lad_s[at] == s1 and lad_s[at + 1] == s2
+        if kept:
+            i1, i2 = lad_id[at], lad_id[at + 1]
+            o1, e1, o2, e2 = off[i1], off[i1 + 1], off[i2], off[i2 + 1]
+            n_runs = box_runs(x, a, b, rec, k0, s1, s2, pos, code, pre, o1, e1, o2, e2,
+                              g_end, rlo, rhi, rf)
+        else:  # an end beyond the ladder's room: the row searched, as before the ladder
+            o1, e1, o2, e2 = -1, -1, -1, -1
+            n_runs = runs_search(x, a, b, rec, k0, s1, s2, k, rlo, rhi, rf)
+        z_bounds(rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, cum, lb, arg)
+        lo_z, hi_z, low = box_zero_points(rlo, rhi, n_runs, qmin, qmax, za, zb, lb, threshold)
+        if hi_z < lo_z:
+            continue
+        # a box with no float32 scale strictly inside is done (its ends were evaluated)
+        if not s1 < mid < s2:
+            continue
+        keep = kept and n_lad < ladder_scales and off[n_lad] + per <= ladder_entries
+        o = off[n_lad]  # a scale not kept is written past the kept ones, and forgotten
+        if pos.size < o + per:
+            pos = grow_int(pos, 2 * pos.size + per)
+            code = grow_int(code, 2 * code.size + per)
+            pre = grow_rows(pre, 2 * pre.shape[0] + per)
+        e = starts_at(x, a, b, rec, k0, mid, k, pos, code, pre, o, o1, e1, o2, e2)
+        n_runs = point_runs(pos, code, pre, o, e, b, g_end, rlo, rhi, rf)
+        z_bounds(rlo, rhi, rf, n_runs, mid, mid, qmin, qmax, lo_z, hi_z, cum, lb, arg)
+        for t in range(hi_z - lo_z + 1):
+            if lb[t] < best:
+                best, best_s, best_z = lb[t], mid, lo_z + t
+        if keep:
+            lad_s, lad_id, off = ladder_room(lad_s, lad_id, off, n_lad)
+            off[n_lad + 1] = e
+            _ladder_insert(lad_s, lad_id, n_lad, at + 1, mid, n_lad)
+            n_lad += 1
+        h_key, h_s1, h_s2, h_za, h_zb, size = heap_halves(h_key, h_s1, h_s2, h_za, h_zb, size,
+                                                          low, s1, mid, s2, lo_z, hi_z)
+    put_optimum(out, x, a, b, best, best_s, best_z, k, qmin, qmax, z0, proven, boxes)
+
+
+@_jit
+def rows_optimum(values, starts, rec, rec_starts, search, rows, qmin, qmax, z_fixed, s_lo,
+                 s_hi, s_mm, eps, floor, grid, max_boxes, sweep_crossings, out):
+    """The MSE optimum of each sorted row ``rows[e]`` of ``values`` (rows at ``starts``) into
+    ``out[e]``, with that row's ``s_lo[e]``, ``s_hi[e]``, ``s_mm[e]`` and ``floor[e]``:
+    :func:`long_row_optimum` where ``search[e]`` (its block prefix sums ``rec`` from
+    ``rec_starts``), else :func:`unit_optimum` (walked)."""
+    longest = 0
+    for e in range(rows.size):
+        if not search[e]:
+            longest = max(longest, starts[rows[e] + 1] - starts[rows[e]])
+    scratch = new_scratch(qmin, qmax, longest)
+    for e in range(rows.size):
+        r = rows[e]
+        if search[e]:
+            long_row_optimum(values, starts[r], starts[r + 1], rec, rec_starts[r], qmin, qmax,
+                             z_fixed, s_lo[e], s_hi[e], s_mm[e], eps, floor[e], grid,
+                             max_boxes, out[e], scratch, LADDER_ENTRIES, LADDER_SCALES)
+        else:
+            unit_optimum(values, starts[r], starts[r + 1], qmin, qmax, z_fixed, s_lo[e],
+                         s_hi[e], s_mm[e], eps, floor[e], grid, max_boxes, sweep_crossings,
+                         out[e], scratch)

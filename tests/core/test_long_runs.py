@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from quantscope.core.kernels import long_runs as lr
 from quantscope.core.kernels import mse_bound as mb
-from quantscope.core.kernels import mse_rows as mr
 from quantscope.core.kernels.block_sums import prefix_at
 from quantscope.core.stats import mse_search
 from quantscope.core.stats.prepared import prepare
@@ -62,22 +62,22 @@ def test_ladder_runs_are_the_searched_runs(kind, bits):
     g_end = prefix_at(x, 0, n, rec, 0)
     for lo_f, hi_f in [(0.5, 1.2), (0.97, 1.0), (0.999, 1.001), (1 - 1e-6, 1.0), (0.02, 0.03)]:
         s1, s2 = float(np.float32(s0 * lo_f)), float(np.float32(s0 * hi_f))
-        e1 = mr.starts_at(x, 0, n, rec, 0, s1, k, pos, code, pre, 0, -1, -1, -1, -1)
-        e2 = mr.starts_at(x, 0, n, rec, 0, s2, k, pos, code, pre, e1, -1, -1, -1, -1)
+        e1 = lr.starts_at(x, 0, n, rec, 0, s1, k, pos, code, pre, 0, -1, -1, -1, -1)
+        e2 = lr.starts_at(x, 0, n, rec, 0, s2, k, pos, code, pre, e1, -1, -1, -1, -1)
         for s, o, e in ((s1, 0, e1), (s2, e1, e2)):  # a scale's own runs
-            got = mr.point_runs(pos, code, pre, o, e, n, g_end, rlo, rhi, rf)
+            got = lr.point_runs(pos, code, pre, o, e, n, g_end, rlo, rhi, rf)
             mine = _runs(rlo, rhi, rf, got)
-            want = mb.runs_search(x, 0, n, rec, 0, s, s, k, rlo, rhi, rf)
+            want = lr.runs_search(x, 0, n, rec, 0, s, s, k, rlo, rhi, rf)
             assert mine == _runs(rlo, rhi, rf, want)
-        got = mr.box_runs(x, 0, n, rec, 0, s1, s2, pos, code, pre, 0, e1, e1, e2, g_end, rlo,
+        got = lr.box_runs(x, 0, n, rec, 0, s1, s2, pos, code, pre, 0, e1, e1, e2, g_end, rlo,
                           rhi, rf)
         mine = _runs(rlo, rhi, rf, got)
-        want = mb.runs_search(x, 0, n, rec, 0, s1, s2, k, rlo, rhi, rf)
+        want = lr.runs_search(x, 0, n, rec, 0, s1, s2, k, rlo, rhi, rf)
         assert mine == _runs(rlo, rhi, rf, want), (lo_f, hi_f)
         # a scale between them, its runs found between theirs: the whole row's search's
         mid = float(np.float32(np.sqrt(s1 * s2)))
-        e3 = mr.starts_at(x, 0, n, rec, 0, mid, k, pos, code, pre, e2, 0, e1, e1, e2)
-        e4 = mr.starts_at(x, 0, n, rec, 0, mid, k, pos, code, pre, e3, -1, -1, -1, -1)
+        e3 = lr.starts_at(x, 0, n, rec, 0, mid, k, pos, code, pre, e2, 0, e1, e1, e2)
+        e4 = lr.starts_at(x, 0, n, rec, 0, mid, k, pos, code, pre, e3, -1, -1, -1, -1)
         assert e4 - e3 == e3 - e2
         for col in (pos, code, pre):
             assert col[e2:e3].tobytes() == col[e3:e4].tobytes()
@@ -88,7 +88,7 @@ def _optimum(rows, bits, symmetric, entries, scales):
     s0 = mse_search.minmax_scales(rows, qmin, qmax, symmetric)
     out = np.zeros(5)
     z_fixed = mse_search.symmetric_zero_point(qmin, qmax) if symmetric else qmin - 1
-    mr.long_row_optimum(rows.values, 0, rows.values.size, rows.records, 0, qmin, qmax, z_fixed,
+    mb.long_row_optimum(rows.values, 0, rows.values.size, rows.records, 0, qmin, qmax, z_fixed,
                         max(mse_search.F_MIN * s0[0], mse_search._TINY32),
                         mse_search.S_MAX * s0[0], float(np.float32(s0[0])), mse_search.EPS,
                         mse_search.FLOOR * rows.sumsq[0], mse_search.GRID,
@@ -99,7 +99,7 @@ def _optimum(rows, bits, symmetric, entries, scales):
 @pytest.mark.parametrize("bits,symmetric", [(8, False), (4, True), (2, False)])
 def test_a_ladder_without_room_gives_the_same_optimum(bits, symmetric):
     rows = _rows("weight")
-    full = _optimum(rows, bits, symmetric, mr.LADDER_ENTRIES, mr.LADDER_SCALES)
+    full = _optimum(rows, bits, symmetric, lr.LADDER_ENTRIES, lr.LADDER_SCALES)
     assert full[3] == 1.0 and full[4] > 20  # proven, after boxes enough to fill a small ladder
     for entries, scales in [(0, 0), (4 * (2 << bits), 1 << 20), (1 << 20, 12)]:
         assert _optimum(rows, bits, symmetric, entries, scales).tobytes() == full.tobytes()
