@@ -47,13 +47,9 @@ from quantscope.core.formats.elements import float32_bits, pow2
 from quantscope.core.kernels.block_sums import prefix_at, prefix_from
 from quantscope.core.kernels.box_heap import grow, heap_add, heap_pop
 from quantscope.core.kernels.jit_cache import njit
-from quantscope.core.kernels.mse_bound import (
-    _dd,
-    _first_above,
-    _first_not_below,
-    _gap_bound,
-)
+from quantscope.core.kernels.long_runs import _dd, _gap_bound
 from quantscope.core.kernels.mse_sweep import _bucket_low, _least_on, _piece_best
+from quantscope.core.kernels.run_ends import _first_above, _first_not_below
 from quantscope.core.kernels.small_unique import small_unique
 from quantscope.core.kernels.sweep_buckets import bucket_of, new_buckets, place, sort_bucket
 

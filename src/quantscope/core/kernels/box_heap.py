@@ -68,6 +68,35 @@ def heap_pop(key, s1, s2, za, zb, size):
         key[i], s1[i], s2[i], za[i], zb[i] = v_key, v_s1, v_s2, v_za, v_zb
 
 
+@_inline
+def heap_take(key, s1, s2, za, zb, size):
+    """The root of a heap of ``size`` entries ``(key, s1, s2, za, zb)``, removed."""
+    root = key[0], s1[0], s2[0], za[0], zb[0]
+    heap_pop(key, s1, s2, za, zb, size)
+    return root
+
+
+@_inline
+def heap_halves(key, s1, s2, za, zb, size, v_key, lo, mid, hi, v_za, v_zb):
+    """:func:`heap_add` of the two halves ``lo .. mid`` and ``mid .. hi`` of a box, both with
+    bound ``v_key`` and zero points ``v_za .. v_zb``: the arrays to keep, and the new size."""
+    key, s1, s2, za, zb = heap_add(key, s1, s2, za, zb, size, v_key, lo, mid, v_za, v_zb)
+    key, s1, s2, za, zb = heap_add(key, s1, s2, za, zb, size + 1, v_key, mid, hi, v_za, v_zb)
+    return key, s1, s2, za, zb, size + 2
+
+
+@_inline
+def heap_of(key, s1, s2, za, zb, pts, v_za, v_zb):
+    """A heap of the boxes between consecutive scales ``pts`` (bound ``-inf``, zero points
+    ``v_za .. v_zb``): the arrays to keep, and its size."""
+    size = 0
+    for i in range(pts.size - 1):
+        key, s1, s2, za, zb = heap_add(key, s1, s2, za, zb, size, -np.inf, pts[i], pts[i + 1],
+                                       v_za, v_zb)
+        size += 1
+    return key, s1, s2, za, zb, size
+
+
 @_jit
 def grow(v, cap):
     """A copy of float array ``v`` with room for ``cap`` entries."""

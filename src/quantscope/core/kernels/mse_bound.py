@@ -29,17 +29,18 @@ The exact parts are one quadratic in ``s``, minimised over ``[s1, s2]`` in close
 rest is a constant. At ``s1 = s2`` every run is exact and the bound *is* the error
 (:func:`z_bounds` then evaluates every zero point of a scale in one pass).
 
-The search (:func:`unit_optimum`) evaluates the min/max scale and, for a walked row, a few
-scales just below it where an LLM weight's optimum usually lies (:data:`INCUMBENTS`: a best
-error to compare with from the start); for a walked row it rules out the scales below and
-above two cuts wholesale (:mod:`quantscope.core.kernels.scale_cuts`: every scale beyond them
-has an error above the best so far, whatever its codes); it evaluates the grid's float32
-scales between them (and the cuts), then keeps boxes between evaluated float32 scales in a
-heap, lowest bound first:
+The search of a walked row (:func:`unit_optimum`; a long row's, read through its prefix sums,
+is :func:`long_row_optimum`, which takes the grid and the boxes only) evaluates the min/max
+scale and a few scales just below it where an LLM weight's optimum usually lies
+(:data:`INCUMBENTS`: a best error to compare with from the start); it
+rules out the scales below and above two cuts wholesale
+(:mod:`quantscope.core.kernels.scale_cuts`: every scale beyond them has an error above the
+best so far, whatever its codes); it evaluates the grid's float32 scales between them (and
+the cuts), then keeps boxes between evaluated float32 scales in a heap, lowest bound first:
 a box whose bound, for every zero point, is at least the best error found (less a relative
 ``eps``) cannot hold a better scale and is dropped; otherwise its two halves go back into the
 heap with the zero points that survive. A walked row's box with few crossings, or none but
-its ends, is settled by sweeping them instead (below); a searched row's midpoint is evaluated
+its ends, is settled by sweeping them instead (below); a long row's midpoint is evaluated
 before it is split, so a box with no float32 scale strictly inside is done (its ends were
 evaluated). The bound tightens as boxes narrow -- fewer elements change code inside, and the
 quadratic part is exact -- so every box ends dropped or done: the result is, by construction,
@@ -57,11 +58,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantscope.core.kernels.block_sums import _step, prefix_from
-from quantscope.core.kernels.box_heap import grow, grow_int, heap_add, heap_pop
+from quantscope.core.kernels.block_sums import _step, prefix_at
+from quantscope.core.kernels.box_heap import (
+    grow,
+    grow_int,
+    heap_halves,
+    heap_of,
+    heap_take,
+)
 from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.long_runs import (
+    LADDER_ENTRIES,
+    LADDER_SCALES,
+    box_runs,
+    grow_rows,
+    point_runs,
+    runs_search,
+    starts_at,
+)
 from quantscope.core.kernels.mse_sweep import box_crossings, box_sweep
 from quantscope.core.kernels.neighbour_pick import neighbour_pick
+from quantscope.core.kernels.run_ends import _code, _first_not_below, _run_end
 from quantscope.core.kernels.scale_cuts import clip_cut, clip_spread_cut, spread_cut
 from quantscope.core.kernels.scale_errors import errors_at
 from quantscope.core.kernels.small_unique import small_unique
@@ -78,19 +95,6 @@ INCUMBENTS = np.array([0.97, 0.98, 0.99])
 #: Columns of the per-unit result (:func:`unit_optimum`); a searched row's pick is left as it
 #: was.
 OUT_ERR, OUT_SCALE, OUT_ZP, OUT_PROVEN, OUT_BOXES, OUT_PICK = 0, 1, 2, 3, 4, 5
-
-
-@_jit
-def _code(x, inv, k):
-    """``rint(x · inv)`` (``inv = 1 / s``) clamped to ``[-k, k]`` (beyond, every zero point
-    clamps it alike). A product is three times as fast as a quotient and differs from it only
-    beside a rounding tie, where both codes' errors are equal to within an ulp."""
-    r = np.rint(x * inv)
-    if r > k:
-        return k
-    if r < -k:
-        return -k
-    return int(r)
 
 
 @_jit
@@ -357,41 +361,6 @@ def runs_between(x, a, b, pre, s1, s2, pos, code, i, i_end, j, j_end, rlo, rhi, 
 
 
 @_jit
-def _run_end(x, p, b, inv1, inv2, k, lo, hi):
-    """First position after ``p`` (at most ``b``) whose codes are not ``(lo, hi)``: galloping
-    from ``p``, then a binary search (codes are monotone in the sorted values)."""
-    last = p
-    step = 1
-    end = b
-    while True:
-        t = last + step
-        if t >= b:
-            break
-        if _same(np.float64(x[t]), inv1, inv2, k, lo, hi):
-            last = t
-            step *= 2
-        else:
-            end = t
-            break
-    left, right = last + 1, end
-    while left < right:
-        mid = (left + right) >> 1
-        if _same(np.float64(x[mid]), inv1, inv2, k, lo, hi):
-            left = mid + 1
-        else:
-            right = mid
-    return left
-
-
-@_jit
-def _below_half(y, c):
-    """Whether the product ``y = x · inv`` rounds to ``c`` or below: below ``c + 1/2``, or at
-    it when round half to even keeps ``c``."""
-    t = c + 0.5
-    return y < t or (y == t and c % 2 == 0)
-
-
-@_jit
 def _runs_at(x, a, b, s, k, rlo, rhi, rf):
     """:func:`runs_walk` at one scale: every run is one code, found by galloping."""
     inv = 1.0 / s
@@ -413,111 +382,6 @@ def _runs_at(x, a, b, s, k, rlo, rhi, rf):
         rf[r, 2] = sxx
         rf[r, 3] = 0.0
         r += 1
-        p = q
-    return r
-
-
-@_jit
-def _same(xv, inv1, inv2, k, lo, hi):
-    """Whether the codes of ``xv`` at the two scales (reciprocals ``inv1``, ``inv2``) are
-    ``lo .. hi``, for an element after one whose codes they are (codes are monotone in the
-    sorted values). At one scale that is its code not above ``lo`` (``k``: every larger
-    value clamps to it): one product and a comparison (:func:`_below_half`) instead of two
-    codes, two roundings and their clamps."""
-    if inv1 == inv2:
-        return lo >= k or _below_half(xv * inv1, lo)
-    c1 = _code(xv, inv1, k)
-    c2 = _code(xv, inv2, k)
-    return min(c1, c2) == lo and max(c1, c2) == hi
-
-
-@_jit
-def _first_above(x, lo, hi, t):
-    """First position in ``[lo, hi)`` of sorted ``x`` with ``x > t`` (``hi`` if none)."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if x[mid] <= t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@_jit
-def _first_not_below(x, lo, hi, t):
-    """First position in ``[lo, hi)`` of sorted ``x`` with ``x >= t`` (``hi`` if none)."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if x[mid] < t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@_jit
-def _dd(g, h):
-    """``(Σx, Σx²)`` between two double-double prefixes ``g`` (start) and ``h`` (end)."""
-    return (h[0] - g[0]) + (h[1] - g[1]), (h[2] - g[2]) + (h[3] - g[3])
-
-
-@_jit
-def _gap_bound(x, a, p, q, g, rec, k0, s1, s2, vl, vh):
-    """A long row's two-value run bound: every element between the intervals
-    ``s1·vl..s2·vl`` and ``s1·vh..s2·vh`` is at least its distance to the nearer away from
-    any value it can take; from the prefix sums (``g`` the prefix at ``p``). Returns
-    (bound, prefix at ``q``)."""
-    bound = 0.0
-    hi_lo = max(s1 * vl, s2 * vl)
-    lo_hi = min(s1 * vh, s2 * vh)
-    if hi_lo < lo_hi:
-        centre = 0.5 * (hi_lo + lo_hi)
-        p1 = _first_above(x, p, q, hi_lo)
-        pm = _first_above(x, p1, q, centre)
-        p2 = _first_not_below(x, pm, q, lo_hi)
-        g1 = prefix_from(x, a, p, g, p1, rec, k0)
-        gm = prefix_from(x, a, p1, g1, pm, rec, k0)
-        g2 = prefix_from(x, a, pm, gm, p2, rec, k0)
-        sx, sxx = _dd(g1, gm)
-        bound += sxx - 2.0 * hi_lo * sx + hi_lo * hi_lo * (pm - p1)
-        sx, sxx = _dd(gm, g2)
-        bound += sxx - 2.0 * lo_hi * sx + lo_hi * lo_hi * (p2 - pm)
-        gq = prefix_from(x, a, p2, g2, q, rec, k0)
-    else:
-        gq = prefix_from(x, a, p, g, q, rec, k0)
-    return max(bound, 0.0), gq
-
-
-@_jit
-def runs_search(x, a, b, rec, k0, s1, s2, k, rlo, rhi, rf):
-    """:func:`runs_walk` for a long row: each run's end found by galloping and binary search
-    on its codes, its sums from the row's block prefix sums
-    (:mod:`quantscope.core.kernels.block_sums`), so a box costs about ``runs · log n``."""
-    inv1, inv2 = 1.0 / s1, 1.0 / s2
-    r = 0
-    p = a
-    g = (0.0, 0.0, 0.0, 0.0)
-    while p < b:
-        xv = np.float64(x[p])
-        c1 = _code(xv, inv1, k)
-        c2 = _code(xv, inv2, k)
-        lo, hi = min(c1, c2), max(c1, c2)
-        q = _run_end(x, p, b, inv1, inv2, k, lo, hi)
-        rlo[r] = lo
-        rhi[r] = hi
-        bound = 0.0
-        if hi == lo + 1:  # the squared distance to the nearer interval, split where it flips
-            bound, gq = _gap_bound(x, a, p, q, g, rec, k0, s1, s2, np.float64(lo),
-                                   np.float64(hi))
-        else:
-            gq = prefix_from(x, a, p, g, q, rec, k0)
-        sx, sxx = _dd(g, gq)
-        rf[r, 0] = q - p
-        rf[r, 1] = sx
-        rf[r, 2] = sxx
-        rf[r, 3] = max(bound, 0.0)
-        r += 1
-        g = gq
         p = q
     return r
 
@@ -582,16 +446,29 @@ def z_bounds(rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, cum, lb, arg):
 
 
 @_jit
-def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm, eps,
-                 floor, grid, max_boxes, sweep_crossings, out, scratch=None):
-    """The least error of sorted ``x[a:b]`` over float32 scales in ``[s_lo, s_hi]`` and zero
-    points in ``[qmin, qmax]`` (only ``z_fixed`` when it is not below ``qmin``), by branch
-    and bound (see the module doc): ``out`` = (error, scale, zero point, 1.0 when every box
-    was settled, boxes opened). ``s_mm`` (the min/max scale) is evaluated with the range's
-    ends and the scales ``s_mm · grid`` inside it; a box is dropped when its bound reaches
-    ``(1 − eps)`` times the best error less ``floor`` (the float64 roundoff of the sums); a
-    walked row's box with at most ``sweep_crossings`` crossings is swept; at
-    most ``max_boxes`` boxes are opened (then ``out[3]`` is 0). ``scratch``
+def search_grid(s_lo, s_hi, s_mm, grid):
+    """The scales a search evaluates first: float32 scales, ascending, from ``s_lo`` to
+    ``s_hi``, the min/max scale ``s_mm`` and ``s_mm · grid`` (within the range) among them."""
+    pts = np.empty(grid.size + 3)
+    pts[0] = np.float64(np.float32(s_lo))
+    pts[1] = np.float64(np.float32(s_hi))
+    pts[2] = s_mm
+    for i in range(grid.size):
+        pts[i + 3] = min(max(np.float64(np.float32(s_mm * grid[i])), pts[0]), pts[1])
+    return small_unique(pts)
+
+
+@_jit
+def unit_optimum(x, a, b, qmin, qmax, z_fixed, s_lo, s_hi, s_mm, eps, floor, grid, max_boxes,
+                 sweep_crossings, out, scratch=None):
+    """The least error of sorted ``x[a:b]``, a walked row, over float32 scales in
+    ``[s_lo, s_hi]`` and zero points in ``[qmin, qmax]`` (only ``z_fixed`` when it is not below
+    ``qmin``), by branch and bound (see the module doc): ``out`` = (error, scale, zero point,
+    1.0 when every box was settled, boxes opened). ``s_mm`` (the min/max scale) is evaluated
+    with the range's ends and the scales ``s_mm · grid`` inside it; a box is dropped when its
+    bound reaches ``(1 − eps)`` times the best error less ``floor`` (the float64 roundoff of the
+    sums); a box with at most ``sweep_crossings`` crossings is swept; at most ``max_boxes``
+    boxes are opened (then ``out[3]`` is 0). ``scratch``
     (:func:`new_scratch`) is reused from one unit to the next: a small unit (a group of 128)
     took as long to allocate its buffers as to search."""
     k = qmax - qmin + 1
@@ -600,11 +477,10 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
     rlo, rhi, rf, cum, lb, arg, h_key, h_s1, h_s2, h_za, h_zb, ev_b, ev_x, ev_m, q1, q2, \
         res, pre, pos, code, off, lad_s, lad_id, fcodes, changes = scratch
     per = min(b - a, 2 * k + 1)  # runs at one scale, at most
-    if not search:
-        if pre.shape[0] < b - a + 1:
-            pre = np.empty((b - a + 1, 4))
-            fcodes, changes = code_scratch(b - a)
-        unit_prefix(x, a, b, pre)
+    if pre.shape[0] < b - a + 1:
+        pre = np.empty((b - a + 1, 4))
+        fcodes, changes = code_scratch(b - a)
+    unit_prefix(x, a, b, pre)
     if z_fixed >= qmin:
         z0, z1 = z_fixed, z_fixed
     else:
@@ -612,25 +488,17 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
     best = np.inf
     best_s = s_mm
     best_z = z0
-    # the grid: float32 scales, ascending, from s_lo to s_hi, the min/max scale among them
-    pts = np.empty(grid.size + 3)
-    pts[0] = np.float64(np.float32(s_lo))
-    pts[1] = np.float64(np.float32(s_hi))
-    pts[2] = s_mm
-    for i in range(grid.size):
-        pts[i + 3] = min(max(np.float64(np.float32(s_mm * grid[i])), pts[0]), pts[1])
-    pts = small_unique(pts)
-    # a walked row's evaluated scales, ascending (``lad_s``; no box holds one inside), and
-    # where each one's runs are kept (``lad_id``: entries ``off[id] .. off[id + 1]``)
-    if not search:
-        if off.size < pts.size + 3:
-            off = np.empty(2 * pts.size + 3, np.int64)
-            lad_s = np.empty(2 * pts.size + 2)
-            lad_id = np.empty(2 * pts.size + 2, np.int64)
-        if pos.size < (pts.size + 2) * per:
-            pos = np.empty(2 * (pts.size + 2) * per, np.int64)
-            code = np.empty(2 * (pts.size + 2) * per, np.int64)
-        off[0] = 0
+    pts = search_grid(s_lo, s_hi, s_mm, grid)
+    # the evaluated scales, ascending (``lad_s``; no box holds one inside), and where each
+    # one's runs are kept (``lad_id``: entries ``off[id] .. off[id + 1]``)
+    if off.size < pts.size + 3:
+        off = np.empty(2 * pts.size + 3, np.int64)
+        lad_s = np.empty(2 * pts.size + 2)
+        lad_id = np.empty(2 * pts.size + 2, np.int64)
+    if pos.size < (pts.size + 2) * per:
+        pos = np.empty(2 * (pts.size + 2) * per, np.int64)
+        code = np.empty(2 * (pts.size + 2) * per, np.int64)
+    off[0] = 0
     # the min/max scale first; then the scales beyond two cuts (:mod:`scale_cuts`) are ruled
     # out whole, and of the grid only the scales between the cuts are evaluated, with the cuts
     todo = np.empty(pts.size + 2)
@@ -640,159 +508,98 @@ def unit_optimum(x, a, b, rec, k0, search, qmin, qmax, z_fixed, s_lo, s_hi, s_mm
     i = 0
     while i < n_todo:
         s = todo[i]
-        if search:
-            n_runs = runs_search(x, a, b, rec, k0, s, s, k, rlo, rhi, rf)
-            # a searched row weighs every zero point (mse_twin takes the same steps)
-            best, best_s, best_z = _evaluate(rlo, rhi, rf, n_runs, s, qmin, qmax, z0, z1, best,
-                                             best_s, best_z, cum, lb, arg)
-        else:
-            off[i + 1] = codes_at(x, a, b, s, k, pos, code, off[i], fcodes, changes)
-            _ladder_insert(lad_s, lad_id, i, _first_not_below(lad_s, 0, i, s), s, i)
-            # a cut's error exceeds the best so far (that placed it): its runs are kept for
-            # the boxes beside it, its error is not worth computing
-            if s != cut_lo and s != cut_hi:
-                za, zb = _zero_points_near(x, a, b, s, k, qmin, qmax, z0, z1, floor)
-                # its errors element by element (:func:`errors_at`), from its runs where
-                # many values clamp
-                if not errors_at(x, a, b, s, k, qmin, qmax, za, zb, lb):
-                    n_runs = runs_between(x, a, b, pre, s, s, pos, code, off[i], off[i + 1],
-                                          off[i], off[i + 1], rlo, rhi, rf)
-                    z_bounds(rlo, rhi, rf, n_runs, s, s, qmin, qmax, za, zb, cum, lb, arg)
-                best, best_s, best_z = _least(lb, s, za, zb, best, best_s, best_z)
+        off[i + 1] = codes_at(x, a, b, s, k, pos, code, off[i], fcodes, changes)
+        _ladder_insert(lad_s, lad_id, i, _first_not_below(lad_s, 0, i, s), s, i)
+        # a cut's error exceeds the best so far (that placed it): its runs are kept for
+        # the boxes beside it, its error is not worth computing
+        if s != cut_lo and s != cut_hi:
+            za, zb = _zero_points_near(x, a, b, s, k, qmin, qmax, z0, z1, floor)
+            # its errors element by element (:func:`errors_at`), from its runs where
+            # many values clamp
+            if not errors_at(x, a, b, s, k, qmin, qmax, za, zb, lb):
+                n_runs = runs_between(x, a, b, pre, s, s, pos, code, off[i], off[i + 1],
+                                      off[i], off[i + 1], rlo, rhi, rf)
+                z_bounds(rlo, rhi, rf, n_runs, s, s, qmin, qmax, za, zb, cum, lb, arg)
+            best, best_s, best_z = _least(lb, s, za, zb, best, best_s, best_z)
         i += 1
         if i == 1:
-            if not search:  # a searched row keeps its grid (mse_twin takes the same steps)
-                best, best_s, best_z = _incumbents(x, a, b, pre, s_mm, pts[0], pts[pts.size - 1],
-                                                   best, best_s, best_z, k, qmin, qmax, z0, z1,
-                                                   floor, rlo, rhi, rf, cum, lb, arg)
-                ends = pts[0], pts[pts.size - 1]
-                pts = _between_cuts(x, a, b, pre, pts, s_mm, best, qmin, qmax, z0, z1)
-                if pts[0] > ends[0]:
-                    cut_lo = pts[0]
-                if pts[pts.size - 1] < ends[1]:
-                    cut_hi = pts[pts.size - 1]
+            best, best_s, best_z = _incumbents(x, a, b, pre, s_mm, pts[0], pts[pts.size - 1],
+                                               best, best_s, best_z, k, qmin, qmax, z0, z1,
+                                               floor, rlo, rhi, rf, cum, lb, arg)
+            ends = pts[0], pts[pts.size - 1]
+            pts = _between_cuts(x, a, b, pre, pts, s_mm, best, qmin, qmax, z0, z1)
+            if pts[0] > ends[0]:
+                cut_lo = pts[0]
+            if pts[pts.size - 1] < ends[1]:
+                cut_hi = pts[pts.size - 1]
             for u in range(pts.size):
                 if pts[u] != s_mm:
                     todo[n_todo] = pts[u]
                     n_todo += 1
     # the heap of boxes, lowest bound first
-    size = 0
-    for i in range(pts.size - 1):
-        h_key, h_s1, h_s2, h_za, h_zb = heap_add(h_key, h_s1, h_s2, h_za, h_zb, size, -np.inf,
-                                                 pts[i], pts[i + 1], z0, z1)
-        size += 1
+    h_key, h_s1, h_s2, h_za, h_zb, size = heap_of(h_key, h_s1, h_s2, h_za, h_zb, pts, z0, z1)
     n_lad = pts.size
     at = 0
     boxes = 0
     proven = 1.0
     while size > 0:
-        key, s1, s2, za, zb = h_key[0], h_s1[0], h_s2[0], h_za[0], h_zb[0]
-        heap_pop(h_key, h_s1, h_s2, h_za, h_zb, size)
+        go, s1, s2, za, zb, threshold, proven = next_box(h_key, h_s1, h_s2, h_za, h_zb, size,
+                                                         best, eps, floor, boxes, max_boxes)
         size -= 1
-        threshold = best * (1.0 - eps) - floor
-        if key >= threshold:
-            break  # every box left has a bound at least this one's
-        if boxes >= max_boxes:
-            proven = 0.0
+        if not go:
             break
         boxes += 1
-        mid = np.float64(np.float32(np.sqrt(s1 * s2)))
-        if not s1 < mid < s2:
-            mid = np.float64(np.float32(0.5 * (s1 + s2)))
+        mid = split_scale(s1, s2)
         inside = s1 < mid < s2
-        crossings = 0
-        if search:
-            n_runs = runs_search(x, a, b, rec, k0, s1, s2, k, rlo, rhi, rf)
-        else:
-            at = _first_not_below(lad_s, 0, n_lad, s1)  # s2 is the next scale evaluated
-            i1, i2 = lad_id[at], lad_id[at + 1]
-            # a box that will be swept takes its runs' sums only: its two-code runs' bounds
-            # (a pass over their elements) would only sharpen which zero points it sweeps,
-            # and a wide box's bound drops nothing
+        at = _first_not_below(lad_s, 0, n_lad, s1)  # s2 is the next scale evaluated
+        i1, i2 = lad_id[at], lad_id[at + 1]
+        # a box that will be swept takes its runs' sums only: its two-code runs' bounds (a
+        # pass over their elements) would only sharpen which zero points it sweeps, and a
+        # wide box's bound drops nothing
+        n_runs = runs_between(x, a, b, pre, s1, s2, pos, code, off[i1], off[i1 + 1], off[i2],
+                              off[i2 + 1], rlo, rhi, rf, False)
+        crossings = box_crossings(rlo, rhi, rf, n_runs)
+        if crossings > sweep_crossings and inside:
             n_runs = runs_between(x, a, b, pre, s1, s2, pos, code, off[i1], off[i1 + 1],
-                                  off[i2], off[i2 + 1], rlo, rhi, rf, False)
-            crossings = box_crossings(rlo, rhi, rf, n_runs)
-            if crossings > sweep_crossings and inside:
-                n_runs = runs_between(x, a, b, pre, s1, s2, pos, code, off[i1], off[i1 + 1],
-                                      off[i2], off[i2 + 1], rlo, rhi, rf)
-        m = zb - za + 1
+                                  off[i2], off[i2 + 1], rlo, rhi, rf)
         z_bounds(rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, cum, lb, arg)
-        lo_z, hi_z = za, za - 1  # the hull of the zero points that survive (none yet)
-        low = np.inf
-        for t in range(m):
-            if lb[t] < threshold:
-                if hi_z < lo_z:
-                    lo_z = za + t
-                hi_z = za + t
-                low = min(low, lb[t])
+        lo_z, hi_z, low = box_zero_points(rlo, rhi, n_runs, qmin, qmax, za, zb, lb, threshold)
         if hi_z < lo_z:
             continue
-        f = _free_zero_point(rlo, rhi, n_runs, qmin, qmax, za, zb, lb)
-        if f >= za:
-            # every zero point's error is at least that of one that clamps nothing, the
-            # unbounded grid's: the box is that one zero point's (its bound is the box's)
-            low = lb[f - za]
-            if low >= threshold:
-                continue
-            lo_z, hi_z = f, f
-        if not search:
-            if crossings <= sweep_crossings or not inside:
-                # few crossings: the box's own breakpoints settle it (every float32 scale)
-                if crossings > ev_b.size:
-                    ev_b = np.empty(2 * crossings)
-                    ev_x = np.empty(2 * crossings)
-                    ev_m = np.empty(2 * crossings, np.int64)
-                if box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, lo_z, hi_z, best,
-                             ev_b, ev_x, ev_m, q1, q2, res):
-                    best, best_s, best_z = res[0], res[1], int(res[2])
-                continue
-            # the box is split: the runs at its midpoint are kept for both halves
-            if n_lad + 1 >= off.size:
-                off = grow_int(off, 2 * off.size)
-                lad_s = grow(lad_s, 2 * lad_s.size)
-                lad_id = grow_int(lad_id, 2 * lad_id.size)
-            if off[n_lad] + per > pos.size:
-                pos = grow_int(pos, 2 * pos.size + per)
-                code = grow_int(code, 2 * code.size + per)
-            off[n_lad + 1] = codes_at(x, a, b, mid, k, pos, code, off[n_lad], fcodes,
-                                      changes)
-            _ladder_insert(lad_s, lad_id, n_lad, at + 1, mid, n_lad)
-            n_lad += 1
-        else:
-            # a searched row's boxes are split at evaluated scales: a box with no float32
-            # scale strictly inside is done (its ends were evaluated)
-            if not inside:
-                continue
-            n_runs = runs_search(x, a, b, rec, k0, mid, mid, k, rlo, rhi, rf)
-            z_bounds(rlo, rhi, rf, n_runs, mid, mid, qmin, qmax, lo_z, hi_z, cum, lb, arg)
-            for t in range(hi_z - lo_z + 1):
-                if lb[t] < best:
-                    best, best_s, best_z = lb[t], mid, lo_z + t
-        h_key, h_s1, h_s2, h_za, h_zb = heap_add(h_key, h_s1, h_s2, h_za, h_zb, size, low, s1,
-                                                 mid, lo_z, hi_z)
-        size += 1
-        h_key, h_s1, h_s2, h_za, h_zb = heap_add(h_key, h_s1, h_s2, h_za, h_zb, size, low, mid,
-                                                 s2, lo_z, hi_z)
-        size += 1
-    out[0] = max(best, 0.0)
-    out[1] = best_s
-    out[2] = _lowest_alike(x, a, b, best_s, best_z, k, qmin, qmax, z0)
-    out[3] = proven
-    out[4] = boxes
-    if not search:
-        # the engine's pick among the scale and its float32 neighbours, from the scale's runs
-        # (those kept if it was evaluated as a box end, else found now)
-        at = _first_not_below(lad_s, 0, n_lad, best_s)
-        if at < n_lad and lad_s[at] == best_s:
-            i1, i2 = off[lad_id[at]], off[lad_id[at] + 1]
-        else:
-            if off[n_lad] + per > pos.size:
-                pos = grow_int(pos, off[n_lad] + per)
-                code = grow_int(code, off[n_lad] + per)
-            i1 = off[n_lad]
-            i2 = codes_at(x, a, b, best_s, k, pos, code, i1, fcodes, changes)
-        out[OUT_PICK] = neighbour_pick(x, a, b, pre, pos, code, i1, i2, best_s, int(out[2]),
-                                       qmin, qmax)
+        if crossings <= sweep_crossings or not inside:
+            # few crossings: the box's own breakpoints settle it (every float32 scale)
+            if crossings > ev_b.size:
+                ev_b = np.empty(2 * crossings)
+                ev_x = np.empty(2 * crossings)
+                ev_m = np.empty(2 * crossings, np.int64)
+            if box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, lo_z, hi_z, best,
+                         ev_b, ev_x, ev_m, q1, q2, res):
+                best, best_s, best_z = res[0], res[1], int(res[2])
+            continue
+        # the box is split: the runs at its midpoint are kept for both halves
+        lad_s, lad_id, off = ladder_room(lad_s, lad_id, off, n_lad)
+        if off[n_lad] + per > pos.size:
+            pos = grow_int(pos, 2 * pos.size + per)
+            code = grow_int(code, 2 * code.size + per)
+        off[n_lad + 1] = codes_at(x, a, b, mid, k, pos, code, off[n_lad], fcodes, changes)
+        _ladder_insert(lad_s, lad_id, n_lad, at + 1, mid, n_lad)
+        n_lad += 1
+        h_key, h_s1, h_s2, h_za, h_zb, size = heap_halves(h_key, h_s1, h_s2, h_za, h_zb, size,
+                                                          low, s1, mid, s2, lo_z, hi_z)
+    put_optimum(out, x, a, b, best, best_s, best_z, k, qmin, qmax, z0, proven, boxes)
+    # the engine's pick among the scale and its float32 neighbours, from the scale's runs
+    # (those kept if it was evaluated as a box end, else found now)
+    at = _first_not_below(lad_s, 0, n_lad, best_s)
+    if at < n_lad and lad_s[at] == best_s:
+        i1, i2 = off[lad_id[at]], off[lad_id[at] + 1]
+    else:
+        if off[n_lad] + per > pos.size:
+            pos = grow_int(pos, off[n_lad] + per)
+            code = grow_int(code, off[n_lad] + per)
+        i1 = off[n_lad]
+        i2 = codes_at(x, a, b, best_s, k, pos, code, i1, fcodes, changes)
+    out[OUT_PICK] = neighbour_pick(x, a, b, pre, pos, code, i1, i2, best_s, int(out[2]), qmin,
+                                   qmax)
 
 
 @_jit
@@ -900,6 +707,80 @@ def _between_cuts(x, a, b, pre, pts, s_mm, best, qmin, qmax, z0, z1):
 
 
 @_jit
+def put_optimum(out, x, a, b, best, best_s, best_z, k, qmin, qmax, z0, proven, boxes):
+    """A search's result into ``out``: (error, scale, zero point, proven, boxes opened), the
+    zero point the lowest of those alike (:func:`_lowest_alike`)."""
+    out[0] = max(best, 0.0)
+    out[1] = best_s
+    out[2] = _lowest_alike(x, a, b, best_s, best_z, k, qmin, qmax, z0)
+    out[3] = proven
+    out[4] = boxes
+
+
+@_jit
+def next_box(h_key, h_s1, h_s2, h_za, h_zb, size, best, eps, floor, boxes, max_boxes):
+    """The box of the least bound, taken from the heap of ``size`` boxes, and the threshold of
+    the bounds that drop a box (``(1 − eps)`` times the ``best`` error less ``floor``):
+    ``(go, s1, s2, za, zb, threshold, proven)``. ``go`` is False when the search ends there:
+    every box left has a bound at least this one's, which reaches the threshold (``proven``
+    1.0), or ``max_boxes`` were opened (``proven`` 0.0)."""
+    key, s1, s2, za, zb = heap_take(h_key, h_s1, h_s2, h_za, h_zb, size)
+    threshold = best * (1.0 - eps) - floor
+    if key >= threshold:
+        return False, s1, s2, za, zb, threshold, 1.0
+    if boxes >= max_boxes:
+        return False, s1, s2, za, zb, threshold, 0.0
+    return True, s1, s2, za, zb, threshold, 1.0
+
+
+@_jit
+def split_scale(s1, s2):
+    """Where a box ``[s1, s2]`` is split: the float32 scale nearest their geometric mean, or
+    their mean where that is not strictly inside (then neither may be)."""
+    mid = np.float64(np.float32(np.sqrt(s1 * s2)))
+    if not s1 < mid < s2:
+        mid = np.float64(np.float32(0.5 * (s1 + s2)))
+    return mid
+
+
+@_jit
+def box_zero_points(rlo, rhi, n_runs, qmin, qmax, za, zb, lb, threshold):
+    """The zero points of a box (``za .. zb``, bounds ``lb``, runs ``rlo``/``rhi``) that may
+    hold an error below ``threshold``: their hull and least bound ``(lo_z, hi_z, low)``;
+    ``hi_z < lo_z`` when none may (the box is dropped)."""
+    lo_z, hi_z = za, za - 1  # the hull of the zero points that survive (none yet)
+    low = np.inf
+    for t in range(zb - za + 1):
+        if lb[t] < threshold:
+            if hi_z < lo_z:
+                lo_z = za + t
+            hi_z = za + t
+            low = min(low, lb[t])
+    if hi_z < lo_z:
+        return lo_z, hi_z, low
+    f = _free_zero_point(rlo, rhi, n_runs, qmin, qmax, za, zb, lb)
+    if f >= za:
+        # every zero point's error is at least that of one that clamps nothing, the
+        # unbounded grid's: the box is that one zero point's (its bound is the box's)
+        low = lb[f - za]
+        if low >= threshold:
+            return za, za - 1, low
+        lo_z, hi_z = f, f
+    return lo_z, hi_z, low
+
+
+@_jit
+def ladder_room(lad_s, lad_id, off, n):
+    """The ladder of evaluated scales (``lad_s``, ``lad_id`` and the ends of their runs
+    ``off``) with room for one more after its ``n``: the same arrays, or larger copies."""
+    if n >= lad_s.size:
+        lad_s = grow(lad_s, 2 * lad_s.size)
+        lad_id = grow_int(lad_id, lad_s.size)
+        off = grow_int(off, lad_s.size + 1)
+    return lad_s, lad_id, off
+
+
+@_jit
 def _free_zero_point(rlo, rhi, n_runs, qmin, qmax, za, zb, lb):
     """A zero point of ``[za, zb]`` at which no element of the box's runs is clamped at any
     scale of the box, the one with the highest bound ``lb``; ``za − 1`` if there is none.
@@ -999,12 +880,110 @@ def code_scratch(longest):
 
 
 @_jit
+def long_row_optimum(x, a, b, rec, k0, qmin, qmax, z_fixed, s_lo, s_hi, s_mm, eps, floor,
+                     grid, max_boxes, out, scratch, ladder_entries, ladder_scales):
+    """The search of a long row (sorted ``x[a:b]``, block prefix sums from ``rec[k0]``): as
+    :func:`unit_optimum` (same arguments and output, the pick left as it was) without
+    incumbents, cuts or sweeps -- the grid, then boxes split at their evaluated midpoints --
+    each box's runs merged from its ends' kept in a ladder of at most ``ladder_entries`` run
+    starts and ``ladder_scales`` scales (:mod:`quantscope.core.kernels.long_runs`); a box with
+    an end the ladder had no room for searches the row (:func:`runs_search`). The NumPy twin
+    :mod:`quantscope.core.stats.mse_twin` takes the same steps."""
+    k = qmax - qmin + 1
+    rlo, rhi, rf, cum, lb, arg, h_key, h_s1, h_s2, h_za, h_zb = scratch[:11]
+    if z_fixed >= qmin:
+        z0, z1 = z_fixed, z_fixed
+    else:
+        z0, z1 = qmin, qmax
+    best = np.inf
+    best_s = s_mm
+    best_z = z0
+    g_end = prefix_at(x, a, b, rec, k0)
+    per = min(b - a, 2 * k + 1)  # starts at one scale, at most
+    pos = np.empty(4 * per, np.int64)
+    code = np.empty(4 * per, np.int64)
+    pre = np.empty((4 * per, 4))
+    off = np.empty(65, np.int64)
+    lad_s = np.empty(64)
+    lad_id = np.empty(64, np.int64)
+    off[0] = 0
+    n_lad = 0
+    # the grid, the min/max scale first: each scale's runs galloped to, and kept
+    pts = search_grid(s_lo, s_hi, s_mm, grid)
+    for u in range(-1, pts.size):
+        if u >= 0 and pts[u] == s_mm:
+            continue
+        s = s_mm if u < 0 else pts[u]
+        if pos.size < off[n_lad] + per:
+            pos = grow_int(pos, 2 * pos.size + per)
+            code = grow_int(code, 2 * code.size + per)
+            pre = grow_rows(pre, 2 * pre.shape[0] + per)
+        off[n_lad + 1] = starts_at(x, a, b, rec, k0, s, k, pos, code, pre, off[n_lad], -1,
+                                   -1, -1, -1)
+        n_runs = point_runs(pos, code, pre, off[n_lad], off[n_lad + 1], b, g_end, rlo, rhi,
+                            rf)
+        best, best_s, best_z = _evaluate(rlo, rhi, rf, n_runs, s, qmin, qmax, z0, z1, best,
+                                         best_s, best_z, cum, lb, arg)
+        _ladder_insert(lad_s, lad_id, n_lad, _first_not_below(lad_s, 0, n_lad, s), s, n_lad)
+        n_lad += 1
+    # the heap of boxes, lowest bound first
+    h_key, h_s1, h_s2, h_za, h_zb, size = heap_of(h_key, h_s1, h_s2, h_za, h_zb, pts, z0, z1)
+    boxes = 0
+    proven = 1.0
+    while size > 0:
+        go, s1, s2, za, zb, threshold, proven = next_box(h_key, h_s1, h_s2, h_za, h_zb, size,
+                                                         best, eps, floor, boxes, max_boxes)
+        size -= 1
+        if not go:
+            break
+        boxes += 1
+        mid = split_scale(s1, s2)
+        at = _first_not_below(lad_s, 0, n_lad, s1)
+        kept = at + 1 < n_lad and lad_s[at] == s1 and lad_s[at + 1] == s2
+        if kept:
+            i1, i2 = lad_id[at], lad_id[at + 1]
+            o1, e1, o2, e2 = off[i1], off[i1 + 1], off[i2], off[i2 + 1]
+            n_runs = box_runs(x, a, b, rec, k0, s1, s2, pos, code, pre, o1, e1, o2, e2,
+                              g_end, rlo, rhi, rf)
+        else:  # an end beyond the ladder's room: the row searched, as before the ladder
+            o1, e1, o2, e2 = -1, -1, -1, -1
+            n_runs = runs_search(x, a, b, rec, k0, s1, s2, k, rlo, rhi, rf)
+        z_bounds(rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, cum, lb, arg)
+        lo_z, hi_z, low = box_zero_points(rlo, rhi, n_runs, qmin, qmax, za, zb, lb, threshold)
+        if hi_z < lo_z:
+            continue
+        # a box with no float32 scale strictly inside is done (its ends were evaluated)
+        if not s1 < mid < s2:
+            continue
+        keep = kept and n_lad < ladder_scales and off[n_lad] + per <= ladder_entries
+        o = off[n_lad]  # a scale not kept is written past the kept ones, and forgotten
+        if pos.size < o + per:
+            pos = grow_int(pos, 2 * pos.size + per)
+            code = grow_int(code, 2 * code.size + per)
+            pre = grow_rows(pre, 2 * pre.shape[0] + per)
+        e = starts_at(x, a, b, rec, k0, mid, k, pos, code, pre, o, o1, e1, o2, e2)
+        n_runs = point_runs(pos, code, pre, o, e, b, g_end, rlo, rhi, rf)
+        z_bounds(rlo, rhi, rf, n_runs, mid, mid, qmin, qmax, lo_z, hi_z, cum, lb, arg)
+        for t in range(hi_z - lo_z + 1):
+            if lb[t] < best:
+                best, best_s, best_z = lb[t], mid, lo_z + t
+        if keep:
+            lad_s, lad_id, off = ladder_room(lad_s, lad_id, off, n_lad)
+            off[n_lad + 1] = e
+            _ladder_insert(lad_s, lad_id, n_lad, at + 1, mid, n_lad)
+            n_lad += 1
+        h_key, h_s1, h_s2, h_za, h_zb, size = heap_halves(h_key, h_s1, h_s2, h_za, h_zb, size,
+                                                          low, s1, mid, s2, lo_z, hi_z)
+    put_optimum(out, x, a, b, best, best_s, best_z, k, qmin, qmax, z0, proven, boxes)
+
+
+@_jit
 def rows_optimum(values, starts, rec, rec_starts, search, rows, qmin, qmax, z_fixed, s_lo,
                  s_hi, s_mm, eps, floor, grid, max_boxes, sweep_crossings, out):
-    """:func:`unit_optimum` of each sorted row ``rows[e]`` of ``values`` (rows at
-    ``starts``; ``search[e]`` says whether to use its block prefix sums ``rec`` from
-    ``rec_starts``), with that row's ``s_lo[e]``, ``s_hi[e]``, ``s_mm[e]`` and ``floor[e]``,
-    into ``out[e]``."""
+    """The MSE optimum of each sorted row ``rows[e]`` of ``values`` (rows at ``starts``) into
+    ``out[e]``, with that row's ``s_lo[e]``, ``s_hi[e]``, ``s_mm[e]`` and ``floor[e]``:
+    :func:`long_row_optimum` where ``search[e]`` (its block prefix sums ``rec`` from
+    ``rec_starts``), else :func:`unit_optimum` (walked)."""
     longest = 0
     for e in range(rows.size):
         if not search[e]:
@@ -1012,6 +991,11 @@ def rows_optimum(values, starts, rec, rec_starts, search, rows, qmin, qmax, z_fi
     scratch = new_scratch(qmin, qmax, longest)
     for e in range(rows.size):
         r = rows[e]
-        unit_optimum(values, starts[r], starts[r + 1], rec, rec_starts[r] if search[e] else 0,
-                     search[e], qmin, qmax, z_fixed, s_lo[e], s_hi[e], s_mm[e], eps, floor[e],
-                     grid, max_boxes, sweep_crossings, out[e], scratch)
+        if search[e]:
+            long_row_optimum(values, starts[r], starts[r + 1], rec, rec_starts[r], qmin, qmax,
+                             z_fixed, s_lo[e], s_hi[e], s_mm[e], eps, floor[e], grid,
+                             max_boxes, out[e], scratch, LADDER_ENTRIES, LADDER_SCALES)
+        else:
+            unit_optimum(values, starts[r], starts[r + 1], qmin, qmax, z_fixed, s_lo[e],
+                         s_hi[e], s_mm[e], eps, floor[e], grid, max_boxes, sweep_crossings,
+                         out[e], scratch)

@@ -80,7 +80,7 @@ def _f32(v: float) -> float:
 
 class _Unit:
     """One sorted row ``values[a:b]`` with its block records from ``rec[k0]``, searched for
-    codes ``[qmin, qmax]`` (``mse_bound.unit_optimum`` with ``search`` true)."""
+    codes ``[qmin, qmax]`` (``mse_bound.long_row_optimum``)."""
 
     def __init__(self, values, a: int, b: int, rec, k0: int, qmin: int, qmax: int) -> None:
         self.x, self.a, self.b, self.rec, self.k0 = values, a, b, rec, k0
@@ -93,7 +93,7 @@ class _Unit:
 
     # -- codes and runs -----------------------------------------------------------------------
     def _codes(self, pos: np.ndarray, inv: float) -> np.ndarray:
-        """``mse_bound._code`` of the elements at ``pos``."""
+        """``run_ends._code`` of the elements at ``pos``."""
         r = np.rint(self.x[pos].astype(np.float64) * inv)
         return np.clip(r, -self.k, self.k).astype(np.int64)
 
@@ -139,14 +139,14 @@ class _Unit:
         return starts
 
     def _above(self, t: np.ndarray, lo, hi) -> np.ndarray:
-        """``mse_bound._first_above``: the first position in ``[lo, hi)`` whose value is above
+        """``run_ends._first_above``: the first position in ``[lo, hi)`` whose value is above
         ``t`` (float64), else ``hi``. Above ``t`` is above the largest value of the row's type
         not above it: one search in the row's own type, exact."""
         d = _toward(t, self.x.dtype, -np.inf)
         return np.clip(self.a + np.searchsorted(self.x[self.a:self.b], d, "right"), lo, hi)
 
     def _not_below(self, t: np.ndarray, lo, hi) -> np.ndarray:
-        """``mse_bound._first_not_below``: the first position in ``[lo, hi)`` whose value is
+        """``run_ends._first_not_below``: the first position in ``[lo, hi)`` whose value is
         at least ``t``, else ``hi`` (as :meth:`_above`)."""
         u = _toward(t, self.x.dtype, np.inf)
         return np.clip(self.a + np.searchsorted(self.x[self.a:self.b], u, "left"), lo, hi)
@@ -240,7 +240,7 @@ class _Unit:
     # -- the search ---------------------------------------------------------------------------
     def optimum(self, z_fixed: int, s_lo: float, s_hi: float, s_mm: float, eps: float,
                 floor: float, grid, max_boxes: int, out) -> None:
-        """``mse_bound.unit_optimum`` of this searched row into ``out`` (error, scale, zero
+        """``mse_bound.long_row_optimum`` of this searched row into ``out`` (error, scale, zero
         point, proven, boxes)."""
         qmin, qmax = self.qmin, self.qmax
         z0, z1 = (z_fixed, z_fixed) if z_fixed >= qmin else (qmin, qmax)
@@ -319,7 +319,7 @@ def _toward(t: np.ndarray, dtype, direction: float) -> np.ndarray:
 
 
 def _dd(g: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``mse_bound._dd`` of rows of prefixes: ``(Σx, Σx²)`` from ``g`` to ``h``."""
+    """``long_runs._dd`` of rows of prefixes: ``(Σx, Σx²)`` from ``g`` to ``h``."""
     return ((h[:, 0] - g[:, 0]) + (h[:, 1] - g[:, 1]),
             (h[:, 2] - g[:, 2]) + (h[:, 3] - g[:, 3]))
 
