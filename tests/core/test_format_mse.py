@@ -310,7 +310,7 @@ def test_the_scales_the_scan_covers_are_no_better_than_its_pick(name):
     w = _sample("layer0_query_weight")[:24]
     rows = prepare(w).layout(0, None)
     s = format_mse_search(rows, name).scale
-    best, cover = format_mse._float32_best(rows, name, s, np.full(s.size, 1e-30))
+    best, cover, _ = format_mse._float32_best(rows, name, s, np.full(s.size, 1e-30))
     both = 0
     for r in range(s.size):
         lo, hi = np.float32(cover[r, 0]), np.float32(cover[r, 1])

@@ -35,7 +35,7 @@ def _sweep(x: np.ndarray, name: str, s1: float, s2: float, best: float):
                   rf)
     ne = max(box_crossings(rlo, rhi, rf, n), 1)
     ev = [np.empty(ne) for _ in range(3)]
-    out = np.full(3, -1.0)
+    out = np.full(4, -1.0)
     found = grid_sweep(x, 0, rlo, rhi, rf, n, s1, s2, vals, mids, best, *ev, out)
     return found, out[0], out[1], out[2]
 

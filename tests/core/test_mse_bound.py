@@ -30,7 +30,7 @@ def _prefix_and_codes(x: np.ndarray):
     pre = np.empty((x.size + 1, 4))
     mb.unit_prefix(x, 0, x.size, pre)
     pos = np.empty(4 * (2 * K + 1), np.int64)
-    return pre, pos, np.empty_like(pos)
+    return pre, pos, np.empty_like(pos), mb.code_scratch(x.size)
 
 
 def _values(seed: int = 2) -> np.ndarray:
@@ -72,14 +72,14 @@ def test_galloping_walk_finds_the_runs_of_the_element_walk():
 
 def test_a_box_merged_from_its_ends_runs_has_the_gallops_runs_bit_for_bit():
     x = _values()
-    pre, pos, code = _prefix_and_codes(x)
+    pre, pos, code, lanes = _prefix_and_codes(x)
     rng = np.random.default_rng(1)
     for trial in range(60):
         s1 = float(np.float32(np.exp(rng.uniform(np.log(1e-4), np.log(0.02)))))
         s2 = s1 if trial % 5 == 0 else float(np.float32(
             s1 * (1 + float(np.exp(rng.uniform(np.log(1e-6), np.log(1.0)))))))
-        e1 = mb.codes_at(x, 0, x.size, s1, K, pos, code, 0)
-        e2 = mb.codes_at(x, 0, x.size, s2, K, pos, code, e1)
+        e1 = mb.codes_at(x, 0, x.size, s1, K, pos, code, 0, *lanes)
+        e2 = mb.codes_at(x, 0, x.size, s2, K, pos, code, e1, *lanes)
         assert np.all(np.diff(pos[:e1]) > 0) and np.all(np.diff(code[:e1]) != 0)
         a_lo, a_hi, a_f, *_ = _scratch()
         b_lo, b_hi, b_f, *_ = _scratch()
@@ -100,14 +100,14 @@ def test_a_box_to_be_swept_takes_its_runs_sums_without_the_two_code_bounds():
     x = _values(3)
     xd = x.astype(np.float64)
     zs = np.arange(QMIN, QMAX + 1)
-    pre, pos, code = _prefix_and_codes(x)
+    pre, pos, code, lanes = _prefix_and_codes(x)
     rng = np.random.default_rng(4)
     for _ in range(20):
         s1 = float(np.float32(np.exp(rng.uniform(np.log(2e-4), np.log(0.01)))))
         s2 = float(np.float32(s1 * (1 + float(np.exp(rng.uniform(np.log(1e-3),
                                                                   np.log(0.3)))))))
-        e1 = mb.codes_at(x, 0, x.size, s1, K, pos, code, 0)
-        e2 = mb.codes_at(x, 0, x.size, s2, K, pos, code, e1)
+        e1 = mb.codes_at(x, 0, x.size, s1, K, pos, code, 0, *lanes)
+        e2 = mb.codes_at(x, 0, x.size, s2, K, pos, code, e1, *lanes)
         a_lo, a_hi, a_f, cum, lb, arg = _scratch()
         b_lo, b_hi, b_f, *_ = _scratch()
         n = mb.runs_between(x, 0, x.size, pre, s1, s2, pos, code, 0, e1, e1, e2, a_lo, a_hi,
@@ -246,7 +246,7 @@ def test_the_incumbents_bring_the_least_error_of_their_scales_equal_errors_to_th
     x = np.sort(x.astype(np.float32))
     xd = x.astype(np.float64)
     zs = np.arange(QMIN, QMAX + 1)
-    pre, _, _ = _prefix_and_codes(x)
+    pre, *_ = _prefix_and_codes(x)
     rlo, rhi, rf, cum, lb, arg = _scratch()
     s_mm = float(np.float32((xd[-1] - xd[0]) / (QMAX - QMIN)))
     scales = [float(np.float32(s_mm * f)) for f in mb.INCUMBENTS]

@@ -60,7 +60,7 @@ def test_the_runs_of_one_scale_start_where_the_codes_change(bits):
             codes = _codes(x, s, k)
             starts = np.flatnonzero(np.diff(codes, prepend=codes[0] - 1))
             pos, code = np.empty(x.size + 1, np.int64), np.empty(x.size + 1, np.int64)
-            n = mb.codes_at(x, 0, x.size, s, k, pos, code, 0)
+            n = mb.codes_at(x, 0, x.size, s, k, pos, code, 0, *mb.code_scratch(x.size))
             np.testing.assert_array_equal(pos[:n], starts, err_msg=f"{name} {s}")
             np.testing.assert_array_equal(code[:n], codes[starts], err_msg=f"{name} {s}")
             # with their sums, from the prefix sums (the gallop of a scale)
@@ -143,3 +143,23 @@ def test_the_zero_points_near_a_scale_hold_its_least_error_and_its_least_zero_po
         assert mb._zero_points_near(x, 0, x.size, s, k, qmin, qmax, qmin, qmax,
                                     s * s) == (qmin, qmax)
     assert narrow > 0
+
+
+def test_the_runs_of_a_row_inside_a_longer_one_are_appended_after_earlier_entries():
+    # every length from 1 to 40 (whole packs of 16 codes compared and a tail one by one), the
+    # row starting part way into the values, entries already in the lists before it
+    rng = np.random.default_rng(8)
+    x = np.sort(rng.standard_normal(200).astype(np.float32))
+    k = 16
+    for a in (0, 3, 77):
+        for m in range(1, 41):
+            b = a + m
+            s = float(np.float32((float(x[b - 1]) - float(x[a]) + 1e-3) / 9.0))
+            codes = _codes(x[a:b], s, k)
+            starts = np.flatnonzero(np.diff(codes, prepend=codes[0] - 1))
+            pos, code = np.full(m + 5, -7, np.int64), np.full(m + 5, -7, np.int64)
+            n = mb.codes_at(x, a, b, s, k, pos, code, 2, *mb.code_scratch(b - a))
+            assert n == 2 + starts.size
+            np.testing.assert_array_equal(pos[2:n], a + starts)
+            np.testing.assert_array_equal(code[2:n], codes[starts])
+            assert (pos[:2] == -7).all() and (code[:2] == -7).all()

@@ -50,7 +50,7 @@ def assert_twin_is_compiled(rows: SortedRows, bits: int, symmetric: bool) -> np.
     assert got == want
     for field in ("scale", "zero_point", "error", "proven", "boxes"):
         assert getattr(twin_found, field).tobytes() == getattr(found, field).tobytes(), field
-    out = np.frombuffer(b"".join(want)).reshape(-1, 5)
+    out = np.frombuffer(b"".join(want)).reshape(-1, mse_search.OUT_PICK + 1)
     assert np.all(out[:, 3] == 1.0)  # proven: the search settled every box
     return out
 
@@ -114,7 +114,7 @@ def test_several_rows_in_one_call_are_each_searched(gelu_activations):
            _outputs(rows, mse_twin.rows_optimum, 8, False)[0]]
     qmin, qmax = _codes(8, False)
     s0 = mse_search.minmax_scales(rows, qmin, qmax, False)
-    out = np.zeros((2, 5))
+    out = mse_search.result_rows(2)
     mse_twin.rows_optimum(
         rows.values, rows.starts, rows.records, rows.rec_starts, np.ones(2, bool),
         np.arange(2), qmin, qmax, qmin - 1, np.maximum(mse_search.F_MIN * s0, mse_search._TINY32),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from gui_measure import axis_labels_cut, cut_labels, settle
+from gui_measure import axis_labels_cut, cut_labels, project, settle
 from PySide6.QtCore import Qt
 
 from quantscope.gui.compact import open_fitting
@@ -250,3 +250,43 @@ def test_the_f11_key_leaves_a_talk_whose_menu_bar_is_hidden(app_window, qtbot):
     qtbot.keyClick(win, Qt.Key.Key_F11)
     qtbot.waitUntil(lambda: not win.presentation and not win.isFullScreen(), timeout=5000)
     assert win.menuBar().isVisible()
+
+
+def test_a_talks_matmul_numbers_fit_without_scrolling_in_every_font(fonts, app_window, qtbot):
+    """At 1280x720 in a talk every number of the Matmul view is on screen in every font set:
+    with the tall-lines face the room its lines keep above their letters pushed the last
+    line of the left column ("here K = 384") below the fold of a scrolled column."""
+    win = app_window(1000)
+    project(win, qtbot)
+    view = win.views_controller.tabs.page("Matmul")
+    win.views.setCurrentWidget(view)
+    win.stage.show_views(True)
+    qtbot.waitUntil(lambda: view.outcome is not None, timeout=30_000)
+    settle(win, qtbot)
+    assert view.side_area.verticalScrollBar().maximum() == 0, fonts
+    assert not cut_labels(win), cut_labels(win)
+
+
+@pytest.mark.parametrize("presenting", [False, True])
+def test_the_bit_width_curves_are_taller_than_their_legend(fonts, app_window, qtbot,
+                                                           presenting):
+    """At 1280x720, at a desk (the views in the panes' place) and in a talk, in every font
+    set: the legend's five entries in two columns took three rows, taller than the curves
+    above them at the desk (84 px under 82 of plot; 96 under 57 with tall lines)."""
+    win = app_window(1000)
+    win.presentation_action.setChecked(presenting)
+    win.resize(1280, 720)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 720), timeout=5000)
+    settle(win, qtbot)
+    if win.compact.narrow:
+        win.compact.button.click()  # "Views ▸": the views instead of the panes
+    views = win.views_controller
+    win.views.setCurrentWidget(views.bits_and_formats)
+    if presenting:
+        win.stage.show_views(True)
+    qtbot.waitUntil(lambda: bool(views.bitwidth.data), timeout=30_000)
+    settle(win, qtbot)
+    plot = views.bitwidth.plot
+    assert plot.isVisible()
+    legend = plot.legend.boundingRect().height()
+    assert plot.getViewBox().height() > legend, (fonts, plot.getViewBox().height(), legend)

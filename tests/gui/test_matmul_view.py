@@ -206,4 +206,7 @@ def test_no_thread_or_timer_survives_a_close_mid_drag(qtbot):
     v.controls.threshold.setValue(2.0)  # a job queued, maybe one running
     v.close()
     assert not v.job.busy
-    assert [t for t in threading.enumerate() if t.ident not in before and t.is_alive()] == []
+    # the engine's worker pool is made once, by whichever test first needs it, and kept for
+    # the process (as conftest's window fixtures allow)
+    assert [t for t in threading.enumerate() if t.ident not in before and t.is_alive()
+            and not t.name.startswith("quantscope-engine")] == []

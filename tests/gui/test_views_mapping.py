@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-from gui_measure import rich_text_lines
+from gui_measure import font_px, project, rich_text_lines, settle
 
 from quantscope.core.labs.mapping import map_values
 from quantscope.gui.views.mapping import MappingView
@@ -225,3 +225,100 @@ def test_the_labels_under_the_codes_stay_off_the_code_axis(view, qtbot, presenta
             assert not a.intersects(b), (name, a, b)
     assert rows_seen >= 2  # the seed example's labels need more than one row
     view.apply_theme(resolve(False, False, 1000))  # the views' theme is their own: reset
+
+
+def _label_inks(item) -> tuple[list, float]:
+    """The letters' tight box of each "code → value (error)" label under the codes of plot
+    ``item``, in scene pixels (the font's tight box of the text, hung from the baseline of
+    the item's first line), and the labels' font size in pixels."""
+    import pyqtgraph as pg
+    from PySide6.QtGui import QFontMetricsF
+
+    inks, size = [], 0.0
+    for label in item.items:
+        text = label.textItem if isinstance(label, pg.TextItem) else None
+        if text is None or "→" not in text.toPlainText():
+            continue
+        line = text.document().firstBlock().layout().lineAt(0)
+        margin = text.document().documentMargin()
+        ink = QFontMetricsF(text.font()).tightBoundingRect(text.toPlainText())
+        inks.append(text.mapRectToScene(ink.translated(margin + line.x(),
+                                                       margin + line.y() + line.ascent())))
+        size = font_px(text.font())
+    return inks, size
+
+
+def test_a_talks_labels_under_the_codes_keep_clear_of_each_other_and_the_axis(
+        fonts, app_window, qtbot):
+    """Presenting at 1280x720, every font set: each scheme's four labels are all shown,
+    whole inside the plot, and their letters keep a quarter of the font's size clear of each
+    other's, of the cells above them and of the code axis's ticks below them, with no
+    empty row left above the axis. Rows a line apart put a tall-line font's third row 0.2 px
+    above the ticks' tips (and the default font's 2 px)."""
+    import pyqtgraph as pg
+
+    win = app_window(1000)
+    project(win, qtbot)
+    view = win.views_controller.tabs.page("Mapping")
+    win.views.setCurrentWidget(view)
+    win.stage.show_views(True)
+    qtbot.waitUntil(view.is_ready, timeout=10_000)
+    settle(win, qtbot)
+    qtbot.wait(20)  # the labels' rows follow the plots' height: redrawn once it settles
+    settle(win, qtbot)
+    for name in ("symmetric", "asymmetric"):
+        item = view.plots[name].getPlotItem()
+        inks, size = _label_inks(item)
+        assert len(inks) == 4, (fonts, name, len(inks))
+        box = item.getViewBox()
+        room = box.mapRectToScene(box.boundingRect())
+        gap = size / 4
+        cells = box.mapViewToScene(pg.Point(0, 0)).y()  # the cells' bottom edge
+        axis = item.getAxis("bottom")
+        tips = axis.mapToScene(0, 0).y() - max(0.0, -axis.style["tickLength"])
+        for ink in inks:
+            assert room.left() <= ink.left() and ink.right() <= room.right(), (fonts, ink)
+            assert ink.top() - cells >= gap, (fonts, name, cells, ink.top(), gap)
+            assert tips - ink.bottom() >= gap, (fonts, name, ink.bottom(), tips, gap)
+        for a, b in itertools.combinations(inks, 2):
+            assert not a.adjusted(-gap, -gap, gap, gap).intersects(b), (fonts, name, a, b)
+        # and no empty row above the axis: the room the rows leave goes to the arrows
+        lowest = max(inks, key=lambda ink: ink.bottom())
+        assert tips - lowest.bottom() < lowest.height(), (fonts, name, lowest, tips)
+
+
+def _boxes(widths):
+    from quantscope.gui.views._code_labels import LabelBoxes
+
+    return LabelBoxes(widths=list(widths), ink_offset=7.0, ink_height=18.0, gap=6.0)
+
+
+def test_labels_centre_on_their_codes_and_stay_whole_in_the_plot():
+    from quantscope.gui.views._code_labels import place
+
+    placed = place([500.0, 10.0, 995.0], _boxes([100, 100, 100]), 1000.0, 3)
+    assert placed == [(0, 450.0), (0, 0.0), (0, 900.0)]  # the ends moved in, just whole
+
+
+def test_a_label_that_would_touch_its_neighbour_takes_the_next_row_or_none():
+    from quantscope.gui.views._code_labels import place
+
+    # 100 px labels 103 px apart: a gap of 6 px is more than the 3 between them
+    centres = [200.0, 303.0, 406.0, 700.0]
+    assert place(centres, _boxes([100] * 4), 1000.0, 2) == [
+        (0, 150.0), (1, 253.0), (0, 356.0), (0, 650.0)]
+    assert place(centres, _boxes([100, 100, 320, 100]), 1000.0, 2) == [
+        (0, 150.0), (1, 253.0), (-1, 0.0), (0, 650.0)]
+
+
+def test_a_short_plot_shows_fewer_rows_and_the_band_holds_them():
+    from quantscope.gui.views._code_labels import ARROWS_PX, band_px, item_top_px, rows_that_fit
+
+    boxes = _boxes([100])
+    # three rows: a gap, three rows of 18 px letters and a 6 px gap each, 5 px of ticks
+    assert band_px(3, boxes, 5.0) == 6 + 3 * 24 + 5
+    assert rows_that_fit(ARROWS_PX + 83, boxes, 5.0) == 3
+    assert rows_that_fit(ARROWS_PX + 82, boxes, 5.0) == 2
+    assert rows_that_fit(ARROWS_PX + 10, boxes, 5.0) == 0
+    # a row's letters start a gap and the rows above it below the cells
+    assert item_top_px(2, boxes) + boxes.ink_offset == 6 + 2 * 24

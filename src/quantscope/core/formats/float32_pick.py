@@ -84,7 +84,7 @@ def _up(f, k):
 
 @_jit
 def refine_rows(values, starts, rec, rec_starts, search, rows, scale, s_floor, vals, mids, fmt,
-                code_m, code_w, mant, out, cover):
+                code_m, code_w, mant, out, cover, rated):
     """For each sorted row ``rows[e]`` and its float32 ``scale[e]`` (the search's), the
     float32 scale not below ``s_floor[e]`` with the least error by the report's arithmetic
     (module doc) into ``out[e]``: ``scale[e]`` itself unless one is strictly less. Scanned:
@@ -93,19 +93,23 @@ def refine_rows(values, starts, rec, rec_starts, search, rows, scale, s_floor, v
     mant[code_m[c]]`` with ``code_w`` a signed power of two and ``mant`` the grid's distinct
     mantissas (:func:`mantissa_table`). ``cover[e]``: the float32 scales around
     ``scale[e]`` that the scan of its piece rated or proved no better than its best, from
-    ``cover[e, 0]`` to ``cover[e, 1]`` (empty when the first is above the second)."""
+    ``cover[e, 0]`` to ``cover[e, 1]`` (empty when the first is above the second).
+    ``rated[e]``: the error of ``out[e]`` and of ``scale[e]`` by the report's arithmetic as
+    the scan rated them (inf where it did not: ``scale[e]`` beside its piece's ends)."""
     cap = 2 * vals.size + 8
     rlo = np.empty(cap, np.int64)
     rhi = np.empty(cap, np.int64)
     rf = np.empty((cap, 4))
     sums = np.empty((3, mant.size))
-    found = np.empty(7)
+    found = np.empty(8)
     for e in range(rows.size):
         r = rows[e]
         a, b = starts[r], starts[r + 1]
         out[e] = scale[e]
         cover[e, 0] = np.inf
         cover[e, 1] = -np.inf
+        rated[e, 0] = np.inf
+        rated[e, 1] = np.inf
         if b == a or not scale[e] > 0.0:
             continue
         k0 = rec_starts[r] if search[e] else 0
@@ -113,6 +117,7 @@ def refine_rows(values, starts, rec, rec_starts, search, rows, scale, s_floor, v
         found[1] = scale[e]
         _scan_piece(values, a, b, rec, k0, search[e], np.float64(scale[e]), s_floor[e], vals,
                     mids, fmt, code_m, code_w, mant, rlo, rhi, rf, sums, found)
+        rated[e, 1] = found[7]
         cover[e, 0] = found[5]
         cover[e, 1] = found[6]
         ends = (found[2], found[3])
@@ -132,6 +137,7 @@ def refine_rows(values, starts, rec, rec_starts, search, rows, scale, s_floor, v
                 more = found[4] == 1.0 + side or found[4] == 3.0
                 pieces += 1
         out[e] = np.float32(found[1])
+        rated[e, 0] = found[0]
 
 
 @_jit
@@ -144,7 +150,8 @@ def _scan_piece(x, a, b, rec, k0, search, anchor, s_floor, vals, mids, fmt, code
     both; ``found[5:7]``: the float32 scales it rated or proved no better than ``found[0]``
     (where the real error less the rounding's bound reaches it, every scale beyond, as far as
     the margin, does too: the real error only rises away from the vertex), from the first to
-    the second."""
+    the second; ``found[7]``: the error of ``anchor`` itself where the scan may rate it (clear
+    of the ends), else inf."""
     n_runs = grid_runs(x, a, b, rec, k0, search, anchor, anchor, vals, mids, fmt, rlo, rhi, rf)
     lower, upper = _piece_of(x, a, rlo, rf, n_runs, mids)
     lower = max(lower, s_floor)
@@ -153,6 +160,7 @@ def _scan_piece(x, a, b, rec, k0, search, anchor, s_floor, vals, mids, fmt, code
     found[4] = 0.0
     found[5] = np.inf
     found[6] = -np.inf
+    found[7] = np.inf
     # the real error Q0 − 2t·Q1 + t²·Q2 on the piece, and per mantissa m the sums that give
     # the rounding's part: 2δ·(α − t·β) + δ²·γ with δ = m·t − float32(m·t)
     alpha, beta, gamma = sums[0], sums[1], sums[2]
@@ -191,6 +199,8 @@ def _scan_piece(x, a, b, rec, k0, search, anchor, s_floor, vals, mids, fmt, code
     if np.float64(top) > upper:
         top = _down(top, 1)
     up_ok = np.float64(_down(top, MARGIN))  # the largest float32 scale the scan may reach
+    if anchor >= lo_ok and np.float64(_up(np.float32(anchor), MARGIN)) <= upper:  # as below
+        found[7] = _rounded_error(q0, q1, q2, alpha, beta, gamma, mant, anchor)
     n = 0
     for step in (-1, 1):
         f = f0 if step > 0 else _down(f0, 1)

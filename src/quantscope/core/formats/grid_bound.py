@@ -71,8 +71,9 @@ SWEEP_BUCKET = 16
 #: Room for the rounding of a sweep's bucket sums, as a share of the unit's Σx²: a bucket is
 #: passed for the error between buckets only when its bound exceeds that error by more.
 CUT_ROOM = 1e-12
-#: Columns of the per-unit result.
-OUT_ERR, OUT_SCALE, OUT_PROVEN, OUT_BOXES, OUT_S_LO = 0, 1, 2, 3, 4
+#: Columns of the per-unit result (:func:`unit_optimum`).
+OUT_ERR, OUT_SCALE, OUT_PROVEN, OUT_BOXES, OUT_S_LO, OUT_MM_ERR, OUT_MM_TERMS = range(7)
+OUT_COLUMNS = 7
 
 
 @_jit
@@ -392,8 +393,9 @@ def grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
     minimised at the float32 neighbours of its vertex. ``out`` = (error, scale) is written only
     where something beats ``best``; returns whether it was. ``out[2]``: a lower bound of the
     error over every real scale of the box, the least where something was found (what
-    :func:`unit_optimum` folds onto lower octaves). ``ev_*``: room for the crossings of the
-    buckets kept (where they hold fewer, this sweep takes its own).
+    :func:`unit_optimum` folds onto lower octaves). ``out[3]``: the error at ``s1`` (every
+    crossing taken: the codes at ``s1``), by the same sums. ``ev_*``: room for the crossings
+    of the buckets kept (where they hold fewer, this sweep takes its own).
 
     Most of a box holds nothing better than ``best``, and most breakpoints need not be put in
     order, nor even stored: they are dealt into buckets of about :data:`SWEEP_BUCKET` by
@@ -420,6 +422,7 @@ def grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
             out[0] = err
             out[1] = s
         out[2] = max(_least_on(q0, q1, q2, s1, s2), 0.0)
+        out[3] = q0 - 2.0 * s1 * q1 + s1 * s1 * q2
         return found
     # each bucket's first quadratic, and the pieces between buckets: the error to beat
     b1 = np.empty(nb)
@@ -436,6 +439,7 @@ def grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
         q1 += bk[j, 0]
         q2 += bk[j, 1]
         upper = bk[j, 2]
+    out[3] = q0 - 2.0 * s1 * q1 + s1 * s1 * q2
     cut = min(cut, _piece_best(q0, q1, q2, min(s1, upper), upper, s1, s2, cut)[1])
     # a bucket is kept when its bound is below both (the cut with room for the rounding of
     # its sums: the bucket that holds the cut's own piece is always kept)
@@ -544,7 +548,7 @@ def new_scratch(n_values):
     return (np.empty(cap_runs, np.int64), np.empty(cap_runs, np.int64),
             np.empty((cap_runs, 4)), np.empty(cap), np.empty(cap), np.empty(cap),
             np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(1024),
-            np.empty(1024), np.empty(1024), np.empty(3))
+            np.empty(1024), np.empty(1024), np.empty(4))
 
 
 @_jit
@@ -570,6 +574,16 @@ def sub_slack(x, a, b, t, vals, fmt):
     cnt = _first_above(x, a, b, lim) - _first_not_below(x, a, b, -lim)
     half = 0.5 * t * gap
     return cnt * half * half
+
+
+@_jit
+def _depth(n, runs, crossings):
+    """The most additions any term of an error's sums goes through, for a row of ``n``
+    elements in ``runs`` runs and a sweep of ``crossings`` (0: an evaluation at one scale):
+    each element's square, its run's sums, the runs' and the buckets' sums in turn, and the
+    crossings of one bucket at most -- what bounds the sums' rounding
+    (:func:`quantscope.core.stats.format_mse.min_max_floor`)."""
+    return float(n + runs + crossings + crossings // SWEEP_BUCKET + 17)
 
 
 @_jit
@@ -605,7 +619,9 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
                  grid, max_boxes, sweep_cells, best0, fold, img_lo, out, scratch):
     """The least error of sorted ``x[a:b]`` over the float32 scales of ``[s_floor, s_top]``,
     by branch and bound (module doc): ``out`` = (error, scale, 1.0 when every box was settled,
-    boxes opened, the lowest scale not excluded by :func:`clip_floor`). ``s_mm`` (the min/max
+    boxes opened, the lowest scale not excluded by :func:`clip_floor`, the error at ``s_mm``
+    by the search's arithmetic or inf where it took none, the most additions any of that
+    error's sums went through: :func:`_depth`). ``s_mm`` (the min/max
     scale) and ``s_mm · grid`` are evaluated first (but for a walked row's folded range,
     swept whole); scales from ``s_floor`` up to the largest
     power-of-two fraction of ``s_mm`` that :func:`clip_floor` excludes are dropped at once; a
@@ -640,9 +656,14 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
     # each and bound nothing the sweep's own pieces do not; the lowest scale not excluded is
     # found when the range is done, by the best error the range holds
     at_once = fold and not search
+    out[OUT_MM_ERR] = np.inf
+    out[OUT_MM_TERMS] = 0.0
     if not at_once:
         for i in range(pts.size):
             err = _error_at(x, a, b, rec, k0, search, pts[i], vals, mids, fmt, rlo, rhi, rf)
+            if i == 1 and pts[i] == s_mm:
+                out[OUT_MM_ERR] = err
+                out[OUT_MM_TERMS] = _depth(b - a, rlo.size, 0)
             if err < best:
                 best, best_s = err, pts[i]
     s_lo = s_mm
@@ -720,6 +741,9 @@ def unit_optimum(x, a, b, rec, k0, search, vals, mids, fmt, s_floor, s_top, s_mm
             if grid_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, best, ev_b, ev_1,
                           ev_2, res):
                 best, best_s = res[0], res[1]
+            if s1 == s_mm:
+                out[OUT_MM_ERR] = res[3]
+                out[OUT_MM_TERMS] = _depth(b - a, n_runs, crossings)
             if folding:
                 r_s1, r_s2, r_b, n_rec = _record(r_s1, r_s2, r_b, n_rec, s1, s2,
                                                  res[2] - sub_slack(x, a, b, s2, vals, fmt))

@@ -49,6 +49,7 @@ from quantscope.core.formats.catalog import FormatParams, element_of
 from quantscope.core.formats.elements import KIND_FLOAT, OVERFLOW_SATURATE, ElementType, cast
 from quantscope.core.kernels.parallel import THREADS, parallel
 from quantscope.core.stats.format_stats import element_edges, evaluate_sorted
+from quantscope.core.stats.pick_bounds import rated_span, report_floor
 from quantscope.core.stats.sorted_stats import SortedRows
 from quantscope.core.tensors.layout import normalize_axis, param_shape
 
@@ -201,17 +202,22 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
     mids = np.ascontiguousarray(et.midpoints, np.float64)
     fmt = grid_format(et)
     # the search's loops load Numba: imported where a search needs them
-    from quantscope.core.formats.grid_bound import grid_rows_optimum
+    from quantscope.core.formats.grid_bound import (
+        OUT_COLUMNS,
+        OUT_MM_ERR,
+        OUT_MM_TERMS,
+        grid_rows_optimum,
+    )
 
     def run(row: np.ndarray, lo: np.ndarray, hi: np.ndarray, best0: np.ndarray,
             max_boxes: int, img_lo: np.ndarray | None = None) -> np.ndarray:
         """The kernel on entries (a row and a range of its scales each), on the threads."""
-        res = np.zeros((row.size, 5))
+        res = np.zeros((row.size, OUT_COLUMNS))
         below = np.zeros(row.size) if img_lo is None else img_lo
         order = np.argsort(-rows.lengths[row], kind="stable")  # long rows first
 
         def share(sel: np.ndarray) -> None:
-            part = np.zeros((sel.size, 5))
+            part = np.zeros((sel.size, OUT_COLUMNS))
             r = row[sel]
             grid_rows_optimum(rows.values, rows.starts, rec, rec_starts, search[r], r,
                               vals, mids, fmt, lo[sel], hi[sel], s_mm64[r], eps,
@@ -225,7 +231,7 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
         return res
 
     todo = np.flatnonzero(live)
-    out = np.zeros((n_rows, 5))
+    out = np.zeros((n_rows, OUT_COLUMNS))
     few = todo.size < THREADS
     split = todo[(rows.lengths[todo] >= SPLIT_ROWS) & few]
     whole = np.setdiff1d(todo, split)
@@ -235,7 +241,11 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
         out[split] = _search_in_parts(split, s_floor[split], s_top[split], run,
                                       s_mm64[split] if fold else None)
     found = np.where(live, out[:, 1], 1.0).astype(np.float32)
-    scale, error = _engine_pick(rows, name, saturate, found, s_mm, s_floor)
+    # the search's error at the min/max scale, where it took it at that very scale
+    mm_at = live & (s_mm64 == s_mm.astype(np.float64))
+    scale, error = _engine_pick(rows, name, saturate, found, s_mm, s_floor,
+                                np.where(mm_at, out[:, OUT_MM_ERR], np.inf),
+                                out[:, OUT_MM_TERMS])
     return FormatOptimum(scale, error, np.where(live, out[:, 2] > 0, True),
                          out[:, 3].astype(np.int64), np.where(live, out[:, 4], 1.0))
 
@@ -301,7 +311,8 @@ def exact_errors(rows: SortedRows, name: str, saturate: bool, scale: np.ndarray,
 
 
 def _engine_pick(rows: SortedRows, name: str, saturate: bool, s: np.ndarray, s_mm: np.ndarray,
-                 s_floor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                 s_floor: np.ndarray, mm_err: np.ndarray | None = None,
+                 mm_depth: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The search's float32 scale, the float32 scale of its piece that the report's own
     arithmetic rates best (:mod:`~quantscope.core.formats.float32_pick`: the search rates
     scales by the unrounded reconstruction, the report rounds it to float32), the min/max
@@ -312,9 +323,14 @@ def _engine_pick(rows: SortedRows, name: str, saturate: bool, s: np.ndarray, s_m
     a breakpoint, where the report's quotient may round across a midpoint): elsewhere the scan
     rated it, or proved it no better, by the report's own arithmetic, against the scale it
     picked. A candidate equal to one before it is not evaluated again (of equal errors the
-    first is kept). What is left goes to the engine in one pass."""
+    first is kept). On a floating-point grid, neither is the search's scale where the scan
+    rated it above its pick by more than the two arithmetics' rounding, nor the min/max
+    scale where the search's error there (``mm_err``, its sums through at most ``mm_depth``
+    additions; inf where it took none) proves the report's above the pick's
+    (:mod:`~quantscope.core.stats.pick_bounds`): neither can be strictly better, so the pick
+    is the one all five would give. What is left goes to the engine in one pass."""
     lo32 = np.float32(_TINY32)
-    best, cover = _float32_best(rows, name, s, s_floor)
+    best, cover, rated = _float32_best(rows, name, s, s_floor)
     below = np.maximum(np.nextafter(s, np.float32(0)), lo32)
     above = np.nextafter(s, np.float32(np.inf))
     scale = np.stack([s, best, s_mm, below, above])
@@ -323,6 +339,16 @@ def _engine_pick(rows: SortedRows, name: str, saturate: bool, s: np.ndarray, s_m
         need[k] &= (scale[:k] != scale[k]).all(axis=0)
     for k, c in ((3, below), (4, above)):
         need[k] &= ~((cover[:, 0] <= c) & (c <= cover[:, 1]))
+    et = element_of(name)
+    if et.kind == KIND_FLOAT and et.mbits >= 1:
+        sig, n = rows.sumsq, rows.lengths
+        q_sub = float(et.values[et.values > 0].min())
+        runs = 2 * et.values.size + 8  # at most, on one scale: each value's and each gap's
+        top = rated_span(rated[:, 0], runs, sig, n, best, q_sub)[1]  # the report's at best
+        low_s = rated_span(rated[:, 1], runs, sig, n, s, q_sub)[0]
+        need[0] &= ~((best != s) & (low_s > top))
+        if mm_err is not None and mm_depth is not None:
+            need[2] &= ~(report_floor(mm_err, mm_depth, sig, n, s_mm, q_sub) > top)
     k_at, row_at = np.nonzero(need)
     err = np.full(scale.shape, np.inf)
     err[k_at, row_at] = exact_errors(rows, name, saturate, scale[k_at, row_at], which=row_at)
@@ -333,11 +359,12 @@ def _engine_pick(rows: SortedRows, name: str, saturate: bool, s: np.ndarray, s_m
 
 
 def _float32_best(rows: SortedRows, name: str, s: np.ndarray, s_floor: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row, the float32 scale of the piece around ``s`` with the least error by the
-    report's arithmetic, and the float32 scales around ``s`` its scan rated or proved no
-    better (from column 0 to column 1; none for a grid that is no floating-point one), on
-    the engine's threads."""
+    report's arithmetic, the float32 scales around ``s`` its scan rated or proved no
+    better (from column 0 to column 1; none for a grid that is no floating-point one), and
+    the errors it rated that scale and ``s`` (inf where it did not), on the engine's
+    threads."""
     # the loop loads Numba: imported where a search needs it
     from quantscope.core.formats.float32_pick import mantissa_table, refine_rows
 
@@ -345,8 +372,9 @@ def _float32_best(rows: SortedRows, name: str, s: np.ndarray, s_floor: np.ndarra
     out = s.astype(np.float32).copy()
     cover = np.empty((rows.n_rows, 2))
     cover[:, 0], cover[:, 1] = np.inf, -np.inf
+    rated = np.full((rows.n_rows, 2), np.inf)
     if et.kind != KIND_FLOAT or rows.n_rows == 0:
-        return out, cover
+        return out, cover, rated
     search = rows.lengths >= SEARCH_ROWS
     if search.any():
         rec, rec_starts = rows.records, rows.rec_starts
@@ -363,13 +391,15 @@ def _float32_best(rows: SortedRows, name: str, s: np.ndarray, s_floor: np.ndarra
     def share(sel: np.ndarray) -> None:
         part = np.empty(sel.size, np.float32)
         part_cover = np.empty((sel.size, 2))
+        part_rated = np.empty((sel.size, 2))
         r = row[sel]
         refine_rows(rows.values, rows.starts, rec, rec_starts, search[r], r, s32[r], floor[r],
-                    vals, mids, fmt, code_m, code_w, mant, part, part_cover)
+                    vals, mids, fmt, code_m, code_w, mant, part, part_cover, part_rated)
         out[r] = part
         cover[r] = part_cover
+        rated[r] = part_rated
 
     n_shares = min(row.size, 4 * THREADS)
     if n_shares:
         parallel(share, [(np.arange(i, row.size, n_shares),) for i in range(n_shares)])
-    return out, cover
+    return out, cover, rated

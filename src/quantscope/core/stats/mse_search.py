@@ -22,7 +22,7 @@ reciprocal, and round half away): the reported error is the exact report's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from quantscope.core.kernels.parallel import (
     submit,
     thread_niceness,
 )
-from quantscope.core.stats.sorted_stats import SortedRows, evaluate
+from quantscope.core.stats.sorted_stats import WALK_PER_LEVEL, SortedRows, evaluate
 
 #: Relative slack of the search: a box is dropped when its lower bound is within this of the
 #: best error found, so the result is within it of the optimum (4.3e-7 dB).
@@ -68,20 +68,37 @@ MAX_BOXES = 200_000
 SEARCH_ROWS = 1 << 15
 #: Evaluation cells (units x code boundaries) per batch of exact reports: ~100 MB.
 EVAL_CELLS = 1 << 21
+#: The column of the search's output holding the engine's pick (``mse_bound.OUT_PICK``; a
+#: test holds the two equal: importing the loop's module here would import Numba).
+OUT_PICK = 5
 _TINY32 = float(np.finfo(np.float32).tiny)
 
 
 @dataclass(frozen=True, eq=False)
 class MseOptimum:
-    """Per unit: the float32 ``scale``, the ``zero_point``, the exact total squared ``error``
-    (the engine's report), whether the search settled every box (``proven``) and how many
-    boxes it opened."""
+    """Per unit: the float32 ``scale``, the ``zero_point``, whether the search settled every
+    box (``proven``), how many boxes it opened, and (:attr:`error`) the exact total squared
+    error, the engine's report."""
 
     scale: np.ndarray
     zero_point: np.ndarray
-    error: np.ndarray
     proven: np.ndarray
     boxes: np.ndarray
+    #: The errors the pick evaluated (NaN where it proved its choice without them), the rows
+    #: and the engine's rule that give the others.
+    known: np.ndarray = field(repr=False)
+    rows: SortedRows = field(repr=False)
+    rule: tuple = field(repr=False)
+
+    @property
+    def error(self) -> np.ndarray:
+        """The exact total squared error of each unit (the engine's report), evaluated on
+        first use where the pick did not need it: the window asks for the scale alone."""
+        todo = np.flatnonzero(np.isnan(self.known))
+        if todo.size:
+            self.known[todo] = errors(self.rows, todo, self.scale[todo],
+                                      self.zero_point[todo], self.rule)
+        return self.known
 
 
 def unit_ranges(rows: SortedRows, symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -133,11 +150,11 @@ def mse_search(rows: SortedRows, *, qmin: int, qmax: int, symmetric: bool,
     else:
         rec, rec_starts = np.zeros((1, 4)), np.zeros(n_rows + 1, np.intp)
     floor = FLOOR * rows.sumsq
-    out = np.zeros((n_rows, 5))
+    out = result_rows(n_rows)
     order = np.argsort(-rows.lengths, kind="stable")  # long rows first: shares even out
 
     def share(sel: np.ndarray) -> None:
-        part = np.zeros((sel.size, 5))
+        part = result_rows(sel.size)
         compiled.rows_optimum(rows.values, rows.starts, rec, rec_starts, search[sel], sel,
                               qmin, qmax, z_fixed, s_lo[sel], s_hi[sel], s_mm[sel], eps,
                               floor[sel], GRID, MAX_BOXES, SWEEP_CROSSINGS, part)
@@ -155,28 +172,53 @@ def mse_search(rows: SortedRows, *, qmin: int, qmax: int, symmetric: bool,
     else:
         # contiguous shares: the one layout of the row index the loop is compiled for
         parallel(share, [(np.ascontiguousarray(order[i::n_shares]),) for i in range(n_shares)])
-    scale, zp, error = _engine_pick(rows, out[:, 1], out[:, 2].astype(np.int64), qmin, qmax,
-                                    rounding, arithmetic)
-    return MseOptimum(scale, zp, error, out[:, 3] > 0, out[:, 4].astype(np.int64))
+    rule = (qmin, qmax, rounding, arithmetic)
+    scale, zp, known = _engine_pick(rows, out[:, 1], out[:, 2].astype(np.int64),
+                                    out[:, OUT_PICK], rule)
+    return MseOptimum(scale, zp, out[:, 3] > 0, out[:, 4].astype(np.int64), known, rows, rule)
 
 
-def _engine_pick(rows: SortedRows, s: np.ndarray, z: np.ndarray, qmin: int, qmax: int,
-                 rounding: str, arithmetic: str
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def result_rows(n: int) -> np.ndarray:
+    """The search's output for ``n`` units (``mse_bound.OUT_*`` columns), the pick NaN:
+    unproven until a walked row's search proves it (a searched row's stays so)."""
+    out = np.zeros((n, OUT_PICK + 1))
+    out[:, OUT_PICK] = np.nan
+    return out
+
+
+def _engine_pick(rows: SortedRows, s: np.ndarray, z: np.ndarray, proven_pick: np.ndarray,
+                 rule: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The search's float32 scale and its two float32 neighbours, each under the engine's
-    rule: the one with the least exact error (they differ only where an element sits on a
-    rounding tie of the search's scale), its zero point and that error (the report's)."""
+    rule: the one with the least exact error (the search's own unless a neighbour is strictly
+    less), its zero point and that error (the report's; NaN where not evaluated).
+
+    The neighbours differ where an element sits on a rounding tie of the search's scale and
+    by the rounding of the engine's float32 dequantized values. Where the search proved which
+    the engine ranks least (``proven_pick``: -1, 0 or 1, NaN if not proven; see
+    :mod:`quantscope.core.kernels.neighbour_pick`), on rows the engine walks, that one is
+    taken without evaluating; the others are evaluated, all three."""
+    qmin, qmax = rule[0], rule[1]
     s32 = np.maximum(s.astype(np.float32), np.float32(_TINY32))
     cand = np.stack([np.nextafter(s32, np.float32(0)), s32,
                      np.nextafter(s32, np.float32(np.inf))], axis=1)
     cand = np.maximum(cand, np.float32(_TINY32))
     n = rows.n_rows
-    err = errors(rows, np.repeat(np.arange(n), 3), cand.ravel(), np.repeat(z, 3).astype(
-        np.int32), (qmin, qmax, rounding, arithmetic)).reshape(n, 3)
-    pick = np.argmin(np.where(np.isfinite(err), err, np.inf), axis=1)
-    # the search's own scale unless a neighbour is strictly better
-    pick = np.where(err[np.arange(n), pick] < err[:, 1], pick, 1)
-    return cand[np.arange(n), pick], z.astype(np.int32), err[np.arange(n), pick]
+    walked = rows.lengths < WALK_PER_LEVEL * (qmax - qmin + 2)  # as evaluate walks them
+    known = walked & np.isfinite(proven_pick)
+    pick = np.ones(n, np.intp)
+    pick[known] = proven_pick[known].astype(np.intp) + 1
+    error = np.full(n, np.nan)
+    left = np.flatnonzero(~known)
+    if left.size:
+        err = errors(rows, np.repeat(left, 3), cand[left].ravel(),
+                     np.repeat(z[left], 3).astype(np.int32), rule).reshape(-1, 3)
+        least = np.argmin(np.where(np.isfinite(err), err, np.inf), axis=1)
+        at = np.arange(left.size)
+        # the search's own scale unless a neighbour is strictly better
+        least = np.where(err[at, least] < err[:, 1], least, 1)
+        pick[left] = least
+        error[left] = err[at, least]
+    return cand[np.arange(n), pick], z.astype(np.int32), error
 
 
 def errors(rows: SortedRows, row: np.ndarray, scale: np.ndarray, zp: np.ndarray,

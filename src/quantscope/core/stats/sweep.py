@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantscope.core.schemes.qparams import QuantParams, code_range, params_from_range
-from quantscope.core.stats.mse_search import mse_optimal_params
+from quantscope.core.stats.mse_search import mse_search
 from quantscope.core.stats.report import QuantReport, sqnr_db
 from quantscope.core.stats.sorted_stats import SortedRows, evaluate
 from quantscope.core.tensors.validate import (
@@ -335,16 +335,17 @@ def mse_optimal_windows(rows: SortedRows, *, symmetric: bool, bits: int = 8,
                         codes: tuple[int, int] | None = None, half_steps: float | None = None
                         ) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the window ``(lower, upper)`` of the MSE-optimal scale and zero point
-    (:func:`mse_optimal_params`): ``[s·(qmin − z), s·(qmax − z)]``, or ``±s·half_steps`` when
-    symmetric, so that the range rules (``params_from_range``, with ``half_steps`` its
-    ``2^(bits-1) − 1``) give back exactly that scale and zero point. ``codes`` overrides the
-    code range that ``bits``, ``narrow_range`` and ``signed`` give (runtime presets)."""
+    (:func:`~quantscope.core.stats.mse_search.mse_search`): ``[s·(qmin − z), s·(qmax − z)]``,
+    or ``±s·half_steps`` when symmetric, so that the range rules (``params_from_range``, with
+    ``half_steps`` its ``2^(bits-1) − 1``) give back exactly that scale and zero point.
+    ``codes`` overrides the code range that ``bits``, ``narrow_range`` and ``signed`` give
+    (runtime presets)."""
     if codes is None:
         codes = code_range(bits, symmetric=symmetric, narrow_range=narrow_range, signed=signed)
     qmin, qmax = codes
-    scale, zp, _ = mse_optimal_params(rows, qmin=qmin, qmax=qmax, symmetric=symmetric,
-                                      rounding=rounding, arithmetic=arithmetic)
-    s = scale.astype(np.float64)
+    found = mse_search(rows, qmin=qmin, qmax=qmax, symmetric=symmetric, rounding=rounding,
+                       arithmetic=arithmetic)  # its error is not asked for: not evaluated
+    s, zp = found.scale.astype(np.float64), found.zero_point
     if symmetric:
         half = (1 << (bits - 1)) - 1 if half_steps is None else half_steps
         return -s * half, s * half

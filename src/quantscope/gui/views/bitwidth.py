@@ -86,11 +86,17 @@ class BitwidthView(StateView):
         self.guide.setPen(pg.mkPen(theme.color("histogram"), width=max(1.0, theme.line_width / 2),
                                    style=pg.QtCore.Qt.PenStyle.DotLine))
         self.current.setPen(pg.mkPen(theme.color("current"), width=theme.marker_width))
-        fit_columns(self.plot, self.widget.width())
+        self._fit_legend()
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
-        fit_columns(self.plot, self.widget.width())
+        self._fit_legend()
+
+    def _fit_legend(self) -> None:
+        """The legend's five entries in as few rows as the width allows: in two columns they
+        took three rows, and on a 768-row screen the curves above them were shorter than the
+        legend under them."""
+        fit_columns(self.plot, self.widget.width(), columns=(3, 2, 1))
 
     # -- the work (quantscope.state.bitwidth) -----------------------------------------------
     def depends(self, settings: Settings) -> Settings:

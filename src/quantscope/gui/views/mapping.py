@@ -13,11 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QFont, QFontInfo, QFontMetrics
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import (
     QCheckBox,
     QDoubleSpinBox,
-    QGraphicsTextItem,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -38,6 +37,7 @@ from quantscope.core.labs.mapping import (
 from quantscope.core.tensors.validate import EngineValueError
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, restyle, style_plot
+from quantscope.gui.views import _code_labels as code_labels
 from quantscope.gui.views._code_axis import CodeRangeAxis
 from quantscope.gui.views.lifecycle import View
 
@@ -55,35 +55,6 @@ def _text(values) -> str:
 def _error(e: float, scale: float) -> str:
     """An error as shown: float32 rounding noise far below the step reads as 0."""
     return "±0" if abs(e) < scale * 1e-4 else f"{e:+.2g}"
-
-
-def _label_rows(at, texts, *, span, px: float, char_px: float, rows: int = 3,
-                anchors=None) -> list[int]:
-    """A row (0 to ``rows - 1``) for each label so that none overlaps the one before it in
-    its row, or -1 when no row has room (the value then goes unlabelled). ``anchors`` says
-    where each label hangs from its position (0 left edge, 0.5 centre, 1 right edge)."""
-    per_code = px / max(span[1] - span[0], 1e-9)
-    anchors = [0.5] * len(texts) if anchors is None else anchors
-    ends = [-np.inf] * rows
-    out = [-1] * len(texts)
-    for i in np.argsort(np.asarray(at, np.float64), kind="stable"):
-        width = len(texts[i]) * char_px / per_code
-        left, right = at[i] - anchors[i] * width, at[i] + (1 - anchors[i]) * width
-        for r in range(rows):
-            if left > ends[r]:
-                ends[r] = right + 8 / per_code
-                out[i] = r
-                break
-    return out
-
-
-def _text_item_line(font: QFont) -> tuple[float, float]:
-    """(height of one line of text, margin around it) of a text item in ``font``, in
-    pixels: what a label under the codes takes."""
-    item = QGraphicsTextItem("0")
-    item.setFont(font)
-    margin = item.document().documentMargin()
-    return item.boundingRect().height() - 2 * margin, margin
 
 
 def _nice_ticks(a: float, b: float, count: int = 5) -> list[float]:
@@ -156,16 +127,17 @@ class MappingView(View):
         self.cast: CastResult | None = None
         self._unpainted = False  # a draw put off while on a tab not shown (see _draw)
         restyle(self, current_theme())
-        # the labels' rows follow the plots' height in pixels: redrawn once a resize settles
+        # the labels' rows are laid out in pixels of the plots' height: redrawn once a resize
+        # settles -- the plot's own, not only the view's: its axes take their height from the
+        # tick labels they measure as they paint, after the view's resize, and rows spaced
+        # for the height before sat closer or wider on screen
         self._redraw = QTimer(self)
         self._redraw.setSingleShot(True)
         self._redraw.setInterval(0)
         self._redraw.timeout.connect(lambda: self.mappings is not None and self._draw())
+        for plot in self.plots.values():
+            plot.getViewBox().sigResized.connect(lambda _box: self._redraw.start())
         self.refresh()
-
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        self._redraw.start()
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
@@ -344,43 +316,38 @@ class MappingView(View):
             plot.plot(wrapped[bad].astype(float), np.full(int(bad.sum()), 0.38), pen=None,
                       symbol="t", symbolSize=12, symbolBrush=pg.mkBrush(theme.color("clipping")),
                       symbolPen=None)
-        # the labels under the codes go in rows of text measured in pixels: in data units a
-        # short plot (two schemes at 720 rows) stacked them into each other and the axis.
-        # A row is a line of the labels' text as a text item lays it out and a pixel, and
-        # below the last one the margin the item keeps above its text and a pixel: rows a
-        # line and a quarter of the text's size apart put the third row's letters on the
-        # code axis
-        font = QFont()
-        font.setPointSize(theme.axis_font_pt)
-        line_px, margin = _text_item_line(font)
-        line_px += 1
-        height = plot.getViewBox().height() or 150.0
-        below_px = margin + 1
-        rows = max(0, min(3, int((height - 60.0 - below_px) // line_px))) \
-            if x.size <= LABELLED else 0
-        below_px = below_px if rows else 0.0
-        # px per unit, cells to axis
-        per_unit = max((height - rows * line_px - below_px) / 1.2, 1.0)
-        step = line_px / per_unit
-        if rows:
-            deq = scale * (np.clip(codes, lo, hi) - zp)
-            shown = np.clip(codes, lo, hi)
-            texts = [f"{q} → {d:.3g} ({_error(d - v, scale)})"
-                     for q, v, d in zip(shown, x, deq, strict=True)]
-            # labels at the ends hang inward, so they stay in the plot
-            anchors = [0.0 if q < x0 + 20 else 1.0 if q > x1 - 20 else 0.5 for q in shown]
-            placed = _label_rows(shown, texts, span=(x0, x1), px=plot.width() or 1000,
-                                 char_px=0.62 * QFontInfo(font).pixelSize(), rows=rows,
-                                 anchors=anchors)
-            for q, text, row, ax in zip(shown, texts, placed, anchors, strict=True):
+        # the labels under the codes: rows laid out in pixels from what their items
+        # measure (see _code_labels), below the cells and above the code axis's ticks
+        vb = plot.getViewBox()
+        height, width = vb.height() or 150.0, vb.width() or 1000.0
+        shown = np.clip(codes, lo, hi)
+        bottom = -0.05  # no labels: the cells a little above the code axis
+        if x.size <= LABELLED:
+            font = QFont()
+            font.setPointSize(theme.axis_font_pt)
+            labels = [pg.TextItem(f"{q} → {d:.3g} ({_error(d - v, scale)})",
+                                  color=theme.foreground, anchor=(0.0, 0.0))
+                      for q, v, d in zip(shown, x, scale * (shown - zp), strict=True)]
+            for label in labels:
+                label.setFont(font)
+            boxes = code_labels.measure([label.textItem for label in labels])
+            ticks_px = max(0.0, -float(plot.getAxis("bottom").style["tickLength"]))
+            per_code = width / (x1 - x0)
+            placed = code_labels.place((shown - x0) * per_code, boxes, width,
+                                       code_labels.rows_that_fit(height, boxes, ticks_px))
+            rows = 1 + max(row for row, _ in placed)  # the rows used: the rest to the arrows
+            band = code_labels.band_px(rows, boxes, ticks_px)
+            per_unit = max((height - band) / 1.15, 1.0)  # px per unit, cells to the top
+            for label, (row, left) in zip(labels, placed, strict=True):
                 if row < 0:
                     continue  # no room: the arrow and its code still show it
-                below = pg.TextItem(text, color=theme.foreground, anchor=(ax, 0.0))
-                below.setPos(q, -0.02 - step * row)
-                below.setFont(font)
-                plot.addItem(below)
+                label.setPos(x0 + left / per_code,
+                             -code_labels.item_top_px(row, boxes) / per_unit)
+                plot.addItem(label)
+            if rows:
+                bottom = -band / per_unit
         plot.setXRange(x0, x1, padding=0)
-        plot.setYRange(-0.05 - step * rows - below_px / per_unit, 1.15, padding=0)
+        plot.setYRange(bottom, 1.15, padding=0)
         # the values themselves are the real axis' ticks (too close ones are left out by the
         # axis); many values get round ticks instead
         ticks = ([(float(p), f"{v:g}") for p, v in zip(pos, x, strict=True)]

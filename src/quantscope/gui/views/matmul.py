@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 from quantscope.gui.caption_label import PhraseLabel
 from quantscope.gui.jobs import Jobs, Lane
 from quantscope.gui.theme import Theme, current_theme, restyle, style_plot
+from quantscope.gui.tight_lines import tighten
 from quantscope.gui.views._legend import fit_columns, legend_below
 from quantscope.gui.views.lifecycle import View
 from quantscope.gui.views.matmul_controls import LabControls
@@ -121,7 +122,10 @@ class MatmulView(View):
 
         body = self.body = QHBoxLayout()
         panel = QVBoxLayout()
-        self.shapes = PhraseLabel()
+        # a font with tall lines makes none of the numbers' lines taller than their letters
+        # need (see gui/tight_lines.py): at 1280x720 in a talk its empty room pushed the
+        # last lines of the left column below the fold
+        self.shapes = tighten(PhraseLabel(), every_line=True)
         panel.addWidget(self.shapes)
         # the numbers in groups (caption, big number, details) that stand in one column or,
         # when one column is taller than the tab, in two (see _fit_controls)
@@ -139,17 +143,17 @@ class MatmulView(View):
             lines = QVBoxLayout(group)
             lines.setContentsMargins(0, 0, 0, 6)
             lines.setSpacing(2)
-            cap = QLabel(caption)
+            cap = tighten(QLabel(caption))
             # the numbers break between their phrases rather than run out of a narrow tab
             # ("14.5 bits spa", "K ≤ 10" cut off at 1600 px; "for K ≤" / "105,026" wrapped)
-            value = PhraseLabel()
+            value = tighten(PhraseLabel(), every_line=True)
             value.setText("…")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.captions[key], self.values[key] = cap, value
             lines.addWidget(cap)
             lines.addWidget(value)
             for detail in DETAILS.get(key, ()):
-                self.details[detail] = PhraseLabel()
+                self.details[detail] = tighten(PhraseLabel(), every_line=True)
                 lines.addWidget(self.details[detail])
         self._columns = 0
         self._arrange(1)
