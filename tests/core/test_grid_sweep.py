@@ -9,6 +9,8 @@ of the box in order of scale (its codes by a binary search, its error by the dir
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from test_format_mse import _sample, outlier_clusters
@@ -28,16 +30,17 @@ def _grid(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _sweep(x: np.ndarray, name: str, s1: float, s2: float, best: float):
-    """The engine's sweep of ``[s1, s2]`` on sorted ``x``: (found, error, scale, bound)."""
+    """The engine's sweep of ``[s1, s2]`` on sorted ``x``: (found, error, scale, bound, the
+    error at ``s1``)."""
     vals, mids, fmt = _grid(name)
     rlo, rhi, rf = new_scratch(vals.size)[:3]
-    n = grid_runs(x, 0, x.size, np.zeros((1, 4)), 0, False, s1, s2, vals, mids, fmt, rlo, rhi,
-                  rf)
+    n = grid_runs(x, 0, x.size, np.zeros((1, 4)), 0, np.zeros(1, np.float32), 0, False, s1, s2,
+                  vals, mids, fmt, rlo, rhi, rf)
     ne = max(box_crossings(rlo, rhi, rf, n), 1)
     ev = [np.empty(ne) for _ in range(3)]
     out = np.full(4, -1.0)
     found = grid_sweep(x, 0, rlo, rhi, rf, n, s1, s2, vals, mids, best, *ev, out)
-    return found, out[0], out[1], out[2]
+    return found, out[0], out[1], out[2], out[3]
 
 
 def _errors(x: np.ndarray, vals: np.ndarray, mids: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -97,15 +100,18 @@ def test_the_sweep_finds_the_least_error_of_every_piece(name):
             s1, s2 = float(np.float32(s1)), float(np.float32(s2))
             _, errs, infimum = _reference(x, name, s1, s2)
             least = float(errs.min())
+            at_s1 = _errors(x, vals, mids, np.array([s1]))[0]
             for best in (np.inf, least * (1 + 1e-6)):
-                found, err, s, bound = _sweep(x, name, s1, s2, best)
+                found, err, s, bound, low_end = _sweep(x, name, s1, s2, best)
                 assert found, (label, s1, s2, best)
+                assert abs(low_end - at_s1) <= room, (label, s1, s2)
                 assert abs(err - least) <= room, (label, s1, s2)
                 # the scale is the least error's (of errors equal to that rounding, either)
                 assert _errors(x, vals, mids, np.array([s]))[0] <= least + room
                 assert bound <= infimum + room, (label, s1, s2)
-            found, err, s, bound = _sweep(x, name, s1, s2, least * (1 - 1e-6))
+            found, err, s, bound, low_end = _sweep(x, name, s1, s2, least * (1 - 1e-6))
             assert not found and err == -1.0 and s == -1.0, (label, s1, s2)
+            assert abs(low_end - at_s1) <= room, (label, s1, s2)
             assert bound <= infimum + room
 
 
@@ -120,5 +126,75 @@ def test_of_equal_errors_the_largest_scale_is_found():
     zero = scales[errs == 0.0]
     assert zero.size >= 2 and zero[0] == 2.0 ** -7  # the reference: both, the larger first
     for best in (np.inf, 1.0):
-        found, err, s, _ = _sweep(x, "fp8_e4m3", 2.0 ** -8 * 0.9, 2.0 ** -6 * 0.9, best)
+        found, err, s, _, _ = _sweep(x, "fp8_e4m3", 2.0 ** -8 * 0.9, 2.0 ** -6 * 0.9, best)
         assert found and err == 0.0 and s == 2.0 ** -7
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp6_e2m3", "fp4_e2m1"])
+def test_a_walked_rows_runs_are_its_codes_and_their_running_sums(name):
+    """A walked row's runs for a box (or one scale): each the longest stretch of one pair of
+    codes at the box's ends (the number of midpoints below ``x · (1/s)``), its count and its
+    sums the left-to-right float64 sums of its elements, bit for bit."""
+    vals, mids, fmt = _grid(name)
+    mx = element_of(name).max_finite
+    for label, x in _rows().items():
+        x = np.sort(np.ascontiguousarray(x, np.float32))
+        xs = x.astype(np.float64)
+        s_mm = float(np.float32(np.abs(x).max() / mx))
+        for s1, s2 in ((s_mm, s_mm), (s_mm, 2 * s_mm), (0.7 * s_mm, 0.71 * s_mm)):
+            s1, s2 = float(np.float32(s1)), float(np.float32(s2))
+            rlo, rhi, rf = new_scratch(vals.size)[:3]
+            n = grid_runs(x, 0, x.size, np.zeros((1, 4)), 0, np.zeros(1, np.float32), 0, False,
+                          s1, s2, vals, mids, fmt, rlo, rhi, rf)
+            c1 = np.searchsorted(mids, xs * (1.0 / s1))
+            c2 = np.searchsorted(mids, xs * (1.0 / s2))
+            lo, hi = np.minimum(c1, c2), np.maximum(c1, c2)
+            ends = np.flatnonzero((np.diff(lo) != 0) | (np.diff(hi) != 0)) + 1
+            edges = np.concatenate([[0], ends, [x.size]])
+            assert n == edges.size - 1, (label, s1, s2)
+            for r in range(n):
+                p, q = int(edges[r]), int(edges[r + 1])
+                sx = sxx = 0.0
+                for v in xs[p:q]:
+                    sx += v
+                    sxx += v * v
+                assert (rlo[r], rhi[r], rf[r, 0]) == (lo[p], hi[p], q - p), (label, r)
+                assert rf[r, 1] == sx and rf[r, 2] == sxx, (label, r)
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp4_e2m1"])
+def test_a_long_rows_runs_galloped_on_its_sample_are_its_walked_runs(name):
+    """A row searched on its prefix sums finds each run's end on its sample (every
+    ``SAMPLE``-th value) and then within one stretch of the row: the same runs -- codes and
+    counts -- as a walk of the row, their sums the same to rounding, for boxes of several
+    widths and a row that starts inside a longer array (its own sample after another's)."""
+    from quantscope.core.formats.grid_bound import SAMPLE
+    from quantscope.core.stats.prepared import prepare
+
+    vals, mids, fmt = _grid(name)
+    g = np.load(Path(__file__).resolve().parents[2] / "src" / "quantscope" / "resources"
+                / "samples" / "layer0_ffn_gelu_activations.npy").astype(np.float32)
+    first = np.sort(g.reshape(-1)[:3001])
+    row = np.sort(g.reshape(-1)[5000:45000])
+    values = np.concatenate([first, row])
+    rec = prepare(row).layout(None, None).build_sums()
+    k_rec = np.zeros((rec.records.shape[0] + 7, 4))
+    k_rec[7:] = rec.records  # the row's records after another's
+    smp = np.concatenate([first[::SAMPLE], row[::SAMPLE]])
+    a, m0 = first.size, -(-first.size // SAMPLE)
+    s_mm = float(np.float32(np.abs(row).max() / element_of(name).max_finite))
+    for s1, s2 in ((s_mm, s_mm), (0.7 * s_mm, 0.71 * s_mm), (0.5 * s_mm, s_mm),
+                   (s_mm, 2 * s_mm)):
+        s1, s2 = float(np.float32(s1)), float(np.float32(s2))
+        got = new_scratch(vals.size)[:3]
+        n = grid_runs(values, a, values.size, k_rec, 7, smp, m0, True, s1, s2, vals, mids, fmt,
+                      *got)
+        want = new_scratch(vals.size)[:3]
+        m = grid_runs(values, a, values.size, np.zeros((1, 4)), 0, smp, 0, False, s1, s2, vals,
+                      mids, fmt, *want)
+        assert n == m > 1, (s1, s2)
+        assert np.array_equal(got[0][:n], want[0][:n]) and np.array_equal(got[1][:n],
+                                                                           want[1][:n])
+        assert np.array_equal(got[2][:n, 0], want[2][:n, 0])
+        scale = np.abs(want[2][:n, 1:3]).sum(axis=0)
+        assert np.all(np.abs(got[2][:n, 1:3] - want[2][:n, 1:3]) <= 1e-12 * scale)

@@ -83,8 +83,8 @@ def _up(f, k):
 
 
 @_jit
-def refine_rows(values, starts, rec, rec_starts, search, rows, scale, s_floor, vals, mids, fmt,
-                code_m, code_w, mant, out, cover, rated):
+def refine_rows(values, starts, rec, rec_starts, smp, smp_starts, search, rows, scale, s_floor,
+                vals, mids, fmt, code_m, code_w, mant, out, cover, rated):
     """For each sorted row ``rows[e]`` and its float32 ``scale[e]`` (the search's), the
     float32 scale not below ``s_floor[e]`` with the least error by the report's arithmetic
     (module doc) into ``out[e]``: ``scale[e]`` itself unless one is strictly less. Scanned:
@@ -112,11 +112,11 @@ def refine_rows(values, starts, rec, rec_starts, search, rows, scale, s_floor, v
         rated[e, 1] = np.inf
         if b == a or not scale[e] > 0.0:
             continue
-        k0 = rec_starts[r] if search[e] else 0
+        k0, m0 = (rec_starts[r], smp_starts[r]) if search[e] else (0, 0)
         found[0] = np.inf
         found[1] = scale[e]
-        _scan_piece(values, a, b, rec, k0, search[e], np.float64(scale[e]), s_floor[e], vals,
-                    mids, fmt, code_m, code_w, mant, rlo, rhi, rf, sums, found)
+        _scan_piece(values, a, b, rec, k0, smp, m0, search[e], np.float64(scale[e]), s_floor[e],
+                    vals, mids, fmt, code_m, code_w, mant, rlo, rhi, rf, sums, found)
         rated[e, 1] = found[7]
         cover[e, 0] = found[5]
         cover[e, 1] = found[6]
@@ -131,8 +131,9 @@ def refine_rows(values, starts, rec, rec_starts, search, rows, scale, s_floor, v
                 anchor = _down(f, MARGIN + 1) if side == 0 else _up(f, MARGIN + 1)
                 if not np.float64(anchor) >= s_floor[e] or not np.isfinite(anchor):
                     break
-                _scan_piece(values, a, b, rec, k0, search[e], np.float64(anchor), s_floor[e],
-                            vals, mids, fmt, code_m, code_w, mant, rlo, rhi, rf, sums, found)
+                _scan_piece(values, a, b, rec, k0, smp, m0, search[e], np.float64(anchor),
+                            s_floor[e], vals, mids, fmt, code_m, code_w, mant, rlo, rhi, rf, sums,
+                            found)
                 end = found[2] if side == 0 else found[3]
                 more = found[4] == 1.0 + side or found[4] == 3.0
                 pieces += 1
@@ -141,8 +142,8 @@ def refine_rows(values, starts, rec, rec_starts, search, rows, scale, s_floor, v
 
 
 @_jit
-def _scan_piece(x, a, b, rec, k0, search, anchor, s_floor, vals, mids, fmt, code_m, code_w,
-                mant, rlo, rhi, rf, sums, found):
+def _scan_piece(x, a, b, rec, k0, smp, m0, search, anchor, s_floor, vals, mids, fmt, code_m,
+                code_w, mant, rlo, rhi, rf, sums, found):
     """Scan the float32 scales of the piece around ``anchor`` (clear of its ends by
     :data:`MARGIN`) from its vertex outwards while the real error less the rounding's bound
     is below ``found[0]`` (the best error, at ``found[1]``; both updated). ``found[2:4]``: the
@@ -152,7 +153,8 @@ def _scan_piece(x, a, b, rec, k0, search, anchor, s_floor, vals, mids, fmt, code
     the margin, does too: the real error only rises away from the vertex), from the first to
     the second; ``found[7]``: the error of ``anchor`` itself where the scan may rate it (clear
     of the ends), else inf."""
-    n_runs = grid_runs(x, a, b, rec, k0, search, anchor, anchor, vals, mids, fmt, rlo, rhi, rf)
+    n_runs = grid_runs(x, a, b, rec, k0, smp, m0, search, anchor, anchor, vals, mids, fmt, rlo,
+                       rhi, rf)
     lower, upper = _piece_of(x, a, rlo, rf, n_runs, mids)
     lower = max(lower, s_floor)
     found[2] = lower

@@ -190,10 +190,7 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
         s_top = np.maximum(s_top, 2.0 * s_mm.astype(np.float64))
     s_mm64 = np.clip(s_mm.astype(np.float64), s_floor, s_top)
     search = rows.lengths >= SEARCH_ROWS
-    if search.any():
-        rec, rec_starts = rows.records, rows.rec_starts
-    else:
-        rec, rec_starts = np.zeros((1, 4)), np.zeros(n_rows + 1, np.intp)
+    rec, rec_starts, smp, smp_starts = _long_rows(rows, search)
     floor = FLOOR * rows.sumsq
     wide = search.any() and et.values.size > WIDE_SWEEP_VALUES
     sweep_cells = LONG_SWEEP_CELLS if wide else SWEEP_CELLS
@@ -219,8 +216,8 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
         def share(sel: np.ndarray) -> None:
             part = np.zeros((sel.size, OUT_COLUMNS))
             r = row[sel]
-            grid_rows_optimum(rows.values, rows.starts, rec, rec_starts, search[r], r,
-                              vals, mids, fmt, lo[sel], hi[sel], s_mm64[r], eps,
+            grid_rows_optimum(rows.values, rows.starts, rec, rec_starts, smp, smp_starts,
+                              search[r], r, vals, mids, fmt, lo[sel], hi[sel], s_mm64[r], eps,
                               floor[r], grid, max_boxes, sweep_cells, best0[sel], fold,
                               below[sel], part)
             res[sel] = part
@@ -248,6 +245,27 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
                                 out[:, OUT_MM_TERMS])
     return FormatOptimum(scale, error, np.where(live, out[:, 2] > 0, True),
                          out[:, 3].astype(np.int64), np.where(live, out[:, 4], 1.0))
+
+
+def _long_rows(rows: SortedRows, search: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What the search's loops take for the rows it searches on their prefix sums
+    (``search``): the block records and where each row's start, and each such row's value at
+    every :data:`~quantscope.core.formats.grid_bound.SAMPLE`-th position and where each
+    row's start (stand-ins where no row is searched so)."""
+    # the search's constants come with its loops: imported where a search needs them
+    from quantscope.core.formats.grid_bound import SAMPLE
+
+    n_rows = rows.n_rows
+    if not search.any():
+        return (np.zeros((1, 4)), np.zeros(n_rows + 1, np.intp), np.zeros(1, np.float32),
+                np.zeros(n_rows + 1, np.intp))
+    counts = np.where(search, -(-rows.lengths // SAMPLE), 0)
+    smp_starts = np.zeros(n_rows + 1, np.intp)
+    np.cumsum(counts, out=smp_starts[1:])
+    smp = np.concatenate([rows.values[rows.starts[r]:rows.starts[r + 1]:SAMPLE]
+                          for r in np.flatnonzero(search)]).astype(np.float32)
+    return rows.records, rows.rec_starts, smp, smp_starts
 
 
 def _search_in_parts(row: np.ndarray, s_floor: np.ndarray, s_top: np.ndarray, run,
@@ -376,10 +394,7 @@ def _float32_best(rows: SortedRows, name: str, s: np.ndarray, s_floor: np.ndarra
     if et.kind != KIND_FLOAT or rows.n_rows == 0:
         return out, cover, rated
     search = rows.lengths >= SEARCH_ROWS
-    if search.any():
-        rec, rec_starts = rows.records, rows.rec_starts
-    else:
-        rec, rec_starts = np.zeros((1, 4)), np.zeros(rows.n_rows + 1, np.intp)
+    rec, rec_starts, smp, smp_starts = _long_rows(rows, search)
     vals = np.ascontiguousarray(et.values, np.float64)
     mids = np.ascontiguousarray(et.midpoints, np.float64)
     fmt = grid_format(et)
@@ -393,8 +408,9 @@ def _float32_best(rows: SortedRows, name: str, s: np.ndarray, s_floor: np.ndarra
         part_cover = np.empty((sel.size, 2))
         part_rated = np.empty((sel.size, 2))
         r = row[sel]
-        refine_rows(rows.values, rows.starts, rec, rec_starts, search[r], r, s32[r], floor[r],
-                    vals, mids, fmt, code_m, code_w, mant, part, part_cover, part_rated)
+        refine_rows(rows.values, rows.starts, rec, rec_starts, smp, smp_starts, search[r], r,
+                    s32[r], floor[r], vals, mids, fmt, code_m, code_w, mant, part, part_cover,
+                    part_rated)
         out[r] = part
         cover[r] = part_cover
         rated[r] = part_rated
