@@ -65,7 +65,7 @@ class Trace:
         setattr(module, name, wrapped)
 
     def install(self) -> None:
-        from quantscope.core.stats import mse_search, prepared
+        from quantscope.core.stats import mse_search, prepared, sweep
         from quantscope.state import compute
 
         def search(rows, **kw):
@@ -73,6 +73,8 @@ class Trace:
             return f"search {'sym' if kw.get('symmetric') else 'asym'} {unit}"
 
         self.wrap(mse_search, "mse_search", search)
+        if hasattr(sweep, "mse_search"):  # where the MSE range method calls it, if there
+            self.wrap(sweep, "mse_search", search)
         self.wrap(compute, "pane_params", lambda x, pane, *a, **k: f"params {pane}")
         self.wrap(compute, "analyze_with",
                   lambda x, p, params: f"report {params.granularity} "

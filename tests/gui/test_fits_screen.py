@@ -290,3 +290,26 @@ def test_the_bit_width_curves_are_taller_than_their_legend(fonts, app_window, qt
     assert plot.isVisible()
     legend = plot.legend.boundingRect().height()
     assert plot.getViewBox().height() > legend, (fonts, plot.getViewBox().height(), legend)
+
+
+def test_the_matmul_choices_read_whole_at_a_laptops_desk(fonts, app_window, qtbot):
+    """At 1280x720 outside a talk, the views in the panes' place, every font set: each
+    Matmul choice reads whole. Side by side fitted the controls' minimum (each combo box a
+    few letters wide), which cut "half away from 0 (TFLite)" and "per output channel"."""
+    from gui_measure import cut_combo_texts
+    from PySide6.QtWidgets import QComboBox
+
+    win = app_window(1000)
+    win.resize(1280, 720)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 720), timeout=5000)
+    settle(win, qtbot)
+    assert win.compact.narrow
+    win.compact.button.click()  # "Views ▸"
+    view = win.views_controller.tabs.page("Matmul")
+    win.views.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: view.outcome is not None, timeout=30_000)
+    settle(win, qtbot)
+    boxes = [b for b in view.controls.findChildren(QComboBox) if b.isVisible()]
+    assert len(boxes) >= 9
+    assert not cut_combo_texts(boxes), (fonts, cut_combo_texts(boxes))
+    assert view.controls_area.horizontalScrollBar().maximum() == 0

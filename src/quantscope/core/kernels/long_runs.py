@@ -50,6 +50,15 @@ def _gap_bound(x, a, p, q, g, rec, k0, s1, s2, vl, vh):
     ``s1·vl..s2·vl`` and ``s1·vh..s2·vh`` is at least its distance to the nearer away from
     any value it can take; from the prefix sums (``g`` the prefix at ``p``). Returns
     (bound, prefix at ``q``)."""
+    bound, p2, g2 = gap_sums(x, a, p, q, g, rec, k0, s1, s2, vl, vh)
+    return bound, prefix_from(x, a, p2, g2, q, rec, k0)
+
+
+@_jit
+def gap_sums(x, a, p, q, g, rec, k0, s1, s2, vl, vh):
+    """:func:`_gap_bound`'s bound of the run ``p .. q``, and the last position whose prefix
+    it carried with that prefix (``p`` and ``g`` when the intervals leave no gap): a caller
+    that knows the prefix at ``q`` carries it no further."""
     bound = 0.0
     hi_lo = max(s1 * vl, s2 * vl)
     lo_hi = min(s1 * vh, s2 * vh)
@@ -65,10 +74,8 @@ def _gap_bound(x, a, p, q, g, rec, k0, s1, s2, vl, vh):
         bound += sxx - 2.0 * hi_lo * sx + hi_lo * hi_lo * (pm - p1)
         sx, sxx = _dd(gm, g2)
         bound += sxx - 2.0 * lo_hi * sx + lo_hi * lo_hi * (p2 - pm)
-        gq = prefix_from(x, a, p2, g2, q, rec, k0)
-    else:
-        gq = prefix_from(x, a, p, g, q, rec, k0)
-    return max(bound, 0.0), gq
+        return max(bound, 0.0), p2, g2
+    return max(bound, 0.0), p, g
 
 
 @_jit
@@ -212,9 +219,8 @@ def box_runs(x, a, b, rec, k0, s1, s2, pos, code, pre, o1, e1, o2, e2, g_end, rl
             gq = (pre[j, 0], pre[j, 1], pre[j, 2], pre[j, 3])
         lo, hi = min(c1, c2), max(c1, c2)
         bound = 0.0
-        if hi == lo + 1:
-            bound, _ = _gap_bound(x, a, p, q, g, rec, k0, s1, s2, np.float64(lo),
-                                  np.float64(hi))
+        if hi == lo + 1:  # its bound; the prefix at q is known
+            bound = gap_sums(x, a, p, q, g, rec, k0, s1, s2, np.float64(lo), np.float64(hi))[0]
         sx, sxx = _dd(g, gq)
         rlo[r] = lo
         rhi[r] = hi

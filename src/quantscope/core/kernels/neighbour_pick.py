@@ -54,17 +54,17 @@ _TINY32 = float(np.finfo(np.float32).tiny)
 
 
 @_jit
-def _clear_of_ties(x, p, q, m, k, inv, zf):
-    """Whether every element of the run ``x[p:q]`` (code ``m`` at ``inv = 1/s``, clamped to
-    ``[-k, k]``) is more than :data:`KAPPA` (times ``|y| + |z| + 1``) from the ties either
-    side of its code: its first element from ``m − 1/2`` and its last from ``m + 1/2`` (a
-    clamped run, only from the tie towards the range)."""
+def _clear_of_ties(first, last, m, k, inv, zf):
+    """Whether every element of a sorted run from ``first`` to ``last`` (code ``m`` at
+    ``inv = 1/s``, clamped to ``[-k, k]``) is more than :data:`KAPPA` (times ``|y| + |z| + 1``)
+    from the ties either side of its code: its first element from ``m − 1/2`` and its last
+    from ``m + 1/2`` (a clamped run, only from the tie towards the range)."""
     if m > -k:
-        y = np.float64(x[p]) * inv
+        y = first * inv
         if not y - (m - 0.5) > KAPPA * (abs(y) + zf + 1.0):
             return False
     if m < k:
-        y = np.float64(x[q - 1]) * inv
+        y = last * inv
         if not (m + 0.5) - y > KAPPA * (abs(y) + zf + 1.0):
             return False
     return True
@@ -94,63 +94,61 @@ def neighbour_pick(x, a, b, pre, pos, code, i, i_end, s, z, qmin, qmax):
     # a prefix difference's roundoff beyond 3u·Σ|x|: the low parts' own, 4u²n³ times the
     # largest |x| at most
     grow = 16.0 * n * n * n * _U * _U
-    t1 = 0.0  # T_1 from the runs' sums, and the magnitudes its roundoff is bounded by
-    mag1 = 0.0
-    h_top = 0.0
-    d0 = 0.0  # T_0 − T_1 and T_2 − T_1, and their magnitudes, Σ|x̂_1 − x̂_j|
+    t1 = 0.0  # T_1 from the runs' sums
+    d0 = 0.0  # T_0 − T_1 and T_2 − T_1
     d2 = 0.0
-    mag0 = 0.0
-    mag2 = 0.0
-    step0 = 0.0
-    step2 = 0.0
+    mag = 0.0  # Σ n_run·(max |x| + |x̂_1|)², which bounds every term's magnitude
+    h_top = 0.0
+    f0, f2 = np.float32(s0), np.float32(s2)
+    # the prefix sums at the run's start, carried from the last run's end
+    u = pos[i] - a if i < i_end else 0
+    g0, g1, g2, g3 = pre[u, 0], pre[u, 1], pre[u, 2], pre[u, 3]
     for t in range(i, i_end):
         p = pos[t]
         q = pos[t + 1] if t + 1 < i_end else b
         m = code[t]
-        if not _clear_of_ties(x, p, q, m, k, inv, zf):
+        first, last = np.float64(x[p]), np.float64(x[q - 1])
+        if not _clear_of_ties(first, last, m, k, inv, zf):
             return np.nan
         w = np.float32(min(max(m + z, qmin), qmax) - z)
         h1 = np.float64(np.float32(w * s32))
-        h0 = np.float64(np.float32(w * np.float32(s0)))
-        h2 = np.float64(np.float32(w * np.float32(s2)))
+        h0 = np.float64(np.float32(w * f0))
+        h2 = np.float64(np.float32(w * f2))
         cnt = np.float64(q - p)
-        u, v = p - a, q - a
-        sx = (pre[v, 0] - pre[u, 0]) + (pre[v, 1] - pre[u, 1])
-        sxx = (pre[v, 2] - pre[u, 2]) + (pre[v, 3] - pre[u, 3])
-        x_run = max(abs(np.float64(x[p])), abs(np.float64(x[q - 1])))
+        v = q - a
+        sx = (pre[v, 0] - g0) + (pre[v, 1] - g1)
+        sxx = (pre[v, 2] - g2) + (pre[v, 3] - g3)
+        g0, g1, g2, g3 = pre[v, 0], pre[v, 1], pre[v, 2], pre[v, 3]
         t1 += sxx - 2.0 * h1 * sx + cnt * h1 * h1
-        mag1 += cnt * (x_run * x_run + 2.0 * abs(h1) * x_run + h1 * h1)
+        d0 += (h1 - h0) * (2.0 * sx - cnt * (h1 + h0))  # h1 − h_j exact: a float32 step
+        d2 += (h1 - h2) * (2.0 * sx - cnt * (h1 + h2))
+        top = max(abs(first), abs(last)) + abs(h1)
+        mag += cnt * top * top
         h_top = max(h_top, abs(h1))
-        a0 = h1 - h0  # exact: float32 values a step apart
-        a2 = h1 - h2
-        d0 += a0 * (2.0 * sx - cnt * (h1 + h0))
-        d2 += a2 * (2.0 * sx - cnt * (h1 + h2))
-        mag0 += abs(a0) * cnt * (2.0 * x_run + abs(h1) + abs(h0))
-        mag2 += abs(a2) * cnt * (2.0 * x_run + abs(h1) + abs(h2))
-        step0 += abs(a0)
-        step2 += abs(a2)
+    # the roundoff of these sums (module doc): each run's terms within a few units of their
+    # magnitude; |x̂_1 − x̂_j| is at most 2^-21·|x̂_1| (a step of the scale and two roundings
+    # of the product, 2^-22 each), which scales the differences' magnitudes: below
+    # 2^-21·2.001·mag, taken as 2^-19·mag
     runs = np.float64(i_end - i)
     slack = 1.001  # the bounds' own rounding
     ex = grow * x_row  # a run's Σx and Σx² beyond their 3u relative roundoff
-    exx = ex * x_row
-    e0 = slack * ((runs + 7.0) * _U * mag0 + 2.0 * ex * step0)
-    e2 = slack * ((runs + 7.0) * _U * mag2 + 2.0 * ex * step2)
-    t1_top = t1 + slack * ((runs + 12.0) * _U * mag1 + runs * (exx + 2.0 * h_top * ex))
-    t0_top = t1_top + abs(d0) + e0
-    t2_top = t1_top + abs(d2) + e2
+    e = slack * ((runs + 7.0) * _U * 2.0**-19 * mag + 2.0 * ex * 2.0**-21 * runs * h_top)
+    t1_top = t1 + slack * ((runs + 12.0) * _U * mag + runs * (ex * x_row + 2.0 * h_top * ex))
+    t0_top = t1_top + abs(d0) + e
+    t2_top = t1_top + abs(d2) + e
     rel = slack * (n + 8.0) * 2.0**-52  # the report's sums (module doc)
-    f0 = e0 + rel * (t0_top + t1_top)  # how far the computed T_j − T_1 may be from E_j − E_1
-    f2 = e2 + rel * (t2_top + t1_top)
-    below0, above0 = d0 + f0 < 0.0, d0 - f0 > 0.0
-    below2, above2 = d2 + f2 < 0.0, d2 - f2 > 0.0
+    off0 = e + rel * (t0_top + t1_top)  # how far the computed T_j − T_1 may be from E_j − E_1
+    off2 = e + rel * (t2_top + t1_top)
+    below0, above0 = d0 + off0 < 0.0, d0 - off0 > 0.0
+    below2, above2 = d2 + off2 < 0.0, d2 - off2 > 0.0
     if not (below0 or above0) or not (below2 or above2):
         return np.nan
     if below0 and below2:
-        g = d0 - d2
-        f = slack * (f0 + f2 + 4.0 * _U * (abs(d0) + abs(d2)))
-        if g + f < 0.0:
+        gap = d0 - d2
+        off = slack * (off0 + off2 + 4.0 * _U * (abs(d0) + abs(d2)))
+        if gap + off < 0.0:
             return -1.0
-        if g - f > 0.0:
+        if gap - off > 0.0:
             return 1.0
         return np.nan
     if below0:

@@ -312,6 +312,15 @@ class MatmulView(View):
         # default), and the controls decide again when it is shown (showEvent)
         if self.isVisible():
             controls.set_stacked(self.controls_area.width() < self._row_width)
+            # the side-by-side minimum lets the combo boxes shrink to a few letters: where
+            # that cuts a choice ("half away from 0 (TFLit", "per output chan" at a desk's
+            # 1280 px), side by side needs more than this width. Not in a talk: at 720 rows
+            # the three rows stacking adds are the numbers' (a wide font's last lines went
+            # below the fold)
+            if not (controls.stacked or current_theme().presentation) \
+                    and controls.cut_choices():
+                self._row_width = self.controls_area.width() + 1
+                controls.set_stacked(True)
         bar = self.controls_area.horizontalScrollBar()
         self.controls_area.setFixedHeight(self.controls.sizeHint().height()
                                           + (bar.sizeHint().height() if bar.maximum() else 0))

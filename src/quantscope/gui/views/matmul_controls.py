@@ -23,6 +23,8 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QSpinBox,
+    QStyle,
+    QStyleOptionComboBox,
     QVBoxLayout,
     QWidget,
 )
@@ -215,6 +217,20 @@ class LabControls(QWidget):
             grid.addWidget(widget, row, col, rows, cols)
         for col, stretch in stretches.items():
             grid.setColumnStretch(col, stretch)
+
+    def cut_choices(self) -> bool:
+        """Whether a shown combo box's choice is wider than its field as laid out now."""
+        self.layout().activate()
+        for box in self.findChildren(QComboBox):
+            if box.isHidden():
+                continue
+            option = QStyleOptionComboBox()
+            option.initFrom(box)
+            field = box.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
+                                               QStyle.SubControl.SC_ComboBoxEditField, box)
+            if box.fontMetrics().horizontalAdvance(box.currentText()) > field.width():
+                return True
+        return False
 
     def _changed(self, *_args) -> None:
         self.changed.emit()
