@@ -322,3 +322,34 @@ def test_a_short_plot_shows_fewer_rows_and_the_band_holds_them():
     assert rows_that_fit(ARROWS_PX + 10, boxes, 5.0) == 0
     # a row's letters start a gap and the rows above it below the cells
     assert item_top_px(2, boxes) + boxes.ink_offset == 6 + 2 * 24
+
+
+def test_a_cast_without_clamp_reads_its_values_and_its_wrapped_code(view, qtbot):
+    """With the wrap example the values -1, 0 and 0.5 sit a few pixels apart on the real
+    axis: their labels never touch ("0" and "0.5" read as "00.5"); the wrapped code's label
+    is whole in the plot and clear of its marker and of the dashed arrow's end (centred over
+    the end, the arrow ran through its words)."""
+    import pyqtgraph as pg
+    from PySide6.QtCore import QRectF
+
+    view.wrap_box.setChecked(True)
+    view.resize(900, 600)  # the plot ~620 px wide: "0" and "0.5" 9 px apart
+    qtbot.wait(50)
+    view.grab()
+    item = view.plots["cast"].getPlotItem()
+    rects = sorted((rect for rect, _, _ in _drawn_labels(item.getAxis("top"))),
+                   key=lambda r: r.left())
+    assert len(rects) >= 2
+    for a, b in itertools.pairwise(rects):
+        assert a.right() < b.left(), (a, b)
+    box = item.getViewBox()
+    room = box.mapRectToScene(box.boundingRect())
+    labels = [t for t in item.items
+              if isinstance(t, pg.TextItem) and "astype" in t.textItem.toPlainText()]
+    assert len(labels) == 1
+    wrapped = view.export_data()["cast_without_clamp"]["wrapped"]
+    end = box.mapViewToScene(pg.Point(min(wrapped), 0.38))  # -56: the one wrapped code
+    marker = QRectF(end.x() - 6, end.y() - 6, 12, 12)
+    rect = labels[0].sceneBoundingRect()
+    assert room.contains(rect), (room, rect)
+    assert not rect.intersects(marker), (rect, marker)

@@ -360,8 +360,9 @@ def _bucket_sums(x, a, rlo, rhi, rf, n_runs, s1, s2, vals, mids, scale, count, b
         for k in range(lo, hi):  # each midpoint crossed, the run's elements in order
             inv = 1.0 / mids[k]
             d1, d2 = _step(vals, k, positive)
-            for i in range(p, p + cnt):
-                xv = np.float64(x[i])
+            xs = x[p:p + cnt]  # from 0: indices the compiler knows are not negative
+            for i in range(cnt):
+                xv = np.float64(xs[i])
                 b = min(max(xv * inv, s1), s2)
                 j = bucket_of(b, s2, scale, nb)
                 count[j + 1] += 1

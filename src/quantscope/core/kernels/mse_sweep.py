@@ -163,9 +163,7 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
     head[:] = -1
     flags = np.zeros(2 * nb, np.bool_)
     want, kept = flags[:nb], flags[nb:]  # kept: buckets whose inner crossings are kept too
-    sums = np.empty(6 * nz)
-    dq1, dq2, eq1, eq2 = sums[:nz], sums[nz:2 * nz], sums[2 * nz:3 * nz], sums[3 * nz:4 * nz]
-    efz, fz = sums[4 * nz:5 * nz], sums[5 * nz:]
+    fz = np.empty(nz)
     small = n_cross <= SMALL_BOX
     ne = deal(SUMS_ALL if small else SUMS, x, a, rlo, rhi, rf, n_runs, s1, s2, scale, nb,
               inner_lo, inner_hi, bk, want, 0, nb - 1, ev_b, ev_x, ev_m, head, link, 0)
@@ -174,8 +172,13 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
     # each zero point's least edge part on the first stretch (``fz``), down to the first edge
     # bucket's least breakpoint, and the least of them
     f_low = _edge_least(q1, q2, nz, edge_lo[0], s2, fz)
+    # the edge parts of the stretches each edge bucket's events cut it into, computed once for
+    # the bucket loop and :func:`_to_sweep` alike
+    f_edge, after = _edge_table(bk, nb, head, link, ev_b, ev_x, ev_m, inner_lo, inner_hi, q1, q2,
+                                nz, za, qmin, qmax, edge_lo, f_low, buf)
     span_hi = s2  # the least breakpoint of the last nonempty bucket passed (s2 at first)
     nxt = 0  # the next nonempty bucket after the current one
+    e = 0  # the edge buckets before this one
     hit = False
     for j in range(nb):
         if bk[j, 2] > bk[j, 3]:
@@ -185,27 +188,25 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
         low = _bucket_low(q0, a1, a2, bk, j, span_lo, span_hi)
         f_end = f_low
         f_min = f_low
-        if bk[j, 4] != 0.0:
-            # the edge parts of the stretches the bucket's edge events cut it into
-            n = sorted_crossings(head, link, j, ev_b, ev_x, ev_m, inner_lo, inner_hi, True, buf)
-            f_min, f_end = _edge_stretches(buf, n, ev_b, ev_x, ev_m, q1, q2, eq1, eq2, efz, nz,
-                                           za, qmin, qmax, edge_lo[j + 1], f_low)
-        if low + f_min >= best or (bk[j, 4] == 0.0 and nz > 1 and _bucket_low_z(
+        edge = bk[j, 4] != 0.0
+        if edge:
+            f_min, f_end = f_edge[e, 0], f_edge[e, 1]
+        if low + f_min >= best or (not edge and nz > 1 and _bucket_low_z(
                 q0, a1, a2, q1, q2, nz, bk, j, span_lo, span_hi) >= best):
             a1 += bk[j, 0]
             a2 += bk[j, 1]
-            if bk[j, 4] != 0.0:
-                q1[:nz] = eq1[:nz]
-                q2[:nz] = eq2[:nz]
-                fz[:nz] = efz[:nz]
+            if edge:
+                q1[:nz] = after[e, 0]
+                q2[:nz] = after[e, 1]
+                fz[:nz] = after[e, 2]
                 f_low = f_end
+                e += 1
             span_hi = bk[j, 2]
             continue
         if not kept[j]:
             # the buckets from here on that may be swept, their inner crossings kept
-            j_hi = _to_sweep(j, nb, bk, edge_lo, q0, a1, a2, q1, q2, nz, za, qmin, qmax, inner_lo,
-                      inner_hi, f_low, span_hi, s1, best, head, link, ev_b, ev_x, ev_m, buf,
-                      want, kept, dq1, dq2, eq1, eq2, efz)
+            j_hi = _to_sweep(j, nb, bk, q0, a1, a2, f_low, span_hi, s1, best, f_edge, e, want,
+                             kept)
             ne = deal(KEEP, x, a, rlo, rhi, rf, n_runs, s1, s2, scale, nb, inner_lo, inner_hi,
                       bk, want, j, j_hi, ev_b, ev_x, ev_m, head, link, ne)
             for u in range(j, nb):
@@ -245,6 +246,8 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
                 best = out[0]
                 hit = True
         span_hi = bk[j, 2]
+        if edge:
+            e += 1
     return hit
 
 
@@ -342,11 +345,10 @@ def _edge_stretches(buf, n, ev_b, ev_x, ev_m, q1, q2, eq1, eq2, efz, nz, za, qmi
 
 
 @_jit
-def _to_sweep(j0, nb, bk, edge_lo, q0, a1, a2, q1, q2, nz, za, qmin, qmax, inner_lo, inner_hi,
-              f_low, span_hi, s1, best, head, link, ev_b, ev_x, ev_m, buf, want, kept, dq1,
-              dq2, eq1, eq2, efz):
+def _to_sweep(j0, nb, bk, q0, a1, a2, f_low, span_hi, s1, best, f_edge, e, want, kept):
     """``want``: bucket ``j0`` and the later ones whose crossings are not kept yet that the
-    sweep may solve piece by piece, given its sums before ``j0``; returns the last of them.
+    sweep may solve piece by piece, given its sums before ``j0`` (``e`` edge buckets before
+    it, ``f_edge`` their edge parts: :func:`_edge_table`); returns the last of them.
 
     :func:`box_sweep`'s bounds, bucket by bucket, with every bucket passed: the sweep itself
     passes a bucket on the same bound, with ``best`` no higher and sums that differ only by
@@ -355,8 +357,6 @@ def _to_sweep(j0, nb, bk, edge_lo, q0, a1, a2, q1, q2, nz, za, qmin, qmax, inner
     less than that bound of every bucket (and, compiled into this loop, it slowed the
     symmetric sweep by a tenth). A bucket met unkept all the same is asked for again from
     there."""
-    dq1[:nz] = q1[:nz]
-    dq2[:nz] = q2[:nz]
     nxt = j0
     last = j0
     for j in range(j0):
@@ -369,11 +369,8 @@ def _to_sweep(j0, nb, bk, edge_lo, q0, a1, a2, q1, q2, nz, za, qmin, qmax, inner
         span_lo = s1 if nxt >= nb else bk[nxt, 3]
         f_min = f_low
         if bk[j, 4] != 0.0:
-            n = sorted_crossings(head, link, j, ev_b, ev_x, ev_m, inner_lo, inner_hi, True, buf)
-            f_min, f_low = _edge_stretches(buf, n, ev_b, ev_x, ev_m, dq1, dq2, eq1, eq2, efz, nz,
-                                           za, qmin, qmax, edge_lo[j + 1], f_low)
-            dq1[:nz] = eq1[:nz]
-            dq2[:nz] = eq2[:nz]
+            f_min, f_low = f_edge[e, 0], f_edge[e, 1]
+            e += 1
         if not kept[j] and (j == j0 or _bucket_low(q0, a1, a2, bk, j, span_lo, span_hi) + f_min
                             < best + _MARGIN * abs(best)):
             want[j] = True
@@ -382,6 +379,42 @@ def _to_sweep(j0, nb, bk, edge_lo, q0, a1, a2, q1, q2, nz, za, qmin, qmax, inner
         a2 += bk[j, 1]
         span_hi = bk[j, 2]
     return last
+
+
+@_jit
+def _edge_table(bk, nb, head, link, ev_b, ev_x, ev_m, inner_lo, inner_hi, q1, q2, nz, za, qmin,
+                qmax, edge_lo, f_low, buf):
+    """Each edge bucket's edge parts, in order from the edge sums ``q1``, ``q2`` (``f_low``
+    the least edge part on the first stretch): the least edge part of the stretches its events
+    start and the last one's (``f_edge[e]``, :func:`_edge_stretches`), and each zero point's
+    ``q1``, ``q2`` and least edge part on its last stretch (``after[e]``).
+
+    The bucket loop needs them at every edge bucket it meets, whether it passes or sweeps it
+    (a sweep steps the sums through the same events in the same order, to the same numbers),
+    and so does :func:`_to_sweep` for the buckets after the one it starts at: computed once,
+    not once for each (the events' steps and stretches were a tenth of an asymmetric box)."""
+    n_edge = 0
+    for j in range(nb):
+        if bk[j, 4] != 0.0:
+            n_edge += 1
+    f_edge = np.empty((n_edge, 2))
+    after = np.empty((n_edge, 3, nz))
+    e = 0
+    for j in range(nb):
+        if bk[j, 4] == 0.0:
+            continue
+        n = sorted_crossings(head, link, j, ev_b, ev_x, ev_m, inner_lo, inner_hi, True, buf)
+        if e == 0:
+            c1, c2 = q1[:nz], q2[:nz]
+        else:
+            c1, c2 = after[e - 1, 0], after[e - 1, 1]
+        f_min, f_low = _edge_stretches(buf, n, ev_b, ev_x, ev_m, c1, c2, after[e, 0],
+                                       after[e, 1], after[e, 2], nz, za, qmin, qmax,
+                                       edge_lo[j + 1], f_low)
+        f_edge[e, 0] = f_min
+        f_edge[e, 1] = f_low
+        e += 1
+    return f_edge, after
 
 
 @_jit

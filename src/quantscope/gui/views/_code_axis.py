@@ -3,10 +3,14 @@
 The ends (-128 and 127 for int8, 0 and 255 for uint8, -8 and 7 at four bits) are what a
 learner looks for on this axis, and they sit where pyqtgraph drops a label: its rule hides
 any tick label that reaches past the axis's ends, and the end codes are a few codes from
-them, so "-128" and "127" lost half their width to the rule and vanished.
+them, so "-128" and "127" lost half their width to the rule and vanished. The real axis
+above the codes (:class:`ApartAxis`) labels the values shown, which may be a few pixels apart:
+there a label that would touch its neighbour is left out.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF
@@ -65,18 +69,40 @@ class CodeRangeAxis(pg.AxisItem):
             return specs
         axis, ticks, texts = specs
         inner = self.mapRectFromParent(self.geometry())
-        ends = {str(c) for c in self.codes}
-        kept: list = []
-        # the ends claim their room first; a label between them gives way
-        for spec in sorted(texts, key=lambda t: t[2] not in ends):
-            rect, flags, text = spec
+        moved = []
+        for rect, flags, text in texts:
             rect = QRectF(rect)
             if rect.left() < inner.left():
                 rect.moveLeft(inner.left())
             if rect.right() > inner.right():
                 rect.moveRight(inner.right())
-            room = rect.adjusted(-LABEL_GAP, 0, LABEL_GAP, 0)
-            if text in ends or not any(room.intersects(r) for r, _, _ in kept):
-                kept.append((rect, flags, text))
-        kept.sort(key=lambda t: t[0].left())
-        return axis, ticks, kept
+            moved.append((rect, flags, text))
+        # the ends claim their room first; a label between them gives way
+        return axis, ticks, apart(moved, first={str(c) for c in self.codes})
+
+
+def apart(texts: list, first: Collection[str] = ()) -> list:
+    """The tick labels ``(rect, flags, text)`` of ``texts`` that keep :data:`LABEL_GAP` px
+    from each other, left to right: those whose text is in ``first`` always, then each other
+    label in its turn where it touches none kept before it."""
+    kept: list = []
+    for rect, flags, text in sorted(texts, key=lambda t: (t[2] not in first, t[0].left())):
+        room = rect.adjusted(-LABEL_GAP, 0, LABEL_GAP, 0)
+        if text in first or not any(room.intersects(r) for r, _, _ in kept):
+            kept.append((rect, flags, text))
+    kept.sort(key=lambda t: t[0].left())
+    return kept
+
+
+class ApartAxis(pg.AxisItem):
+    """A horizontal axis whose tick labels never touch: pyqtgraph draws the labels of ticks
+    it is given however close they are, and two values a few pixels apart ("0" and "0.5")
+    read as one number ("00.5"); a label that would touch one to its left is left out
+    (its tick stays)."""
+
+    def generateDrawSpecs(self, p: QPainter):
+        specs = super().generateDrawSpecs(p)
+        if specs is None:
+            return specs
+        axis, ticks, texts = specs
+        return axis, ticks, apart(texts)

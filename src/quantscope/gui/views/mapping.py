@@ -38,7 +38,7 @@ from quantscope.core.tensors.validate import EngineValueError
 from quantscope.gui.style import summary_label
 from quantscope.gui.theme import Theme, current_theme, restyle, style_plot
 from quantscope.gui.views import _code_labels as code_labels
-from quantscope.gui.views._code_axis import CodeRangeAxis
+from quantscope.gui.views._code_axis import ApartAxis, CodeRangeAxis
 from quantscope.gui.views.lifecycle import View
 
 #: Values shown with their own labels (more would overlap; the arrows still show them all).
@@ -46,6 +46,8 @@ LABELLED = 8
 #: Added to the values when "cast without clamp" is switched on over the default example.
 WRAP_EXAMPLE = 20.0
 WRAP_SCALE = 0.1
+#: Pixels between a wrapped value's code (its marker's centre) and its label.
+WRAP_LABEL_PX = 10.0
 
 
 def _text(values) -> str:
@@ -112,7 +114,8 @@ class MappingView(View):
             info.setWordWrap(True)
             info.setMinimumWidth(240)
             info.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-            plot = pg.PlotWidget(axisItems={"bottom": CodeRangeAxis("bottom")})
+            plot = pg.PlotWidget(axisItems={"bottom": CodeRangeAxis("bottom"),
+                                            "top": ApartAxis("top")})
             plot.setMenuEnabled(False)
             plot.setMouseEnabled(x=True, y=False)
             plot.hideAxis("left")
@@ -304,14 +307,23 @@ class MappingView(View):
             bad = wrapped != codes
             wrap_pen = pg.mkPen(theme.color("clipping"), width=arrow_pen.widthF(),
                                 style=Qt.PenStyle.DashLine)
+            # each label beside its arrow's end, in two short lines on the side the arrow
+            # does not come from where they fit there, else on the other side (centred over
+            # the end, the dashed line ran through its words)
+            per_code = (plot.getViewBox().width() or 1000.0) / (x1 - x0)
             for p, q in zip(pos[bad], wrapped[bad], strict=True):
                 plot.plot([p, q], [0.95, 0.35], pen=wrap_pen)
-                label = pg.TextItem(f"astype(int8): {q} → {scale * (q - zp):.3g}",
-                                    color=theme.color("clipping"), anchor=(0.5, 1.0))
+                label = pg.TextItem(f"astype(int8): {q}\n→ {scale * (q - zp):.3g}",
+                                    color=theme.color("clipping"))
                 font = label.textItem.font()
                 font.setPointSize(theme.axis_font_pt)
                 label.setFont(font)
-                label.setPos(q, 0.33)
+                need = (label.textItem.boundingRect().width() + WRAP_LABEL_PX) / per_code
+                fits_left, fits_right = q - need >= x0, q + need <= x1
+                left = (fits_left or not fits_right) if p > q else (fits_left and not fits_right)
+                label.setAnchor((1.0 if left else 0.0, 1.0))
+                label.setPos(q - WRAP_LABEL_PX / per_code if left
+                             else q + WRAP_LABEL_PX / per_code, 0.33)
                 plot.addItem(label)
             plot.plot(wrapped[bad].astype(float), np.full(int(bad.sum()), 0.38), pen=None,
                       symbol="t", symbolSize=12, symbolBrush=pg.mkBrush(theme.color("clipping")),
