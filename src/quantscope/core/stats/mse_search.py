@@ -15,9 +15,12 @@ a grid twice as coarse as one already covering the data) and, for affine schemes
 point of the code range; symmetric schemes keep theirs (0, or the middle code for unsigned
 codes).
 
-The winner of each unit is evaluated once more by the engine's own rule and arithmetic (the
-search rounds in float64, half to even; the engine may divide in float32 or multiply by a
-reciprocal, and round half away): the reported error is the exact report's.
+The winner of each unit and its two float32 neighbours are ranked by the engine's own rule and
+arithmetic (the search rounds in float64, half to even, and dequantizes in float64; the engine
+may divide in float32 or multiply by a reciprocal, round half away, and dequantizes in
+float32): where the search's runs prove the engine's ranking
+(:mod:`quantscope.core.kernels.neighbour_pick`) it is taken as proven, elsewhere all three
+are evaluated; the reported error is the exact report's, evaluated when first asked for.
 """
 
 from __future__ import annotations
