@@ -47,10 +47,12 @@ def _search(monkeypatch, x: np.ndarray, name: str, axis: int | None):
     seen: dict = {"reported": 0}
     pick, errors = format_mse._engine_pick, format_mse.exact_errors
 
-    def spy_pick(rows, name, saturate, s, s_mm, s_floor, mm_err=None, mm_depth=None):
+    def spy_pick(rows, name, saturate, s, s_mm, s_floor, mm_err=None, mm_depth=None,
+                 long_rows=None):
         seen.update(rows=rows, s=s.copy(), s_mm=s_mm.copy(), s_floor=np.array(s_floor),
                     mm_err=np.array(mm_err), mm_depth=np.array(mm_depth))
-        seen["out"] = pick(rows, name, saturate, s, s_mm, s_floor, mm_err, mm_depth)
+        seen["out"] = pick(rows, name, saturate, s, s_mm, s_floor, mm_err, mm_depth,
+                           long_rows)
         return seen["out"]
 
     def spy_errors(rows, name, saturate, scale, which=None):

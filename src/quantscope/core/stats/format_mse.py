@@ -190,7 +190,8 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
         s_top = np.maximum(s_top, 2.0 * s_mm.astype(np.float64))
     s_mm64 = np.clip(s_mm.astype(np.float64), s_floor, s_top)
     search = rows.lengths >= SEARCH_ROWS
-    rec, rec_starts, smp, smp_starts = _long_rows(rows, search)
+    long_rows = _long_rows(rows, search)
+    rec, rec_starts, smp, smp_starts = long_rows
     floor = FLOOR * rows.sumsq
     wide = search.any() and et.values.size > WIDE_SWEEP_VALUES
     sweep_cells = LONG_SWEEP_CELLS if wide else SWEEP_CELLS
@@ -242,7 +243,7 @@ def format_mse_search(rows: SortedRows, name: str, *, saturate: bool = True,
     mm_at = live & (s_mm64 == s_mm.astype(np.float64))
     scale, error = _engine_pick(rows, name, saturate, found, s_mm, s_floor,
                                 np.where(mm_at, out[:, OUT_MM_ERR], np.inf),
-                                out[:, OUT_MM_TERMS])
+                                out[:, OUT_MM_TERMS], long_rows)
     return FormatOptimum(scale, error, np.where(live, out[:, 2] > 0, True),
                          out[:, 3].astype(np.int64), np.where(live, out[:, 4], 1.0))
 
@@ -330,7 +331,8 @@ def exact_errors(rows: SortedRows, name: str, saturate: bool, scale: np.ndarray,
 
 def _engine_pick(rows: SortedRows, name: str, saturate: bool, s: np.ndarray, s_mm: np.ndarray,
                  s_floor: np.ndarray, mm_err: np.ndarray | None = None,
-                 mm_depth: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 mm_depth: np.ndarray | None = None, long_rows: tuple | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """The search's float32 scale, the float32 scale of its piece that the report's own
     arithmetic rates best (:mod:`~quantscope.core.formats.float32_pick`: the search rates
     scales by the unrounded reconstruction, the report rounds it to float32), the min/max
@@ -346,9 +348,10 @@ def _engine_pick(rows: SortedRows, name: str, saturate: bool, s: np.ndarray, s_m
     scale where the search's error there (``mm_err``, its sums through at most ``mm_depth``
     additions; inf where it took none) proves the report's above the pick's
     (:mod:`~quantscope.core.stats.pick_bounds`): neither can be strictly better, so the pick
-    is the one all five would give. What is left goes to the engine in one pass."""
+    is the one all five would give. What is left goes to the engine in one pass.
+    ``long_rows``: :func:`_long_rows` of ``rows``, where the search has them."""
     lo32 = np.float32(_TINY32)
-    best, cover, rated = _float32_best(rows, name, s, s_floor)
+    best, cover, rated = _float32_best(rows, name, s, s_floor, long_rows)
     below = np.maximum(np.nextafter(s, np.float32(0)), lo32)
     above = np.nextafter(s, np.float32(np.inf))
     scale = np.stack([s, best, s_mm, below, above])
@@ -376,13 +379,13 @@ def _engine_pick(rows: SortedRows, name: str, saturate: bool, s: np.ndarray, s_m
     return scale[pick, idx].astype(np.float32), err[pick, idx]
 
 
-def _float32_best(rows: SortedRows, name: str, s: np.ndarray, s_floor: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _float32_best(rows: SortedRows, name: str, s: np.ndarray, s_floor: np.ndarray,
+                  long_rows: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row, the float32 scale of the piece around ``s`` with the least error by the
     report's arithmetic, the float32 scales around ``s`` its scan rated or proved no
     better (from column 0 to column 1; none for a grid that is no floating-point one), and
     the errors it rated that scale and ``s`` (inf where it did not), on the engine's
-    threads."""
+    threads. ``long_rows``: :func:`_long_rows` of ``rows``, where the caller has them."""
     # the loop loads Numba: imported where a search needs it
     from quantscope.core.formats.float32_pick import mantissa_table, refine_rows
 
@@ -394,7 +397,7 @@ def _float32_best(rows: SortedRows, name: str, s: np.ndarray, s_floor: np.ndarra
     if et.kind != KIND_FLOAT or rows.n_rows == 0:
         return out, cover, rated
     search = rows.lengths >= SEARCH_ROWS
-    rec, rec_starts, smp, smp_starts = _long_rows(rows, search)
+    rec, rec_starts, smp, smp_starts = long_rows or _long_rows(rows, search)
     vals = np.ascontiguousarray(et.values, np.float64)
     mids = np.ascontiguousarray(et.midpoints, np.float64)
     fmt = grid_format(et)
