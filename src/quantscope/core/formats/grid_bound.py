@@ -68,8 +68,10 @@ SWEEP_BUCKET = 16
 #: passed for the error between buckets only when its bound exceeds that error by more.
 CUT_ROOM = 1e-12
 #: A long row's run ends are galloped on its value at every ``SAMPLE``-th position
-#: (:func:`_run_end`), a copy of 1/64 of the row that stays in the cache.
-SAMPLE = 64
+#: (:func:`_run_end`), a copy of 1/1024 of the row that stays in the cache (FP8 E4M3 per
+#: tensor on a 4096x4096 weight, the search's processor time: 0.79 s at 64, 0.78 at 256,
+#: 0.78-0.85 at 1024, against 0.94-1.01 with no sample; 1024 adds 0.004 bytes per element).
+SAMPLE = 1024
 #: Columns of the per-unit result (:func:`unit_optimum`).
 OUT_ERR, OUT_SCALE, OUT_PROVEN, OUT_BOXES, OUT_S_LO, OUT_MM_ERR, OUT_MM_TERMS = range(7)
 OUT_COLUMNS = 7

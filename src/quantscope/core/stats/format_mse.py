@@ -265,7 +265,7 @@ def _long_rows(rows: SortedRows, search: np.ndarray
     smp_starts = np.zeros(n_rows + 1, np.intp)
     np.cumsum(counts, out=smp_starts[1:])
     smp = np.concatenate([rows.values[rows.starts[r]:rows.starts[r + 1]:SAMPLE]
-                          for r in np.flatnonzero(search)]).astype(np.float32)
+                          for r in np.flatnonzero(search)]).astype(np.float32, copy=False)
     return rows.records, rows.rec_starts, smp, smp_starts
 
 
