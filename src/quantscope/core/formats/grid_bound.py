@@ -49,8 +49,9 @@ from quantscope.core.kernels.box_heap import grow, heap_add, heap_pop
 from quantscope.core.kernels.jit_cache import njit
 from quantscope.core.kernels.long_runs import _dd, _gap_bound
 from quantscope.core.kernels.mse_sweep import _bucket_low, _least_on, _piece_best
-from quantscope.core.kernels.run_ends import _first_above, _first_not_below
+from quantscope.core.kernels.run_ends import _first_not_below
 from quantscope.core.kernels.small_unique import small_unique
+from quantscope.core.kernels.sorted_kernel import _upper_bound
 from quantscope.core.kernels.sweep_buckets import bucket_of, new_buckets, place, sort_bucket
 
 _jit = njit(nogil=True, error_model="numpy")
@@ -559,7 +560,7 @@ def clip_floor(x, a, b, rec, k0, search, t):
     """``Σ (|x| − t)²`` over the elements of sorted ``x[a:b]`` with ``|x| > t``: at every scale
     whose grid ends within ``±t`` each of them is at least that far from every grid point."""
     p1 = _first_not_below(x, a, b, -t)
-    p2 = _first_above(x, p1, b, t)
+    p2 = _upper_bound(x, p1, b, t)
     sx, sxx = _span_sums(x, a, a, p1, rec, k0, search)
     total = sxx + 2.0 * t * sx + t * t * (p1 - a)
     sx, sxx = _span_sums(x, a, p2, b, rec, k0, search)
@@ -598,7 +599,7 @@ def sub_slack(x, a, b, t, vals, fmt):
             break
         gap = max(gap, vals[k + 1] - vals[k])
     lim = t * edge
-    cnt = _first_above(x, a, b, lim) - _first_not_below(x, a, b, -lim)
+    cnt = _upper_bound(x, a, b, lim) - _first_not_below(x, a, b, -lim)
     half = 0.5 * t * gap
     return cnt * half * half
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from quantscope.core.kernels.jit_cache import njit
+from quantscope.core.kernels.run_ends import _first_not_below
 
 #: Elements per block: a record (32 bytes) per 128 elements is 0.25 bytes per element, and a
 #: prefix is at most 127 steps of a running sum away (about 0.2 µs).
@@ -130,17 +131,6 @@ def interval_sums(values, starts, rec, rec_starts, lo, hi, row, out) -> None:
         h = prefix_at(values, a, hi[e], rec, rec_starts[r])
         out[e, 0] = (h[0] - g[0]) + (h[1] - g[1])
         out[e, 1] = (h[2] - g[2]) + (h[3] - g[3])
-
-
-@_jit
-def _first_not_below(values, lo, hi, needle) -> int:
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if values[mid] < needle:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 @_jit

@@ -27,7 +27,8 @@ import numpy as np
 
 from quantscope.core.kernels.block_sums import prefix_from
 from quantscope.core.kernels.jit_cache import njit
-from quantscope.core.kernels.run_ends import _code, _first_above, _first_not_below, _run_end
+from quantscope.core.kernels.run_ends import _code, _first_not_below, _run_end
+from quantscope.core.kernels.sorted_kernel import _upper_bound
 
 _jit = njit(nogil=True, error_model="numpy")
 
@@ -64,8 +65,8 @@ def gap_sums(x, a, p, q, g, rec, k0, s1, s2, vl, vh):
     lo_hi = min(s1 * vh, s2 * vh)
     if hi_lo < lo_hi:
         centre = 0.5 * (hi_lo + lo_hi)
-        p1 = _first_above(x, p, q, hi_lo)
-        pm = _first_above(x, p1, q, centre)
+        p1 = _upper_bound(x, p, q, hi_lo)
+        pm = _upper_bound(x, p1, q, centre)
         p2 = _first_not_below(x, pm, q, lo_hi)
         g1 = prefix_from(x, a, p, g, p1, rec, k0)
         gm = prefix_from(x, a, p1, g1, pm, rec, k0)

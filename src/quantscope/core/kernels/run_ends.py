@@ -79,18 +79,6 @@ def _run_end(x, p, b, inv1, inv2, k, lo, hi):
 
 
 @_jit
-def _first_above(x, lo, hi, t):
-    """First position in ``[lo, hi)`` of sorted ``x`` with ``x > t`` (``hi`` if none)."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if x[mid] <= t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@_jit
 def _first_not_below(x, lo, hi, t):
     """First position in ``[lo, hi)`` of sorted ``x`` with ``x >= t`` (``hi`` if none)."""
     while lo < hi:

@@ -139,7 +139,7 @@ class _Unit:
         return starts
 
     def _above(self, t: np.ndarray, lo, hi) -> np.ndarray:
-        """``run_ends._first_above``: the first position in ``[lo, hi)`` whose value is above
+        """``sorted_kernel._upper_bound``: the first position in ``[lo, hi)`` whose value is above
         ``t`` (float64), else ``hi``. Above ``t`` is above the largest value of the row's type
         not above it: one search in the row's own type, exact."""
         d = _toward(t, self.x.dtype, -np.inf)
