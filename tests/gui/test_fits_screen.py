@@ -255,7 +255,12 @@ def test_the_f11_key_leaves_a_talk_whose_menu_bar_is_hidden(app_window, qtbot):
 def test_a_talks_matmul_numbers_fit_without_scrolling_in_every_font(fonts, app_window, qtbot):
     """At 1280x720 in a talk every number of the Matmul view is on screen in every font set:
     with the tall-lines face the room its lines keep above their letters pushed the last
-    line of the left column ("here K = 384") below the fold of a scrolled column."""
+    line of the left column ("here K = 384") below the fold of a scrolled column. Each
+    choice reads whole too: the wide serif cut the sources, "per output channel" and
+    "half away from 0 (TFLite)"."""
+    from gui_measure import cut_combo_texts
+    from PySide6.QtWidgets import QComboBox
+
     win = app_window(1000)
     project(win, qtbot)
     view = win.views_controller.tabs.page("Matmul")
@@ -265,6 +270,10 @@ def test_a_talks_matmul_numbers_fit_without_scrolling_in_every_font(fonts, app_w
     settle(win, qtbot)
     assert view.side_area.verticalScrollBar().maximum() == 0, fonts
     assert not cut_labels(win), cut_labels(win)
+    boxes = [b for b in view.controls.findChildren(QComboBox) if b.isVisible()]
+    assert len(boxes) >= 9
+    assert not cut_combo_texts(boxes), (fonts, cut_combo_texts(boxes))
+    assert view.controls_area.horizontalScrollBar().maximum() == 0
 
 
 @pytest.mark.parametrize("presenting", [False, True])
@@ -272,7 +281,9 @@ def test_the_bit_width_curves_are_taller_than_their_legend(fonts, app_window, qt
                                                            presenting):
     """At 1280x720, at a desk (the views in the panes' place) and in a talk, in every font
     set: the legend's five entries in two columns took three rows, taller than the curves
-    above them at the desk (84 px under 82 of plot; 96 under 57 with tall lines)."""
+    above them at the desk (84 px under 82 of plot; 96 under 57 with tall lines). At the
+    desk the curves are as tall as the formats' plot under them (halving the tab gave them
+    104 px to the formats' 166: their legend's rows came out of their half)."""
     win = app_window(1000)
     win.presentation_action.setChecked(presenting)
     win.resize(1280, 720)
@@ -290,6 +301,10 @@ def test_the_bit_width_curves_are_taller_than_their_legend(fonts, app_window, qt
     assert plot.isVisible()
     legend = plot.legend.boundingRect().height()
     assert plot.getViewBox().height() > legend, (fonts, plot.getViewBox().height(), legend)
+    if not presenting:
+        formats = views.formats.plot.getViewBox()
+        qtbot.waitUntil(lambda: plot.getViewBox().height() >= formats.height() - 2,
+                        timeout=3000)
 
 
 def test_the_matmul_choices_read_whole_at_a_laptops_desk(fonts, app_window, qtbot):

@@ -245,6 +245,67 @@ def test_at_1280x720_the_figures_sit_beside_the_names_in_view(make_window, qtbot
     assert model.rowCount() == 10
 
 
+def _placeholder_room(edit) -> int:
+    """Pixels a line edit has for its text: its contents less the text margins and the clear
+    button (shown as text is typed; its room is kept while empty)."""
+    from PySide6.QtWidgets import QStyle, QStyleOptionFrame
+
+    option = QStyleOptionFrame()
+    edit.initStyleOption(option)
+    rect = edit.style().subElementRect(QStyle.SubElement.SE_LineEditContents, option, edit)
+    margins = edit.textMargins()
+    clear = edit.sizeHint().height() * 0.8  # Qt's clear button: the icon and its margins
+    return int(rect.width() - margins.left() - margins.right() - clear)
+
+
+def test_in_a_talk_at_projector_sizes_nothing_is_cut_or_out_of_view(make_window, qtbot,
+                                                                      qapp):
+    """A talk's text is larger than the desk's: the suggestions stay in view beside the names,
+    the filter shows its whole placeholder, the settings line wraps instead of being cut, and
+    the chart's plot is no shorter than its legend -- with each font set, at 1280x720 and
+    1366x768 (one window: the talk's text follows its size and the application's font)."""
+    from font_sets import FONT_SETS, font_set
+    from gui_measure import settle
+    from PySide6.QtGui import QFont
+
+    from quantscope.gui.model_table import COLUMNS
+
+    win = make_window()
+    view = _open(win, qtbot, REAL)
+    win.presentation_action.setChecked(True)
+    base = QFont(qapp.font())
+    try:
+        for fonts in FONT_SETS:
+            qapp.setFont(font_set(fonts, base))
+            for size in ((1280, 720), (1366, 768)):
+                win.resize(*size)
+                qtbot.waitUntil(lambda size=size: (win.width(), win.height()) == size,
+                                timeout=5000)
+                settle(win, qtbot)
+                where = f"{fonts} {size}"
+                header, visible = view.table.horizontalHeader(), view.table.viewport().width()
+                for title in ("tensor dB", "channel dB", "gain dB", "suggested"):
+                    col = COLUMNS.index(title)
+                    fm = view.table.fontMetrics()
+                    assert header.sectionViewportPosition(col) + header.sectionSize(col) \
+                        <= visible, (where, title)
+                    assert header.sectionSize(col) >= fm.horizontalAdvance("per-channel") \
+                        or title != "suggested", where
+                edit = view.filter
+                text = edit.fontMetrics().horizontalAdvance(edit.placeholderText())
+                assert text <= _placeholder_room(edit), (where, text, _placeholder_room(edit))
+                label = view.settings_label
+                assert label.heightForWidth(label.width()) <= label.height(), where
+                assert label.geometry().right() <= view.width(), where
+                chart = view.chart
+                plot = chart.plot.vb.sceneBoundingRect().height()
+                legend = chart.legend.sceneBoundingRect().height()
+                assert plot >= legend, (where, plot, legend)
+    finally:
+        qapp.setFont(base)
+        win.presentation_action.setChecked(False)
+
+
 def test_every_label_names_the_tensor_on_screen(make_window, qtbot, wait_results, tmp_path):
     """Clicking a tensor shows the panes only once they hold it (the headline, the status bar
     and the Tensor box never show the previous tensor's name over them); the bar back to the

@@ -54,7 +54,9 @@ from quantscope.state.model_scan import OK, PENDING, ModelRow
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#7F7F7F",
            "#000000", "#F0E442", "#4E79A7", "#F28E2B", "#E15759", "#76B7B2", "#59A14F",
            "#EDC948", "#B07AA1", "#FF9DA7", "#9C755F")
-MODES = {"both": "per-tensor (solid) and per-channel (dashed)", "tensor": "per-tensor SQNR",
+#: The chart's choices; the longest sets the chart's least width, which a talk's text at 1280
+#: px must leave the table's figures beside it.
+MODES = {"both": "per-tensor solid, per-channel dashed", "tensor": "per-tensor SQNR",
          "channel": "per-channel SQNR", "gain": "gain of per-channel"}
 #: A chart point of "exact" (infinite SQNR) is drawn this far above the finite ones.
 EXACT_HEADROOM_DB = 6.0
@@ -70,6 +72,8 @@ HOVER_HINT = "point at a tensor to name it; click it to open it"
 FLOOR_ALPHA = {False: 44, True: 34}
 #: Lines are antialiased while their points are at least this far apart on x, in pixels.
 AA_MIN_STEP_PX = 2.0
+#: The plot's margins and the spacing around its legend row, in pixels.
+LEGEND_SLACK_PX = 24
 #: Qt's dash pattern (DashLine): dash and gap in pen widths.
 DASH, GAP = 4.0, 2.0
 
@@ -581,7 +585,16 @@ class ModelChart(QWidget):
             self.floor.setBrush(self._floor_brush())
             self.legend.addItem(BandSample(self.floor, self._floor_brush()),
                                 f"int{self.floor_bits} floor ({self.floor_db:.0f} dB)")
-        fit_columns(self.plot, max(self.widget.width(), 200), columns=(4, 3, 2, 1))
+        self._fit_legend()
+
+    def _fit_legend(self) -> None:
+        """The legend in as many columns as the width allows, and no taller than the plot
+        above it: at a talk's text size and 720 rows, one entry per row left the plot
+        shorter than its legend (half the chart's height, less the x axis, is the most the
+        legend may take)."""
+        below = self.plot.getAxis("bottom").height() + LEGEND_SLACK_PX
+        fit_columns(self.plot, max(self.widget.width(), 200), columns=(4, 3, 2, 1),
+                    height=max((self.widget.height() - below) / 2, 40))
 
     def _legend_clicked(self, entry) -> None:
         if entry is self.floor:  # the band's sample hid or showed it
@@ -665,7 +678,7 @@ class ModelChart(QWidget):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._show_hover_text()
-        fit_columns(self.plot, max(self.widget.width(), 200), columns=(4, 3, 2, 1))
+        self._fit_legend()
         self._set_x_axis()
 
     def apply_theme(self, theme: Theme) -> None:

@@ -16,7 +16,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -125,6 +125,8 @@ class ModelView(QWidget):
         outer.addLayout(head)
         self.settings_label = QLabel("")
         self.settings_label.setObjectName("hint")
+        # at a talk's text size the line is wider than a 1280-px projector: it wraps
+        self.settings_label.setWordWrap(True)
         outer.addWidget(self.settings_label)
         bar = QHBoxLayout()
         self.progress = QProgressBar()
@@ -133,6 +135,8 @@ class ModelView(QWidget):
         self.progress.setMaximumWidth(260)
         bar.addWidget(self.progress)
         self.progress_label = QLabel("")
+        # wraps rather than push the filter (as wide as its placeholder) out of a talk
+        self.progress_label.setWordWrap(True)
         bar.addWidget(self.progress_label, 1)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel)
@@ -143,7 +147,6 @@ class ModelView(QWidget):
         self.filter = QLineEdit()
         self.filter.setPlaceholderText("filter tensors (words in name, dtype, suggestion)")
         self.filter.setClearButtonEnabled(True)
-        self.filter.setMaximumWidth(340)
         bar.addWidget(self.filter)
         outer.addLayout(bar)
         self.problems_label = QLabel("")
@@ -190,9 +193,44 @@ class ModelView(QWidget):
         self.vertical.setStretchFactor(1, 2)
         outer.addWidget(self.vertical, 1)
         self.filter.textChanged.connect(self.model.set_filter)
+        # the columns, the splitter and the filter's width follow the text size (a talk's
+        # is larger) and the window's width
+        self.fit_timer = QTimer(self)
+        self.fit_timer.setSingleShot(True)
+        self.fit_timer.setInterval(0)
+        self.fit_timer.timeout.connect(self._fit)
+        self.table.installEventFilter(self)
+        self._fit_filter()
         self.export_csv.clicked.connect(lambda: self._export_dialog("csv"))
         self.export_json.clicked.connect(lambda: self._export_dialog("json"))
         self._set_running(False)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.table and event.type() in (QEvent.Type.FontChange,
+                                                      QEvent.Type.StyleChange):
+            self.fit_timer.start()
+        return super().eventFilter(watched, event)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self.fit_timer.start()  # once the splitter has its new width
+
+    def _fit(self) -> None:
+        """Size the columns and the filter to the text size and width of the moment: sized
+        once when the checkpoint was listed, a talk's larger text elided the figures and
+        pushed the suggestions out of view."""
+        self._fit_filter()
+        if self.rows:
+            self._size_columns()
+
+    def _fit_filter(self) -> None:
+        """The filter field as wide as its placeholder, which says what it matches."""
+        fm = self.filter.fontMetrics()
+        margins = self.filter.textMargins()
+        clear = self.filter.sizeHint().height()  # the clear button is about square
+        self.filter.setFixedWidth(fm.horizontalAdvance(self.filter.placeholderText()) + clear
+                                  + margins.left() + margins.right() + 16)
 
     def _size_columns(self) -> None:
         """Each column as wide as its header or its widest typical value, the names up to
@@ -208,12 +246,14 @@ class ModelView(QWidget):
         total = self.splitter.width()
         if total > 0:  # the table its columns' width (up to 2/3), the chart the rest
             want = sum(self.table.columnWidth(c) for c in range(len(chars))) + 24
-            left = min(want, int(total * 0.67))
-            self.splitter.setSizes([left, total - left])
             # On a narrow window the names give way (down to 16 characters) before the
-            # figures that come next to them scroll out of sight.
+            # figures that come next to them scroll out of sight; the figures and the
+            # shortest names take from the chart's 1/3 where they need it (a talk's text).
             figures = sum(self.table.columnWidth(c) for c in FIRST_SEEN[1:]) + 24
             floor = fm.horizontalAdvance("0" * 16) + 12
+            left = min(want, max(int(total * 0.67), figures + floor))
+            self.splitter.setSizes([left, total - left])
+            left = self.splitter.sizes()[0]  # less where the chart needs more than the rest
             fit = max(floor, left - figures)
             if fit < self.table.columnWidth(0):
                 self.table.setColumnWidth(0, fit)
@@ -484,5 +524,6 @@ class ModelView(QWidget):
     def shutdown(self) -> None:
         """Stop the scan and every timer (the window calls this as it closes)."""
         self.flush_timer.stop()
+        self.fit_timer.stop()
         self.compare_view.shutdown()
         self.job.shutdown()

@@ -41,22 +41,42 @@ def legend_below(plot: pg.PlotItem, **kwargs) -> LayoutLegend:
     return plot.legend
 
 
-def fit_columns(plot: pg.PlotItem, width: float, columns: tuple[int, ...] = (2, 1)) -> None:
+def fit_columns(plot: pg.PlotItem, width: float, columns: tuple[int, ...] = (2, 1),
+                height: float | None = None) -> None:
     """Fit the legend of a plot ``width`` pixels wide between its axes: the first of
     ``columns`` that fits (two columns, else one), else the last in a smaller font. The legend
     row sets the plot's minimum width, and one wider than its widget cut off the right-hand
-    axis and the labels themselves."""
+    axis and the labels themselves.
+
+    With ``height``, the legend must also be no taller than that: the first count that fits
+    both ways at the full font, else the count that needs the least shrinking, in the font
+    that fits it (not below :data:`MIN_LABEL_PT`). A legend of many entries in one column
+    was taller than the plot above it at a talk's 720 rows."""
     legend = plot.legend
     room = width - _SLACK - sum(plot.getAxis(side).width() for side in ("left", "right")
-                       if plot.getAxis(side).isVisible())
+                                if plot.getAxis(side).isVisible())
     full = current_theme().axis_font_pt
     _label_size(legend, full)
+    scales = {}
     for count in columns:
         legend.setColumnCount(count)
         need = legend.layout.preferredWidth()
-        if need <= room:
+        scale = room / need
+        if height is not None:
+            scale = min(scale, height / legend.layout.preferredHeight())
+        if scale >= 1:
             return
-    _label_size(legend, max(MIN_LABEL_PT, int(full * room / need)))
+        scales[count] = scale
+    # the count that keeps the largest font, the fewest columns among equals
+    count = max(columns, key=lambda c: (scales[c], -c)) if height is not None else columns[-1]
+    legend.setColumnCount(count)
+    points = max(MIN_LABEL_PT, int(full * scales[count]))
+    _label_size(legend, points)
+    # a row's height is not all text (the sample, the spacing): a point less until it fits
+    while height is not None and points > MIN_LABEL_PT and (
+            legend.layout.preferredHeight() > height or legend.layout.preferredWidth() > room):
+        points -= 1
+        _label_size(legend, points)
 
 
 def _label_size(legend: pg.LegendItem, points: int) -> None:

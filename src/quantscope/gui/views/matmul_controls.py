@@ -115,6 +115,10 @@ class LabControls(QWidget):
             self.sources[side] = box
             load = QPushButton(f"Load {side}…")
             load.clicked.connect(lambda _=False, s=side: self.open_dialog(s))
+            # hidden in a talk, with the transpose option for loaded files: their column at a
+            # talk's text size cut the choices beside it; a talk picks among the operands
+            # listed (files loaded before it included), and loads none of its own
+            load.setProperty("clutter", True)
             self.loaders[side] = load
             box.currentIndexChanged.connect(self._changed)
             for w in self.schemes[side]:
@@ -125,6 +129,7 @@ class LabControls(QWidget):
         extra = QHBoxLayout()
         self.transpose = QCheckBox("W file [out, in]: transpose")
         self.transpose.setChecked(True)
+        self.transpose.setProperty("clutter", True)
         self.dims = {}
         for name, value in (("M", 256), ("K", 1024), ("N", 1024), ("seed", 0)):
             spin = QSpinBox()
