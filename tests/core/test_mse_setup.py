@@ -88,13 +88,8 @@ def test_the_halves_put_ties_above_even_and_odd_codes():
     assert (_codes(y.astype(np.float32), 1.0, 256)[ties] % 2 == 0).all()
 
 
-def test_the_prefix_sums_are_twosums_running_sums_bit_for_bit():
-    rng = np.random.default_rng(1)
-    # both signs, a zero crossing of the running sum (|sum| below the next value), zeros
-    x = np.sort(np.concatenate([rng.standard_normal(3000) * 0.02, np.zeros(7), [-5.0, 9.0],
-                                rng.standard_normal(40) * 1e-9]).astype(np.float32))
-    pre = np.empty((x.size + 1, 4))
-    mb.unit_prefix(x, 0, x.size, pre)
+def _twosum_prefix(x: np.ndarray) -> np.ndarray:
+    """The double-double running sums of ``x`` and ``x²``, TwoSum at every step, in Python."""
     want = np.zeros((x.size + 1, 4))
     h1 = l1 = h2 = l2 = 0.0
     for i, v in enumerate(x.astype(np.float64).tolist()):
@@ -109,7 +104,47 @@ def test_the_prefix_sums_are_twosums_running_sums_bit_for_bit():
             else:
                 h2, l2 = cur, lo
         want[i + 1] = h1, l1, h2, l2
-    np.testing.assert_array_equal(pre, want)
+    return want
+
+
+def _prefix_rows() -> dict[str, np.ndarray]:
+    """Sorted rows whose running sums test the checks of whole blocks: both signs with the
+    sum through 0 (near 0 for a long stretch: values summing to almost nothing), values far
+    apart in magnitude, one side only, zeros, equal values, subnormals, lengths around a
+    block's."""
+    rng = np.random.default_rng(1)
+    b = mb.PREFIX_BLOCK
+    sym = rng.standard_normal(1500) * 0.02
+    rows = {
+        "mixed": np.concatenate([rng.standard_normal(3000) * 0.02, np.zeros(7), [-5.0, 9.0],
+                                 rng.standard_normal(40) * 1e-9]),
+        "balanced": np.concatenate([sym, -sym, [1e-30, -1e-30]]),
+        "magnitudes": rng.standard_normal(2000) * 10.0 ** rng.integers(-30, 30, 2000),
+        "negative": -np.abs(rng.standard_normal(999)),
+        "positive": np.abs(rng.standard_normal(1001)) + 1e3,
+        "zeros": np.zeros(3 * b + 1),
+        "equal": np.full(5 * b, -0.37),
+        "subnormal": np.concatenate([rng.standard_normal(300) * 1e-40,
+                                     rng.standard_normal(300) * 1e-3]),
+        "one": np.array([2.5]),
+        "short": rng.standard_normal(b - 1),
+        "block": rng.standard_normal(b),
+        "longer": rng.standard_normal(b + 1),
+    }
+    return {k: np.sort(v.astype(np.float32)) for k, v in rows.items()}
+
+
+@pytest.mark.parametrize("name", sorted(_prefix_rows()))
+def test_the_prefix_sums_are_twosums_running_sums_bit_for_bit(name):
+    x = _prefix_rows()[name]
+    pre = np.empty((x.size + 1, 4))
+    mb.unit_prefix(x, 0, x.size, pre)
+    np.testing.assert_array_equal(pre, _twosum_prefix(x))
+    # from an offset inside a longer array, as a row of a matrix
+    pad = np.concatenate([np.full(11, -7.0, np.float32), x, np.full(3, 7.0, np.float32)])
+    pre[:] = np.nan
+    mb.unit_prefix(pad, 11, 11 + x.size, pre)
+    np.testing.assert_array_equal(pre, _twosum_prefix(x))
 
 
 def _best(x, pre, s, k, qmin, qmax, za, zb):

@@ -223,37 +223,79 @@ def _runs_gallop(x, a, b, s1, s2, k, rlo, rhi, rf):
     return r
 
 
+#: Elements of a sorted unit whose running sums :func:`unit_prefix` checks at once.
+PREFIX_BLOCK = 32
+
+
 @_jit
 def unit_prefix(x, a, b, pre):
-    """The double-double prefix sums of ``x[a:b]`` into ``pre[0 .. b − a]`` (columns Σx and
-    its rounding errors, Σx² and its rounding errors; :mod:`quantscope.core.kernels.block_sums`'s
-    running sum): built once per unit, they give every run of every box its sums in O(1)."""
-    h1, l1, h2, l2 = 0.0, 0.0, 0.0, 0.0
+    """The double-double prefix sums of sorted ``x[a:b]`` into ``pre[0 .. b − a]`` (columns Σx
+    and its rounding errors, Σx² and its rounding errors;
+    :mod:`quantscope.core.kernels.block_sums`'s running sum, bit for bit): built once per unit,
+    they give every run of every box its sums in O(1).
+
+    Each step is :func:`_fast_step`, whose test ``|hi| >= |v|`` took a third of the loop's
+    time (two absolute values and a branch, twice an element). Here it is settled for
+    :data:`PREFIX_BLOCK` (``B``) elements at once, from the block's largest ``|v|``, ``M`` (at
+    one of its ends: the unit is sorted), and the block is summed without it:
+
+    * ``Σx²`` never decreases (its terms are not negative and rounding is monotone), and every
+      term of the block is at most ``fl(M²)``: ``hi >= fl(M²)`` at the block's start holds
+      for every step of it;
+    * if ``|hi| >= 2·B·M`` at the block's start (``2·B`` a power of two: the product is
+      exact), each step with ``|hi| >= M`` leaves ``|hi'| >= (1 − u)·(|hi| − M)`` (``hi`` and
+      ``v`` cancel to no less than ``|hi| − M``; a sum rounds by at most ``u`` relative, and
+      exactly where it is subnormal), so after ``j < B`` steps ``|hi| >= (1 − u)^j·2·B·M −
+      j·M >= B·M − (B − 1)·M = M`` (``(1 − u)^j >= 1/2``): every step of the block has
+      ``|hi| >= |v|``.
+
+    A block that fails either test (the first few, where the sums are still small, and those
+    where ``Σx`` passes through 0; NaN and infinity fail both) takes :func:`_fast_step`
+    element by element. On the bench's channels of 4096 the loop took 0.6 of the time it
+    took with the test at every element."""
     pre[0, 0] = 0.0
     pre[0, 1] = 0.0
     pre[0, 2] = 0.0
     pre[0, 3] = 0.0
-    for i in range(a, b):
-        v = np.float64(x[i])
-        h1, l1 = _fast_step(h1, l1, v)
-        h2, l2 = _fast_step(h2, l2, v * v)
-        j = i - a + 1
-        pre[j, 0] = h1
-        pre[j, 1] = l1
-        pre[j, 2] = h2
-        pre[j, 3] = l2
+    # slices walked from 0: no index is checked for wrapping around
+    y = x[a:b]
+    out = pre[1:]
+    h1, l1, h2, l2 = 0.0, 0.0, 0.0, 0.0
+    reach = 2.0 * PREFIX_BLOCK
+    for i in range(0, y.size, PREFIX_BLOCK):
+        block = y[i:i + PREFIX_BLOCK]
+        put = out[i:i + PREFIX_BLOCK]
+        top = max(abs(np.float64(block[0])), abs(np.float64(block[block.size - 1])))
+        checked = abs(h1) >= reach * top and h2 >= top * top
+        for j in range(block.size):
+            v = np.float64(block[j])
+            if checked:
+                h1, l1 = _fast2sum(h1, l1, v)
+                h2, l2 = _fast2sum(h2, l2, v * v)
+            else:
+                h1, l1 = _fast_step(h1, l1, v)
+                h2, l2 = _fast_step(h2, l2, v * v)
+            put[j, 0] = h1
+            put[j, 1] = l1
+            put[j, 2] = h2
+            put[j, 3] = l2
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
+def _fast2sum(hi, lo, v):
+    """``hi + v`` rounded and ``lo`` plus its rounding error, exact when ``|hi| >= |v|``:
+    Dekker's Fast2Sum, ``v − (sum − hi)``."""
+    cur = hi + v
+    return cur, lo + (v - (cur - hi))
 
 
 @_jit
 def _fast_step(hi, lo, v):
     """:func:`quantscope.core.kernels.block_sums._step`, bit for bit, in half the operations
     where it can: when ``|hi| >= |v|`` the rounding error of ``hi + v`` is exactly
-    ``v − (sum − hi)`` (Dekker's Fast2Sum), the same number TwoSum finds in six. A sorted
-    unit's running sums are past their next value almost always, so the branch is predictable;
-    the prefix sums were a tenth of a channel's set-up."""
+    ``v − (sum − hi)`` (:func:`_fast2sum`), the same number TwoSum finds in six."""
     if abs(hi) >= abs(v):
-        cur = hi + v
-        return cur, lo + (v - (cur - hi))
+        return _fast2sum(hi, lo, v)
     return _step(hi, lo, v)
 
 
