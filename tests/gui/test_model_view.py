@@ -261,9 +261,10 @@ def _placeholder_room(edit) -> int:
 def test_in_a_talk_at_projector_sizes_nothing_is_cut_or_out_of_view(make_window, qtbot,
                                                                       qapp):
     """A talk's text is larger than the desk's: the suggestions stay in view beside the names,
-    the filter shows its whole placeholder, the settings line wraps instead of being cut, and
-    the chart's plot is no shorter than its legend -- with each font set, at 1280x720 and
-    1366x768 (one window: the talk's text follows its size and the application's font)."""
+    the filter shows its whole placeholder, the settings line wraps instead of being cut, the
+    chart's hint reads whole and its plot is no shorter than its legend -- with each font
+    set, at 1280x720 and 1366x768 (one window: the talk's text follows its size and the
+    application's font)."""
     from font_sets import FONT_SETS, font_set
     from gui_measure import settle
     from PySide6.QtGui import QFont
@@ -301,6 +302,7 @@ def test_in_a_talk_at_projector_sizes_nothing_is_cut_or_out_of_view(make_window,
                 plot = chart.plot.vb.sceneBoundingRect().height()
                 legend = chart.legend.sceneBoundingRect().height()
                 assert plot >= legend, (where, plot, legend)
+                assert "…" not in chart.hover.text(), (where, chart.hover.text())
     finally:
         qapp.setFont(base)
         win.presentation_action.setChecked(False)

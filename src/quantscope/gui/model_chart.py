@@ -31,7 +31,7 @@ from pyqtgraph.graphicsItems.LegendItem import ItemSample
 from pyqtgraph.graphicsItems.ScatterPlotItem import renderSymbol
 from pyqtgraph.icons import invisibleEye
 from pyqtgraph.Qt.internals import PrimitiveArray
-from PySide6.QtCore import QLineF, QPoint, QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QLineF, QObject, QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetricsF, QPaintEngine, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
@@ -68,6 +68,9 @@ MARK_CONTRAST = 3.0
 HIT_SLACK_PX = 4.0
 #: What the hover line says while no point is under the mouse.
 HOVER_HINT = "point at a tensor to name it; click it to open it"
+#: The hint where the whole one does not fit (a talk's text in a narrow chart): a hint cut
+#: in its middle reads as nonsense, where a tensor's name cut there keeps its ends.
+SHORT_HOVER_HINT = "click a point to open its tensor"
 #: Opacity (0-255) of the band under the int8 floor, light and dark.
 FLOOR_ALPHA = {False: 44, True: 34}
 #: Lines are antialiased while their points are at least this far apart on x, in pixels.
@@ -373,6 +376,7 @@ class ModelChart(QWidget):
         self.hover.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         #: The whole hover line (the label shows it elided when the chart is narrow).
         self.hover_line = HOVER_HINT
+        self.hover.installEventFilter(self)  # elided again for a new text size
         layout.addWidget(self.hover)
         self.widget = pg.PlotWidget()
         layout.addWidget(self.widget, 1)
@@ -657,15 +661,25 @@ class ModelChart(QWidget):
         line is its tooltip)."""
         metrics = self.hover.fontMetrics()
         room = max(self.hover.width(), 40)
-        text = metrics.elidedText(self.hover_line, Qt.TextElideMode.ElideMiddle, room)
+        line = self.hover_line
+        if line == HOVER_HINT and metrics.elidedText(line, Qt.TextElideMode.ElideMiddle,
+                                                     room) != line:
+            line = SHORT_HOVER_HINT
+        text = metrics.elidedText(line, Qt.TextElideMode.ElideMiddle, room)
         # Qt elides to fractional advances: at 11 pt the elided line came out 1 px wider
         # than the label in whole pixels
         for less in range(1, 4):
             if metrics.horizontalAdvance(text) <= room:
                 break
-            text = metrics.elidedText(self.hover_line, Qt.TextElideMode.ElideMiddle, room - less)
+            text = metrics.elidedText(line, Qt.TextElideMode.ElideMiddle, room - less)
         self.hover.setText(text)
         self.hover.setToolTip(self.hover_line if text != self.hover_line else "")
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.hover and event.type() in (QEvent.Type.FontChange,
+                                                      QEvent.Type.StyleChange):
+            self._show_hover_text()
+        return super().eventFilter(watched, event)
 
     def _clicked(self, event) -> None:
         if event.button() != Qt.MouseButton.LeftButton:
