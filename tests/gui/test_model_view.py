@@ -220,31 +220,6 @@ def test_shared_prefix_is_the_dotted_start_every_name_has():
     assert shared_prefix(["only.one"]) == ""
 
 
-def test_at_1280x720_the_figures_sit_beside_the_names_in_view(make_window, qtbot):
-    from PySide6.QtCore import Qt
-
-    from quantscope.gui.model_table import COLUMNS
-
-    win = make_window()
-    win.resize(1280, 720)
-    view = _open(win, qtbot, REAL)
-    qtbot.wait(50)
-    header, model = view.table.horizontalHeader(), view.model
-    names = [model.data(model.index(i, 0)) for i in range(model.rowCount())]
-    assert "attention.self.query.weight" in names  # shown without "encoder.layer.0."
-    assert model.headerData(0, Qt.Orientation.Horizontal) == "tensor\nencoder.layer.0.…"
-    row = next(i for i, n in enumerate(names) if n == "attention.self.query.weight")
-    assert model.data(model.index(row, 0), Qt.ItemDataRole.ToolTipRole).startswith(
-        "encoder.layer.0.attention.self.query.weight")
-    visible = view.table.viewport().width()
-    for title in ("tensor dB", "channel dB", "gain dB"):
-        col = COLUMNS.index(title)
-        assert header.visualIndex(col) <= 3
-        assert header.sectionViewportPosition(col) + header.sectionSize(col) <= visible, title
-    view.filter.setText("encoder attention")  # the filter still sees the whole name
-    assert model.rowCount() == 10
-
-
 def _placeholder_room(edit) -> int:
     """Pixels a line edit has for its text: its contents less the text margins and the clear
     button (shown as text is typed; its room is kept while empty)."""
@@ -258,8 +233,7 @@ def _placeholder_room(edit) -> int:
     return int(rect.width() - margins.left() - margins.right() - clear)
 
 
-def test_in_a_talk_at_projector_sizes_nothing_is_cut_or_out_of_view(make_window, qtbot,
-                                                                      qapp):
+def _check_talk_fits(win, view, qtbot, qapp) -> None:
     """A talk's text is larger than the desk's: the suggestions stay in view beside the names,
     the filter shows its whole placeholder, the settings line wraps instead of being cut, the
     chart's hint reads whole and its plot is no shorter than its legend -- with each font
@@ -271,8 +245,6 @@ def test_in_a_talk_at_projector_sizes_nothing_is_cut_or_out_of_view(make_window,
 
     from quantscope.gui.model_table import COLUMNS
 
-    win = make_window()
-    view = _open(win, qtbot, REAL)
     win.presentation_action.setChecked(True)
     base = QFont(qapp.font())
     try:
@@ -306,6 +278,36 @@ def test_in_a_talk_at_projector_sizes_nothing_is_cut_or_out_of_view(make_window,
     finally:
         qapp.setFont(base)
         win.presentation_action.setChecked(False)
+
+
+def test_at_1280x720_the_figures_sit_beside_the_names_at_a_desk_and_in_a_talk(
+        make_window, qtbot, qapp):
+    """The names shown without their shared prefix and the figures beside them in view at a
+    desk; then in a talk, as :func:`_check_talk_fits` says."""
+    from PySide6.QtCore import Qt
+
+    from quantscope.gui.model_table import COLUMNS
+
+    win = make_window()
+    win.resize(1280, 720)
+    view = _open(win, qtbot, REAL)
+    qtbot.wait(50)
+    header, model = view.table.horizontalHeader(), view.model
+    names = [model.data(model.index(i, 0)) for i in range(model.rowCount())]
+    assert "attention.self.query.weight" in names  # shown without "encoder.layer.0."
+    assert model.headerData(0, Qt.Orientation.Horizontal) == "tensor\nencoder.layer.0.…"
+    row = next(i for i, n in enumerate(names) if n == "attention.self.query.weight")
+    assert model.data(model.index(row, 0), Qt.ItemDataRole.ToolTipRole).startswith(
+        "encoder.layer.0.attention.self.query.weight")
+    visible = view.table.viewport().width()
+    for title in ("tensor dB", "channel dB", "gain dB"):
+        col = COLUMNS.index(title)
+        assert header.visualIndex(col) <= 3
+        assert header.sectionViewportPosition(col) + header.sectionSize(col) <= visible, title
+    view.filter.setText("encoder attention")  # the filter still sees the whole name
+    assert model.rowCount() == 10
+    view.filter.setText("")
+    _check_talk_fits(win, view, qtbot, qapp)
 
 
 def test_every_label_names_the_tensor_on_screen(make_window, qtbot, wait_results, tmp_path):
