@@ -180,6 +180,23 @@ class _LostThenComputed:
         return None
 
 
+class _LostAfterTheWait:
+    """A future finished when ``as_completed`` handed it over and at the first wait, whose
+    result is lost with its worker just after that wait returns: "lost" when its status is
+    read then, finished again at the next wait."""
+
+    def __init__(self) -> None:
+        self.waits = 0
+
+    @property
+    def status(self) -> str:
+        return "lost" if self.waits == 1 else "finished"
+
+    def exception(self):
+        self.waits += 1
+        return None
+
+
 class _Failed:
     status = "error"
 
@@ -189,6 +206,7 @@ class _Failed:
 
 def test_a_result_lost_after_it_finished_is_waited_for_not_reported_as_a_failure():
     assert _error_of(_LostThenComputed()) is None
+    assert _error_of(_LostAfterTheWait()) is None
     assert _error_of(_Failed()) == "failed on the cluster: ValueError: bad shard"
 
 

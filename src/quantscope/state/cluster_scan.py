@@ -344,13 +344,20 @@ def _error_of(future: Future) -> str | None:
 
     A finished task's result can be lost with its worker after ``as_completed`` handed the
     future over: the future is then "lost" until the scheduler has computed it again (this
-    client still holds it), so the outcome is read only after waiting for that."""
-    if future.status != "cancelled":
-        future.exception()  # waits while the task is lost or retried, raises nothing
-    if future.status == "finished":
-        return None
-    if future.status == "cancelled":
-        return "cancelled on the cluster"
+    client still holds it), so the outcome is read only after waiting for that -- and
+    waited for again when the status read after the wait is "lost" or "pending": the result
+    can be lost between the wait and that read (the client's loop updates the status on its
+    own thread), and reading it as a failure reported a row the cluster then computed."""
+    while True:
+        if future.status != "cancelled":
+            future.exception()  # waits while the task is lost or retried, raises nothing
+        status = future.status
+        if status == "finished":
+            return None
+        if status == "cancelled":
+            return "cancelled on the cluster"
+        if status == "error":
+            break
     exc = future.exception()
     if isinstance(exc, QuantscopeError):
         return str(exc)
