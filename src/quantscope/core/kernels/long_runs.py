@@ -27,7 +27,7 @@ import numpy as np
 
 from quantscope.core.kernels.block_sums import prefix_from
 from quantscope.core.kernels.jit_cache import njit
-from quantscope.core.kernels.run_ends import _code, _first_not_below, _run_end
+from quantscope.core.kernels.run_ends import _code, _first_not_below, _run_end, next_run
 from quantscope.core.kernels.sorted_kernel import _upper_bound
 
 _jit = njit(nogil=True, error_model="numpy")
@@ -89,11 +89,7 @@ def runs_search(x, a, b, rec, k0, s1, s2, k, rlo, rhi, rf):
     p = a
     g = (0.0, 0.0, 0.0, 0.0)
     while p < b:
-        xv = np.float64(x[p])
-        c1 = _code(xv, inv1, k)
-        c2 = _code(xv, inv2, k)
-        lo, hi = min(c1, c2), max(c1, c2)
-        q = _run_end(x, p, b, inv1, inv2, k, lo, hi)
+        lo, hi, q = next_run(x, p, b, inv1, inv2, k)
         rlo[r] = lo
         rhi[r] = hi
         bound = 0.0

@@ -78,7 +78,7 @@ from quantscope.core.kernels.long_runs import (
 )
 from quantscope.core.kernels.mse_sweep import box_crossings, box_sweep
 from quantscope.core.kernels.neighbour_pick import neighbour_pick
-from quantscope.core.kernels.run_ends import _code, _first_not_below, _run_end
+from quantscope.core.kernels.run_ends import _code, _first_not_below, _run_end, next_run
 from quantscope.core.kernels.scale_cuts import clip_cut, clip_spread_cut, spread_cut
 from quantscope.core.kernels.scale_errors import errors_at
 from quantscope.core.kernels.small_unique import small_unique
@@ -198,11 +198,7 @@ def _runs_gallop(x, a, b, s1, s2, k, rlo, rhi, rf):
     r = 0
     p = a
     while p < b:
-        xv = np.float64(x[p])
-        c1 = _code(xv, inv1, k)
-        c2 = _code(xv, inv2, k)
-        lo, hi = min(c1, c2), max(c1, c2)
-        q = _run_end(x, p, b, inv1, inv2, k, lo, hi)
+        lo, hi, q = next_run(x, p, b, inv1, inv2, k)
         sx = 0.0
         sxx = 0.0
         bound = 0.0
@@ -310,11 +306,7 @@ def runs_prefix(x, a, b, pre, s1, s2, k, rlo, rhi, rf):
     r = 0
     p = a
     while p < b:
-        xv = np.float64(x[p])
-        c1 = _code(xv, inv1, k)
-        c2 = _code(xv, inv2, k)
-        lo, hi = min(c1, c2), max(c1, c2)
-        q = _run_end(x, p, b, inv1, inv2, k, lo, hi)
+        lo, hi, q = next_run(x, p, b, inv1, inv2, k)
         _put_run(x, a, pre, p, q, s1, s2, lo, hi, r, rlo, rhi, rf)
         r += 1
         p = q

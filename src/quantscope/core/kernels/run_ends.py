@@ -78,6 +78,18 @@ def _run_end(x, p, b, inv1, inv2, k, lo, hi):
     return left
 
 
+@njit(nogil=True, error_model="numpy", inline="always")
+def next_run(x, p, b, inv1, inv2, k):
+    """The run of sorted ``x`` that starts at ``p`` (before ``b``) for the box whose ends'
+    reciprocals are ``inv1`` and ``inv2``: its codes' pair (ascending) and its end,
+    :func:`_run_end`."""
+    xv = np.float64(x[p])
+    c1 = _code(xv, inv1, k)
+    c2 = _code(xv, inv2, k)
+    lo, hi = min(c1, c2), max(c1, c2)
+    return lo, hi, _run_end(x, p, b, inv1, inv2, k, lo, hi)
+
+
 @_jit
 def _first_not_below(x, lo, hi, t):
     """First position in ``[lo, hi)`` of sorted ``x`` with ``x >= t`` (``hi`` if none)."""
