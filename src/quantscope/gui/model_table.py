@@ -107,6 +107,7 @@ class ModelTable(QAbstractTableModel):
         self.rows: list[ModelRow] = []
         self.prefix = ""
         self._cells: list[tuple[tuple[str, ...], tuple]] = []
+        self._revision = 0
         self.visible: list[int] = []
         self.sort_column, self.sort_order = -1, Qt.SortOrder.AscendingOrder
         self.filter_text = ""
@@ -121,6 +122,7 @@ class ModelTable(QAbstractTableModel):
         self.rows = list(rows)
         self.prefix = shared_prefix([r.name for r in self.rows])
         self._cells = [row_cells(r, self.prefix) for r in self.rows]
+        self._revision += 1
         self._visible_locked()
         self.endResetModel()
 
@@ -132,6 +134,7 @@ class ModelTable(QAbstractTableModel):
         for r in rows:
             self.rows[r.index] = r
             self._cells[r.index] = row_cells(r, self.prefix)
+        self._revision += 1
         self._relayout()
 
     def _relayout(self) -> None:
@@ -164,6 +167,10 @@ class ModelTable(QAbstractTableModel):
             present.sort(key=lambda i: _key(self._cells[i][1][col]), reverse=reverse)
             idx = present + missing  # rows without a value stay last either way
         self.visible = idx
+
+    def revision(self) -> int:
+        """Changes whenever a row's texts may have (what the view's widths are cached by)."""
+        return self._revision
 
     def column_texts(self, column: int) -> set[str]:
         """Every text ``column`` holds, filtered out or not (what its width must show)."""

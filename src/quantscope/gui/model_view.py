@@ -109,6 +109,8 @@ class ModelView(QWidget):
         self._arrived: list[ModelRow] = []
         self._done = self._total = 0
         self._started = 0.0
+        #: The columns' widths and the names' least width, with what they were measured for.
+        self._widths: tuple[tuple, list[int], int] | None = None
         self.flush_timer = QTimer(self)
         self.flush_timer.setInterval(FLUSH_MS)
         self.flush_timer.timeout.connect(self._flush)
@@ -248,9 +250,14 @@ class ModelView(QWidget):
         its widest text: of the rows listed, and a typical figure's until the scan brings its
         own. Also the least width of the names' column: its header and every name with its
         leading components shortened to their initials (:mod:`quantscope.gui.dotted_names`),
-        so no name loses its start."""
+        so no name loses its start. Measured again only when the texts, the font or the
+        sort column changed (a window being resized asks on every step, and a checkpoint of
+        thousands of tensors has tens of thousands of texts)."""
         fm = self.table.fontMetrics()
         sorted_by = self.table.horizontalHeader().sortIndicatorSection()
+        key = (self.model.revision(), self.table.font().key(), sorted_by)
+        if self._widths is not None and self._widths[0] == key:
+            return list(self._widths[1]), self._widths[2]
         pending = any(r.figures is None for r in self.rows)
         heads = []
         for col in range(len(COLUMNS)):
@@ -262,11 +269,13 @@ class ModelView(QWidget):
             texts = self.model.column_texts(col)
             if pending and col in TYPICAL:
                 texts.add(TYPICAL[col])
-            widths.append(max(max(map(fm.horizontalAdvance, texts)) + 12, heads[col]))
+            widths.append(max(max(map(fm.horizontalAdvance, texts), default=0) + 12,
+                              heads[col]))
         names = {r.name[len(self.model.prefix):] for r in self.rows}
-        least = max([heads[0]] + [fm.horizontalAdvance(initials(printable(n))) + 12
-                                  for n in names])
-        return widths, min(least, widths[0])
+        least = min(widths[0], max([heads[0]] + [fm.horizontalAdvance(initials(printable(n)))
+                                                 + 12 for n in names]))
+        self._widths = (key, list(widths), least)
+        return widths, least
 
     def _size_columns(self) -> None:
         """Every column whole beside the chart where the width allows, else the chart under
@@ -291,8 +300,8 @@ class ModelView(QWidget):
         if side:  # the table as wide as it needs, the chart at least a third where it can
             left = min(need, max(floor, total - handle - max(chart, total // 3)))
             self.splitter.setSizes([left, total - handle - left])
-        else:  # the table as tall as its rows, up to 45 % (the chart, its legend under its
-            # plot, the rest: with less, a talk's legend was taller than the plot)
+        else:  # the table as tall as its rows, up to 45 %; the chart, its legend beside
+            # its plot, the rest (with less, a talk's legend was taller than the plot)
             left = total
             high = self.splitter.height() - handle
             rows = (self.table.horizontalHeader().sizeHint().height() + frame
