@@ -307,7 +307,50 @@ def test_at_1280x720_the_figures_sit_beside_the_names_at_a_desk_and_in_a_talk(
     view.filter.setText("encoder attention")  # the filter still sees the whole name
     assert model.rowCount() == 10
     view.filter.setText("")
+    for size in ((1280, 720), (1366, 768)):
+        win.resize(*size)
+        qtbot.waitUntil(lambda size=size: (win.width(), win.height()) == size, timeout=5000)
+        qtbot.wait(50)
+        _check_every_column_reads(win, view, str(size))
     _check_talk_fits(win, view, qtbot, qapp)
+
+
+def _check_every_column_reads(win, view, where: str) -> None:
+    """With the side panel open, no column scrolls out of view or is cut: each header line
+    and each cell's text fits its section, and the names as drawn tell every row apart."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    from quantscope.gui.model_table import COLUMNS
+
+    assert win.side_dock.isVisible(), where
+    table, model = view.table, view.model
+    header, fm = table.horizontalHeader(), table.fontMetrics()
+    assert table.horizontalScrollBar().maximum() == 0, where
+    for col in range(len(COLUMNS)):
+        right = header.sectionViewportPosition(col) + header.sectionSize(col)
+        assert header.sectionViewportPosition(col) >= 0 and right <= \
+            table.viewport().width(), (where, COLUMNS[col])
+        lines = model.headerData(col, Qt.Orientation.Horizontal).split("\n")
+        arrow = 12 if header.sortIndicatorSection() == col else 0
+        assert max(map(fm.horizontalAdvance, lines)) + 8 + arrow <= header.sectionSize(col), \
+            (where, lines)
+        if col == 0:
+            continue
+        widest = max(fm.horizontalAdvance(model.data(model.index(r, col)))
+                     for r in range(model.rowCount()))
+        assert widest + 8 <= header.sectionSize(col), (where, COLUMNS[col])
+    shown = []
+    for r in range(model.rowCount()):
+        option = QStyleOptionViewItem()
+        table.initViewItemOption(option)
+        index = model.index(r, 0)
+        option.rect = table.visualRect(index)
+        opt, _ = view.name_delegate.shown(option, index)
+        assert fm.horizontalAdvance(opt.text) <= option.rect.width() - 4, (where, opt.text)
+        assert not opt.text.startswith("…"), (where, opt.text)  # at least their initials
+        shown.append(opt.text)
+    assert len(set(shown)) == len(shown), (where, shown)
 
 
 def test_every_label_names_the_tensor_on_screen(make_window, qtbot, wait_results, tmp_path):
