@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import ml_dtypes
 import numpy as np
@@ -125,15 +126,27 @@ def test_sorting_filter_and_click_through_and_back(make_window, qtbot, wait_resu
 
 
 def test_cancel_resume_and_new_settings(make_window, qtbot, tmp_path, monkeypatch):
-    from quantscope.core.stats import fused
+    from quantscope.gui import model_view
 
-    monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 64)  # many chunks: time to cancel midway
+    # each scan thread waits after its first tensor until the test has cancelled, so the
+    # cancel always lands midway (a fast machine finished the scan before it)
+    cancelled = threading.Event()
+
+    class HeldScan(model_view.ModelScan):
+        def run(self, on_row=None, **kwargs):
+            def held(row):
+                on_row(row)
+                cancelled.wait(30)
+            return super().run(on_row=held, **kwargs)
+
+    monkeypatch.setattr(model_view, "ModelScan", HeldScan)
     _sharded(tmp_path, layers=30)
     win = make_window()
     view = win._ensure_model_view()
     win.open_path(tmp_path)
     qtbot.waitUntil(lambda: any(r.status == OK for r in view.rows), timeout=60_000)
     view.cancel()
+    cancelled.set()
     assert view.resume_button.isVisible() and not view.cancel_button.isVisible()
     qtbot.waitUntil(lambda: not view.job.busy, timeout=60_000)
     done = {r.name for r in view.rows if r.status == OK}
