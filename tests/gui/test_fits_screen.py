@@ -37,6 +37,10 @@ def test_a_window_opened_tall_can_be_made_laptop_sized(fonts, size, app_window, 
     assert win.centralWidget().height() >= win.centralWidget().minimumSizeHint().height()
     assert not cut_labels(win), cut_labels(win)  # every text whole, in every font
     assert not axis_labels_cut(win), axis_labels_cut(win)
+    tabs = win.side_tabs.tabBar()  # the side panel's titles apart, not one run of words
+    for i in range(tabs.count()):
+        room = tabs.tabRect(i).width() - tabs.fontMetrics().horizontalAdvance(tabs.tabText(i))
+        assert room >= 16, (tabs.tabText(i), room)
 
 
 def test_a_tall_layout_taller_than_the_screen_still_goes_down_in_one_step(app_window, qtbot):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import ml_dtypes
 import numpy as np
@@ -125,15 +126,27 @@ def test_sorting_filter_and_click_through_and_back(make_window, qtbot, wait_resu
 
 
 def test_cancel_resume_and_new_settings(make_window, qtbot, tmp_path, monkeypatch):
-    from quantscope.core.stats import fused
+    from quantscope.gui import model_view
 
-    monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 64)  # many chunks: time to cancel midway
+    # each scan thread waits after its first tensor until the test has cancelled, so the
+    # cancel always lands midway (a fast machine finished the scan before it)
+    cancelled = threading.Event()
+
+    class HeldScan(model_view.ModelScan):
+        def run(self, on_row=None, **kwargs):
+            def held(row):
+                on_row(row)
+                cancelled.wait(30)
+            return super().run(on_row=held, **kwargs)
+
+    monkeypatch.setattr(model_view, "ModelScan", HeldScan)
     _sharded(tmp_path, layers=30)
     win = make_window()
     view = win._ensure_model_view()
     win.open_path(tmp_path)
     qtbot.waitUntil(lambda: any(r.status == OK for r in view.rows), timeout=60_000)
     view.cancel()
+    cancelled.set()
     assert view.resume_button.isVisible() and not view.cancel_button.isVisible()
     qtbot.waitUntil(lambda: not view.job.busy, timeout=60_000)
     done = {r.name for r in view.rows if r.status == OK}
@@ -307,7 +320,50 @@ def test_at_1280x720_the_figures_sit_beside_the_names_at_a_desk_and_in_a_talk(
     view.filter.setText("encoder attention")  # the filter still sees the whole name
     assert model.rowCount() == 10
     view.filter.setText("")
+    for size in ((1280, 720), (1366, 768)):
+        win.resize(*size)
+        qtbot.waitUntil(lambda size=size: (win.width(), win.height()) == size, timeout=5000)
+        qtbot.wait(50)
+        _check_every_column_reads(win, view, str(size))
     _check_talk_fits(win, view, qtbot, qapp)
+
+
+def _check_every_column_reads(win, view, where: str) -> None:
+    """With the side panel open, no column scrolls out of view or is cut: each header line
+    and each cell's text fits its section, and the names as drawn tell every row apart."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    from quantscope.gui.model_table import COLUMNS
+
+    assert win.side_dock.isVisible(), where
+    table, model = view.table, view.model
+    header, fm = table.horizontalHeader(), table.fontMetrics()
+    assert table.horizontalScrollBar().maximum() == 0, where
+    for col in range(len(COLUMNS)):
+        right = header.sectionViewportPosition(col) + header.sectionSize(col)
+        assert header.sectionViewportPosition(col) >= 0 and right <= \
+            table.viewport().width(), (where, COLUMNS[col])
+        lines = model.headerData(col, Qt.Orientation.Horizontal).split("\n")
+        arrow = 12 if header.sortIndicatorSection() == col else 0
+        assert max(map(fm.horizontalAdvance, lines)) + 8 + arrow <= header.sectionSize(col), \
+            (where, lines)
+        if col == 0:
+            continue
+        widest = max(fm.horizontalAdvance(model.data(model.index(r, col)))
+                     for r in range(model.rowCount()))
+        assert widest + 8 <= header.sectionSize(col), (where, COLUMNS[col])
+    shown = []
+    for r in range(model.rowCount()):
+        option = QStyleOptionViewItem()
+        table.initViewItemOption(option)
+        index = model.index(r, 0)
+        option.rect = table.visualRect(index)
+        opt, _ = view.name_delegate.shown(option, index)
+        assert fm.horizontalAdvance(opt.text) <= option.rect.width() - 4, (where, opt.text)
+        assert not opt.text.startswith("…"), (where, opt.text)  # at least their initials
+        shown.append(opt.text)
+    assert len(set(shown)) == len(shown), (where, shown)
 
 
 def test_every_label_names_the_tensor_on_screen(make_window, qtbot, wait_results, tmp_path):

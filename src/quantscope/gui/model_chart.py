@@ -45,7 +45,7 @@ from PySide6.QtWidgets import (
 
 from quantscope.core.stats.fused import suggest_floor_db
 from quantscope.gui.theme import Theme, contrast_ratio, current_theme, style_plot
-from quantscope.gui.views._legend import fit_columns, legend_below
+from quantscope.gui.views._legend import fit_columns, legend_below, place_legend
 from quantscope.io.tensor_info import printable
 from quantscope.state.model_scan import OK, PENDING, ModelRow
 
@@ -79,6 +79,8 @@ AA_MIN_STEP_PX = 2.0
 LEGEND_SLACK_PX = 24
 #: Qt's dash pattern (DashLine): dash and gap in pen widths.
 DASH, GAP = 4.0, 2.0
+#: The most of the chart's width a legend beside its plot may take.
+BESIDE_SHARE = 0.4
 
 
 def _placed(rows: list[ModelRow]) -> tuple[list[tuple[float, str, ModelRow]], bool]:
@@ -394,6 +396,7 @@ class ModelChart(QWidget):
                 QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.plot.disableAutoRange()  # redraw sets both ranges from the rows
         self.legend = legend_below(self.plot, labelTextSize="9pt")
+        self.legend_beside = False
         self.legend.sigSampleClicked.connect(self._legend_clicked)
         # below the engine's floor int8 does not serve (``suggest`` keeps such tensors in
         # 16-bit): a band there makes the layers that break it stand out
@@ -591,14 +594,28 @@ class ModelChart(QWidget):
                                 f"int{self.floor_bits} floor ({self.floor_db:.0f} dB)")
         self._fit_legend()
 
+    def set_legend_beside(self, beside: bool) -> None:
+        """The legend right of the plot (the chart wide and short, under the model's table)
+        or under it (the chart beside the table)."""
+        if beside != self.legend_beside:
+            self.legend_beside = beside
+            place_legend(self.plot, beside)
+            self._fit_legend()
+
     def _fit_legend(self) -> None:
         """The legend in as many columns as the width allows, and no taller than the plot
         above it: at a talk's text size and 720 rows, one entry per row left the plot
         shorter than its legend (half the chart's height, less the x axis, is the most the
-        legend may take)."""
+        legend may take). Beside the plot it may take up to :data:`BESIDE_SHARE` of the
+        width and the plot's whole height."""
         below = self.plot.getAxis("bottom").height() + LEGEND_SLACK_PX
-        fit_columns(self.plot, max(self.widget.width(), 200), columns=(4, 3, 2, 1),
-                    height=max((self.widget.height() - below) / 2, 40))
+        if self.legend_beside:
+            fit_columns(self.plot, 0, columns=(1, 2, 3),
+                        height=max(self.widget.height() - below, 40),
+                        room=max(self.widget.width() * BESIDE_SHARE, 100))
+        else:
+            fit_columns(self.plot, max(self.widget.width(), 200), columns=(4, 3, 2, 1),
+                        height=max((self.widget.height() - below) / 2, 40))
 
     def _legend_clicked(self, entry) -> None:
         if entry is self.floor:  # the band's sample hid or showed it

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPushButton, QWidget
 
@@ -61,8 +62,24 @@ class ModelMode:
             return
         self.splitter.hide()
         self.model_view.show()
+        self.narrow_side_panel()
         self.model_action.setChecked(True)
         self.label_what_is_shown()
+
+    def narrow_side_panel(self) -> None:
+        """The side panel at its least width while the model view shows (the window calls
+        this on each resize too): the table's columns need the room more than the controls
+        need their natural width, which at 1280 px cut the table's suggestions."""
+        dock, scroll = self.side_dock, self.quant_scroll
+        if not self.model_active() or dock.isHidden() or scroll.widget() is None:
+            return
+        # the controls' least width, not the dock's: below it they are cut, not scrolled.
+        # Measured as the dock's room around the controls (both as last laid out: a new
+        # theme's width for the dock may not have reached it yet) plus their least width.
+        around = dock.width() - scroll.viewport().width()
+        least = max(dock.minimumSizeHint().width(),
+                    around + scroll.widget().minimumSizeHint().width())
+        self.resizeDocks([dock], [least], Qt.Orientation.Horizontal)
 
     def show_panes(self) -> None:
         if self.model_view is None:

@@ -24,8 +24,9 @@ NUMERIC = frozenset(range(3, 10))
 #: The order the columns are shown in: the figures a user reads first right after the name,
 #: the descriptive columns last (the model keeps COLUMNS' order; the header moves sections).
 VISUAL_ORDER = (0, 4, 5, 6, 10, 7, 8, 9, 3, 1, 2)
-#: The name and the columns that must stay in view on a narrow window.
-FIRST_SEEN = VISUAL_ORDER[:5]
+#: A typical text of each figure column: its width before the scan's figures arrive.
+TYPICAL = {4: "-00.00", 5: "-00.00", 6: "00.00", 7: "00.000", 8: "0.000000", 9: "00/0000",
+           10: "per-channel"}
 TIPS = {
     "tensor dB": "SQNR with one symmetric scale for the whole tensor (per-tensor)",
     "channel dB": "SQNR with one symmetric scale per channel, along each tensor's own axis "
@@ -106,6 +107,7 @@ class ModelTable(QAbstractTableModel):
         self.rows: list[ModelRow] = []
         self.prefix = ""
         self._cells: list[tuple[tuple[str, ...], tuple]] = []
+        self._revision = 0
         self.visible: list[int] = []
         self.sort_column, self.sort_order = -1, Qt.SortOrder.AscendingOrder
         self.filter_text = ""
@@ -120,6 +122,7 @@ class ModelTable(QAbstractTableModel):
         self.rows = list(rows)
         self.prefix = shared_prefix([r.name for r in self.rows])
         self._cells = [row_cells(r, self.prefix) for r in self.rows]
+        self._revision += 1
         self._visible_locked()
         self.endResetModel()
 
@@ -131,6 +134,7 @@ class ModelTable(QAbstractTableModel):
         for r in rows:
             self.rows[r.index] = r
             self._cells[r.index] = row_cells(r, self.prefix)
+        self._revision += 1
         self._relayout()
 
     def _relayout(self) -> None:
@@ -163,6 +167,14 @@ class ModelTable(QAbstractTableModel):
             present.sort(key=lambda i: _key(self._cells[i][1][col]), reverse=reverse)
             idx = present + missing  # rows without a value stay last either way
         self.visible = idx
+
+    def revision(self) -> int:
+        """Changes whenever a row's texts may have (what the view's widths are cached by)."""
+        return self._revision
+
+    def column_texts(self, column: int) -> set[str]:
+        """Every text ``column`` holds, filtered out or not (what its width must show)."""
+        return {cells[0][column] for cells in self._cells}
 
     def row_at(self, view_row: int) -> ModelRow:
         return self.rows[self.visible[view_row]]

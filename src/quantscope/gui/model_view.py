@@ -26,15 +26,17 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSplitter,
+    QStyle,
     QTableView,
     QVBoxLayout,
     QWidget,
 )
 
 from quantscope.errors import QuantscopeError
+from quantscope.gui.dotted_names import DottedNameDelegate, initials
 from quantscope.gui.jobs import Jobs, Lane
 from quantscope.gui.model_chart import ModelChart
-from quantscope.gui.model_table import FIRST_SEEN, VISUAL_ORDER, ModelTable, header_text
+from quantscope.gui.model_table import COLUMNS, TYPICAL, VISUAL_ORDER, ModelTable
 from quantscope.gui.plan_panel import PlanPanel
 from quantscope.gui.stored_view import StoredCompareView
 from quantscope.io.stored import source_checkpoint
@@ -49,6 +51,9 @@ from quantscope.state.model_scan import OK, PENDING, ModelRow, ModelScan, model_
 FLUSH_MS = 150
 #: Settings changes are scanned once the controls rest this long.
 RESCAN_DELAY_MS = 300
+#: Pixels a column's header needs beside its longest line: the section's padding and border;
+#: and the sort arrow's, which only the column sorted by shows.
+HEADER_ROOM, ARROW_ROOM = 12, 12
 
 
 def count_text(n: int) -> str:
@@ -104,6 +109,8 @@ class ModelView(QWidget):
         self._arrived: list[ModelRow] = []
         self._done = self._total = 0
         self._started = 0.0
+        #: The columns' widths and the names' least width, with what they were measured for.
+        self._widths: tuple[tuple, list[int], int] | None = None
         self.flush_timer = QTimer(self)
         self.flush_timer.setInterval(FLUSH_MS)
         self.flush_timer.timeout.connect(self._flush)
@@ -168,12 +175,18 @@ class ModelView(QWidget):
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
         self.table.setWordWrap(False)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        # names shortened from their start, component by component: what tells rows apart
+        # is in their middle and end
+        self.name_delegate = DottedNameDelegate(self.table)
+        self.table.setItemDelegateForColumn(0, self.name_delegate)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setSectionsMovable(True)
         for visual, logical in enumerate(VISUAL_ORDER):  # the figures beside the names
             header.moveSection(header.visualIndex(logical), visual)
         header.setStretchLastSection(True)
+        # the sort arrow's room moves to the column sorted by
+        header.sortIndicatorChanged.connect(lambda *_: self.fit_timer.start())
         self.table.clicked.connect(self._on_table_clicked)
         self.table.activated.connect(self._on_table_clicked)
         self.splitter.addWidget(self.table)
@@ -232,31 +245,72 @@ class ModelView(QWidget):
         self.filter.setFixedWidth(fm.horizontalAdvance(self.filter.placeholderText()) + clear
                                   + margins.left() + margins.right() + 16)
 
-    def _size_columns(self) -> None:
-        """Each column as wide as its header or its widest typical value, the names up to
-        40 characters (longer ones elide in the middle, where layer numbers are)."""
+    def _column_widths(self) -> tuple[list[int], int]:
+        """Each column as wide as its header's longest line (with room for the sort arrow) or
+        its widest text: of the rows listed, and a typical figure's until the scan brings its
+        own. Also the least width of the names' column: its header and every name with its
+        leading components shortened to their initials (:mod:`quantscope.gui.dotted_names`),
+        so no name loses its start. Measured again only when the texts, the font or the
+        sort column changed (a window being resized asks on every step, and a checkpoint of
+        thousands of tensors has tens of thousands of texts)."""
         fm = self.table.fontMetrics()
-        chars = [38, 11, 8, 11, 6, 6, 5, 5, 7, 7, 13]
-        cut = len(self.model.prefix)
-        chars[0] = min(max((len(printable(r.name[cut:])) for r in self.rows), default=20), 40)
-        for col, n in enumerate(chars):
-            title = max(map(fm.horizontalAdvance, header_text(col).split("\n")))
-            width = max(fm.horizontalAdvance("0" * n), title + 18)
-            self.table.setColumnWidth(col, width + 12)
-        total = self.splitter.width()
-        if total > 0:  # the table its columns' width (up to 2/3), the chart the rest
-            want = sum(self.table.columnWidth(c) for c in range(len(chars))) + 24
-            # On a narrow window the names give way (down to 16 characters) before the
-            # figures that come next to them scroll out of sight; the figures and the
-            # shortest names take from the chart's 1/3 where they need it (a talk's text).
-            figures = sum(self.table.columnWidth(c) for c in FIRST_SEEN[1:]) + 24
-            floor = fm.horizontalAdvance("0" * 16) + 12
-            left = min(want, max(int(total * 0.67), figures + floor))
-            self.splitter.setSizes([left, total - left])
-            left = self.splitter.sizes()[0]  # less where the chart needs more than the rest
-            fit = max(floor, left - figures)
-            if fit < self.table.columnWidth(0):
-                self.table.setColumnWidth(0, fit)
+        sorted_by = self.table.horizontalHeader().sortIndicatorSection()
+        key = (self.model.revision(), self.table.font().key(), sorted_by)
+        if self._widths is not None and self._widths[0] == key:
+            return list(self._widths[1]), self._widths[2]
+        pending = any(r.figures is None for r in self.rows)
+        heads = []
+        for col in range(len(COLUMNS)):
+            title = max(map(fm.horizontalAdvance, self.model.headerData(
+                col, Qt.Orientation.Horizontal).split("\n")))
+            heads.append(title + HEADER_ROOM + (ARROW_ROOM if col == sorted_by else 0))
+        widths = []
+        for col in range(len(COLUMNS)):
+            texts = self.model.column_texts(col)
+            if pending and col in TYPICAL:
+                texts.add(TYPICAL[col])
+            widths.append(max(max(map(fm.horizontalAdvance, texts), default=0) + 12,
+                              heads[col]))
+        names = {r.name[len(self.model.prefix):] for r in self.rows}
+        least = min(widths[0], max([heads[0]] + [fm.horizontalAdvance(initials(printable(n)))
+                                                 + 12 for n in names]))
+        self._widths = (key, list(widths), least)
+        return widths, least
+
+    def _size_columns(self) -> None:
+        """Every column whole beside the chart where the width allows, else the chart under
+        the table: at 1280 px beside the side panel, a table cut at its suggestions or its
+        names cut in the middle could not be read. The names take what the figures leave,
+        down to their initials (:meth:`_column_widths`)."""
+        widths, least = self._column_widths()
+        others = sum(widths[1:])
+        frame = 2 * self.table.frameWidth()
+        bar = self.table.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent, None,
+                                             self.table)
+        need, floor = widths[0] + others + frame + bar, least + others + frame + bar
+        total, handle = self.splitter.width(), self.splitter.handleWidth()
+        if total <= 0:
+            return
+        chart = self.chart.minimumSizeHint().width()
+        side = total >= floor + handle + chart
+        orientation = Qt.Orientation.Horizontal if side else Qt.Orientation.Vertical
+        if self.splitter.orientation() != orientation:
+            self.splitter.setOrientation(orientation)
+            self.chart.set_legend_beside(not side)  # under the table the chart is wide
+        if side:  # the table as wide as it needs, the chart at least a third where it can
+            left = min(need, max(floor, total - handle - max(chart, total // 3)))
+            self.splitter.setSizes([left, total - handle - left])
+        else:  # the table as tall as its rows, up to 45 %; the chart, its legend beside
+            # its plot, the rest (with less, a talk's legend was taller than the plot)
+            left = total
+            high = self.splitter.height() - handle
+            rows = (self.table.horizontalHeader().sizeHint().height() + frame
+                    + self.table.verticalHeader().defaultSectionSize() * len(self.rows))
+            top = min(rows, int(high * 0.45))
+            self.splitter.setSizes([top, high - top])
+        widths[0] = max(least, min(widths[0], left - (frame + bar + others)))
+        for col, width in enumerate(widths):
+            self.table.setColumnWidth(col, width)
 
     # -- opening and scanning -----------------------------------------------------------------
     def open(self, path: str | Path, settings: Settings) -> None:
@@ -436,6 +490,7 @@ class ModelView(QWidget):
         self.model.update_rows(rows)
         self.chart.set_rows(rows)
         self._done = self._total
+        self._size_columns()  # the figures' own widths, for the typical ones
         self._set_running(False)
         ok = sum(1 for r in rows if r.status == OK)
         self.progress_label.setText(

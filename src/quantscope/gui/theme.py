@@ -81,6 +81,10 @@ _TEXT_DARK = {"body": ("#EDEDED", "#252525"), "muted": ("#A9B0BB", "#252525"),
 #: Presentation text size in pixels at the two projector heights it is designed for; between
 #: and beyond them it follows the window's height.
 STAGE_PX = ((720, 18), (1080, 24))
+#: Left and right padding of the side panel's tabs at a desk: with the view tabs' 3 px its
+#: three titles ran together ("Quantization Source Formats"); it has the room, where the
+#: view tabs beside the panes have not.
+SIDE_TAB_PAD_PX = 10
 
 
 def stage_px(height: int | None) -> int:
@@ -408,6 +412,7 @@ QSlider::handle:horizontal {{ {_handle_rule(desk)} background: {panel};
                               border: 1px solid {muted}; }}
 QSlider::handle:horizontal:disabled {{ border: 1px dashed {disabled}; }}
 QTabBar::tab {{ {_tab_rule(desk)} }}
+QTabWidget#sideTabs > QTabBar::tab {{ {_tab_padding(desk, SIDE_TAB_PAD_PX)} }}
 QTabBar::tab:selected {{ border-bottom: 3px solid {theme.color("rounding")}; }}
 QStatusBar {{ border-top: 1px solid {border}; }}
 QMenuBar, QMenu {{ background: {panel}; color: {fg}; }}
@@ -424,7 +429,11 @@ def _handle_rule(theme: Theme) -> str:
 
 def _tab_rule(theme: Theme) -> str:
     """A tab's padding: wider on a stage (the five view tabs still fit beside the panes)."""
-    pad = 8 if theme.presentation else 3
+    return _tab_padding(theme, 8 if theme.presentation else 3)
+
+
+def _tab_padding(theme: Theme, pad: int) -> str:
+    """Tab padding of ``pad`` pixels left and right, and the line's room above and below."""
     # a tab is its line and 6 px above and below: a font with tall lines gives up the
     # room its line has beyond its letters (see gui/tight_lines.py) out of those 6 px
     tab_font = QFont(QApplication.font())

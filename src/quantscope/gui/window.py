@@ -234,6 +234,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
                 self.theme_timer.start()
         else:
             self.compact.fit()  # a small screen: the views step behind a button
+            self.narrow_side_panel()
 
     def set_dark(self, on: bool) -> None:
         """Dark or light theme."""
@@ -260,6 +261,7 @@ class MainWindow(WindowLayout, Loading, ModelMode, QMainWindow):
             self.resizeDocks([dock], [hint.width()], Qt.Orientation.Horizontal)
         if not self.presentation:
             self.compact.fit()  # the views' room beside the panes, at the new text size
+            self.narrow_side_panel()
 
     def set_log_counts(self, on: bool) -> None:
         """Histogram counts on a log scale (outliers become visible) or linear."""

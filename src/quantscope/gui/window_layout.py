@@ -125,6 +125,7 @@ class WindowLayout:
         quant_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         quant_scroll.setWidget(quant)
         tabs.addTab(quant_scroll, "Quantization")
+        self.quant_scroll = quant_scroll
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(self.source_panel)

@@ -8,6 +8,8 @@ puts it. At presentation font sizes it also grew past a narrow tab and was cut o
 from __future__ import annotations
 
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QSizePolicy
 
 from quantscope.gui.theme import current_theme
 
@@ -19,6 +21,8 @@ MIN_LABEL_PT = 10
 #: Row of a PlotItem's grid layout below the bottom axis (title 0, top axis 1, view 2,
 #: bottom axis 3).
 _BELOW_AXIS = (4, 1)
+#: The cell right of the right axis (left axis 0, view 1, right axis 2), level with the view.
+_BESIDE_VIEW = (2, 3)
 
 
 class LayoutLegend(pg.LegendItem):
@@ -41,8 +45,22 @@ def legend_below(plot: pg.PlotItem, **kwargs) -> LayoutLegend:
     return plot.legend
 
 
+def place_legend(plot: pg.PlotItem, beside: bool) -> None:
+    """Move ``plot``'s legend (made by :func:`legend_below`) right of its view, or back under
+    its x axis: a wide, short plot has more room beside it than under it."""
+    legend = plot.legend
+    plot.layout.removeItem(legend)
+    plot.layout.addItem(legend, *(_BESIDE_VIEW if beside else _BELOW_AXIS))
+    # beside a tall view its rows keep their height, at the top (stretched, they drifted
+    # apart and each label rose above its sample)
+    legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed if beside
+                         else QSizePolicy.Policy.Preferred)
+    plot.layout.setAlignment(legend, Qt.AlignmentFlag.AlignTop if beside
+                             else Qt.AlignmentFlag.AlignCenter)
+
+
 def fit_columns(plot: pg.PlotItem, width: float, columns: tuple[int, ...] = (2, 1),
-                height: float | None = None) -> None:
+                height: float | None = None, room: float | None = None) -> None:
     """Fit the legend of a plot ``width`` pixels wide between its axes: the first of
     ``columns`` that fits (two columns, else one), else the last in a smaller font. The legend
     row sets the plot's minimum width, and one wider than its widget cut off the right-hand
@@ -51,10 +69,14 @@ def fit_columns(plot: pg.PlotItem, width: float, columns: tuple[int, ...] = (2, 
     With ``height``, the legend must also be no taller than that: the first count that fits
     both ways at the full font, else the count that needs the least shrinking, in the font
     that fits it (not below :data:`MIN_LABEL_PT`). A legend of many entries in one column
-    was taller than the plot above it at a talk's 720 rows."""
+    was taller than the plot above it at a talk's 720 rows.
+
+    With ``room``, that is the legend's width (a legend beside its plot: ``width`` is not
+    read)."""
     legend = plot.legend
-    room = width - _SLACK - sum(plot.getAxis(side).width() for side in ("left", "right")
-                                if plot.getAxis(side).isVisible())
+    if room is None:
+        room = width - _SLACK - sum(plot.getAxis(side).width() for side in ("left", "right")
+                                    if plot.getAxis(side).isVisible())
     full = current_theme().axis_font_pt
     _label_size(legend, full)
     scales = {}

@@ -79,14 +79,17 @@ def _free_spot(group: list[Point], size: QSizeF, box: QRectF, taken: list[QRectF
 
 
 def place_labels(points: Sequence[Point], measure: Callable[[list[str]], QSizeF],
-                 box: QRectF) -> list[LabelBlock]:
+                 box: QRectF, unnamed: Sequence[QPointF] = (),
+                 marker_px: float = MARKER_PX) -> list[LabelBlock]:
     """Blocks of names for ``points`` (scene position, name) inside ``box`` (as far as a
     block fits in it), no two overlapping; ``measure`` gives the size of a block's lines as
-    drawn. Blocks are placed top to bottom; a merge places again only the blocks from the
-    one that grew (those before it keep their spots)."""
+    drawn. Where they can, the blocks leave uncovered the square of ``marker_px`` (half its
+    side) around every point, the ``unnamed`` ones' too: a name over a point hides a format.
+    Blocks are placed top to bottom; a merge places again only the blocks from the one that
+    grew (those before it keep their spots)."""
     groups = [[point] for point in sorted(points, key=lambda m: m[0].y())]
-    markers = [QRectF(p.x() - MARKER_PX, p.y() - MARKER_PX, 2 * MARKER_PX, 2 * MARKER_PX)
-               for p, _ in points]
+    markers = [QRectF(p.x() - marker_px, p.y() - marker_px, 2 * marker_px, 2 * marker_px)
+               for p in [*(p for p, _ in points), *unnamed]]
     placed: list[LabelBlock] = []  # placed[i] is the block of groups[i]
     while len(placed) < len(groups):
         group = groups[len(placed)]

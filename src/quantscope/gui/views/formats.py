@@ -190,10 +190,16 @@ class FormatsView(StateView):
         # in the top corner, far from their points) only the panes' formats and the best
         # of each tier are named, the others are named by their tooltips
         named = self._named
+        where = {p.spec: box.mapViewToScene(QPointF(p.bits_per_element, p.sqnr_db))
+                 for p in self._named}
+        # a point's symbol and its outline (a ringed one's ring is thin and may be crossed)
+        marker = self.points["int"].opts["size"] / 2 + 2
         for _ in range(2):
-            points = [(box.mapViewToScene(QPointF(p.bits_per_element, p.sqnr_db)),
-                       _short(p.spec)) for p in named]
-            blocks = place_labels(points, measure, box.sceneBoundingRect())
+            points = [(where[p.spec], _short(p.spec)) for p in named]
+            shown = {p.spec for p in named}
+            blocks = place_labels(points, measure, box.sceneBoundingRect(),
+                                  [at for spec, at in where.items() if spec not in shown],
+                                  marker)
             if max((len(b.lines) for b in blocks), default=0) <= MAX_BLOCK_LINES:
                 break
             named = [p for p in self._named if p.spec in self._key_specs]
