@@ -1,8 +1,8 @@
 """A box sweep's buckets: the sums pass adds up every crossing of each bucket and keeps the
-clamping ones (a small box's, every one), the keep pass keeps exactly the other crossings of
-the buckets asked for (found by binary search), and a sweep that keeps only the buckets near
-its best -- whatever best it starts from -- still finds the least error of the box (ties,
-zeros, outliers, 2 to 8 bits)."""
+clamping ones (a small box's, every one), writing down the others' buckets in order, the keep
+pass keeps exactly the other crossings of the buckets asked for (found by binary search in
+those), and a sweep that keeps only the buckets near its best -- whatever best it starts
+from -- still finds the least error of the box (ties, zeros, outliers, 2 to 8 bits)."""
 
 from __future__ import annotations
 
@@ -52,16 +52,20 @@ def _values(seed: int) -> np.ndarray:
 
 
 def _pass(x, mode, rlo, rhi, rf, n, s1, s2, inner_lo, inner_hi, nb, want, j_lo, j_hi, bk=None,
-          head=None, ne=0, cap=0):
+          head=None, ne=0, cap=0, dealt=None):
+    """One pass of :func:`deal` (the keep pass after a sums pass: its ``bk``, ``head`` and
+    ``dealt``); (scale, bk, head, link, (ev_b, ev_x, ev_m), entries kept, dealt: the inner
+    crossings' buckets and steps written down)."""
     scale, fresh = sb.bucket_table(s1, s2, nb, 5)
     bk = fresh if bk is None else bk
     head = np.full(nb, -1, np.int64) if head is None else head
     cap = max(cap, 1)
+    dealt = (np.full(cap, -1, np.int32), np.full((cap + 2, 3), -1)) if dealt is None else dealt
     ev = (np.zeros(cap), np.zeros(cap), np.zeros(cap, np.int64))
     link = np.full(cap, -2, np.int64)
     ne = sb.deal(mode, x, 0, rlo, rhi, rf, n, s1, s2, scale, nb, inner_lo, inner_hi, bk, want,
-                 j_lo, j_hi, *ev, head, link, ne)
-    return scale, bk, head, link, ev, ne
+                 j_lo, j_hi, *dealt, *ev, head, link, ne)
+    return scale, bk, head, link, ev, ne, dealt
 
 
 @pytest.mark.parametrize(("z_lo", "z_hi"), [(-128, 127), (-40, 12), (0, 0)])
@@ -73,11 +77,16 @@ def test_the_sums_pass_adds_up_each_bucket_and_keeps_the_clamping_crossings(z_lo
     nb = max(1, n_cross // sb.BUCKET)
     inner_lo, inner_hi = -128 - z_lo, 127 - z_hi
     want = np.zeros(nb, np.bool_)
-    scale, bk, head, link, (ev_b, ev_x, ev_m), ne = _pass(
+    scale, bk, head, link, (ev_b, ev_x, ev_m), ne, (slot, steps) = _pass(
         x, sb.SUMS, rlo, rhi, rf, n, s1, s2, inner_lo, inner_hi, nb, want, 0, nb - 1,
         cap=n_cross)
     every = _every_crossing(x, rlo, rhi, rf, n, s1, s2, scale, nb)
     assert len(every) == n_cross > 100
+    # the inner crossings' buckets written down for the keep pass, in the order dealt
+    inner_buckets = [c[3] for c in every if inner_lo <= c[1] <= inner_hi
+                     and inner_lo <= c[1] + np.sign(c[1] or x[c[0]]) <= inner_hi]
+    n_inner = len(inner_buckets)
+    assert slot[:n_inner].tolist() == inner_buckets and steps[steps[0, 0] + 1, 0] == n_inner
     edge = []
     for j in range(nb):
         mine = [c for c in every if c[3] == j]
@@ -105,7 +114,7 @@ def test_the_sums_pass_adds_up_each_bucket_and_keeps_the_clamping_crossings(z_lo
     assert ne == len(edge)
     assert ne > 0  # the outliers' codes pass the range's ends inside the box
     # a small box's first pass: the same sums, and every crossing kept, each in its bucket
-    _, bk_all, head, link, (ev_b, ev_x, ev_m), ne = _pass(
+    _, bk_all, head, link, (ev_b, ev_x, ev_m), ne, _ = _pass(
         x, sb.SUMS_ALL, rlo, rhi, rf, n, s1, s2, inner_lo, inner_hi, nb, want, 0, nb - 1,
         cap=n_cross)
     assert ne == n_cross and np.array_equal(bk_all, bk)
@@ -134,11 +143,11 @@ def test_the_keep_pass_keeps_the_inner_crossings_of_the_buckets_asked_for_and_no
     want[j_lo] = want[j_hi] = True
     sums = _pass(x, sb.SUMS, rlo, rhi, rf, n, s1, s2, inner_lo, inner_hi, nb, want, 0, nb - 1,
                  cap=2 * n_cross)
-    scale, bk, head, _, _, n_edge = sums
+    scale, bk, head, _, _, n_edge, dealt = sums
     before = head.copy()
     got = _pass(x, sb.KEEP, rlo, rhi, rf, n, s1, s2, inner_lo, inner_hi, nb, want, j_lo, j_hi,
-                bk=bk, head=head, ne=n_edge, cap=2 * n_cross)
-    _, _, head, link, (ev_b, ev_x, ev_m), ne = got
+                bk=bk, head=head, ne=n_edge, cap=2 * n_cross, dealt=dealt)
+    _, _, head, link, (ev_b, ev_x, ev_m), ne, _ = got
     every = _every_crossing(x, rlo, rhi, rf, n, s1, s2, scale, nb)
     expect = sorted((float(x[i]), m, b, j) for i, m, b, j in every if want[j]
                     and inner_lo <= m <= inner_hi and inner_lo <= m + (1 if x[i] > 0 else -1)

@@ -156,17 +156,20 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
     # breakpoint, and 1.0 when it holds an edge event (those crossings kept)
     nb = max(1, n_cross // BUCKET)
     scale, bk = bucket_table(s1, s2, nb, 5)
-    # the work arrays in three allocations (a group's small boxes took as long to allocate
-    # a dozen as to sweep)
+    # the work arrays in four allocations (a group's small boxes took as long to allocate
+    # a dozen as to sweep); ``slot`` and ``steps``: the inner crossings' buckets and steps
     ints = np.empty(nb + 2 * n_cross, np.int64)
     head, link, buf = ints[:nb], ints[nb:nb + n_cross], ints[nb + n_cross:]
     head[:] = -1
+    slot = np.empty(n_cross, np.int32)
+    steps = np.empty((n_cross + 2, 3), np.int64)
     flags = np.zeros(2 * nb, np.bool_)
     want, kept = flags[:nb], flags[nb:]  # kept: buckets whose inner crossings are kept too
     fz = np.empty(nz)
     small = n_cross <= SMALL_BOX
     ne = deal(SUMS_ALL if small else SUMS, x, a, rlo, rhi, rf, n_runs, s1, s2, scale, nb,
-              inner_lo, inner_hi, bk, want, 0, nb - 1, ev_b, ev_x, ev_m, head, link, 0)
+              inner_lo, inner_hi, bk, want, 0, nb - 1, slot, steps, ev_b, ev_x, ev_m, head,
+              link, 0)
     kept[:] = small
     edge_lo = edge_below(bk, nb, s1)
     # each zero point's least edge part on the first stretch (``fz``), down to the first edge
@@ -208,7 +211,7 @@ def box_sweep(x, a, rlo, rhi, rf, n_runs, s1, s2, qmin, qmax, za, zb, best, ev_b
             j_hi = _to_sweep(j, nb, bk, q0, a1, a2, f_low, span_hi, s1, best, f_edge, e, want,
                              kept)
             ne = deal(KEEP, x, a, rlo, rhi, rf, n_runs, s1, s2, scale, nb, inner_lo, inner_hi,
-                      bk, want, j, j_hi, ev_b, ev_x, ev_m, head, link, ne)
+                      bk, want, j, j_hi, slot, steps, ev_b, ev_x, ev_m, head, link, ne)
             for u in range(j, nb):
                 kept[u] = kept[u] or want[u]
         # sweep the bucket piece by piece: its crossings sorted, largest breakpoint first
