@@ -127,8 +127,12 @@ def test_the_sums_pass_adds_up_each_bucket_and_keeps_the_clamping_crossings(z_lo
     assert sorted(kept) == sorted((float(x[i]), m, b, j) for i, m, b, j in every)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_the_keep_pass_keeps_the_inner_crossings_of_the_buckets_asked_for_and_no_other(seed):
+@pytest.mark.parametrize(("seed", "window"), [(0, "some"), (1, "some"), (2, "some"),
+                                             (0, "every"), (1, "first"), (2, "last")])
+def test_the_keep_pass_keeps_the_inner_crossings_of_the_buckets_asked_for_and_no_other(seed,
+                                                                                     window):
+    """Some of a random window's buckets, or every bucket, or the box's first or last one
+    alone (the ends of every step's buckets)."""
     x = _values(seed + 3)
     s0 = (float(x[-1]) - float(x[0])) / 255
     s1, s2 = float(np.float32(0.88 * s0)), float(np.float32(1.01 * s0))
@@ -141,6 +145,10 @@ def test_the_keep_pass_keeps_the_inner_crossings_of_the_buckets_asked_for_and_no
     want = np.zeros(nb, np.bool_)
     want[j_lo:j_hi + 1] = rng.random(j_hi - j_lo + 1) < 0.7
     want[j_lo] = want[j_hi] = True
+    if window != "some":
+        j_lo, j_hi = {"every": (0, nb - 1), "first": (0, 0), "last": (nb - 1, nb - 1)}[window]
+        want[:] = False
+        want[j_lo:j_hi + 1] = True
     sums = _pass(x, sb.SUMS, rlo, rhi, rf, n, s1, s2, inner_lo, inner_hi, nb, want, 0, nb - 1,
                  cap=2 * n_cross)
     scale, bk, head, _, _, n_edge, dealt = sums
@@ -159,7 +167,8 @@ def test_the_keep_pass_keeps_the_inner_crossings_of_the_buckets_asked_for_and_no
             kept.append((float(ev_x[e]), int(ev_m[e]), float(ev_b[e]), j))
             e = link[e]
         assert e == before[j]
-    assert len(expect) > 50 and sorted(kept) == expect and ne - n_edge == len(expect)
+    assert len(expect) > (0 if window in ("first", "last") else 50)
+    assert sorted(kept) == expect and ne - n_edge == len(expect)
 
 
 def test_a_buckets_crossings_come_sorted_largest_breakpoint_first_ties_in_kept_order():
