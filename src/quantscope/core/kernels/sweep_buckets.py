@@ -30,6 +30,14 @@ SUMS, SUMS_ALL, KEEP = 0, 2, 1
 
 
 @njit(nogil=True, error_model="numpy", inline="always")
+def breakpoint_in(xv, inv, s1, s2):
+    """The breakpoint ``|x|·inv`` of value ``xv`` (``inv``: its step's ``1/(k + 1/2)``) held
+    to the box ``[s1, s2]``: one expression for every pass, so a crossing kept by
+    :func:`deal`'s keep pass has the breakpoint its sums pass put it in a bucket by."""
+    return min(max(abs(xv) * inv, s1), s2)
+
+
+@njit(nogil=True, error_model="numpy", inline="always")
 def bucket_of(b, s2, scale, nb):
     """The bucket of breakpoint ``b`` among ``nb`` equal buckets of a box ending at ``s2``
     (``scale``: ``nb`` over the box's width), largest scales first."""
@@ -206,7 +214,7 @@ def _add_up(x, p, cnt, inv, s1, s2, scale, nb, d1, d2, slot, c, bk):
     so = slot[c:c + cnt]
     for i in range(cnt):
         xv = np.float64(xs[i])
-        b = min(max(abs(xv) * inv, s1), s2)
+        b = breakpoint_in(xv, inv, s1, s2)
         j = bucket_of(b, s2, scale, nb)
         so[i] = j
         bk[j, 2] = min(bk[j, 2], b)
@@ -224,7 +232,7 @@ def _add_kept(x, p, cnt, inv, s1, s2, scale, nb, inner, m_old, d1, d2, bk, ev_b,
     xs = x[p:p + cnt]  # from 0: indices the compiler knows are not negative
     for i in range(cnt):
         xv = np.float64(xs[i])
-        b = min(max(abs(xv) * inv, s1), s2)
+        b = breakpoint_in(xv, inv, s1, s2)
         j = bucket_of(b, s2, scale, nb)
         bk[j, 2] = min(bk[j, 2], b)
         bk[j, 3] = max(bk[j, 3], b)
@@ -262,7 +270,7 @@ def _keep_pass(x, s1, s2, want, j_lo, j_hi, slot, steps, ev_b, ev_x, ev_m, head,
                 s += 1
             m_old = steps[s, 2]
             xv = np.float64(x[steps[s, 1] + i - steps[s, 0]])
-            b = min(max(abs(xv) * (1.0 / (abs(m_old) + 0.5)), s1), s2)
+            b = breakpoint_in(xv, 1.0 / (abs(m_old) + 0.5), s1, s2)
             ne = _keep(j, b, xv, m_old, ev_b, ev_x, ev_m, head, link, ne)
     return ne
 
